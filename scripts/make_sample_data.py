@@ -1,0 +1,1028 @@
+#!/usr/bin/env python3
+"""Write the bundled sample captures in ``sample_data/`` (or the directory given).
+
+Every file shows one situation a researcher meets in real captures: a clean agent run,
+retries, branches, compaction, broken lineage, refused requests, a capture store on disk,
+a long run. The records are plain JSON dicts in the wire format the model server writes;
+the only project code used is the digest, so this script runs even while the builder is
+being changed.
+
+The verdict each rollout must get is *declared here by hand*, next to the data that
+earns it, and written to ``expected.json``; ``README.md`` is rendered from the same
+declarations. Nothing here runs the builder: a test comparing the builder with its own
+output could never fail. ``tests/test_sample_data.py`` holds the builder to these
+declarations.
+
+The output is deterministic: every random choice comes from a per-scenario seeded
+``random.Random``, and timestamps are fixed. Re-running writes byte-identical files.
+
+Usage::
+
+    python scripts/make_sample_data.py [OUTPUT_DIR]     # default: sample_data/
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # runnable as a plain script from a checkout
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tokencap.digest import compute_digest  # noqa: E402
+
+SCHEMA_VERSION = 5
+REFUSAL_SCHEMA_VERSION = 1
+MODEL = "policy"
+VOCAB = (100, 150_000)  # token ids are drawn from this half-open range
+T0 = 1_717_000_000.0  # capture clock origin (seconds)
+
+# Every mask reason in the order a rollout reports them.
+MASK_REASON_ORDER = (
+    "load_error",
+    "capture_incomplete",
+    "no_records",
+    "build_error",
+    "unresolved_retries",
+    "unresolved_parent_calls",
+    "multiple_roots",
+    "multiple_chains",
+    "no_generated_tokens",
+    "terminal_call_not_delivered",
+)
+
+PLANNING_LINES = (
+    "Let me look at the failing test first.",
+    "The traceback points at the parser; I'll read that module.",
+    "The off-by-one is in the slice bound. Patching it now.",
+    "Running the suite again to confirm the fix.",
+    "I need the config loader too before changing anything.",
+    "That file is large; searching for the function instead.",
+)
+ANSWER_LINES = (
+    "All tests pass. The bug was an exclusive end index in `split_tokens`.",
+    "Summary: fixed the boundary check and added a regression test.",
+    "Done: the parser now keeps the last token of each span; 212 tests pass.",
+    "The failure came from a stale fixture; regenerated it and the suite is green.",
+)
+
+TOOLS = (
+    ("run_tests", {"path": "tests/"}),
+    ("read_file", {"path": "src/parser.py"}),
+    ("search_code", {"query": "def split_tokens"}),
+    ("apply_patch", {"patch": "--- a/src/parser.py\n+++ b/src/parser.py\n@@ -41 +41 @@\n-    end = i\n+    end = i + 1\n"}),
+)
+
+
+# --------------------------------------------------------------------------- records
+
+
+class RolloutWriter:
+    """Builds the records of one rollout as wire-format dicts.
+
+    The writer keeps each call's full cumulative sequence (full prompt + generation) so
+    it can stamp ``cum_len``/``digest`` and cut delta prompts; those sequences are never
+    written out, only the records are.
+    """
+
+    def __init__(self, rollout_id: str, seed: int, t0: float = T0) -> None:
+        self.rollout_id = rollout_id
+        self.rng = random.Random(seed)
+        self.t = t0
+        self.cum: dict[str, list[int]] = {}
+        self.records: dict[str, dict[str, Any]] = {}
+        self.entries: list[dict[str, Any]] = []
+        self.refusals: list[dict[str, Any]] = []
+        self._fc = 0
+
+    # -- random material ----------------------------------------------------
+
+    def tokens(self, n: int) -> list[int]:
+        return [self.rng.randrange(*VOCAB) for _ in range(n)]
+
+    def log_probs(self, n: int) -> list[float]:
+        # Mostly confident tokens with a tail of unlikely ones; never exactly 0.
+        return [round(-(0.0005 + 3.0 * self.rng.random() ** 3), 4) for _ in range(n)]
+
+    def tick(self, lo: float = 0.8, hi: float = 6.0) -> float:
+        self.t = round(self.t + self.rng.uniform(lo, hi), 3)
+        return self.t
+
+    def snapshot_id(self) -> str:
+        return f"{self.rng.getrandbits(128):032x}"
+
+    # -- items --------------------------------------------------------------
+
+    def text_item(self, text: str | None = None, *, answer: bool = False) -> dict[str, Any]:
+        if text is None:
+            text = self.rng.choice(ANSWER_LINES if answer else PLANNING_LINES)
+        return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+    def tool_item(self, name: str | None = None, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        if name is None:
+            name, arguments = self.rng.choice(TOOLS)
+        self._fc += 1
+        return {
+            "type": "function_call",
+            "call_id": f"fc_{self._fc}",
+            "name": name,
+            "arguments": json.dumps(arguments or {}),
+        }
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        """``text``: an assistant message; ``tool``: a short message then a tool call;
+        ``tool_only``: just a tool call; ``none``: no items (token-only call)."""
+        if kind == "text":
+            return [self.text_item(answer=True)]
+        if kind == "tool":
+            return [self.text_item(), self.tool_item()]
+        if kind == "tool_only":
+            return [self.tool_item()]
+        if kind == "none":
+            return []
+        raise ValueError(kind)
+
+    # -- calls --------------------------------------------------------------
+
+    def call(
+        self,
+        call_id: str,
+        *,
+        parent: str | None = None,
+        resolution: str | None = "resolved",
+        extends: str | None = "parent",
+        prompt: Sequence[int] | None = None,
+        interstitial: Sequence[int] | int | None = None,
+        gen: Sequence[int] | int | None = None,
+        lps: Sequence[float] | None = None,
+        kind: str = "text",
+        finish: str | None = "stop",
+        delta: bool = False,
+        created_at: float | None = None,
+        reason: str | None = None,
+        schema_version: int = SCHEMA_VERSION,
+        record: bool = True,
+    ) -> dict[str, Any]:
+        """Add one served call.
+
+        The full prompt is ``prompt`` when given, else the cumulative sequence of
+        ``extends`` (the parent by default; ``None`` for a fresh conversation) followed by
+        ``interstitial`` (tool output / user turn; an int draws that many tokens).
+        ``parent``/``resolution`` are what the request-time resolver recorded, which a
+        scenario may set to disagree with what the prompt really extends.
+        """
+        if extends == "parent":
+            extends = parent
+        if prompt is None:
+            base = list(self.cum[extends]) if extends is not None else []
+            if interstitial is None:
+                interstitial = self.rng.randint(8, 30) if base else self.rng.randint(40, 80)
+            if isinstance(interstitial, int):
+                interstitial = self.tokens(interstitial)
+            prompt = base + list(interstitial)
+        prompt = list(prompt)
+        if gen is None:
+            gen = self.rng.randint(8, 40)
+        if isinstance(gen, int):
+            gen = self.tokens(gen)
+        gen = list(gen)
+        if lps is None:
+            lps = self.log_probs(len(gen))
+        full = prompt + gen
+        items = self.items(kind) if gen else []
+        if delta:
+            parent_cum = self.cum[parent]
+            assert prompt[: len(parent_cum)] == parent_cum, f"{call_id}: delta prompt must extend its parent"
+            wire_prompt = prompt[len(parent_cum):]
+        else:
+            wire_prompt = prompt
+        if reason is None:
+            reason = {
+                "root": "new conversation",
+                "resolved": "request prefix matches the parent's cumulative tokens",
+                "unresolved": "no stored call matches the request prefix",
+            }.get(resolution or "", "")
+        rec = {
+            "schema_version": schema_version,
+            "rollout_id": self.rollout_id,
+            "model_call_id": call_id,
+            "model": MODEL,
+            "prompt_token_ids": wire_prompt,
+            "generation_token_ids": gen,
+            "generation_log_probs": list(lps),
+            "routed_experts": None,
+            "output_items": items,
+            "token_item_index": (len(items) - 1) if items else None,
+            "created_at": self.tick() if created_at is None else created_at,
+            "parent_resolution": resolution,
+            "parent_call_id": parent if resolution == "resolved" else None,
+            "parent_resolution_reason": reason,
+            "cum_len": len(full),
+            "digest": compute_digest(full),
+            "prompt_is_delta": delta,
+            "prefix_requested": delta,
+            "prefix_supplied": delta,
+            "continuation_fingerprint": "",
+            "continuation_context_len": 0,
+            "continuation_context_digest": "",
+            "fingerprint_version": None,
+            "finish_reason": finish,
+        }
+        if created_at is not None:
+            self.t = max(self.t, created_at)
+        self.cum[call_id] = full
+        if record:
+            self.records[call_id] = rec
+            self.entries.append(rec)
+        return rec
+
+    def refusal(
+        self,
+        call_id: str,
+        *,
+        parent: str | None,
+        code: str | None = "context_length_exceeded",
+        message: str | None = None,
+        recorded_at: float | None = None,
+        resolution: str | None = None,
+    ) -> dict[str, Any]:
+        if resolution is None:
+            resolution = "resolved" if parent else "unresolved"
+        if message is None:
+            message = (
+                "This model's maximum context length is 32768 tokens. However, your request has 33512 input tokens."
+                if code == "context_length_exceeded"
+                else "max_tokens must be at least 1, got 0."
+            )
+        rec = {
+            "schema_version": REFUSAL_SCHEMA_VERSION,
+            "rollout_id": self.rollout_id,
+            "model_call_id": call_id,
+            "parent_resolution": resolution,
+            "parent_call_id": parent,
+            "code": code,
+            "message": message,
+            "recorded_at": self.tick() if recorded_at is None else recorded_at,
+        }
+        if recorded_at is not None:
+            self.t = max(self.t, recorded_at)
+        self.refusals.append(rec)
+        return rec
+
+    def prompt_of(self, call_id: str) -> list[int]:
+        """The full prompt a call was served with (its cumulative sequence minus its generation)."""
+        n_gen = len(self.records[call_id]["generation_token_ids"])
+        return self.cum[call_id][: len(self.cum[call_id]) - n_gen]
+
+    def snapshot(self, *, incomplete: bool = False, version: int = 1) -> dict[str, Any]:
+        return {
+            "rollout_id": self.rollout_id,
+            "snapshot_id": self.snapshot_id(),
+            "version": version,
+            "incomplete": incomplete,
+            "entries": self.entries,
+            "engine_refusals": self.refusals,
+        }
+
+    def chain(self, ids: Sequence[str]) -> int:
+        """Generated tokens over the given calls (for pinning delivered counts)."""
+        return sum(len(self.records[i]["generation_token_ids"]) for i in ids)
+
+
+def cid(n: int) -> str:
+    return f"call-{n:04d}"
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+def expect(
+    reasons: Sequence[str] = (),
+    status: str = "completed",
+    incomplete_reason: str | None = None,
+    *,
+    main_chain: Sequence[str] | None = None,
+    main_chain_len: int | None = None,
+    source_notes_contain: Sequence[str] | None = None,
+    **metrics: Any,
+) -> dict[str, Any]:
+    """One rollout's declared verdict. ``metrics`` are pinned ``metrics[...]`` values."""
+    reasons = list(reasons)
+    assert reasons == sorted(reasons, key=MASK_REASON_ORDER.index), reasons
+    out: dict[str, Any] = {
+        "mask_sample": bool(reasons),
+        "mask_reasons": reasons,
+        "status": status,
+        "incomplete_reason": incomplete_reason,
+        "metrics": metrics,
+    }
+    if main_chain is not None:
+        out["main_chain"] = list(main_chain)
+    if main_chain_len is not None:
+        out["main_chain_len"] = main_chain_len
+    if source_notes_contain is not None:
+        out["source_notes_contain"] = list(source_notes_contain)
+    return out
+
+
+def structure(n_calls: int, *, roots: int = 1, chains: int = 1, quarantined: int = 0,
+              failures: dict[str, int] | None = None, unresolved: int = 0, empty: int = 0,
+              refusals: int = 0, capture_incomplete: bool = False) -> dict[str, Any]:
+    """The structural metrics every rollout pins (all derivable by reading the records)."""
+    return {
+        "n_calls": n_calls,
+        "roots": roots,
+        "chains": chains,
+        "quarantined_calls": quarantined,
+        "parent_link_failures": dict(failures or {}),
+        "unresolved_parent_calls": unresolved,
+        "empty_generation_calls": empty,
+        "engine_refusals": refusals,
+        "capture_incomplete": capture_incomplete,
+    }
+
+
+class Scenario:
+    """One sample file (or directory) plus the verdicts declared for it."""
+
+    def __init__(self, name: str, situation: str, see: str, why: str,
+                 write: Callable[[Path], None], rollouts: dict[str, dict[str, Any]]) -> None:
+        self.name, self.situation, self.see, self.why = name, situation, see, why
+        self.write, self.rollouts = write, rollouts
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def dump_line(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def snapshot_bytes(snap: dict[str, Any]) -> bytes:
+    """A snapshot JSON with one record per line, so the file reads well in an editor."""
+    head = {k: v for k, v in snap.items() if k not in ("entries", "engine_refusals")}
+    parts = [b"{"]
+    for k, v in head.items():
+        parts.append(orjson.dumps(k) + b": " + orjson.dumps(v) + b",\n")
+    for key in ("entries", "engine_refusals"):
+        records = snap[key]
+        if records:
+            body = b",\n".join(b"  " + dump_line(r) for r in records)
+            parts.append(orjson.dumps(key) + b": [\n" + body + b"\n]")
+        else:
+            parts.append(orjson.dumps(key) + b": []")
+        parts.append(b",\n" if key == "entries" else b"\n")
+    parts.append(b"}\n")
+    return b"".join(parts)
+
+
+def write_snapshot(w: RolloutWriter, **kw: Any) -> Callable[[Path], None]:
+    snap = w.snapshot(**kw)
+    return lambda path: path.write_bytes(snapshot_bytes(snap))
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def linear_run(w: RolloutWriter, n: int, *, last_finish: str = "stop", delta: bool = False,
+               start: int = 1) -> list[str]:
+    """A plain agent loop: root, then tool call / tool output turns, final answer."""
+    ids = []
+    for i in range(start, start + n):
+        c = cid(i)
+        last = i == start + n - 1
+        if i == start:
+            w.call(c, resolution="root", kind="tool", finish="tool_calls")
+        else:
+            w.call(c, parent=ids[-1], kind="text" if last else "tool",
+                   finish=last_finish if last else "tool_calls", delta=delta)
+        ids.append(c)
+    return ids
+
+
+def s_clean() -> Scenario:
+    w = RolloutWriter("clean-multiturn-tools", seed=7001)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool_only", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="tool_only", finish="tool_calls")
+    w.call(cid(5), parent=cid(4), kind="text", finish="stop")
+    main = [cid(i) for i in range(1, 6)]
+    return Scenario(
+        "clean_multiturn_tools.json",
+        "A five-call agent loop: assistant text and function calls, each next prompt holding the tool output.",
+        "trainable; no mask reasons; `completed`",
+        "Every call names its parent and the parent's cumulative tokens open the child's prompt, so the calls join into one verified chain that ends on a `stop`.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=main, generated_tokens_delivered=w.chain(main), **structure(5))},
+    )
+
+
+def s_unresolved_retry() -> Scenario:
+    w = RolloutWriter("final-retry-unresolved", seed=7002)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    # The harness re-sent the same request (timeout on its side) and got a new sample.
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), kind="text", finish="stop")
+    return Scenario(
+        "final_retry_unresolved.json",
+        "The last request was sent twice (same parent, same prompt) and sampled two different answers; no terminal call id is known.",
+        "masked: `unresolved_retries`; `completed` (smallest id `call-0003` is the one projected)",
+        "Neither retry was extended by a later call and they differ, so nothing says which answer the harness kept; both are listed as unresolved retries rather than guessing.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_retries"], main_chain=[cid(1), cid(2), cid(3)],
+                              **structure(4, quarantined=1))},
+    )
+
+
+def s_retry_resolved() -> Scenario:
+    w = RolloutWriter("retry-resolved-by-child", seed=7003)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    same_prompt = w.records[cid(2)]["prompt_token_ids"]
+    w.call(cid(3), parent=cid(1), prompt=same_prompt, kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="tool", finish="tool_calls")
+    w.call(cid(5), parent=cid(4), kind="text", finish="stop")
+    main = [cid(1), cid(3), cid(4), cid(5)]
+    return Scenario(
+        "retry_resolved_by_child.json",
+        "The second request was retried (`call-0002`, `call-0003`, same prompt, different samples); the conversation went on from `call-0003`.",
+        "trainable; no mask reasons; `completed`; `call-0002` quarantined",
+        "In a retry group the member that has a linked child is the one the harness kept; the abandoned sample is quarantined as a leaf.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=main, generated_tokens_delivered=w.chain(main),
+                              **structure(5, quarantined=1))},
+    )
+
+
+def s_twins() -> Scenario:
+    w = RolloutWriter("token-identical-twins", seed=7004)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    r3 = w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)),
+           gen=r3["generation_token_ids"], lps=r3["generation_log_probs"], kind="text", finish="stop")
+    return Scenario(
+        "token_identical_twins.json",
+        "The final request was served twice with the same prompt and the very same generated tokens (greedy decoding).",
+        "trainable; no mask reasons; `completed`; `call-0004` quarantined",
+        "Token-identical retries are interchangeable, so the smallest call id is kept and training on it is exact.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=[cid(1), cid(2), cid(3)], **structure(4, quarantined=1))},
+    )
+
+
+def s_twins_finish_disagree() -> Scenario:
+    w = RolloutWriter("twins-finish-reason-disagree", seed=7005)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    # The kept twin (smallest id) says `length`; its token-identical twin says `stop`.
+    r3 = w.call(cid(3), parent=cid(2), kind="text", finish="length")
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)),
+           gen=r3["generation_token_ids"], lps=r3["generation_log_probs"], kind="text", finish="stop")
+    return Scenario(
+        "twins_finish_reason_disagree.json",
+        "Token-identical twins of the last call that recorded different finish reasons (`length` on the kept `call-0003`, `stop` on `call-0004`).",
+        "trainable; no mask reasons; `completed` (not `incomplete`)",
+        "When the last call's twins disagree on the finish reason the finish-reason verdict is withheld, so the status cannot depend on which twin drew the smaller id.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=[cid(1), cid(2), cid(3)], **structure(4, quarantined=1))},
+    )
+
+
+def s_subagent() -> Scenario:
+    w = RolloutWriter("subagent-branch", seed=7006)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    # The orchestrator's own next turn ...
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    # ... and a sub-agent forked from the same context with its own instructions.
+    w.call(cid(3), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="length")
+    w.call(cid(5), parent=cid(2), kind="text", finish="stop")
+    main = [cid(1), cid(2), cid(5)]
+    return Scenario(
+        "subagent_branch.json",
+        "A sub-agent forked off `call-0001` with a different prompt (`call-0003`, `call-0004`) next to the orchestrator's own turns (`call-0002`, `call-0005`).",
+        "masked: `multiple_chains`; `completed`; main chain is the orchestrator's (`call-0001` → `call-0002` → `call-0005`)",
+        "Children with different prompts are not retries, so the rollout has two root-to-leaf chains; the delivered one ends on the latest leaf, and the sub-agent's `length` stop does not touch its status.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["multiple_chains"], main_chain=main, generated_tokens_delivered=w.chain(main),
+                              **structure(5, chains=2))},
+    )
+
+
+def s_compaction() -> Scenario:
+    w = RolloutWriter("compaction-new-root", seed=7007)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    # Context got long: the harness replaced the history with a summary and started over.
+    w.call(cid(4), resolution="root", extends=None, interstitial=60, kind="tool", finish="tool_calls",
+           reason="compacted history: request shares no prefix with earlier calls")
+    w.call(cid(5), parent=cid(4), kind="text", finish="stop")
+    main = [cid(1), cid(2), cid(3)]
+    return Scenario(
+        "compaction_new_root.json",
+        "Mid-run compaction: `call-0004` starts a fresh conversation whose prompt is a summary (`parent_resolution: root`), `call-0005` continues it.",
+        "masked: `multiple_roots`, `multiple_chains`; `completed`; the pre-compaction chain is the one projected",
+        "A summary prompt does not contain the earlier tokens, so the run splits into two roots and two chains that cannot be trained as one sequence.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["multiple_roots", "multiple_chains"], main_chain=main,
+                              generated_tokens_delivered=w.chain(main), **structure(5, roots=2, chains=2))},
+    )
+
+
+def s_unresolved_parent() -> Scenario:
+    w = RolloutWriter("unresolved-continuation", seed=7008)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    # The prompt does extend call-0002, but the resolver could not prove it at request time.
+    w.call(cid(3), resolution="unresolved", extends=cid(2), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop")
+    return Scenario(
+        "unresolved_continuation.json",
+        "`call-0003` was recorded `parent_resolution: unresolved` although its prompt happens to extend `call-0002`.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; `completed`",
+        "An unresolved call starts its own fragment and is never joined by prefix matching, so the run has two roots and two chains plus one unresolved boundary.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(1), cid(2)],
+                              **structure(4, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+    )
+
+
+def s_stale_parent() -> Scenario:
+    w = RolloutWriter("stale-parent-link", seed=7009)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    # The harness re-rendered an earlier tool output before sending call-0003: the prompt
+    # is as long as call-0002's sequence plus a turn, but one early token differs.
+    edited = list(w.cum[cid(2)])
+    edited[len(edited) // 3] = (edited[len(edited) // 3] + 7919) % VOCAB[1]
+    w.call(cid(3), parent=cid(2), prompt=edited + w.tokens(14), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop")
+    return Scenario(
+        "stale_parent_link.json",
+        "`call-0003` names `call-0002` as its parent, but its prompt no longer starts with `call-0002`'s tokens (history was edited in between).",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; `completed`",
+        "A resolved link is only trusted when the parent's digest matches the child's prompt prefix; a mismatch makes the child an unresolved boundary (`parent_digest_mismatch`).",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(1), cid(2)],
+                              **structure(4, roots=2, chains=2, failures={"parent_digest_mismatch": 1}, unresolved=1))},
+    )
+
+
+def s_empty_parent() -> Scenario:
+    w = RolloutWriter("empty-generation-parent", seed=7010)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    # The model answered with nothing at all ...
+    w.call(cid(2), parent=cid(1), gen=[], lps=[], finish="stop")
+    # ... so the harness appended a nudge and asked again, continuing call-0002.
+    w.call(cid(3), parent=cid(2), interstitial=9, kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop")
+    main = [cid(1), cid(3), cid(4)]
+    return Scenario(
+        "empty_generation_parent_recovered.json",
+        "`call-0002` generated no tokens; `call-0003` names it as parent.",
+        "trainable; no mask reasons; `completed`; `call-0002` listed as an empty-generation call",
+        "A call without generated tokens is left out of chaining, and its child is re-attached to the one placed call whose full sequence is the longest prefix of its prompt (`parent_call_id_missing_recovered`, not a boundary).",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=main, generated_tokens_delivered=w.chain(main),
+                              **structure(4, failures={"parent_call_id_missing_recovered": 1}, empty=1))},
+    )
+
+
+def s_delta() -> Scenario:
+    w = RolloutWriter("delta-records", seed=7011)
+    main = linear_run(w, 5, delta=True)
+    return Scenario(
+        "delta_records.json",
+        "Every call after the first stores only its prompt suffix beyond the parent's cumulative tokens (`prompt_is_delta: true`).",
+        "trainable; no mask reasons; `completed`",
+        "Delta prompts are rebuilt by replaying the parent chain and checked against each record's stamped `cum_len` and `digest` before chaining.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=main, generated_tokens_delivered=w.chain(main), **structure(5))},
+    )
+
+
+def s_broken_delta() -> Scenario:
+    w = RolloutWriter("broken-delta-chain", seed=7012)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls", record=False)  # never captured
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls", delta=True)
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop", delta=True)
+    return Scenario(
+        "broken_delta_chain.json",
+        "Delta records whose ancestor `call-0002` was never captured: `call-0003` (delta on `call-0002`) and `call-0004` (delta on `call-0003`).",
+        "masked: `unresolved_parent_calls`; `completed`; only `call-0001` is delivered",
+        "A delta prompt whose parent chain reaches a missing record cannot be rebuilt, so it is excluded (`delta_chain_unreconstructable`) together with every delta built on it; nothing is guessed.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls"], main_chain=[cid(1)],
+                              **structure(3, failures={"delta_chain_unreconstructable": 2}, unresolved=2))},
+    )
+
+
+def s_refusal_ended() -> Scenario:
+    w = RolloutWriter("engine-refusal-ended", seed=7013)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    # The next request (tool output appended to call-0003) did not fit the context window.
+    w.refusal(cid(4), parent=cid(3))
+    return Scenario(
+        "engine_refusal_ended.json",
+        "After `call-0003` the harness's next request was refused with `context_length_exceeded`, and the run stopped there.",
+        "trainable; no mask reasons; `incomplete` / `max_output_tokens`",
+        "A context-window refusal of a request that continued the delivered last call, recorded after it with no later re-serving, means the run hit the model's limit.",
+        write_snapshot(w),
+        {w.rollout_id: expect(status="incomplete", incomplete_reason="max_output_tokens",
+                              main_chain=[cid(1), cid(2), cid(3)], **structure(3, refusals=1))},
+    )
+
+
+def s_refusal_recovered() -> Scenario:
+    w = RolloutWriter("engine-refusal-recovered", seed=7014)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    r3 = w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    refused = w.refusal(cid(4), parent=cid(3))
+    # The harness rolled back and re-served call-0003's request; greedy decoding gave the
+    # same tokens. The twin is stamped exactly at the refusal's time ("at or after").
+    prompt3 = w.prompt_of(cid(3))
+    w.call(cid(5), parent=cid(2), prompt=prompt3, gen=r3["generation_token_ids"], lps=r3["generation_log_probs"],
+           kind="text", finish="stop", created_at=refused["recorded_at"])
+    return Scenario(
+        "engine_refusal_recovered.json",
+        "A context-window refusal continuing `call-0003`, after which the harness re-served `call-0003`'s request (`call-0005`, token-identical, stamped at the refusal's time) and finished.",
+        "trainable; no mask reasons; `completed`; `call-0005` quarantined as a twin",
+        "A twin of the last call served at or after the refusal shows the harness recovered, so the refusal does not end the chain.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=[cid(1), cid(2), cid(3)], **structure(4, quarantined=1, refusals=1))},
+    )
+
+
+def s_refusal_earlier() -> Scenario:
+    w = RolloutWriter("engine-refusal-earlier-call", seed=7015)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    # A huge tool output did not fit; the harness truncated it and sent call-0003 instead.
+    w.refusal(cid(2), parent=cid(1))
+    w.call(cid(3), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop")
+    return Scenario(
+        "engine_refusal_earlier_call.json",
+        "A context-window refusal of a request continuing `call-0001`; the harness shortened the tool output and carried on.",
+        "trainable; no mask reasons; `completed`",
+        "Only a refusal continuing the delivered last call (or its twin) can end the chain; one continuing an earlier call changes nothing.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=[cid(1), cid(3), cid(4)], **structure(3, refusals=1))},
+    )
+
+
+def s_length() -> Scenario:
+    w = RolloutWriter("length-stop", seed=7016)
+    main = linear_run(w, 3, last_finish="length")
+    return Scenario(
+        "length_stop.json",
+        "The final answer hit the output-token limit (`finish_reason: length`).",
+        "trainable; no mask reasons; `incomplete` / `max_output_tokens`",
+        "The delivered chain's last finish reason maps to the Responses status: `length` means the output was cut at `max_output_tokens`.",
+        write_snapshot(w),
+        {w.rollout_id: expect(status="incomplete", incomplete_reason="max_output_tokens", main_chain=main,
+                              **structure(3))},
+    )
+
+
+def s_content_filter() -> Scenario:
+    w = RolloutWriter("content-filter-stop", seed=7017)
+    main = linear_run(w, 3, last_finish="content_filter")
+    return Scenario(
+        "content_filter_stop.json",
+        "The final answer was stopped by the content filter (`finish_reason: content_filter`).",
+        "trainable; no mask reasons; `incomplete` / `content_filter`",
+        "A `content_filter` stop on the delivered last call maps to an incomplete response with that reason; the tokens themselves are still exact.",
+        write_snapshot(w),
+        {w.rollout_id: expect(status="incomplete", incomplete_reason="content_filter", main_chain=main,
+                              **structure(3))},
+    )
+
+
+def s_missing_resolution() -> Scenario:
+    w = RolloutWriter("legacy-missing-resolution", seed=7018)
+    # An older writer (schema 4) that recorded no request-time parent decision at all.
+    w.call(cid(1), resolution=None, kind="tool", finish="tool_calls", schema_version=4, reason="")
+    w.call(cid(2), resolution=None, extends=cid(1), kind="tool", finish="tool_calls", schema_version=4, reason="")
+    w.call(cid(3), resolution=None, extends=cid(2), kind="text", finish="stop", schema_version=4, reason="")
+    return Scenario(
+        "legacy_missing_resolution.json",
+        "Schema-4 records with `parent_resolution: null` whose prompts do extend each other.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; `completed`",
+        "Without a request-time parent decision no link is trusted (`missing_resolution` on every call), and prefix matching is not used to invent one.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=[cid(1)],
+                              **structure(3, roots=3, chains=3, failures={"missing_resolution": 3}, unresolved=3))},
+    )
+
+
+def s_corrupt() -> Scenario:
+    w = RolloutWriter("corrupt-record", seed=7019)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    r2 = w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    # A flipped generated token after stamping: the record no longer matches its digest.
+    r2["generation_token_ids"][3] = (r2["generation_token_ids"][3] + 1) % VOCAB[1]
+    main = [cid(1), cid(3)]
+    return Scenario(
+        "corrupt_record.json",
+        "`call-0002`'s generated tokens were altered after its `cum_len`/`digest` were stamped.",
+        "masked: `unresolved_parent_calls`; `completed`",
+        "A record whose own tokens disagree with its stamped digest is excluded (`entry_digest_mismatch`); its child is re-attached to `call-0001` by longest prefix, but the excluded call keeps the sample masked.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls"], main_chain=main,
+                              **structure(3, failures={"entry_digest_mismatch": 1,
+                                                       "parent_call_id_missing_recovered": 1}, unresolved=1))},
+    )
+
+
+def s_duplicate() -> Scenario:
+    w = RolloutWriter("duplicate-call-id", seed=7020)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    r3 = w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    # A second record under the same id with a different sample (a writer replay bug).
+    prompt3 = w.prompt_of(cid(3))
+    first = dict(r3)
+    w.call(cid(3), parent=cid(2), prompt=prompt3, kind="text", finish="stop")
+    w.records[cid(3)] = first
+    return Scenario(
+        "duplicate_call_id.json",
+        "Two records share the id `call-0003` but hold different generations.",
+        "masked: `unresolved_parent_calls`; `completed`",
+        "Conflicting copies of one call id cannot both be the truth: one copy is kept for chaining but the id is reported (`duplicate_call_id_conflict`) and the sample is masked.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls"], main_chain=[cid(1), cid(2), cid(3)],
+                              **structure(3, failures={"duplicate_call_id_conflict": 1}, unresolved=1))},
+    )
+
+
+def s_multi_jsonl() -> Scenario:
+    a = RolloutWriter("jsonl-clean", seed=7021)
+    b = RolloutWriter("jsonl-refusal-ended", seed=7022, t0=T0 + 1.0)
+    c = RolloutWriter("jsonl-parameter-refusal", seed=7023, t0=T0 + 2.0)
+    linear_run(a, 3)
+    linear_run(b, 3)
+    b.refusal(cid(4), parent=cid(3))
+    linear_run(c, 2)
+    # The engine rejected an output-token parameter: says nothing about context length.
+    c.refusal(cid(3), parent=cid(2), code=None)
+    lines: list[tuple[float, bytes]] = []
+    for w in (a, b, c):
+        for e in w.entries:
+            lines.append((e["created_at"], dump_line(e)))
+        for r in w.refusals:
+            lines.append((r["recorded_at"], dump_line({"record_type": "engine_refusal", **r})))
+    lines.sort(key=lambda x: x[0])  # one shared log, interleaved by time
+    data = b"".join(line + b"\n" for _, line in lines)
+    ids3 = [cid(1), cid(2), cid(3)]
+    return Scenario(
+        "multi_rollout_entries.jsonl",
+        "One entries log holding three interleaved rollouts, with `record_type: engine_refusal` lines.",
+        "three snapshots, all trainable: `jsonl-clean` `completed`; `jsonl-refusal-ended` `incomplete` / `max_output_tokens`; `jsonl-parameter-refusal` `completed`",
+        "JSONL records are grouped by rollout id; a context-window refusal continuing the last call ends that run, while a refusal with a null code (a rejected output-token parameter) is only counted.",
+        lambda path: path.write_bytes(data),
+        {
+            a.rollout_id: expect(main_chain=ids3, **structure(3)),
+            b.rollout_id: expect(status="incomplete", incomplete_reason="max_output_tokens", main_chain=ids3,
+                                 **structure(3, refusals=1)),
+            c.rollout_id: expect(main_chain=[cid(1), cid(2)], **structure(2, refusals=1)),
+        },
+    )
+
+
+def s_capture_store() -> Scenario:
+    # Rollout 1: frozen and complete. call-0003 was refused (engine rejected an
+    # output-token parameter); the harness re-sent the turn as call-0004.
+    done = RolloutWriter("store-complete", seed=7024)
+    done.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    done.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls", delta=True)
+    done.refusal(cid(3), parent=cid(2), code=None)
+    done.call(cid(4), parent=cid(2), kind="tool", finish="tool_calls", delta=True)
+    done.call(cid(5), parent=cid(4), kind="text", finish="stop", delta=True)
+    # Rollout 2: interrupted. The intent for call-0004 was written, its record was only
+    # half flushed (torn tail), so it never committed.
+    cut = RolloutWriter("store-interrupted", seed=7025)
+    cut.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    cut.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls", delta=True)
+    cut.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls", delta=True)
+    torn_record = cut.call(cid(4), parent=cid(3), kind="text", finish="stop", delta=True, record=False)
+    torn = orjson.dumps(torn_record, option=orjson.OPT_SORT_KEYS)[:173]
+
+    def store_lines(records: list[dict[str, Any]]) -> bytes:
+        return b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records)
+
+    done_tokens = store_lines(done.entries)
+    cut_tokens = store_lines(cut.entries)
+    done_state = {"frozen": True, "incomplete": False, "indexed_size": len(done_tokens), "retired": False,
+                  "snapshot_id": done.snapshot_id(), "version": 5}
+    cut_state = {"frozen": False, "incomplete": False, "indexed_size": len(cut_tokens), "retired": False,
+                 "snapshot_id": "", "version": 3}
+
+    def write(path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        p = "store-complete.tokens"
+        (path / f"{p}.jsonl").write_bytes(done_tokens)
+        (path / f"{p}.refusals.jsonl").write_bytes(store_lines(done.refusals))
+        (path / f"{p}.intents").write_bytes(b"".join(f"{cid(i)}\n".encode() for i in range(1, 6)))
+        (path / f"{p}.state.json").write_bytes(orjson.dumps(done_state, option=orjson.OPT_SORT_KEYS))
+        p = "store-interrupted.tokens"
+        (path / f"{p}.jsonl").write_bytes(cut_tokens + torn)
+        (path / f"{p}.intents").write_bytes(b"".join(f"{cid(i)}\n".encode() for i in range(1, 5)))
+        (path / f"{p}.state.json").write_bytes(orjson.dumps(cut_state, option=orjson.OPT_SORT_KEYS))
+
+    return Scenario(
+        "capture_store",
+        "A capture-store directory in the upstream file layout (`R.tokens.jsonl`, `.intents`, `.state.json`, `.refusals.jsonl`) with one finished and one interrupted rollout.",
+        "`store-complete`: trainable, `completed`; `store-interrupted`: masked `capture_incomplete`, `completed`, with `torn` and the dangling `call-0004` in its source notes",
+        "An intent satisfied by an entry or a refusal record is accounted for; `call-0004` of the interrupted run has only an intent (its line is torn, and torn bytes are skipped), so that capture is incomplete and the sample is masked even though the three committed calls chain cleanly.",
+        write,
+        {
+            done.rollout_id: expect(main_chain=[cid(1), cid(2), cid(4), cid(5)], **structure(4, refusals=1)),
+            cut.rollout_id: expect(["capture_incomplete"], main_chain=[cid(1), cid(2), cid(3)],
+                                   source_notes_contain=["torn", "store-interrupted.tokens.jsonl", str(len(torn)),
+                                                         cid(4)],
+                                   **structure(3, capture_incomplete=True)),
+        },
+    )
+
+
+def s_long() -> Scenario:
+    w = RolloutWriter("long-rollout", seed=7026)
+    n_turns = 525
+    retry_at = 260  # the request of turn 260 is retried; the run continues from the retry
+    tool_turns = {97, 301}
+    ids: list[str] = []
+    n = 0
+    for turn in range(1, n_turns + 1):
+        n += 1
+        c = cid(n)
+        last = turn == n_turns
+        kind = "tool" if turn in tool_turns else "text"
+        finish = "stop" if last else ("tool_calls" if turn in tool_turns else "stop")
+        if turn == 1:
+            w.call(c, resolution="root", interstitial=64, gen=w.rng.randint(6, 14), kind=kind, finish=finish)
+        elif turn == retry_at:
+            first = w.call(c, parent=ids[-1], interstitial=w.rng.randint(3, 8), gen=w.rng.randint(6, 14),
+                           kind=kind, finish=finish, delta=True)
+            n += 1
+            c = cid(n)
+            w.call(c, parent=ids[-1], interstitial=first["prompt_token_ids"], gen=w.rng.randint(6, 14),
+                   kind=kind, finish=finish, delta=True)
+        else:
+            w.call(c, parent=ids[-1], interstitial=w.rng.randint(3, 8), gen=w.rng.randint(6, 14),
+                   kind=kind, finish=finish, delta=True)
+        ids.append(c)
+    assert len(ids) == n_turns and n == n_turns + 1
+    return Scenario(
+        "long_rollout_delta.json",
+        f"A {n}-call run stored as delta records, with two tool-call turns and one retried request (`{cid(retry_at)}` abandoned for `{cid(retry_at + 1)}`).",
+        "trainable; no mask reasons; `completed`; one call quarantined",
+        "Delta prompts rebuild into one verified chain at any length; the retry is resolved because only one member was extended.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain_len=n_turns, generated_tokens_delivered=w.chain(ids),
+                              **structure(n, quarantined=1))},
+    )
+
+
+SCENARIOS: tuple[Callable[[], Scenario], ...] = (
+    s_clean,
+    s_delta,
+    s_unresolved_retry,
+    s_retry_resolved,
+    s_twins,
+    s_twins_finish_disagree,
+    s_subagent,
+    s_compaction,
+    s_unresolved_parent,
+    s_stale_parent,
+    s_missing_resolution,
+    s_empty_parent,
+    s_broken_delta,
+    s_corrupt,
+    s_duplicate,
+    s_refusal_ended,
+    s_refusal_recovered,
+    s_refusal_earlier,
+    s_length,
+    s_content_filter,
+    s_multi_jsonl,
+    s_capture_store,
+    s_long,
+)
+
+
+# --------------------------------------------------------------------------- README
+
+
+README_HEAD = """\
+# Sample captures
+
+Small, synthetic captures, one per situation you will meet in real token-capture data.
+Each is a real input format the loader reads (a snapshot JSON, an entries JSONL, or a
+capture-store directory), with digests and cumulative lengths stamped exactly as the model
+server stamps them. Token ids are random, so only the structure means anything.
+
+`expected.json` holds, per file and rollout, the verdict the rollout must get from
+`build_rollout`: `mask_sample`, `mask_reasons`, the response `status` and
+`incomplete_reason`, plus a few pinned metrics (`n_calls`, `roots`, `chains`,
+`quarantined_calls`, `parent_link_failures`, ...) and the call ids of the delivered chain.
+These were written down by hand from the builder rules, next to the data, in
+`scripts/make_sample_data.py`; they are never produced by running the builder.
+`tests/test_sample_data.py` checks the package against them.
+
+Try one:
+
+```
+python -m tokencap inspect sample_data/subagent_branch.json
+python -m tokencap build sample_data/capture_store
+```
+
+| file | situation | what you should see | why |
+|---|---|---|---|
+"""
+
+README_TAIL = """
+## Conventions
+
+- Call ids are `call-0001`, `call-0002`, ... in the order the calls were made;
+  `created_at` increases with them (except where a scenario says otherwise).
+- "trainable" means `mask_sample` is false; "masked" lists `mask_reasons` in the order
+  the rollout reports them. The status is that of the delivered (main) chain's response,
+  which is built even for masked samples.
+- A status of `completed` covers `stop` and `tool_calls` endings alike; only `length`,
+  `content_filter` and a context-window refusal that ended the run give `incomplete`.
+- Known limitation (see `engine_refusal_ended.json`): a request sent after the session
+  really finished (a title or summary call carrying the whole history) looks exactly like
+  a next turn, so its context-window refusal also marks the run `incomplete`.
+
+## Regenerating
+
+```
+python scripts/make_sample_data.py            # rewrites sample_data/
+python scripts/make_sample_data.py /tmp/out   # or anywhere else
+```
+
+The script is seeded and writes byte-identical files on every run; the test suite checks
+that. Change a scenario by editing its function in the script (data and declared verdict
+sit side by side), then regenerate and commit both.
+"""
+
+
+def render_readme(scenarios: Sequence[Scenario]) -> str:
+    rows = []
+    for s in scenarios:
+        name = f"`{s.name}/`" if "." not in s.name else f"`{s.name}`"
+        cells = [name, s.situation, s.see, s.why]
+        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return README_HEAD + "\n".join(rows) + "\n" + README_TAIL
+
+
+# --------------------------------------------------------------------------- main
+
+
+def generate(out_dir: Path) -> list[Scenario]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenarios = [make() for make in SCENARIOS]
+    names = [s.name for s in scenarios]
+    assert len(set(names)) == len(names), "duplicate sample file name"
+    expected: dict[str, Any] = {}
+    for s in scenarios:
+        s.write(out_dir / s.name)
+        expected[s.name] = {"situation": s.situation, "why": s.why, "rollouts": s.rollouts}
+    (out_dir / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2) + b"\n")
+    (out_dir / "README.md").write_text(render_readme(scenarios), encoding="utf-8")
+    return scenarios
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) > 1 or (argv and argv[0] in ("-h", "--help")):
+        print(__doc__.strip().splitlines()[0])
+        print("usage: python scripts/make_sample_data.py [OUTPUT_DIR]   (default: sample_data/)")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    out_dir = Path(argv[0]) if argv else REPO_ROOT / "sample_data"
+    scenarios = generate(out_dir)
+    n = sum(len(s.rollouts) for s in scenarios)
+    print(f"wrote {len(scenarios)} samples ({n} rollouts) to {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
