@@ -1,0 +1,163 @@
+"""The bundled sample captures get exactly the verdicts their README promises.
+
+``sample_data/expected.json`` is written by ``scripts/make_sample_data.py`` from verdicts
+declared by hand next to each scenario's data (never by running the builder), so these
+tests compare the package with the rules, not with itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DIR = REPO_ROOT / "sample_data"
+GENERATOR = REPO_ROOT / "scripts" / "make_sample_data.py"
+NOT_SAMPLES = {"README.md", "expected.json"}
+
+MASK_REASON_ORDER = [
+    "load_error",
+    "capture_incomplete",
+    "no_records",
+    "build_error",
+    "unresolved_retries",
+    "unresolved_parent_calls",
+    "multiple_roots",
+    "multiple_chains",
+    "no_generated_tokens",
+    "terminal_call_not_delivered",
+]
+
+EXPECTED: dict = json.loads((SAMPLE_DIR / "expected.json").read_text(encoding="utf-8"))
+CASES = [(name, rid) for name, sample in EXPECTED.items() for rid in sample["rollouts"]]
+
+
+@cache
+def _snapshots(name: str) -> dict:
+    from tokencap import load_snapshots
+
+    snaps = load_snapshots(SAMPLE_DIR / name)
+    by_id = {s.rollout_id: s for s in snaps}
+    assert len(by_id) == len(snaps), f"{name}: a rollout id came back twice"
+    return by_id
+
+
+@cache
+def _built(name: str, rollout_id: str):
+    from tokencap import build_rollout
+
+    return build_rollout(_snapshots(name)[rollout_id])
+
+
+# --------------------------------------------------------------------------- inventory
+
+
+def test_every_sample_is_declared_and_every_declaration_exists() -> None:
+    on_disk = {p.name for p in SAMPLE_DIR.iterdir()} - NOT_SAMPLES
+    assert on_disk == set(EXPECTED), (
+        f"undeclared samples: {sorted(on_disk - set(EXPECTED))}; "
+        f"declared but missing: {sorted(set(EXPECTED) - on_disk)}"
+    )
+
+
+def test_readme_describes_every_sample() -> None:
+    readme = (SAMPLE_DIR / "README.md").read_text(encoding="utf-8")
+    missing = [name for name in EXPECTED if f"`{name}" not in readme]
+    assert not missing, f"README.md has no row for {missing}"
+
+
+@pytest.mark.parametrize(("name", "rollout_id"), CASES, ids=[f"{n}::{r}" for n, r in CASES])
+def test_declarations_are_coherent(name: str, rollout_id: str) -> None:
+    exp = EXPECTED[name]["rollouts"][rollout_id]
+    reasons = exp["mask_reasons"]
+    assert exp["mask_sample"] is bool(reasons)
+    assert reasons == sorted(reasons, key=MASK_REASON_ORDER.index), "mask reasons out of order"
+    assert exp["status"] in ("completed", "incomplete")
+    assert (exp["status"] == "incomplete") is (exp["incomplete_reason"] is not None)
+    assert exp["incomplete_reason"] in (None, "max_output_tokens", "content_filter")
+
+
+def test_generator_reproduces_the_bundled_files(tmp_path: Path) -> None:
+    out = tmp_path / "regenerated"
+    subprocess.run([sys.executable, str(GENERATOR), str(out)], check=True, capture_output=True, cwd=tmp_path)
+
+    def tree(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    bundled, fresh = tree(SAMPLE_DIR), tree(out)
+    assert sorted(fresh) == sorted(bundled), "the generator writes a different set of files"
+    changed = [path for path in bundled if bundled[path] != fresh[path]]
+    assert not changed, f"regenerating changed {changed}; run `python scripts/make_sample_data.py` and commit"
+
+
+def test_samples_stay_small() -> None:
+    total = sum(p.stat().st_size for p in SAMPLE_DIR.rglob("*") if p.is_file())
+    assert total < 5 * 1024 * 1024, f"sample_data/ is {total} bytes"
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_loads_exactly_the_declared_rollouts(name: str) -> None:
+    assert set(_snapshots(name)) == set(EXPECTED[name]["rollouts"])
+
+
+@pytest.mark.parametrize(("name", "rollout_id"), CASES, ids=[f"{n}::{r}" for n, r in CASES])
+def test_sample_gets_its_declared_verdict(name: str, rollout_id: str) -> None:
+    exp = EXPECTED[name]["rollouts"][rollout_id]
+    r = _built(name, rollout_id)
+
+    assert r.rollout_id == rollout_id
+    got = {
+        "mask_sample": r.mask_sample,
+        "mask_reasons": list(r.mask_reasons),
+        "status": r.metrics["status"],
+        "incomplete_reason": r.metrics["incomplete_reason"],
+    }
+    want = {k: exp[k] for k in got}
+    assert got == want, f"{name} / {rollout_id}: {EXPECTED[name]['why']}"
+
+    pinned = {k: r.metrics[k] for k in exp["metrics"]}
+    assert pinned == exp["metrics"], f"{name} / {rollout_id}: pinned metrics differ"
+
+
+@pytest.mark.parametrize(("name", "rollout_id"), CASES, ids=[f"{n}::{r}" for n, r in CASES])
+def test_sample_delivers_the_declared_chain(name: str, rollout_id: str) -> None:
+    exp = EXPECTED[name]["rollouts"][rollout_id]
+    if "main_chain" not in exp and "main_chain_len" not in exp:
+        pytest.skip("no delivered chain declared")
+    r = _built(name, rollout_id)
+    assert r.build is not None and r.build.chains, "nothing was delivered"
+    main = r.build.chains[0]
+    assert main.chain_id == "main"
+    calls = [link.entry.model_call_id for link in main.links]
+    if "main_chain" in exp:
+        assert calls == exp["main_chain"]
+    if "main_chain_len" in exp:
+        assert len(calls) == exp["main_chain_len"]
+
+
+@pytest.mark.parametrize(("name", "rollout_id"), CASES, ids=[f"{n}::{r}" for n, r in CASES])
+def test_sample_response_is_contiguous(name: str, rollout_id: str) -> None:
+    from tokencap import assert_prefix_contiguity
+
+    r = _built(name, rollout_id)
+    assert r.rebuilt_response is not None, "every sample declares a status, so it must have a response"
+    assert r.rebuilt_response["status"] == EXPECTED[name]["rollouts"][rollout_id]["status"]
+    assert_prefix_contiguity(r.rebuilt_response)
+
+
+@pytest.mark.parametrize(
+    ("name", "rollout_id"),
+    [(n, r) for n, r in CASES if "source_notes_contain" in EXPECTED[n]["rollouts"][r]],
+)
+def test_sample_source_notes(name: str, rollout_id: str) -> None:
+    notes = list(_snapshots(name)[rollout_id].source_notes)
+    for needle in EXPECTED[name]["rollouts"][rollout_id]["source_notes_contain"]:
+        assert any(needle in note for note in notes), f"no source note mentions {needle!r}: {notes}"
