@@ -1,0 +1,41 @@
+"""tokencap: rebuild, inspect and export trainable RL trajectories from captured model calls.
+
+The layers, bottom up: records (schema, validation, digest) -> loading (snapshot JSON,
+JSONL, capture-store directories) -> builder (chaining, retries, recovery) -> projection,
+verdicts and loss masks -> rollout assembly -> views (frames and figures for the app) ->
+command line (`python -m tokencap`).
+"""
+
+from .builder import BuildNotes, BuildOutput, Chain, ChainLink, prefix_merging, run_builder
+from .digest import compute_digest
+from .loading import LoadError, load_snapshots
+from .lossmask import LossMask, loss_mask
+from .projection import assert_prefix_contiguity, project_chain_to_output_items, project_main_chain_response
+from .records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenCaptureSnapshot, TokenEntry
+from .rollout import RolloutResult, build_rollout
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BuildNotes",
+    "BuildOutput",
+    "Chain",
+    "ChainLink",
+    "EngineRefusalRecord",
+    "LoadError",
+    "LossMask",
+    "ParentResolutionStatus",
+    "RecordError",
+    "RolloutResult",
+    "TokenCaptureSnapshot",
+    "TokenEntry",
+    "assert_prefix_contiguity",
+    "build_rollout",
+    "compute_digest",
+    "load_snapshots",
+    "loss_mask",
+    "prefix_merging",
+    "project_chain_to_output_items",
+    "project_main_chain_response",
+    "run_builder",
+]

@@ -1,0 +1,562 @@
+"""The `prefix_merging` builder: chain a frozen snapshot's calls into trainable trajectories.
+
+The one invariant (SPEC 1): a delivered trajectory holds exactly the tokens the policy
+emitted, conditioned on exactly the recorded context, as one contiguous sequence. Every
+rule below prefers dropping or masking to guessing, and nothing is linked across a
+boundary nobody proved.
+
+The build never depends on input order: copies of a call are ordered by their canonical
+JSON, calls are processed by (full-prompt length, call id), and every tie-break is on
+call ids or timestamps. It also never recurses, so a 1,500-call rollout is fine, and it
+holds no per-call copy of a whole context: prompts are views (see `tokencap.tokens`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .digest import digest_of_parts
+from .records import ParentResolutionStatus, TokenEntry, canonical_json
+from .tokens import TOKEN_DTYPE, SequenceArena, joined, prefix_equals
+
+BUILDER_NAME = "prefix_merging"
+
+# Notes a build can attach to a call (keys of `BuildNotes.parent_link_failures`).
+PARENT_UNRESOLVED = "parent_unresolved"
+PARENT_DIGEST_MISMATCH = "parent_digest_mismatch"
+PARENT_MISSING = "parent_call_id_missing"
+PARENT_MISSING_RECOVERED = "parent_call_id_missing_recovered"
+MISSING_RESOLUTION = "missing_resolution"
+DUPLICATE_CONFLICT = "duplicate_call_id_conflict"
+DELTA_UNRECONSTRUCTABLE = "delta_chain_unreconstructable"
+ENTRY_DIGEST_MISMATCH = "entry_digest_mismatch"
+
+# Retry rules of SPEC 4.6, named for what decided the group.
+RULE_EXTENDED = "extended"          # a: members with a linked child are kept
+RULE_TERMINAL = "terminal"          # b: the named terminal call is kept
+RULE_TWINS = "twins"                # c: token-identical twins, smallest id kept
+RULE_UNRESOLVED = "unresolved"      # d: nobody knows which generation the harness kept
+RULE_AFTER_TERMINAL = "after_terminal"  # d, but below the anchored call: nothing delivered anyway
+
+
+@dataclass
+class ChainLink:
+    """One call on a chain; ``interstitial`` is its prompt beyond the parent's cumulative sequence."""
+
+    entry: TokenEntry
+    interstitial: np.ndarray
+
+    @property
+    def call_id(self) -> str:
+        return self.entry.model_call_id
+
+
+@dataclass
+class Chain:
+    """A root-to-leaf path of calls: ``root_prompt``, then per link interstitial + generation."""
+
+    chain_id: str
+    links: list[ChainLink] = field(default_factory=list)
+    root_prompt: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=TOKEN_DTYPE))
+
+    def validate(self) -> None:
+        """Require one log-probability per generated token (a trainer cannot use anything else)."""
+        for link in self.links:
+            n_tokens = link.entry.generation_token_ids.size
+            n_logprobs = link.entry.generation_log_probs.size
+            if n_tokens != n_logprobs:
+                raise ValueError(f"chain {self.chain_id!r}: call {link.call_id!r} has {n_tokens} generated tokens "
+                                 f"but {n_logprobs} log-probabilities")
+
+    @property
+    def call_ids(self) -> list[str]:
+        return [link.call_id for link in self.links]
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(int(link.entry.generation_token_ids.size) for link in self.links)
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.root_prompt.size) + sum(
+            int(link.interstitial.size + link.entry.generation_token_ids.size) for link in self.links)
+
+
+@dataclass
+class BuildNotes:
+    """What the build kept, dropped, or could not resolve (typed, so dashboards never read a renamed key as 0)."""
+
+    builder: str = BUILDER_NAME
+    roots: int = 0
+    chains: int = 0
+    generated_tokens_captured: int = 0
+    generated_tokens_delivered: int = 0
+    delivered_fraction: float = 0.0
+    unresolved_retries: list[str] = field(default_factory=list)
+    terminal_call_id: str | None = None
+    terminal_chain: str = ""
+    after_terminal_calls: list[str] = field(default_factory=list)
+    empty_generation_calls: list[str] = field(default_factory=list)
+    parent_link_failures: dict[str, int] = field(default_factory=dict)
+    unresolved_parent_calls: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LinkDecision:
+    """How one call's parent was decided in step 5, for the inspector."""
+
+    call_id: str
+    resolution: str | None          # the request-time decision ("root", "resolved", ...)
+    claimed_parent: str | None      # parent_call_id as recorded
+    linked_parent: str | None       # the parent actually linked (recovered links included)
+    note: str | None                # a parent_link_failures reason, or None
+    expected_len: int | None = None  # the claimed parent's cumulative length, when present
+    prompt_len: int = 0             # the call's full prompt length
+    candidates: list[str] = field(default_factory=list)  # ambiguous prefix-recovery candidates
+
+    @property
+    def boundary(self) -> bool:
+        """An unresolved boundary: a proof was missing, so the call starts a new fragment."""
+        return self.note is not None and self.note != PARENT_MISSING_RECOVERED
+
+
+@dataclass
+class RetryGroup:
+    """Calls with one linked parent and the identical full prompt: retries of one request."""
+
+    parent: str | None
+    members: list[str]
+    kept: list[str]
+    quarantined: list[str]
+    rule: str
+
+
+@dataclass
+class BuildOutput:
+    chains: list[Chain] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+    notes: BuildNotes = field(default_factory=BuildNotes)
+    entries: dict[str, TokenEntry] = field(default_factory=dict)
+    # Diagnostics for inspection (not part of the upstream surface).
+    links: dict[str, LinkDecision] = field(default_factory=dict)
+    retry_groups: list[RetryGroup] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
+    """Call id -> why it never entered chaining (entry_digest_mismatch, delta_chain_unreconstructable)."""
+    duplicate_copies: dict[str, int] = field(default_factory=dict)
+    """Call id -> number of extra copies dropped by dedupe."""
+    conflicting_duplicates: list[str] = field(default_factory=list)
+
+    @property
+    def main(self) -> Chain | None:
+        return self.chains[0] if self.chains and self.chains[0].chain_id == "main" else None
+
+    def chain(self, chain_id: str) -> Chain | None:
+        return next((c for c in self.chains if c.chain_id == chain_id), None)
+
+
+# --------------------------------------------------------------------------- steps 1-2
+
+
+def _dedupe(entries: Iterable[TokenEntry]) -> tuple[dict[str, TokenEntry], dict[str, int], list[str]]:
+    copies: dict[str, list[TokenEntry]] = defaultdict(list)
+    for entry in entries:
+        copies[entry.model_call_id].append(entry)
+    kept: dict[str, TokenEntry] = {}
+    dropped: dict[str, int] = {}
+    conflicts: list[str] = []
+    for call_id, group in copies.items():
+        if len(group) == 1:
+            kept[call_id] = group[0]
+            continue
+        # Canonical JSON order makes the kept copy independent of input order.
+        group = sorted(group, key=canonical_json)
+        first = group[0]
+        kept[call_id] = first
+        dropped[call_id] = len(group) - 1
+        if any(_copies_conflict(first, other) for other in group[1:]):
+            conflicts.append(call_id)
+    return kept, dropped, sorted(conflicts)
+
+
+def _copies_conflict(a: TokenEntry, b: TokenEntry) -> bool:
+    return (a.prompt_is_delta != b.prompt_is_delta
+            or not np.array_equal(a.prompt_token_ids, b.prompt_token_ids)
+            or not np.array_equal(a.generation_token_ids, b.generation_token_ids)
+            or not np.array_equal(a.generation_log_probs, b.generation_log_probs))
+
+
+def _stamps_agree(entry: TokenEntry) -> bool:
+    """A full-prompt record's stamped cum_len/digest (when present) match its own tokens."""
+    if entry.cum_len is not None and entry.cum_len != entry.full_len:
+        return False
+    if entry.digest is not None and entry.digest != digest_of_parts(entry.prompt_token_ids, entry.generation_token_ids):
+        return False
+    return True
+
+
+def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], dict[str, str]]:
+    """Full-prompt entries for every surviving call; excluded call id -> reason.
+
+    Corrupt full-prompt records are found first, so a delta built on one is
+    unreconstructable. Delta walks are iterative (no recursion) and memoised; a rebuilt
+    sequence must match the delta record's stamped cum_len and digest, or the record is
+    excluded -- an unverifiable rebuild would be a fabricated context.
+    """
+    excluded: dict[str, str] = {}
+    full: dict[str, TokenEntry] = {}
+    for call_id, entry in kept.items():
+        if not entry.prompt_is_delta:
+            if _stamps_agree(entry):
+                full[call_id] = entry
+            else:
+                excluded[call_id] = ENTRY_DIGEST_MISMATCH
+    arena = SequenceArena()
+    sequences: dict[str, np.ndarray] = {}  # call id -> full cumulative sequence (views)
+
+    def sequence_of(entry: TokenEntry) -> np.ndarray:
+        seq = sequences.get(entry.model_call_id)
+        if seq is None:
+            seq = joined(entry.prompt_token_ids, entry.generation_token_ids)
+            if seq is None:
+                seq = arena.fresh(entry.prompt_token_ids, entry.generation_token_ids)
+            sequences[entry.model_call_id] = seq
+        return seq
+
+    for call_id in sorted(c for c, e in kept.items() if e.prompt_is_delta):
+        if call_id in full or call_id in excluded:
+            continue
+        # Walk up to a full-prompt record (or a failure), then rebuild downwards.
+        path: list[str] = []
+        on_path: set[str] = set()
+        cursor: str | None = call_id
+        broken = False
+        while True:
+            if cursor is None or cursor in excluded or cursor not in kept or cursor in on_path:
+                broken = True
+                break
+            if cursor in full:
+                break
+            path.append(cursor)
+            on_path.add(cursor)
+            cursor = kept[cursor].parent_call_id
+        if broken:
+            for c in path:
+                excluded[c] = DELTA_UNRECONSTRUCTABLE
+            continue
+        base = sequence_of(full[cursor])
+        for c in reversed(path):
+            delta = kept[c]
+            suffix, generation = delta.prompt_token_ids, delta.generation_token_ids
+            seq = arena.extend(base, suffix, generation)
+            if delta.cum_len is None or delta.digest is None or delta.cum_len != seq.size \
+                    or delta.digest != digest_of_parts(seq):
+                # Unverifiable: this record and every delta built on it are dropped.
+                idx = path.index(c)
+                for d in path[: idx + 1]:
+                    excluded[d] = DELTA_UNRECONSTRUCTABLE
+                break
+            prompt_len = seq.size - generation.size
+            full[c] = replace(delta, prompt_token_ids=seq[:prompt_len], generation_token_ids=seq[prompt_len:],
+                              prompt_is_delta=False)
+            sequences[c] = seq
+            base = seq
+    return full, excluded
+
+
+# --------------------------------------------------------------------------- steps 3-8
+
+
+class _Call:
+    __slots__ = ("entry", "call_id", "prompt", "generation", "parent", "children", "quarantined", "created_at")
+
+    def __init__(self, entry: TokenEntry) -> None:
+        self.entry = entry
+        self.call_id = entry.model_call_id
+        self.prompt = entry.prompt_token_ids
+        self.generation = entry.generation_token_ids
+        self.parent: _Call | None = None
+        self.children: list[_Call] = []
+        self.quarantined = False
+        self.created_at = entry.created_at
+
+    @property
+    def full_len(self) -> int:
+        return int(self.prompt.size + self.generation.size)
+
+    def extended_by(self, prompt: np.ndarray) -> bool:
+        """Whether ``prompt`` starts with this call's whole cumulative sequence."""
+        return prefix_equals(prompt, self.prompt, self.generation)
+
+    def same_full_sequence(self, other: _Call) -> bool:
+        return (self.full_len == other.full_len and np.array_equal(self.prompt, other.prompt)
+                and np.array_equal(self.generation, other.generation))
+
+
+def _recover_by_prefix(prompt: np.ndarray, placed: Sequence[_Call]) -> tuple[_Call | None, list[_Call]]:
+    """The unique placed call whose cumulative sequence is the longest prefix of ``prompt``.
+
+    Returns (call, []) when unique, (None, tied candidates) when several share that
+    longest sequence, (None, []) when nothing matches. Only used when a resolved parent
+    is absent, which is rare, so a scan is fine.
+    """
+    best_len = -1
+    best: list[_Call] = []
+    for cand in placed:
+        n = cand.full_len
+        if n < best_len or n > prompt.size or n == 0:
+            continue
+        if cand.extended_by(prompt):
+            if n > best_len:
+                best_len, best = n, [cand]
+            else:
+                best.append(cand)
+    if len(best) == 1:
+        return best[0], []
+    return None, best
+
+
+def _prompt_key(call: _Call) -> tuple[int, bytes]:
+    """Identity of a call's full prompt within its parent group (hash of the new tokens only)."""
+    start = call.parent.full_len if call.parent is not None else 0
+    tail = np.ascontiguousarray(call.prompt[start:])
+    return int(call.prompt.size), hashlib.blake2b(tail.view(np.uint8), digest_size=20).digest()
+
+
+def _time_key(call: _Call) -> tuple[float, str]:
+    return call.created_at, call.call_id
+
+
+def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None = None) -> BuildOutput:
+    """Chain a frozen snapshot's entries into trajectories (SPEC 4)."""
+    failures: dict[str, int] = defaultdict(int)
+    unresolved_parent: set[str] = set()
+
+    # 1. Dedupe.
+    kept, dropped, conflicts = _dedupe(entries)
+    for call_id in conflicts:
+        failures[DUPLICATE_CONFLICT] += 1
+        unresolved_parent.add(call_id)
+
+    # 2. Materialize delta prompts; exclude corrupt records.
+    full, excluded = _materialize(kept)
+    for call_id, reason in excluded.items():
+        failures[reason] += 1
+        unresolved_parent.add(call_id)
+
+    # 3. Empty generations carry no training signal.
+    empty = sorted(c for c, e in full.items() if e.generation_token_ids.size == 0)
+    calls = [_Call(e) for c, e in full.items() if e.generation_token_ids.size]
+
+    # 4. Shorter prompts first: a parent's cumulative sequence is a prefix of its child's prompt.
+    calls.sort(key=lambda c: (c.prompt.size, c.call_id))
+    by_id = {c.call_id: c for c in calls}
+
+    # 5. Resolve parents.
+    links: dict[str, LinkDecision] = {}
+    placed: list[_Call] = []
+    for call in calls:
+        entry = call.entry
+        resolution = entry.parent_resolution
+        decision = LinkDecision(call.call_id, resolution.value if resolution else None, entry.parent_call_id,
+                                None, None, prompt_len=int(call.prompt.size))
+        if resolution is None:
+            decision.note = MISSING_RESOLUTION
+        elif resolution is ParentResolutionStatus.UNRESOLVED:
+            decision.note = PARENT_UNRESOLVED
+        elif resolution is ParentResolutionStatus.RESOLVED:
+            parent = by_id.get(entry.parent_call_id)  # type: ignore[arg-type]
+            if parent is not None:
+                decision.expected_len = parent.full_len
+                # Equal tokens <=> equal digests: the parent's stamped digest was already
+                # checked against its own tokens in step 2, so comparing the tokens is
+                # the digest check without hashing the prefix again.
+                if parent is not call and parent.extended_by(call.prompt):
+                    call.parent = parent
+                else:
+                    decision.note = PARENT_DIGEST_MISMATCH
+            else:
+                recovered, tied = _recover_by_prefix(call.prompt, placed)
+                if recovered is not None:
+                    call.parent = recovered
+                    decision.note = PARENT_MISSING_RECOVERED
+                    decision.expected_len = recovered.full_len
+                else:
+                    decision.note = PARENT_MISSING
+                    decision.candidates = sorted(c.call_id for c in tied)
+        if call.parent is not None:
+            call.parent.children.append(call)
+            decision.linked_parent = call.parent.call_id
+        if decision.note is not None:
+            failures[decision.note] += 1
+            if decision.boundary:
+                unresolved_parent.add(call.call_id)
+        links[call.call_id] = decision
+        placed.append(call)
+
+    # 6. Retries: group by linked parent, then by identical full prompt.
+    groups: dict[tuple[str | None, tuple[int, bytes]], list[_Call]] = defaultdict(list)
+    for call in calls:
+        groups[(call.parent.call_id if call.parent else None, _prompt_key(call))].append(call)
+    retry_groups = [sorted(g, key=lambda c: c.call_id) for g in groups.values() if len(g) > 1]
+
+    anchor_id = _anchor(terminal_call_id, by_id, retry_groups)
+    below_anchor = _descendants(by_id[anchor_id]) if anchor_id is not None else set()
+
+    unresolved_retries: set[str] = set()
+    group_reports: list[RetryGroup] = []
+    for members in sorted(retry_groups, key=lambda g: (g[0].parent.call_id if g[0].parent else "", g[0].call_id)):
+        with_children = [m for m in members if m.children]
+        if with_children:
+            keep, rule = with_children, RULE_EXTENDED
+        elif terminal_call_id is not None and any(m.call_id == terminal_call_id for m in members):
+            keep, rule = [by_id[terminal_call_id]], RULE_TERMINAL
+        elif all(members[0].same_full_sequence(m) for m in members[1:]):
+            keep, rule = [members[0]], RULE_TWINS
+        else:
+            keep = [members[0]]
+            parent = members[0].parent
+            if parent is not None and (parent.call_id == anchor_id or parent.call_id in below_anchor):
+                rule = RULE_AFTER_TERMINAL
+            else:
+                rule = RULE_UNRESOLVED
+                unresolved_retries.update(m.call_id for m in members)
+        kept_ids = {k.call_id for k in keep}
+        for m in members:
+            m.quarantined = m.call_id not in kept_ids
+        group_reports.append(RetryGroup(
+            parent=members[0].parent.call_id if members[0].parent else None,
+            members=[m.call_id for m in members], kept=sorted(kept_ids),
+            quarantined=sorted(m.call_id for m in members if m.call_id not in kept_ids), rule=rule))
+
+    # 7-8. Chains and the delivered one.
+    terminal_chain = ""
+    anchor = by_id.get(anchor_id) if anchor_id is not None else None
+    if terminal_call_id is not None:
+        if terminal_call_id not in by_id:
+            terminal_chain = "missing"
+        elif anchor is None or anchor.quarantined:
+            terminal_chain = "quarantined"
+            anchor = None
+        else:
+            terminal_chain = "main"
+    chains, main_calls = _chains(calls, anchor)
+
+    # 9. Notes.
+    captured = sum(int(c.generation.size) for c in calls)
+    delivered = chains[0].generated_tokens if chains and chains[0].chain_id == "main" else 0
+    roots = sum(1 for c in calls if c.parent is None and not c.quarantined)
+    notes = BuildNotes(
+        roots=roots,
+        chains=len(chains),
+        generated_tokens_captured=captured,
+        generated_tokens_delivered=delivered,
+        delivered_fraction=round(delivered / captured, 4) if captured else 0.0,
+        unresolved_retries=sorted(unresolved_retries),
+        terminal_call_id=anchor.call_id if anchor is not None else terminal_call_id,
+        terminal_chain=terminal_chain,
+        after_terminal_calls=sorted(below_anchor) if anchor is not None else [],
+        empty_generation_calls=empty,
+        parent_link_failures=dict(sorted(failures.items())),
+        unresolved_parent_calls=sorted(unresolved_parent),
+    )
+    del main_calls
+    return BuildOutput(
+        chains=chains,
+        quarantined=sorted(c.call_id for c in calls if c.quarantined),
+        notes=notes,
+        entries=full,
+        links=links,
+        retry_groups=group_reports,
+        excluded=dict(sorted(excluded.items())),
+        duplicate_copies=dict(sorted(dropped.items())),
+        conflicting_duplicates=conflicts,
+    )
+
+
+def _anchor(terminal_call_id: str | None, by_id: dict[str, _Call], groups: list[list[_Call]]) -> str | None:
+    """The call the delivered chain ends on, after rule 6a's twin hand-over.
+
+    A terminal call that lost to an extended sibling stays quarantined; when a kept
+    sibling is its token-identical twin the harness received the same tokens, so the
+    anchor moves to that twin (smallest id). Otherwise the named call is the anchor
+    (and will be reported quarantined).
+    """
+    if terminal_call_id is None or terminal_call_id not in by_id:
+        return None
+    terminal = by_id[terminal_call_id]
+    if terminal.children:
+        return terminal_call_id
+    for members in groups:
+        if terminal in members:
+            extended = [m for m in members if m.children]
+            if not extended:
+                return terminal_call_id
+            twins = sorted(m.call_id for m in extended if m.same_full_sequence(terminal))
+            return twins[0] if twins else terminal_call_id
+    return terminal_call_id
+
+
+def _descendants(call: _Call) -> set[str]:
+    out: set[str] = set()
+    stack = list(call.children)
+    while stack:
+        node = stack.pop()
+        out.add(node.call_id)
+        stack.extend(node.children)
+    return out
+
+
+def _chains(calls: list[_Call], anchor: _Call | None) -> tuple[list[Chain], list[_Call]]:
+    """Every root-to-leaf path without a quarantined call; the delivered one first as "main"."""
+    cut = anchor  # paths through the anchor end there; its subtree forms no chain
+    paths: list[list[_Call]] = []
+    for root in calls:
+        if root.parent is not None or root.quarantined:
+            continue
+        stack: list[tuple[_Call, list[_Call]]] = [(root, [root])]
+        while stack:
+            node, path = stack.pop()
+            live = [] if node is cut else [c for c in node.children if not c.quarantined]
+            if not live:
+                paths.append(path)
+                continue
+            for child in live:
+                stack.append((child, path + [child]))
+    if anchor is not None:
+        main_path = next(p for p in paths if p[-1] is anchor)
+    elif paths:
+        main_path = min(paths, key=lambda p: (_time_key(p[0]), -p[-1].created_at, p[-1].call_id))
+    else:
+        main_path = None
+    branches = sorted((p for p in paths if p is not main_path), key=lambda p: (_time_key(p[0]), _time_key(p[-1])))
+    chains = []
+    if main_path is not None:
+        chains.append(_make_chain("main", main_path))
+    chains += [_make_chain(f"branch-{i}", p) for i, p in enumerate(branches)]
+    return chains, main_path or []
+
+
+def _make_chain(chain_id: str, path: list[_Call]) -> Chain:
+    links = []
+    for call in path:
+        start = call.parent.full_len if call.parent is not None else call.prompt.size
+        links.append(ChainLink(entry=call.entry, interstitial=call.prompt[start:]))
+    return Chain(chain_id=chain_id, links=links, root_prompt=path[0].prompt)
+
+
+_BUILDERS: dict[str, Callable[..., BuildOutput]] = {BUILDER_NAME: prefix_merging}
+
+
+def run_builder(entries: Iterable[TokenEntry], builder: str = BUILDER_NAME,
+                terminal_call_id: str | None = None) -> BuildOutput:
+    """Chain entries with the named strategy; an unknown name is a ValueError listing the known ones."""
+    try:
+        build = _BUILDERS[builder]
+    except KeyError:
+        raise ValueError(f"unknown builder {builder!r}; known builders: {', '.join(sorted(_BUILDERS))}") from None
+    return build(list(entries), terminal_call_id=terminal_call_id)

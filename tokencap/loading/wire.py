@@ -1,0 +1,211 @@
+"""Decoding wire records without a Python object per token.
+
+A record arrives as a mapping from field name to the field's raw JSON text (msgspec's
+``Raw``: a zero-copy slice of the input). Small fields are decoded normally; the three
+token arrays go straight from text to numpy through simdjson's typed buffers.
+
+Full-prompt snapshots repeat each parent's whole sequence inside every child's prompt. So
+before parsing a child's prompt we compare its *text* with the text of its claimed
+parent's prompt and generation: identical bytes are identical tokens, whatever their
+formatting, so only the new suffix is parsed, and the child's prompt becomes a view that
+extends its parent's buffer (see `tokencap.tokens`). When the text differs in any way we
+simply parse everything: the shortcut never decides anything, it only saves work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+import simdjson
+
+from ..records import EngineRefusalRecord, RecordError, TokenEntry
+from ..tokens import TOKEN_DTYPE, SequenceArena
+
+TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
+LOGPROB_FIELD = "generation_log_probs"
+_WHITESPACE = b" \t\r\n"
+
+RawRecord = Mapping[str, msgspec.Raw]
+
+_decode_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_decode_any = msgspec.json.Decoder().decode
+
+
+def decode_raw_object(text: bytes | memoryview) -> dict[str, msgspec.Raw]:
+    """Split one JSON object into its fields' raw texts (raises msgspec errors)."""
+    return _decode_raw_object(text)
+
+
+def decode_value(raw: msgspec.Raw | bytes) -> Any:
+    return _decode_any(raw)
+
+
+class _ArrayParser:
+    """Typed JSON-array parsing through one reusable simdjson parser."""
+
+    def __init__(self) -> None:
+        self._parser = simdjson.Parser()
+
+    def parse(self, raw: bytes | msgspec.Raw, kind: str) -> np.ndarray | None:
+        """The array as numpy, or None when it is not a flat array of that kind.
+
+        None sends the caller to the slow path, which names the offending element.
+        """
+        text = raw if isinstance(raw, bytes) else bytes(memoryview(raw))
+        # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
+        # log-probs are plain numbers, and any string inside fails the typed read anyway).
+        if not text.startswith(b"[") or text.find(b"[", 1) != -1:
+            return None
+        try:
+            doc = self._parser.parse(text)
+            buffer = doc.as_buffer(of_type=kind)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        dtype = TOKEN_DTYPE if kind == "u" else np.float64
+        arr = np.frombuffer(buffer, dtype=dtype)
+        if kind == "d" and arr.size and not np.isfinite(arr).all():
+            return None
+        return arr
+
+
+@dataclass
+class _ParsedTokens:
+    """A call's parsed prompt and generation, plus their raw texts for prefix sharing."""
+
+    full: np.ndarray
+    prompt_len: int
+    prompt_body: bytes
+    generation_body: bytes
+
+
+def _body(raw: bytes) -> bytes:
+    """The text between an array's brackets, without surrounding whitespace."""
+    return raw[1:-1].strip(_WHITESPACE)
+
+
+def _skip_ws(text: bytes, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in _WHITESPACE:
+        pos += 1
+    return pos
+
+
+def _match_segments(text: bytes, segments: Iterable[bytes]) -> int | None:
+    """Offset just past ``segments`` (array bodies, in order) at the start of array ``text``.
+
+    The match must end on a token boundary (the next non-blank byte is ',' or ']'), so
+    "[12,34" never matches inside "[12,345".
+    """
+    pos = 1
+    first = True
+    for seg in segments:
+        if not seg:
+            continue
+        pos = _skip_ws(text, pos)
+        if not first:
+            if pos >= len(text) or text[pos] != 44:  # ','
+                return None
+            pos = _skip_ws(text, pos + 1)
+        if text[pos: pos + len(seg)] != seg:
+            return None
+        pos += len(seg)
+        first = False
+    end = _skip_ws(text, pos)
+    if end >= len(text) or text[end] not in b",]":
+        return None
+    return pos
+
+
+@dataclass
+class RecordDecoder:
+    """Turns raw records into TokenEntry / EngineRefusalRecord objects for one source."""
+
+    arena: SequenceArena = field(default_factory=SequenceArena)
+    _arrays: _ArrayParser = field(default_factory=_ArrayParser)
+
+    # -- small fields ---------------------------------------------------------------
+
+    def _plain_fields(self, raw: RawRecord, skip: tuple[str, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in raw.items():
+            if name not in skip:
+                out[name] = _decode_any(value)
+        return out
+
+    def refusal(self, raw: RawRecord) -> EngineRefusalRecord:
+        data = self._plain_fields(raw, ())
+        data.pop("record_type", None)
+        return EngineRefusalRecord.from_dict(data)
+
+    # -- token entries ----------------------------------------------------------------
+
+    def entries(self, raws: list[RawRecord]) -> list[TokenEntry]:
+        """Decode the token entries of one rollout, sharing prompt storage along lineage.
+
+        Records are parsed shortest prompt text first so a parent is parsed before the
+        children whose text may reuse it. The result keeps the input order.
+        """
+        plain = [self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)) for r in raws]
+        parsed: dict[str, _ParsedTokens] = {}
+        results: list[TokenEntry | None] = [None] * len(raws)
+        order = sorted(range(len(raws)), key=lambda i: len(raws[i].get("prompt_token_ids", b"")))
+        for i in order:
+            try:
+                results[i] = self._entry(raws[i], plain[i], parsed)
+            except RecordError as exc:
+                exc.record_index = i  # lets the loader name the line or entry number
+                raise
+        return results  # type: ignore[return-value]
+
+    def _entry(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens]) -> TokenEntry:
+        call_id = data.get("model_call_id") if isinstance(data.get("model_call_id"), str) else None
+        for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
+            if name not in raw:
+                raise RecordError(f"token entry is missing the required field {name!r}", call_id=call_id)
+        tokens = self._tokens(raw, data, parsed, call_id)
+        if tokens is None:
+            # Slow, exact path: Python values, so validation can name the bad element.
+            for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
+                data[name] = _decode_any(raw[name])
+            return TokenEntry.from_dict(data)
+        logprobs = self._arrays.parse(raw[LOGPROB_FIELD], "d")
+        if logprobs is None:
+            data[LOGPROB_FIELD] = _decode_any(raw[LOGPROB_FIELD])
+        else:
+            data[LOGPROB_FIELD] = logprobs
+        data["prompt_token_ids"] = tokens.full[: tokens.prompt_len]
+        data["generation_token_ids"] = tokens.full[tokens.prompt_len:]
+        entry = TokenEntry.from_dict(data)
+        if call_id is not None and call_id not in parsed and not entry.prompt_is_delta:
+            parsed[call_id] = tokens
+        return entry
+
+    def _tokens(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens],
+                call_id: str | None) -> _ParsedTokens | None:
+        prompt_raw = bytes(memoryview(raw["prompt_token_ids"]))
+        gen_raw = bytes(memoryview(raw["generation_token_ids"]))
+        generation = self._arrays.parse(gen_raw, "u")
+        if generation is None:
+            return None
+        parent_id = data.get("parent_call_id")
+        parent = parsed.get(parent_id) if isinstance(parent_id, str) and data.get("prompt_is_delta") is not True else None
+        if parent is not None:
+            end = _match_segments(prompt_raw, (parent.prompt_body, parent.generation_body))
+            if end is not None:
+                rest_start = _skip_ws(prompt_raw, end)
+                if prompt_raw[rest_start] == 93:  # ']': nothing beyond the parent
+                    rest = np.zeros(0, dtype=TOKEN_DTYPE)
+                else:
+                    rest = self._arrays.parse(b"[" + prompt_raw[rest_start + 1:], "u")
+                if rest is not None:
+                    full = self.arena.extend(parent.full, rest, generation)
+                    return _ParsedTokens(full, parent.full.size + rest.size, _body(prompt_raw), _body(gen_raw))
+        prompt = self._arrays.parse(prompt_raw, "u")
+        if prompt is None:
+            return None
+        full = self.arena.fresh(prompt, generation)
+        return _ParsedTokens(full, prompt.size, _body(prompt_raw), _body(gen_raw))

@@ -1,0 +1,471 @@
+"""Records as the model server writes them: one served call, one refused call, one rollout.
+
+Every record is validated when it is built, so the builder can trust types and shapes and
+spend its attention on lineage. Validation is deliberately narrow (SPEC 2.1): it rejects
+what cannot be a record at all and leaves every judgement about lineage to the builder,
+which can quarantine or mask instead of refusing the whole file.
+
+Token arrays are held as read-only numpy arrays (ids as ``uint64``, log-probabilities as
+``float64``): a 100k-token context is one buffer, not 100k Python ints. ``list(arr)`` and
+``arr.tolist()`` give plain sequences to any caller that wants them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .tokens import TokenArray, as_token_array
+
+TOKEN_ENTRY_SCHEMA_VERSIONS = range(3, 7)
+"""Schema versions a reader accepts for TokenEntry (3..6 inclusive)."""
+
+ENGINE_REFUSAL_SCHEMA_VERSIONS = range(1, 2)
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+_U64_LIMIT = 1 << 64
+_EMPTY_IDS = as_token_array(np.zeros(0, dtype=np.uint64))
+_EMPTY_LOGPROBS = as_token_array(np.zeros(0, dtype=np.float64))
+
+
+class ParentResolutionStatus(enum.StrEnum):
+    """The request-time decision about which earlier call a call continues."""
+
+    ROOT = "root"
+    RESOLVED = "resolved"
+    UNRESOLVED = "unresolved"
+
+
+class RecordError(ValueError):
+    """A record that cannot be a record: names the call, the field and the problem.
+
+    Loaders add where it came from (``source``: the file and line) so the message a user
+    reads says exactly what to fix.
+    """
+
+    def __init__(self, problem: str, *, call_id: str | None = None, field: str | None = None,
+                 source: str | None = None) -> None:
+        self.problem = problem
+        self.call_id = call_id
+        self.field = field
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = []
+        if self.source:
+            parts.append(self.source)
+        if self.call_id is not None:
+            parts.append(f"call {self.call_id!r}")
+        if self.field:
+            parts.append(f"field {self.field!r}")
+        parts.append(self.problem)
+        return ": ".join(parts)
+
+    def located(self, source: str) -> RecordError:
+        """The same error with where it came from prepended (file, line, record)."""
+        if self.source:
+            source = f"{source}: {self.source}"
+        return RecordError(self.problem, call_id=self.call_id, field=self.field, source=source)
+
+
+# --------------------------------------------------------------------------- coercion
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+class _Checker:
+    """Type checks for one record, each failure naming the record and field."""
+
+    def __init__(self, call_id: str | None) -> None:
+        self.call_id = call_id
+
+    def fail(self, name: str, problem: str) -> RecordError:
+        return RecordError(problem, call_id=self.call_id, field=name)
+
+    def string(self, name: str, value: Any, *, nullable: bool = False) -> str | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str):
+            want = "a string or null" if nullable else "a string"
+            raise self.fail(name, f"must be {want}, got {_type_name(value)}")
+        return value
+
+    def integer(self, name: str, value: Any, *, nullable: bool = False) -> int | None:
+        if value is None and nullable:
+            return None
+        # bool is an int subclass in Python; a JSON true is never a count or an index.
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            want = "an integer or null" if nullable else "an integer"
+            raise self.fail(name, f"must be {want}, got {_type_name(value)}")
+        return int(value)
+
+    def number(self, name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise self.fail(name, f"must be a number, got {_type_name(value)}")
+        return float(value)
+
+    def boolean(self, name: str, value: Any) -> bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise self.fail(name, f"must be true or false, got {_type_name(value)}")
+        return bool(value)
+
+    def resolution(self, name: str, value: Any, *, nullable: bool) -> ParentResolutionStatus | None:
+        if value is None and nullable:
+            return None
+        try:
+            return ParentResolutionStatus(value)
+        except (ValueError, TypeError):
+            allowed = ", ".join(repr(s.value) for s in ParentResolutionStatus)
+            extra = " or null" if nullable else ""
+            raise self.fail(name, f"must be one of {allowed}{extra}, got {value!r}") from None
+
+    def token_ids(self, name: str, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            if value.ndim != 1:
+                raise self.fail(name, "must be a flat list of token ids")
+            if value.dtype == np.uint64:
+                return _frozen(value)
+            if value.dtype.kind == "u":
+                return _frozen(value.astype(np.uint64))
+            if value.dtype.kind == "i":
+                if value.size and value.min() < 0:
+                    bad = int(np.argmax(value < 0))
+                    raise self.fail(name, f"token id at position {bad} is {int(value[bad])}; ids must be in [0, 2^64)")
+                return _frozen(value.astype(np.uint64))
+            if value.size == 0:
+                return _EMPTY_IDS
+            raise self.fail(name, f"must hold integer token ids, got an array of {value.dtype}")
+        if not isinstance(value, (list, tuple)):
+            raise self.fail(name, f"must be a list of token ids, got {_type_name(value)}")
+        if not value:
+            return _EMPTY_IDS
+        for pos, tok in enumerate(value):
+            if isinstance(tok, (bool, np.bool_)) or not isinstance(tok, (int, np.integer)):
+                raise self.fail(name, f"token id at position {pos} is {_type_name(tok)} ({tok!r}); ids must be integers in [0, 2^64)")
+            if not 0 <= tok < _U64_LIMIT:
+                raise self.fail(name, f"token id at position {pos} is {tok}; ids must be in [0, 2^64)")
+        return _frozen(np.array(value, dtype=np.uint64))
+
+    def log_probs(self, name: str, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            if value.ndim != 1 or (value.size and value.dtype.kind not in "fiu"):
+                raise self.fail(name, "must be a flat list of numbers")
+            arr = value.astype(np.float64, copy=False)
+        else:
+            if not isinstance(value, (list, tuple)):
+                raise self.fail(name, f"must be a list of numbers, got {_type_name(value)}")
+            if not value:
+                return _EMPTY_LOGPROBS
+            for pos, lp in enumerate(value):
+                if isinstance(lp, (bool, np.bool_)) or not isinstance(lp, (int, float, np.integer, np.floating)):
+                    raise self.fail(name, f"log-probability at position {pos} is {_type_name(lp)} ({lp!r}); it must be a finite number")
+            arr = np.array(value, dtype=np.float64)
+        if arr.size and not np.isfinite(arr).all():
+            bad = int(np.argmin(np.isfinite(arr)))
+            raise self.fail(name, f"log-probability at position {bad} is {arr[bad]!r}; it must be a finite number")
+        return _frozen(arr)
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    if type(arr) is TokenArray and not arr.flags.writeable:
+        return arr
+    return as_token_array(arr)
+
+
+def _required(data: Mapping[str, Any], name: str, call_id: str | None, kind: str) -> Any:
+    if name not in data:
+        raise RecordError(f"{kind} is missing the required field {name!r}", call_id=call_id)
+    return data[name]
+
+
+def _peek_call_id(data: Mapping[str, Any]) -> str | None:
+    value = data.get("model_call_id")
+    return value if isinstance(value, str) else None
+
+
+# --------------------------------------------------------------------------- TokenEntry
+
+_TOKEN_ENTRY_FIELDS = (
+    "schema_version", "rollout_id", "model_call_id", "model", "prompt_token_ids",
+    "generation_token_ids", "generation_log_probs", "routed_experts", "output_items",
+    "token_item_index", "created_at", "parent_resolution", "parent_call_id",
+    "parent_resolution_reason", "cum_len", "digest", "prompt_is_delta", "prefix_requested",
+    "prefix_supplied", "continuation_fingerprint", "continuation_context_len",
+    "continuation_context_digest", "fingerprint_version", "finish_reason",
+)
+_TOKEN_ENTRY_FIELD_SET = frozenset(_TOKEN_ENTRY_FIELDS)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class TokenEntry:
+    """One served model call: exact prompt and sampled tokens plus request-time lineage."""
+
+    rollout_id: str
+    model_call_id: str
+    prompt_token_ids: np.ndarray
+    generation_token_ids: np.ndarray
+    generation_log_probs: np.ndarray
+    schema_version: int = 5
+    model: str = ""
+    routed_experts: Any = None
+    output_items: list[dict[str, Any]] = field(default_factory=list)
+    token_item_index: int | None = None
+    created_at: float = 0.0
+    parent_resolution: ParentResolutionStatus | None = None
+    parent_call_id: str | None = None
+    parent_resolution_reason: str = ""
+    cum_len: int | None = None
+    digest: str | None = None
+    prompt_is_delta: bool = False
+    prefix_requested: bool = False
+    prefix_supplied: bool = False
+    continuation_fingerprint: Any = ""
+    continuation_context_len: Any = 0
+    continuation_context_digest: Any = ""
+    fingerprint_version: Any = None
+    finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Fields this reader does not know, kept so a round trip loses nothing."""
+
+    def __post_init__(self) -> None:
+        check = _Checker(self.model_call_id if isinstance(self.model_call_id, str) else None)
+        put = object.__setattr__
+        check.string("model_call_id", self.model_call_id)
+        check.string("rollout_id", self.rollout_id)
+        version = check.integer("schema_version", self.schema_version)
+        if version not in TOKEN_ENTRY_SCHEMA_VERSIONS:
+            raise check.fail("schema_version", f"schema version {version} is not supported; this reader accepts "
+                             f"{TOKEN_ENTRY_SCHEMA_VERSIONS.start}..{TOKEN_ENTRY_SCHEMA_VERSIONS.stop - 1}")
+        put(self, "schema_version", version)
+        put(self, "prompt_token_ids", check.token_ids("prompt_token_ids", self.prompt_token_ids))
+        put(self, "generation_token_ids", check.token_ids("generation_token_ids", self.generation_token_ids))
+        put(self, "generation_log_probs", check.log_probs("generation_log_probs", self.generation_log_probs))
+        if self.generation_token_ids.size != self.generation_log_probs.size:
+            raise check.fail("generation_log_probs", f"{self.generation_log_probs.size} log-probabilities for "
+                             f"{self.generation_token_ids.size} generated tokens; there must be one per token")
+        check.string("model", self.model)
+        items = self.output_items
+        if not isinstance(items, list) or not all(isinstance(it, Mapping) for it in items):
+            raise check.fail("output_items", "must be a list of objects")
+        index = check.integer("token_item_index", self.token_item_index, nullable=True)
+        if index is not None and not 0 <= index < len(items):
+            raise check.fail("token_item_index", f"is {index}, but there are {len(items)} output items")
+        put(self, "token_item_index", index)
+        put(self, "created_at", check.number("created_at", self.created_at))
+        resolution = check.resolution("parent_resolution", self.parent_resolution, nullable=True)
+        put(self, "parent_resolution", resolution)
+        check.string("parent_call_id", self.parent_call_id, nullable=True)
+        check.string("parent_resolution_reason", self.parent_resolution_reason)
+        cum_len = check.integer("cum_len", self.cum_len, nullable=True)
+        if cum_len is not None and cum_len < 0:
+            raise check.fail("cum_len", f"is {cum_len}; a sequence length cannot be negative")
+        put(self, "cum_len", cum_len)
+        check.string("digest", self.digest, nullable=True)
+        for flag in ("prompt_is_delta", "prefix_requested", "prefix_supplied"):
+            put(self, flag, check.boolean(flag, getattr(self, flag)))
+        check.string("finish_reason", self.finish_reason, nullable=True)
+        # Lineage coherence: the parent id is meaningful exactly when the decision was
+        # "resolved"; anything else is a writer bug the builder must not paper over.
+        if resolution is ParentResolutionStatus.RESOLVED and self.parent_call_id is None:
+            raise check.fail("parent_call_id", "parent_resolution is 'resolved' but no parent_call_id is given")
+        if resolution in (ParentResolutionStatus.ROOT, ParentResolutionStatus.UNRESOLVED) and self.parent_call_id is not None:
+            raise check.fail("parent_call_id", f"parent_resolution is {resolution.value!r} but a parent_call_id "
+                             f"({self.parent_call_id!r}) is given")
+        if self.prompt_is_delta and resolution is not ParentResolutionStatus.RESOLVED:
+            raise check.fail("prompt_is_delta", "a delta prompt needs a 'resolved' parent to extend")
+
+    # -- conversions ---------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TokenEntry:
+        """Build from a wire-format object; unknown fields are kept in ``extra``."""
+        if not isinstance(data, Mapping):
+            raise RecordError(f"a token entry must be a JSON object, got {_type_name(data)}")
+        call_id = _peek_call_id(data)
+        kwargs = {name: data[name] for name in _TOKEN_ENTRY_FIELDS if name in data}
+        for name in ("rollout_id", "model_call_id", "prompt_token_ids", "generation_token_ids", "generation_log_probs"):
+            _required(data, name, call_id, "token entry")
+        for name in ("output_items", "model", "parent_resolution_reason", "prompt_is_delta", "prefix_requested",
+                     "prefix_supplied", "created_at", "schema_version"):
+            # An explicit null where the table has a non-null default is a type error,
+            # except where the table itself allows null; dataclass defaults cover absence.
+            if name in kwargs and kwargs[name] is None:
+                raise RecordError(f"must not be null", call_id=call_id, field=name)
+        extra = {k: v for k, v in data.items() if k not in _TOKEN_ENTRY_FIELD_SET}
+        return cls(**kwargs, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every known field (defaults filled in) plus the unknown ones, as plain JSON types."""
+        out: dict[str, Any] = {}
+        for name in _TOKEN_ENTRY_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            elif isinstance(value, enum.Enum):
+                value = value.value
+            out[name] = value
+        out.update(self.extra)
+        return out
+
+    # -- derived facts -------------------------------------------------------------
+
+    @property
+    def full_len(self) -> int:
+        """Length of prompt + generation as stored (for a delta record: suffix + generation)."""
+        return int(self.prompt_token_ids.size + self.generation_token_ids.size)
+
+    def full_sequence(self) -> np.ndarray:
+        """Prompt followed by generation: a new array (callers that only compare use views)."""
+        return np.concatenate((self.prompt_token_ids, self.generation_token_ids))
+
+
+# --------------------------------------------------------------------------- EngineRefusalRecord
+
+_REFUSAL_FIELDS = ("schema_version", "rollout_id", "model_call_id", "parent_resolution", "parent_call_id",
+                   "code", "message", "recorded_at")
+_REFUSAL_FIELD_SET = frozenset(_REFUSAL_FIELDS)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class EngineRefusalRecord:
+    """A request the engine refused: it produced no TokenEntry, so it is recorded here."""
+
+    rollout_id: str
+    model_call_id: str
+    recorded_at: float
+    schema_version: int = 1
+    parent_resolution: ParentResolutionStatus = ParentResolutionStatus.UNRESOLVED
+    parent_call_id: str | None = None
+    code: str | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check = _Checker(self.model_call_id if isinstance(self.model_call_id, str) else None)
+        put = object.__setattr__
+        check.string("model_call_id", self.model_call_id)
+        check.string("rollout_id", self.rollout_id)
+        version = check.integer("schema_version", self.schema_version)
+        if version not in ENGINE_REFUSAL_SCHEMA_VERSIONS:
+            raise check.fail("schema_version", f"engine refusal schema version {version} is not supported; "
+                             "this reader accepts 1")
+        put(self, "schema_version", version)
+        put(self, "recorded_at", check.number("recorded_at", self.recorded_at))
+        resolution = check.resolution("parent_resolution", self.parent_resolution, nullable=False)
+        put(self, "parent_resolution", resolution)
+        check.string("parent_call_id", self.parent_call_id, nullable=True)
+        check.string("code", self.code, nullable=True)
+        check.string("message", self.message)
+        if resolution is ParentResolutionStatus.RESOLVED and self.parent_call_id is None:
+            raise check.fail("parent_call_id", "parent_resolution is 'resolved' but no parent_call_id is given")
+        if resolution is not ParentResolutionStatus.RESOLVED and self.parent_call_id is not None:
+            raise check.fail("parent_call_id", f"parent_resolution is {resolution.value!r} but a parent_call_id "
+                             f"({self.parent_call_id!r}) is given")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EngineRefusalRecord:
+        if not isinstance(data, Mapping):
+            raise RecordError(f"an engine refusal must be a JSON object, got {_type_name(data)}")
+        call_id = _peek_call_id(data)
+        for name in ("rollout_id", "model_call_id", "recorded_at"):
+            _required(data, name, call_id, "engine refusal")
+        kwargs = {name: data[name] for name in _REFUSAL_FIELDS if name in data}
+        for name in ("schema_version", "message"):
+            if name in kwargs and kwargs[name] is None:
+                raise RecordError("must not be null", call_id=call_id, field=name)
+        extra = {k: v for k, v in data.items() if k not in _REFUSAL_FIELD_SET}
+        return cls(**kwargs, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _REFUSAL_FIELDS}
+        out["parent_resolution"] = self.parent_resolution.value
+        out.update(self.extra)
+        return out
+
+    @property
+    def is_context_length(self) -> bool:
+        return self.code == CONTEXT_LENGTH_EXCEEDED
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+@dataclass(frozen=True, eq=False)
+class TokenCaptureSnapshot:
+    """All records of one rollout, frozen; plus what the loader had to skip or infer."""
+
+    rollout_id: str
+    entries: list[TokenEntry] = field(default_factory=list)
+    engine_refusals: list[EngineRefusalRecord] = field(default_factory=list)
+    snapshot_id: str = ""
+    version: int = 0
+    incomplete: bool = False
+    source_notes: list[str] = field(default_factory=list)
+    load_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rollout_id": self.rollout_id,
+            "snapshot_id": self.snapshot_id,
+            "version": self.version,
+            "incomplete": self.incomplete,
+            "entries": [e.to_dict() for e in self.entries],
+            "engine_refusals": [r.to_dict() for r in self.engine_refusals],
+            "source_notes": list(self.source_notes),
+            "load_error": self.load_error,
+        }
+
+    @classmethod
+    def failed(cls, rollout_id: str, error: str, notes: Sequence[str] = ()) -> TokenCaptureSnapshot:
+        """A rollout that could not be loaded: no records, incomplete, with the reason."""
+        return cls(rollout_id=rollout_id, incomplete=True, load_error=error, source_notes=list(notes))
+
+
+def canonical_json(entry: TokenEntry) -> bytes:
+    """The canonical bytes used to order copies of one call id (SPEC 4.1).
+
+    Sorted keys, compact separators, ASCII escapes -- the stdlib encoder, because its float
+    formatting is the one other implementations reproduce.
+    """
+    return json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def replace_entry(entry: TokenEntry, **changes: Any) -> TokenEntry:
+    """A copy of an entry with some fields changed (validated like any other)."""
+    return dataclasses.replace(entry, **changes)
+
+
+__all__ = [
+    "CONTEXT_LENGTH_EXCEEDED",
+    "EngineRefusalRecord",
+    "ParentResolutionStatus",
+    "RecordError",
+    "TokenCaptureSnapshot",
+    "TokenEntry",
+    "canonical_json",
+    "replace_entry",
+]
+
