@@ -1,0 +1,112 @@
+"""Command line: `python -m tokencap build|inspect|app`.
+
+Exit codes: 0 when the input was built (masked or not), 2 for unreadable input or bad
+arguments -- with one line on stderr saying what and where, and nothing written at -o.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .loading import LoadError, load_snapshots
+from .records import RecordError, TokenCaptureSnapshot
+from .rollout import RolloutResult, build_rollout
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tokencap", description="Rebuild and inspect trainable trajectories "
+                                     "from captured model calls.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("build", "build each rollout and write the result as JSON (one rollout) or JSONL"),
+                            ("inspect", "print the call tree, notes, verdicts and mask reasons")):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("source", help="snapshot JSON, entries JSONL, capture-store directory, or a zip of one")
+        cmd.add_argument("--rollout", metavar="ID", help="only this rollout")
+        cmd.add_argument("--terminal-call-id", metavar="ID", help="anchor the delivered chain on this call")
+        if name == "build":
+            cmd.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (atomically)")
+    app = sub.add_parser("app", help="open the inspection app (Streamlit) on a source")
+    app.add_argument("source", nargs="?", help="file or directory to open (default: the bundled samples)")
+    app.add_argument("--port", type=int, default=8501)
+    return parser
+
+
+def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
+    if not Path(source).exists():
+        raise _UsageError(f"{source}: no such file or directory")
+    snapshots = load_snapshots(source)
+    if rollout is not None:
+        snapshots = [s for s in snapshots if s.rollout_id == rollout]
+        if not snapshots:
+            raise _UsageError(f"{source}: no rollout {rollout!r} in this source")
+    return snapshots
+
+
+def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None) -> list[RolloutResult]:
+    return [build_rollout(s, terminal_call_id=terminal) for s in snapshots]
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .export import write_atomically, write_results
+
+    results = _build_all(_load(args.source, args.rollout), args.terminal_call_id)
+    jsonl = len(results) != 1
+
+    def write(handle) -> None:
+        write_results(handle, results, jsonl=jsonl)
+
+    if args.output:
+        write_atomically(args.output, write)
+    else:
+        out = sys.stdout.buffer
+        write(out)
+        out.flush()
+    return EXIT_OK
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .report import render_text
+
+    results = _build_all(_load(args.source, args.rollout), args.terminal_call_id)
+    sys.stdout.write("\n".join(render_text(r) for r in results))
+    return EXIT_OK
+
+
+def _cmd_app(args: argparse.Namespace) -> int:
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    if not app.exists():
+        raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "localhost",
+           "--server.port", str(args.port), "--"]
+    if args.source:
+        cmd.append(os.path.abspath(args.source))
+    return subprocess.call(cmd)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"build": _cmd_build, "inspect": _cmd_inspect, "app": _cmd_app}[args.command]
+    try:
+        return handler(args)
+    except (LoadError, RecordError, _UsageError) as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the record held
+        print(f"tokencap: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""A readable text report of one build: the call tree, notes, verdicts and mask reasons.
+
+This is what `tokencap inspect` prints. Every fact comes from the build and the verdicts;
+this module only arranges them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .builder import BuildOutput
+from .rollout import MASK_REASON_TEXT, RolloutResult
+
+_MARKS = {
+    "main": "*",
+    "branch": "+",
+    "quarantined": "Q",
+    "after_terminal": "~",
+}
+
+
+def call_roles(build: BuildOutput) -> dict[str, str]:
+    """Each chained call's role: main, branch, quarantined or after_terminal."""
+    roles: dict[str, str] = {}
+    for chain in build.chains:
+        for cid in chain.call_ids:
+            if chain.chain_id == "main":
+                roles[cid] = "main"
+            else:
+                roles.setdefault(cid, "branch")
+    for cid in build.quarantined:
+        roles[cid] = "quarantined"
+    for cid in build.notes.after_terminal_calls:
+        roles.setdefault(cid, "after_terminal")
+    return roles
+
+
+def _describe(build: BuildOutput, cid: str, roles: dict[str, str]) -> str:
+    entry = build.entries[cid]
+    link = build.links.get(cid)
+    bits = [f"{_MARKS.get(roles.get(cid, ''), ' ')} {cid}",
+            f"prompt {entry.prompt_token_ids.size}", f"gen {entry.generation_token_ids.size}"]
+    if entry.finish_reason:
+        bits.append(f"finish={entry.finish_reason}")
+    role = roles.get(cid)
+    if role and role != "main":
+        bits.append(role.replace("_", " "))
+    if link is not None and link.note:
+        if link.boundary:
+            bits.append(f"UNRESOLVED BOUNDARY ({link.note}; claimed parent {link.claimed_parent!r})")
+        else:
+            bits.append(f"recovered link to {link.linked_parent} (claimed {link.claimed_parent!r} is absent)")
+    return "  ".join(bits)
+
+
+def render_text(result: RolloutResult) -> str:
+    lines: list[str] = []
+    verdict = "MASKED" if result.mask_sample else "TRAINABLE"
+    lines.append(f"rollout {result.rollout_id}: {verdict}")
+    for reason in result.mask_reasons:
+        lines.append(f"  - {reason}: {MASK_REASON_TEXT.get(reason, '')}")
+    m = result.metrics
+    status = m.get("status")
+    if status:
+        extra = f" ({m['incomplete_reason']})" if m.get("incomplete_reason") else ""
+        lines.append(f"status: {status}{extra}")
+    if m.get("error"):
+        lines.append(f"error: {m['error']}")
+    build = result.build
+    if build is None:
+        return "\n".join(lines) + "\n"
+    lines.append(f"calls {m['n_calls']}, chains {m['chains']}, roots {m['roots']}, quarantined {m['quarantined_calls']}, "
+                 f"delivered {m['generated_tokens_delivered']}/{m['generated_tokens_captured']} generated tokens "
+                 f"({m['delivered_fraction']:.1%})")
+    lines.append("")
+    lines.append("call tree  (* main chain, + branch, Q quarantined, ~ after terminal)")
+    roles = call_roles(build)
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for cid, link in build.links.items():
+        children[link.linked_parent].append(cid)
+    for kids in children.values():
+        kids.sort(key=lambda c: (build.entries[c].created_at, c))
+    stack = [(cid, 0) for cid in reversed(children[None])]
+    while stack:
+        cid, depth = stack.pop()
+        lines.append("  " + "  " * depth + _describe(build, cid, roles))
+        stack.extend((kid, depth + 1) for kid in reversed(children.get(cid, [])))
+    if build.notes.empty_generation_calls:
+        lines.append(f"empty generations (not chained): {', '.join(build.notes.empty_generation_calls)}")
+    for cid, reason in build.excluded.items():
+        lines.append(f"excluded {cid}: {reason}")
+    for cid in build.conflicting_duplicates:
+        lines.append(f"conflicting duplicate copies of {cid}: first copy kept, call listed as unresolved")
+    lines.append("")
+    lines.append("chains")
+    for chain in build.chains:
+        ids = chain.call_ids
+        span = f"{ids[0]} .. {ids[-1]}" if len(ids) > 1 else ids[0]
+        lines.append(f"  {chain.chain_id}: {len(ids)} calls ({span}), {chain.generated_tokens} generated of "
+                     f"{chain.total_tokens} tokens")
+    if build.retry_groups:
+        lines.append("")
+        lines.append("retry groups")
+        for group in build.retry_groups:
+            lines.append(f"  parent {group.parent or '(root)'}: kept {', '.join(group.kept)}; quarantined "
+                         f"{', '.join(group.quarantined) or '-'}  [{group.rule}]")
+    notes = build.notes
+    lines.append("")
+    lines.append("notes")
+    if notes.parent_link_failures:
+        for reason, count in notes.parent_link_failures.items():
+            lines.append(f"  {reason}: {count}")
+    if notes.terminal_call_id is not None or notes.terminal_chain:
+        lines.append(f"  terminal call {notes.terminal_call_id!r}: {notes.terminal_chain or '-'}")
+    if notes.after_terminal_calls:
+        lines.append(f"  after terminal: {', '.join(notes.after_terminal_calls)}")
+    if notes.unresolved_retries:
+        lines.append(f"  unresolved retries: {', '.join(notes.unresolved_retries)}")
+    if notes.unresolved_parent_calls:
+        lines.append(f"  unresolved parent calls: {', '.join(notes.unresolved_parent_calls)}")
+    fr = result.finish_reason_verdict
+    lines.append("")
+    lines.append("verdicts")
+    if fr is not None:
+        lines.append(f"  finish reason: {fr.summary}")
+    for verdict_ in result.refusal_verdicts:
+        r = verdict_.refusal
+        lines.append(f"  refusal {r.model_call_id} (code {r.code!r}, parent {r.parent_call_id!r}): {verdict_.summary}")
+        for cond in verdict_.conditions:
+            lines.append(f"    [{'x' if cond.holds else ' '}] {cond.name}: {cond.detail}")
+    if not result.refusal_verdicts:
+        lines.append("  no engine refusals")
+    return "\n".join(lines) + "\n"
