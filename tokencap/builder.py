@@ -199,6 +199,21 @@ def _stamps_agree(entry: TokenEntry) -> bool:
     return True
 
 
+_PARALLEL_HASH_TOKENS = 1 << 20
+
+
+def _map_verify(check: Callable[[TokenEntry], bool], entries: list[TokenEntry]) -> list[bool]:
+    """``check`` over entries; on big rollouts in two threads (SHA-256 and the byte swap
+    release the GIL, and hashing every record's full sequence dominates a large build)."""
+    total = sum(e.full_len for e in entries)
+    if total < _PARALLEL_HASH_TOKENS or len(entries) < 4:
+        return [check(e) for e in entries]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(check, entries, chunksize=max(1, len(entries) // 16)))
+
+
 def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], dict[str, str]]:
     """Full-prompt entries for every surviving call; excluded call id -> reason.
 
@@ -209,12 +224,12 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
     """
     excluded: dict[str, str] = {}
     full: dict[str, TokenEntry] = {}
-    for call_id, entry in kept.items():
-        if not entry.prompt_is_delta:
-            if _stamps_agree(entry):
-                full[call_id] = entry
-            else:
-                excluded[call_id] = ENTRY_DIGEST_MISMATCH
+    plain = [(call_id, entry) for call_id, entry in kept.items() if not entry.prompt_is_delta]
+    for (call_id, entry), agree in zip(plain, _map_verify(_stamps_agree, [e for _, e in plain])):
+        if agree:
+            full[call_id] = entry
+        else:
+            excluded[call_id] = ENTRY_DIGEST_MISMATCH
     arena = SequenceArena()
     sequences: dict[str, np.ndarray] = {}  # call id -> full cumulative sequence (views)
 

@@ -19,6 +19,12 @@ DIGEST_VERSION = 1
 _BIG_ENDIAN_U64 = np.dtype(">u8")
 
 
+def _big_endian(ids: np.ndarray) -> memoryview:
+    """The ids as contiguous big-endian u64 bytes (one vectorised copy; SHA reads the buffer)."""
+    arr = np.ascontiguousarray(ids.astype(_BIG_ENDIAN_U64, copy=False))
+    return memoryview(arr.view(np.ndarray)).cast("B")
+
+
 def compute_digest(token_ids: Iterable[int] | np.ndarray) -> str:
     """Lowercase hex SHA-256 of a token sequence in the shared wire layout.
 
@@ -30,7 +36,7 @@ def compute_digest(token_ids: Iterable[int] | np.ndarray) -> str:
     if ids.size:
         hasher.update(struct.pack(">BQ", DIGEST_VERSION, ids.size))
         # astype to big-endian u64 is a single vectorised copy; tobytes hands SHA one buffer.
-        hasher.update(ids.astype(_BIG_ENDIAN_U64, copy=False).tobytes())
+        hasher.update(_big_endian(ids))
     return hasher.hexdigest()
 
 
@@ -42,5 +48,5 @@ def digest_of_parts(*parts: np.ndarray) -> str:
         hasher.update(struct.pack(">BQ", DIGEST_VERSION, total))
         for part in parts:
             if part.size:
-                hasher.update(part.astype(_BIG_ENDIAN_U64, copy=False).tobytes())
+                hasher.update(_big_endian(part))
     return hasher.hexdigest()

@@ -44,29 +44,49 @@ def decode_value(raw: msgspec.Raw | bytes) -> Any:
     return _decode_any(raw)
 
 
+class _Text:
+    """A JSON array's text as a zero-copy uint8 view, with the bounds of its body."""
+
+    __slots__ = ("u8", "start", "end")
+
+    def __init__(self, raw: bytes | msgspec.Raw) -> None:
+        self.u8 = np.frombuffer(raw, dtype=np.uint8)
+        start, end = 1, self.u8.size - 1  # inside the brackets
+        while start < end and self.u8[start] in _WHITESPACE:
+            start += 1
+        while end > start and self.u8[end - 1] in _WHITESPACE:
+            end -= 1
+        self.start, self.end = start, end
+
+    @property
+    def body_len(self) -> int:
+        return self.end - self.start
+
+    def is_flat_array(self) -> bool:
+        # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
+        # log-probs are plain numbers, and any string inside fails the typed read anyway).
+        u8 = self.u8
+        return u8.size >= 2 and u8[0] == 91 and u8[-1] == 93 and not (u8[1:] == 91).any()
+
+
 class _ArrayParser:
     """Typed JSON-array parsing through one reusable simdjson parser."""
 
     def __init__(self) -> None:
         self._parser = simdjson.Parser()
 
-    def parse(self, raw: bytes | msgspec.Raw, kind: str) -> np.ndarray | None:
+    def parse(self, raw: bytes | msgspec.Raw, kind: str, text: _Text | None = None) -> np.ndarray | None:
         """The array as numpy, or None when it is not a flat array of that kind.
 
         None sends the caller to the slow path, which names the offending element.
         """
-        text = raw if isinstance(raw, bytes) else bytes(memoryview(raw))
-        # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
-        # log-probs are plain numbers, and any string inside fails the typed read anyway).
-        if not text.startswith(b"[") or text.find(b"[", 1) != -1:
+        if not (text or _Text(raw)).is_flat_array():
             return None
         try:
-            doc = self._parser.parse(text)
-            buffer = doc.as_buffer(of_type=kind)
+            buffer = self._parser.parse(raw).as_buffer(of_type=kind)
         except (TypeError, ValueError, RuntimeError):
             return None
-        dtype = TOKEN_DTYPE if kind == "u" else np.float64
-        arr = np.frombuffer(buffer, dtype=dtype)
+        arr = np.frombuffer(buffer, dtype=TOKEN_DTYPE if kind == "u" else np.float64)
         if kind == "d" and arr.size and not np.isfinite(arr).all():
             return None
         return arr
@@ -74,48 +94,45 @@ class _ArrayParser:
 
 @dataclass
 class _ParsedTokens:
-    """A call's parsed prompt and generation, plus their raw texts for prefix sharing."""
+    """A call's parsed prompt and generation, plus their texts for prefix sharing."""
 
     full: np.ndarray
     prompt_len: int
-    prompt_body: bytes
-    generation_body: bytes
+    prompt_text: _Text
+    generation_text: _Text
 
 
-def _body(raw: bytes) -> bytes:
-    """The text between an array's brackets, without surrounding whitespace."""
-    return raw[1:-1].strip(_WHITESPACE)
-
-
-def _skip_ws(text: bytes, pos: int) -> int:
-    n = len(text)
-    while pos < n and text[pos] in _WHITESPACE:
+def _skip_ws(u8: np.ndarray, pos: int) -> int:
+    n = u8.size
+    while pos < n and u8[pos] in _WHITESPACE:
         pos += 1
     return pos
 
 
-def _match_segments(text: bytes, segments: Iterable[bytes]) -> int | None:
-    """Offset just past ``segments`` (array bodies, in order) at the start of array ``text``.
+def _match_segments(text: _Text, segments: Iterable[_Text]) -> int | None:
+    """Offset in ``text`` just past the bodies of ``segments`` (in order) at its start.
 
-    The match must end on a token boundary (the next non-blank byte is ',' or ']'), so
-    "[12,34" never matches inside "[12,345".
+    Compares bytes (numpy views, no copies). The match must end on a token boundary (the
+    next non-blank byte is ',' or ']'), so "[12,34" never matches inside "[12,345".
     """
+    u8 = text.u8
     pos = 1
     first = True
     for seg in segments:
-        if not seg:
+        n = seg.body_len
+        if n <= 0:
             continue
-        pos = _skip_ws(text, pos)
+        pos = _skip_ws(u8, pos)
         if not first:
-            if pos >= len(text) or text[pos] != 44:  # ','
+            if pos >= u8.size or u8[pos] != 44:  # ','
                 return None
-            pos = _skip_ws(text, pos + 1)
-        if text[pos: pos + len(seg)] != seg:
+            pos = _skip_ws(u8, pos + 1)
+        if pos + n > u8.size or not np.array_equal(u8[pos: pos + n], seg.u8[seg.start: seg.end]):
             return None
-        pos += len(seg)
+        pos += n
         first = False
-    end = _skip_ws(text, pos)
-    if end >= len(text) or text[end] not in b",]":
+    end = _skip_ws(u8, pos)
+    if end >= u8.size or u8[end] not in b",]":
         return None
     return pos
 
@@ -186,26 +203,26 @@ class RecordDecoder:
 
     def _tokens(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens],
                 call_id: str | None) -> _ParsedTokens | None:
-        prompt_raw = bytes(memoryview(raw["prompt_token_ids"]))
-        gen_raw = bytes(memoryview(raw["generation_token_ids"]))
-        generation = self._arrays.parse(gen_raw, "u")
+        prompt_raw, gen_raw = raw["prompt_token_ids"], raw["generation_token_ids"]
+        prompt_text, gen_text = _Text(prompt_raw), _Text(gen_raw)
+        generation = self._arrays.parse(gen_raw, "u", gen_text)
         if generation is None:
             return None
         parent_id = data.get("parent_call_id")
         parent = parsed.get(parent_id) if isinstance(parent_id, str) and data.get("prompt_is_delta") is not True else None
-        if parent is not None:
-            end = _match_segments(prompt_raw, (parent.prompt_body, parent.generation_body))
+        if parent is not None and prompt_text.u8.size and prompt_text.u8[0] == 91:
+            end = _match_segments(prompt_text, (parent.prompt_text, parent.generation_text))
             if end is not None:
-                rest_start = _skip_ws(prompt_raw, end)
-                if prompt_raw[rest_start] == 93:  # ']': nothing beyond the parent
+                rest_start = _skip_ws(prompt_text.u8, end)
+                if prompt_text.u8[rest_start] == 93:  # ']': nothing beyond the parent
                     rest = np.zeros(0, dtype=TOKEN_DTYPE)
-                else:
-                    rest = self._arrays.parse(b"[" + prompt_raw[rest_start + 1:], "u")
+                else:  # ',' then the new tokens: parse just those
+                    rest = self._arrays.parse(b"[" + prompt_text.u8[rest_start + 1:].tobytes(), "u")
                 if rest is not None:
                     full = self.arena.extend(parent.full, rest, generation)
-                    return _ParsedTokens(full, parent.full.size + rest.size, _body(prompt_raw), _body(gen_raw))
-        prompt = self._arrays.parse(prompt_raw, "u")
+                    return _ParsedTokens(full, parent.full.size + rest.size, prompt_text, gen_text)
+        prompt = self._arrays.parse(prompt_raw, "u", prompt_text)
         if prompt is None:
             return None
         full = self.arena.fresh(prompt, generation)
-        return _ParsedTokens(full, prompt.size, _body(prompt_raw), _body(gen_raw))
+        return _ParsedTokens(full, prompt.size, prompt_text, gen_text)
