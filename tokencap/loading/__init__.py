@@ -6,6 +6,7 @@ capture-store directory, or a zip of one) or the bytes of such a file.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def load_snapshots(source: str | os.PathLike[str] | bytes | bytearray | memoryvi
     if path.is_dir():
         return load_store(FileSource.from_directory(path))
     try:
-        data = path.read_bytes()
+        data = _read(path)
     except FileNotFoundError:
         raise LoadError(f"{label}: no such file or directory") from None
     except OSError as exc:
@@ -42,9 +43,23 @@ def load_snapshots(source: str | os.PathLike[str] | bytes | bytearray | memoryvi
     return _load_bytes(data, label)
 
 
-def _load_bytes(data: bytes, name: str | None) -> list[TokenCaptureSnapshot]:
-    if data.startswith(ZIP_MAGIC):
-        return load_store(FileSource.from_zip(data, name or "zip archive"))
+_MMAP_THRESHOLD = 8 << 20
+
+
+def _read(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes; a big file is memory-mapped instead of copied (the parsers read
+    buffers, and every token array they produce is its own copy, so nothing outlives it)."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size < _MMAP_THRESHOLD:
+            return handle.read()
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _load_bytes(data: bytes | mmap.mmap, name: str | None) -> list[TokenCaptureSnapshot]:
+    if data[:4] == ZIP_MAGIC:
+        return load_store(FileSource.from_zip(bytes(data) if isinstance(data, mmap.mmap) else data,
+                                              name or "zip archive"))
     try:
         return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where

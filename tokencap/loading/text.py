@@ -173,7 +173,7 @@ class JsonlRecords:
 def iter_lines(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
     """Non-blank lines as zero-copy views, with 1-based line numbers."""
     view = memoryview(data)
-    raw = data if isinstance(data, bytes) else view.tobytes()
+    raw = view.tobytes() if isinstance(data, memoryview) else data  # bytes and mmap both have find()
     pos, line, n = 0, 1, len(raw)
     while pos < n:
         end = raw.find(b"\n", pos)
