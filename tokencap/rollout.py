@@ -78,7 +78,7 @@ def _ordered(reasons: set[str]) -> list[str]:
 
 def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, response: dict | None,
              error: str | None) -> dict[str, Any]:
-    n_calls = len({e.model_call_id for e in snapshot.entries})
+    n_calls = len({getattr(e, "model_call_id", None) for e in snapshot.entries})
     notes = build.notes if build is not None else None
     quarantined = len(build.quarantined) if build is not None else 0
     return {
@@ -113,14 +113,19 @@ def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None =
                              _metrics(snapshot, None, None, snapshot.load_error), None, None,
                              terminal_call_id=terminal_call_id)
     try:
-        build = prefix_merging(snapshot.entries, terminal_call_id=terminal_call_id)
-        for chain in build.chains:
-            chain.validate()
-    except Exception as exc:  # noqa: BLE001 -- fail closed: a builder bug masks, never crashes a run
+        return _build_checked(snapshot, terminal_call_id, model, set(reasons))
+    except Exception as exc:  # noqa: BLE001 -- fail closed: a bug or a malformed record masks, never crashes a run
         reasons.add("build_error")
         message = f"{type(exc).__name__}: {exc}"
         return RolloutResult(snapshot.rollout_id, True, _ordered(reasons), _metrics(snapshot, None, None, message),
                              None, None, terminal_call_id=terminal_call_id)
+
+
+def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None, model: str,
+                   reasons: set[str]) -> RolloutResult:
+    build = prefix_merging(snapshot.entries, terminal_call_id=terminal_call_id)
+    for chain in build.chains:
+        chain.validate()
     notes = build.notes
     if notes.unresolved_retries:
         reasons.add("unresolved_retries")
