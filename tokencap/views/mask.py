@@ -1,0 +1,376 @@
+"""Loss-mask views: a paged token strip, a downsampled overview, per-link table, log-prob chart.
+
+A chain's training sequence can be 100k tokens long, far more than a browser can draw
+cell by cell. The strip therefore shows one *window* (1k-4k tokens, wrapped into rows)
+at a time, and the overview summarises the whole sequence in at most ``bins`` bins
+(fraction of generated positions and mean log-probability per bin) with the window
+outlined. Every array operation is vectorised; nothing is per token in Python except the
+hover labels of the visible window.
+
+Colours: prompt positions light grey, interstitial (context the harness added: tool
+output, user turns) amber, generated positions by log-probability (Viridis: dark is
+unlikely, bright is likely). Black ticks mark where each link's interstitial begins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..builder import Chain
+from ..lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
+from . import style
+from .text import fmt_int, html_text
+
+WINDOW_SIZES = (1024, 2048, 4096)
+DEFAULT_WINDOW = 2048
+OVERVIEW_BINS = 600
+LOGPROB_POINTS = 4000
+KIND_NAMES = {PROMPT: "prompt", INTERSTITIAL: "interstitial", GENERATED: "generated"}
+
+
+def columns_for(window: int) -> int:
+    return 64 if window <= 2048 else 128
+
+
+def page_count(mask: LossMask, window: int = DEFAULT_WINDOW) -> int:
+    return max(1, math.ceil(len(mask) / window))
+
+
+def page_bounds(mask: LossMask, page: int, window: int = DEFAULT_WINDOW) -> tuple[int, int]:
+    """[start, end) of page ``page`` (0-based, clamped)."""
+    page = min(max(page, 0), page_count(mask, window) - 1)
+    start = page * window
+    return start, min(len(mask), start + window)
+
+
+def page_of(position: int, window: int = DEFAULT_WINDOW) -> int:
+    return max(position, 0) // window
+
+
+@dataclass
+class MaskSummary:
+    total: int
+    prompt: int
+    interstitial: int
+    generated: int
+    links: int
+    mean_log_prob: float
+    min_log_prob: float
+
+    @property
+    def trained_fraction(self) -> float:
+        return self.generated / self.total if self.total else 0.0
+
+
+def mask_summary(mask: LossMask) -> MaskSummary:
+    prov = mask.provenance
+    gen = mask.log_probs[prov == GENERATED]
+    return MaskSummary(
+        total=len(mask),
+        prompt=int((prov == PROMPT).sum()),
+        interstitial=int((prov == INTERSTITIAL).sum()),
+        generated=int(mask.mask.sum()),
+        links=len(mask.call_ids),
+        mean_log_prob=float(gen.mean()) if gen.size else float("nan"),
+        min_log_prob=float(gen.min()) if gen.size else float("nan"),
+    )
+
+
+def logprob_range(mask: LossMask) -> tuple[float, float]:
+    """Colour range for log-probabilities: the 1st percentile (not below -20) up to 0."""
+    gen = mask.log_probs[mask.provenance == GENERATED]
+    if not gen.size:
+        return -5.0, 0.0
+    low = float(np.percentile(gen, 1))
+    low = max(min(low, -0.5), -20.0)
+    return low, 0.0
+
+
+def link_frame(mask: LossMask, chain: Chain) -> pd.DataFrame:
+    """One row per link: where it starts, how many context and generated tokens, log-prob stats."""
+    rows = []
+    starts = mask.link_starts
+    for i, link in enumerate(chain.links):
+        gen = link.entry.generation_log_probs
+        start = int(starts[i])
+        inter = int(link.interstitial.size)
+        if i == 0:
+            inter_label = int(chain.root_prompt.size)
+        rows.append({
+            "link": i,
+            "call": link.call_id,
+            "starts at": start if i else 0,
+            "context tokens": inter_label if i == 0 else inter,
+            "generated tokens": int(gen.size),
+            "mean log-prob": float(gen.mean()) if gen.size else float("nan"),
+            "min log-prob": float(gen.min()) if gen.size else float("nan"),
+            "finish_reason": link.entry.finish_reason if link.entry.finish_reason is not None else "null",
+        })
+    frame = pd.DataFrame(rows, columns=["link", "call", "starts at", "context tokens", "generated tokens",
+                                        "mean log-prob", "min log-prob", "finish_reason"])
+    return frame
+
+
+# --------------------------------------------------------------------------- strip
+
+
+def _owner_names(mask: LossMask, start: int, end: int) -> np.ndarray:
+    owners = np.searchsorted(mask.link_starts, np.arange(start, end), side="right") - 1
+    names = np.array(["(root prompt)"] + [html_text(c, 60) for c in mask.call_ids], dtype=object)
+    return names[owners + 1]
+
+
+def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, columns: int | None = None,
+                 lp_range: tuple[float, float] | None = None) -> go.Figure:
+    """Positions [start, end) as a wrapped grid of cells, one per token."""
+    end = len(mask) if end is None else min(end, len(mask))
+    start = max(0, min(start, end))
+    n = end - start
+    cols = columns or columns_for(max(n, 1))
+    rows = max(1, math.ceil(n / cols))
+    cells = rows * cols
+    pad = cells - n
+
+    prov = np.concatenate((mask.provenance[start:end].astype(float), np.full(pad, np.nan)))
+    lps = np.concatenate((mask.log_probs[start:end], np.full(pad, np.nan)))
+    ctx = np.where(prov == GENERATED, np.nan, np.where(prov == INTERSTITIAL, 1.0, 0.0))
+    ctx[n:] = np.nan
+    gen = np.where(prov == GENERATED, lps, np.nan)
+
+    tokens = mask.token_ids[start:end]
+    owners = _owner_names(mask, start, end)
+    kinds = np.array(["prompt", "interstitial", "generated"], dtype=object)[mask.provenance[start:end]]
+    lp_text = np.where(np.isnan(mask.log_probs[start:end]), "–",
+                       np.char.mod("%.4f", np.nan_to_num(mask.log_probs[start:end])))
+    hover = [f"pos {start + i:,} · token {int(tokens[i])}<br>{kinds[i]} · mask {int(mask.mask[start + i])}"
+             f" · log-prob {lp_text[i]}<br>{owners[i]}" for i in range(n)] + [""] * pad
+    hover_grid = np.array(hover, dtype=object).reshape(rows, cols)
+    zmin, zmax = lp_range or logprob_range(mask)
+
+    row_labels = [f"{start + r * cols:,}" for r in range(rows)]
+    y = list(range(rows))
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(
+        z=ctx.reshape(rows, cols), x=list(range(cols)), y=y, zmin=0, zmax=1, showscale=False,
+        colorscale=[[0, style.PROMPT_COLOR], [0.5, style.PROMPT_COLOR], [0.5, style.INTERSTITIAL_COLOR],
+                    [1, style.INTERSTITIAL_COLOR]],
+        hovertext=hover_grid, hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, xgap=1, ygap=1,
+        name="context",
+    ))
+    fig.add_trace(go.Heatmap(
+        z=gen.reshape(rows, cols), x=list(range(cols)), y=y, zmin=zmin, zmax=zmax, colorscale=style.LOGPROB_SCALE,
+        colorbar={"title": {"text": "log-prob", "side": "right"}, "thickness": 12, "len": 0.9},
+        hovertext=hover_grid, hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, xgap=1, ygap=1,
+        name="generated",
+    ))
+    # Link boundaries: a tick at the left edge of the cell where each link's interstitial begins.
+    starts = mask.link_starts
+    inside = np.flatnonzero((starts >= start) & (starts < end) & (starts > 0))
+    if inside.size:
+        offs = starts[inside] - start
+        fig.add_trace(go.Scatter(
+            x=(offs % cols) - 0.5, y=offs // cols, mode="markers",
+            marker={"symbol": "line-ns", "size": 16, "line": {"width": 3, "color": style.LINK_MARK}},
+            hovertext=[f"link {int(i)} begins: {html_text(mask.call_ids[int(i)], 60)}" for i in inside],
+            hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="link starts",
+        ))
+    cell = 15 if cols <= 64 else 11
+    fig.update_layout(
+        **style.BASE_LAYOUT,
+        height=int(max(170, 60 + rows * cell)),
+        margin={"l": 70, "r": 10, "t": 10, "b": 30},
+        xaxis={"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": list(range(0, cols, 8)),
+               "title": {"text": "offset in row", "font": {"size": 11}}, "range": [-0.6, cols - 0.4]},
+        yaxis={"autorange": "reversed", "tickmode": "array", "tickvals": y[:: max(1, rows // 16)],
+               "ticktext": row_labels[:: max(1, rows // 16)], "showgrid": False, "zeroline": False,
+               "title": {"text": "position", "font": {"size": 11}}},
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- overview
+
+
+def binned(mask: LossMask, bins: int = OVERVIEW_BINS) -> pd.DataFrame:
+    """The whole sequence in at most ``bins`` bins: start, end, generated fraction, mean log-prob."""
+    n = len(mask)
+    if n == 0:
+        return pd.DataFrame(columns=["start", "end", "generated", "interstitial", "mean_log_prob"])
+    bins = max(1, min(bins, n))
+    edges = np.linspace(0, n, bins + 1).astype(np.int64)
+    edges = np.unique(edges)
+    lefts = edges[:-1]
+    widths = np.diff(edges)
+    gen = mask.provenance == GENERATED
+    gen_count = np.add.reduceat(gen.astype(np.int64), lefts)
+    inter_count = np.add.reduceat((mask.provenance == INTERSTITIAL).astype(np.int64), lefts)
+    lp_sum = np.add.reduceat(np.where(gen, mask.log_probs, 0.0), lefts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_lp = np.where(gen_count > 0, lp_sum / np.maximum(gen_count, 1), np.nan)
+    return pd.DataFrame({"start": lefts, "end": edges[1:], "generated": gen_count / widths,
+                         "interstitial": inter_count / widths, "mean_log_prob": mean_lp})
+
+
+def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins: int = OVERVIEW_BINS,
+                    max_link_lines: int = 300) -> go.Figure:
+    """Generated share and mean log-prob along the whole sequence, the current window outlined."""
+    frame = binned(mask, bins)
+    mid = ((frame["start"] + frame["end"]) / 2).to_numpy()
+    width = (frame["end"] - frame["start"]).to_numpy()
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=mid, y=frame["interstitial"], width=width, name="interstitial share",
+                         marker={"color": style.INTERSTITIAL_COLOR, "line": {"width": 0}},
+                         hovertemplate="positions %{customdata[0]:,}–%{customdata[1]:,}<br>interstitial %{y:.0%}<extra></extra>",
+                         customdata=np.column_stack((frame["start"], frame["end"] - 1))))
+    fig.add_trace(go.Bar(x=mid, y=frame["generated"], width=width, name="generated share (trained)",
+                         marker={"color": style.MAIN, "line": {"width": 0}, "opacity": 0.75},
+                         hovertemplate="positions %{customdata[0]:,}–%{customdata[1]:,}<br>generated %{y:.0%}<extra></extra>",
+                         customdata=np.column_stack((frame["start"], frame["end"] - 1))))
+    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"], name="mean log-prob", yaxis="y2", mode="lines",
+                             line={"color": "#111827", "width": 1.2}, connectgaps=False,
+                             hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
+    shapes: list[dict[str, Any]] = []
+    if window is not None and len(mask) and (window[0] > 0 or window[1] < len(mask)):
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1],
+                       "y0": 0, "y1": 1, "line": {"color": "#dc2626", "width": 2}, "fillcolor": "rgba(220,38,38,0.06)"})
+    starts = mask.link_starts
+    if 0 < starts.size <= max_link_lines:
+        for s in starts[1:]:
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": int(s), "x1": int(s), "y0": 0,
+                           "y1": 1, "line": {"color": "rgba(17,24,39,0.25)", "width": 1}})
+    fig.update_layout(
+        **style.BASE_LAYOUT,
+        height=210, barmode="stack", bargap=0, shapes=shapes,
+        margin={"l": 50, "r": 50, "t": 34, "b": 35},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
+        xaxis={"title": {"text": "position in the training sequence", "font": {"size": 11}},
+               "range": [0, max(len(mask), 1)], "showgrid": False},
+        yaxis={"title": {"text": "share", "font": {"size": 11}}, "range": [0, 1], "tickformat": ".0%",
+               "showgrid": False},
+        yaxis2={"overlaying": "y", "side": "right", "title": {"text": "log-prob", "font": {"size": 11}},
+                "showgrid": False},
+        hovermode="x",
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- log-prob chart
+
+
+def logprob_series(mask: LossMask, max_points: int = LOGPROB_POINTS) -> pd.DataFrame:
+    """Log-probs of generated positions; above ``max_points``, per-bin mean and min (min keeps dips visible)."""
+    pos = np.flatnonzero(mask.provenance == GENERATED)
+    lps = mask.log_probs[pos]
+    if pos.size <= max_points:
+        # A gap (NaN row) wherever context interrupts the generated positions, so the line
+        # does not join one call's generation to the next across the interstitial.
+        breaks = np.flatnonzero(np.diff(pos) > 1) + 1
+        pos_f = np.insert(pos.astype(float), breaks, np.nan)
+        lps_f = np.insert(lps, breaks, np.nan)
+        return pd.DataFrame({"position": pos_f, "log_prob": lps_f, "min_log_prob": lps_f})
+    bins = max_points // 2
+    edges = np.unique(np.linspace(0, pos.size, bins + 1).astype(np.int64))
+    lefts = edges[:-1]
+    counts = np.diff(edges)
+    mean = np.add.reduceat(lps, lefts) / counts
+    low = np.minimum.reduceat(lps, lefts)
+    return pd.DataFrame({"position": pos[lefts], "log_prob": mean, "min_log_prob": low})
+
+
+def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
+                   max_points: int = LOGPROB_POINTS) -> go.Figure:
+    series = logprob_series(mask, max_points)
+    downsampled = int(series["log_prob"].notna().sum()) < int(mask.mask.sum())
+    fig = go.Figure()
+    if downsampled:
+        fig.add_trace(go.Scatter(x=series["position"], y=series["min_log_prob"], mode="lines", name="min per bin",
+                                 line={"color": "rgba(220,38,38,0.45)", "width": 1},
+                                 hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=series["position"], y=series["log_prob"], mode="lines+markers" if len(series) < 400
+                             else "lines", name="mean per bin" if downsampled else "log-prob",
+                             line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
+                             hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))
+    shapes = []
+    if window is not None and (window[0] > 0 or window[1] < len(mask)):
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1], "y0": 0,
+                       "y1": 1, "line": {"width": 0}, "fillcolor": "rgba(220,38,38,0.07)"})
+    fig.update_layout(
+        **style.BASE_LAYOUT,
+        height=240, shapes=shapes, margin={"l": 55, "r": 10, "t": 10, "b": 35},
+        showlegend=downsampled, legend={"orientation": "h", "y": 1.15, "x": 0},
+        xaxis={"title": {"text": "position (generated tokens only)", "font": {"size": 11}}, "range": [0, max(len(mask), 1)],
+               "gridcolor": "#f1f5f9"},
+        yaxis={"title": {"text": "log-prob", "font": {"size": 11}}, "gridcolor": "#f1f5f9"},
+        hovermode="closest",
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- decoded text
+
+
+def segments(mask: LossMask, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    """Runs of one provenance within one link in [start, end): (start, end, provenance, owner index)."""
+    end = min(end, len(mask))
+    if end <= start:
+        return []
+    prov = mask.provenance[start:end]
+    owner = np.searchsorted(mask.link_starts, np.arange(start, end), side="right") - 1
+    change = np.flatnonzero((np.diff(prov.astype(np.int64)) != 0) | (np.diff(owner) != 0)) + 1
+    bounds = np.concatenate(([0], change, [end - start]))
+    return [(start + int(a), start + int(b), int(prov[a]), int(owner[a])) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def load_tokenizer(data: bytes) -> tuple[Any | None, str | None]:
+    """A Hugging Face `tokenizers` tokenizer from a ``tokenizer.json``'s bytes, or (None, why not)."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return None, "decoding needs the `tokenizers` package (pip install 'tokencap[tokenizer]')"
+    try:
+        return Tokenizer.from_str(data.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "the tokenizer file is not UTF-8 JSON"
+    except Exception as exc:  # noqa: BLE001 -- the tokenizers library raises plain Exceptions
+        return None, f"not a tokenizer.json the tokenizers library can read ({' '.join(str(exc).split())[:200]})"
+
+
+def decode_ids(tokenizer: Any, ids: np.ndarray) -> str:
+    values = [int(i) for i in ids]
+    try:
+        return tokenizer.decode(values, skip_special_tokens=False)
+    except Exception:  # noqa: BLE001 -- ids outside the vocabulary: show them by number
+        parts = []
+        for v in values:
+            tok = tokenizer.id_to_token(v) if v < 2**32 else None
+            parts.append(tok if tok is not None else f"⟨{v}⟩")
+        return "".join(parts)
+
+
+def decoded_segments(mask: LossMask, tokenizer: Any, start: int, end: int) -> pd.DataFrame:
+    """The window [start, end) decoded run by run, with what each run is and which call owns it."""
+    rows = []
+    for a, b, prov, owner in segments(mask, start, end):
+        rows.append({
+            "positions": f"{a:,}–{b - 1:,}",
+            "kind": KIND_NAMES[prov],
+            "call": mask.call_ids[owner] if owner >= 0 else "(root prompt)",
+            "tokens": b - a,
+            "text": decode_ids(tokenizer, mask.token_ids[a:b]),
+        })
+    return pd.DataFrame(rows, columns=["positions", "kind", "call", "tokens", "text"])
+
+
+KIND_BACKGROUND = {"prompt": "#f3f4f6", "interstitial": "#fef3c7", "generated": "#dbeafe"}
+
+
+def chain_label(chain: Chain) -> str:
+    n = len(chain.links)
+    return (f"{chain.chain_id} · {n} call{'s' if n != 1 else ''} · {fmt_int(chain.generated_tokens)} generated of "
+            f"{fmt_int(chain.total_tokens)} tokens")

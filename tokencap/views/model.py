@@ -1,0 +1,141 @@
+"""`RolloutView`: one rollout built once (per anchor), with everything the page derives from it.
+
+The app caches one `RolloutView` per (source content, rollout, anchor); the derived pieces
+(call roles, the tree layout, loss masks per chain, the verdict banner) are computed on
+first use and kept on the object, so switching tabs, selecting calls or paging a loss
+mask never rebuilds anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from ..builder import BuildOutput, Chain
+from ..lossmask import LossMask, loss_mask
+from ..records import EngineRefusalRecord, TokenCaptureSnapshot, TokenEntry
+from ..report import call_roles
+from ..rollout import RolloutResult, build_rollout
+
+if TYPE_CHECKING:
+    from .tree import TreeModel
+    from .verdicts import Banner
+
+
+class RolloutView:
+    """A built rollout and its derived views. Thread-safe enough for Streamlit's shared caches:
+    derived values are pure, so a race at worst computes one twice."""
+
+    def __init__(self, snapshot: TokenCaptureSnapshot, anchor: str | None = None,
+                 result: RolloutResult | None = None) -> None:
+        self.snapshot = snapshot
+        self.anchor = anchor
+        self.result = result if result is not None else build_rollout(snapshot, terminal_call_id=anchor)
+        self._masks: dict[str, LossMask] = {}
+        self._lock = threading.Lock()
+
+    # -- plain facts -------------------------------------------------------------------
+
+    @property
+    def rollout_id(self) -> str:
+        return self.result.rollout_id
+
+    @property
+    def build(self) -> BuildOutput | None:
+        return self.result.build
+
+    @property
+    def chains(self) -> list[Chain]:
+        return list(self.build.chains) if self.build is not None else []
+
+    def chain(self, chain_id: str) -> Chain | None:
+        return self.build.chain(chain_id) if self.build is not None else None
+
+    @cached_property
+    def roles(self) -> dict[str, str]:
+        """Call id -> main / branch / quarantined / after_terminal."""
+        return call_roles(self.build) if self.build is not None else {}
+
+    @cached_property
+    def chain_membership(self) -> dict[str, list[str]]:
+        """Call id -> ids of the chains it lies on (main first)."""
+        out: dict[str, list[str]] = {}
+        for chain in self.chains:
+            for cid in chain.call_ids:
+                out.setdefault(cid, []).append(chain.chain_id)
+        return out
+
+    @cached_property
+    def records_by_id(self) -> dict[str, TokenEntry]:
+        """The snapshot's records by call id (first copy), including ones the build excluded."""
+        out: dict[str, TokenEntry] = {}
+        for e in self.snapshot.entries:
+            out.setdefault(e.model_call_id, e)
+        return out
+
+    @cached_property
+    def copies_by_id(self) -> dict[str, list[TokenEntry]]:
+        out: dict[str, list[TokenEntry]] = {}
+        for e in self.snapshot.entries:
+            out.setdefault(e.model_call_id, []).append(e)
+        return out
+
+    @cached_property
+    def refusals_by_id(self) -> dict[str, EngineRefusalRecord]:
+        return {r.model_call_id: r for r in self.snapshot.engine_refusals}
+
+    @cached_property
+    def origin_time(self) -> float | None:
+        times = [e.created_at for e in self.snapshot.entries]
+        return min(times) if times else None
+
+    @property
+    def terminal_call_id(self) -> str | None:
+        """The delivered chain's last call."""
+        main = self.build.main if self.build is not None else None
+        return main.links[-1].call_id if main is not None and main.links else None
+
+    def entry(self, call_id: str) -> TokenEntry | None:
+        """The full-prompt entry the build used, else the raw record (excluded calls)."""
+        if self.build is not None and call_id in self.build.entries:
+            return self.build.entries[call_id]
+        return self.records_by_id.get(call_id)
+
+    # -- derived views -----------------------------------------------------------------
+
+    @cached_property
+    def tree(self) -> TreeModel:
+        from .tree import build_tree
+
+        return build_tree(self)
+
+    @cached_property
+    def banner(self) -> Banner:
+        from .verdicts import verdict_banner
+
+        return verdict_banner(self.result)
+
+    def mask(self, chain_id: str = "main") -> LossMask | None:
+        with self._lock:
+            cached = self._masks.get(chain_id)
+        if cached is not None:
+            return cached
+        chain = self.chain(chain_id)
+        if chain is None:
+            return None
+        computed = loss_mask(chain)
+        with self._lock:
+            self._masks.setdefault(chain_id, computed)
+        return computed
+
+    def anchor_options(self) -> list[str]:
+        """Call ids one may anchor on: main chain first (in order), then other chained calls by time."""
+        if self.build is None:
+            return []
+        main = self.build.main
+        first = list(main.call_ids) if main is not None else []
+        seen = set(first)
+        rest = sorted((cid for cid in self.build.entries if cid not in seen),
+                      key=lambda c: (self.build.entries[c].created_at, c))  # type: ignore[union-attr]
+        return first + rest

@@ -1,0 +1,278 @@
+"""Where the app's rollouts come from: files, directories, uploads and the bundled samples.
+
+A `Source` is one thing the user opened (a snapshot JSON, an entries JSONL, a capture-store
+directory or a zip of one), identified by a hash of its content, so a cache keyed by
+``source.key`` never confuses two files and never reloads the same bytes. `load_source`
+turns it into snapshots and never raises: a file that cannot be read comes back with the
+loader's message (file, line, call, field, problem) in ``error`` and no snapshots, and
+the other sources stay usable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..loading import load_snapshots
+from ..records import TokenCaptureSnapshot
+
+UPLOAD_TYPES = ("json", "jsonl", "zip")
+"""File types the app's uploader accepts."""
+
+_HASH_CHUNK = 1 << 20
+_SAMPLE_SKIP = {"expected.json", "README.md"}
+
+
+@dataclass(frozen=True, eq=False)
+class Source:
+    """One opened input. ``key`` is the SHA-256 of its content (directories: of every file in it)."""
+
+    name: str
+    key: str
+    size: int
+    path: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+
+    @property
+    def is_directory(self) -> bool:
+        return self.data is None and self.path is not None
+
+    @property
+    def short_key(self) -> str:
+        return self.key[:12]
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedSource:
+    """A source's snapshots, or why it could not be read."""
+
+    source: Source
+    snapshots: tuple[TokenCaptureSnapshot, ...] = ()
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def content_key(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def source_from_bytes(name: str, data: bytes) -> Source:
+    return Source(name=name, key=content_key(data), size=len(data), data=data)
+
+
+def _directory_files(path: Path) -> list[Path]:
+    files = []
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        files.extend(Path(root) / n for n in sorted(names) if not n.startswith("."))
+    return files
+
+
+def source_from_path(path: str | os.PathLike[str]) -> Source:
+    """A file (read into memory) or a directory (hashed file by file, loaded from disk).
+
+    Raises `FileNotFoundError` for a path that does not exist; the app reports it.
+    """
+    p = Path(path)
+    if p.is_dir():
+        digest = hashlib.sha256(b"directory\0")
+        size = 0
+        for f in _directory_files(p):
+            digest.update(str(f.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
+            with open(f, "rb") as handle:
+                while chunk := handle.read(_HASH_CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+            digest.update(b"\0")
+        return Source(name=p.name or str(p), key=digest.hexdigest(), size=size, path=str(p))
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file or directory")
+    data = p.read_bytes()
+    return Source(name=p.name, key=content_key(data), size=len(data), path=str(p), data=data)
+
+
+def path_signature(path: str | os.PathLike[str]) -> tuple[Any, ...]:
+    """A cheap fingerprint (names, sizes, modification times) to decide when to re-hash a path."""
+    p = Path(path)
+    if p.is_dir():
+        return (str(p.resolve()), tuple((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns)
+                                        for f in _directory_files(p)))
+    if p.exists():
+        st = p.stat()
+        return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    return (str(p), None)
+
+
+def load_source(source: Source) -> LoadedSource:
+    """Load every rollout of ``source``; never raises (the message goes to ``error``)."""
+    start = time.perf_counter()
+    try:
+        if source.data is not None:
+            snapshots = load_snapshots(source.data, name=source.name)
+        else:
+            snapshots = load_snapshots(source.path)  # type: ignore[arg-type]
+    except ValueError as exc:  # LoadError, RecordError: the message already says where and what
+        return LoadedSource(source, (), _one_line(str(exc)) or "the file could not be read",
+                            time.perf_counter() - start)
+    except Exception as exc:  # noqa: BLE001 -- a page must never show a traceback for a bad file
+        return LoadedSource(source, (), f"{source.name}: could not be read ({type(exc).__name__}: {_one_line(str(exc))})",
+                            time.perf_counter() - start)
+    if not snapshots:
+        return LoadedSource(source, (), f"{source.name}: holds no rollout", time.perf_counter() - start)
+    return LoadedSource(source, tuple(snapshots), None, time.perf_counter() - start)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+class UploadedLike(Protocol):
+    """What the uploader hands over (Streamlit's ``UploadedFile`` fits)."""
+
+    name: str
+    file_id: str
+
+    def getvalue(self) -> bytes: ...
+
+
+def sources_from_uploads(files: Iterable[UploadedLike] | None, memo: dict[str, Source]) -> list[Source]:
+    """Sources for the uploaded files, in upload order, each hashed once.
+
+    ``memo`` maps an upload's ``file_id`` to its `Source` and lives in the session, so a
+    rerun does not hash an 85 MB upload again; entries of files no longer uploaded are
+    dropped. Two uploads with the same content are one source.
+    """
+    out: list[Source] = []
+    seen: set[str] = set()
+    live: set[str] = set()
+    for f in files or ():
+        fid = getattr(f, "file_id", None) or f"{f.name}:{id(f)}"
+        live.add(fid)
+        source = memo.get(fid)
+        if source is None:
+            source = source_from_bytes(f.name, f.getvalue())
+            memo[fid] = source
+        if source.key not in seen:
+            seen.add(source.key)
+            out.append(source)
+    for fid in list(memo):
+        if fid not in live:
+            del memo[fid]
+    return out
+
+
+# --------------------------------------------------------------------------- bundled samples
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One bundled sample: a file or directory plus what it demonstrates (from ``expected.json``)."""
+
+    name: str
+    path: Path
+    situation: str = ""
+    expectation: str = ""
+    why: str = ""
+
+    @property
+    def label(self) -> str:
+        title = self.name.rsplit(".", 1)[0] if not self.path.is_dir() else self.name
+        return title.replace("_", " ")
+
+
+def _expectation(rollouts: Mapping[str, Any]) -> str:
+    parts = []
+    for rid, exp in rollouts.items():
+        verdict = "masked: " + ", ".join(exp.get("mask_reasons", [])) if exp.get("mask_sample") else "trainable"
+        status = exp.get("status")
+        if status:
+            reason = exp.get("incomplete_reason")
+            verdict += f"; {status}" + (f" / {reason}" if reason else "")
+        parts.append(f"{rid}: {verdict}" if len(rollouts) > 1 else verdict)
+    return " · ".join(parts)
+
+
+def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
+    """The bundled samples in the order ``expected.json`` tells their story, then any others."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    described: dict[str, Any] = {}
+    expected = root / "expected.json"
+    if expected.is_file():
+        try:
+            loaded = json.loads(expected.read_text(encoding="utf-8"))
+            described = loaded if isinstance(loaded, dict) else {}
+        except (ValueError, OSError):
+            described = {}
+    out: list[Scenario] = []
+    names: list[str] = []
+    for name in described:
+        if (root / name.rstrip("/")).exists():
+            names.append(name.rstrip("/"))
+    extra = sorted(p.name for p in root.iterdir()
+                   if not p.name.startswith(".") and p.name not in _SAMPLE_SKIP and p.name not in names
+                   and (p.is_dir() or p.suffix in (".json", ".jsonl", ".zip")))
+    for name in names + extra:
+        info = described.get(name) or described.get(name + "/") or {}
+        info = info if isinstance(info, dict) else {}
+        rollouts = info.get("rollouts") if isinstance(info.get("rollouts"), dict) else {}
+        out.append(Scenario(name=name, path=root / name, situation=str(info.get("situation", "")),
+                            expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", ""))))
+    return out
+
+
+def default_scenario_index(scenarios: list[Scenario], preferred: str = "subagent_branch.json") -> int:
+    """The scenario the app opens on: one with a branch, so the first screen shows every lane."""
+    for i, s in enumerate(scenarios):
+        if s.name == preferred:
+            return i
+    return 0
+
+
+def is_same_directory(a: str | os.PathLike[str] | None, b: str | os.PathLike[str] | None) -> bool:
+    if a is None or b is None:
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- rollouts across sources
+
+
+@dataclass(frozen=True)
+class RolloutRef:
+    """One rollout of one loaded source; ``key`` is stable across reruns and unique per content."""
+
+    source_key: str
+    index: int
+    rollout_id: str
+    source_name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.source_key[:16]}/{self.index}"
+
+
+def rollout_refs(loaded: Iterable[LoadedSource]) -> list[RolloutRef]:
+    return [RolloutRef(ls.source.key, i, snap.rollout_id, ls.source.name)
+            for ls in loaded for i, snap in enumerate(ls.snapshots)]
+
+
+def load_all(sources: Iterable[Source], load: Callable[[Source], LoadedSource] = load_source) -> list[LoadedSource]:
+    return [load(s) for s in sources]

@@ -1,0 +1,83 @@
+"""Turning values into text for the page: escaping, numbers, times.
+
+Everything a capture holds is untrusted text: call ids, rollout ids, model names, output
+items, error messages quoting a record. The app shows such strings through plain-text
+elements (``st.text``, ``st.code``, ``st.json``, data frames). Where one must sit inside
+text that Streamlit renders as Markdown (an error box, a heading) or that plotly renders
+with its small HTML subset (hover labels, annotations), it goes through the escapes here
+first, so it always reads as the literal characters it holds.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import string
+
+_MD_SPECIAL = frozenset(string.punctuation)
+
+
+def md_escape(value: object) -> str:
+    """``value`` as Markdown that renders as exactly its characters.
+
+    CommonMark allows a backslash before any ASCII punctuation character and then renders
+    that character literally, so escaping all of them disables every construct that
+    could turn data into markup: links, images, emphasis, HTML, code spans, tables, math
+    (``$``) and Streamlit's ``:color[...]`` directives. Line breaks become spaces, so a
+    value never opens a block (heading, list, quote).
+    """
+    text = " ".join(str(value).split()) if value is not None else ""
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
+
+
+def html_text(value: object, limit: int | None = None) -> str:
+    """``value`` for plotly text (hover labels, annotations): HTML-escaped, one line, optionally cut."""
+    text = " ".join(str(value).split()) if value is not None else ""
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return html.escape(text, quote=True)
+
+
+def shorten(value: object, limit: int = 80) -> str:
+    text = " ".join(str(value).split()) if value is not None else ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fmt_int(n: int | float | None) -> str:
+    if n is None:
+        return "–"
+    return f"{int(n):,}"
+
+
+def fmt_fraction(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.1%}"
+
+
+def fmt_logprob(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.3f}"
+
+
+def fmt_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def fmt_time(created_at: float, origin: float | None = None) -> str:
+    """A capture time, with its offset from the rollout's first call when known."""
+    if origin is None:
+        return f"{created_at:.3f}"
+    return f"{created_at:.3f} (t+{created_at - origin:.3f} s)"
+
+
+def safe_file_stem(value: str, fallback: str = "rollout") -> str:
+    """A file-name stem from a rollout id: letters, digits, ``-_.`` only, never empty or hidden."""
+    stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in value).strip("._")
+    return stem[:120] or fallback

@@ -1,0 +1,616 @@
+"""The call tree: every call laid out by lineage, chains as horizontal lanes.
+
+Nodes are the snapshot's calls (chained, quarantined, empty generations, excluded
+records), its engine refusals (attached to the call they continued) and "ghost" nodes for
+parents that were claimed but never captured. Each node hangs under its *display parent*:
+the parent the build linked (verified or recovered), else the parent the record claimed
+(the link is drawn as rejected), else nothing (a root).
+
+Layout, all iterative (no recursion, linear-ish at 1,500 calls):
+
+* x is the depth under the display parent;
+* children are ordered so the main chain comes first, then branches in chain order, then
+  everything else by time; the first child continues its parent's lane, every other
+  child opens a lane below, re-using the lowest lane that is free over its span. The main
+  chain is therefore the straight top lane, each branch its own lane, and retries that
+  were quarantined pack into a few lanes beside the calls they retried.
+
+The figure uses one trace per mark (node category, overlay, edge category), never one
+per node, and switches to WebGL (`Scattergl`) above `WEBGL_THRESHOLD` nodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..builder import (
+    MISSING_RESOLUTION,
+    PARENT_DIGEST_MISMATCH,
+    PARENT_MISSING,
+    PARENT_MISSING_RECOVERED,
+    PARENT_UNRESOLVED,
+)
+from ..records import ParentResolutionStatus
+from . import style
+from .text import fmt_int, html_text
+
+if TYPE_CHECKING:
+    from .model import RolloutView
+
+WEBGL_THRESHOLD = 1000
+
+CALL, REFUSAL, GHOST = "call", "refusal", "ghost"
+
+# Node categories: (legend label, colour, symbol, size factor). The first that applies wins.
+NODE_STYLES: dict[str, tuple[str, str, str, float]] = {
+    "terminal": ("terminal call (end of the delivered chain)", style.MAIN, "star", 1.7),
+    "main": ("main chain (delivered)", style.MAIN, "circle", 1.0),
+    "branch": ("branch", style.BRANCH, "circle", 1.0),
+    "quarantined": ("quarantined retry", style.QUARANTINED, "circle", 1.0),
+    "after_terminal": ("after the terminal call (not delivered)", style.AFTER_TERMINAL, "circle", 1.0),
+    "chained": ("chained call", style.OTHER, "circle", 1.0),
+    "empty": ("empty generation (not chained)", style.EMPTY, "circle-open", 1.0),
+    "excluded": ("excluded record (corrupt digest or broken delta)", style.EXCLUDED, "x", 1.1),
+    "refusal_ended": ("engine refusal that ended the chain", style.REFUSAL, "hexagon", 1.2),
+    "refusal": ("engine refusal (does not end the chain)", style.REFUSAL, "hexagon-open", 1.2),
+    "ghost": ("claimed parent, never captured", style.GHOST, "square-open", 1.0),
+}
+
+# Overlay marks drawn around a node: (legend label, colour, symbol, size factor, line width).
+OVERLAY_STYLES: dict[str, tuple[str, str, str, float, float]] = {
+    "boundary": ("unresolved boundary (fragment root)", style.BOUNDARY, "diamond-open", 2.0, 2.5),
+    "recovered": ("recovered link (parent re-found by prefix)", style.RECOVERED, "circle-open", 1.9, 2.5),
+    "conflict": ("conflicting duplicate copies", style.EXCLUDED, "square-open", 1.9, 2.5),
+    "selected": ("selected", style.SELECTED, "circle-open", 2.4, 3.0),
+}
+
+# Edge categories: (legend label, colour, dash, width).
+EDGE_STYLES: dict[str, tuple[str, str, str, float]] = {
+    "verified": ("verified link", style.EDGE_VERIFIED, "solid", 1.6),
+    "recovered": ("recovered link", style.EDGE_RECOVERED, "dot", 2.2),
+    "digest_mismatch": ("claimed link rejected: digest mismatch", style.EDGE_REJECTED, "dash", 1.8),
+    "missing_parent": ("claimed link rejected: parent missing", style.EDGE_REJECTED, "dot", 1.8),
+    "missing_resolution": ("claimed link not trusted: no resolution recorded", style.EDGE_REJECTED, "dashdot", 1.8),
+    "claimed": ("claimed parent of a call left out of chaining", style.EDGE_NOT_CHAINED, "dot", 1.3),
+    "refusal": ("refused request continuing this call", style.EDGE_REFUSAL, "dot", 1.3),
+}
+
+_NOTE_EDGE = {
+    PARENT_DIGEST_MISMATCH: "digest_mismatch",
+    PARENT_MISSING: "missing_parent",
+    MISSING_RESOLUTION: "missing_resolution",
+}
+
+_ROLE_LABEL = {
+    "main": "main chain",
+    "branch": "branch",
+    "quarantined": "quarantined",
+    "after_terminal": "after the terminal call",
+}
+
+_LANE_EDGES = frozenset({"verified", "recovered", "refusal"})
+
+_NOTE_SHORT = {
+    PARENT_UNRESOLVED: "unresolved at request time: fragment root",
+    PARENT_DIGEST_MISMATCH: "claimed parent's digest does not match: fragment root",
+    PARENT_MISSING: "claimed parent missing, no unique prefix: fragment root",
+    PARENT_MISSING_RECOVERED: "claimed parent missing: recovered by longest prefix",
+    MISSING_RESOLUTION: "no resolution recorded: fragment root",
+}
+
+
+def legend_frame() -> pd.DataFrame:
+    """Every mark the tree can draw and what it means (the page shows it under the figure)."""
+    rows = [("node", label, colour, symbol) for label, colour, symbol, _ in NODE_STYLES.values()]
+    rows += [("ring", label, colour, symbol) for label, colour, symbol, _, _ in OVERLAY_STYLES.values()]
+    rows += [("edge", label, colour, dash) for label, colour, dash, _ in EDGE_STYLES.values()]
+    return pd.DataFrame(rows, columns=["mark", "meaning", "colour", "shape"])
+
+
+def node_key(kind: str, ident: str) -> str:
+    return f"{kind}:{ident}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    kind, _, ident = key.partition(":")
+    return kind, ident
+
+
+@dataclass
+class TreeNode:
+    key: str
+    kind: str
+    ident: str
+    category: str
+    flags: set[str] = field(default_factory=set)
+    parent: str | None = None
+    edge: str | None = None
+    created_at: float = 0.0
+    rank: int = 10**9
+    depth: int = 0
+    lane: int = 0
+    hover: str = ""
+
+
+@dataclass
+class TreeModel:
+    """The laid-out call tree of one build."""
+
+    nodes: list[TreeNode]
+    index: dict[str, int]
+    lanes: int
+    max_depth: int
+    extra_edges: list[tuple[str, str, str]]  # (from key, to key, edge category) beyond display parents
+    chain_leaves: dict[str, str]             # chain id -> key of its last call
+    default_key: str | None
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, key: str) -> TreeNode | None:
+        i = self.index.get(key)
+        return self.nodes[i] if i is not None else None
+
+    def keys(self) -> list[str]:
+        return [n.key for n in self.nodes]
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        out = [(n.parent, n.key, n.edge) for n in self.nodes if n.parent is not None and n.edge is not None]
+        return out + self.extra_edges  # type: ignore[return-value]
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({
+            "key": [n.key for n in self.nodes],
+            "kind": [n.kind for n in self.nodes],
+            "id": [n.ident for n in self.nodes],
+            "category": [n.category for n in self.nodes],
+            "flags": [",".join(sorted(n.flags)) for n in self.nodes],
+            "parent": [n.parent for n in self.nodes],
+            "edge": [n.edge for n in self.nodes],
+            "depth": [n.depth for n in self.nodes],
+            "lane": [n.lane for n in self.nodes],
+        })
+
+    def label(self, key: str) -> str:
+        """A one-line plain-text label for pickers: id, then what the node is."""
+        n = self.node(key)
+        if n is None:
+            return key
+        what = NODE_STYLES[n.category][0]
+        extra = [OVERLAY_STYLES[f][0].split(" (")[0] for f in ("boundary", "recovered", "conflict") if f in n.flags]
+        prefix = {CALL: "", REFUSAL: "refusal ", GHOST: "never captured "}[n.kind]
+        return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "")
+
+    def figure(self, selected: str | None = None, *, webgl: bool | None = None, height: int | None = None) -> go.Figure:
+        return tree_figure(self, selected=selected, webgl=webgl, height=height)
+
+
+# --------------------------------------------------------------------------- model
+
+
+def build_tree(view: RolloutView) -> TreeModel:
+    build = view.build
+    nodes: dict[str, TreeNode] = {}
+    extra_edges: list[tuple[str, str, str]] = []
+    membership = view.chain_membership
+    chain_rank = {c.chain_id: i for i, c in enumerate(view.chains)}
+    roles = view.roles
+    terminal = view.terminal_call_id
+    origin = view.origin_time
+
+    def rank_of(cid: str) -> int:
+        chains = membership.get(cid)
+        if chains:
+            return min(chain_rank[c] for c in chains)
+        return 10**6 if roles.get(cid) == "quarantined" else 10**7
+
+    def ensure_ghost(ident: str) -> str:
+        key = node_key(GHOST, ident)
+        if key not in nodes:
+            nodes[key] = TreeNode(key, GHOST, ident, "ghost", hover="")
+        return key
+
+    def call_key_if_present(ident: str | None) -> str | None:
+        if ident is None:
+            return None
+        key = node_key(CALL, ident)
+        return key if key in nodes else None
+
+    # 1. Calls: everything the build saw (entries), plus excluded records.
+    entries = build.entries if build is not None else {}
+    excluded = build.excluded if build is not None else {}
+    links = build.links if build is not None else {}
+    empty = set(build.notes.empty_generation_calls) if build is not None else set()
+    conflicts = set(build.conflicting_duplicates) if build is not None else set()
+    if build is None:
+        # Not built (load error, no records, builder failure): show the raw records unlinked.
+        all_ids = list(view.records_by_id)
+    else:
+        all_ids = list(entries) + [c for c in excluded if c not in entries]
+    for cid in all_ids:
+        entry = view.entry(cid)
+        created = entry.created_at if entry is not None else 0.0
+        if cid in excluded:
+            category = "excluded"
+        elif cid in empty:
+            category = "empty"
+        elif cid == terminal:
+            category = "terminal"
+        elif cid in roles:
+            category = roles[cid]
+        else:
+            category = "chained" if cid in links else "excluded"
+        node = TreeNode(node_key(CALL, cid), CALL, cid, category, created_at=created, rank=rank_of(cid))
+        decision = links.get(cid)
+        if decision is not None and decision.note is not None:
+            node.flags.add("boundary" if decision.boundary else "recovered")
+        if cid in conflicts:
+            node.flags.add("conflict")
+        nodes[node.key] = node
+
+    # 2. Display parents and edge kinds for calls.
+    for cid in all_ids:
+        node = nodes[node_key(CALL, cid)]
+        decision = links.get(cid)
+        entry = view.entry(cid)
+        claimed = entry.parent_call_id if entry is not None else None
+        if decision is not None:
+            if decision.linked_parent is not None:
+                node.parent = node_key(CALL, decision.linked_parent)
+                node.edge = "recovered" if decision.note == PARENT_MISSING_RECOVERED else "verified"
+                if decision.note == PARENT_MISSING_RECOVERED and claimed is not None:
+                    claimed_key = call_key_if_present(claimed) or ensure_ghost(claimed)
+                    extra_edges.append((claimed_key, node.key, "claimed"))
+            elif claimed is not None and decision.note in _NOTE_EDGE:
+                node.parent = call_key_if_present(claimed) or ensure_ghost(claimed)
+                node.edge = _NOTE_EDGE[decision.note]
+        elif claimed is not None:
+            # Left out of chaining (empty generation, excluded): hang it under the parent it claimed.
+            node.parent = call_key_if_present(claimed) or ensure_ghost(claimed)
+            node.edge = "claimed"
+
+    # 3. Engine refusals, attached to the call they continued.
+    verdicts = {v.refusal.model_call_id: v for v in view.result.refusal_verdicts}
+    for refusal in view.snapshot.engine_refusals:
+        key = node_key(REFUSAL, refusal.model_call_id)
+        if key in nodes:
+            continue
+        verdict = verdicts.get(refusal.model_call_id)
+        ended = verdict is not None and verdict.ended_chain
+        node = TreeNode(key, REFUSAL, refusal.model_call_id, "refusal_ended" if ended else "refusal",
+                        created_at=refusal.recorded_at, rank=10**8)
+        if refusal.parent_resolution is ParentResolutionStatus.RESOLVED and refusal.parent_call_id is not None:
+            node.parent = call_key_if_present(refusal.parent_call_id) or ensure_ghost(refusal.parent_call_id)
+            node.edge = "refusal"
+        nodes[key] = node
+
+    _layout(nodes)
+    ordered = sorted(nodes.values(), key=lambda n: (n.lane, n.depth, n.key))
+    index = {n.key: i for i, n in enumerate(ordered)}
+    for n in ordered:
+        n.hover = _hover(n, view, origin)
+    chain_leaves = {c.chain_id: node_key(CALL, c.call_ids[-1]) for c in view.chains if c.links}
+    default = node_key(CALL, terminal) if terminal is not None else (ordered[0].key if ordered else None)
+    return TreeModel(
+        nodes=ordered, index=index,
+        lanes=(max((n.lane for n in ordered), default=0) + 1) if ordered else 0,
+        max_depth=max((n.depth for n in ordered), default=0),
+        extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default,
+    )
+
+
+def _layout(nodes: Mapping[str, TreeNode]) -> None:
+    """Depth and lane for every node; iterative, cycle-safe."""
+    # Depths: walk up to a node of known depth (or a root); a loop in claimed parents is cut.
+    depth: dict[str, int] = {}
+    for start in nodes:
+        if start in depth:
+            continue
+        path: list[str] = []
+        on_path: set[str] = set()
+        cursor: str | None = start
+        base = -1
+        while cursor is not None:
+            if cursor in depth:
+                base = depth[cursor]
+                break
+            if cursor in on_path:
+                # A loop of claimed parents: cut it here; this node becomes a root.
+                nodes[cursor].parent = None
+                nodes[cursor].edge = None
+                idx = path.index(cursor)
+                depth[cursor] = 0
+                d = 0
+                for c in reversed(path[idx + 1:]):
+                    d += 1
+                    depth[c] = d
+                path = path[:idx]
+                base = 0
+                break
+            path.append(cursor)
+            on_path.add(cursor)
+            parent = nodes[cursor].parent
+            if parent is not None and parent not in nodes:
+                nodes[cursor].parent = None
+                nodes[cursor].edge = None
+                parent = None
+            cursor = parent
+        d = base
+        for c in reversed(path):
+            d += 1
+            depth[c] = d
+    for k, n in nodes.items():
+        n.depth = depth[k]
+
+    children: dict[str, list[str]] = defaultdict(list)
+    roots: list[str] = []
+    for k, n in nodes.items():
+        (children[n.parent] if n.parent is not None else roots).append(k)
+
+    # Best chain rank in each subtree (main chain = 0), deepest nodes first.
+    best = {k: n.rank for k, n in nodes.items()}
+    for k in sorted(nodes, key=lambda k: -nodes[k].depth):
+        p = nodes[k].parent
+        if p is not None and best[k] < best[p]:
+            best[p] = best[k]
+
+    def order(keys: Iterable[str]) -> list[str]:
+        return sorted(keys, key=lambda k: (best[k], nodes[k].kind == REFUSAL, nodes[k].created_at, k))
+
+    for k in list(children):
+        children[k] = order(children[k])
+    roots = order(roots)
+
+    def continues(kids: list[str]) -> bool:
+        """Whether the first child stays on its parent's lane: only across a link the build
+        made (or a refusal that continued the call); a fragment always opens its own lane."""
+        return bool(kids) and nodes[kids[0]].edge in _LANE_EDGES
+
+    # End depth of each node's first-child run (the lane segment it opens).
+    run_end = {}
+    for k in sorted(nodes, key=lambda k: -nodes[k].depth):
+        kids = children.get(k, [])
+        run_end[k] = run_end[kids[0]] if continues(kids) else nodes[k].depth
+
+    lane_end: list[int] = []  # per lane: deepest depth occupied so far
+
+    def open_lane(start_depth: int, end_depth: int, above: int) -> int:
+        for lane in range(above + 1, len(lane_end)):
+            if lane_end[lane] < start_depth:
+                lane_end[lane] = end_depth
+                return lane
+        lane_end.append(end_depth)
+        return len(lane_end) - 1
+
+    stack: list[tuple[str, int | None, int]] = []  # (key, lane or None to open one, parent's lane)
+    for r in reversed(roots):
+        stack.append((r, None, -1))
+    while stack:
+        k, lane, parent_lane = stack.pop()
+        n = nodes[k]
+        if lane is None:
+            lane = open_lane(n.depth, run_end[k], parent_lane)
+        n.lane = lane
+        kids = children.get(k, [])
+        keep = continues(kids)
+        for i in range(len(kids) - 1, -1, -1):
+            stack.append((kids[i], lane if i == 0 and keep else None, lane))
+
+
+def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
+    lines = [f"<b>{html_text(n.ident, 80)}</b>  {html_text(NODE_STYLES[n.category][0])}"]
+    if n.kind == CALL:
+        entry = view.entry(n.ident)
+        build = view.build
+        if entry is not None:
+            p, g = int(entry.prompt_token_ids.size), int(entry.generation_token_ids.size)
+            stored = " (delta record)" if entry.prompt_is_delta else ""
+            lines.append(f"prompt {fmt_int(p)} · generated {fmt_int(g)} · total {fmt_int(p + g)}{stored}")
+            lines.append(f"finish {html_text(entry.finish_reason, 40)} · created {_time(entry.created_at, origin)}")
+            res = entry.parent_resolution.value if entry.parent_resolution is not None else "null"
+            claimed = f" → {html_text(entry.parent_call_id, 60)}" if entry.parent_call_id else ""
+            lines.append(f"resolution {res}{claimed}")
+        decision = build.links.get(n.ident) if build is not None else None
+        if decision is not None:
+            if decision.note is None:
+                if decision.linked_parent is not None:
+                    lines.append(f"link verified to {html_text(decision.linked_parent, 60)}")
+                else:
+                    lines.append("root")
+            else:
+                lines.append(html_text(_NOTE_SHORT.get(decision.note, decision.note)))
+                if decision.note == PARENT_MISSING_RECOVERED and decision.linked_parent:
+                    lines.append(f"re-attached to {html_text(decision.linked_parent, 60)}")
+        if build is not None and n.ident in build.excluded:
+            lines.append(f"excluded: {html_text(build.excluded[n.ident])}")
+        if "conflict" in n.flags:
+            lines.append("conflicting duplicate copies of this id")
+        if entry is not None and entry.parent_resolution_reason:
+            lines.append(f"reason: {html_text(entry.parent_resolution_reason, 100)}")
+        chains = view.chain_membership.get(n.ident)
+        if chains:
+            lines.append("on " + html_text(", ".join(chains[:6]) + (" …" if len(chains) > 6 else "")))
+    elif n.kind == REFUSAL:
+        r = view.refusals_by_id.get(n.ident)
+        if r is not None:
+            lines.append(f"code {html_text(r.code, 60)} · recorded {_time(r.recorded_at, origin)}")
+            parent = f" → {html_text(r.parent_call_id, 60)}" if r.parent_call_id else ""
+            lines.append(f"resolution {r.parent_resolution.value}{parent}")
+            if r.message:
+                lines.append(f"message: {html_text(r.message, 100)}")
+    else:
+        lines.append("claimed as a parent; no record of this id was captured")
+    return "<br>".join(lines)
+
+
+def _time(t: float, origin: float | None) -> str:
+    return f"{t:.3f}" + (f" (t+{t - origin:.3f} s)" if origin is not None else "")
+
+
+# --------------------------------------------------------------------------- figure
+
+
+def _marker_size(n: int) -> float:
+    if n <= 40:
+        return 15
+    if n <= 150:
+        return 12
+    if n <= 600:
+        return 9
+    return 7
+
+
+def _xy(model: TreeModel, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    idx = [model.index[k] for k in keys]
+    x = np.fromiter((model.nodes[i].depth for i in idx), dtype=float, count=len(idx))
+    y = np.fromiter((-model.nodes[i].lane for i in idx), dtype=float, count=len(idx))
+    return x, y
+
+
+def _nice_step(span: int) -> int:
+    """An integer tick step giving about ten ticks."""
+    raw = max(1.0, span / 10)
+    magnitude = 10 ** int(np.floor(np.log10(raw)))
+    for factor in (1, 2, 5, 10):
+        if raw <= factor * magnitude:
+            return int(factor * magnitude)
+    return int(10 * magnitude)  # pragma: no cover
+
+
+def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | None = None,
+                height: int | None = None) -> go.Figure:
+    """The plotly figure of a laid-out tree; every point carries its node key as ``customdata``."""
+    use_gl = webgl if webgl is not None else len(model) > WEBGL_THRESHOLD
+    Scatter: Any = go.Scattergl if use_gl else go.Scatter
+    size = _marker_size(len(model))
+    traces: list[Any] = []
+
+    # Edges, one trace per category (segments separated by gaps).
+    by_edge: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for a, b, kind in model.edges():
+        if a in model.index and b in model.index:
+            by_edge[kind].append((a, b))
+    for kind, (label, colour, dash, width) in EDGE_STYLES.items():
+        pairs = by_edge.get(kind)
+        if not pairs:
+            continue
+        xa, ya = _xy(model, [a for a, _ in pairs])
+        xb, yb = _xy(model, [b for _, b in pairs])
+        xs = np.column_stack((xa, xb, np.full(len(pairs), np.nan))).ravel()
+        ys = np.column_stack((ya, yb, np.full(len(pairs), np.nan))).ravel()
+        traces.append(Scatter(x=xs, y=ys, mode="lines", name=label, legendgroup="edges",
+                              legendgrouptitle={"text": "links"} if not any(
+                                  t.legendgroup == "edges" for t in traces) else None,
+                              line={"color": colour, "dash": dash, "width": width},
+                              hoverinfo="skip", connectgaps=False))
+
+    # Nodes, one trace per category.
+    by_cat: dict[str, list[int]] = defaultdict(list)
+    for i, n in enumerate(model.nodes):
+        by_cat[n.category].append(i)
+    first_node_trace = True
+    for cat, (label, colour, symbol, factor) in NODE_STYLES.items():
+        idx = by_cat.get(cat)
+        if not idx:
+            continue
+        keys = [model.nodes[i].key for i in idx]
+        x, y = _xy(model, keys)
+        open_symbol = symbol.endswith("-open") or symbol == "x"
+        traces.append(Scatter(
+            x=x, y=y, mode="markers", name=label, legendgroup="calls",
+            legendgrouptitle={"text": "calls"} if first_node_trace else None,
+            marker={"symbol": symbol, "color": colour, "size": size * factor,
+                    "line": {"color": colour if open_symbol else "#ffffff", "width": 2 if open_symbol else 1}},
+            customdata=np.array(keys, dtype=object).reshape(-1, 1),
+            hovertext=[model.nodes[i].hover for i in idx],
+            hovertemplate="%{hovertext}<extra></extra>",
+        ))
+        first_node_trace = False
+
+    # Overlay rings (boundary, recovered, conflict) and the selection.
+    first_ring = True
+    for flag in ("boundary", "recovered", "conflict"):
+        keys = [n.key for n in model.nodes if flag in n.flags]
+        if not keys:
+            continue
+        label, colour, symbol, factor, width = OVERLAY_STYLES[flag]
+        x, y = _xy(model, keys)
+        traces.append(Scatter(
+            x=x, y=y, mode="markers", name=label, legendgroup="marks",
+            legendgrouptitle={"text": "marks"} if first_ring else None,
+            marker={"symbol": symbol, "color": colour, "size": size * factor, "line": {"color": colour, "width": width}},
+            customdata=np.array(keys, dtype=object).reshape(-1, 1),
+            hovertext=[model.nodes[model.index[k]].hover for k in keys],
+            hovertemplate="%{hovertext}<extra></extra>",
+        ))
+        first_ring = False
+    if selected is not None and selected in model.index:
+        label, colour, symbol, factor, width = OVERLAY_STYLES["selected"]
+        x, y = _xy(model, [selected])
+        traces.append(Scatter(
+            x=x, y=y, mode="markers", name=label, legendgroup="marks",
+            legendgrouptitle={"text": "marks"} if first_ring else None,
+            marker={"symbol": symbol, "color": colour, "size": size * factor, "line": {"color": colour, "width": width}},
+            customdata=np.array([selected], dtype=object).reshape(-1, 1),
+            hovertext=[model.nodes[model.index[selected]].hover],
+            hovertemplate="%{hovertext}<extra></extra>",
+        ))
+
+    # Chain labels at each chain's leaf.
+    leaves = list(model.chain_leaves.items())[:40]
+    if leaves:
+        x, y = _xy(model, [k for _, k in leaves])
+        traces.append(go.Scatter(x=x + 0.35, y=y, mode="text", text=[html_text(c) for c, _ in leaves],
+                                 textposition="middle right", textfont={"size": 11, "color": "#334155"},
+                                 hoverinfo="skip", showlegend=False, cliponaxis=False))
+
+    lanes = max(model.lanes, 1)
+    fig_height = height or int(min(720, max(300, 150 + 42 * lanes)))
+    span = max(model.max_depth, 1)
+    fig = go.Figure(data=traces)
+    fig.update_layout(
+        **style.BASE_LAYOUT,
+        height=fig_height,
+        margin={"l": 10, "r": 10, "t": 10, "b": 40},
+        showlegend=True,
+        legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top",
+                "font": {"size": 11}, "itemsizing": "constant", "groupclick": "toggleitem",
+                "tracegroupgap": 8, "bgcolor": "rgba(255,255,255,0.85)"},
+        hovermode="closest",
+        clickmode="event+select",
+        dragmode="zoom",
+        xaxis={"title": {"text": "depth (calls from the root)", "font": {"size": 11}},
+               "range": [-0.5, span + 0.5 + (max(0.9, 0.06 * span) if leaves else 0)], "zeroline": False,
+               "showgrid": True, "gridcolor": "#f1f5f9", "tick0": 0, "dtick": _nice_step(span),
+               "fixedrange": False},
+        yaxis={"visible": False, "range": [-(lanes - 1) - 0.7, 0.7], "zeroline": False},
+        uirevision="tree",
+    )
+    return fig
+
+
+def key_from_selection(selection: Any) -> str | None:
+    """The node key of a plotly selection event (a click), or None when nothing is selected.
+
+    Accepts Streamlit's selection state (``event.selection``) or a plain mapping with a
+    ``points`` list; each point carries its node key in ``customdata``.
+    """
+    if selection is None:
+        return None
+    points = selection.get("points") if isinstance(selection, Mapping) else getattr(selection, "points", None)
+    if not points:
+        return None
+    for point in points:
+        data = point.get("customdata") if isinstance(point, Mapping) else None
+        if isinstance(data, (list, tuple)) and data:
+            data = data[0]
+        if isinstance(data, str) and ":" in data:
+            return data
+    return None

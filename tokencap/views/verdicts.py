@@ -1,0 +1,230 @@
+"""The verdict of a rollout in plain words, and the reasoning behind it as tables.
+
+* `verdict_banner`: trainable or masked, each mask reason explained, the response status,
+  and the headline metrics;
+* `refusal_frames`: every engine refusal with the three conditions of SPEC 5.1 evaluated
+  one by one, and its outcome;
+* `finish_reason_frame`: the finish reasons of the delivered last call's twins and whether
+  the verdict was withheld because they disagree;
+* `notes_frame`, `failures_frame`, `retry_groups_frame`, `exclusions_frame`: the build notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..builder import BuildOutput
+from ..rollout import MASK_REASON_TEXT, RolloutResult
+from .detail import NOTE_TEXT, RULE_TEXT, conditions_frame
+from .text import fmt_fraction, fmt_int
+
+STATUS_TEXT = {
+    "completed": "the delivered chain ended normally",
+    "max_output_tokens": "the output was cut at the token limit (a `length` stop, or a context-window refusal ended the run)",
+    "content_filter": "the last generation was stopped by the content filter",
+}
+
+
+@dataclass
+class Metric:
+    label: str
+    value: str
+    help: str = ""
+    alert: bool = False
+
+
+@dataclass
+class Banner:
+    trainable: bool
+    headline: str
+    reasons: list[tuple[str, str]] = field(default_factory=list)  # (code, plain words)
+    status: str | None = None
+    incomplete_reason: str | None = None
+    status_text: str = ""
+    metrics: list[Metric] = field(default_factory=list)
+    error: str | None = None
+    anchor: str | None = None
+    terminal_chain: str = ""
+
+    @property
+    def status_line(self) -> str:
+        if self.status is None:
+            return "no response (nothing delivered)"
+        if self.incomplete_reason:
+            return f"{self.status} ({self.incomplete_reason})"
+        return self.status
+
+
+def verdict_banner(result: RolloutResult) -> Banner:
+    m = result.metrics
+    trainable = not result.mask_sample
+    n_reasons = len(result.mask_reasons)
+    headline = ("Trainable — the trainer receives this rollout" if trainable else
+                f"Masked — the trainer drops this rollout ({n_reasons} reason{'s' if n_reasons != 1 else ''})")
+    status = m.get("status")
+    reason = m.get("incomplete_reason")
+    status_text = STATUS_TEXT.get(reason or status or "", "") if status else \
+        "no delivered chain with generated tokens, so no response was built"
+    build = result.build
+    failures = sum(m.get("parent_link_failures", {}).values())
+    metrics = [
+        Metric("calls", fmt_int(m.get("n_calls")), "distinct call ids among the snapshot's entries"),
+        Metric("chains", fmt_int(m.get("chains")), "root-to-leaf paths without a quarantined call (main + branches)",
+               alert=(m.get("chains") or 0) > 1),
+        Metric("delivered", fmt_fraction(m.get("delivered_fraction")),
+               f"{fmt_int(m.get('generated_tokens_delivered'))} of {fmt_int(m.get('generated_tokens_captured'))} "
+               "generated tokens are on the delivered chain"),
+        Metric("quarantined", fmt_int(m.get("quarantined_calls")), "retries dropped as leaves"),
+        Metric("unresolved", fmt_int(m.get("unresolved_parent_calls")),
+               f"calls whose parent link could not be proven ({failures} link notes in all)",
+               alert=(m.get("unresolved_parent_calls") or 0) > 0),
+        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")), "calls with no generated token (not chained)"),
+        Metric("refusals", fmt_int(m.get("engine_refusals")), "engine refusals recorded for this rollout"),
+    ]
+    return Banner(
+        trainable=trainable,
+        headline=headline,
+        reasons=[(r, MASK_REASON_TEXT.get(r, r)) for r in result.mask_reasons],
+        status=status,
+        incomplete_reason=reason,
+        status_text=status_text,
+        metrics=metrics,
+        error=m.get("error"),
+        anchor=result.terminal_call_id,
+        terminal_chain=build.notes.terminal_chain if build is not None else "",
+    )
+
+
+def verdict_label(result: RolloutResult) -> str:
+    """Short verdict for a rollout picker: '✓ trainable' / '✗ masked: reason, …'."""
+    if not result.mask_sample:
+        status = result.metrics.get("status")
+        return "✓ trainable" + (f" · {status}" if status and status != "completed" else "")
+    reasons = result.mask_reasons
+    shown = ", ".join(reasons[:2]) + (f" +{len(reasons) - 2}" if len(reasons) > 2 else "")
+    return f"✗ masked: {shown}"
+
+
+def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
+    """How anchoring changed the verdict, in one sentence."""
+    if anchored.terminal_call_id is None:
+        return "No anchor: the delivered chain is the one that starts earliest and ends latest."
+    terminal_chain = anchored.build.notes.terminal_chain if anchored.build is not None else ""
+    where = {"main": "is on the delivered chain, which now ends on it",
+             "quarantined": "was quarantined (it lost its retry group), so it cannot be delivered",
+             "missing": "is not among the chained calls (empty generation, excluded or unknown)"}.get(
+        terminal_chain, "could not be placed")
+    anchored_on = anchored.build.notes.terminal_call_id if anchored.build is not None else anchored.terminal_call_id
+    moved = f" (the anchor moved to its token-identical twin {anchored_on})" \
+        if anchored_on is not None and anchored_on != anchored.terminal_call_id else ""
+    before = "trainable" if not base.mask_sample else "masked"
+    after = "trainable" if not anchored.mask_sample else "masked"
+    change = f"The verdict stays {after}." if before == after else f"The verdict changes from {before} to {after}."
+    return f"The terminal call {where}{moved}. {change}"
+
+
+# --------------------------------------------------------------------------- refusals and finish reason
+
+
+@dataclass
+class RefusalView:
+    refusal_id: str
+    code: str | None
+    parent: str | None
+    recorded_at: float
+    message: str
+    ended_chain: bool
+    summary: str
+    conditions: pd.DataFrame
+
+
+def refusal_views(result: RolloutResult) -> list[RefusalView]:
+    out = []
+    for v in result.refusal_verdicts:
+        r = v.refusal
+        out.append(RefusalView(r.model_call_id, r.code, r.parent_call_id, r.recorded_at, r.message,
+                               v.ended_chain, v.summary, conditions_frame(v)))
+    return out
+
+
+def finish_reason_frame(result: RolloutResult) -> tuple[str, bool | None, pd.DataFrame]:
+    """(summary, resolved, one row per twin of the delivered last call with its finish reason)."""
+    verdict = result.finish_reason_verdict
+    if verdict is None or verdict.terminal_call_id is None:
+        return "No delivered chain, so no finish reason applies.", None, pd.DataFrame(columns=["call", "finish_reason"])
+    frame = pd.DataFrame([{"call": k, "finish_reason": "null" if v is None else v,
+                           "role": "delivered last call" if k == verdict.terminal_call_id else "token-identical twin"}
+                          for k, v in verdict.finish_reasons.items()])
+    if verdict.resolved:
+        summary = (f"Applies: every twin of {verdict.terminal_call_id} recorded the same finish reason, so it decides "
+                   "the response status.")
+    else:
+        summary = (f"Withheld: the token-identical twins of {verdict.terminal_call_id} disagree, so the status cannot "
+                   "depend on which twin drew the smaller id; the response is reported completed unless a refusal "
+                   "ended the chain.")
+    return summary, verdict.resolved, frame
+
+
+# --------------------------------------------------------------------------- notes
+
+
+def notes_frame(build: BuildOutput) -> pd.DataFrame:
+    n = build.notes
+
+    def ids(values: list[str]) -> str:
+        return ", ".join(values) if values else "—"
+
+    rows = [
+        ("builder", n.builder),
+        ("roots", fmt_int(n.roots)),
+        ("chains", fmt_int(n.chains)),
+        ("generated tokens captured", fmt_int(n.generated_tokens_captured)),
+        ("generated tokens delivered", fmt_int(n.generated_tokens_delivered)),
+        ("delivered fraction", fmt_fraction(n.delivered_fraction)),
+        ("terminal call", n.terminal_call_id if n.terminal_call_id is not None else "—"),
+        ("terminal chain", n.terminal_chain or "—"),
+        ("after terminal calls", ids(n.after_terminal_calls)),
+        ("unresolved retries", ids(n.unresolved_retries)),
+        ("unresolved parent calls", ids(n.unresolved_parent_calls)),
+        ("empty generation calls", ids(n.empty_generation_calls)),
+        ("quarantined calls", ids(build.quarantined)),
+    ]
+    return pd.DataFrame(rows, columns=["note", "value"])
+
+
+def failures_frame(build: BuildOutput) -> pd.DataFrame:
+    """Parent-link notes with their counts and meaning (a recovered link does not mask)."""
+    rows = []
+    for reason, count in build.notes.parent_link_failures.items():
+        rows.append({"note": reason, "calls": count, "masks": "no" if reason == "parent_call_id_missing_recovered" else "yes",
+                     "meaning": NOTE_TEXT.get(reason, "")})
+    return pd.DataFrame(rows, columns=["note", "calls", "masks", "meaning"])
+
+
+def retry_groups_frame(build: BuildOutput) -> pd.DataFrame:
+    rows = [{"parent": g.parent or "(roots)", "members": ", ".join(g.members), "kept": ", ".join(g.kept),
+             "quarantined": ", ".join(g.quarantined) or "—", "rule": g.rule, "why": RULE_TEXT.get(g.rule, "")}
+            for g in build.retry_groups]
+    return pd.DataFrame(rows, columns=["parent", "members", "kept", "quarantined", "rule", "why"])
+
+
+def exclusions_frame(build: BuildOutput) -> pd.DataFrame:
+    rows = [{"call": cid, "reason": reason, "meaning": NOTE_TEXT.get(reason, "")} for cid, reason in build.excluded.items()]
+    rows += [{"call": cid, "reason": "duplicate_call_id_conflict", "meaning": NOTE_TEXT["duplicate_call_id_conflict"]}
+             for cid in build.conflicting_duplicates]
+    rows += [{"call": cid, "reason": f"{n} identical extra cop{'y' if n == 1 else 'ies'} dropped",
+              "meaning": "Exact duplicates of one record; one copy is kept."}
+             for cid, n in build.duplicate_copies.items() if cid not in build.conflicting_duplicates]
+    return pd.DataFrame(rows, columns=["call", "reason", "meaning"])
+
+
+def metrics_frame(result: RolloutResult) -> pd.DataFrame:
+    """The raw metrics exactly as `tokencap build` reports them."""
+    def show(v: Any) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{k}: {c}" for k, c in v.items()) or "—"
+        return "null" if v is None else str(v)
+    return pd.DataFrame([(k, show(v)) for k, v in result.metrics.items()], columns=["metric", "value"])
