@@ -118,7 +118,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     path = cli_argument()
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
         st.sidebar.markdown("**Source**")
-        st.sidebar.code(path, language=None)
+        st.sidebar.code(path, language=None, wrap_lines=True)
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:

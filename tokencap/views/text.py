@@ -52,7 +52,7 @@ def fmt_int(n: int | float | None) -> str:
 def fmt_fraction(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return f"{x:.1%}"
+    return f"{x:.0%}" if x in (0, 1) else f"{x:.1%}"
 
 
 def fmt_logprob(x: float | None) -> str:

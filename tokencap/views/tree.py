@@ -79,7 +79,7 @@ EDGE_STYLES: dict[str, tuple[str, str, str, float]] = {
     "missing_parent": ("claimed link rejected: parent missing", style.EDGE_REJECTED, "dot", 1.8),
     "missing_resolution": ("claimed link not trusted: no resolution recorded", style.EDGE_REJECTED, "dashdot", 1.8),
     "claimed": ("claimed parent of a call left out of chaining", style.EDGE_NOT_CHAINED, "dot", 1.3),
-    "refusal": ("refused request continuing this call", style.EDGE_REFUSAL, "dot", 1.3),
+    "refusal": ("refused request continuing this call", style.EDGE_REFUSAL, "longdash", 1.2),
 }
 
 _NOTE_EDGE = {
@@ -379,29 +379,39 @@ def _layout(nodes: Mapping[str, TreeNode]) -> None:
         kids = children.get(k, [])
         run_end[k] = run_end[kids[0]] if continues(kids) else nodes[k].depth
 
-    lane_end: list[int] = []  # per lane: deepest depth occupied so far
-
-    def open_lane(start_depth: int, end_depth: int, above: int) -> int:
-        for lane in range(above + 1, len(lane_end)):
-            if lane_end[lane] < start_depth:
-                lane_end[lane] = end_depth
-                return lane
-        lane_end.append(end_depth)
-        return len(lane_end) - 1
-
-    stack: list[tuple[str, int | None, int]] = []  # (key, lane or None to open one, parent's lane)
-    for r in reversed(roots):
-        stack.append((r, None, -1))
+    # Preorder (main chain first): the tie-break among runs that start at the same depth.
+    preorder: dict[str, int] = {}
+    stack = list(reversed(roots))
     while stack:
-        k, lane, parent_lane = stack.pop()
-        n = nodes[k]
-        if lane is None:
-            lane = open_lane(n.depth, run_end[k], parent_lane)
-        n.lane = lane
-        kids = children.get(k, [])
-        keep = continues(kids)
-        for i in range(len(kids) - 1, -1, -1):
-            stack.append((kids[i], lane if i == 0 and keep else None, lane))
+        k = stack.pop()
+        preorder[k] = len(preorder)
+        stack.extend(reversed(children.get(k, [])))
+
+    # A run is a node and its first-child continuation; every run gets one lane.
+    head: dict[str, str] = {}
+    for k in sorted(nodes, key=lambda k: nodes[k].depth):
+        p = nodes[k].parent
+        kids = children.get(p, []) if p is not None else []
+        head[k] = head[p] if p is not None and kids and kids[0] == k and continues(kids) else k
+    heads = sorted({h for h in head.values()}, key=lambda h: (nodes[h].depth, preorder.get(h, 0)))
+
+    # Sweep by start depth: each run takes the lowest lane below its parent's lane that is
+    # free over its span (with one empty slot before it, so runs never look joined).
+    lane_of: dict[str, int] = {}
+    lane_end: list[int] = []
+    for h in heads:
+        p = nodes[h].parent
+        above = lane_of[head[p]] if p is not None else -1
+        start_depth, end_depth = nodes[h].depth, run_end[h]
+        chosen = next((lane for lane in range(above + 1, len(lane_end)) if lane_end[lane] < start_depth - 1), None)
+        if chosen is None:
+            lane_end.append(end_depth)
+            chosen = len(lane_end) - 1
+        else:
+            lane_end[chosen] = end_depth
+        lane_of[h] = chosen
+    for k, n in nodes.items():
+        n.lane = lane_of[head[k]]
 
 
 def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
@@ -567,12 +577,15 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     leaves = list(model.chain_leaves.items())[:40]
     if leaves:
         x, y = _xy(model, [k for _, k in leaves])
-        traces.append(go.Scatter(x=x + 0.35, y=y, mode="text", text=[html_text(c) for c, _ in leaves],
-                                 textposition="middle right", textfont={"size": 11, "color": "#334155"},
+        traces.append(go.Scatter(x=x, y=y + 0.3, mode="text", text=[html_text(c) for c, _ in leaves],
+                                 textposition="top center", textfont={"size": 11, "color": "#334155"},
                                  hoverinfo="skip", showlegend=False, cliponaxis=False))
 
     lanes = max(model.lanes, 1)
-    fig_height = height or int(min(720, max(300, 150 + 42 * lanes)))
+    entries = sum(1 for t in traces if t.showlegend is not False)
+    groups = len({t.legendgroup for t in traces if t.showlegend is not False})
+    legend_height = 30 + 20 * entries + 26 * groups
+    fig_height = height or int(min(760, max(300, 150 + 42 * lanes, legend_height)))
     span = max(model.max_depth, 1)
     fig = go.Figure(data=traces)
     fig.update_layout(
@@ -587,10 +600,10 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         clickmode="event+select",
         dragmode="zoom",
         xaxis={"title": {"text": "depth (calls from the root)", "font": {"size": 11}},
-               "range": [-0.5, span + 0.5 + (max(0.9, 0.06 * span) if leaves else 0)], "zeroline": False,
+               "range": [-0.5, span + 0.5], "zeroline": False,
                "showgrid": True, "gridcolor": "#f1f5f9", "tick0": 0, "dtick": _nice_step(span),
                "fixedrange": False},
-        yaxis={"visible": False, "range": [-(lanes - 1) - 0.7, 0.7], "zeroline": False},
+        yaxis={"visible": False, "range": [-(lanes - 1) - 0.6, 0.85], "zeroline": False},
         uirevision="tree",
     )
     return fig
