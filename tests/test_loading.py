@@ -820,3 +820,79 @@ def test_loaded_token_arrays_are_read_only() -> None:
     [snap] = load_snapshots(json.dumps(snapshot_dict(_two_call().records)).encode())
     with pytest.raises((ValueError, TypeError)):
         snap.entries[0].prompt_token_ids[0] = 7
+
+
+# --------------------------------------------------------------------------- big single files
+
+
+def _big_chain(rollout_id: str) -> Conv:
+    conv = Conv(rollout_id)
+    conv.root("call-0001", prompt_len=200_000)
+    for i in range(2, 8):
+        conv.child(f"call-{i:04d}", f"call-{i - 1:04d}")
+    return conv
+
+
+def test_big_jsonl_file_loads_like_its_bytes(tmp_path: Path) -> None:
+    conv = _big_chain("big")
+    data = jsonl_bytes(conv.records, final_newline=False)
+    assert len(data) > 8 << 20  # big enough for the loader's big-file path
+    p = tmp_path / "big.jsonl"
+    p.write_bytes(data)
+    from_path = load_snapshots(p)
+    assert _summary(from_path) == _summary(load_snapshots(data))
+    [s] = from_path
+    assert _ids(s) == [f"call-{i:04d}" for i in range(1, 8)]
+    r = build_rollout(s)
+    assert r["mask_reasons"] == [] and r["metrics"]["generated_tokens_delivered"] == 21
+
+
+def test_big_file_errors_name_file_and_line(tmp_path: Path) -> None:
+    conv = _big_chain("big")
+    conv.records[-1]["generation_token_ids"][0] = -1
+    p = tmp_path / "bigbad.jsonl"
+    p.write_bytes(jsonl_bytes(conv.records))
+    with pytest.raises(ValueError) as info:
+        load_snapshots(p)
+    msg = str(info.value)
+    assert "bigbad.jsonl" in msg and _names_line(msg, 7) and "call-0007" in msg and "generation_token_ids" in msg
+
+
+def test_big_whitespace_file_is_an_error(tmp_path: Path) -> None:
+    p = tmp_path / "blank.json"
+    p.write_bytes(b" \n" * (5 << 20))
+    with pytest.raises(ValueError) as info:
+        load_snapshots(p)
+    assert "blank.json" in str(info.value)
+
+
+def test_big_snapshot_json_file(tmp_path: Path) -> None:
+    conv = _big_chain("bigsnap")
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(snapshot_dict(conv.records, snapshot_id="S", version=2)))
+    [s] = load_snapshots(p)
+    assert (s.rollout_id, s.snapshot_id, s.version) == ("bigsnap", "S", 2)
+    assert _ids(s) == [f"call-{i:04d}" for i in range(1, 8)]
+
+
+def test_store_rollout_with_only_intents(tmp_path: Path) -> None:
+    d = _store(tmp_path, "OK", _two_call("OK").records)
+    (d / "LOST.tokens.intents").write_text("call-1\ncall-2\n")
+    snaps = _by_id(load_snapshots(d))
+    lost = snaps["LOST"]
+    assert list(lost.entries) == [] and lost.incomplete is True
+    assert any("call-1" in n and "call-2" in n for n in lost.source_notes) or \
+        (any("call-1" in n for n in lost.source_notes) and any("call-2" in n for n in lost.source_notes))
+    r = build_rollout(lost)
+    assert r["mask_reasons"] == ["capture_incomplete", "no_records"]
+
+
+def test_snapshot_json_with_only_refusals_and_no_rollout_id_is_an_error() -> None:
+    data = json.dumps({"entries": [], "engine_refusals": [refusal_dict("call-1", rollout_id="r1")]}).encode()
+    _load_error(data)
+
+
+def test_zip_file_on_disk_loads_like_the_directory(tmp_path: Path) -> None:
+    p = tmp_path / "store.zip"
+    p.write_bytes(_zip_of({q.name: q.read_bytes() for q in UPSTREAM.iterdir()}))
+    assert _summary(load_snapshots(p)) == _summary(load_snapshots(UPSTREAM))

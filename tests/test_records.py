@@ -493,3 +493,23 @@ def test_digest_distinguishes_order_and_length() -> None:
 def test_nan_is_not_finite_sanity() -> None:
     # guard for the parametrisation above: the values really are non-finite
     assert math.isnan(float("nan")) and math.isinf(float("inf"))
+
+
+def test_digest_of_non_contiguous_and_signed_arrays() -> None:
+    arr = np.arange(20, dtype=np.uint64)
+    assert compute_digest(arr[::3]) == _reference_digest(list(range(0, 20, 3)))
+    assert compute_digest(np.arange(5, dtype=np.int64)) == _reference_digest([0, 1, 2, 3, 4])
+    big = np.array([2**64 - 1, 2**63], dtype=np.uint64)
+    assert compute_digest(big) == _reference_digest([2**64 - 1, 2**63])
+    assert compute_digest(big.astype(">u8")) == _reference_digest([2**64 - 1, 2**63])
+
+
+def test_public_import_surface() -> None:
+    import tokencap
+
+    names = ["TokenEntry", "EngineRefusalRecord", "TokenCaptureSnapshot", "ParentResolutionStatus",
+             "compute_digest", "load_snapshots", "prefix_merging", "run_builder", "BuildOutput", "BuildNotes",
+             "Chain", "ChainLink", "project_chain_to_output_items", "project_main_chain_response",
+             "assert_prefix_contiguity", "loss_mask", "build_rollout"]
+    missing = [n for n in names if not hasattr(tokencap, n)]
+    assert missing == []
