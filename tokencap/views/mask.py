@@ -122,7 +122,8 @@ def link_frame(mask: LossMask, chain: Chain) -> pd.DataFrame:
 
 def _owner_names(mask: LossMask, start: int, end: int) -> np.ndarray:
     owners = np.searchsorted(mask.link_starts, np.arange(start, end), side="right") - 1
-    names = np.array(["(root prompt)"] + [html_text(c, 60) for c in mask.call_ids], dtype=object)
+    root = f"{html_text(mask.call_ids[0], 60)} (root prompt)" if mask.call_ids else "(root prompt)"
+    names = np.array([root] + [html_text(c, 60) for c in mask.call_ids], dtype=object)
     return names[owners + 1]
 
 
@@ -360,7 +361,8 @@ def decoded_segments(mask: LossMask, tokenizer: Any, start: int, end: int) -> pd
         rows.append({
             "positions": f"{a:,}–{b - 1:,}",
             "kind": KIND_NAMES[prov],
-            "call": mask.call_ids[owner] if owner >= 0 else "(root prompt)",
+            "call": mask.call_ids[owner] if owner >= 0 else
+            (f"{mask.call_ids[0]} (root prompt)" if mask.call_ids else "(root prompt)"),
             "tokens": b - a,
             "text": decode_ids(tokenizer, mask.token_ids[a:b]),
         })

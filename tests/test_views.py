@@ -1,0 +1,439 @@
+"""The app's views layer: sources, call tree, call detail and verdicts (no Streamlit)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synth_snapshots import Capture, kitchen_sink, long_linear
+from tokencap import load_snapshots
+from tokencap.views import RolloutView
+from tokencap.views import detail as dv
+from tokencap.views import sources as src
+from tokencap.views import tree as tv
+from tokencap.views import verdicts as vv
+from tokencap.views.text import fmt_fraction, html_text, md_escape, safe_file_stem
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_data"
+UPSTREAM = REPO / "tests" / "data" / "upstream_store"
+
+
+def sample_view(name: str, index: int = 0, anchor: str | None = None) -> RolloutView:
+    return RolloutView(load_snapshots(SAMPLES / name)[index], anchor=anchor)
+
+
+@pytest.fixture(scope="module")
+def sink() -> RolloutView:
+    return RolloutView(kitchen_sink().snapshot())
+
+
+# --------------------------------------------------------------------------- text
+
+
+@pytest.mark.parametrize("hostile", [
+    "[click](javascript:alert(1))", "<img src=x onerror=alert(1)>", ":red[alarm] :material/home:", "$x^2$",
+    "**bold** _it_ `code`", "# heading\n- item", "a|b|c", "\\[escaped\\]",
+])
+def test_md_escape_leaves_no_markdown_construct(hostile):
+    escaped = md_escape(hostile)
+    # Every ASCII punctuation character is preceded by a backslash, and no line break survives.
+    i = 0
+    while i < len(escaped):
+        ch = escaped[i]
+        if ch == "\\":
+            assert i + 1 < len(escaped) and not escaped[i + 1].isalnum()
+            i += 2
+            continue
+        assert ch.isalnum() or ch == " " or ord(ch) > 127, (hostile, escaped)
+        i += 1
+    assert "\n" not in escaped
+
+
+def test_html_text_escapes_and_cuts():
+    assert html_text("<b>x</b> & 'y'") == "&lt;b&gt;x&lt;/b&gt; &amp; &#x27;y&#x27;"
+    assert html_text("abcdefghij", limit=5) == "abcd…"
+    assert safe_file_stem("../../etc/passwd") == "etc_passwd"
+    assert safe_file_stem("...") == "rollout"
+    assert fmt_fraction(1.0) == "100%" and fmt_fraction(0.4884) == "48.8%"
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def test_sources_are_keyed_by_content_and_never_raise(tmp_path):
+    good = kitchen_sink().json_bytes()
+    a = src.source_from_bytes("a.json", good)
+    assert a.key == src.source_from_bytes("renamed.json", good).key
+    loaded = src.load_source(a)
+    assert loaded.ok and [s.rollout_id for s in loaded.snapshots] == ["kitchen-sink"]
+
+    bad = src.load_source(src.source_from_bytes("broken.jsonl", b'{"rollout_id": "r"}\n{not json\n'))
+    assert not bad.ok and not bad.snapshots
+    assert "broken.jsonl" in bad.error and "line" in bad.error
+
+    empty = src.load_source(src.source_from_bytes("empty.json", b"   "))
+    assert not empty.ok and "empty.json" in empty.error
+
+
+def test_directory_source_hashes_files_and_loads_the_store(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    for f in UPSTREAM.iterdir():
+        (store / f.name).write_bytes(f.read_bytes())
+    first = src.source_from_path(store)
+    assert first.is_directory and first.size > 0
+    loaded = src.load_source(first)
+    assert sorted(s.rollout_id for s in loaded.snapshots) == ["task3-rollout0-attempt0", "task4-rollout1-attempt0"]
+    assert src.source_from_path(store).key == first.key
+    sig = src.path_signature(store)
+    (store / "task3-rollout0-attempt0.tokens.intents").write_text("call-1\ncall-2\ncall-3\ncall-9\n")
+    assert src.source_from_path(store).key != first.key
+    assert src.path_signature(store) != sig
+    with pytest.raises(FileNotFoundError):
+        src.source_from_path(tmp_path / "missing.json")
+
+
+class _Upload:
+    def __init__(self, name: str, data: bytes, file_id: str) -> None:
+        self.name, self._data, self.file_id = name, data, file_id
+        self.reads = 0
+
+    def getvalue(self) -> bytes:
+        self.reads += 1
+        return self._data
+
+
+def test_uploads_are_hashed_once_and_deduplicated():
+    memo: dict[str, src.Source] = {}
+    a = _Upload("a.json", kitchen_sink().json_bytes(), "id-a")
+    b = _Upload("b.jsonl", "\n".join(Capture("other").jsonl_lines()).encode() or b"x", "id-b")
+    same_as_a = _Upload("copy.json", a._data, "id-c")
+    out = src.sources_from_uploads([a, b, same_as_a], memo)
+    assert [s.name for s in out] == ["a.json", "b.jsonl"]
+    out2 = src.sources_from_uploads([a], memo)
+    assert a.reads == 1 and [s.name for s in out2] == ["a.json"]
+    assert set(memo) == {"id-a"}
+    assert src.sources_from_uploads(None, memo) == [] and memo == {}
+
+
+def test_zip_upload_of_a_capture_store():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for f in sorted((SAMPLES / "capture_store").iterdir()):
+            zf.write(f, f"capture_store/{f.name}")
+    loaded = src.load_source(src.source_from_bytes("store.zip", buffer.getvalue()))
+    assert loaded.ok and sorted(s.rollout_id for s in loaded.snapshots) == ["store-complete", "store-interrupted"]
+
+
+def test_sample_scenarios_follow_expected_json():
+    scenarios = src.sample_scenarios(SAMPLES)
+    names = [s.name for s in scenarios]
+    expected = list(json.loads((SAMPLES / "expected.json").read_text()))
+    assert names[: len(expected)] == [n.rstrip("/") for n in expected]
+    assert "expected.json" not in names and "README.md" not in names
+    by_name = {s.name: s for s in scenarios}
+    assert by_name["subagent_branch.json"].situation
+    assert "masked: multiple_chains" in by_name["subagent_branch.json"].expectation
+    assert "store-interrupted" in by_name["capture_store"].expectation
+    assert scenarios[src.default_scenario_index(scenarios)].name == "subagent_branch.json"
+    assert src.sample_scenarios(SAMPLES / "nope") == []
+
+
+def test_rollout_refs_are_unique_per_source_and_index():
+    loaded = [src.load_source(src.source_from_path(SAMPLES / "multi_rollout_entries.jsonl")),
+              src.load_source(src.source_from_path(SAMPLES / "subagent_branch.json"))]
+    refs = src.rollout_refs(loaded)
+    assert [r.rollout_id for r in refs] == [s.rollout_id for ls in loaded for s in ls.snapshots]
+    assert refs[-1].rollout_id == "subagent-branch" and refs[-1].index == 0
+    assert len({r.key for r in refs}) == 4
+
+
+# --------------------------------------------------------------------------- tree
+
+
+def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
+    model = sink.tree
+    cats = {n.ident: n.category for n in model.nodes}
+    assert cats["c06"] == "terminal"
+    assert cats["c01"] == cats["c02"] == cats["c03"] == cats["c05"] == "main"
+    assert cats["b01"] == cats["b02"] == "branch"
+    assert cats["c03r"] == "quarantined"
+    assert cats["c04e"] == "empty"
+    assert cats["x01"] == "excluded"
+    assert cats["r-end"] == "refusal_ended" and cats["r-early"] == "refusal"
+    assert cats["ghost-parent"] == "ghost"
+    flags = {n.ident: n.flags for n in model.nodes}
+    assert flags["c05"] == {"recovered"}
+    assert flags["s01"] == {"boundary"} and flags["g01"] == {"boundary"}
+    edges = {(model.node(b).ident, kind) for a, b, kind in model.edges()}
+    assert ("c05", "recovered") in edges and ("c05", "claimed") in edges  # recovered, and the claim it replaced
+    assert ("s01", "digest_mismatch") in edges
+    assert ("g01", "missing_parent") in edges
+    assert ("c04e", "claimed") in edges and ("x01", "claimed") in edges
+    assert ("r-end", "refusal") in edges and ("r-early", "refusal") in edges
+    assert ("c02", "verified") in edges
+
+
+def test_tree_layout_main_chain_is_the_top_lane_and_nodes_never_overlap(sink):
+    model = sink.tree
+    main = sink.chain("main").call_ids
+    assert [model.node(f"call:{c}").lane for c in main] == [0] * len(main)
+    assert [model.node(f"call:{c}").depth for c in main] == list(range(len(main)))
+    positions = [(n.depth, n.lane) for n in model.nodes]
+    assert len(positions) == len(set(positions))
+    # A rejected link never continues its claimed parent's lane: the fragment has its own.
+    s01 = model.node("call:s01")
+    assert s01.lane != model.node(s01.parent).lane
+    # Every drawn parent sits one step to the left.
+    for n in model.nodes:
+        if n.parent is not None:
+            assert model.node(n.parent).depth == n.depth - 1
+
+
+def test_tree_survives_a_loop_of_claimed_parents():
+    c = Capture("loop")
+    c.call("a1", new=10)
+    # Two delta records naming each other: both unreconstructable, drawn under each other's claim.
+    for cid, parent in (("d1", "d2"), ("d2", "d1")):
+        c.records.append({"schema_version": 5, "rollout_id": "loop", "model_call_id": cid, "prompt_token_ids": [1, 2],
+                          "generation_token_ids": [3], "generation_log_probs": [-0.5], "parent_resolution": "resolved",
+                          "parent_call_id": parent, "prompt_is_delta": True, "cum_len": 9, "digest": "00"})
+    view = RolloutView(c.snapshot())
+    assert set(view.build.excluded) == {"d1", "d2"}
+    model = view.tree
+    assert {n.ident for n in model.nodes} == {"a1", "d1", "d2"}
+    assert sum(1 for n in model.nodes if n.parent is None) == 2  # a1, and the cut in the loop
+
+
+def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
+    model = sink.tree
+    fig = model.figure(selected="call:c05")
+    assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 1
+    keys = set()
+    for trace in fig.data:
+        if trace.customdata is not None:
+            keys.update(row[0] for row in trace.customdata)
+    assert keys == set(model.keys())
+    names = {t.name for t in fig.data}
+    assert "selected" in names and "recovered link" in names and "unresolved boundary (fragment root)" in names
+    assert all(isinstance(t, type(fig.data[0])) or t.mode == "text" for t in fig.data)
+
+
+def test_tree_hover_and_labels_escape_capture_strings():
+    c = Capture("hostile")
+    c.call("<img src=x onerror=alert(1)>", new=5, parent_resolution_reason="<script>alert(1)</script>")
+    view = RolloutView(c.snapshot())
+    model = view.tree
+    node = model.nodes[0]
+    assert "<img" not in node.hover and "&lt;img" in node.hover
+    assert "<script>" not in node.hover
+    assert model.label(node.key).startswith("<img")  # plain-text labels keep the characters
+
+
+def test_key_from_selection():
+    assert tv.key_from_selection(None) is None
+    assert tv.key_from_selection({"points": []}) is None
+    assert tv.key_from_selection({"points": [{"x": 1, "customdata": ["call:c01"]}]}) == "call:c01"
+    assert tv.key_from_selection({"points": [{"customdata": "refusal:r1"}]}) == "refusal:r1"
+    assert tv.key_from_selection({"points": [{"x": 1}, {"customdata": ["ghost:g"]}]}) == "ghost:g"
+
+
+@pytest.mark.parametrize("n_calls", [600, 1500])
+def test_tree_is_fast_and_compact_at_scale(n_calls):
+    view = RolloutView(long_linear(n_calls).snapshot())
+    start = time.perf_counter()
+    model = view.tree
+    fig = model.figure(selected=model.default_key)
+    fig.to_json()
+    elapsed = time.perf_counter() - start
+    assert len(model) == n_calls
+    assert elapsed < 1.0, elapsed
+    assert model.lanes <= 4  # retries and side branches pack into a few lanes
+    assert len(fig.data) < 20
+    assert (type(fig.data[0]).__name__ == "Scattergl") == (n_calls > tv.WEBGL_THRESHOLD)
+
+
+def test_tree_of_an_unbuilt_rollout_shows_nothing_and_does_not_fail():
+    from tokencap import TokenCaptureSnapshot
+
+    view = RolloutView(TokenCaptureSnapshot.failed("bad", "bad: line 3: not JSON"))
+    assert len(view.tree) == 0 and view.tree.default_key is None
+    assert view.banner.error == "bad: line 3: not JSON"
+
+
+def test_legend_frame_lists_every_mark():
+    frame = tv.legend_frame()
+    assert len(frame) == len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES)
+    assert set(frame["mark"]) == {"node", "ring", "edge"}
+
+
+# --------------------------------------------------------------------------- detail
+
+
+def _checks(d: dv.CallDetail) -> dict[str, tuple[str, str, str]]:
+    return {row["check"]: (row["expected"], row["found"], row["ok"]) for _, row in d.link_checks.iterrows()}
+
+
+def test_detail_verified_link_recomputes_the_digest(sink):
+    d = dv.call_detail(sink, "call:c02")
+    assert d.link_ok is True and "Verified" in d.link_outcome
+    checks = _checks(d)
+    digest_row = next(v for k, v in checks.items() if k.startswith("digest"))
+    assert digest_row[0] == digest_row[1] and digest_row[2] == "✓"
+    assert digest_row[0] == sink.build.entries["c01"].digest
+    fields = dict(zip(d.fields["field"], d.fields["value"]))
+    assert fields["model_call_id"] == "c02" and fields["parent_call_id"] == "c01"
+
+
+def test_detail_digest_mismatch_shows_both_digests(sink):
+    d = dv.call_detail(sink, "call:s01")
+    assert d.link_ok is False and "do not open this call's prompt" in d.link_outcome
+    digest_row = next(v for k, v in _checks(d).items() if k.startswith("digest"))
+    assert digest_row[0] != digest_row[1] and digest_row[2] == "✗"
+
+
+def test_detail_recovered_link_names_the_absent_claim_and_the_recovered_parent(sink):
+    d = dv.call_detail(sink, "call:c05")
+    assert d.link_ok is True and "re-attached" in d.link_outcome
+    checks = _checks(d)
+    assert checks["claimed parent among the chained calls"] == ("c04e", "left out of chaining (empty generation)", "✗")
+    digest_row = next(v for k, v in checks.items() if k.startswith("digest") and "c03" in k)
+    assert digest_row[2] == "✓"
+
+
+def test_detail_excluded_record_shows_the_stamp_it_failed(sink):
+    d = dv.call_detail(sink, "call:x01")
+    assert d.headline == "Excluded record" and d.link_ok is False
+    checks = _checks(d)
+    assert checks["stamped cum_len vs prompt + generation"][2] == "✓"
+    assert checks["stamped digest vs digest of its own tokens"][2] == "✗"
+
+
+def test_detail_broken_delta_walk():
+    view = sample_view("broken_delta_chain.json")
+    d = dv.call_detail(view, "call:call-0004")
+    rows = list(d.link_checks.itertuples(index=False))
+    assert rows[-1].found.startswith("excluded") or rows[-1].found == "never captured"
+    d3 = dv.call_detail(view, "call:call-0003")
+    assert list(d3.link_checks.itertuples(index=False))[-1].found == "never captured"
+
+
+def test_detail_retry_group_and_twins():
+    view = sample_view("token_identical_twins.json")
+    d = dv.call_detail(view, "call:call-0004")
+    assert d.headline == "Quarantined retry"
+    assert d.group is not None and set(d.group["decision"]) == {"kept", "quarantined"}
+    assert "token-identical twins" in d.group_text
+    assert d.twins == ["call-0003"]
+
+    unresolved = dv.call_detail(sample_view("final_retry_unresolved.json"), "call:call-0003")
+    assert "unresolved retry" in unresolved.group_text and "no" in set(unresolved.group["same tokens as kept"])
+
+
+def test_detail_output_items_text_and_json(sink):
+    items = dv.call_detail(sink, "call:c01").items
+    assert [(p.kind, p.body, p.carries_tokens) for p in items] == [("text", "answer of c01", True)]
+    tool = dv.call_detail(sink, "call:c02").items
+    assert tool[0].kind == "json" and tool[0].body["name"] == "search"
+    assert tool[0].body["arguments"] == "{\"q\": \"<b>x</b>\"}"  # kept verbatim, shown as JSON, never rendered
+
+
+def test_detail_of_refusals_and_ghosts(sink):
+    d = dv.call_detail(sink, "refusal:r-end")
+    assert d.link_ok is True and list(d.conditions["holds"]) == ["✓", "✓", "✓"]
+    early = dv.call_detail(sink, "refusal:r-early")
+    assert early.link_ok is False and list(early.conditions["holds"])[:2] == ["✗", "✗"]
+    ghost = dv.call_detail(sink, "ghost:ghost-parent")
+    assert ghost.kind == "ghost" and "g01" in ghost.facts[0]
+
+
+def test_detail_of_a_conflicting_duplicate():
+    view = sample_view("duplicate_call_id.json")
+    d = dv.call_detail(view, "call:call-0003")
+    assert d.link_ok is False and "copies of this call id agree" in set(d.link_checks["check"])
+    assert "conflict" in view.tree.node("call:call-0003").flags
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_banner_trainable_and_masked():
+    ok = vv.verdict_banner(sample_view("clean_multiturn_tools.json").result)
+    assert ok.trainable and not ok.reasons and ok.status_line == "completed"
+    masked = vv.verdict_banner(sample_view("stale_parent_link.json").result)
+    assert not masked.trainable
+    assert [code for code, _ in masked.reasons] == ["unresolved_parent_calls", "multiple_roots", "multiple_chains"]
+    assert all(text and text != code for code, text in masked.reasons)
+    metrics = {m.label: m.value for m in masked.metrics}
+    assert metrics["calls"] == "4" and metrics["unresolved"] == "1" and metrics["chains"] == "2"
+    length = vv.verdict_banner(sample_view("length_stop.json").result)
+    assert length.status_line == "incomplete (max_output_tokens)"
+
+
+def test_verdict_labels():
+    assert vv.verdict_label(sample_view("clean_multiturn_tools.json").result) == "✓ trainable"
+    assert vv.verdict_label(sample_view("length_stop.json").result) == "✓ trainable · incomplete"
+    assert vv.verdict_label(sample_view("stale_parent_link.json").result) == \
+        "✗ masked: unresolved_parent_calls, multiple_roots +1"
+
+
+def test_refusal_conditions_one_by_one():
+    ended = vv.refusal_views(sample_view("engine_refusal_ended.json").result)
+    assert len(ended) == 1 and ended[0].ended_chain
+    assert list(ended[0].conditions["condition"]) == ["context window", "continued the last call", "not recovered"]
+    recovered = vv.refusal_views(sample_view("engine_refusal_recovered.json").result)[0]
+    assert not recovered.ended_chain and list(recovered.conditions["holds"]) == ["✓", "✓", "✗"]
+    earlier = vv.refusal_views(sample_view("engine_refusal_earlier_call.json").result)[0]
+    assert list(earlier.conditions["holds"])[1] == "✗"
+
+
+def test_finish_reason_withheld_when_twins_disagree():
+    summary, resolved, frame = vv.finish_reason_frame(sample_view("twins_finish_reason_disagree.json").result)
+    assert resolved is False and summary.startswith("Withheld")
+    assert dict(zip(frame["call"], frame["finish_reason"])) == {"call-0003": "length", "call-0004": "stop"}
+    summary, resolved, _ = vv.finish_reason_frame(sample_view("length_stop.json").result)
+    assert resolved is True and summary.startswith("Applies")
+
+
+def test_notes_frames(sink):
+    notes = dict(zip(*vv.notes_frame(sink.build).T.values))
+    assert notes["quarantined calls"] == "c03r" and notes["empty generation calls"] == "c04e"
+    failures = vv.failures_frame(sink.build)
+    masks = dict(zip(failures["note"], failures["masks"]))
+    assert masks["parent_call_id_missing_recovered"] == "no" and masks["parent_digest_mismatch"] == "yes"
+    assert list(vv.retry_groups_frame(sink.build)["rule"]) == ["extended"]
+    assert set(vv.exclusions_frame(sink.build)["call"]) == {"x01"}
+    metrics = dict(zip(*vv.metrics_frame(sink.result).T.values))
+    assert metrics["n_calls"] == "12"
+
+
+def test_anchor_effect_sentences():
+    base = sample_view("final_retry_unresolved.json")
+    anchored = sample_view("final_retry_unresolved.json", anchor="call-0004")
+    text = vv.anchor_effect(base.result, anchored.result)
+    assert "changes from masked to trainable" in text
+    quarantined = sample_view("retry_resolved_by_child.json", anchor="call-0002")
+    assert "was quarantined" in vv.anchor_effect(base.result, quarantined.result)
+    assert vv.anchor_effect(base.result, base.result).startswith("No anchor")
+
+
+def test_anchor_options_put_the_main_chain_first():
+    view = sample_view("subagent_branch.json")
+    options = view.anchor_options()
+    assert options[:3] == view.chain("main").call_ids
+    assert sorted(options) == sorted(view.build.entries)
+
+
+def test_rollout_view_caches_masks_and_tree():
+    view = sample_view("clean_multiturn_tools.json")
+    assert view.mask("main") is view.mask("main")
+    assert view.tree is view.tree
+    assert view.mask("branch-9") is None
+    assert np.array_equal(view.mask("main").token_ids, view.mask().token_ids)

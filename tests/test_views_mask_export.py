@@ -1,0 +1,228 @@
+"""Loss-mask views (paging, downsampling, decoding) and exports byte-identical to `tokencap build`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synth_snapshots import Capture, kitchen_sink
+from tokencap import load_snapshots
+from tokencap.export import results_bytes
+from tokencap.lossmask import GENERATED, INTERSTITIAL, PROMPT
+from tokencap.rollout import build_rollout
+from tokencap.views import RolloutView
+from tokencap.views import export as ev
+from tokencap.views import mask as mv
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_data"
+UPSTREAM = REPO / "tests" / "data" / "upstream_store"
+
+
+def cli_build(source: Path, *extra: str, tmp_path: Path) -> bytes:
+    out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}.json"
+    proc = subprocess.run([sys.executable, "-m", "tokencap", "build", str(source), *extra, "-o", str(out)],
+                          capture_output=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def long_view() -> RolloutView:
+    """A chain of about 100k tokens (the scale the strip must page)."""
+    c = Capture("hundred-k", seed=3)
+    prev = None
+    for i in range(40):
+        c.call(f"k{i:03d}", prev, new=2000, gen=500, finish_reason="tool_calls" if i < 39 else "stop")
+        prev = f"k{i:03d}"
+    return RolloutView(c.snapshot())
+
+
+# --------------------------------------------------------------------------- loss mask
+
+
+def test_paging_covers_the_sequence_exactly(long_view):
+    mask = long_view.mask()
+    assert len(mask) == 100_000
+    for window in mv.WINDOW_SIZES:
+        pages = mv.page_count(mask, window)
+        bounds = [mv.page_bounds(mask, p, window) for p in range(pages)]
+        assert bounds[0][0] == 0 and bounds[-1][1] == len(mask)
+        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+        assert all(0 < e - s <= window for s, e in bounds)
+        assert mv.page_bounds(mask, pages + 5, window) == bounds[-1]
+        assert mv.page_of(bounds[3][0] + 7, window) == 3
+
+
+def test_strip_figure_draws_one_cell_per_token_of_the_window(long_view):
+    mask = long_view.mask()
+    start, end = mv.page_bounds(mask, 1, 2048)
+    start_t = time.perf_counter()
+    fig = mv.strip_figure(mask, start, end, columns=64)
+    assert time.perf_counter() - start_t < 1.0
+    ctx, gen, ticks = fig.data
+    z_ctx, z_gen = np.array(ctx.z, dtype=float), np.array(gen.z, dtype=float)
+    assert z_ctx.shape == (32, 64)
+    flat_ctx, flat_gen = z_ctx.ravel(), z_gen.ravel()
+    prov = mask.provenance[start:end]
+    # Context cells hold 0 (prompt) / 1 (interstitial); generated cells hold their log-prob.
+    assert np.array_equal(np.isnan(flat_ctx), prov == GENERATED)
+    assert np.array_equal(flat_ctx[prov == INTERSTITIAL], np.ones(int((prov == INTERSTITIAL).sum())))
+    np.testing.assert_allclose(flat_gen[prov == GENERATED], mask.log_probs[start:end][prov == GENERATED])
+    # Link boundaries inside the window are ticked at their cells.
+    inside = mask.link_starts[(mask.link_starts >= start) & (mask.link_starts < end)]
+    assert len(ticks.x) == len(inside)
+    assert list(np.array(ticks.y) * 64 + np.array(ticks.x) + 0.5 + start) == list(inside)
+    assert "pos 2,048 · token" in ctx.hovertext[0][0]
+
+
+def test_strip_of_a_short_chain_and_provenance():
+    view = RolloutView(kitchen_sink().snapshot())
+    mask = view.mask()
+    fig = mv.strip_figure(mask)
+    assert np.array(fig.data[0].z).shape[1] == 64
+    s = mv.mask_summary(mask)
+    assert s.total == len(mask) and s.prompt + s.interstitial + s.generated == s.total
+    assert s.generated == view.chain("main").generated_tokens
+    assert s.prompt == int(view.chain("main").root_prompt.size)
+    assert s.links == len(view.chain("main").links)
+
+
+def test_overview_bins_sum_to_the_whole(long_view):
+    mask = long_view.mask()
+    frame = mv.binned(mask, 600)
+    assert len(frame) == 600 and frame["start"].iloc[0] == 0 and frame["end"].iloc[-1] == len(mask)
+    widths = frame["end"] - frame["start"]
+    assert round(float((frame["generated"] * widths).sum())) == mask.generated_tokens
+    fig = mv.overview_figure(mask, (2048, 4096))
+    assert fig.layout.shapes[0].x0 == 2048 and len(fig.data[0].x) == 600
+    assert mv.binned(RolloutView(kitchen_sink().snapshot()).mask(), 10_000)["end"].iloc[-1] > 0
+
+
+def test_logprob_series_downsamples_and_keeps_minimums(long_view):
+    mask = long_view.mask()
+    series = mv.logprob_series(mask, max_points=4000)
+    assert len(series) <= 2000
+    assert float(series["min_log_prob"].min()) == float(np.nanmin(mask.log_probs))
+    small = RolloutView(kitchen_sink().snapshot()).mask()
+    full = mv.logprob_series(small)
+    assert int(full["log_prob"].notna().sum()) == small.generated_tokens
+    # A gap between links, so the line does not join across context.
+    assert full["log_prob"].isna().sum() == len(small.call_ids) - 1
+    assert len(mv.logprob_figure(mask, (0, 2048)).data) == 2  # min envelope + mean
+
+
+def test_link_frame_matches_the_chain():
+    view = RolloutView(kitchen_sink().snapshot())
+    chain = view.chain("main")
+    frame = mv.link_frame(view.mask(), chain)
+    assert list(frame["call"]) == chain.call_ids
+    assert list(frame["generated tokens"]) == [int(l.entry.generation_token_ids.size) for l in chain.links]
+    assert frame["context tokens"].iloc[0] == int(chain.root_prompt.size)
+    assert list(frame["context tokens"].iloc[1:]) == [int(l.interstitial.size) for l in chain.links[1:]]
+    np.testing.assert_allclose(frame["mean log-prob"],
+                               [float(l.entry.generation_log_probs.mean()) for l in chain.links])
+
+
+def test_segments_split_by_provenance_and_call():
+    view = RolloutView(kitchen_sink().snapshot())
+    mask = view.mask()
+    segs = mv.segments(mask, 0, len(mask))
+    assert segs[0][0] == 0 and segs[-1][1] == len(mask)
+    assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))
+    assert [s[2] for s in segs[:3]] == [PROMPT, GENERATED, INTERSTITIAL]
+    assert sum(b - a for a, b, kind, _ in segs if kind == GENERATED) == mask.generated_tokens
+
+
+def _word_tokenizer_json() -> bytes:
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, 50_000)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece()
+    del tokenizers
+    return tok.to_str().encode()
+
+
+def test_decoded_segments_with_a_tokenizer_json():
+    tokenizer, problem = mv.load_tokenizer(_word_tokenizer_json())
+    assert problem is None
+    view = RolloutView(kitchen_sink().snapshot())
+    mask = view.mask()
+    frame = mv.decoded_segments(mask, tokenizer, 0, 60)
+    assert list(frame.columns) == ["positions", "kind", "call", "tokens", "text"]
+    first = frame.iloc[0]
+    assert first["kind"] == "prompt" and first["call"] == "c01 (root prompt)"
+    ids = [int(t) for t in mask.token_ids[:3]]
+    assert first["text"].startswith(" ".join(f"w{i}" for i in ids))
+    assert mv.load_tokenizer(b"{not a tokenizer")[1].startswith("not a tokenizer.json")
+    assert mv.load_tokenizer(b"\xff\xfe")[1] is not None
+
+
+# --------------------------------------------------------------------------- export
+
+
+@pytest.mark.parametrize("name,anchor", [
+    ("subagent_branch.json", None),
+    ("final_retry_unresolved.json", "call-0004"),
+    ("retry_resolved_by_child.json", "call-0002"),  # quarantined anchor: masked, still exported
+    ("engine_refusal_ended.json", None),
+])
+def test_result_and_response_downloads_equal_tokencap_build(name, anchor, tmp_path):
+    snapshot = load_snapshots(SAMPLES / name)[0]
+    view = RolloutView(snapshot, anchor=anchor)
+    extra = ["--terminal-call-id", anchor] if anchor else []
+    cli = cli_build(SAMPLES / name, *extra, tmp_path=tmp_path)
+    assert ev.result_json(view.result) == cli
+    assert ev.result_json(view.result) == results_bytes([build_rollout(snapshot, terminal_call_id=anchor)],
+                                                        jsonl=False)
+    response = ev.response_json(view.result)
+    assert json.loads(response) == json.loads(cli)["rebuilt_response"]
+    assert response.endswith(b"\n")
+
+
+def test_jsonl_of_every_rollout_equals_tokencap_build(tmp_path):
+    for source in (SAMPLES / "multi_rollout_entries.jsonl", SAMPLES / "capture_store", UPSTREAM):
+        views = [RolloutView(s) for s in load_snapshots(source)]
+        assert ev.results_jsonl(v.result for v in views) == cli_build(source, tmp_path=tmp_path)
+
+
+def test_mask_csv_rows_follow_the_mask():
+    view = RolloutView(kitchen_sink().snapshot())
+    rows = list(csv.DictReader(io.StringIO(ev.mask_csv(view).decode())))
+    mask = view.mask()
+    assert len(rows) == len(mask)
+    assert [int(r["mask"]) for r in rows] == list(mask.mask)
+    assert {r["provenance"] for r in rows} == {"prompt", "interstitial", "generated"}
+    assert rows[-1]["call_id"] == "c06"
+    assert ev.mask_csv(view, "branch-7") is None
+
+
+def test_download_names_and_availability():
+    view = RolloutView(load_snapshots(SAMPLES / "final_retry_unresolved.json")[0], anchor="call-0004")
+    files = ev.downloads(view)
+    assert files["response"].file_name == "final-retry-unresolved.at-call-0004.response.json"
+    assert all(f.available for f in files.values())
+    from tokencap import TokenCaptureSnapshot
+
+    failed = RolloutView(TokenCaptureSnapshot.failed("../evil name", "boom"))
+    files = ev.downloads(failed)
+    assert not files["response"].available and not files["mask"].available and files["result"].available
+    assert files["result"].file_name == "evil_name.result.json"
+    assert ev.response_json(failed.result) is None
+
+
+def test_cli_command_is_shell_quoted():
+    cmd = ev.cli_command("my dir/x.jsonl", "r 1", "call;rm", several=True)
+    assert cmd == "python -m tokencap build 'my dir/x.jsonl' --rollout 'r 1' --terminal-call-id 'call;rm' -o result.json"
+    assert ev.cli_command("a.json", "r", None, several=False) == "python -m tokencap build a.json -o result.json"
