@@ -266,3 +266,219 @@ def chain_by_id(out: Any, chain_id: str) -> Any:
 
 def is_nan(x: float) -> bool:
     return isinstance(x, float) and math.isnan(x)
+
+
+# --------------------------------------------------------------------------- a naive reading of SPEC 4
+
+# A deliberately naive, independent reading of SPEC 4 for full-prompt records (no deltas:
+# those rules have their own unit tests). Quadratic on purpose: every rule written out as
+# literally as possible, so `test_builder.py` can compare `prefix_merging` with it on
+# random call trees.
+
+BOUNDARY_NOTES = {"parent_unresolved", "parent_digest_mismatch", "parent_call_id_missing", "missing_resolution"}
+
+
+def _canonical(d: dict) -> bytes:
+    return json.dumps(TokenEntry.from_dict(d).to_dict(), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True).encode()
+
+
+def _tok(d: dict) -> tuple:
+    return (bool(d.get("prompt_is_delta", False)), tuple(d["prompt_token_ids"]), tuple(d["generation_token_ids"]),
+            tuple(float(x) for x in d["generation_log_probs"]))
+
+
+def reference_build(records: list[dict], terminal: str | None) -> dict[str, Any]:
+    failures: dict[str, int] = {}
+    unresolved: set[str] = set()
+
+    def note(reason: str, cid: str | None = None) -> None:
+        failures[reason] = failures.get(reason, 0) + 1
+        if cid is not None and reason in BOUNDARY_NOTES | {"duplicate_call_id_conflict", "entry_digest_mismatch"}:
+            unresolved.add(cid)
+
+    # 1. dedupe
+    copies: dict[str, list[dict]] = {}
+    for r in records:
+        copies.setdefault(r["model_call_id"], []).append(r)
+    kept: dict[str, dict] = {}
+    for cid, group in copies.items():
+        kept[cid] = min(group, key=_canonical)
+        if len({_tok(g) for g in group}) > 1:
+            note("duplicate_call_id_conflict", cid)
+
+    # 2. stamps of full records
+    calls: dict[str, dict] = {}
+    for cid, r in kept.items():
+        full = list(r["prompt_token_ids"]) + list(r["generation_token_ids"])
+        if (r.get("cum_len") is not None and r["cum_len"] != len(full)) or \
+                (r.get("digest") is not None and r["digest"] != compute_digest(full)):
+            note("entry_digest_mismatch", cid)
+            continue
+        calls[cid] = r
+    entries = sorted(calls)
+
+    # 3. empty generations
+    empty = sorted(cid for cid, r in calls.items() if not r["generation_token_ids"])
+    chained = {cid: r for cid, r in calls.items() if r["generation_token_ids"]}
+
+    def prompt(cid: str) -> list[int]:
+        return list(chained[cid]["prompt_token_ids"])
+
+    def full(cid: str) -> list[int]:
+        return prompt(cid) + list(chained[cid]["generation_token_ids"])
+
+    # 4-5. parents
+    order = sorted(chained, key=lambda c: (len(prompt(c)), c))
+    parent: dict[str, str | None] = {}
+    placed: list[str] = []
+    for cid in order:
+        r = chained[cid]
+        res = r.get("parent_resolution")
+        p = None
+        if res == "root":
+            pass
+        elif res == "unresolved":
+            note("parent_unresolved", cid)
+        elif res is None:
+            note("missing_resolution", cid)
+        else:
+            claimed = r["parent_call_id"]
+            if claimed in chained:
+                pf = full(claimed)
+                if prompt(cid)[: len(pf)] == pf and len(prompt(cid)) >= len(pf):
+                    p = claimed
+                else:
+                    note("parent_digest_mismatch", cid)
+            else:
+                cands = [q for q in placed if prompt(cid)[: len(full(q))] == full(q) and len(prompt(cid)) >= len(full(q))]
+                if cands:
+                    longest = max(len(full(q)) for q in cands)
+                    best = [q for q in cands if len(full(q)) == longest]
+                else:
+                    best = []
+                if len(best) == 1:
+                    p = best[0]
+                    note("parent_call_id_missing_recovered")
+                else:
+                    note("parent_call_id_missing", cid)
+        parent[cid] = p
+        placed.append(cid)
+
+    children: dict[str, list[str]] = {c: [] for c in chained}
+    for c, p in parent.items():
+        if p is not None:
+            children[p].append(c)
+
+    def descendants(c: str) -> set[str]:
+        out, stack = set(), list(children[c])
+        while stack:
+            x = stack.pop()
+            out.add(x)
+            stack.extend(children[x])
+        return out
+
+    # 6. retries
+    groups: dict[tuple, list[str]] = {}
+    for c in chained:
+        groups.setdefault((parent[c], tuple(prompt(c))), []).append(c)
+    quarantined: set[str] = set()
+    pending_d: list[tuple[str | None, list[str]]] = []
+    terminal_lost_to: list[str] | None = None
+    for (p, _), members in groups.items():
+        if len(members) < 2:
+            continue
+        members = sorted(members)
+        extended = [m for m in members if children[m]]
+        if extended:
+            quarantined.update(m for m in members if m not in extended)
+            if terminal in members and terminal not in extended:
+                terminal_lost_to = extended
+        elif terminal in members:
+            quarantined.update(m for m in members if m != terminal)
+        elif len({tuple(full(m)) for m in members}) == 1:
+            quarantined.update(members[1:])
+        else:
+            quarantined.update(members[1:])
+            pending_d.append((p, members))
+
+    anchor = None
+    terminal_chain = ""
+    noted_terminal = terminal
+    if terminal is not None:
+        if terminal not in chained:
+            terminal_chain = "missing"
+        elif terminal in quarantined:
+            twins = [m for m in (terminal_lost_to or []) if full(m) == full(terminal)]
+            if twins:
+                anchor = min(twins)
+                terminal_chain = "main"
+                noted_terminal = anchor
+            else:
+                terminal_chain = "quarantined"
+        else:
+            anchor = terminal
+            terminal_chain = "main"
+
+    below_anchor = ({anchor} | descendants(anchor)) if anchor is not None else set()
+    unresolved_retries: set[str] = set()
+    for p, members in pending_d:
+        if p is not None and p in below_anchor:
+            continue
+        unresolved_retries.update(members)
+
+    # 7-8. chains
+    after = sorted(descendants(anchor)) if anchor is not None else []
+    roots = sorted(c for c in chained if parent[c] is None and c not in quarantined)
+    paths: list[list[str]] = []
+    for root in roots:
+        stack = [[root]]
+        while stack:
+            path = stack.pop()
+            last = path[-1]
+            if anchor is not None and last == anchor:
+                continue  # paths through the anchor are not branches
+            kids = [k for k in children[last] if k not in quarantined]
+            if not kids:
+                paths.append(path)
+            for k in kids:
+                stack.append(path + [k])
+
+    def key(c: str) -> tuple:
+        return (float(chained[c].get("created_at", 0.0)), c)
+
+    main = None
+    if anchor is not None:
+        path = [anchor]
+        while parent[path[0]] is not None:
+            path.insert(0, parent[path[0]])
+        main = path
+    elif paths:
+        first_root = min((p[0] for p in paths), key=key)
+        mine = [p for p in paths if p[0] == first_root]
+        main = min(mine, key=lambda p: (-float(chained[p[-1]].get("created_at", 0.0)), p[-1]))
+        paths.remove(main)
+    branches = sorted(paths, key=lambda p: (key(p[0]), key(p[-1])))
+    chains = ([("main", main)] if main else []) + [(f"branch-{i}", b) for i, b in enumerate(branches)]
+
+    captured = sum(len(chained[c]["generation_token_ids"]) for c in chained)
+    delivered = sum(len(chained[c]["generation_token_ids"]) for c in (main or []))
+    return {
+        "chains": chains,
+        "quarantined": sorted(quarantined),
+        "entries": entries,
+        "notes": {
+            "roots": len(roots),
+            "chains": len(chains),
+            "generated_tokens_captured": captured,
+            "generated_tokens_delivered": delivered,
+            "delivered_fraction": round(delivered / captured, 4) if captured else 0.0,
+            "unresolved_retries": sorted(unresolved_retries),
+            "terminal_call_id": noted_terminal,
+            "terminal_chain": terminal_chain,
+            "after_terminal_calls": after,
+            "empty_generation_calls": empty,
+            "parent_link_failures": failures,
+            "unresolved_parent_calls": sorted(unresolved),
+        },
+    }

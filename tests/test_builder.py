@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from helpers import Conv, chain_by_id, entry_dict, ids_of, linear_chain, notes_dict, summarize
+from helpers import Conv, chain_by_id, entry_dict, ids_of, linear_chain, notes_dict, reference_build, summarize
 from tokencap import BuildNotes, BuildOutput, Chain, ChainLink, TokenEntry, compute_digest, prefix_merging, run_builder
 
 DUP = "duplicate_call_id_conflict"
@@ -1157,3 +1157,91 @@ def test_a_call_naming_itself_as_parent_is_a_boundary(deadline) -> None:
     assert failures(out) == {MISMATCH: 1}
     assert out.notes.unresolved_parent_calls == ["call-2"]
     assert out.notes.roots == 2
+
+
+
+# =========================================================================== against a naive reading
+
+
+def _random_scenario(seed: int) -> tuple[list[dict], str | None]:
+    """A random call tree: roots, children (verified, ghost, unresolved, null, wrong parent),
+    retries (twins or not), duplicate copies (identical, conflicting, corrupt) and ties in
+    created_at; shuffled; with a random terminal id."""
+    rng = random.Random(seed)
+    conv = Conv(start=1000)
+    ids: list[str] = []
+    used: set[str] = set()
+    extra: list[dict] = []
+
+    def new_id() -> str:
+        while True:
+            cid = f"call-{rng.randint(0, 99):02d}"
+            if cid not in used:
+                used.add(cid)
+                return cid
+
+    for _ in range(rng.randint(2, 11)):
+        t = float(rng.randint(0, 6))
+        cid = new_id()
+        act = rng.random()
+        gen_len = 0 if rng.random() < 0.1 else rng.randint(1, 3)
+        if not ids or act < 0.15:
+            conv.root(cid, created_at=t, gen_len=gen_len,
+                      resolution=rng.choice(["root", "root", "root", None, "unresolved"]))
+        elif act < 0.65:
+            of = rng.choice(ids)
+            kind = rng.random()
+            if kind < 0.7:
+                conv.child(cid, of, created_at=t, gen_len=gen_len, inter_len=rng.randint(0, 2))
+            elif kind < 0.8:
+                conv.child(cid, of, created_at=t, gen_len=gen_len, parent="call-ghost")
+            elif kind < 0.88:
+                conv.child(cid, of, created_at=t, gen_len=gen_len, resolution="unresolved")
+            elif kind < 0.94:
+                conv.child(cid, of, created_at=t, gen_len=gen_len, resolution=None, parent=rng.choice([None, of]))
+            else:
+                conv.child(cid, of, created_at=t, gen_len=gen_len, parent=rng.choice(ids))
+        elif act < 0.9:
+            conv.retry(cid, rng.choice(ids), twin=rng.random() < 0.5, created_at=t)
+        else:
+            d = copy.deepcopy(conv.record(rng.choice(ids)))
+            r = rng.random()
+            if r < 0.4:
+                d["created_at"] = t
+            elif r < 0.7 and d["generation_token_ids"]:
+                d["generation_log_probs"] = [-5.0] * len(d["generation_token_ids"])
+            else:
+                d["cum_len"] = (d.get("cum_len") or 0) + 1
+            extra.append(d)
+            continue
+        ids.append(cid)
+    if rng.random() < 0.1:
+        conv.record(rng.choice(ids))["digest"] = compute_digest([1])
+    records = [copy.deepcopy(r) for r in conv.records] + extra
+    rng.shuffle(records)
+    return records, rng.choice([None, None, "call-nope"] + ids)
+
+
+NOTE_FIELDS = ("roots", "chains", "generated_tokens_captured", "generated_tokens_delivered", "delivered_fraction",
+               "unresolved_retries", "terminal_call_id", "terminal_chain", "after_terminal_calls",
+               "empty_generation_calls", "parent_link_failures", "unresolved_parent_calls")
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_builder_agrees_with_a_naive_reading_of_the_rules(block: int) -> None:
+    mismatches = []
+    for seed in range(block * 150, (block + 1) * 150):
+        records, terminal = _random_scenario(seed)
+        out = prefix_merging([TokenEntry.from_dict(copy.deepcopy(r)) for r in records], terminal_call_id=terminal)
+        got = {
+            "chains": [(c.chain_id, ids_of(c)) for c in out.chains],
+            "quarantined": list(out.quarantined),
+            "entries": sorted(out.entries),
+            "notes": {k: getattr(out.notes, k) for k in NOTE_FIELDS},
+        }
+        got["notes"]["parent_link_failures"] = {k: v for k, v in got["notes"]["parent_link_failures"].items() if v}
+        want = reference_build(records, terminal)
+        if got != want:
+            diff = {k: (got[k], want[k]) for k in got if got[k] != want[k]}
+            mismatches.append((seed, terminal, diff))
+    assert not mismatches, mismatches[:3]

@@ -267,3 +267,16 @@ def test_python_dash_m_tokencap(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert_one_line_error(proc.stderr)
     assert not dest.exists()
+
+
+def test_inspect_directory_with_a_bad_rollout(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "GOOD.tokens.jsonl").write_bytes(jsonl_bytes(linear_chain(2, rollout_id="GOOD").records))
+    (store / "BAD.tokens.jsonl").write_bytes(b"{not json\n")
+    (store / "BAD.tokens.intents").write_text("call-0001\n")
+    code, out, err = run_cli(capsys, "inspect", str(store))
+    assert code == 0, err
+    assert "GOOD" in out and "BAD" in out
+    assert "load_error" in out
+    assert "call-0001" in out and "call-0002" in out
