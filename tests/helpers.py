@@ -270,10 +270,9 @@ def is_nan(x: float) -> bool:
 
 # --------------------------------------------------------------------------- a naive reading of SPEC 4
 
-# A deliberately naive, independent reading of SPEC 4 for full-prompt records (no deltas:
-# those rules have their own unit tests). Quadratic on purpose: every rule written out as
-# literally as possible, so `test_builder.py` can compare `prefix_merging` with it on
-# random call trees.
+# A deliberately naive, independent reading of SPEC 4 (delta records included). Quadratic
+# on purpose: every rule written out as literally as possible, so `test_builder.py` can
+# compare `prefix_merging` with it on random call trees.
 
 BOUNDARY_NOTES = {"parent_unresolved", "parent_digest_mismatch", "parent_call_id_missing", "missing_resolution"}
 
@@ -294,7 +293,8 @@ def reference_build(records: list[dict], terminal: str | None) -> dict[str, Any]
 
     def note(reason: str, cid: str | None = None) -> None:
         failures[reason] = failures.get(reason, 0) + 1
-        if cid is not None and reason in BOUNDARY_NOTES | {"duplicate_call_id_conflict", "entry_digest_mismatch"}:
+        if cid is not None and reason in BOUNDARY_NOTES | {"duplicate_call_id_conflict", "entry_digest_mismatch",
+                                                           "delta_chain_unreconstructable"}:
             unresolved.add(cid)
 
     # 1. dedupe
@@ -307,15 +307,46 @@ def reference_build(records: list[dict], terminal: str | None) -> dict[str, Any]
         if len({_tok(g) for g in group}) > 1:
             note("duplicate_call_id_conflict", cid)
 
-    # 2. stamps of full records
+    # 2. stamps of full records first, then delta records replayed from their parents
     calls: dict[str, dict] = {}
     for cid, r in kept.items():
+        if r.get("prompt_is_delta"):
+            continue
         full = list(r["prompt_token_ids"]) + list(r["generation_token_ids"])
         if (r.get("cum_len") is not None and r["cum_len"] != len(full)) or \
                 (r.get("digest") is not None and r["digest"] != compute_digest(full)):
             note("entry_digest_mismatch", cid)
             continue
         calls[cid] = r
+    bad: set[str] = set()
+    for cid in sorted(c for c, r in kept.items() if r.get("prompt_is_delta")):
+        if cid in calls or cid in bad:
+            continue
+        path, cur = [], cid
+        while cur in kept and kept[cur].get("prompt_is_delta") and cur not in calls and cur not in bad \
+                and cur not in path:
+            path.append(cur)
+            cur = kept[cur]["parent_call_id"]
+        if cur in calls:
+            ok = True
+            for c in reversed(path):
+                r = kept[c]
+                base = calls[cur] if ok else None
+                if ok:
+                    prompt_full = list(base["prompt_token_ids"]) + list(base["generation_token_ids"]) + \
+                        list(r["prompt_token_ids"])
+                    seq = prompt_full + list(r["generation_token_ids"])
+                    ok = r.get("cum_len") is not None and r.get("digest") is not None and \
+                        r["cum_len"] == len(seq) and r["digest"] == compute_digest(seq)
+                if ok:
+                    calls[c] = dict(r, prompt_token_ids=prompt_full, prompt_is_delta=False)
+                    cur = c
+                else:
+                    bad.add(c)
+        else:  # missing, excluded, or a loop
+            bad.update(path)
+    for c in sorted(bad):
+        note("delta_chain_unreconstructable", c)
     entries = sorted(calls)
 
     # 3. empty generations
@@ -351,7 +382,8 @@ def reference_build(records: list[dict], terminal: str | None) -> dict[str, Any]
                 else:
                     note("parent_digest_mismatch", cid)
             else:
-                cands = [q for q in placed if prompt(cid)[: len(full(q))] == full(q) and len(prompt(cid)) >= len(full(q))]
+                cands = [q for q in placed
+                         if len(prompt(cid)) >= len(full(q)) and prompt(cid)[: len(full(q))] == full(q)]
                 if cands:
                     longest = max(len(full(q)) for q in cands)
                     best = [q for q in cands if len(full(q)) == longest]

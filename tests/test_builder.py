@@ -229,7 +229,8 @@ def test_corrupt_full_record_is_excluded_and_its_child_recovered(damage: str) ->
     assert out.notes.parent_link_failures.get(RECOVERED) == 1
     assert out.notes.unresolved_parent_calls == ["call-0002"]
     assert main_ids(out) == ["call-0001", "call-0003"]
-    assert [int(t) for t in out.chains[0].links[1].interstitial] == conv.prompt["call-0003"][len(conv.full["call-0001"]):]
+    interstitial = conv.prompt["call-0003"][len(conv.full["call-0001"]):]
+    assert [int(t) for t in out.chains[0].links[1].interstitial] == interstitial
 
 
 def test_full_record_without_stamps_is_not_corrupt() -> None:
@@ -1164,9 +1165,9 @@ def test_a_call_naming_itself_as_parent_is_a_boundary(deadline) -> None:
 
 
 def _random_scenario(seed: int) -> tuple[list[dict], str | None]:
-    """A random call tree: roots, children (verified, ghost, unresolved, null, wrong parent),
-    retries (twins or not), duplicate copies (identical, conflicting, corrupt) and ties in
-    created_at; shuffled; with a random terminal id."""
+    """A random call tree: roots, children (verified, ghost, unresolved, null, wrong parent; some
+    stored as delta records), retries (twins or not), duplicate copies (identical, conflicting,
+    corrupt) and ties in created_at; shuffled; with a random terminal id."""
     rng = random.Random(seed)
     conv = Conv(start=1000)
     ids: list[str] = []
@@ -1192,15 +1193,16 @@ def _random_scenario(seed: int) -> tuple[list[dict], str | None]:
             of = rng.choice(ids)
             kind = rng.random()
             if kind < 0.7:
-                conv.child(cid, of, created_at=t, gen_len=gen_len, inter_len=rng.randint(0, 2))
+                conv.child(cid, of, created_at=t, gen_len=gen_len, inter_len=rng.randint(0, 2),
+                           delta=rng.random() < 0.4)
             elif kind < 0.8:
-                conv.child(cid, of, created_at=t, gen_len=gen_len, parent="call-ghost")
+                conv.child(cid, of, created_at=t, gen_len=gen_len, parent="call-ghost", delta=rng.random() < 0.3)
             elif kind < 0.88:
                 conv.child(cid, of, created_at=t, gen_len=gen_len, resolution="unresolved")
             elif kind < 0.94:
                 conv.child(cid, of, created_at=t, gen_len=gen_len, resolution=None, parent=rng.choice([None, of]))
             else:
-                conv.child(cid, of, created_at=t, gen_len=gen_len, parent=rng.choice(ids))
+                conv.child(cid, of, created_at=t, gen_len=gen_len, parent=rng.choice(ids), delta=rng.random() < 0.5)
         elif act < 0.9:
             conv.retry(cid, rng.choice(ids), twin=rng.random() < 0.5, created_at=t)
         else:

@@ -169,7 +169,8 @@ def test_jsonl_last_line_without_newline_is_ordinary() -> None:
 
 def test_jsonl_blank_lines_are_skipped() -> None:
     conv = _two_call()
-    data = b"\n  \n" + json.dumps(conv.records[0]).encode() + b"\n\t\n\r\n" + json.dumps(conv.records[1]).encode() + b"\n\n"
+    first, second = (json.dumps(r).encode() for r in conv.records)
+    data = b"\n  \n" + first + b"\n\t\n\r\n" + second + b"\n\n"
     [snap] = load_snapshots(data)
     assert _ids(snap) == ["call-1", "call-2"]
 
