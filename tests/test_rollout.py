@@ -357,3 +357,31 @@ def test_a_non_twin_retry_does_not_withhold_the_verdict() -> None:
     assert r["mask_reasons"] == []
     assert r["metrics"]["status"] == "incomplete"
     assert r["metrics"]["incomplete_reason"] == "max_output_tokens"
+
+
+def test_a_twin_outside_the_retry_group_still_counts() -> None:
+    # call-u repeats call-2's request token for token but its lineage was lost (unresolved):
+    # it is a twin of the delivered last call all the same (identical full sequence).
+    conv = Conv()
+    conv.root("call-1")
+    conv.child("call-2", "call-1", finish_reason="length")
+    conv.retry("call-u", "call-2", twin=True, resolution="unresolved", parent=None, finish_reason="stop")
+    r = run(conv)
+    assert r["mask_reasons"] == ["unresolved_parent_calls", "multiple_roots", "multiple_chains"]
+    assert [link.entry.model_call_id for link in r["build"].chains[0].links] == ["call-1", "call-2"]
+    assert r["metrics"]["status"] == "completed"
+    refused = run(conv, refusals=[make_refusal("x", parent="call-u", recorded_at=99.0)])
+    assert refused["metrics"]["incomplete_reason"] == "max_output_tokens"
+
+
+def test_excluded_or_empty_calls_are_not_twins() -> None:
+    conv = Conv()
+    conv.root("call-1")
+    conv.child("call-2", "call-1", finish_reason="length")
+    conv.retry("call-3", "call-2", twin=True, finish_reason="stop", cum_len=1)     # corrupt: excluded
+    conv.child("call-4", "call-2", inter=[], gen=[], finish_reason="stop")         # same sequence, no generation
+    r = run(conv, terminal="call-2")
+    assert r["build"].notes.empty_generation_calls == ["call-4"]
+    assert "call-3" not in r["build"].entries
+    assert r["metrics"]["status"] == "incomplete"
+    assert r["metrics"]["incomplete_reason"] == "max_output_tokens"
