@@ -122,7 +122,8 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
-            return [], path, f"{path}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+            strerror = exc.strerror if isinstance(exc, OSError) else None
+            return [], path, f"{path}: {strerror}" if strerror else str(exc)
         return [source], path, None
 
     scenarios = src.sample_scenarios(SAMPLE_DIR)

@@ -1,0 +1,343 @@
+"""The Streamlit app (app.py) driven headless with `streamlit.testing.v1.AppTest`.
+
+Downloads are deferred (Streamlit calls the payload function when the button is
+clicked), so the tests capture the payload functions the page registers and compare
+their bytes with what `tokencap build` writes for the same input and anchor.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.testing.v1 import AppTest
+
+from synth_snapshots import Capture, kitchen_sink
+from tokencap import load_snapshots
+from tokencap.export import loss_mask_csv
+from tokencap.lossmask import loss_mask
+from tokencap.rollout import build_rollout
+from tokencap.views import sources as src
+
+REPO = Path(__file__).resolve().parent.parent
+APP = REPO / "app.py"
+SAMPLES = REPO / "sample_data"
+UPSTREAM = REPO / "tests" / "data" / "upstream_store"
+TIMEOUT = 60
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """file name -> payload function, for every download button the page registered."""
+    captured: dict[str, object] = {}
+    original = MediaFileManager.add_deferred
+
+    def spy(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        captured[file_name] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
+    return captured
+
+
+def open_app(monkeypatch, *args: str, tab: str | None = None) -> AppTest:
+    monkeypatch.setattr(sys, "argv", [str(APP), *args])
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    if tab is not None:
+        at.session_state["tab"] = tab
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def rerun(at: AppTest, tab: str | None = None) -> AppTest:
+    if tab is not None:
+        at.session_state["tab"] = tab
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def heading(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("## "))
+
+
+def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
+    at.file_uploader(key="uploader").set_value([(name, data, "application/octet-stream") for name, data in files])
+    return rerun(at)
+
+
+def cli_build(source: Path, *extra: str, tmp_path: Path) -> bytes:
+    out = tmp_path / f"cli-{len(list(tmp_path.iterdir()))}.json"
+    proc = subprocess.run([sys.executable, "-m", "tokencap", "build", str(source), *extra, "-o", str(out)],
+                          capture_output=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_bytes()
+
+
+def rollout_keys(*sources: src.Source) -> list[str]:
+    """The rollout selector's values (labels are what AppTest lists as options)."""
+    return [r.key for r in src.rollout_refs(src.load_source(s) for s in sources)]
+
+
+def store_zip(directory: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for f in sorted(directory.iterdir()):
+            zf.write(f, f"{directory.name}/{f.name}")
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def test_default_start_opens_the_sample_scenarios(monkeypatch):
+    at = open_app(monkeypatch)
+    scenario = at.selectbox(key="scenario")
+    assert scenario.value == "subagent_branch.json"
+    assert "capture_store" in scenario.options or "capture store" in scenario.options
+    assert heading(at) == "## subagent\\-branch"
+    assert [m.label for m in at.metric] == ["calls", "chains", "delivered", "quarantined", "unresolved", "empty gen.",
+                                            "refusals"]
+    assert at.error[0].value.startswith("**Masked")
+    assert "multiple_chains" in at.error[0].value
+    assert len(at.get("plotly_chart")) == 1
+    assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export"]
+    # The terminal call is selected and detailed.
+    assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0005"
+    assert any(m.value.startswith("#### call\\-0005") for m in at.markdown)
+
+
+def test_scenario_picker_switches_source(monkeypatch):
+    at = open_app(monkeypatch)
+    at.selectbox(key="scenario").set_value("capture_store")
+    rerun(at)
+    rollout = at.selectbox(key="rollout")
+    assert rollout.options == ["✓ trainable · store-complete", "✗ masked: capture_incomplete · store-interrupted"]
+    assert heading(at) == "## store\\-complete"
+
+
+@pytest.mark.parametrize("scenario", [s.name for s in src.sample_scenarios(SAMPLES)])
+def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
+    monkeypatch.setattr(sys, "argv", [str(APP)])
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.session_state["scenario"] = scenario
+    at.run()
+    assert not at.exception, at.exception
+    for tab in ("Loss mask", "Verdicts", "Export"):
+        rerun(at, tab)
+    expected = json.loads((SAMPLES / "expected.json").read_text())[scenario]["rollouts"]
+    first = next(iter(expected.values()))
+    banner = (at.success if not first["mask_sample"] else at.error)[0].value
+    assert banner.startswith("**Trainable" if not first["mask_sample"] else "**Masked")
+
+
+def test_path_argument_opens_a_capture_store(monkeypatch):
+    at = open_app(monkeypatch, str(UPSTREAM))
+    rollout = at.selectbox(key="rollout")
+    assert len(rollout.options) == 2
+    assert heading(at) == "## task3\\-rollout0\\-attempt0"
+    rollout.set_value(rollout_keys(src.source_from_path(UPSTREAM))[1])
+    rerun(at)
+    assert heading(at) == "## task4\\-rollout1\\-attempt0"
+    assert "capture_incomplete" in at.error[0].value
+
+
+def test_path_argument_to_a_missing_file_is_an_error_in_the_page(monkeypatch, tmp_path):
+    at = open_app(monkeypatch, str(tmp_path / "nope.json"))
+    assert any("nope\\.json" in e.value and "no such file" in e.value for e in at.error)
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def test_upload_snapshot_json(monkeypatch):
+    at = open_app(monkeypatch)
+    upload(at, ("sink.json", kitchen_sink().json_bytes()))
+    assert heading(at) == "## kitchen\\-sink"
+    assert any("Showing 1 uploaded file" in c.value for c in at.sidebar.caption)
+    assert {m.label: m.value for m in at.metric}["calls"] == "12"
+
+
+def test_upload_jsonl_with_several_rollouts_gets_a_verdict_selector(monkeypatch):
+    at = open_app(monkeypatch)
+    upload(at, ("entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()))
+    rollout = at.selectbox(key="rollout")
+    assert len(rollout.options) == 3
+    labels = rollout.options
+    assert all(label.startswith("✓ trainable") for label in labels)
+    assert any("jsonl-refusal-ended" in label and "incomplete" in label for label in labels)
+
+
+def test_upload_zip_of_a_capture_store(monkeypatch):
+    at = open_app(monkeypatch)
+    upload(at, ("store.zip", store_zip(SAMPLES / "capture_store")))
+    rollout = at.selectbox(key="rollout")
+    assert [o.split(" · ")[-1] for o in rollout.options] == ["store-complete", "store-interrupted"]
+
+
+def test_several_uploads_and_a_bad_file(monkeypatch):
+    at = open_app(monkeypatch)
+    bad = b'{"rollout_id": "r", "model_call_id": "c1"}\n{"oops": \n'
+    good, zipped = kitchen_sink().json_bytes(), store_zip(UPSTREAM)
+    upload(at, ("good.json", good), ("bad.jsonl", bad), ("store.zip", zipped))
+    errors = [e.value for e in at.error if "Could not load" in e.value]
+    assert len(errors) == 1
+    assert "bad\\.jsonl" in errors[0] and "line" in errors[0]
+    assert not at.exception
+    rollout = at.selectbox(key="rollout")
+    assert len(rollout.options) == 3  # the good file and both store rollouts stay usable
+    assert all(o.endswith(("(good.json)", "(store.zip)")) for o in rollout.options)  # several files: names shown
+    rollout.set_value(rollout_keys(src.source_from_bytes("good.json", good),
+                                   src.source_from_bytes("store.zip", zipped))[2])
+    rerun(at)
+    assert heading(at) == "## task4\\-rollout1\\-attempt0"
+
+
+def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
+    hostile = "<img src=x onerror=alert(1)>[x](javascript:alert(1)):red[boo]"
+    c = Capture(hostile)
+    c.call("c<b>1</b>", new=5, text="**not bold** <script>alert(1)</script> [link](http://evil)")
+    at = open_app(monkeypatch)
+    upload(at, ("hostile.json", c.json_bytes()))
+    for element in list(at.markdown) + list(at.caption) + list(at.error) + list(at.success):
+        value = element.value
+        # Markdown only ever sees the escaped characters: no raw tag, link or directive.
+        assert not re.search(r"(?<!\\)<", value), value
+        assert "](" not in value and ":red[" not in value, value
+    assert heading(at).startswith("## \\<img")
+    # Output text is shown verbatim as plain text.
+    assert any(code.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for code in at.code)
+
+
+# --------------------------------------------------------------------------- switching and caching
+
+
+def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
+    import tokencap.views.model as model_module
+
+    st.cache_resource.clear()
+    calls: list[str | None] = []
+    real = model_module.build_rollout
+
+    def counting(snapshot, terminal_call_id=None, model=""):
+        calls.append(terminal_call_id)
+        return real(snapshot, terminal_call_id=terminal_call_id, model=model)
+
+    monkeypatch.setattr(model_module, "build_rollout", counting)
+    at = open_app(monkeypatch, str(SAMPLES / "multi_rollout_entries.jsonl"))
+    assert len(calls) == 3  # each rollout built once, up front, for its verdict
+    for key in rollout_keys(src.source_from_path(SAMPLES / "multi_rollout_entries.jsonl")):
+        at.selectbox(key="rollout").set_value(key)
+        rerun(at)
+        for tab in ("Loss mask", "Verdicts", "Call tree"):
+            rerun(at, tab)
+    rerun(at)
+    assert len(calls) == 3
+    # Anchoring builds once more, and only once.
+    rerun(at, "Export")
+    anchor = next(s for s in at.selectbox if s.key.startswith("anchor_w:"))
+    first_call = anchor.options[1].split(" · ")[0]
+    anchor.set_value(first_call)
+    rerun(at)
+    rerun(at, "Call tree")
+    rerun(at, "Export")
+    assert len(calls) == 4 and calls[-1] == first_call
+
+
+def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    pick.set_value("call:call-0003")
+    rerun(at)
+    assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
+    assert any("do not open this call" in e.value for e in at.error)
+    checks = [df.value for df in at.dataframe if "check" in df.value.columns]
+    assert checks and "✗" in set(checks[0]["ok"])
+    # The selection survives a visit to another tab.
+    rerun(at, "Verdicts")
+    rerun(at, "Call tree")
+    assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
+
+
+def test_loss_mask_tab_pages_and_decodes(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "long_rollout_delta.json"), tab="Loss mask")
+    snapshot = load_snapshots(SAMPLES / "long_rollout_delta.json")[0]
+    total = len(loss_mask(build_rollout(snapshot).build.main))
+    assert total > 4096
+    page = next(s for s in at.slider if s.key.startswith("mask_pagew:"))
+    assert page.max == -(-total // 2048)
+    page.set_value(2)
+    rerun(at)
+    assert any(c.value.startswith("Positions 2,048–4,095") for c in at.caption)
+    assert len(at.get("plotly_chart")) == 3  # overview, strip, log-probs
+    from test_views_mask_export import _word_tokenizer_json
+
+    at.file_uploader(key="tokenizer").set_value(("tokenizer.json", _word_tokenizer_json(), "application/json"))
+    rerun(at)
+    assert any("generated" in set(df.value["kind"]) for df in at.dataframe if "kind" in df.value.columns)
+
+
+# --------------------------------------------------------------------------- anchoring and export
+
+
+def test_export_downloads_equal_tokencap_build(monkeypatch, downloads, tmp_path):
+    source = SAMPLES / "subagent_branch.json"
+    open_app(monkeypatch, str(source), tab="Export")
+    cli = cli_build(source, tmp_path=tmp_path)
+    assert downloads["subagent-branch.result.json"]() == cli
+    assert json.loads(downloads["subagent-branch.response.json"]()) == json.loads(cli)["rebuilt_response"]
+    snapshot = load_snapshots(source)[0]
+    assert downloads["subagent-branch.loss_mask.csv"]() == loss_mask_csv(loss_mask(build_rollout(snapshot).build.main))
+    assert downloads["tokencap_results.jsonl"]() == cli
+
+
+def test_jsonl_of_every_loaded_rollout(monkeypatch, downloads, tmp_path):
+    source = SAMPLES / "multi_rollout_entries.jsonl"
+    open_app(monkeypatch, str(source), tab="Export")
+    assert downloads["tokencap_results.jsonl"]() == cli_build(source, tmp_path=tmp_path)
+
+
+def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, downloads, tmp_path):
+    source = SAMPLES / "final_retry_unresolved.json"
+    at = open_app(monkeypatch, str(source), tab="Export")
+    assert at.error[0].value.startswith("**Masked") and "unresolved_retries" in at.error[0].value
+    anchor = next(s for s in at.selectbox if s.key.startswith("anchor_w:"))
+    assert anchor.value is None and anchor.options[0].startswith("(none)")
+    anchor.set_value("call-0004")
+    rerun(at)
+    assert at.success[0].value.startswith("**Trainable")
+    assert any("changes from masked to trainable" in c.value for c in at.caption)
+    cli = cli_build(source, "--terminal-call-id", "call-0004", tmp_path=tmp_path)
+    assert downloads["final-retry-unresolved.at-call-0004.result.json"]() == cli
+    assert json.loads(downloads["final-retry-unresolved.at-call-0004.response.json"]()) == \
+        json.loads(cli)["rebuilt_response"]
+    assert downloads["tokencap_results.jsonl"]() == cli  # the one loaded rollout, with its anchor
+    assert any("--terminal-call-id call-0004" in c.value for c in at.code)
+    # The whole page follows the anchor, and it survives other tabs.
+    rerun(at, "Call tree")
+    assert any("anchored on call\\-0004" in c.value for c in at.caption)
+    assert at.success[0].value.startswith("**Trainable")
+    # Back to no anchor.
+    rerun(at, "Export")
+    next(s for s in at.selectbox if s.key.startswith("anchor_w:")).set_value(None)
+    rerun(at)
+    assert at.error[0].value.startswith("**Masked")
+
+
+def test_anchoring_on_a_quarantined_call_masks_with_terminal_not_delivered(monkeypatch, downloads, tmp_path):
+    source = SAMPLES / "retry_resolved_by_child.json"
+    at = open_app(monkeypatch, str(source), tab="Export")
+    next(s for s in at.selectbox if s.key.startswith("anchor_w:")).set_value("call-0002")
+    rerun(at)
+    assert "terminal_call_not_delivered" in at.error[0].value
+    assert downloads["retry-resolved-by-child.at-call-0002.result.json"]() == \
+        cli_build(source, "--terminal-call-id", "call-0002", tmp_path=tmp_path)
