@@ -95,15 +95,22 @@ def _cmd_app(args: argparse.Namespace) -> int:
     return subprocess.call(cmd)
 
 
+def _fail(message: str) -> int:
+    message = " ".join(message.split())  # one line, whatever the record held
+    print(f"tokencap: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "app": _cmd_app}[args.command]
     try:
         return handler(args)
     except (LoadError, RecordError, _UsageError) as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the record held
-        print(f"tokencap: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _fail(str(exc))
+    except (ValueError, OverflowError, UnicodeError, OSError) as exc:
+        # Anything else the input provoked: still one line, still exit 2, never a traceback.
+        return _fail(f"{args.source}: {type(exc).__name__}: {exc}")
     except BrokenPipeError:
         return EXIT_OK
 

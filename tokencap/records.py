@@ -125,7 +125,10 @@ class _Checker:
     def number(self, name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise self.fail(name, f"must be a number, got {_type_name(value)}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise self.fail(name, "is too large to be a number of seconds") from None
 
     def boolean(self, name: str, value: Any) -> bool:
         if not isinstance(value, (bool, np.bool_)):
@@ -182,7 +185,11 @@ class _Checker:
             for pos, lp in enumerate(value):
                 if isinstance(lp, (bool, np.bool_)) or not isinstance(lp, (int, float, np.integer, np.floating)):
                     raise self.fail(name, f"log-probability at position {pos} is {_type_name(lp)} ({lp!r}); it must be a finite number")
-            arr = np.array(value, dtype=np.float64)
+            try:
+                arr = np.array(value, dtype=np.float64)
+            except OverflowError:
+                bad = next(i for i, lp in enumerate(value) if isinstance(lp, int) and abs(lp) > 1e308)
+                raise self.fail(name, f"log-probability at position {bad} is too large; it must be a finite number") from None
         if arr.size and not np.isfinite(arr).all():
             bad = int(np.argmin(np.isfinite(arr)))
             raise self.fail(name, f"log-probability at position {bad} is {arr[bad]!r}; it must be a finite number")
@@ -413,6 +420,19 @@ class EngineRefusalRecord:
 # --------------------------------------------------------------------------- snapshot
 
 
+class FrozenList(list):
+    """A list that refuses changes: a loaded snapshot is immutable, yet still equals a list."""
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
+        raise TypeError("a loaded snapshot is immutable; build a new TokenCaptureSnapshot instead")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (FrozenList, (list(self),))
+
+
 @dataclass(frozen=True, eq=False)
 class TokenCaptureSnapshot:
     """All records of one rollout, frozen; plus what the loader had to skip or infer."""
@@ -425,6 +445,12 @@ class TokenCaptureSnapshot:
     incomplete: bool = False
     source_notes: list[str] = field(default_factory=list)
     load_error: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("entries", "engine_refusals", "source_notes"):
+            value = getattr(self, name)
+            if not isinstance(value, FrozenList):
+                object.__setattr__(self, name, FrozenList(value))
 
     def to_dict(self) -> dict[str, Any]:
         return {

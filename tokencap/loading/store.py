@@ -185,6 +185,14 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
     )
 
 
+def _message(exc: Exception, name: str | None = None) -> str:
+    """Our own errors already say where; anything else gets its type and the file."""
+    if isinstance(exc, (LoadError, RecordError)):
+        return str(exc)
+    prefix = f"{name}: " if name else ""
+    return f"{prefix}{type(exc).__name__}: {exc}"
+
+
 def _base_name(name: str) -> str:
     for ext in (".jsonl", ".json"):
         if name.endswith(ext):
@@ -204,14 +212,14 @@ def load_store(source: FileSource) -> list[TokenCaptureSnapshot]:
         origin = f"{rid}.tokens.*"
         try:
             add(origin, _load_store_rollout(source, rollout))
-        except (LoadError, RecordError, OSError) as exc:
-            add(origin, TokenCaptureSnapshot.failed(rid, str(exc)))
+        except Exception as exc:  # noqa: BLE001 -- one bad rollout must not hide the others
+            add(origin, TokenCaptureSnapshot.failed(rid, _message(exc)))
     for name in loose:
         try:
             for snap in load_text(source.read(name), name):
                 add(name, snap)
-        except (LoadError, RecordError, OSError) as exc:
-            add(name, TokenCaptureSnapshot.failed(_base_name(name), str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            add(name, TokenCaptureSnapshot.failed(_base_name(name), _message(exc, name)))
     out = []
     for rid in sorted(found):
         sources = found[rid]

@@ -16,7 +16,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry
-from .wire import RecordDecoder, decode_raw_object, decode_value
+from .wire import RecordDecoder, decode_field, decode_raw_object, decode_value
 
 
 class LoadError(ValueError):
@@ -90,7 +90,10 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
 def _decode_optional(raw: Raw | UnsetType, default, kind: type | tuple, label: str, where: str):
     if raw is UNSET:
         return default
-    value = decode_value(raw)
+    try:
+        value = decode_value(raw)
+    except msgspec.MsgspecError as exc:
+        raise LoadError(f"{where}: snapshot field {label!r} cannot be read: {str(exc).split(' - at ')[0]}") from None
     if value is None and default is None:
         return None
     if isinstance(value, bool) and kind is not bool:
@@ -111,7 +114,7 @@ def _snapshot_from_wire(wire: _SnapshotWire, name: str | None) -> TokenCaptureSn
         raise LoadError(str(exc.located(_where(name, f"entry {index}" if index is not None else None)))) from None
     refusals: list[EngineRefusalRecord] = []
     if wire.engine_refusals is not UNSET:
-        items = decode_value(wire.engine_refusals)
+        items = _decode_optional(wire.engine_refusals, None, list, "engine_refusals", where)
         if items is None:
             items = []
         if not isinstance(items, list):
@@ -194,9 +197,12 @@ def read_jsonl_records(data: bytes | memoryview, where: str, *, refusals_only: b
             raise LoadError(f"{where}, line {line}: expected one JSON object per line") from None
         except msgspec.DecodeError as exc:
             raise LoadError(f"{where}, line {line}: not valid JSON ({exc})") from None
-        record_type = decode_value(raw["record_type"]) if "record_type" in raw else None
-        rollout = decode_value(raw["rollout_id"]) if "rollout_id" in raw else None
-        call = decode_value(raw["model_call_id"]) if "model_call_id" in raw else None
+        try:
+            record_type = decode_field(raw, "record_type") if "record_type" in raw else None
+            rollout = decode_field(raw, "rollout_id") if "rollout_id" in raw else None
+            call = decode_field(raw, "model_call_id") if "model_call_id" in raw else None
+        except RecordError as exc:
+            raise LoadError(str(exc.located(f"{where}, line {line}"))) from None
         call_part = f"call {call!r}: " if isinstance(call, str) else ""
         if not isinstance(rollout, str):
             raise LoadError(f"{where}, line {line}: {call_part}field 'rollout_id' is missing or not a string")

@@ -44,6 +44,23 @@ def decode_value(raw: msgspec.Raw | bytes) -> Any:
     return _decode_any(raw)
 
 
+def decode_field(record: RawRecord, name: str) -> Any:
+    """One field's value; an undecodable one (a number out of range, invalid UTF-8) is a
+    RecordError naming the call and the field."""
+    try:
+        return _decode_any(record[name])
+    except msgspec.MsgspecError as exc:
+        call_id = None
+        if name != "model_call_id" and "model_call_id" in record:
+            try:
+                value = _decode_any(record["model_call_id"])
+                call_id = value if isinstance(value, str) else None
+            except msgspec.MsgspecError:
+                pass
+        problem = str(exc).split(" - at ")[0]
+        raise RecordError(f"the value cannot be read: {problem}", call_id=call_id, field=name) from None
+
+
 class _Text:
     """A JSON array's text as a zero-copy uint8 view, with the bounds of its body."""
 
@@ -150,7 +167,7 @@ class RecordDecoder:
         out: dict[str, Any] = {}
         for name, value in raw.items():
             if name not in skip:
-                out[name] = _decode_any(value)
+                out[name] = decode_field(raw, name)
         return out
 
     def refusal(self, raw: RawRecord) -> EngineRefusalRecord:
@@ -166,7 +183,13 @@ class RecordDecoder:
         Records are parsed shortest prompt text first so a parent is parsed before the
         children whose text may reuse it. The result keeps the input order.
         """
-        plain = [self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)) for r in raws]
+        plain = []
+        for i, r in enumerate(raws):
+            try:
+                plain.append(self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)))
+            except RecordError as exc:
+                exc.record_index = i
+                raise
         parsed: dict[str, _ParsedTokens] = {}
         results: list[TokenEntry | None] = [None] * len(raws)
         order = sorted(range(len(raws)), key=lambda i: len(raws[i].get("prompt_token_ids", b"")))
@@ -187,11 +210,11 @@ class RecordDecoder:
         if tokens is None:
             # Slow, exact path: Python values, so validation can name the bad element.
             for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
-                data[name] = _decode_any(raw[name])
+                data[name] = decode_field(raw, name)
             return TokenEntry.from_dict(data)
         logprobs = self._arrays.parse(raw[LOGPROB_FIELD], "d")
         if logprobs is None:
-            data[LOGPROB_FIELD] = _decode_any(raw[LOGPROB_FIELD])
+            data[LOGPROB_FIELD] = decode_field(raw, LOGPROB_FIELD)
         else:
             data[LOGPROB_FIELD] = logprobs
         data["prompt_token_ids"] = tokens.full[: tokens.prompt_len]

@@ -584,7 +584,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     lanes = max(model.lanes, 1)
     entries = sum(1 for t in traces if t.showlegend is not False)
     groups = len({t.legendgroup for t in traces if t.showlegend is not False})
-    legend_height = 30 + 20 * entries + 26 * groups
+    legend_height = 60 + 22 * entries + 30 * groups
     fig_height = height or int(min(760, max(300, 150 + 42 * lanes, legend_height)))
     span = max(model.max_depth, 1)
     fig = go.Figure(data=traces)

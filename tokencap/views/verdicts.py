@@ -23,7 +23,6 @@ from .text import fmt_fraction, fmt_int
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
-    "max_output_tokens": "the output was cut at the token limit (a `length` stop, or a context-window refusal ended the run)",
     "content_filter": "the last generation was stopped by the content filter",
 }
 
@@ -66,8 +65,16 @@ def verdict_banner(result: RolloutResult) -> Banner:
                 f"Masked — the trainer drops this rollout ({n_reasons} reason{'s' if n_reasons != 1 else ''})")
     status = m.get("status")
     reason = m.get("incomplete_reason")
-    status_text = STATUS_TEXT.get(reason or status or "", "") if status else \
-        "no delivered chain with generated tokens, so no response was built"
+    ended_by = next((v.refusal.model_call_id for v in result.refusal_verdicts if v.ended_chain), None)
+    if not status:
+        status_text = "no delivered chain with generated tokens, so no response was built"
+    elif ended_by is not None:
+        status_text = (f"engine refusal {ended_by} ended the run: the next request did not fit the context window "
+                       "(see Verdicts)")
+    elif reason == "max_output_tokens":
+        status_text = "the last generation hit the output-token limit (finish_reason "length")"
+    else:
+        status_text = STATUS_TEXT.get(reason or status, "")
     build = result.build
     failures = sum(m.get("parent_link_failures", {}).values())
     metrics = [
