@@ -80,11 +80,23 @@ def render_text(result: RolloutResult) -> str:
         children[link.linked_parent].append(cid)
     for kids in children.values():
         kids.sort(key=lambda c: (build.entries[c].created_at, c))
+    refusals_under: dict[str | None, list] = defaultdict(list)
+    for verdict_ in result.refusal_verdicts:
+        refusals_under[verdict_.refusal.parent_call_id].append(verdict_)
     stack = [(cid, 0) for cid in reversed(children[None])]
     while stack:
         cid, depth = stack.pop()
         lines.append("  " + "  " * depth + _describe(build, cid, roles))
+        for verdict_ in refusals_under.pop(cid, []):
+            r = verdict_.refusal
+            outcome = "ENDED THE ROLLOUT" if verdict_.ended_chain else "no effect on the verdict"
+            lines.append("  " + "  " * (depth + 1) + f"! refusal {r.model_call_id} (code {r.code!r}): {outcome}")
         stack.extend((kid, depth + 1) for kid in reversed(children.get(cid, [])))
+    for parent, verdicts_ in refusals_under.items():
+        for verdict_ in verdicts_:
+            r = verdict_.refusal
+            where = f"continued {parent!r}, which is not chained" if parent else "no known parent"
+            lines.append(f"  ! refusal {r.model_call_id} (code {r.code!r}): {where}")
     if build.notes.empty_generation_calls:
         lines.append(f"empty generations (not chained): {', '.join(build.notes.empty_generation_calls)}")
     for cid, reason in build.excluded.items():
@@ -107,6 +119,7 @@ def render_text(result: RolloutResult) -> str:
     notes = build.notes
     lines.append("")
     lines.append("notes")
+    before = len(lines)
     if notes.parent_link_failures:
         for reason, count in notes.parent_link_failures.items():
             lines.append(f"  {reason}: {count}")
@@ -118,6 +131,8 @@ def render_text(result: RolloutResult) -> str:
         lines.append(f"  unresolved retries: {', '.join(notes.unresolved_retries)}")
     if notes.unresolved_parent_calls:
         lines.append(f"  unresolved parent calls: {', '.join(notes.unresolved_parent_calls)}")
+    if len(lines) == before:
+        lines.append("  nothing to report: every link verified, no retries left open")
     fr = result.finish_reason_verdict
     lines.append("")
     lines.append("verdicts")

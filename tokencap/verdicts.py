@@ -104,7 +104,7 @@ def judge_refusal(refusal: EngineRefusalRecord, terminal: TokenEntry | None, out
     served_after = sorted(t.model_call_id for t in twins if t.created_at >= refusal.recorded_at)
     conditions.append(Condition(
         "not recovered", not served_after,
-        f"no twin of {t_id!r} was served at or after the refusal (recorded at {refusal.recorded_at:g})"
+        f"no twin of {t_id!r} was served at or after the refusal (recorded at {refusal.recorded_at:.3f})"
         if not served_after else
         f"{', '.join(served_after)} was served at or after the refusal: the harness recovered"))
     return RefusalVerdict(refusal, tuple(conditions))

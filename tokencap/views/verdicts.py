@@ -72,7 +72,7 @@ def verdict_banner(result: RolloutResult) -> Banner:
         status_text = (f"engine refusal {ended_by} ended the run: the next request did not fit the context window "
                        "(see Verdicts)")
     elif reason == "max_output_tokens":
-        status_text = "the last generation hit the output-token limit (finish_reason "length")"
+        status_text = "the last generation hit the output-token limit (finish_reason 'length')"
     else:
         status_text = STATUS_TEXT.get(reason or status, "")
     build = result.build
