@@ -102,6 +102,17 @@ class _Checker:
     def __init__(self, call_id: str | None) -> None:
         self.call_id = call_id
 
+    def identity(self, record: Any, versions: range, kind: str) -> int:
+        """Check the ids every record carries and its schema version; returns the version."""
+        self.string("model_call_id", record.model_call_id)
+        self.string("rollout_id", record.rollout_id)
+        version = self.integer("schema_version", record.schema_version)
+        if version not in versions:
+            accepted = f"{versions.start}..{versions.stop - 1}" if len(versions) > 1 else str(versions.start)
+            raise self.fail("schema_version", f"{kind} schema version {version} is not supported; this reader "
+                            f"accepts {accepted}")
+        return version
+
     def fail(self, name: str, problem: str) -> RecordError:
         return RecordError(problem, call_id=self.call_id, field=name)
 
@@ -260,13 +271,7 @@ class TokenEntry:
     def __post_init__(self) -> None:
         check = _Checker(self.model_call_id if isinstance(self.model_call_id, str) else None)
         put = object.__setattr__
-        check.string("model_call_id", self.model_call_id)
-        check.string("rollout_id", self.rollout_id)
-        version = check.integer("schema_version", self.schema_version)
-        if version not in TOKEN_ENTRY_SCHEMA_VERSIONS:
-            raise check.fail("schema_version", f"schema version {version} is not supported; this reader accepts "
-                             f"{TOKEN_ENTRY_SCHEMA_VERSIONS.start}..{TOKEN_ENTRY_SCHEMA_VERSIONS.stop - 1}")
-        put(self, "schema_version", version)
+        put(self, "schema_version", check.identity(self, TOKEN_ENTRY_SCHEMA_VERSIONS, "token entry"))
         put(self, "prompt_token_ids", check.token_ids("prompt_token_ids", self.prompt_token_ids))
         put(self, "generation_token_ids", check.token_ids("generation_token_ids", self.generation_token_ids))
         put(self, "generation_log_probs", check.log_probs("generation_log_probs", self.generation_log_probs))
@@ -373,13 +378,7 @@ class EngineRefusalRecord:
     def __post_init__(self) -> None:
         check = _Checker(self.model_call_id if isinstance(self.model_call_id, str) else None)
         put = object.__setattr__
-        check.string("model_call_id", self.model_call_id)
-        check.string("rollout_id", self.rollout_id)
-        version = check.integer("schema_version", self.schema_version)
-        if version not in ENGINE_REFUSAL_SCHEMA_VERSIONS:
-            raise check.fail("schema_version", f"engine refusal schema version {version} is not supported; "
-                             "this reader accepts 1")
-        put(self, "schema_version", version)
+        put(self, "schema_version", check.identity(self, ENGINE_REFUSAL_SCHEMA_VERSIONS, "engine refusal"))
         put(self, "recorded_at", check.number("recorded_at", self.recorded_at))
         resolution = check.resolution("parent_resolution", self.parent_resolution, nullable=False)
         put(self, "parent_resolution", resolution)
