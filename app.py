@@ -192,7 +192,7 @@ def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
             st.error(f"**{banner.headline}**\n\n{reasons}", icon=":material/block:")
     with right:
         status = banner.status_line
-        body = f"**Response status: {md_escape(status)}**  \n{banner.status_text}"
+        body = f"**Response status: {md_escape(status)}**  \n{md_escape(banner.status_text)}"
         if banner.status == "completed":
             st.info(body, icon=":material/flag:")
         else:
@@ -568,7 +568,9 @@ def main() -> None:
             else:
                 all_views = [rollout_view(r.source_key, r.index, STATE["anchors"].get(r.key), by_key[r.source_key])
                              for r in refs]
-                show_export_tab(base, view, rk, ref, source_label, all_views, len(refs) > 1)
+                label = ref.source_name if source_label == "uploaded files" else source_label
+                several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
+                show_export_tab(base, view, rk, ref, label, all_views, several)
 
 
 main()

@@ -1,0 +1,154 @@
+"""The app in a real browser: Streamlit server + Debian's Chromium driven by Playwright.
+
+Starts `streamlit run app.py` on a free localhost port, uploads a snapshot through the
+sidebar's file input, waits for the call tree, clicks a node (at the pixel where plotly
+drew it), checks the detail panel follows, downloads the Responses JSON and the build
+result from the Export tab and compares them with `tokencap build`. A screenshot of the
+page is kept under the test's temporary directory (the path is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from synth_snapshots import kitchen_sink
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed")
+    pytest.importorskip("playwright.sync_api")
+    port = _free_port()
+    log = open(tmp_path / "streamlit.log", "wb")
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                    if resp.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail("streamlit did not start:\n" + (tmp_path / "streamlit.log").read_text())
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _node_pixel(page, call_key: str) -> tuple[float, float]:
+    """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping)."""
+    box = page.evaluate(
+        """(key) => {
+            const gd = [...document.querySelectorAll('.js-plotly-plot')][0];
+            for (const trace of gd._fullData) {
+                if (!trace.customdata || trace.mode !== 'markers') continue;
+                for (let i = 0; i < trace.customdata.length; i++) {
+                    const cd = trace.customdata[i];
+                    if ((Array.isArray(cd) ? cd[0] : cd) === key) {
+                        const L = gd._fullLayout, r = gd.getBoundingClientRect();
+                        return [r.left + L._size.l + L.xaxis.l2p(trace.x[i]),
+                                r.top + L._size.t + L.yaxis.l2p(trace.y[i])];
+                    }
+                }
+            }
+            return null;
+        }""", call_key)
+    assert box is not None, f"{call_key} is not drawn"
+    return box[0], box[1]
+
+
+def test_upload_click_and_download_in_chromium(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)  # a cold server and browser take a few seconds on first paint
+
+    capture = kitchen_sink()
+    snapshot = tmp_path / "kitchen-sink.json"
+    snapshot.write_bytes(capture.json_bytes())
+    cli_out = tmp_path / "cli.json"
+    subprocess.run([sys.executable, "-m", "tokencap", "build", str(snapshot), "-o", str(cli_out)], check=True,
+                   cwd=REPO)
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1500, "height": 1300}, accept_downloads=True)
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            page.goto(server)
+            # The default page: a bundled sample with its tree.
+            expect(page.locator(".js-plotly-plot").first).to_be_visible()
+
+            page.locator("section[data-testid='stSidebar'] input[type=file]").first.set_input_files(str(snapshot))
+            expect(page.get_by_role("heading", name="kitchen-sink")).to_be_visible()
+            expect(page.locator(".js-plotly-plot .scatterlayer .point").first).to_be_attached()
+            expect(page.get_by_text("c06 — On the delivered main chain")).to_be_visible()
+
+            # Click node c03: the detail panel follows the selection.
+            x, y = _node_pixel(page, "call:c03")
+            page.mouse.move(x, y)
+            page.mouse.click(x, y)
+            expect(page.get_by_text("c03 — On the delivered main chain")).to_be_visible()
+            expect(page.get_by_text("Verified: the parent's whole cumulative sequence opens this prompt")).to_be_visible()
+            page.wait_for_timeout(500)
+            shot = tmp_path / "app-tree.png"
+            page.screenshot(path=str(shot), full_page=True)
+
+            # Export: the Responses JSON and the build result, as tokencap build writes them.
+            page.get_by_role("tab", name="Export").click()
+            button = page.get_by_role("button", name="Responses JSON")
+            expect(button).to_be_visible()
+            with page.expect_download() as info:
+                button.click()
+            response_path = tmp_path / "downloaded.response.json"
+            info.value.save_as(str(response_path))
+            with page.expect_download() as info:
+                page.get_by_role("button", name="Build result JSON").click()
+            result_path = tmp_path / "downloaded.result.json"
+            info.value.save_as(str(result_path))
+            page.screenshot(path=str(tmp_path / "app-export.png"), full_page=True)
+        finally:
+            browser.close()
+
+    cli = cli_out.read_bytes()
+    assert json.loads(response_path.read_bytes()) == json.loads(cli)["rebuilt_response"]
+    assert result_path.read_bytes() == cli
+    assert shot.stat().st_size > 10_000
+    print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
