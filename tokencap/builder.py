@@ -17,6 +17,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -202,16 +203,17 @@ def _stamps_agree(entry: TokenEntry) -> bool:
 _PARALLEL_HASH_TOKENS = 1 << 20
 
 
-def _map_verify(check: Callable[[TokenEntry], bool], entries: list[TokenEntry]) -> list[bool]:
-    """``check`` over entries; on big rollouts in two threads (SHA-256 and the byte swap
+def _map_verify(check: Callable[[Any], bool], items: list[Any],
+                size: Callable[[Any], int] = lambda e: e.full_len) -> list[bool]:
+    """``check`` over items; on big rollouts in two threads (SHA-256 and the byte swap
     release the GIL, and hashing every record's full sequence dominates a large build)."""
-    total = sum(e.full_len for e in entries)
-    if total < _PARALLEL_HASH_TOKENS or len(entries) < 4:
-        return [check(e) for e in entries]
+    total = sum(size(e) for e in items)
+    if total < _PARALLEL_HASH_TOKENS or len(items) < 4:
+        return [check(e) for e in items]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(check, entries, chunksize=max(1, len(entries) // 16)))
+        return list(pool.map(check, items, chunksize=max(1, len(items) // 16)))
 
 
 def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], dict[str, str]]:
@@ -242,8 +244,9 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             sequences[entry.model_call_id] = seq
         return seq
 
+    pending: list[str] = []  # rebuilt deltas awaiting verification, parents first
     for call_id in sorted(c for c, e in kept.items() if e.prompt_is_delta):
-        if call_id in full or call_id in excluded:
+        if call_id in sequences or call_id in excluded:
             continue
         # Walk up to a full-prompt record (or a failure), then rebuild downwards.
         path: list[str] = []
@@ -254,7 +257,7 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             if cursor is None or cursor in excluded or cursor not in kept or cursor in on_path:
                 broken = True
                 break
-            if cursor in full:
+            if cursor in full or cursor in sequences:
                 break
             path.append(cursor)
             on_path.add(cursor)
@@ -263,23 +266,29 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             for c in path:
                 excluded[c] = DELTA_UNRECONSTRUCTABLE
             continue
-        base = sequence_of(full[cursor])
+        base = sequences[cursor] if cursor in sequences else sequence_of(full[cursor])
         for c in reversed(path):
             delta = kept[c]
-            suffix, generation = delta.prompt_token_ids, delta.generation_token_ids
-            seq = arena.extend(base, suffix, generation)
-            if delta.cum_len is None or delta.digest is None or delta.cum_len != seq.size \
-                    or delta.digest != digest_of_parts(seq):
-                # Unverifiable: this record and every delta built on it are dropped.
-                idx = path.index(c)
-                for d in path[: idx + 1]:
-                    excluded[d] = DELTA_UNRECONSTRUCTABLE
-                break
-            prompt_len = seq.size - generation.size
-            full[c] = replace(delta, prompt_token_ids=seq[:prompt_len], generation_token_ids=seq[prompt_len:],
-                              prompt_is_delta=False)
+            seq = arena.extend(base, delta.prompt_token_ids, delta.generation_token_ids)
             sequences[c] = seq
+            pending.append(c)
             base = seq
+    # Verify every rebuilt sequence against its stamps (hashing in parallel on big builds),
+    # then drop each failure and every delta built on it. `pending` lists parents first.
+    def verified(call_id: str) -> bool:
+        delta, seq = kept[call_id], sequences[call_id]
+        return delta.cum_len == seq.size and delta.digest is not None and delta.digest == digest_of_parts(seq)
+
+    bad: set[str] = set()
+    for c, ok in zip(pending, _map_verify(verified, pending, size=lambda c: sequences[c].size)):
+        if not ok or kept[c].parent_call_id in bad:
+            bad.add(c)
+            excluded[c] = DELTA_UNRECONSTRUCTABLE
+            continue
+        delta, seq = kept[c], sequences[c]
+        prompt_len = seq.size - delta.generation_token_ids.size
+        full[c] = replace(delta, prompt_token_ids=seq[:prompt_len], generation_token_ids=seq[prompt_len:],
+                          prompt_is_delta=False)
     return full, excluded
 
 
