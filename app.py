@@ -265,7 +265,7 @@ def show_detail(view: RolloutView, key: str) -> None:
     st.markdown(f"#### {md_escape(d.ident)} — {d.headline}")
     for fact in d.facts:
         st.caption(md_escape(fact))
-    left, right = st.columns([1, 1], gap="large")
+    left, right = st.columns([2, 3], gap="large")
     with left:
         if d.fields is not None:
             st.markdown("**Fields**")
@@ -283,8 +283,10 @@ def show_detail(view: RolloutView, key: str) -> None:
             _outcome(d.link_outcome, d.link_ok)
             if d.link_checks is not None:
                 st.dataframe(d.link_checks, hide_index=True, width="stretch",
-                             column_config={"check": st.column_config.TextColumn(width="medium"),
-                                            "ok": st.column_config.TextColumn(width="small")})
+                             column_config={"ok": st.column_config.TextColumn(width=40),
+                                            "check": st.column_config.TextColumn(width="large"),
+                                            "expected": st.column_config.TextColumn(width="medium"),
+                                            "found": st.column_config.TextColumn(width="medium")})
         if d.group is not None:
             st.markdown("**Retry group** (same linked parent, same full prompt)")
             st.caption(md_escape(d.group_text))
@@ -392,8 +394,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
         st.markdown("**Per link**")
         links = mv.link_frame(mask, chain)
         st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
-                     column_config={"mean log-prob": st.column_config.NumberColumn(format="%.3f"),
-                                    "min log-prob": st.column_config.NumberColumn(format="%.3f")})
+                     column_config={"mean lp": st.column_config.NumberColumn(format="%.3f"),
+                                    "min lp": st.column_config.NumberColumn(format="%.3f")})
     with right:
         st.markdown("**Log-probability of generated tokens**")
         st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
@@ -408,8 +410,13 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
             styled = frame.style.apply(
                 lambda row: [f"background-color: {mv.KIND_BACKGROUND.get(row['kind'], '#ffffff')}"] * len(row), axis=1)
             st.dataframe(styled, hide_index=True, width="stretch",
-                         column_config={"text": st.column_config.TextColumn(width="large")})
-            st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context.")
+                         column_config={"positions": st.column_config.TextColumn(width="small"),
+                                        "kind": st.column_config.TextColumn(width="small"),
+                                        "tokens": st.column_config.NumberColumn(width="small"),
+                                        "text": st.column_config.TextColumn(width="large")})
+            st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context. "
+                       "The whole window as text, generated spans between ⟦ and ⟧:")
+            st.code(mv.window_text(frame), language=None, wrap_lines=True, height=320)
 
 
 # --------------------------------------------------------------------------- verdicts tab

@@ -125,10 +125,10 @@ def test_link_frame_matches_the_chain():
     chain = view.chain("main")
     frame = mv.link_frame(view.mask(), chain)
     assert list(frame["call"]) == chain.call_ids
-    assert list(frame["generated tokens"]) == [int(l.entry.generation_token_ids.size) for l in chain.links]
-    assert frame["context tokens"].iloc[0] == int(chain.root_prompt.size)
-    assert list(frame["context tokens"].iloc[1:]) == [int(l.interstitial.size) for l in chain.links[1:]]
-    np.testing.assert_allclose(frame["mean log-prob"],
+    assert list(frame["generated"]) == [int(l.entry.generation_token_ids.size) for l in chain.links]
+    assert frame["context"].iloc[0] == int(chain.root_prompt.size)
+    assert list(frame["context"].iloc[1:]) == [int(l.interstitial.size) for l in chain.links[1:]]
+    np.testing.assert_allclose(frame["mean lp"],
                                [float(l.entry.generation_log_probs.mean()) for l in chain.links])
 
 
@@ -165,6 +165,9 @@ def test_decoded_segments_with_a_tokenizer_json():
     assert first["kind"] == "prompt" and first["call"] == "c01 (root prompt)"
     ids = [int(t) for t in mask.token_ids[:3]]
     assert first["text"].startswith(" ".join(f"w{i}" for i in ids))
+    text = mv.window_text(frame)
+    assert text.count("⟦") == int((frame["kind"] == "generated").sum()) >= 1
+    assert text.replace("⟦", "").replace("⟧", "") == "".join(frame["text"])
     assert mv.load_tokenizer(b"{not a tokenizer")[1].startswith("not a tokenizer.json")
     assert mv.load_tokenizer(b"\xff\xfe")[1] is not None
 

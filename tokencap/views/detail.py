@@ -196,7 +196,7 @@ def _parent_check_rows(child: TokenEntry, parent: TokenEntry, label: str) -> tup
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame | None:
-    return pd.DataFrame(rows, columns=["check", "expected", "found", "ok"]) if rows else None
+    return pd.DataFrame(rows, columns=["ok", "check", "expected", "found"]) if rows else None
 
 
 def _why_absent(view: RolloutView, call_id: str) -> str:
@@ -465,7 +465,8 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
             facts.append("The delivered chain ends on this call (the terminal call).")
         chains = view.chain_membership.get(ident)
         if chains:
-            facts.append("On chain(s): " + ", ".join(chains))
+            shown = ", ".join(chains[:8]) + (f" and {len(chains) - 8} more" if len(chains) > 8 else "")
+            facts.append(f"On {len(chains)} chain{'s' if len(chains) != 1 else ''}: {shown}")
         if ident in build.notes.unresolved_parent_calls:
             facts.append("Listed in unresolved_parent_calls (masks the sample).")
         if ident in build.notes.unresolved_retries:

@@ -93,7 +93,8 @@ def logprob_range(mask: LossMask) -> tuple[float, float]:
 
 
 def link_frame(mask: LossMask, chain: Chain) -> pd.DataFrame:
-    """One row per link: where it starts, how many context and generated tokens, log-prob stats."""
+    """One row per link: where it starts, its context tokens (root prompt for the first link, else the
+    interstitial), its generated tokens and their mean and minimum log-probability (lp)."""
     rows = []
     starts = mask.link_starts
     for i, link in enumerate(chain.links):
@@ -106,14 +107,14 @@ def link_frame(mask: LossMask, chain: Chain) -> pd.DataFrame:
             "link": i,
             "call": link.call_id,
             "starts at": start if i else 0,
-            "context tokens": inter_label if i == 0 else inter,
-            "generated tokens": int(gen.size),
-            "mean log-prob": float(gen.mean()) if gen.size else float("nan"),
-            "min log-prob": float(gen.min()) if gen.size else float("nan"),
+            "context": inter_label if i == 0 else inter,
+            "generated": int(gen.size),
+            "mean lp": float(gen.mean()) if gen.size else float("nan"),
+            "min lp": float(gen.min()) if gen.size else float("nan"),
             "finish_reason": link.entry.finish_reason if link.entry.finish_reason is not None else "null",
         })
-    frame = pd.DataFrame(rows, columns=["link", "call", "starts at", "context tokens", "generated tokens",
-                                        "mean log-prob", "min log-prob", "finish_reason"])
+    frame = pd.DataFrame(rows, columns=["link", "call", "starts at", "context", "generated", "mean lp", "min lp",
+                                        "finish_reason"])
     return frame
 
 
@@ -367,6 +368,11 @@ def decoded_segments(mask: LossMask, tokenizer: Any, start: int, end: int) -> pd
             "text": decode_ids(tokenizer, mask.token_ids[a:b]),
         })
     return pd.DataFrame(rows, columns=["positions", "kind", "call", "tokens", "text"])
+
+
+def window_text(frame: pd.DataFrame) -> str:
+    """The decoded window as one text, generated (trained) spans between ⟦ and ⟧."""
+    return "".join(f"⟦{row.text}⟧" if row.kind == "generated" else row.text for row in frame.itertuples(index=False))
 
 
 KIND_BACKGROUND = {"prompt": "#f3f4f6", "interstitial": "#fef3c7", "generated": "#dbeafe"}

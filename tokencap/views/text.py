@@ -62,12 +62,13 @@ def fmt_logprob(x: float | None) -> str:
 
 
 def fmt_bytes(n: int) -> str:
+    """Decimal units, as browsers and Streamlit's uploader show file sizes."""
     value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if value < 1000:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
+        value /= 1000
+    return f"{value:.1f} GB"
 
 
 def fmt_time(created_at: float, origin: float | None = None) -> str:

@@ -500,6 +500,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     use_gl = webgl if webgl is not None else len(model) > WEBGL_THRESHOLD
     Scatter: Any = go.Scattergl if use_gl else go.Scatter
     size = _marker_size(len(model))
+    dense = model.max_depth > 120
     traces: list[Any] = []
 
     # Edges, one trace per category (segments separated by gaps).
@@ -533,11 +534,14 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         keys = [model.nodes[i].key for i in idx]
         x, y = _xy(model, keys)
         open_symbol = symbol.endswith("-open") or symbol == "x"
+        # A thin white rim separates neighbouring nodes; when nodes crowd (hundreds across the
+        # width) the rims would paint over the fills, so dense trees get none.
+        rim = {"color": colour, "width": 2} if open_symbol else \
+            ({"color": "#ffffff", "width": 1} if dense is False else {"color": colour, "width": 0})
         traces.append(Scatter(
             x=x, y=y, mode="markers", name=label, legendgroup="calls",
             legendgrouptitle={"text": "calls"} if first_node_trace else None,
-            marker={"symbol": symbol, "color": colour, "size": size * factor,
-                    "line": {"color": colour if open_symbol else "#ffffff", "width": 2 if open_symbol else 1}},
+            marker={"symbol": symbol, "color": colour, "size": size * factor, "line": rim},
             customdata=np.array(keys, dtype=object).reshape(-1, 1),
             hovertext=[model.nodes[i].hover for i in idx],
             hovertemplate="%{hovertext}<extra></extra>",
@@ -574,7 +578,9 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         ))
 
     # Chain labels at each chain's leaf.
-    leaves = list(model.chain_leaves.items())[:40]
+    leaves = list(model.chain_leaves.items())
+    if len(leaves) > 12:
+        leaves = leaves[:1]  # many chains: their labels would only collide; hover names them
     if leaves:
         x, y = _xy(model, [k for _, k in leaves])
         traces.append(go.Scatter(x=x, y=y + 0.3, mode="text", text=[html_text(c) for c, _ in leaves],
@@ -600,7 +606,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         clickmode="event+select",
         dragmode="zoom",
         xaxis={"title": {"text": "depth (calls from the root)", "font": {"size": 11}},
-               "range": [-0.5, span + 0.5], "zeroline": False,
+               "range": [-0.5, span + 0.5 + 0.03 * span], "zeroline": False,
                "showgrid": True, "gridcolor": "#f1f5f9", "tick0": 0, "dtick": _nice_step(span),
                "fixedrange": False},
         yaxis={"visible": False, "range": [-(lanes - 1) - 0.6, 0.85], "zeroline": False},
