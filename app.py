@@ -72,14 +72,14 @@ def cli_argument() -> str | None:
 def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
     """Load (cached) every source, building each rollout once; a progress box for big new inputs."""
     seen: set[str] = STATE["loaded_keys"]
-    pending = [s for s in sources if s.key not in seen]
+    pending = [s for s in sources if s.cache_key not in seen]
     size = sum(s.size for s in pending)
     if not pending or size < BIG_SOURCE:
-        out = [loaded_source(s.key, s) for s in sources]
+        out = [loaded_source(s.cache_key, s) for s in sources]
         for ls in out:
             for i in range(len(ls.snapshots)):
-                rollout_view(ls.source.key, i, None, ls)
-        seen.update(s.key for s in sources)
+                rollout_view(ls.source.cache_key, i, None, ls)
+        seen.update(s.cache_key for s in sources)
         return out
     by_key: dict[str, src.LoadedSource] = {}
     with st.status(f"Loading {len(pending)} file{'s' if len(pending) > 1 else ''} ({fmt_bytes(size)})…",
@@ -87,16 +87,16 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
         bar = st.progress(0.0, text="reading")
         for n, s in enumerate(pending):
             bar.progress(n / len(pending), text=f"parsing {md_escape(s.name)} ({fmt_bytes(s.size)})")
-            ls = loaded_source(s.key, s)
-            by_key[s.key] = ls
+            ls = loaded_source(s.cache_key, s)
+            by_key[s.cache_key] = ls
             for i in range(len(ls.snapshots)):
                 bar.progress((n + (i + 1) / (len(ls.snapshots) + 1)) / len(pending),
                              text=f"building rollout {i + 1} of {len(ls.snapshots)} in {md_escape(s.name)}")
-                rollout_view(s.key, i, None, ls)
+                rollout_view(s.cache_key, i, None, ls)
         bar.progress(1.0, text="done")
         status.update(label=f"Loaded {fmt_bytes(size)}", state="complete", expanded=False)
-    seen.update(s.key for s in sources)
-    return [by_key.get(s.key) or loaded_source(s.key, s) for s in sources]
+    seen.update(s.cache_key for s in sources)
+    return [by_key.get(s.cache_key) or loaded_source(s.cache_key, s) for s in sources]
 
 
 # --------------------------------------------------------------------------- sidebar: sources and rollout
@@ -219,6 +219,13 @@ def _remember_tree_click(chart_key: str, rk: str) -> None:
         STATE["selected"][rk] = key
 
 
+def _remember_row(table_key: str, rk: str, frame: Any) -> None:
+    state = STATE.get(table_key)
+    rows = state.get("selection", {}).get("rows", []) if state is not None else []
+    if rows:
+        STATE["selected"][rk] = frame["key"].iloc[rows[0]]
+
+
 def _remember_pick(pick_key: str, rk: str) -> None:
     value = STATE.get(pick_key)
     if value:
@@ -240,7 +247,17 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     st.plotly_chart(model.figure(selected), key=chart_key, on_select=lambda: _remember_tree_click(chart_key, rk),
                     selection_mode="points", config=PLOTLY_CONFIG, width="stretch")
     with st.expander("What the marks mean"):
-        st.dataframe(tv.legend_frame(), hide_index=True, width="stretch")
+        legend = tv.legend_frame()
+        st.dataframe(legend.style.apply(
+            lambda col: [f"background-color: {c}; color: {c}" for c in col] if col.name == "colour" else
+            [""] * len(col)), hide_index=True, width="stretch",
+            column_config={"colour": st.column_config.TextColumn(width="small")})
+    table_key = f"calls_table:{rk}:{view.anchor}"
+    with st.expander(f"All {fmt_int(len(model))} nodes as a table (select a row to inspect it)"):
+        frame = tv.nodes_frame(model, view)
+        st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
+                     column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
+                     _remember_row(table_key, rk, frame), selection_mode="single-row")
 
     pick_key = f"pick:{rk}"
     if STATE.get(pick_key) != selected:
@@ -550,7 +567,7 @@ def main() -> None:
         st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
         return
     several_sources = len(good) > 1
-    by_key = {ls.source.key: ls for ls in good}
+    by_key = {ls.source.cache_key: ls for ls in good}
     ref = sidebar_rollout(refs, by_key, several_sources)
     rk = ref.key
     ls = by_key[ref.source_key]

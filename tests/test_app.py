@@ -341,3 +341,13 @@ def test_anchoring_on_a_quarantined_call_masks_with_terminal_not_delivered(monke
     assert "terminal_call_not_delivered" in at.error[0].value
     assert downloads["retry-resolved-by-child.at-call-0002.result.json"]() == \
         cli_build(source, "--terminal-call-id", "call-0002", tmp_path=tmp_path)
+
+
+def test_same_bytes_under_another_name_keep_their_own_name(monkeypatch):
+    data = kitchen_sink().json_bytes()
+    at = open_app(monkeypatch)
+    upload(at, ("first.json", data))
+    at2 = open_app(monkeypatch)
+    upload(at2, ("second.json", data))
+    assert any("from second\\.json" in c.value for c in at2.caption)
+    assert not any("first" in c.value for c in at2.caption)

@@ -260,6 +260,25 @@ def test_tree_is_fast_and_compact_at_scale(n_calls):
     assert (type(fig.data[0]).__name__ == "Scattergl") == (n_calls > tv.WEBGL_THRESHOLD)
 
 
+def test_dense_trees_draw_nodes_without_rims():
+    # White rims on hundreds of touching markers paint over their fills (the main chain vanished).
+    fig = RolloutView(long_linear(600).snapshot()).tree.figure()
+    filled = [t for t in fig.data if t.mode == "markers" and t.name == "main chain (delivered)"]
+    assert filled and filled[0].marker.line.width == 0
+    small = RolloutView(kitchen_sink().snapshot()).tree.figure()
+    assert next(t for t in small.data if t.name == "main chain (delivered)").marker.line.color == "#ffffff"
+
+
+def test_nodes_frame_lists_every_node_with_its_link(sink):
+    frame = tv.nodes_frame(sink.tree, sink)
+    assert list(frame["key"]) == sink.tree.keys()
+    links = dict(zip(frame["node"], frame["link"]))
+    assert links["c01"] == "root" and links["c02"] == "verified"
+    assert links["c05"] == "parent_call_id_missing_recovered" and links["s01"] == "parent_digest_mismatch"
+    assert links["c04e"] == "claimed only (not chained)" and links["r-end"] == "refused continuation"
+    assert frame.loc[frame["node"] == "ghost-parent", "prompt"].isna().all()
+
+
 def test_tree_of_an_unbuilt_rollout_shows_nothing_and_does_not_fail():
     from tokencap import TokenCaptureSnapshot
 

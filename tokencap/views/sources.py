@@ -47,6 +47,12 @@ class Source:
     def short_key(self) -> str:
         return self.key[:12]
 
+    @property
+    def cache_key(self) -> str:
+        """Content plus name: the same bytes under another name load to other error messages."""
+        name = hashlib.sha256(self.name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        return f"{self.key}-{name}"
+
 
 @dataclass(frozen=True, eq=False)
 class LoadedSource:
@@ -257,7 +263,7 @@ def is_same_directory(a: str | os.PathLike[str] | None, b: str | os.PathLike[str
 
 @dataclass(frozen=True)
 class RolloutRef:
-    """One rollout of one loaded source; ``key`` is stable across reruns and unique per content."""
+    """One rollout of one loaded source; ``key`` is stable across reruns and unique per content and name."""
 
     source_key: str
     index: int
@@ -266,11 +272,11 @@ class RolloutRef:
 
     @property
     def key(self) -> str:
-        return f"{self.source_key[:16]}/{self.index}"
+        return f"{self.source_key[:16]}{self.source_key[-6:]}/{self.index}"
 
 
 def rollout_refs(loaded: Iterable[LoadedSource]) -> list[RolloutRef]:
-    return [RolloutRef(ls.source.key, i, snap.rollout_id, ls.source.name)
+    return [RolloutRef(ls.source.cache_key, i, snap.rollout_id, ls.source.name)
             for ls in loaded for i, snap in enumerate(ls.snapshots)]
 
 

@@ -114,6 +114,36 @@ def legend_frame() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["mark", "meaning", "colour", "shape"])
 
 
+def nodes_frame(model: TreeModel, view: RolloutView) -> pd.DataFrame:
+    """Every node as a table row (what the figure shows, sortable and searchable), in layout order."""
+    build = view.build
+    origin = view.origin_time
+    rows = []
+    for n in model.nodes:
+        entry = view.entry(n.ident) if n.kind == CALL else None
+        decision = build.links.get(n.ident) if build is not None and n.kind == CALL else None
+        if decision is None:
+            link = {"claimed": "claimed only (not chained)", "refusal": "refused continuation"}.get(n.edge or "", "—")
+        elif decision.note is None:
+            link = "verified" if decision.linked_parent else "root"
+        else:
+            link = decision.note
+        rows.append({
+            "node": n.ident,
+            "what": NODE_STYLES[n.category][0],
+            "link": link,
+            "parent": split_key(n.parent)[1] if n.parent else "",
+            "prompt": int(entry.prompt_token_ids.size) if entry is not None else None,
+            "generated": int(entry.generation_token_ids.size) if entry is not None else None,
+            "finish": (entry.finish_reason or "null") if entry is not None else "",
+            "t (s)": round(n.created_at - origin, 3) if origin is not None and n.kind != GHOST else None,
+            "depth": n.depth,
+            "key": n.key,
+        })
+    return pd.DataFrame(rows, columns=["node", "what", "link", "parent", "prompt", "generated", "finish", "t (s)",
+                                       "depth", "key"])
+
+
 def node_key(kind: str, ident: str) -> str:
     return f"{kind}:{ident}"
 
