@@ -267,9 +267,11 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     show_detail(view, selected)
 
 
-def _outcome(text: str, ok: bool | None) -> None:
+def _outcome(text: str, ok: bool | None, warn: bool = False) -> None:
     body = md_escape(text)
-    if ok is True:
+    if warn:
+        st.warning(body, icon=":material/warning:")
+    elif ok is True:
         st.success(body, icon=":material/check:")
     elif ok is False:
         st.error(body, icon=":material/close:")
@@ -292,16 +294,18 @@ def show_detail(view: RolloutView, key: str) -> None:
     with right:
         if d.kind == tv.REFUSAL:
             st.markdown("**Does it end the delivered chain?**")
-            _outcome(d.link_outcome, d.link_ok)
+            _outcome(d.link_outcome, None, warn=bool(d.link_ok))
             if d.conditions is not None:
                 st.dataframe(d.conditions, hide_index=True, width="stretch")
         elif d.link_outcome or d.link_checks is not None:
             st.markdown("**Parent link**")
             _outcome(d.link_outcome, d.link_ok)
             if d.link_checks is not None:
+                st.caption("Digest checks compare the parent's full cumulative sequence (expected) with the same "
+                           "number of tokens at the start of this call's prompt (found).")
                 st.dataframe(d.link_checks, hide_index=True, width="stretch",
-                             column_config={"ok": st.column_config.TextColumn(width=40),
-                                            "check": st.column_config.TextColumn(width="large"),
+                             column_config={"ok": st.column_config.TextColumn(width=36),
+                                            "check": st.column_config.TextColumn(width="medium"),
                                             "expected": st.column_config.TextColumn(width="medium"),
                                             "found": st.column_config.TextColumn(width="medium")})
         if d.group is not None:
@@ -449,7 +453,7 @@ def show_verdicts_tab(view: RolloutView) -> None:
         with st.container(border=True):
             st.markdown(f"**{md_escape(r.refusal_id)}** · code {md_escape(r.code if r.code is not None else 'null')}"
                         f" · continued {md_escape(r.parent or '—')}")
-            _outcome(r.summary, r.ended_chain if r.ended_chain else None)
+            _outcome(r.summary, None, warn=r.ended_chain)
             st.dataframe(r.conditions, hide_index=True, width="stretch")
             if r.message:
                 st.text(f"engine message: {r.message}")
@@ -468,17 +472,18 @@ def show_verdicts_tab(view: RolloutView) -> None:
     st.markdown("#### Parent-link notes")
     failures = vv.failures_frame(build)
     if len(failures):
-        st.dataframe(failures, hide_index=True, width="stretch")
+        st.dataframe(failures, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
     else:
         st.caption("Every link was verified: no parent-link notes.")
     exclusions = vv.exclusions_frame(build)
     if len(exclusions):
         st.markdown("#### Excluded and duplicate records")
-        st.dataframe(exclusions, hide_index=True, width="stretch")
+        st.dataframe(exclusions, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
     groups = vv.retry_groups_frame(build)
     if len(groups):
         st.markdown("#### Retry groups")
-        st.dataframe(groups, hide_index=True, width="stretch")
+        st.dataframe(groups, hide_index=True, width="stretch",
+                     column_config={"why": st.column_config.TextColumn(width="large")})
     left, right = st.columns(2, gap="large")
     with left:
         st.markdown("#### Build notes")

@@ -176,22 +176,22 @@ def _parent_check_rows(child: TokenEntry, parent: TokenEntry, label: str) -> tup
     prompt = child.prompt_token_ids
     rows: list[dict[str, Any]] = []
     long_enough = prompt.size >= expected_len
-    rows.append({"check": f"length of {label}'s sequence ≤ this prompt",
-                 "expected": f"{expected_len:,} tokens", "found": f"{int(prompt.size):,} tokens",
+    rows.append({"check": f"length vs {label}",
+                 "expected": f"prompt ≥ {expected_len:,} tokens", "found": f"{int(prompt.size):,} tokens",
                  "ok": "✓" if long_enough else "✗"})
     if parent.digest is not None:
         expected = parent.digest
         source = "stamped"
     else:
         expected = digest_of_parts(parent.prompt_token_ids, parent.generation_token_ids)
-        source = "computed (no stamped digest)"
+        source = "computed: no stamped digest"
     if long_enough:
         found = compute_digest(prompt[:expected_len])
         ok = found == expected
     else:
         found, ok = "— (prompt shorter than the parent's sequence)", False
-    rows.append({"check": f"digest of {label}'s sequence ({source}) = digest of this prompt's first "
-                          f"{expected_len:,} tokens", "expected": expected, "found": found, "ok": "✓" if ok else "✗"})
+    rows.append({"check": f"digest vs {label} ({source})", "expected": expected, "found": found,
+                 "ok": "✓" if ok else "✗"})
     return rows, long_enough and ok
 
 
@@ -230,7 +230,7 @@ def _link_check(view: RolloutView, detail: CallDetail, entry: TokenEntry) -> Non
                                "children are re-attached to the longest placed prefix of their prompts.")
         detail.link_ok = None
         if claimed is not None and claimed in build.entries:
-            rows, _ = _parent_check_rows(build.entries[cid], build.entries[claimed], "the claimed parent")
+            rows, _ = _parent_check_rows(build.entries[cid], build.entries[claimed], "claimed parent")
         detail.link_checks = _frame(rows)
         return
     full = build.entries[cid]
@@ -239,7 +239,7 @@ def _link_check(view: RolloutView, detail: CallDetail, entry: TokenEntry) -> Non
             detail.link_outcome = "A root: the request was recorded as the start of a conversation."
             detail.link_ok = True
         else:
-            rows, ok = _parent_check_rows(full, build.entries[decision.linked_parent], "the parent")
+            rows, ok = _parent_check_rows(full, build.entries[decision.linked_parent], "parent")
             detail.link_outcome = (f"Verified: the parent's whole cumulative sequence opens this prompt, so this call "
                                    f"continues {decision.linked_parent} exactly.")
             detail.link_ok = ok
@@ -247,13 +247,13 @@ def _link_check(view: RolloutView, detail: CallDetail, entry: TokenEntry) -> Non
         detail.link_outcome = NOTE_TEXT.get(decision.note, decision.note)
         detail.link_ok = decision.note == PARENT_MISSING_RECOVERED
         if decision.note == PARENT_DIGEST_MISMATCH and claimed in build.entries:
-            rows, _ = _parent_check_rows(full, build.entries[claimed], "the claimed parent")  # type: ignore[index]
+            rows, _ = _parent_check_rows(full, build.entries[claimed], "claimed parent")  # type: ignore[index]
         elif decision.note in (PARENT_MISSING, PARENT_MISSING_RECOVERED) and claimed is not None:
             rows.append({"check": "claimed parent among the chained calls", "expected": claimed,
                          "found": _why_absent(view, claimed), "ok": "✗"})
             if decision.note == PARENT_MISSING_RECOVERED and decision.linked_parent is not None:
                 more, _ = _parent_check_rows(full, build.entries[decision.linked_parent],
-                                             f"the recovered parent {decision.linked_parent}")
+                                             f"recovered parent {decision.linked_parent}")
                 rows += more
             elif decision.candidates:
                 rows.append({"check": "calls sharing the longest prefix (ambiguous)", "expected": "exactly one",
@@ -262,7 +262,7 @@ def _link_check(view: RolloutView, detail: CallDetail, entry: TokenEntry) -> Non
                 rows.append({"check": "placed call whose full sequence prefixes this prompt", "expected": "exactly one",
                              "found": "none", "ok": "✗"})
         elif decision.note == MISSING_RESOLUTION and claimed is not None and claimed in build.entries:
-            more, _ = _parent_check_rows(full, build.entries[claimed], "the named parent")
+            more, _ = _parent_check_rows(full, build.entries[claimed], "named parent")
             rows += more
             rows.append({"check": "request-time resolution", "expected": "root / resolved / unresolved",
                          "found": "null", "ok": "✗"})
