@@ -279,11 +279,21 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
     rerun(at)
     assert any(c.value.startswith("Positions 2,048–4,095") for c in at.caption)
     assert len(at.get("plotly_chart")) == 3  # overview, strip, log-probs
+
+
+def test_loss_mask_tab_decodes_the_window_with_a_tokenizer_json(monkeypatch):
     from test_views_mask_export import _word_tokenizer_json
 
-    at.file_uploader(key="tokenizer").set_value(("tokenizer.json", _word_tokenizer_json(), "application/json"))
+    tokenizer = _word_tokenizer_json()  # skips without the tokenizers package
+    at = open_app(monkeypatch, str(SAMPLES / "clean_multiturn_tools.json"), tab="Loss mask")
+    at.file_uploader(key="tokenizer").set_value(("tokenizer.json", tokenizer, "application/json"))
     rerun(at)
-    assert any("generated" in set(df.value["kind"]) for df in at.dataframe if "kind" in df.value.columns)
+    frames = [df.value for df in at.dataframe if "kind" in df.value.columns]
+    assert frames and list(frames[0]["kind"])[:3] == ["prompt", "generated", "interstitial"]
+    assert any("⟦" in c.value for c in at.code)
+    at.file_uploader(key="tokenizer").set_value(("tokenizer.json", b"{}", "application/json"))
+    rerun(at)
+    assert any("not a tokenizer" in e.value for e in at.error)
 
 
 # --------------------------------------------------------------------------- anchoring and export
@@ -351,3 +361,22 @@ def test_same_bytes_under_another_name_keep_their_own_name(monkeypatch):
     upload(at2, ("second.json", data))
     assert any("from second\\.json" in c.value for c in at2.caption)
     assert not any("first" in c.value for c in at2.caption)
+
+
+def test_a_directory_rollout_that_failed_to_load_is_shown_masked_on_every_tab(monkeypatch, tmp_path, downloads):
+    store = tmp_path / "store"
+    store.mkdir()
+    for f in UPSTREAM.iterdir():
+        (store / f.name).write_bytes(f.read_bytes())
+    (store / "broken.json").write_text('{"entries": [{"model_call_id": 3}]}')
+    at = open_app(monkeypatch, str(store))
+    keys = rollout_keys(src.source_from_path(store))
+    labels = at.selectbox(key="rollout").options
+    failed = next(i for i, label in enumerate(labels) if "load_error" in label)
+    at.selectbox(key="rollout").set_value(keys[failed])
+    rerun(at)
+    assert any(e.value.startswith("**Error:**") and "broken\\.json" in e.value for e in at.error)
+    for tab in ("Loss mask", "Verdicts", "Export"):
+        rerun(at, tab)
+    result = json.loads(downloads["broken.result.json"]())
+    assert result["mask_reasons"][0] == "load_error" and result["rebuilt_response"] is None
