@@ -131,6 +131,13 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             shot = tmp_path / "app-tree.png"
             page.screenshot(path=str(shot), full_page=True)
 
+            # A second click, on the refusal that ended the chain.
+            x, y = _node_pixel(page, "refusal:r-end")
+            page.mouse.move(x, y)
+            page.mouse.click(x, y)
+            expect(page.get_by_text("r-end — Engine refusal")).to_be_visible()
+            expect(page.get_by_text("ended the rollout: the harness's next request did not fit")).to_be_visible()
+
             # Export: the Responses JSON and the build result, as tokencap build writes them.
             page.get_by_role("tab", name="Export").click()
             button = page.get_by_role("button", name="Responses JSON")
