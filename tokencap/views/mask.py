@@ -189,7 +189,7 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
         margin={"l": 70, "r": 10, "t": 10, "b": 30},
         xaxis={"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": list(range(0, cols, 8)),
                "title": {"text": "offset in row", "font": {"size": 11}}, "range": [-0.6, cols - 0.4]},
-        yaxis={"autorange": "reversed", "tickmode": "array", "tickvals": y[:: max(1, rows // 16)],
+        yaxis={"range": [rows - 0.5, -0.5], "autorange": False, "tickmode": "array", "tickvals": y[:: max(1, rows // 16)],
                "ticktext": row_labels[:: max(1, rows // 16)], "showgrid": False, "zeroline": False,
                "title": {"text": "position", "font": {"size": 11}}},
     )
