@@ -43,9 +43,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Progress:
+    """One self-overwriting status line on stderr, only when a person is watching (a TTY)."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+
+    def say(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+_PROGRESS = _Progress()
+
+
 def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
-    if not Path(source).exists():
+    path = Path(source)
+    if not path.exists():
         raise _UsageError(f"{source}: no such file or directory")
+    if path.is_file():
+        _PROGRESS.say(f"tokencap: loading {path.name} ({path.stat().st_size / 1e6:.1f} MB) ...")
+    else:
+        _PROGRESS.say(f"tokencap: loading {source} ...")
     snapshots = load_snapshots(source)
     if rollout is not None:
         snapshots = [s for s in snapshots if s.rollout_id == rollout]
@@ -55,7 +82,13 @@ def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
 
 
 def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None) -> list[RolloutResult]:
-    return [build_rollout(s, terminal_call_id=terminal) for s in snapshots]
+    results = []
+    for n, snapshot in enumerate(snapshots, 1):
+        _PROGRESS.say(f"tokencap: building rollout {n}/{len(snapshots)} ({snapshot.rollout_id}, "
+                      f"{len(snapshot.entries)} records) ...")
+        results.append(build_rollout(snapshot, terminal_call_id=terminal))
+    _PROGRESS.done()
+    return results
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -96,6 +129,7 @@ def _cmd_app(args: argparse.Namespace) -> int:
 
 
 def _fail(message: str) -> int:
+    _PROGRESS.done()
     message = " ".join(message.split())  # one line, whatever the record held
     print(f"tokencap: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -106,6 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "app": _cmd_app}[args.command]
     try:
         return handler(args)
+    except KeyboardInterrupt:
+        _PROGRESS.done()
+        return 130
     except (LoadError, RecordError, _UsageError) as exc:
         return _fail(str(exc))
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
