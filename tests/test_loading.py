@@ -881,3 +881,11 @@ def test_zip_file_on_disk_loads_like_the_directory(tmp_path: Path) -> None:
     p = tmp_path / "store.zip"
     p.write_bytes(_zip_of({q.name: q.read_bytes() for q in UPSTREAM.iterdir()}))
     assert _summary(load_snapshots(p)) == _summary(load_snapshots(UPSTREAM))
+
+
+def test_absurdly_deep_nesting_is_a_load_error_not_a_crash() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    record = (b'{"rollout_id":"r","model_call_id":"c","prompt_token_ids":[1],"generation_token_ids":[2],'
+              b'"generation_log_probs":[-1.0],"parent_resolution":"root","output_items":[{"x":' + deep + b"}]}")
+    with pytest.raises(ValueError, match="nested too deeply"):
+        load_snapshots(record, name="deep.jsonl")

@@ -64,3 +64,5 @@ def _load_bytes(data: bytes | mmap.mmap, name: str | None) -> list[TokenCaptureS
         return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where
         raise LoadError(str(exc.located(name)) if name else str(exc)) from None
+    except RecursionError:
+        raise LoadError(f"{name or 'input'}: JSON nested too deeply to read (a hostile or corrupt file?)") from None
