@@ -23,7 +23,7 @@ import numpy as np
 
 from .digest import digest_of_parts
 from .records import ParentResolutionStatus, TokenEntry, canonical_json
-from .tokens import TOKEN_DTYPE, SequenceArena, joined, prefix_equals
+from .tokens import TOKEN_DTYPE, SequenceArena, as_token_array, joined, prefix_equals
 
 BUILDER_NAME = "prefix_merging"
 
@@ -45,12 +45,22 @@ RULE_UNRESOLVED = "unresolved"      # d: nobody knows which generation the harne
 RULE_AFTER_TERMINAL = "after_terminal"  # d, but below the anchored call: nothing delivered anyway
 
 
+def _as_ids(value: Any) -> np.ndarray:
+    """Token ids as a read-only array (callers may build chains from plain lists)."""
+    if isinstance(value, np.ndarray) and value.dtype == TOKEN_DTYPE:
+        return value
+    return as_token_array(np.asarray(list(value), dtype=TOKEN_DTYPE))
+
+
 @dataclass
 class ChainLink:
     """One call on a chain; ``interstitial`` is its prompt beyond the parent's cumulative sequence."""
 
     entry: TokenEntry
     interstitial: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.interstitial = _as_ids(self.interstitial)
 
     @property
     def call_id(self) -> str:
@@ -65,11 +75,14 @@ class Chain:
     links: list[ChainLink] = field(default_factory=list)
     root_prompt: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=TOKEN_DTYPE))
 
+    def __post_init__(self) -> None:
+        self.root_prompt = _as_ids(self.root_prompt)
+
     def validate(self) -> None:
         """Require one log-probability per generated token (a trainer cannot use anything else)."""
         for link in self.links:
-            n_tokens = link.entry.generation_token_ids.size
-            n_logprobs = link.entry.generation_log_probs.size
+            n_tokens = len(link.entry.generation_token_ids)
+            n_logprobs = len(link.entry.generation_log_probs)
             if n_tokens != n_logprobs:
                 raise ValueError(f"chain {self.chain_id!r}: call {link.call_id!r} has {n_tokens} generated tokens "
                                  f"but {n_logprobs} log-probabilities")

@@ -14,6 +14,7 @@ import numpy as np
 
 from .builder import Chain
 from .projection import chain_sequence
+from .tokens import as_token_array
 
 PROMPT, INTERSTITIAL, GENERATED = 0, 1, 2
 """Values of `LossMask.provenance`: where each position came from."""
@@ -61,4 +62,5 @@ def loss_mask(chain: Chain) -> LossMask:
         provenance[pos: pos + gen] = GENERATED
         log_probs[pos: pos + gen] = link.entry.generation_log_probs
         pos += gen
-    return LossMask(token_ids, mask, log_probs, provenance, starts, tuple(chain.call_ids))
+    return LossMask(token_ids, as_token_array(mask), as_token_array(log_probs), as_token_array(provenance), starts,
+                    tuple(chain.call_ids))
