@@ -437,11 +437,11 @@ class TokenCaptureSnapshot:
     """All records of one rollout, frozen; plus what the loader had to skip or infer."""
 
     rollout_id: str
-    entries: list[TokenEntry] = field(default_factory=list)
-    engine_refusals: list[EngineRefusalRecord] = field(default_factory=list)
     snapshot_id: str = ""
     version: int = 0
     incomplete: bool = False
+    entries: list[TokenEntry] = field(default_factory=list)
+    engine_refusals: list[EngineRefusalRecord] = field(default_factory=list)
     source_notes: list[str] = field(default_factory=list)
     load_error: str | None = None
 
