@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from .digest import digest_of_parts
+from .digest import SwappedBuffers, digest_of_parts
 from .records import ParentResolutionStatus, TokenEntry, canonical_json
 from .tokens import TOKEN_DTYPE, SequenceArena, as_token_array, joined, prefix_equals
 
@@ -204,11 +205,12 @@ def _copies_conflict(a: TokenEntry, b: TokenEntry) -> bool:
             or not np.array_equal(a.generation_log_probs, b.generation_log_probs))
 
 
-def _stamps_agree(entry: TokenEntry) -> bool:
+def _stamps_agree(entry: TokenEntry, swapped: SwappedBuffers | None = None) -> bool:
     """A full-prompt record's stamped cum_len/digest (when present) match its own tokens."""
     if entry.cum_len is not None and entry.cum_len != entry.full_len:
         return False
-    if entry.digest is not None and entry.digest != digest_of_parts(entry.prompt_token_ids, entry.generation_token_ids):
+    if entry.digest is not None and entry.digest != digest_of_parts(
+            entry.prompt_token_ids, entry.generation_token_ids, swapped=swapped):
         return False
     return True
 
@@ -240,7 +242,9 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
     excluded: dict[str, str] = {}
     full: dict[str, TokenEntry] = {}
     plain = [(call_id, entry) for call_id, entry in kept.items() if not entry.prompt_is_delta]
-    for (call_id, entry), agree in zip(plain, _map_verify(_stamps_agree, [e for _, e in plain])):
+    swapped = SwappedBuffers()
+    for (call_id, entry), agree in zip(plain, _map_verify(partial(_stamps_agree, swapped=swapped),
+                                                          [e for _, e in plain])):
         if agree:
             full[call_id] = entry
         else:
@@ -288,9 +292,12 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             base = seq
     # Verify every rebuilt sequence against its stamps (hashing in parallel on big builds),
     # then drop each failure and every delta built on it. `pending` lists parents first.
+    swapped = SwappedBuffers()  # a fresh one: the lanes were still growing until now
+
     def verified(call_id: str) -> bool:
         delta, seq = kept[call_id], sequences[call_id]
-        return delta.cum_len == seq.size and delta.digest is not None and delta.digest == digest_of_parts(seq)
+        return delta.cum_len == seq.size and delta.digest is not None and \
+            delta.digest == digest_of_parts(seq, swapped=swapped)
 
     bad: set[str] = set()
     for c, ok in zip(pending, _map_verify(verified, pending, size=lambda c: sequences[c].size)):

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from collections.abc import Iterable
 
 import numpy as np
+
+from .tokens import is_shared_buffer
 
 DIGEST_DOMAIN = b"nemo-gym-tokens"
 DIGEST_VERSION = 1
@@ -40,7 +43,37 @@ def compute_digest(token_ids: Iterable[int] | np.ndarray) -> str:
     return hasher.hexdigest()
 
 
-def digest_of_parts(*parts: np.ndarray) -> str:
+class SwappedBuffers:
+    """Big-endian copies of shared token buffers, made once per buffer.
+
+    A rollout's sequences are views into a few shared buffers (see `tokencap.tokens`), so
+    hashing each call's whole sequence would byte-swap the same tokens once per call. This
+    swaps each underlying buffer once and hashes views of the copy. Use one instance per
+    pass over buffers that no longer change; it is safe to share between threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._copies: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def big_endian(self, ids: np.ndarray) -> memoryview:
+        owner = ids
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        # Only shared lane buffers are worth a cached copy; a call's private array is
+        # swapped on the fly and freed, so no per-call copy outlives its hash.
+        if owner is ids or not is_shared_buffer(owner) or not ids.flags.c_contiguous:
+            return _big_endian(ids)
+        with self._lock:
+            entry = self._copies.get(id(owner))
+            if entry is None:
+                entry = (owner, owner.astype(_BIG_ENDIAN_U64))
+                self._copies[id(owner)] = entry
+        offset = (ids.__array_interface__["data"][0] - owner.__array_interface__["data"][0]) // ids.itemsize
+        return memoryview(entry[1][offset: offset + ids.size]).cast("B")
+
+
+def digest_of_parts(*parts: np.ndarray, swapped: SwappedBuffers | None = None) -> str:
     """`compute_digest` of the concatenation of ``parts``, without building it."""
     total = sum(int(p.size) for p in parts)
     hasher = hashlib.sha256(DIGEST_DOMAIN)
@@ -48,5 +81,5 @@ def digest_of_parts(*parts: np.ndarray) -> str:
         hasher.update(struct.pack(">BQ", DIGEST_VERSION, total))
         for part in parts:
             if part.size:
-                hasher.update(_big_endian(part))
+                hasher.update(swapped.big_endian(part) if swapped is not None else _big_endian(part))
     return hasher.hexdigest()
