@@ -488,7 +488,7 @@ def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None =
             anchor = None
         else:
             terminal_chain = "main"
-    chains, main_calls = _chains(calls, anchor)
+    chains = _chains(calls, anchor)
 
     # 9. Notes.
     captured = sum(int(c.generation.size) for c in calls)
@@ -508,7 +508,6 @@ def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None =
         parent_link_failures=dict(sorted(failures.items())),
         unresolved_parent_calls=sorted(unresolved_parent),
     )
-    del main_calls
     return BuildOutput(
         chains=chains,
         quarantined=sorted(c.call_id for c in calls if c.quarantined),
@@ -555,7 +554,7 @@ def _descendants(call: _Call) -> set[str]:
     return out
 
 
-def _chains(calls: list[_Call], anchor: _Call | None) -> tuple[list[Chain], list[_Call]]:
+def _chains(calls: list[_Call], anchor: _Call | None) -> list[Chain]:
     """Every root-to-leaf path without a quarantined call; the delivered one first as "main"."""
     cut = anchor  # paths through the anchor end there; its subtree forms no chain
     paths: list[list[_Call]] = []
@@ -582,7 +581,7 @@ def _chains(calls: list[_Call], anchor: _Call | None) -> tuple[list[Chain], list
     if main_path is not None:
         chains.append(_make_chain("main", main_path))
     chains += [_make_chain(f"branch-{i}", p) for i, p in enumerate(branches)]
-    return chains, main_path or []
+    return chains
 
 
 def _make_chain(chain_id: str, path: list[_Call]) -> Chain:
