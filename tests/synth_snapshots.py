@@ -9,6 +9,9 @@ parents, retries, refusals) to produce every situation the inspector must draw.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -141,3 +144,12 @@ def long_linear(n_calls: int, *, retry_every: int = 25, branch_every: int = 60, 
         prev = cid
         i += 1
     return c
+
+
+def cli_build(source: Path, *extra: str, tmp_path: Path) -> bytes:
+    """The bytes `python -m tokencap build SOURCE ... -o OUT` writes: the reference for every export."""
+    out = tmp_path / f"cli-{len(list(tmp_path.iterdir()))}.json"
+    proc = subprocess.run([sys.executable, "-m", "tokencap", "build", str(source), *extra, "-o", str(out)],
+                          capture_output=True, cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_bytes()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -20,7 +19,7 @@ import streamlit as st
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
-from synth_snapshots import Capture, kitchen_sink
+from synth_snapshots import Capture, cli_build, kitchen_sink
 from tokencap import load_snapshots
 from tokencap.export import loss_mask_csv
 from tokencap.lossmask import loss_mask
@@ -75,12 +74,6 @@ def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
     return rerun(at)
 
 
-def cli_build(source: Path, *extra: str, tmp_path: Path) -> bytes:
-    out = tmp_path / f"cli-{len(list(tmp_path.iterdir()))}.json"
-    proc = subprocess.run([sys.executable, "-m", "tokencap", "build", str(source), *extra, "-o", str(out)],
-                          capture_output=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return out.read_bytes()
 
 
 def rollout_keys(*sources: src.Source) -> list[str]:

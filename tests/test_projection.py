@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers import CLE, Conv, chain_by_id, ids_of, linear_chain, make_refusal
+from helpers import Conv, ids_of, linear_chain, make_refusal
 from tokencap import (
     BuildOutput,
     Chain,

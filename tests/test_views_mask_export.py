@@ -5,15 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from synth_snapshots import Capture, kitchen_sink
+from synth_snapshots import Capture, cli_build, kitchen_sink
 from tokencap import load_snapshots
 from tokencap.export import results_bytes
 from tokencap.lossmask import GENERATED, INTERSTITIAL, PROMPT
@@ -27,12 +25,6 @@ SAMPLES = REPO / "sample_data"
 UPSTREAM = REPO / "tests" / "data" / "upstream_store"
 
 
-def cli_build(source: Path, *extra: str, tmp_path: Path) -> bytes:
-    out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}.json"
-    proc = subprocess.run([sys.executable, "-m", "tokencap", "build", str(source), *extra, "-o", str(out)],
-                          capture_output=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return out.read_bytes()
 
 
 @pytest.fixture(scope="module")

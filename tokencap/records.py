@@ -325,7 +325,7 @@ class TokenEntry:
             # An explicit null where the table has a non-null default is a type error,
             # except where the table itself allows null; dataclass defaults cover absence.
             if name in kwargs and kwargs[name] is None:
-                raise RecordError(f"must not be null", call_id=call_id, field=name)
+                raise RecordError("must not be null", call_id=call_id, field=name)
         extra = {k: v for k, v in data.items() if k not in _TOKEN_ENTRY_FIELD_SET}
         return cls(**kwargs, extra=extra)
 
