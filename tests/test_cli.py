@@ -276,3 +276,18 @@ def test_inspect_directory_with_a_bad_rollout(tmp_path: Path, capsys) -> None:
     assert "GOOD" in out and "BAD" in out
     assert "load_error" in out
     assert "call-0001" in out and "call-0002" in out
+
+
+def test_a_bad_rollout_in_a_directory_is_reported_on_stderr_and_the_rest_build(tmp_path, capsys) -> None:
+    import shutil
+    from pathlib import Path as _Path
+
+    store = tmp_path / "store"
+    shutil.copytree(_Path(__file__).resolve().parent / "data" / "upstream_store", store)
+    (store / "broken.json").write_text('{"entries": [1')
+    out = tmp_path / "out.jsonl"
+    assert main(["build", str(store), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: rollout 'broken' could not be loaded" in err and "broken.json" in err
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3

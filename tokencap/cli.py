@@ -74,6 +74,12 @@ def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
     else:
         _PROGRESS.say(f"tokencap: loading {source} ...")
     snapshots = load_snapshots(source)
+    for snapshot in snapshots:
+        if snapshot.load_error is not None:
+            # Still built (and masked with load_error); say so where a person will see it.
+            _PROGRESS.done()
+            print(f"tokencap: warning: rollout {snapshot.rollout_id!r} could not be loaded: "
+                  f"{' '.join(snapshot.load_error.split())}", file=sys.stderr)
     if rollout is not None:
         snapshots = [s for s in snapshots if s.rollout_id == rollout]
         if not snapshots:
