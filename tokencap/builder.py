@@ -14,6 +14,7 @@ holds no per-call copy of a whole context: prompts are views (see `tokencap.toke
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -326,7 +327,9 @@ class _Call:
         self.parent: _Call | None = None
         self.children: list[_Call] = []
         self.quarantined = False
-        self.created_at = entry.created_at
+        # created_at orders and selects, never proves anything; a NaN (possible through the
+        # Python API) sorts last so every comparison stays total and order-independent.
+        self.created_at = entry.created_at if entry.created_at == entry.created_at else math.inf
 
     @property
     def full_len(self) -> int:
