@@ -28,6 +28,9 @@ class _UsageError(Exception):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tokencap", description="Rebuild and inspect trainable trajectories "
                                      "from captured model calls.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"tokencap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("build", "build each rollout and write the result as JSON (one rollout) or JSONL"),
                             ("inspect", "print the call tree, notes, verdicts and mask reasons")):
