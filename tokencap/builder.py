@@ -344,27 +344,46 @@ class _Call:
                 and np.array_equal(self.generation, other.generation))
 
 
-def _recover_by_prefix(prompt: np.ndarray, placed: Sequence[_Call]) -> tuple[_Call | None, list[_Call]]:
-    """The unique placed call whose cumulative sequence is the longest prefix of ``prompt``.
+class _PlacedIndex:
+    """Calls already placed, indexed for longest-prefix recovery (SPEC 4.5).
 
-    Returns (call, []) when unique, (None, tied candidates) when several share that
-    longest sequence, (None, []) when nothing matches. Only used when a resolved parent
-    is absent, which is rare, so a scan is fine.
+    Recovery is needed only when a resolved parent is absent, but a harness that filters
+    many empty generations can need it for most calls. A candidate can be a prefix of
+    the prompt only if its last token sits at the same position in the prompt, so one
+    vectorised comparison over all candidates leaves just the few worth a full check.
     """
-    best_len = -1
-    best: list[_Call] = []
-    for cand in placed:
-        n = cand.full_len
-        if n < best_len or n > prompt.size or n == 0:
-            continue
-        if cand.extended_by(prompt):
-            if n > best_len:
-                best_len, best = n, [cand]
-            else:
+
+    def __init__(self) -> None:
+        self.calls: list[_Call] = []
+        self._lens: list[int] = []
+        self._lasts: list[int] = []
+
+    def add(self, call: _Call) -> None:
+        self.calls.append(call)
+        self._lens.append(call.full_len)
+        self._lasts.append(int(call.generation[-1]))
+
+    def recover(self, prompt: np.ndarray) -> tuple[_Call | None, list[_Call]]:
+        """(the unique longest-prefix call, []), or (None, the tied calls), or (None, [])."""
+        if not self.calls or not prompt.size:
+            return None, []
+        lens = np.fromiter(self._lens, dtype=np.int64, count=len(self._lens))
+        idx = np.flatnonzero(lens <= prompt.size)
+        if not idx.size:
+            return None, []
+        lasts = np.fromiter(self._lasts, dtype=np.uint64, count=len(self._lasts))
+        idx = idx[np.asarray(prompt)[lens[idx] - 1] == lasts[idx]]
+        best_len, best = -1, []
+        for i in sorted(idx.tolist(), key=lambda i: -self._lens[i]):
+            cand = self.calls[i]
+            if cand.full_len < best_len:
+                break
+            if cand.extended_by(prompt):
+                best_len = cand.full_len
                 best.append(cand)
-    if len(best) == 1:
-        return best[0], []
-    return None, best
+        if len(best) == 1:
+            return best[0], []
+        return None, sorted(best, key=lambda c: c.call_id)
 
 
 def _prompt_key(call: _Call) -> tuple[int, bytes]:
@@ -405,7 +424,7 @@ def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None =
 
     # 5. Resolve parents.
     links: dict[str, LinkDecision] = {}
-    placed: list[_Call] = []
+    placed = _PlacedIndex()
     for call in calls:
         entry = call.entry
         resolution = entry.parent_resolution
@@ -427,7 +446,7 @@ def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None =
                 else:
                     decision.note = PARENT_DIGEST_MISMATCH
             else:
-                recovered, tied = _recover_by_prefix(call.prompt, placed)
+                recovered, tied = placed.recover(call.prompt)
                 if recovered is not None:
                     call.parent = recovered
                     decision.note = PARENT_MISSING_RECOVERED
@@ -443,7 +462,7 @@ def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None =
             if decision.boundary:
                 unresolved_parent.add(call.call_id)
         links[call.call_id] = decision
-        placed.append(call)
+        placed.add(call)
 
     # 6. Retries: group by linked parent, then by identical full prompt.
     groups: dict[tuple[str | None, tuple[int, bytes]], list[_Call]] = defaultdict(list)
