@@ -12,7 +12,6 @@ Token arrays are held as read-only numpy arrays (ids as ``uint64``, log-probabil
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 from collections.abc import Mapping, Sequence
@@ -349,9 +348,6 @@ class TokenEntry:
         """Length of prompt + generation as stored (for a delta record: suffix + generation)."""
         return int(self.prompt_token_ids.size + self.generation_token_ids.size)
 
-    def full_sequence(self) -> np.ndarray:
-        """Prompt followed by generation: a new array (callers that only compare use views)."""
-        return np.concatenate((self.prompt_token_ids, self.generation_token_ids))
 
 
 # --------------------------------------------------------------------------- EngineRefusalRecord
@@ -411,9 +407,6 @@ class EngineRefusalRecord:
         out.update(self.extra)
         return out
 
-    @property
-    def is_context_length(self) -> bool:
-        return self.code == CONTEXT_LENGTH_EXCEEDED
 
 
 # --------------------------------------------------------------------------- snapshot
@@ -478,10 +471,6 @@ def canonical_json(entry: TokenEntry) -> bytes:
     return json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
-def replace_entry(entry: TokenEntry, **changes: Any) -> TokenEntry:
-    """A copy of an entry with some fields changed (validated like any other)."""
-    return dataclasses.replace(entry, **changes)
-
 
 __all__ = [
     "CONTEXT_LENGTH_EXCEEDED",
@@ -491,6 +480,5 @@ __all__ = [
     "TokenCaptureSnapshot",
     "TokenEntry",
     "canonical_json",
-    "replace_entry",
 ]
 

@@ -109,10 +109,6 @@ def _end_address(view: np.ndarray) -> int:
     return view.__array_interface__["data"][0] + view.size * view.itemsize
 
 
-def split_view(full: np.ndarray, prompt_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and generation as two views of one full sequence."""
-    return full[:prompt_len], full[prompt_len:]
-
 
 def joined(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
     """``concat(first, second)`` as a zero-copy view when ``second`` directly follows ``first``.
