@@ -1,0 +1,599 @@
+"""The Rollout page: one rollout's call tree, loss mask, verdicts and export.
+
+Run through `app.py` (the navigation entry point). This file only lays out widgets and
+keeps session state. Every fact and decision on the
+page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
+without Streamlit. Text from the capture is shown with plain-text elements, or escaped
+(`md_escape`) where it must sit in a heading or message; nothing renders HTML.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from tokencap.views import detail as dv
+from tokencap.views import export as ev
+from tokencap.views import mask as mv
+from tokencap.views import sources as src
+from tokencap.views import tree as tv
+from tokencap.views import verdicts as vv
+from tokencap.views.model import RolloutView
+from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
+
+APP_DIR = Path(__file__).resolve().parent.parent
+SAMPLE_DIR = APP_DIR / "sample_data"
+TABS = ["Call tree", "Loss mask", "Verdicts", "Export"]
+BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
+PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
+                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+
+STATE = st.session_state
+for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set())):
+    if _name not in STATE:
+        STATE[_name] = _default
+
+
+# --------------------------------------------------------------------------- cached work
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def path_source(path: str, signature: Any) -> src.Source:
+    """A command-line path, hashed once per (path, names/sizes/mtimes)."""
+    del signature
+    return src.source_from_path(path)
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def loaded_source(key: str, _source: src.Source) -> src.LoadedSource:
+    return src.load_source(_source)
+
+
+@st.cache_resource(show_spinner=False, max_entries=512)
+def rollout_view(key: str, index: int, anchor: str | None, _loaded: src.LoadedSource) -> RolloutView:
+    """One rollout built once per (source content, rollout, anchor); derived views live on it."""
+    return RolloutView(_loaded.snapshots[index], anchor=anchor)
+
+
+def cli_argument() -> str | None:
+    args = [a for a in sys.argv[1:] if a.strip()]
+    return args[0] if args else None
+
+
+def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
+    """Load (cached) every source, building each rollout once; a progress box for big new inputs."""
+    seen: set[str] = STATE["loaded_keys"]
+    pending = [s for s in sources if s.cache_key not in seen]
+    size = sum(s.size for s in pending)
+    if not pending or size < BIG_SOURCE:
+        out = [loaded_source(s.cache_key, s) for s in sources]
+        for ls in out:
+            for i in range(len(ls.snapshots)):
+                rollout_view(ls.source.cache_key, i, None, ls)
+        seen.update(s.cache_key for s in sources)
+        return out
+    by_key: dict[str, src.LoadedSource] = {}
+    with st.status(f"Loading {len(pending)} file{'s' if len(pending) > 1 else ''} ({fmt_bytes(size)})…",
+                   expanded=True) as status:
+        bar = st.progress(0.0, text="reading")
+        for n, s in enumerate(pending):
+            bar.progress(n / len(pending), text=f"parsing {md_escape(s.name)} ({fmt_bytes(s.size)})")
+            ls = loaded_source(s.cache_key, s)
+            by_key[s.cache_key] = ls
+            for i in range(len(ls.snapshots)):
+                bar.progress((n + (i + 1) / (len(ls.snapshots) + 1)) / len(pending),
+                             text=f"building rollout {i + 1} of {len(ls.snapshots)} in {md_escape(s.name)}")
+                rollout_view(s.cache_key, i, None, ls)
+        bar.progress(1.0, text="done")
+        status.update(label=f"Loaded {fmt_bytes(size)}", state="complete", expanded=False)
+    seen.update(s.cache_key for s in sources)
+    return [by_key.get(s.cache_key) or loaded_source(s.cache_key, s) for s in sources]
+
+
+# --------------------------------------------------------------------------- sidebar: sources and rollout
+
+
+def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
+    """The sources to show, a label of where they came from, and an error about the CLI path."""
+    st.sidebar.title(":material/account_tree: tokencap")
+    st.sidebar.caption("Rollout inspector: how captured model calls became (or did not become) a training sample.")
+    uploads = st.sidebar.file_uploader(
+        "Open files", type=list(src.UPLOAD_TYPES), accept_multiple_files=True, key="uploader",
+        help="Snapshot `.json`, entries `.jsonl`, or a `.zip` of a capture-store directory. Several at once are fine.")
+    uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
+    if uploaded:
+        st.sidebar.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
+                           "Remove them to go back.")
+        return uploaded, "uploaded files", None
+
+    path = cli_argument()
+    if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
+        st.sidebar.markdown("**Source**")
+        st.sidebar.code(path, language=None, wrap_lines=True)
+        try:
+            source = path_source(path, src.path_signature(path))
+        except (OSError, ValueError) as exc:
+            strerror = exc.strerror if isinstance(exc, OSError) else None
+            return [], path, f"{path}: {strerror}" if strerror else str(exc)
+        return [source], path, None
+
+    scenarios = src.sample_scenarios(SAMPLE_DIR)
+    if not scenarios:
+        st.sidebar.info("No bundled samples here. Upload a file above.")
+        return [], "samples", None
+    names = [s.name for s in scenarios]
+    by_name = {s.name: s for s in scenarios}
+    if "scenario" not in STATE or STATE["scenario"] not in by_name:
+        STATE["scenario"] = names[src.default_scenario_index(scenarios)]
+    st.sidebar.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
+                         help="Small synthetic captures, one per situation you meet in real data.")
+    scenario = by_name[STATE["scenario"]]
+    if scenario.situation:
+        st.sidebar.caption(scenario.situation)
+    if scenario.expectation:
+        st.sidebar.caption(f"Expected: {scenario.expectation}")
+    try:
+        source = path_source(str(scenario.path), src.path_signature(scenario.path))
+    except OSError as exc:
+        return [], scenario.name, str(exc)
+    return [source], f"sample_data/{scenario.name}", None
+
+
+def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSource],
+                    several_sources: bool) -> src.RolloutRef:
+    by_key = {r.key: r for r in refs}
+    if len(refs) == 1:
+        return refs[0]
+    if STATE.get("rollout") not in by_key:
+        STATE["rollout"] = refs[0].key
+
+    def label(key: str) -> str:
+        ref = by_key[key]
+        view = rollout_view(ref.source_key, ref.index, None, loaded[ref.source_key])
+        where = f"  ({ref.source_name})" if several_sources else ""
+        return f"{vv.verdict_label(view.result)} · {ref.rollout_id}{where}"
+
+    st.sidebar.selectbox(f"Rollout ({len(refs)} loaded)", list(by_key), key="rollout", format_func=label,
+                         help="Each rollout's verdict is shown next to its id.")
+    return by_key[STATE["rollout"]]
+
+
+# --------------------------------------------------------------------------- verdict banner
+
+
+def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
+    banner = view.banner
+    snap = view.snapshot
+    st.markdown(f"## {md_escape(view.rollout_id)}")
+    bits = [f"from {md_escape(ref.source_name)}"]
+    if snap.snapshot_id:
+        bits.append(f"snapshot {md_escape(snap.snapshot_id)}")
+    if snap.version:
+        bits.append(f"version {snap.version}")
+    if banner.anchor is not None:
+        bits.append(f"anchored on {md_escape(banner.anchor)} (change it under Export)")
+    st.caption(" · ".join(bits))
+
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        if banner.trainable:
+            st.success(f"**{banner.headline}**", icon=":material/check_circle:")
+        else:
+            reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
+            st.error(f"**{banner.headline}**\n\n{reasons}", icon=":material/block:")
+    with right:
+        status = banner.status_line
+        body = f"**Response status: {md_escape(status)}**  \n{md_escape(banner.status_text)}"
+        if banner.status == "completed":
+            st.info(body, icon=":material/flag:")
+        else:
+            st.warning(body, icon=":material/warning:")
+    if banner.error:
+        st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
+    cols = st.columns(len(banner.metrics))
+    for col, metric in zip(cols, banner.metrics):
+        col.metric(metric.label, metric.value, help=metric.help, border=True)
+    if snap.source_notes:
+        with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):
+            for note in snap.source_notes:
+                st.text(note)
+
+
+# --------------------------------------------------------------------------- call tree tab
+
+
+def _remember_tree_click(chart_key: str, rk: str) -> None:
+    state = STATE.get(chart_key)
+    selection = state.get("selection") if state is not None else None
+    key = tv.key_from_selection(selection)
+    if key is not None:
+        STATE["selected"][rk] = key
+
+
+def _remember_row(table_key: str, rk: str, frame: Any) -> None:
+    state = STATE.get(table_key)
+    rows = state.get("selection", {}).get("rows", []) if state is not None else []
+    if rows:
+        STATE["selected"][rk] = frame["key"].iloc[rows[0]]
+
+
+def _remember_pick(pick_key: str, rk: str) -> None:
+    value = STATE.get(pick_key)
+    if value:
+        STATE["selected"][rk] = value
+
+
+def show_tree_tab(view: RolloutView, rk: str) -> None:
+    model = view.tree
+    if not len(model):
+        st.info("No calls to show.")
+        return
+    selected = STATE["selected"].get(rk)
+    if selected not in model.index:
+        selected = model.default_key
+        STATE["selected"][rk] = selected
+    chart_key = f"tree:{rk}:{view.anchor}"
+    st.caption(f"{fmt_int(len(model))} nodes in {model.lanes} lane{'s' if model.lanes != 1 else ''}. "
+               "Click a node to inspect it; drag to zoom, double-click to reset, scroll to zoom.")
+    st.plotly_chart(model.figure(selected), key=chart_key, on_select=lambda: _remember_tree_click(chart_key, rk),
+                    selection_mode="points", config=PLOTLY_CONFIG, width="stretch")
+    with st.expander("What the marks mean"):
+        legend = tv.legend_frame()
+        st.dataframe(legend.style.apply(
+            lambda col: [f"background-color: {c}; color: {c}" for c in col] if col.name == "colour" else
+            [""] * len(col)), hide_index=True, width="stretch",
+            column_config={"colour": st.column_config.TextColumn(width="small")})
+    table_key = f"calls_table:{rk}:{view.anchor}"
+    with st.expander(f"All {fmt_int(len(model))} nodes as a table (select a row to inspect it)"):
+        frame = tv.nodes_frame(model, view)
+        st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
+                     column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
+                     _remember_row(table_key, rk, frame), selection_mode="single-row")
+
+    pick_key = f"pick:{rk}"
+    if STATE.get(pick_key) != selected:
+        STATE[pick_key] = selected
+    st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
+                 on_change=_remember_pick, args=(pick_key, rk))
+    show_detail(view, selected)
+
+
+def _outcome(text: str, ok: bool | None, warn: bool = False) -> None:
+    body = md_escape(text)
+    if warn:
+        st.warning(body, icon=":material/warning:")
+    elif ok is True:
+        st.success(body, icon=":material/check:")
+    elif ok is False:
+        st.error(body, icon=":material/close:")
+    elif text:
+        st.info(body)
+
+
+def show_detail(view: RolloutView, key: str) -> None:
+    d = dv.call_detail(view, key)
+    st.markdown(f"#### {md_escape(d.ident)} — {d.headline}")
+    for fact in d.facts:
+        st.caption(md_escape(fact))
+    left, right = st.columns([2, 3], gap="large")
+    with left:
+        if d.fields is not None:
+            st.markdown("**Fields**")
+            st.dataframe(d.fields, hide_index=True, width="stretch", height=min(40 + 35 * len(d.fields), 560),
+                         column_config={"field": st.column_config.TextColumn(width="medium"),
+                                        "value": st.column_config.TextColumn(width="large")})
+    with right:
+        if d.kind == tv.REFUSAL:
+            st.markdown("**Does it end the delivered chain?**")
+            _outcome(d.link_outcome, None, warn=bool(d.link_ok))
+            if d.conditions is not None:
+                st.dataframe(d.conditions, hide_index=True, width="stretch")
+        elif d.link_outcome or d.link_checks is not None:
+            st.markdown("**Parent link**")
+            _outcome(d.link_outcome, d.link_ok)
+            if d.link_checks is not None:
+                st.caption("Digest checks compare the parent's full cumulative sequence (expected) with the same "
+                           "number of tokens at the start of this call's prompt (found).")
+                st.dataframe(d.link_checks, hide_index=True, width="stretch",
+                             column_config={"ok": st.column_config.TextColumn(width=36),
+                                            "check": st.column_config.TextColumn(width="medium"),
+                                            "expected": st.column_config.TextColumn(width="medium"),
+                                            "found": st.column_config.TextColumn(width="medium")})
+        if d.group is not None:
+            st.markdown("**Retry group** (same linked parent, same full prompt)")
+            st.caption(md_escape(d.group_text))
+            st.dataframe(d.group, hide_index=True, width="stretch")
+        if d.twins:
+            st.markdown("**Token-identical twins** (same prompt and generation)")
+            st.text(", ".join(d.twins))
+    if d.items:
+        st.markdown(f"**Output items** ({len(d.items)})")
+        for part in d.items:
+            tag = " · carries the tokens" if part.carries_tokens else ""
+            st.caption(md_escape(part.title + tag))
+            if part.kind == "text":
+                st.code(part.body, language=None, wrap_lines=True)
+            else:
+                st.json(part.body, expanded=2)
+
+
+# --------------------------------------------------------------------------- loss mask tab
+
+
+def _tokenizer() -> tuple[Any | None, str | None]:
+    upload = st.file_uploader("tokenizer.json (optional, Hugging Face `tokenizers` format) to decode the window",
+                              type=["json"], key="tokenizer")
+    if upload is None:
+        return None, None
+    return cached_tokenizer(src.content_key(upload.getvalue()), upload.getvalue())
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def cached_tokenizer(key: str, _data: bytes) -> tuple[Any | None, str | None]:
+    return mv.load_tokenizer(_data)
+
+
+def show_mask_tab(view: RolloutView, rk: str) -> None:
+    chains = view.chains
+    if not chains:
+        st.info("No chain was built, so there is no loss mask.")
+        return
+    ids = [c.chain_id for c in chains]
+    labels = {c.chain_id: mv.chain_label(c) for c in chains}
+    chain_key = f"mask_chain:{rk}:{view.anchor}"
+    if STATE.get(chain_key) not in ids:
+        STATE[chain_key] = ids[0]
+    if len(ids) <= 6:
+        st.radio("Chain", ids, key=chain_key, format_func=labels.get, horizontal=True)
+    else:
+        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
+    chain_id = STATE[chain_key]
+    chain = view.chain(chain_id)
+    mask = view.mask(chain_id)
+    assert chain is not None and mask is not None
+    summary = mv.mask_summary(mask)
+    cols = st.columns(5)
+    cols[0].metric("tokens", fmt_int(summary.total), border=True)
+    cols[1].metric("trained (mask 1)", fmt_int(summary.generated), help="generated positions", border=True)
+    cols[2].metric("context (mask 0)", fmt_int(summary.prompt + summary.interstitial),
+                   help=f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial",
+                   border=True)
+    cols[3].metric("links", fmt_int(summary.links), border=True)
+    cols[4].metric("mean log-prob", fmt_logprob(summary.mean_log_prob),
+                   help=f"min {fmt_logprob(summary.min_log_prob)}", border=True)
+
+    page_state_key = f"{rk}:{view.anchor}:{chain_id}"
+    window_key = f"mask_window:{page_state_key}"
+    if STATE.get(window_key) not in mv.WINDOW_SIZES:
+        STATE[window_key] = mv.DEFAULT_WINDOW
+    pages_key = f"mask_pagew:{page_state_key}"
+    window = STATE[window_key]
+    pages = mv.page_count(mask, window)
+    page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
+
+    controls = st.columns([1, 2, 2])
+    with controls[0]:
+        st.selectbox("Window (tokens)", mv.WINDOW_SIZES, key=window_key,
+                     format_func=lambda w: f"{w:,}", on_change=lambda: STATE["mask_page"].pop(page_state_key, None))
+    with controls[1]:
+        if pages > 1:
+            STATE[pages_key] = page + 1
+            st.slider("Page", 1, pages, key=pages_key,
+                      on_change=lambda: STATE["mask_page"].__setitem__(page_state_key, STATE[pages_key] - 1))
+        else:
+            st.caption("The whole chain fits in one window.")
+    with controls[2]:
+        jump_key = f"mask_jump:{page_state_key}"
+        options = list(range(len(mask.call_ids)))
+
+        def jump() -> None:
+            link = STATE.get(jump_key)
+            if link is not None:
+                STATE["mask_page"][page_state_key] = mv.page_of(int(mask.link_starts[link]), window)
+
+        st.selectbox("Jump to the start of a call", options, index=None, key=jump_key, placeholder="choose a call",
+                     format_func=lambda i: f"{i}: {mask.call_ids[i]}", on_change=jump)
+    start, end = mv.page_bounds(mask, page, window)
+    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_overview:{page_state_key}")
+    st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. Grey: prompt · amber: interstitial (tool output, "
+               "user turns) · coloured: generated, by log-probability · black ticks: a call's context begins.")
+    st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
+                    width="stretch", key=f"mask_strip:{page_state_key}")
+
+    left, right = st.columns([1, 1], gap="large")
+    with left:
+        st.markdown("**Per link**")
+        links = mv.link_frame(mask, chain)
+        st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
+                     column_config={"mean lp": st.column_config.NumberColumn(format="%.3f"),
+                                    "min lp": st.column_config.NumberColumn(format="%.3f")})
+    with right:
+        st.markdown("**Log-probability of generated tokens**")
+        st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                        key=f"mask_lp:{page_state_key}")
+
+    with st.expander("Decoded text of this window", icon=":material/translate:"):
+        tokenizer, problem = _tokenizer()
+        if problem:
+            st.error(md_escape(problem))
+        elif tokenizer is not None:
+            frame = mv.decoded_segments(mask, tokenizer, start, end)
+            styled = frame.style.apply(
+                lambda row: [f"background-color: {mv.KIND_BACKGROUND.get(row['kind'], '#ffffff')}"] * len(row), axis=1)
+            st.dataframe(styled, hide_index=True, width="stretch",
+                         column_config={"positions": st.column_config.TextColumn(width="small"),
+                                        "kind": st.column_config.TextColumn(width="small"),
+                                        "tokens": st.column_config.NumberColumn(width="small"),
+                                        "text": st.column_config.TextColumn(width="large")})
+            st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context. "
+                       "The whole window as text, generated spans between ⟦ and ⟧:")
+            st.code(mv.window_text(frame), language=None, wrap_lines=True, height=320)
+
+
+# --------------------------------------------------------------------------- verdicts tab
+
+
+def show_verdicts_tab(view: RolloutView) -> None:
+    result = view.result
+    st.markdown("#### Engine refusals")
+    refusals = vv.refusal_views(result)
+    if not refusals:
+        st.caption("No engine refusal was recorded for this rollout.")
+    for r in refusals:
+        with st.container(border=True):
+            st.markdown(f"**{md_escape(r.refusal_id)}** · code {md_escape(r.code if r.code is not None else 'null')}"
+                        f" · continued {md_escape(r.parent or '—')}")
+            _outcome(r.summary, None, warn=r.ended_chain)
+            st.dataframe(r.conditions, hide_index=True, width="stretch")
+            if r.message:
+                st.text(f"engine message: {r.message}")
+
+    st.markdown("#### Finish reason")
+    summary, resolved, frame = vv.finish_reason_frame(result)
+    _outcome(summary, None if resolved is None else (True if resolved else False))
+    if len(frame):
+        st.dataframe(frame, hide_index=True, width="stretch")
+
+    build = view.build
+    if build is None:
+        st.info("The rollout was not built, so there are no build notes.")
+        st.dataframe(vv.metrics_frame(result), hide_index=True, width="stretch")
+        return
+    st.markdown("#### Parent-link notes")
+    failures = vv.failures_frame(build)
+    if len(failures):
+        st.dataframe(failures, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
+    else:
+        st.caption("Every link was verified: no parent-link notes.")
+    exclusions = vv.exclusions_frame(build)
+    if len(exclusions):
+        st.markdown("#### Excluded and duplicate records")
+        st.dataframe(exclusions, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
+    groups = vv.retry_groups_frame(build)
+    if len(groups):
+        st.markdown("#### Retry groups")
+        st.dataframe(groups, hide_index=True, width="stretch",
+                     column_config={"why": st.column_config.TextColumn(width="large")})
+    left, right = st.columns(2, gap="large")
+    with left:
+        st.markdown("#### Build notes")
+        st.dataframe(vv.notes_frame(build), hide_index=True, width="stretch")
+    with right:
+        st.markdown("#### Metrics (as `tokencap build` reports them)")
+        st.dataframe(vv.metrics_frame(result), hide_index=True, width="stretch")
+
+
+# --------------------------------------------------------------------------- export tab
+
+
+def _remember_anchor(widget_key: str, rk: str) -> None:
+    STATE["anchors"][rk] = STATE.get(widget_key)
+
+
+def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.RolloutRef, source_label: str,
+                    all_views: list[RolloutView], several: bool) -> None:
+    st.markdown("#### Fixed trajectory")
+    options: list[str | None] = [None] + base.anchor_options()
+    roles = base.roles
+    widget_key = f"anchor_w:{rk}"
+    if STATE.get(widget_key) != view.anchor:
+        STATE[widget_key] = view.anchor
+
+    def label(cid: str | None) -> str:
+        if cid is None:
+            return "(none) — deliver the default chain"
+        role = roles.get(cid) or ("empty generation" if base.build and cid in base.build.notes.empty_generation_calls
+                                  else "not chained")
+        return f"{cid} · {role.replace('_', ' ')}"
+
+    st.selectbox("Anchor on a terminal call", options, key=widget_key, format_func=label,
+                 on_change=_remember_anchor, args=(widget_key, rk),
+                 help="The delivered chain is cut at this call (what the harness says it ended on). "
+                      "Default: none.")
+    banner = view.banner
+    if banner.trainable:
+        st.success(f"**{banner.headline}** · status {md_escape(banner.status_line)}", icon=":material/check_circle:")
+    else:
+        reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
+        st.error(f"**{banner.headline}** · status {md_escape(banner.status_line)}\n\n{reasons}", icon=":material/block:")
+    st.caption(md_escape(vv.anchor_effect(base.result, view.result)))
+
+    files = ev.downloads(view)
+    cols = st.columns(3)
+    payloads = {
+        "response": lambda: ev.response_json(view.result) or b"",
+        "result": lambda: ev.result_json(view.result),
+        "mask": lambda: ev.mask_csv(view) or b"",
+    }
+    for col, name in zip(cols, ("response", "result", "mask")):
+        d = files[name]
+        with col:
+            st.download_button(d.label, payloads[name], file_name=d.file_name, mime=d.mime, key=f"dl_{name}:{rk}",
+                               disabled=not d.available, icon=":material/download:", on_click="ignore",
+                               width="stretch")
+            st.caption(d.why_not if not d.available else d.what)
+    st.caption("These are the bytes `tokencap build` writes for the same input and anchor:")
+    st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several), language="bash")
+
+    st.markdown("#### Every loaded rollout")
+    anchored = sum(1 for v in all_views if v.anchor is not None)
+    st.caption(f"{len(all_views)} rollout{'s' if len(all_views) != 1 else ''}, one build result per line"
+               + (f"; {anchored} with the anchor chosen here" if anchored else "") + ".")
+    st.download_button("Build results JSONL (all rollouts)", lambda: ev.results_jsonl(v.result for v in all_views),
+                       file_name="tokencap_results.jsonl", mime="application/jsonl", key="dl_all",
+                       icon=":material/download:", on_click="ignore")
+
+
+# --------------------------------------------------------------------------- page
+
+
+def main() -> None:
+    sources, source_label, path_error = sidebar_sources()
+    if path_error:
+        st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
+    loaded = load_sources(sources)
+    for ls in loaded:
+        if not ls.ok:
+            st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
+    good = [ls for ls in loaded if ls.ok]
+    refs = src.rollout_refs(good)
+    if not refs:
+        st.markdown("## tokencap rollout inspector")
+        st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
+        return
+    several_sources = len(good) > 1
+    by_key = {ls.source.cache_key: ls for ls in good}
+    ref = sidebar_rollout(refs, by_key, several_sources)
+    rk = ref.key
+    ls = by_key[ref.source_key]
+    base = rollout_view(ref.source_key, ref.index, None, ls)
+    anchor = STATE["anchors"].get(rk)
+    if anchor is not None and anchor not in base.anchor_options():
+        anchor = None
+    view = rollout_view(ref.source_key, ref.index, anchor, ls) if anchor is not None else base
+
+    show_banner(view, ref)
+    tabs = st.tabs(TABS, key="tab", on_change="rerun")
+    for name, tab in zip(TABS, tabs):
+        if not tab.open:
+            continue
+        with tab:
+            if name == "Call tree":
+                show_tree_tab(view, rk)
+            elif name == "Loss mask":
+                show_mask_tab(view, rk)
+            elif name == "Verdicts":
+                show_verdicts_tab(view)
+            else:
+                all_views = [rollout_view(r.source_key, r.index, STATE["anchors"].get(r.key), by_key[r.source_key])
+                             for r in refs]
+                label = ref.source_name if source_label == "uploaded files" else source_label
+                several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
+                show_export_tab(base, view, rk, ref, label, all_views, several)
+
+
+main()
