@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .loading import LoadError, load_snapshots
+from .run import DiscoveryError, EngineUnavailable, ScanTableError
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 
@@ -40,10 +41,47 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--terminal-call-id", metavar="ID", help="anchor the delivered chain on this call")
         if name == "build":
             cmd.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (atomically)")
+    _add_run_commands(sub)
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a source")
     app.add_argument("source", nargs="?", help="file or directory to open (default: the bundled samples)")
     app.add_argument("--port", type=int, default=8501)
     return parser
+
+
+def _add_run_commands(sub: argparse._SubParsersAction) -> None:
+    from .run import ENGINES
+
+    for name, help_text in (
+            ("scan", "build every rollout of a run and write one table row per rollout (parquet)"),
+            ("export", "build every rollout of a run and write its trajectories as JSONL")):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("source", help="a capture-store directory, a directory tree of snapshot/JSONL files, "
+                                        "or one JSONL holding many rollouts")
+        cmd.add_argument("-o", "--output", metavar="OUT", required=True,
+                         help="RESULT.parquet (scan) or TRAJECTORIES.jsonl (export), written atomically")
+        cmd.add_argument("--workers", type=_positive_int, metavar="N",
+                         help="worker processes or Ray CPUs (default: this machine's CPU count)")
+        cmd.add_argument("--engine", choices=ENGINES, default="local",
+                         help="local processes (default) or Ray tasks (pip install -e '.[ray]')")
+        cmd.add_argument("--ray-address", metavar="ADDR",
+                         help="Ray cluster to join ('auto': the running one); default: a local Ray for this run")
+        cmd.add_argument("--final-responses", metavar="FILE",
+                         help="the harness's final responses (JSON or JSONL), to anchor each rollout on its answer")
+        if name == "scan":
+            cmd.add_argument("--since", metavar="OLD.parquet",
+                             help="reuse the rows of rollouts whose files did not change since this earlier scan")
+        else:
+            cmd.add_argument("--only-trainable", action="store_true", help="write only rollouts that are not masked")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 class _Progress:
@@ -126,6 +164,55 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_inputs(args: argparse.Namespace) -> None:
+    if not Path(args.source).exists():
+        raise _UsageError(f"{args.source}: no such file or directory")
+    if args.final_responses and not Path(args.final_responses).is_file():
+        raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+    since = getattr(args, "since", None)
+    if since and not Path(since).is_file():
+        raise _UsageError(f"{since}: no such file (--since)")
+    if args.ray_address and args.engine != "ray":
+        raise _UsageError("--ray-address needs --engine ray")
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from .progress import RunProgress
+    from .run import scan
+
+    _run_inputs(args)
+    progress = RunProgress("scan")
+    try:
+        summary = scan(args.source, args.output, workers=args.workers, engine=args.engine,
+                       ray_address=args.ray_address, final_responses=args.final_responses, since=args.since,
+                       progress=progress)
+    finally:
+        progress.close()
+    for note in summary.notes:
+        print(f"tokencap: note: {note}", file=sys.stderr)
+    reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
+    print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
+          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .progress import RunProgress
+    from .run import export
+
+    _run_inputs(args)
+    progress = RunProgress("export")
+    try:
+        summary = export(args.source, args.output, only_trainable=args.only_trainable, workers=args.workers,
+                         engine=args.engine, ray_address=args.ray_address, final_responses=args.final_responses,
+                         progress=progress)
+    finally:
+        progress.close()
+    print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
+          f"({summary.trainable:,} trainable) -> {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_app(args: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not app.exists():
@@ -146,13 +233,14 @@ def _fail(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"build": _cmd_build, "inspect": _cmd_inspect, "app": _cmd_app}[args.command]
+    handler = {"build": _cmd_build, "inspect": _cmd_inspect, "scan": _cmd_scan, "export": _cmd_export,
+               "app": _cmd_app}[args.command]
     try:
         return handler(args)
     except KeyboardInterrupt:
         _PROGRESS.done()
         return 130
-    except (LoadError, RecordError, _UsageError) as exc:
+    except (LoadError, RecordError, _UsageError, DiscoveryError, ScanTableError, EngineUnavailable) as exc:
         return _fail(str(exc))
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.

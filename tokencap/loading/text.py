@@ -9,7 +9,7 @@ wrong -- the things a user needs to find and fix the record.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
@@ -189,8 +189,14 @@ def iter_lines(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
 
 
 def read_jsonl_records(data: bytes | memoryview, where: str, *, refusals_only: bool = False) -> JsonlRecords:
+    return read_jsonl_lines(iter_lines(data), where, refusals_only=refusals_only)
+
+
+def read_jsonl_lines(lines: Iterable[tuple[int, bytes | memoryview]], where: str, *,
+                     refusals_only: bool = False) -> JsonlRecords:
+    """Group (line number, line text) pairs by rollout; a run scan feeds one rollout's lines of a big file."""
     out = JsonlRecords()
-    for line, chunk in iter_lines(data):
+    for line, chunk in lines:
         try:
             raw = decode_raw_object(chunk)
         except msgspec.ValidationError:

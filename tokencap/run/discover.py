@@ -1,0 +1,225 @@
+"""Finding the rollouts of a run without loading them (the scan's first pass).
+
+A run is a capture-store directory, a tree of them, a tree of snapshot / JSONL files, or
+one JSONL holding many rollouts. Discovery turns it into `RolloutUnit`s -- small,
+picklable descriptions of where one rollout's bytes are -- so workers (local processes or
+Ray tasks) load and build each rollout on their own, and no token array ever outlives the
+rollout it belongs to.
+
+Rules, each with its reason:
+- Units are ordered by ``(source, rollout_id)``: the table's order must not depend on the
+  file system's listing order, the engine or the worker count.
+- A big JSONL is indexed (the byte span and line number of every line, grouped by the
+  line's ``rollout_id``), never held whole: a run log can be larger than memory.
+- A JSONL line that is not a JSON object with a string ``rollout_id`` cannot be given to
+  any rollout, so every rollout of that file might be missing a record: the file fails as
+  a whole (one row, named after the file, as SPEC 3 does for a file in a directory).
+- Size and modification time are read here (one ``stat`` per file) and recorded in the
+  table, so a later ``--since`` scan can reuse the rows of files that did not change.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from ..loading.store import _STORE_SUFFIXES
+
+STORE_LABEL = ".tokens.*"
+"""How a store rollout's ``source`` reads: ``sub/dir/R.tokens.*`` (every file of prefix R)."""
+
+
+@dataclass(frozen=True)
+class RolloutUnit:
+    """Where one rollout (or one file's rollouts) lives; cheap to pickle to a worker.
+
+    kind: ``"store"`` (files ``names`` of one store prefix in ``directory``), ``"jsonl"``
+    (one rollout's lines of a big JSONL: ``spans`` holds offset, length and line number per
+    line), ``"file"`` (a snapshot JSON, small JSONL or zip loaded whole; may hold several
+    rollouts) or ``"failed"`` (discovery already knows it cannot load: ``error``).
+    """
+
+    source: str
+    kind: str
+    directory: str
+    names: tuple[str, ...]
+    rollout_id: str | None = None
+    spans: bytes = b""
+    size: int = 0
+    mtime: float = 0.0
+    error: str | None = None
+
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        return (self.source, self.rollout_id or "")
+
+    @property
+    def paths(self) -> list[str]:
+        return [os.path.join(self.directory, n) for n in self.names]
+
+
+class DiscoveryError(ValueError):
+    """SOURCE itself cannot be scanned (missing, unreadable, holds nothing)."""
+
+
+def _stat_sum(paths: list[str]) -> tuple[int, float]:
+    size, mtime = 0, 0.0
+    for p in paths:
+        st = os.stat(p)
+        size += st.st_size
+        mtime = max(mtime, st.st_mtime)
+    return size, mtime
+
+
+class _IdOnly(msgspec.Struct):
+    rollout_id: object = None
+
+
+_decode_id = msgspec.json.Decoder(_IdOnly).decode
+
+
+def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[RolloutUnit]:
+    """One unit per rollout of a JSONL file, each with the spans of its lines."""
+    directory, name = os.path.split(path)
+    if size == 0:
+        return [RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)]
+    with open(path, "rb") as handle:
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        raw = np.frombuffer(data, dtype=np.uint8)
+        ends = np.flatnonzero(raw == 0x0A)
+        if not ends.size or ends[-1] != len(raw) - 1:
+            ends = np.append(ends, len(raw))  # a last line without a final newline is an ordinary line
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        del raw
+        keep = np.flatnonzero(ends > starts)  # empty lines cost nothing more than this
+        ids: dict[str, int] = {}
+        owner = np.empty(keep.size, dtype=np.int64)
+        used = np.ones(keep.size, dtype=bool)
+        for k, i in enumerate(keep.tolist()):
+            chunk = data[int(starts[i]):int(ends[i])]
+            if not chunk.strip():
+                used[k] = False
+                continue
+            try:
+                rid = _decode_id(chunk).rollout_id
+            except msgspec.MsgspecError as exc:
+                problem = "expected one JSON object per line" if isinstance(exc, msgspec.ValidationError) \
+                    else f"not valid JSON ({exc})"
+                return [_failed_file(source, directory, name, size, mtime, f"{name}, line {i + 1}: {problem}")]
+            if not isinstance(rid, str):
+                return [_failed_file(source, directory, name, size, mtime,
+                                     f"{name}, line {i + 1}: field 'rollout_id' is missing or not a string")]
+            owner[k] = ids.setdefault(rid, len(ids))
+    finally:
+        data.close()
+    if not ids:
+        return [RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)]
+    keep, owner = keep[used], owner[used]
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(len(ids) + 1))
+    table = np.stack((starts[keep], ends[keep] - starts[keep], keep + 1), axis=1).astype(np.int64)
+    units = []
+    for rid, n in ids.items():
+        lines = table[order[bounds[n]:bounds[n + 1]]]
+        units.append(RolloutUnit(source, "jsonl", directory, (name,), rid, lines.tobytes(), size, mtime))
+    return units
+
+
+def _failed_file(source: str, directory: str, name: str, size: int, mtime: float, error: str) -> RolloutUnit:
+    base = name[:-6] if name.endswith(".jsonl") else name[:-5] if name.endswith(".json") else name
+    return RolloutUnit(source, "failed", directory, (name,), base, size=size, mtime=mtime, error=error)
+
+
+def spans_of(unit: RolloutUnit) -> np.ndarray:
+    """The (offset, length, line number) rows of a ``jsonl`` unit."""
+    return np.frombuffer(unit.spans, dtype=np.int64).reshape(-1, 3)
+
+
+def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, float]],
+                        keep: callable) -> Iterator[RolloutUnit]:
+    """The units of one directory's regular files (name, size, mtime)."""
+    stores: dict[str, list[tuple[str, int, float]]] = {}
+    for name, size, mtime in names:
+        if name.endswith(".lock") or name.startswith("."):
+            continue  # a writer's lock files and hidden files carry no records
+        for suffix in _STORE_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                stores.setdefault(name[: -len(suffix)], []).append((name, size, mtime))
+                break
+        else:
+            if name.endswith((".json", ".jsonl")):
+                source = f"{rel}{name}"
+                if not keep(source, size, mtime):
+                    yield RolloutUnit(source, "reused", directory, (name,), size=size, mtime=mtime)
+                elif name.endswith(".jsonl"):
+                    yield from index_jsonl(os.path.join(directory, name), source, size, mtime)
+                else:
+                    yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
+    for prefix, files in stores.items():
+        source = f"{rel}{prefix}{STORE_LABEL}"
+        size = sum(f[1] for f in files)
+        mtime = max(f[2] for f in files)
+        kind = "store" if keep(source, size, mtime) else "reused"
+        yield RolloutUnit(source, kind, directory, tuple(sorted(f[0] for f in files)), prefix, size=size, mtime=mtime)
+
+
+def discover(source: str | os.PathLike[str], keep: callable = lambda source, size, mtime: True) -> list[RolloutUnit]:
+    """Every rollout unit under ``source``, sorted by ``(source, rollout_id)``.
+
+    ``keep(source, size, mtime)`` returning False marks a file or store prefix as
+    ``reused`` (its rows come from an earlier table); it is then neither indexed nor loaded.
+    """
+    root = Path(source)
+    try:
+        st = root.stat()
+    except FileNotFoundError:
+        raise DiscoveryError(f"{source}: no such file or directory") from None
+    except OSError as exc:
+        raise DiscoveryError(f"{source}: cannot be read ({exc.strerror or exc})") from None
+    units: list[RolloutUnit]
+    if root.is_dir():
+        units = []
+        for directory, subdirs, files in os.walk(root, onerror=_raise_walk_error):
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+            rel = os.path.relpath(directory, root)
+            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            entries = []
+            for name in files:
+                path = os.path.join(directory, name)
+                try:
+                    fst = os.lstat(path)
+                except OSError:
+                    continue
+                if not _is_regular(fst.st_mode):
+                    continue  # symlinks, FIFOs and devices are never followed or read
+                entries.append((name, fst.st_size, fst.st_mtime))
+            units.extend(_units_in_directory(directory, rel, entries, keep))
+    elif _is_regular(st.st_mode):
+        directory, name = os.path.split(os.path.abspath(root))
+        if not keep(name, st.st_size, st.st_mtime):
+            units = [RolloutUnit(name, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
+        elif name.endswith(".jsonl"):
+            units = index_jsonl(str(root), name, st.st_size, st.st_mtime)
+        else:
+            units = [RolloutUnit(name, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
+    else:
+        raise DiscoveryError(f"{source}: not a regular file or directory (a pipe or device is never read)")
+    units.sort(key=lambda u: u.sort_key)
+    return units
+
+
+def _is_regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+def _raise_walk_error(exc: OSError) -> None:
+    raise DiscoveryError(f"{exc.filename}: cannot be listed ({exc.strerror or exc})")

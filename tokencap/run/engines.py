@@ -1,0 +1,132 @@
+"""Where a run's shards are worked: in this process, in local worker processes, or on Ray.
+
+Every engine takes the same shard function and the same shards and yields the results in
+shard order, so the table a scan writes never depends on the engine or the worker count.
+At most a small window of shards is in flight at once: results are written as soon as
+their turn comes, and memory stays flat in the number of rollouts.
+
+Ray is optional (``pip install -e ".[ray]"``). On a cluster every worker reads the run's
+files itself, so SOURCE must be a path all nodes can read (shared storage).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, TypeVar
+
+import multiprocessing
+
+T = TypeVar("T")
+
+ENGINES = ("local", "ray")
+
+
+class EngineUnavailable(RuntimeError):
+    """The requested engine cannot run here (Ray not installed, cluster unreachable)."""
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _ignore_sigint() -> None:
+    # Only the coordinating process reacts to Ctrl-C; it stops the workers itself. A
+    # worker that died of its own KeyboardInterrupt would surface as a broken pool.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int) -> Iterator[T]:
+    """``fn(shard, *extra)`` for every shard, in order; a pool of ``workers`` processes when > 1."""
+    if workers <= 1:
+        for shard in shards:
+            yield fn(shard, *extra)
+        return
+    # forkserver: workers start from a clean interpreter, not a copy of a threaded parent
+    # (the app's server, a progress bar's monitor thread).
+    context = multiprocessing.get_context("forkserver")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_ignore_sigint)
+    pending: deque[Future] = deque()
+    window = 2 * workers
+    try:
+        for shard in shards:
+            pending.append(pool.submit(fn, shard, *extra))
+            while len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        if pending:  # interrupted or failed: stop now, do not finish the queued shards
+            for future in pending:
+                future.cancel()
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise EngineUnavailable(
+            "the Ray engine needs Ray, which is not installed; install the extra with "
+            "pip install -e \".[ray]\" (or pip install 'ray>=2.9'), or use --engine local") from None
+    return ray
+
+
+def run_ray(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int,
+            address: str | None = None) -> Iterator[T]:
+    """The same shards as Ray tasks, on the cluster at ``address`` (``auto`` joins a running
+    one) or on a local Ray of ``workers`` CPUs started for this run and stopped after it."""
+    ray = _import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "configure_logging": False}
+        try:
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                # A Ray started for this run listens on loopback only.
+                ray.init(num_cpus=workers, _node_ip_address="127.0.0.1", **kwargs)
+        except Exception as exc:  # noqa: BLE001 -- any start-up failure is one clear message
+            raise EngineUnavailable(f"could not start or join Ray ({'address ' + address if address else 'local'}): "
+                                    f"{type(exc).__name__}: {exc}") from None
+    task = ray.remote(num_cpus=1, max_retries=1)(fn)
+    extra_refs = tuple(ray.put(x) for x in extra)
+    cluster_cpus = int(ray.cluster_resources().get("CPU", workers) or workers)
+    window = 2 * max(1, cluster_cpus)
+    pending: deque[Any] = deque()
+    try:
+        for shard in shards:
+            pending.append(task.remote(shard, *extra_refs))
+            while len(pending) >= window:
+                yield ray.get(pending.popleft())
+        while pending:
+            yield ray.get(pending.popleft())
+    finally:
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 -- best effort while stopping
+                pass
+        if started_here:
+            ray.shutdown()
+
+
+def run_shards(fn: Callable[..., T], shards: Iterable[Any], extra: tuple = (), *, engine: str = "local",
+               workers: int | None = None, ray_address: str | None = None) -> Iterator[T]:
+    """Dispatch to an engine by name; results come back in shard order."""
+    workers = workers or default_workers()
+    if engine == "local":
+        return run_local(fn, shards, extra, workers)
+    if engine == "ray":
+        _import_ray()  # fail before any work starts
+        return run_ray(fn, shards, extra, workers, ray_address)
+    raise ValueError(f"unknown engine {engine!r}; known engines: {', '.join(ENGINES)}")

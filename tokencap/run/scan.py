@@ -1,0 +1,320 @@
+"""Scanning and exporting a whole run (SPEC 11).
+
+``scan`` writes the run table (one row per rollout) as parquet; ``export`` writes every
+rollout's build result as JSONL, each line byte-identical to what `tokencap build` writes
+for that rollout. Both discover the run first (`discover`), cut it into shards, work the
+shards on an engine (`engines`) and write results in the discovery order, streaming:
+rows are flushed in row groups and lines as their shard comes back, so neither the table
+nor the trajectories of a run are ever held whole. Output is atomic (temporary file +
+rename): an interrupted or failed run leaves nothing at the output path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..export import write_atomically
+from .discover import RolloutUnit, discover
+from .engines import default_workers, run_shards
+from .table import COLUMNS, SCHEMA, Row, to_batch
+from .work import RunOptions, export_shard, scan_shard
+
+Progress = Callable[[int, int], None]
+"""``progress(rollouts_done, rollouts_total)``, called as shards complete."""
+
+META_KEY = b"tokencap"
+ROW_GROUP = 50_000
+MAX_SHARD_UNITS = 64
+MAX_SHARD_BYTES = 64 << 20
+
+
+class ScanTableError(ValueError):
+    """A ``--since`` table that is not a tokencap scan table."""
+
+
+@dataclass
+class RunSummary:
+    """What a scan or export did, for the closing line a person reads."""
+
+    rollouts: int = 0
+    trainable: int = 0
+    reused: int = 0
+    written: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _shards(units: list[RolloutUnit], workers: int) -> list[list[RolloutUnit]]:
+    """Consecutive units cut into shards: big enough to amortise a task, small enough to balance."""
+    if not units:
+        return []
+    per_shard = max(1, min(MAX_SHARD_UNITS, math.ceil(len(units) / (8 * max(1, workers)))))
+    shards: list[list[RolloutUnit]] = []
+    current: list[RolloutUnit] = []
+    size = 0
+    for unit in units:
+        if current and (len(current) >= per_shard or size + unit.size > MAX_SHARD_BYTES):
+            shards.append(current)
+            current, size = [], 0
+        current.append(unit)
+        size += unit.size
+    shards.append(current)
+    return shards
+
+
+def _final_responses_digest(path: str | None) -> str:
+    if not path:
+        return ""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _metadata(final_responses_path: str | None) -> dict[bytes, bytes]:
+    from .. import __version__
+
+    return {META_KEY: orjson.dumps({"version": __version__,
+                                    "final_responses_sha256": _final_responses_digest(final_responses_path)})}
+
+
+def _load_final_responses(path: str | None) -> Any:
+    if not path:
+        return None
+    from ..loading import load_final_responses  # terminal attribution (SPEC 10)
+
+    return load_final_responses(path)
+
+
+@dataclass
+class _Previous:
+    """An earlier table of the same run, indexed by source for ``--since``."""
+
+    table: pa.Table
+    spans: dict[str, tuple[int, float, int, int]]  # source -> (bytes, mtime, first row, row count)
+
+    def keep(self, source: str, size: int, mtime: float) -> bool:
+        """True when the rollout(s) at ``source`` must be built (new or changed)."""
+        old = self.spans.get(source)
+        return old is None or old[0] != size or old[1] != mtime
+
+    def rows(self, source: str) -> pa.Table:
+        _, _, start, count = self.spans[source]
+        return self.table.slice(start, count)
+
+
+def _read_previous(path: str, final_responses_path: str | None, notes: list[str]) -> _Previous | None:
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
+        raise ScanTableError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+    if table.schema.names != list(COLUMNS):
+        raise ScanTableError(f"{path}: not a tokencap scan table (its columns differ from SPEC 11's)")
+    meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
+    table = table.replace_schema_metadata(None).cast(SCHEMA)
+    current = orjson.loads(_metadata(final_responses_path)[META_KEY])
+    if meta != current:
+        notes.append(f"{path} was written by another tokencap version or with other final responses; "
+                     "every rollout was built again")
+        return None
+    sources = table.column("source").to_pylist()
+    sizes = table.column("source_bytes").to_pylist()
+    mtimes = table.column("source_mtime").to_pylist()
+    spans: dict[str, tuple[int, float, int, int]] = {}
+    for i, src in enumerate(sources):
+        if src in spans:
+            size, mtime, start, count = spans[src]
+            spans[src] = (size, mtime, start, count + 1)
+        else:
+            spans[src] = (sizes[i], mtimes[i], i, 1)
+    return _Previous(table, spans)
+
+
+def _plan(source: str | os.PathLike[str], since: str | None, final_responses: str | None,
+          workers: int, summary: RunSummary) -> tuple[list[Any], _Previous | None, int, bool]:
+    """The run as an ordered plan of shards (lists of units) and reused sources (str)."""
+    previous = _read_previous(since, final_responses, summary.notes) if since else None
+    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True))
+    plan: list[Any] = []
+    fresh: list[RolloutUnit] = []
+    total = 0
+
+    def flush() -> None:
+        plan.extend(_shards(fresh, workers))
+        fresh.clear()
+
+    for unit in units:
+        if unit.kind == "reused":
+            flush()
+            plan.append(unit.source)
+            count = previous.spans[unit.source][3] if previous else 0
+            total += count
+            summary.reused += count
+        else:
+            fresh.append(unit)
+            total += 1
+    flush()
+    single = len(units) == 1 and units[0].kind != "reused"
+    return plan, previous, total, single
+
+
+def _ordered_results(fn: Callable, plan: list[Any], options: RunOptions, engine: str, workers: int,
+                     ray_address: str | None) -> Iterator[tuple[str, Any]]:
+    shards = [item for item in plan if not isinstance(item, str)]
+    results = run_shards(fn, iter(shards), (options,), engine=engine, workers=workers, ray_address=ray_address)
+    try:
+        for item in plan:
+            if isinstance(item, str):
+                yield "reused", item
+            else:
+                yield "built", next(results)
+    finally:
+        results.close()
+
+
+def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, engine: str = "local",
+                 ray_address: str | None = None, final_responses: str | None = None, since: str | None = None,
+                 progress: Progress | None = None,
+                 summary: RunSummary | None = None) -> Iterator[pa.RecordBatch | pa.Table]:
+    """The run table as a stream of record batches (or reused slices), in table order."""
+    workers = workers or default_workers()
+    summary = summary if summary is not None else RunSummary()
+    plan, previous, total, single = _plan(source, since, final_responses, workers, summary)
+    options = RunOptions(final_responses=_load_final_responses(final_responses), single_rollout=single)
+    done = 0
+    if progress:
+        progress(0, total)
+    buffer: list[Row] = []
+    for kind, value in _ordered_results(scan_shard, plan, options, engine, workers, ray_address):
+        if kind == "reused":
+            if buffer:
+                yield to_batch(buffer)
+                buffer = []
+            rows = previous.rows(value)  # type: ignore[union-attr]
+            summary.trainable += rows.num_rows - sum(rows.column("mask_sample").to_pylist())
+            done += rows.num_rows
+            yield rows
+        else:
+            buffer.extend(value)
+            summary.trainable += sum(1 for r in value if not r[3])
+            done += len(value)
+            if len(buffer) >= ROW_GROUP:
+                yield to_batch(buffer)
+                buffer = []
+        if progress:
+            progress(done, max(total, done))
+    if buffer:
+        yield to_batch(buffer)
+    summary.rollouts = done
+
+
+def scan(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
+         engine: str = "local", ray_address: str | None = None, final_responses: str | None = None,
+         since: str | None = None, progress: Progress | None = None) -> RunSummary:
+    """Write the run table of ``source`` to ``out`` (parquet), atomically."""
+    summary = RunSummary()
+
+    def write(handle: BinaryIO) -> None:
+        writer = pq.ParquetWriter(handle, SCHEMA.with_metadata(_metadata(final_responses)))
+        pending: list[pa.Table] = []
+        rows = 0
+
+        def flush() -> None:
+            nonlocal rows
+            if pending:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP)
+                pending.clear()
+                rows = 0
+
+        try:
+            for part in scan_batches(source, workers=workers, engine=engine, ray_address=ray_address,
+                                     final_responses=final_responses, since=since, progress=progress,
+                                     summary=summary):
+                table = part if isinstance(part, pa.Table) else pa.Table.from_batches([part], schema=SCHEMA)
+                pending.append(table.replace_schema_metadata(None).cast(SCHEMA))
+                rows += table.num_rows
+                if rows >= ROW_GROUP:
+                    flush()
+            flush()
+        finally:
+            writer.close()
+
+    write_atomically(out, write)
+    summary.written = summary.rollouts
+    return summary
+
+
+def scan_table(source: str | os.PathLike[str], **kwargs: Any) -> pa.Table:
+    """The whole run table in memory (tests, notebooks, the app on modest runs)."""
+    parts = [p if isinstance(p, pa.Table) else pa.Table.from_batches([p], schema=SCHEMA)
+             for p in scan_batches(source, **kwargs)]
+    if not parts:
+        return SCHEMA.empty_table()
+    return pa.concat_tables([p.replace_schema_metadata(None).cast(SCHEMA) for p in parts])
+
+
+def read_scan(path: str | os.PathLike[str]) -> pa.Table:
+    """A scan table written by `scan`, checked against the schema."""
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001
+        raise ScanTableError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+    if table.schema.names != list(COLUMNS):
+        raise ScanTableError(f"{path}: not a tokencap scan table (its columns differ from SPEC 11's)")
+    return table.replace_schema_metadata(None).cast(SCHEMA)
+
+
+def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,
+           workers: int | None = None, engine: str = "local", ray_address: str | None = None,
+           final_responses: str | None = None, progress: Progress | None = None) -> RunSummary:
+    """Write every rollout's build result as JSONL, in the scan's order, atomically."""
+    workers = workers or default_workers()
+    summary = RunSummary()
+    plan, _, total, single = _plan(source, None, final_responses, workers, summary)
+    options = RunOptions(final_responses=_load_final_responses(final_responses), single_rollout=single,
+                         only_trainable=only_trainable)
+
+    def write(handle: BinaryIO) -> None:
+        done = 0
+        if progress:
+            progress(0, total)
+        for _kind, (seen, trainable, lines) in _ordered_results(export_shard, plan, options, engine, workers,
+                                                                 ray_address):
+            handle.write(lines)
+            summary.trainable += trainable
+            summary.written += lines.count(b"\n")
+            done += seen
+            if progress:
+                progress(done, max(total, done))
+        summary.rollouts = done
+
+    write_atomically(out, write)
+    return summary
+
+
+def relative_source_path(root: str | os.PathLike[str], source: str) -> list[Path]:
+    """The files a row's ``source`` names under ``root`` (a store prefix names several)."""
+    from .discover import STORE_LABEL
+
+    base = Path(root)
+    if base.is_file():
+        return [base] if base.name == source else []
+    if source.endswith(STORE_LABEL):
+        prefix = source[: -len(STORE_LABEL)]
+        directory = (base / prefix).parent
+        stem = Path(prefix).name
+        if not directory.is_dir():
+            return []
+        return sorted(p for p in directory.iterdir() if p.name.startswith(f"{stem}.tokens.") and p.is_file())
+    path = base / source
+    return [path] if path.is_file() else []

@@ -1,0 +1,125 @@
+"""The per-rollout work of a run: load one unit, build it, turn it into rows or export lines.
+
+These functions run inside worker processes or Ray tasks, so they take and return only
+small picklable values (units, rows as tuples, bytes). A rollout's snapshot, build and
+token arrays live only while its row or line is made: memory is bounded by the largest
+rollout in a shard, never by the size of the run.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..export import write_summary
+from ..loading import LoadError, load_snapshots
+from ..loading.store import FileSource, load_store
+from ..loading.text import read_jsonl_lines, snapshots_from_records
+from ..records import RecordError, TokenCaptureSnapshot
+from ..rollout import RolloutResult, build_rollout
+from .discover import RolloutUnit, spans_of
+from .table import Row, row_of
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What every rollout of a run is built with (sent once per shard to a worker)."""
+
+    final_responses: Any = None  # a FinalResponses (terminal attribution), or None
+    single_rollout: bool = False  # the source holds exactly one rollout (final-response lines without an id apply)
+    only_trainable: bool = False  # export: skip masked rollouts
+
+
+def _base_name(name: str) -> str:
+    for ext in (".jsonl", ".json"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def _message(exc: BaseException, name: str) -> str:
+    if isinstance(exc, (LoadError, RecordError)):
+        return str(exc)
+    return f"{name}: {type(exc).__name__}: {exc}"
+
+
+def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
+    """The snapshots of one unit, sorted by rollout id; a failure is a failed snapshot, never an exception."""
+    name = unit.names[0] if unit.names else unit.source
+    try:
+        if unit.kind == "failed":
+            return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(name), unit.error or "")]
+        if unit.kind == "store":
+            directory = unit.directory
+            source = FileSource(directory, list(unit.names),
+                                lambda n: _read_regular(os.path.join(directory, n)))
+            snapshots = load_store(source)
+        elif unit.kind == "jsonl":
+            snapshots = _load_jsonl_rollout(unit, name)
+        else:
+            snapshots = load_snapshots(os.path.join(unit.directory, name), name=name)
+    except Exception as exc:  # noqa: BLE001 -- one bad rollout is a row with its error; the run goes on
+        return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(name), _message(exc, name))]
+    return sorted(snapshots, key=lambda s: s.rollout_id)
+
+
+def _read_regular(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _load_jsonl_rollout(unit: RolloutUnit, name: str) -> list[TokenCaptureSnapshot]:
+    """One rollout's lines of an indexed JSONL, with their real line numbers in errors."""
+    with open(os.path.join(unit.directory, name), "rb") as handle:
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        spans = spans_of(unit)
+        if spans.size and int((spans[:, 0] + spans[:, 1]).max()) > len(data):
+            raise LoadError(f"{name}: the file shrank while the run was being scanned; scan again")
+        lines = ((int(line), data[int(start):int(start + length)]) for start, length, line in spans)
+        records = read_jsonl_lines(lines, name)
+        return snapshots_from_records(records, name)
+    finally:
+        data.close()
+
+
+def build_unit(unit: RolloutUnit, options: RunOptions) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult]]:
+    """Each rollout of a unit with its build result, one at a time."""
+    for snapshot in load_unit(unit):
+        final = None
+        if options.final_responses is not None:
+            final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=options.single_rollout)
+        if final is not None:
+            result = build_rollout(snapshot, final_response=final)
+        else:
+            result = build_rollout(snapshot)
+        yield snapshot, result
+
+
+def scan_shard(units: list[RolloutUnit], options: RunOptions) -> list[Row]:
+    """The table rows of a shard of units, in unit order."""
+    rows: list[Row] = []
+    for unit in units:
+        for snapshot, result in build_unit(unit, options):
+            rows.append(row_of(result, snapshot, unit.source, unit.size, unit.mtime))
+    return rows
+
+
+def export_shard(units: list[RolloutUnit], options: RunOptions) -> tuple[int, int, bytes]:
+    """(rollouts seen, trainable, the JSONL lines to write) for a shard; each line is what
+    `tokencap build` writes for that rollout."""
+    out = io.BytesIO()
+    seen = trainable = 0
+    for unit in units:
+        for _snapshot, result in build_unit(unit, options):
+            seen += 1
+            trainable += not result.mask_sample
+            if options.only_trainable and result.mask_sample:
+                continue
+            write_summary(out, result)
+            out.write(b"\n")
+    return seen, trainable, out.getvalue()
