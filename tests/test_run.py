@@ -1,0 +1,422 @@
+"""SPEC 11: scanning and exporting a whole run (`tokencap.run`, `tokencap scan|export`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import jsonl_bytes, linear_chain, snapshot_dict
+from tokencap import build_rollout, load_snapshots
+from tokencap.cli import main
+from tokencap.export import results_bytes
+from tokencap.run import COLUMNS, discover, export, read_scan, scan, scan_table
+from tokencap.run.engines import run_local
+from tokencap.run.table import SCHEMA
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_data"
+
+# SPEC 11's column list, written out here independently of the package's declaration.
+SPEC_COLUMNS = [
+    ("rollout_id", "string"), ("source", "string"), ("snapshot_id", "string"), ("mask_sample", "bool"),
+    ("mask_reasons", "list<item: string>"),
+    ("reason_load_error", "bool"), ("reason_capture_incomplete", "bool"), ("reason_no_records", "bool"),
+    ("reason_build_error", "bool"), ("reason_unresolved_retries", "bool"),
+    ("reason_unresolved_parent_calls", "bool"), ("reason_multiple_roots", "bool"),
+    ("reason_multiple_chains", "bool"), ("reason_no_generated_tokens", "bool"),
+    ("reason_terminal_call_not_delivered", "bool"),
+    ("status", "string"), ("incomplete_reason", "string"), ("n_calls", "int64"), ("chains", "int64"),
+    ("roots", "int64"), ("quarantined_calls", "int64"), ("quarantined_fraction", "double"),
+    ("delivered_fraction", "double"), ("generated_tokens_captured", "int64"), ("generated_tokens_delivered", "int64"),
+    ("link_parent_unresolved", "int64"), ("link_parent_digest_mismatch", "int64"),
+    ("link_parent_call_id_missing_recovered", "int64"), ("link_parent_call_id_missing", "int64"),
+    ("link_missing_resolution", "int64"), ("link_duplicate_call_id_conflict", "int64"),
+    ("link_delta_chain_unreconstructable", "int64"), ("link_entry_digest_mismatch", "int64"),
+    ("unresolved_parent_calls", "int64"), ("empty_generation_calls", "int64"), ("after_terminal_calls", "int64"),
+    ("engine_refusals", "int64"), ("context_refusals", "int64"), ("refusal_ended_chain", "bool"),
+    ("capture_incomplete", "bool"), ("terminal_call_id", "string"), ("terminal_attribution", "string"),
+    ("error", "string"), ("source_notes", "list<item: string>"), ("source_bytes", "int64"),
+    ("source_mtime", "double"),
+]
+
+
+def rows(table: pa.Table) -> list[dict]:
+    return table.to_pylist()
+
+
+def copy_samples(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES, run, ignore=shutil.ignore_patterns("expected.json", "README.md", "run"))
+    return run
+
+
+# =========================================================================== table
+
+
+def test_columns_are_spec_11_in_order_with_their_types():
+    assert [(f.name, str(f.type)) for f in SCHEMA] == SPEC_COLUMNS
+    assert list(COLUMNS) == [name for name, _ in SPEC_COLUMNS]
+
+
+def test_written_parquet_has_every_column_in_order(tmp_path):
+    out = tmp_path / "r.parquet"
+    scan(SAMPLES / "capture_store", out, workers=1)
+    table = pq.read_table(out)
+    # parquet names a list's item "element"; the types are otherwise exactly SPEC 11's
+    assert [(f.name, str(f.type).replace("element:", "item:")) for f in table.schema] == SPEC_COLUMNS
+    assert read_scan(out).num_rows == 2
+
+
+def test_every_row_agrees_with_build_rollout_of_that_rollout(tmp_path):
+    run = copy_samples(tmp_path)
+    table = rows(scan_table(run, workers=1))
+    assert [(r["source"], r["rollout_id"]) for r in table] == sorted((r["source"], r["rollout_id"]) for r in table)
+    by_id = {r["rollout_id"]: r for r in table}
+    checked = 0
+    for path in sorted(run.iterdir()):
+        if path.suffix not in (".json", ".jsonl"):
+            continue
+        for snapshot in load_snapshots(path):
+            result = build_rollout(snapshot)
+            row = by_id[snapshot.rollout_id]
+            assert row["source"] == path.name
+            assert row["mask_sample"] == result.mask_sample
+            assert row["mask_reasons"] == result.mask_reasons
+            for reason in ("unresolved_retries", "multiple_chains", "capture_incomplete", "load_error"):
+                assert row[f"reason_{reason}"] == (reason in result.mask_reasons)
+            m = result.metrics
+            for key in ("status", "incomplete_reason", "n_calls", "chains", "roots", "quarantined_calls",
+                        "quarantined_fraction", "delivered_fraction", "generated_tokens_captured",
+                        "generated_tokens_delivered", "unresolved_parent_calls", "empty_generation_calls",
+                        "after_terminal_calls", "engine_refusals", "error"):
+                assert row[key] == m[key], (snapshot.rollout_id, key)
+            for note, count in m["parent_link_failures"].items():
+                assert row[f"link_{note}"] == count
+            assert sum(v for k, v in row.items() if k.startswith("link_")) == sum(m["parent_link_failures"].values())
+            assert row["refusal_ended_chain"] == any(v.ended_chain for v in result.refusal_verdicts)
+            assert row["source_bytes"] == path.stat().st_size
+            assert row["source_mtime"] == path.stat().st_mtime
+            checked += 1
+    assert checked >= 20
+
+
+def test_refusal_columns(tmp_path):
+    table = {r["rollout_id"]: r for r in rows(scan_table(SAMPLES / "multi_rollout_entries.jsonl", workers=1))}
+    ended = table["jsonl-refusal-ended"]
+    assert (ended["engine_refusals"], ended["context_refusals"], ended["refusal_ended_chain"]) == (1, 1, True)
+    param = table["jsonl-parameter-refusal"]
+    assert (param["engine_refusals"], param["context_refusals"], param["refusal_ended_chain"]) == (1, 0, False)
+    assert table["jsonl-clean"]["engine_refusals"] == 0
+
+
+def test_store_rows_name_their_prefix_and_carry_notes_and_sizes():
+    table = {r["rollout_id"]: r for r in rows(scan_table(SAMPLES / "capture_store", workers=1))}
+    interrupted = table["store-interrupted"]
+    assert interrupted["source"] == "store-interrupted.tokens.*"
+    assert interrupted["reason_capture_incomplete"] and interrupted["capture_incomplete"]
+    assert any("torn" in n for n in interrupted["source_notes"])
+    files = list((SAMPLES / "capture_store").glob("store-interrupted.tokens.*"))
+    assert interrupted["source_bytes"] == sum(f.stat().st_size for f in files)
+    assert interrupted["source_mtime"] == max(f.stat().st_mtime for f in files)
+
+
+# =========================================================================== discovery and bad input
+
+
+def test_a_directory_tree_is_scanned_recursively_in_a_fixed_order(tmp_path):
+    run = tmp_path / "run"
+    (run / "b").mkdir(parents=True)
+    (run / "a" / "deep").mkdir(parents=True)
+    shutil.copy(SAMPLES / "length_stop.json", run / "b" / "x.json")
+    shutil.copy(SAMPLES / "clean_multiturn_tools.json", run / "a" / "deep" / "y.json")
+    for name in os.listdir(SAMPLES / "capture_store"):
+        shutil.copy(SAMPLES / "capture_store" / name, run / "a" / name)
+    table = rows(scan_table(run, workers=1))
+    assert [r["source"] for r in table] == [
+        "a/deep/y.json", "a/store-complete.tokens.*", "a/store-interrupted.tokens.*", "b/x.json"]
+
+
+def test_bad_rollouts_are_rows_with_their_error_and_the_scan_goes_on(tmp_path):
+    run = copy_samples(tmp_path)
+    (run / "garbage.json").write_bytes(b"{not json")
+    store_file = run / "capture_store" / "store-complete.tokens.jsonl"
+    lines = store_file.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[1])
+    record["generation_log_probs"] = ["high"]
+    lines[1] = json.dumps(record).encode() + b"\n"
+    store_file.write_bytes(b"".join(lines))
+    table = {r["rollout_id"]: r for r in rows(scan_table(run, workers=2))}
+    for rid in ("garbage", "store-complete"):
+        row = table[rid]
+        assert row["mask_sample"] and row["reason_load_error"] and row["error"], rid
+        assert row["n_calls"] == 0 and row["status"] is None
+    assert "line 2" in table["store-complete"]["error"]
+    assert "garbage.json" in table["garbage"]["error"]
+    assert table["clean-multiturn-tools"]["mask_sample"] is False
+    assert len(table) == 27  # 26 sample rollouts + the garbage file
+
+
+def many_rollouts_jsonl(path: Path, n: int) -> list[str]:
+    records = []
+    ids = [f"task{i:03d}-rollout0" for i in range(n)]
+    convs = [linear_chain(2 + i % 3, rollout_id=rid) for i, rid in enumerate(ids)]
+    # interleave the rollouts' lines, as a shared log would
+    longest = max(len(c.records) for c in convs)
+    for k in range(longest):
+        for conv in convs:
+            if k < len(conv.records):
+                records.append(conv.records[k])
+    path.write_bytes(jsonl_bytes(records))
+    return ids
+
+
+def test_one_jsonl_of_many_rollouts_is_indexed_per_rollout(tmp_path):
+    source = tmp_path / "run.jsonl"
+    ids = many_rollouts_jsonl(source, 25)
+    units = discover(source)
+    assert [u.rollout_id for u in units] == sorted(ids)
+    assert all(u.kind == "jsonl" for u in units)
+    table = rows(scan_table(source, workers=2))
+    assert [r["rollout_id"] for r in table] == sorted(ids)
+    expected = {s.rollout_id: build_rollout(s) for s in load_snapshots(source)}
+    for row in table:
+        assert row["mask_reasons"] == expected[row["rollout_id"]].mask_reasons
+        assert row["n_calls"] == expected[row["rollout_id"]].metrics["n_calls"]
+
+
+def test_a_bad_record_in_a_big_jsonl_fails_its_rollout_and_names_the_real_line(tmp_path):
+    source = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(source, 6)
+    lines = source.read_bytes().splitlines(keepends=True)
+    bad = json.loads(lines[8])
+    bad["parent_resolution"] = "sideways"
+    lines[8] = json.dumps(bad).encode() + b"\n"
+    source.write_bytes(b"".join(lines))
+    table = {r["rollout_id"]: r for r in rows(scan_table(source, workers=1))}
+    broken = table[bad["rollout_id"]]
+    assert broken["reason_load_error"] and "line 9" in broken["error"], broken["error"]
+    assert sum(r["reason_load_error"] for r in table.values()) == 1
+
+
+def test_a_line_no_rollout_can_own_fails_the_whole_file(tmp_path):
+    # Nobody can tell which rollout lost that record, so none of the file's rollouts is trusted.
+    source = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(source, 4)
+    source.write_bytes(source.read_bytes() + b'{"model_call_id": "call-9"}\n')
+    table = rows(scan_table(source, workers=1))
+    assert len(table) == 1
+    assert table[0]["rollout_id"] == "run" and table[0]["reason_load_error"]
+    assert "rollout_id" in table[0]["error"] and "line" in table[0]["error"]
+
+
+def test_blank_lines_and_a_missing_final_newline_are_fine(tmp_path):
+    source = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(source, 3)
+    text = source.read_bytes().replace(b"\n", b"\n\n  \n").rstrip(b"\n")
+    source.write_bytes(text)
+    table = rows(scan_table(source, workers=1))
+    assert len(table) == 3 and not any(r["reason_load_error"] for r in table)
+
+
+def test_a_missing_source_is_a_one_line_error(capsys, tmp_path):
+    code = main(["scan", str(tmp_path / "nope"), "-o", str(tmp_path / "r.parquet")])
+    assert code == 2
+    assert "no such file" in capsys.readouterr().err
+    assert not (tmp_path / "r.parquet").exists()
+
+
+# =========================================================================== engines
+
+
+def test_every_worker_count_gives_the_same_table(tmp_path):
+    run = copy_samples(tmp_path)
+    one = scan_table(run, workers=1)
+    assert scan_table(run, workers=2).equals(one)
+    assert scan_table(run, workers=3).equals(one)
+
+
+def test_local_engine_keeps_shard_order():
+    assert list(run_local(_slow_identity, [3, 1, 2, 0], (), 2)) == [3, 1, 2, 0]
+
+
+def _slow_identity(x: int) -> int:
+    time.sleep(0.05 * x)
+    return x
+
+
+def test_ray_engine_gives_the_same_table_as_local(tmp_path):
+    pytest.importorskip("ray")
+    run = copy_samples(tmp_path)
+    local = scan_table(run, workers=1)
+    on_ray = scan_table(run, workers=2, engine="ray")
+    assert on_ray.equals(local)
+
+
+def test_ray_engine_without_ray_exits_2_saying_how_to_install(capsys, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    out = tmp_path / "r.parquet"
+    code = main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--engine", "ray"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert '.[ray]' in err and "--engine local" in err
+    assert not out.exists()
+
+
+# =========================================================================== interrupts and atomicity
+
+
+def test_an_interrupted_scan_leaves_no_result(tmp_path):
+    out = tmp_path / "r.parquet"
+
+    def interrupt(done, total):
+        if done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        scan(copy_samples(tmp_path), out, workers=2, progress=interrupt)
+    assert os.listdir(tmp_path) == ["run"]
+
+
+def test_ctrl_c_on_the_command_line_exits_130_and_writes_nothing(tmp_path):
+    run = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(run, 400)
+    out = tmp_path / "r.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "tokencap", "scan", str(run), "-o", str(out), "--workers", "2"],
+                            stderr=subprocess.PIPE, cwd=tmp_path)
+    # wait until the scan is under way (the progress line shows the total), then interrupt it
+    deadline = time.monotonic() + 60
+    seen = b""
+    while b"/400" not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.read(1)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the scan finished before the interrupt arrived")
+    assert proc.returncode == 130
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]
+
+
+# =========================================================================== --since
+
+
+def test_since_reuses_unchanged_rollouts_and_equals_a_full_scan(tmp_path):
+    run = copy_samples(tmp_path)
+    first = tmp_path / "first.parquet"
+    scan(run, first, workers=1)
+    # a new rollout, a changed rollout, and a changed store rollout
+    shutil.copy(SAMPLES / "length_stop.json", run / "zz_new.json")
+    changed = run / "subagent_branch.json"
+    changed.write_text(json.dumps(snapshot_dict(linear_chain(3, rollout_id="subagent-branch").records)))
+    store = run / "capture_store" / "store-interrupted.tokens.incomplete"
+    store.write_text("")
+    (run / "length_stop.json").unlink()
+    again = tmp_path / "again.parquet"
+    summary = scan(run, again, workers=2, since=str(first))
+    full = tmp_path / "full.parquet"
+    scan(run, full, workers=1)
+    assert read_scan(again).equals(read_scan(full))
+    assert pq.read_table(again).schema.metadata == pq.read_table(full).schema.metadata
+    assert summary.reused == read_scan(full).num_rows - 3  # new, changed snapshot, changed store prefix
+    by_id = {r["rollout_id"]: r for r in rows(read_scan(again))}
+    assert by_id["subagent-branch"]["mask_sample"] is False
+    assert by_id["store-interrupted"]["source_bytes"] > 0
+
+
+def test_since_with_another_table_is_an_error(tmp_path, capsys):
+    bogus = tmp_path / "bogus.parquet"
+    pq.write_table(pa.table({"x": [1]}), bogus)
+    code = main(["scan", str(SAMPLES / "capture_store"), "-o", str(tmp_path / "r.parquet"), "--since", str(bogus)])
+    assert code == 2
+    assert "not a tokencap scan table" in capsys.readouterr().err
+
+
+# =========================================================================== export
+
+
+def test_export_lines_equal_tokencap_build_per_rollout(tmp_path):
+    run = copy_samples(tmp_path)
+    out = tmp_path / "all.jsonl"
+    summary = export(run, out, workers=2)
+    lines = out.read_bytes().splitlines(keepends=True)
+    table = rows(scan_table(run, workers=1))
+    assert [json.loads(line)["rollout_id"] for line in lines] == [r["rollout_id"] for r in table]
+    assert summary.rollouts == summary.written == len(table)
+    assert summary.trainable == sum(not r["mask_sample"] for r in table)
+    for line, row in zip(lines, table):
+        if row["reason_load_error"]:
+            continue  # a file that failed as a whole has no rollout to build on its own
+        where = run / "capture_store" if row["source"].endswith(".tokens.*") else run / row["source"]
+        snapshot = next(s for s in load_snapshots(where) if s.rollout_id == row["rollout_id"])
+        assert line == results_bytes([build_rollout(snapshot)], jsonl=False), row["rollout_id"]
+
+
+def test_export_only_trainable_through_the_cli(tmp_path, capsys):
+    run = copy_samples(tmp_path)
+    out = tmp_path / "train.jsonl"
+    assert main(["export", str(run), "-o", str(out), "--only-trainable", "--workers", "2"]) == 0
+    written = [json.loads(line) for line in out.read_bytes().splitlines()]
+    table = rows(scan_table(run, workers=1))
+    assert [w["rollout_id"] for w in written] == [r["rollout_id"] for r in table if not r["mask_sample"]]
+    assert all(not w["mask_sample"] for w in written)
+    assert "exported" in capsys.readouterr().err
+
+
+def test_cli_build_of_one_rollout_equals_its_export_line(tmp_path, capsys):
+    source = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(source, 5)
+    out = tmp_path / "all.jsonl"
+    assert main(["export", str(source), "-o", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    for line in out.read_bytes().splitlines(keepends=True):
+        rid = json.loads(line)["rollout_id"]
+        single = tmp_path / f"{rid}.json"
+        assert main(["build", str(source), "--rollout", rid, "-o", str(single)]) == 0
+        assert single.read_bytes() == line
+
+
+# =========================================================================== progress
+
+
+def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tokencap", "scan", str(SAMPLES / "capture_store"), "-o",
+                           str(tmp_path / "r.parquet"), "--workers", "1"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("scan:") and "0/2" in lines[0]
+    assert any("2/2" in line for line in lines)
+    assert lines[-1].startswith("tokencap: scanned 2 rollouts (1 trainable, 1 masked)")
+
+
+def test_progress_bar_on_a_terminal_uses_tqdm():
+    import io
+
+    from tokencap.progress import RunProgress
+
+    stream = io.StringIO()
+    progress = RunProgress("scan", stream=stream, interactive=True)
+    progress(0, 10)
+    progress(10, 10)
+    progress.close()
+    text = stream.getvalue()
+    assert "10/10" in text and "rollout/s" in text and "\r" in text
