@@ -35,7 +35,7 @@ STORE_LABEL = ".tokens.*"
 """How a store rollout's ``source`` reads: ``sub/dir/R.tokens.*`` (every file of prefix R)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutUnit:
     """Where one rollout (or one file's rollouts) lives; cheap to pickle to a worker.
 
