@@ -420,3 +420,37 @@ def test_progress_bar_on_a_terminal_uses_tqdm():
     progress.close()
     text = stream.getvalue()
     assert "10/10" in text and "rollout/s" in text and "\r" in text
+
+
+# =========================================================================== hostile runs
+
+
+def test_symlinks_pipes_and_odd_names_are_never_read_and_are_reported(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(SAMPLES / "length_stop.json", run / "ok.json")
+    (run / "link.json").symlink_to(SAMPLES / "clean_multiturn_tools.json")
+    (run / "linkdir").symlink_to(SAMPLES / "capture_store", target_is_directory=True)
+    os.mkfifo(run / "pipe.jsonl")
+    bad_name = os.fsdecode(b"bad-\xff")
+    shutil.copy(SAMPLES / "length_stop.json", os.path.join(os.fsencode(run), b"bad-\xff.json"))
+    for name in os.listdir(SAMPLES / "capture_store"):
+        if name.startswith("store-complete"):
+            target = name.replace("store-complete", bad_name)
+            shutil.copy(SAMPLES / "capture_store" / name, run / target)
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(run), "-o", str(out), "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 3 entries" in err and "link.json" in err and "pipe.jsonl" in err and "linkdir/" in err
+    table = {r["source"]: r for r in rows(read_scan(out))}
+    assert set(table) == {"ok.json", "bad-\\xff.json", "bad-\\xff.tokens.*"}
+    # an odd file name does not matter for a snapshot file: its records name the rollout
+    assert (table["bad-\\xff.json"]["rollout_id"], table["bad-\\xff.json"]["mask_sample"]) == ("length-stop", False)
+    assert "not valid UTF-8" in table["bad-\\xff.tokens.*"]["error"]
+
+
+def test_a_pipe_as_source_is_refused_without_reading_it(tmp_path, capsys):
+    pipe = tmp_path / "pipe.jsonl"
+    os.mkfifo(pipe)
+    assert main(["scan", str(pipe), "-o", str(tmp_path / "r.parquet")]) == 2
+    assert "not a regular file" in capsys.readouterr().err

@@ -87,6 +87,7 @@ _decode_id = msgspec.json.Decoder(_IdOnly).decode
 def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[RolloutUnit]:
     """One unit per rollout of a JSONL file, each with the spans of its lines."""
     directory, name = os.path.split(path)
+    shown = readable(name)
     if size == 0:
         return [RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)]
     with open(path, "rb") as handle:
@@ -112,10 +113,10 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
             except msgspec.MsgspecError as exc:
                 problem = "expected one JSON object per line" if isinstance(exc, msgspec.ValidationError) \
                     else f"not valid JSON ({exc})"
-                return [_failed_file(source, directory, name, size, mtime, f"{name}, line {i + 1}: {problem}")]
+                return [_failed_file(source, directory, name, size, mtime, f"{shown}, line {i + 1}: {problem}")]
             if not isinstance(rid, str):
                 return [_failed_file(source, directory, name, size, mtime,
-                                     f"{name}, line {i + 1}: field 'rollout_id' is missing or not a string")]
+                                     f"{shown}, line {i + 1}: field 'rollout_id' is missing or not a string")]
             owner[k] = ids.setdefault(rid, len(ids))
     finally:
         data.close()
@@ -133,6 +134,7 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
 
 
 def _failed_file(source: str, directory: str, name: str, size: int, mtime: float, error: str) -> RolloutUnit:
+    name = readable(name)
     base = name[:-6] if name.endswith(".jsonl") else name[:-5] if name.endswith(".json") else name
     return RolloutUnit(source, "failed", directory, (name,), base, size=size, mtime=mtime, error=error)
 
@@ -140,6 +142,16 @@ def _failed_file(source: str, directory: str, name: str, size: int, mtime: float
 def spans_of(unit: RolloutUnit) -> np.ndarray:
     """The (offset, length, line number) rows of a ``jsonl`` unit."""
     return np.frombuffer(unit.spans, dtype=np.int64).reshape(-1, 3)
+
+
+def readable(name: str) -> str:
+    """A file name as text that can be stored and shown: bytes that are not UTF-8 (kept by
+    the OS as surrogates) are written as backslash escapes."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, float]],
@@ -155,7 +167,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                 break
         else:
             if name.endswith((".json", ".jsonl")):
-                source = f"{rel}{name}"
+                source = f"{rel}{readable(name)}"
                 if not keep(source, size, mtime):
                     yield RolloutUnit(source, "reused", directory, (name,), size=size, mtime=mtime)
                 elif name.endswith(".jsonl"):
@@ -163,19 +175,32 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                 else:
                     yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
     for prefix, files in stores.items():
-        source = f"{rel}{prefix}{STORE_LABEL}"
+        label = readable(prefix)
+        source = f"{rel}{label}{STORE_LABEL}"
         size = sum(f[1] for f in files)
         mtime = max(f[2] for f in files)
         kind = "store" if keep(source, size, mtime) else "reused"
-        yield RolloutUnit(source, kind, directory, tuple(sorted(f[0] for f in files)), prefix, size=size, mtime=mtime)
+        names_ = tuple(sorted(f[0] for f in files))
+        if label != prefix:
+            # A store prefix is the rollout id, and record ids are JSON text (UTF-8): a name
+            # that is not UTF-8 cannot belong to any rollout the records name.
+            yield RolloutUnit(source, "failed", directory, names_, label, size=size, mtime=mtime,
+                              error=f"{rel}{label}{STORE_LABEL}: the file name is not valid UTF-8, so it cannot "
+                                    "name a rollout; rename the files to the rollout id")
+            continue
+        yield RolloutUnit(source, kind, directory, names_, prefix, size=size, mtime=mtime)
 
 
-def discover(source: str | os.PathLike[str], keep: callable = lambda source, size, mtime: True) -> list[RolloutUnit]:
+def discover(source: str | os.PathLike[str], keep: callable = lambda source, size, mtime: True,
+             skipped: list[str] | None = None) -> list[RolloutUnit]:
     """Every rollout unit under ``source``, sorted by ``(source, rollout_id)``.
 
     ``keep(source, size, mtime)`` returning False marks a file or store prefix as
     ``reused`` (its rows come from an earlier table); it is then neither indexed nor loaded.
+    Entries that are not regular files (symlinks, pipes, devices) are never read; their
+    relative paths are appended to ``skipped`` so the caller can say so.
     """
+    skipped = skipped if skipped is not None else []
     root = Path(source)
     try:
         st = root.stat()
@@ -187,9 +212,11 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
     if root.is_dir():
         units = []
         for directory, subdirs, files in os.walk(root, onerror=_raise_walk_error):
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             rel = os.path.relpath(directory, root)
-            rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            rel = "" if rel == "." else readable(rel.replace(os.sep, "/")) + "/"
+            skipped.extend(f"{rel}{readable(d)}/" for d in subdirs
+                           if os.path.islink(os.path.join(directory, d)))  # os.walk never follows these
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             entries = []
             for name in files:
                 path = os.path.join(directory, name)
@@ -198,17 +225,20 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
                 except OSError:
                     continue
                 if not _is_regular(fst.st_mode):
-                    continue  # symlinks, FIFOs and devices are never followed or read
+                    # Symlinks could leave the run (or loop); pipes and devices block or never end.
+                    skipped.append(f"{rel}{readable(name)}")
+                    continue
                 entries.append((name, fst.st_size, fst.st_mtime))
             units.extend(_units_in_directory(directory, rel, entries, keep))
     elif _is_regular(st.st_mode):
         directory, name = os.path.split(os.path.abspath(root))
-        if not keep(name, st.st_size, st.st_mtime):
-            units = [RolloutUnit(name, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
+        label = readable(name)
+        if not keep(label, st.st_size, st.st_mtime):
+            units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif name.endswith(".jsonl"):
-            units = index_jsonl(str(root), name, st.st_size, st.st_mtime)
+            units = index_jsonl(str(root), label, st.st_size, st.st_mtime)
         else:
-            units = [RolloutUnit(name, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
+            units = [RolloutUnit(label, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
     else:
         raise DiscoveryError(f"{source}: not a regular file or directory (a pipe or device is never read)")
     units.sort(key=lambda u: u.sort_key)

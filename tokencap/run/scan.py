@@ -144,7 +144,13 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
           workers: int, summary: RunSummary) -> tuple[list[Any], _Previous | None, int, bool]:
     """The run as an ordered plan of shards (lists of units) and reused sources (str)."""
     previous = _read_previous(since, final_responses, summary.notes) if since else None
-    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True))
+    skipped: list[str] = []
+    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped)
+    if skipped:
+        shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+        summary.notes.append(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that "
+                             f"{'is' if len(skipped) == 1 else 'are'} not a regular file or directory "
+                             f"(symlinks, pipes, devices are never read): {shown}")
     plan: list[Any] = []
     fresh: list[RolloutUnit] = []
     total = 0

@@ -21,7 +21,7 @@ from ..loading.store import FileSource, load_store
 from ..loading.text import read_jsonl_lines, snapshots_from_records
 from ..records import RecordError, TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
-from .discover import RolloutUnit, spans_of
+from .discover import RolloutUnit, readable, spans_of
 from .table import Row, row_of
 
 
@@ -50,20 +50,21 @@ def _message(exc: BaseException, name: str) -> str:
 def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
     """The snapshots of one unit, sorted by rollout id; a failure is a failed snapshot, never an exception."""
     name = unit.names[0] if unit.names else unit.source
+    label = readable(name)
     try:
         if unit.kind == "failed":
-            return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(name), unit.error or "")]
+            return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(label), unit.error or "")]
         if unit.kind == "store":
             directory = unit.directory
             source = FileSource(directory, list(unit.names),
                                 lambda n: _read_regular(os.path.join(directory, n)))
             snapshots = load_store(source)
         elif unit.kind == "jsonl":
-            snapshots = _load_jsonl_rollout(unit, name)
+            snapshots = _load_jsonl_rollout(unit, name, label)
         else:
-            snapshots = load_snapshots(os.path.join(unit.directory, name), name=name)
+            snapshots = load_snapshots(os.path.join(unit.directory, name), name=label)
     except Exception as exc:  # noqa: BLE001 -- one bad rollout is a row with its error; the run goes on
-        return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(name), _message(exc, name))]
+        return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(label), _message(exc, label))]
     return sorted(snapshots, key=lambda s: s.rollout_id)
 
 
@@ -72,17 +73,17 @@ def _read_regular(path: str) -> bytes:
         return handle.read()
 
 
-def _load_jsonl_rollout(unit: RolloutUnit, name: str) -> list[TokenCaptureSnapshot]:
+def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenCaptureSnapshot]:
     """One rollout's lines of an indexed JSONL, with their real line numbers in errors."""
     with open(os.path.join(unit.directory, name), "rb") as handle:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         spans = spans_of(unit)
         if spans.size and int((spans[:, 0] + spans[:, 1]).max()) > len(data):
-            raise LoadError(f"{name}: the file shrank while the run was being scanned; scan again")
+            raise LoadError(f"{label}: the file shrank while the run was being scanned; scan again")
         lines = ((int(line), data[int(start):int(start + length)]) for start, length, line in spans)
-        records = read_jsonl_lines(lines, name)
-        return snapshots_from_records(records, name)
+        records = read_jsonl_lines(lines, label)
+        return snapshots_from_records(records, label)
     finally:
         data.close()
 
