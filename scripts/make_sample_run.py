@@ -7,7 +7,7 @@ where the situation calls for it ``R.tokens.refusals.jsonl`` and ``R.tokens.inco
 holding a few hundred rollouts. Most are ordinary agent loops; mixed in, at realistic
 rates, is every situation of ``sample_data/`` (retries, twins, branches, compaction,
 broken lineage, refusals, stops, interrupted captures) plus two that only show up at run
-scale: a cluster of rollouts stuck at one call, and rollouts whose files cannot be loaded.
+scale: rollouts stuck at one call, and rollouts whose files cannot be loaded.
 
 The records are written by ``make_sample_data.RolloutWriter``, so digests and ``cum_len``
 are stamped exactly as the model server stamps them. The verdict of every rollout is
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -434,8 +434,8 @@ def s_interrupted(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     line = orjson.dumps(w.last_record, option=orjson.OPT_SORT_KEYS)
     w.torn = line[: w.rng.randint(40, len(line) - 1)]
     w.frozen = False
-    return _full(w, ids, ["capture_incomplete"], source_notes_contain=["torn", w.rollout_id + ENTRIES, str(len(w.torn)), c],
-                 **structure(n, capture_incomplete=True))
+    notes = ["torn", w.rollout_id + ENTRIES, str(len(w.torn)), c]
+    return _full(w, ids, ["capture_incomplete"], source_notes_contain=notes, **structure(n, capture_incomplete=True))
 
 
 def s_incomplete_marker(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
@@ -622,7 +622,7 @@ def draw_calls(rng: random.Random, lo: int, hi: int) -> int:
 class Planned:
     rollout_id: str
     situation: str
-    files: dict[str, bytes]
+    files: dict[str, bytes]  # file name -> bytes, in the store directory
     declared: dict[str, Any]
 
 
@@ -633,22 +633,21 @@ def make_rollout(rid: str, situation: str, n_calls: int, seed: int, t0: float, c
     return Planned(rid, situation, w.files(), declared)
 
 
-def plan_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
-             tasks: int = 1000, spread: float = 3600.0) -> list[Planned]:
-    """Every rollout of a run: ids, situations shuffled over them, each built with its own seed."""
+def iter_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
+             tasks: int = 1000, spread: float = 3600.0) -> Iterator[Planned]:
+    """Every rollout of a run, one at a time: ids, situations shuffled over them, each rollout
+    built from its own seed. ``calls`` picks a rollout's number of calls for its situation."""
     rng = random.Random(seed)
     names = [name for name, k in counts.items() for _ in range(k)]
     ids = rollout_ids(rng, len(names), tasks=tasks)
     assert len(ids) == len(names), "not enough task ids for the run"
     rng.shuffle(names)
-    out = []
     seen: dict[str, int] = {}
     for i, (rid, name) in enumerate(zip(ids, names)):
         n = calls(rng, SITUATION_BY_NAME[name])
         t0 = round(T0 + rng.uniform(0.0, spread), 3)  # rollouts of a run overlap in time
         seen[name] = seen.get(name, 0) + 1
-        out.append(make_rollout(rid, name, n, seed * 1_000_003 + i, t0, Ctx(ids, seen[name] - 1)))
-    return out
+        yield make_rollout(rid, name, n, seed * 1_000_003 + i, t0, Ctx(ids, seen[name] - 1))
 
 
 def summarize(planned: Sequence[Planned]) -> dict[str, Any]:
@@ -675,11 +674,14 @@ def summarize(planned: Sequence[Planned]) -> dict[str, Any]:
     }
 
 
-def expected_document(planned: Sequence[Planned], seed: int) -> dict[str, Any]:
+ABOUT = ("Declared verdicts of the sample run, written by scripts/make_sample_run.py from the situation that "
+         "built each rollout (never by running the builder). `status` null / `none` means no response (the "
+         "rollout failed to load).")
+
+
+def expected_document(planned: Sequence[Planned], seed: int, about: str = ABOUT) -> dict[str, Any]:
     return {
-        "about": ("Declared verdicts of the sample run, written by scripts/make_sample_run.py from the "
-                  "situation that built each rollout (never by running the builder). `status` null / "
-                  "`none` means no response (the rollout failed to load)."),
+        "about": about,
         "seed": seed,
         "summary": summarize(planned),
         "situations": {s.name: {"what": s.what, "why": s.why} for s in SITUATIONS},
@@ -691,7 +693,8 @@ def expected_bytes(doc: dict[str, Any]) -> bytes:
     """Indented JSON, except that each rollout's declaration sits on one line (easy to grep and diff)."""
     head = {k: v for k, v in doc.items() if k != "rollouts"}
     body = orjson.dumps(head, option=orjson.OPT_INDENT_2)[:-2]  # drop the closing "\n}"
-    rows = ",\n".join(f"    {orjson.dumps(rid).decode()}: {orjson.dumps(d).decode()}" for rid, d in doc["rollouts"].items())
+    rows = ",\n".join(f"    {orjson.dumps(rid).decode()}: {orjson.dumps(d).decode()}"
+                      for rid, d in doc["rollouts"].items())
     return body + b',\n  "rollouts": {\n' + rows.encode() + b"\n  }\n}\n"
 
 
@@ -704,19 +707,19 @@ def clear_store(out_dir: Path) -> None:
             p.unlink()
 
 
-def write_run(out_dir: Path, planned: Sequence[Planned], expected: dict[str, Any] | None) -> int:
+def write_run(out_dir: Path, planned: Iterable[Planned], *, seed: int, about: str = ABOUT) -> dict[str, Any]:
+    """Write every rollout's store files as it is made (only declarations stay in memory),
+    then the expectations; returns the expectations document."""
     out_dir.mkdir(parents=True, exist_ok=True)
     clear_store(out_dir)
-    total = 0
+    kept: list[Planned] = []
     for p in planned:
         for name, data in sorted(p.files.items()):
             (out_dir / name).write_bytes(data)
-            total += len(data)
-    if expected is not None:
-        blob = expected_bytes(expected)
-        (out_dir / EXPECTED_NAME).write_bytes(blob)
-        total += len(blob)
-    return total
+        kept.append(Planned(p.rollout_id, p.situation, {}, p.declared))
+    expected = expected_document(kept, seed, about)
+    (out_dir / EXPECTED_NAME).write_bytes(expected_bytes(expected))
+    return expected
 
 
 def sample_calls(rng: random.Random, s: Situation) -> int:
@@ -724,10 +727,8 @@ def sample_calls(rng: random.Random, s: Situation) -> int:
 
 
 def generate(out_dir: Path, seed: int = RUN_SEED) -> dict[str, Any]:
-    planned = plan_run({s.name: s.count for s in SITUATIONS}, seed=seed, calls=sample_calls)
-    expected = expected_document(planned, seed)
-    write_run(out_dir, planned, expected)
-    return expected
+    return write_run(out_dir, iter_run({s.name: s.count for s in SITUATIONS}, seed=seed, calls=sample_calls),
+                     seed=seed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -201,3 +201,45 @@ def test_generator_replaces_an_earlier_run_but_nothing_else(tmp_path: Path) -> N
     assert "task9999-rollout0-attempt0.tokens.jsonl" not in names
     assert (out / "notes.md").read_text() == "mine"
     assert names - {"notes.md"} == set(_tree(RUN_DIR))
+
+
+# --------------------------------------------------------------------------- the big-run generator
+
+BIG_RUN = REPO_ROOT / "benchmarks" / "make_big_run.py"
+
+
+def _big_run(out: Path, *args: str) -> None:
+    subprocess.run([sys.executable, str(BIG_RUN), str(out), *args], check=True, capture_output=True, cwd=out.parent)
+
+
+def test_big_run_declarations_hold_for_other_sizes_and_seeds(tmp_path: Path) -> None:
+    """The same situations at another size and seed: every declared verdict still holds."""
+    from tokencap import build_rollout, load_snapshots
+
+    out = tmp_path / "big"
+    _big_run(out, "--rollouts", "120", "--calls", "9", "--seed", "3")
+    expected = json.loads((out / EXPECTED_NAME).read_text(encoding="utf-8"))
+    declared = expected["rollouts"]
+    assert expected["summary"]["rollouts"] == len(declared) == 120
+    snaps = {s.rollout_id: s for s in load_snapshots(out)}
+    assert sorted(snaps) == sorted(declared)
+    wrong = {}
+    for rid, snap in snaps.items():
+        result, exp = build_rollout(snap), declared[rid]
+        want = {k: exp[k] for k in ("mask_sample", "mask_reasons", "status", "incomplete_reason")}
+        pinned = {k: result.metrics[k] for k in exp["metrics"]}
+        if _verdict(result) != want or pinned != exp["metrics"]:
+            wrong[rid] = (exp["situation"], _verdict(result), want)
+    assert not wrong, wrong
+
+
+def test_big_run_is_deterministic_and_scales_the_sample_mix(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _big_run(a, "-n", "40", "-k", "4")
+    _big_run(b, "-n", "40", "-k", "4")
+    assert _tree(a) == _tree(b)
+    summary = json.loads((a / EXPECTED_NAME).read_text(encoding="utf-8"))["summary"]
+    assert summary["rollouts"] == 40
+    # Scaled by largest remainders: the most common situation of the sample stays the most common.
+    assert max(summary["situations"], key=summary["situations"].get) == max(
+        SUMMARY["situations"], key=SUMMARY["situations"].get)
