@@ -959,6 +959,32 @@ python -m tokencap build sample_data/capture_store
 """
 
 README_TAIL = """
+## A whole run: `run/`
+
+`run/` is one capture-store directory as a training job leaves it: about 300 rollouts
+with realistic ids (`task0042-rollout3-attempt0`), 1 to 40 calls each, in the upstream file
+layout (`R.tokens.jsonl`, `.intents`, `.state.json`, plus `.refusals.jsonl` and
+`.incomplete` where a rollout needs them). Most are ordinary agent loops; mixed in, at
+realistic rates, is every situation above, plus rollouts stuck at one call (the model's
+tool call came back as plain text because the server had no tool-call parser, so the
+harness took it for the final answer) and a few rollouts whose files cannot be loaded (a
+bad field, a record naming another rollout, a line that is not JSON, a cut-off state file).
+A bad rollout comes back on its own; the others load.
+
+`run/expected.json.txt` (JSON) declares per rollout its situation, `mask_sample`,
+`mask_reasons`, `status` / `incomplete_reason`, whether it fails to load, pinned metrics and
+the delivered chain, plus a summary of the run (rollouts, trainable, masked, counts per mask
+reason and per status). Like `expected.json`, it is written by the generator from the
+situation that built each rollout, never by running the builder; `tests/test_sample_run.py`
+holds the package to it. Its name does not end in `.json` because a capture-store directory
+loads every other `*.json` file in it as a snapshot.
+
+```
+python -m tokencap build sample_data/run -o /tmp/run.jsonl
+python scripts/make_sample_run.py              # rewrites sample_data/run/
+python scripts/make_sample_run.py /tmp/run     # or anywhere else
+```
+
 ## Conventions
 
 - Call ids are `call-0001`, `call-0002`, ... in the order the calls were made;

@@ -1,0 +1,748 @@
+#!/usr/bin/env python3
+"""Write the bundled sample run in ``sample_data/run/`` (or the directory given).
+
+A *run* is what a training job leaves behind: one capture-store directory in the upstream
+file-store layout (``R.tokens.jsonl``, ``R.tokens.intents``, ``R.tokens.state.json``, and
+where the situation calls for it ``R.tokens.refusals.jsonl`` and ``R.tokens.incomplete``)
+holding a few hundred rollouts. Most are ordinary agent loops; mixed in, at realistic
+rates, is every situation of ``sample_data/`` (retries, twins, branches, compaction,
+broken lineage, refusals, stops, interrupted captures) plus two that only show up at run
+scale: rollouts stuck at one call, and rollouts whose files cannot be loaded.
+
+The records are written by ``make_sample_data.RolloutWriter``, so digests and ``cum_len``
+are stamped exactly as the model server stamps them. The verdict of every rollout is
+*declared by the situation that built it* (never by running the builder) and written to
+``expected.json.txt`` with a summary of the whole run. That file is JSON; it does not end
+in ``.json`` because a capture-store directory loads every other ``*.json`` file in it as
+a snapshot (SPEC 3), and the expectations are not a rollout.
+
+Deterministic: every random choice comes from seeded ``random.Random`` instances and the
+clock is fixed, so re-running writes byte-identical files.
+
+Usage::
+
+    python scripts/make_sample_run.py [OUTPUT_DIR]     # default: sample_data/run/
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SCRIPTS = Path(__file__).resolve().parent
+if str(SCRIPTS) not in sys.path:  # the record writer lives next to this script
+    sys.path.insert(0, str(SCRIPTS))
+
+from make_sample_data import (  # noqa: E402
+    MASK_REASON_ORDER,
+    REPO_ROOT,
+    T0,
+    RolloutWriter,
+    cid,
+    expect,
+    structure,
+)
+
+RUN_SEED = 20240611
+EXPECTED_NAME = "expected.json.txt"
+
+# Store file suffixes (upstream file-store layout plus this project's refusals file).
+ENTRIES, INTENTS, STATE, REFUSALS, INCOMPLETE = (
+    ".tokens.jsonl", ".tokens.intents", ".tokens.state.json", ".tokens.refusals.jsonl", ".tokens.incomplete")
+STORE_SUFFIXES = (ENTRIES, INTENTS, STATE, REFUSALS, INCOMPLETE)
+
+
+# --------------------------------------------------------------------------- one rollout
+
+
+@dataclass
+class Profile:
+    """How big one rollout's pieces are: prompts, tool outputs and answers vary per rollout."""
+
+    root: int  # tokens of the first prompt (system prompt + task)
+    tool: int  # largest tool output / user turn between calls
+    gen: int  # largest generation
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Profile:
+        return cls(root=rng.randint(24, 160), tool=rng.choice((8, 16, 32, 64)), gen=rng.choice((8, 16, 32, 48)))
+
+
+class StoreRollout(RolloutWriter):
+    """A `RolloutWriter` that also knows what the store puts on disk for its rollout.
+
+    Call ids are handed out in order (``call-0001``, ...), refusals included, because the
+    server mints one id per request. ``intents`` are the ids the store wrote before serving
+    each request; the other fields are the store-level damage a situation may ask for.
+    """
+
+    def __init__(self, rollout_id: str, seed: int, t0: float) -> None:
+        super().__init__(rollout_id, seed, t0)
+        self.p = Profile.draw(self.rng)
+        self.n_ids = 0
+        self.intents: list[str] = []
+        self.torn: bytes = b""  # bytes after the last newline of R.tokens.jsonl
+        self.marker = False  # write R.tokens.incomplete
+        self.state_incomplete = False  # the state file says incomplete
+        self.frozen = True
+        self.line_edits: list[Callable[[list[bytes]], None]] = []  # damage to the committed lines
+        self.state_edit: Callable[[bytes], bytes] | None = None
+        self.last_record: dict[str, Any] = {}
+
+    def next_id(self) -> str:
+        self.n_ids += 1
+        return cid(self.n_ids)
+
+    def inter(self) -> int:
+        return self.rng.randint(3, self.p.tool)
+
+    def gen_len(self) -> int:
+        return self.rng.randint(4, self.p.gen)
+
+    def turn(self, parent: str | None, *, kind: str = "tool", finish: str | None = "tool_calls",
+             delta: bool = False, intent: bool = True, **kw: Any) -> str:
+        """One served call continuing ``parent`` (a fresh conversation when None)."""
+        c = self.next_id()
+        if parent is None:
+            kw.setdefault("resolution", "root")
+            kw.setdefault("extends", None)
+            kw.setdefault("interstitial", self.p.root)
+            delta = False
+        kw.setdefault("interstitial", self.inter())
+        kw.setdefault("gen", self.gen_len())
+        self.last_record = self.call(c, parent=parent, kind=kind, finish=finish, delta=delta, **kw)
+        if intent:
+            self.intents.append(c)
+        return c
+
+    def refuse(self, parent: str, **kw: Any) -> dict[str, Any]:
+        c = self.next_id()
+        self.intents.append(c)
+        return self.refusal(c, parent=parent, **kw)
+
+    def run(self, parent: str | None, k: int, *, delta: bool, last_finish: str | None = "stop",
+            ends: bool = True) -> list[str]:
+        """``k`` calls of a plain agent loop from ``parent``: tool turns, then (when ``ends``)
+        a final answer finishing with ``last_finish``."""
+        ids: list[str] = []
+        for i in range(k):
+            last = ends and i == k - 1
+            kind = "text" if last else self.rng.choice(("tool", "tool", "tool_only"))
+            ids.append(self.turn(ids[-1] if ids else parent, kind=kind,
+                                 finish=last_finish if last else "tool_calls", delta=delta))
+        return ids
+
+    def retry_of(self, call_id: str, parent: str | None, *, same_tokens: bool = False, delta: bool = False,
+                 **kw: Any) -> str:
+        """The request of ``call_id`` served again (same parent, same full prompt)."""
+        prompt = self.prompt_of(call_id)
+        base = self.cum[parent] if parent is not None else []
+        if same_tokens:
+            kw.setdefault("gen", self.records[call_id]["generation_token_ids"])
+            kw.setdefault("lps", self.records[call_id]["generation_log_probs"])
+        if parent is None:
+            kw.setdefault("resolution", "root")
+        return self.turn(parent, interstitial=prompt[len(base):], delta=delta and parent is not None, **kw)
+
+    # -- on disk -------------------------------------------------------------
+
+    def files(self) -> dict[str, bytes]:
+        def lines(records: list[dict[str, Any]]) -> list[bytes]:
+            return [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records]
+
+        entry_lines = lines(self.entries)
+        for edit in self.line_edits:
+            edit(entry_lines)
+        committed = b"".join(entry_lines)
+        state = {"frozen": self.frozen, "incomplete": self.state_incomplete, "indexed_size": len(committed),
+                 "retired": False, "snapshot_id": self.snapshot_id() if self.frozen else "",
+                 "version": self.rng.randint(1, 6)}
+        state_bytes = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
+        if self.state_edit is not None:
+            state_bytes = self.state_edit(state_bytes)
+        p = self.rollout_id
+        out = {
+            p + ENTRIES: committed + self.torn,
+            p + INTENTS: b"".join(f"{i}\n".encode() for i in self.intents),
+            p + STATE: state_bytes,
+        }
+        if self.refusals:
+            out[p + REFUSALS] = b"".join(lines(self.refusals))
+        if self.marker:
+            out[p + INCOMPLETE] = b""
+        return out
+
+
+# --------------------------------------------------------------------------- situations
+#
+# Each situation builds one rollout of ``n`` calls (or about that many) and returns its
+# declared verdict. The verdicts follow from the builder rules in SPEC 4, 5 and 7; the
+# one-line ``why`` of each situation says which rule earns it.
+
+
+@dataclass
+class Ctx:
+    """What a situation may know about the run: the other rollout ids, and which occurrence
+    of the situation this is (so variants alternate rather than depend on luck)."""
+
+    ids: Sequence[str]
+    occurrence: int
+
+
+@dataclass
+class Situation:
+    name: str
+    count: int  # rollouts of this situation in the bundled run
+    min_calls: int  # fewest calls the situation can be built with
+    max_calls: int | None  # most calls it can have (None: no limit)
+    build: Callable[[StoreRollout, int, Ctx], dict[str, Any]]
+    what: str
+    why: str
+    bundle_cap: int = 40  # most calls in the bundled run (full-prompt situations stay small)
+
+
+def _full(w: StoreRollout, ids: Sequence[str], reasons: Sequence[str] = (), **kw: Any) -> dict[str, Any]:
+    """The declaration for a rollout whose delivered chain is ``ids``."""
+    return expect(reasons, main_chain=list(ids), generated_tokens_delivered=w.chain(ids), **kw)
+
+
+def _delta(w: StoreRollout, n: int) -> bool:
+    """Long rollouts are stored as delta records, as the store does for continued requests."""
+    return n > 6 or w.rng.random() < 0.5
+
+
+def s_clean(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=False)
+    return _full(w, ids, **structure(n))
+
+
+def s_delta(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=True)
+    return _full(w, ids, **structure(n))
+
+
+def s_stuck(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    # The server had no tool-call parser for this model: the model's tool call came back as
+    # plain text with finish_reason "stop", the harness saw a final answer and ended.
+    c = w.turn(None, kind="text", finish="stop")
+    w.records[c]["output_items"][0]["content"][0]["text"] = (
+        '<tool_call>\n{"name": "run_tests", "arguments": {"path": "tests/"}}\n</tool_call>')
+    return _full(w, [c], **structure(1))
+
+
+def s_final_retry(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    ids = w.run(None, n - 1, delta=delta)
+    parent = ids[-2] if len(ids) > 1 else None
+    w.retry_of(ids[-1], parent, kind="text", finish="stop", delta=delta)
+    return expect(["unresolved_retries"], main_chain=ids, **structure(n, quarantined=1))
+
+
+def s_retry_resolved(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    k = w.rng.randint(2, n - 2)  # calls k and k+1 are the retried request
+    ids = w.run(None, k, delta=delta, ends=False)
+    kept = w.retry_of(ids[-1], ids[-2], delta=delta)
+    rest = w.run(kept, n - k - 1, delta=delta)
+    main = ids[:-1] + [kept] + rest
+    return _full(w, main, **structure(n, quarantined=1))
+
+
+def s_twins(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    ids = w.run(None, n - 1, delta=delta)
+    w.retry_of(ids[-1], ids[-2], same_tokens=True, kind="text", finish="stop", delta=delta)
+    return _full(w, ids, **structure(n, quarantined=1))
+
+
+def s_twins_finish(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    first, second = w.rng.choice((("length", "stop"), ("stop", "length")))
+    ids = w.run(None, n - 1, delta=delta, last_finish=first)
+    w.retry_of(ids[-1], ids[-2], same_tokens=True, kind="text", finish=second, delta=delta)
+    return _full(w, ids, **structure(n, quarantined=1))
+
+
+def s_subagent(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    j = w.rng.randint(1, n - 2)  # the orchestrator's calls before the fork
+    s = w.rng.randint(1, n - j - 1)  # the sub-agent's calls
+    orch = w.run(None, j, delta=delta, ends=False)
+    sub = [w.turn(orch[-1], kind="tool", finish="tool_calls", delta=delta)]
+    sub += w.run(sub[-1], s - 1, delta=delta, last_finish=w.rng.choice(("stop", "length")))
+    orch += w.run(orch[-1], n - j - s, delta=delta)
+    return expect(["multiple_chains"], main_chain=orch, generated_tokens_delivered=w.chain(orch),
+                  **structure(n, chains=2))
+
+
+def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    a = w.rng.randint(1, n - 1)
+    before = w.run(None, a, delta=delta, ends=False)
+    # The history was replaced by a summary: a fresh conversation, recorded as a root.
+    after = [w.turn(None, reason="compacted history: request shares no prefix with earlier calls")]
+    after += w.run(after[0], n - a - 1, delta=delta)
+    return expect(["multiple_roots", "multiple_chains"], main_chain=before,
+                  generated_tokens_delivered=w.chain(before), **structure(n, roots=2, chains=2))
+
+
+def s_unresolved_continuation(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    k = w.rng.randint(1, n - 1)
+    before = w.run(None, k, delta=delta, ends=False)
+    # Extends the last call, but the resolver could not prove it at request time.
+    c = w.turn(None, extends=before[-1], resolution="unresolved", interstitial=w.inter())
+    w.run(c, n - k - 1, delta=delta)
+    return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
+                  **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
+
+
+def s_stale_parent(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    k = w.rng.randint(1, n - 1)
+    before = w.run(None, k, delta=delta, ends=False)
+    # The harness re-rendered an earlier turn: one token of the parent's history changed.
+    edited = list(w.cum[before[-1]])
+    at = w.rng.randrange(len(edited) // 4, len(edited) // 2)
+    edited[at] = edited[at] + 1 if edited[at] < 149_000 else edited[at] - 1
+    c = w.turn(before[-1], prompt=edited + w.tokens(w.inter()))
+    w.run(c, n - k - 1, delta=delta)
+    return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
+                  **structure(n, roots=2, chains=2, failures={"parent_digest_mismatch": 1}, unresolved=1))
+
+
+def s_legacy(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids: list[str] = []
+    for i in range(n):
+        last = i == n - 1
+        ids.append(w.turn(None, extends=ids[-1] if ids else None, resolution=None, reason="", schema_version=4,
+                          interstitial=w.inter() if ids else w.p.root,
+                          kind="text" if last else "tool", finish="stop" if last else "tool_calls"))
+    multiple = ["multiple_roots", "multiple_chains"] if n > 1 else []
+    return expect(["unresolved_parent_calls", *multiple], main_chain=ids[:1],
+                  **structure(n, roots=n, chains=n, failures={"missing_resolution": n}, unresolved=n))
+
+
+def s_empty_generation(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    k = w.rng.randint(2, n - 1)  # call k generated nothing
+    before = w.run(None, k - 1, delta=False, ends=False)
+    empty = w.turn(before[-1], gen=[], lps=[], kind="text", finish="stop")
+    # The harness appended a nudge and asked again, naming the empty call as the parent.
+    after = w.run(empty, n - k, delta=False)
+    main = before + after
+    return _full(w, main, **structure(n, failures={"parent_call_id_missing_recovered": 1}, empty=1))
+
+
+def s_broken_delta(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    # n records; one more call (k) was served but neither its record nor its intent reached
+    # the store, and every record after it is a delta built on it.
+    k = w.rng.randint(2, n)
+    before = w.run(None, k - 1, delta=w.rng.random() < 0.5, ends=False)
+    lost = w.turn(before[-1], record=False, intent=False)
+    w.run(lost, n - k + 1, delta=True)
+    lost_after = n - k + 1
+    return expect(["unresolved_parent_calls"], main_chain=before,
+                  **structure(n, failures={"delta_chain_unreconstructable": lost_after}, unresolved=lost_after))
+
+
+def s_corrupt(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    k = w.rng.randint(2, n - 1)
+    before = w.run(None, k - 1, delta=delta, ends=False)
+    bad = w.turn(before[-1])  # full prompt: its own digest is what fails
+    rec = w.records[bad]
+    i = w.rng.randrange(len(rec["generation_token_ids"]))
+    rec["generation_token_ids"][i] += 1  # flipped after the digest was stamped
+    nxt = w.turn(bad)  # full prompt, so it is re-attached by prefix, not rebuilt
+    rest = w.run(nxt, n - k - 1, delta=delta)
+    main = before + [nxt] + rest
+    return expect(["unresolved_parent_calls"], main_chain=main, generated_tokens_delivered=w.chain(main),
+                  **structure(n, failures={"entry_digest_mismatch": 1, "parent_call_id_missing_recovered": 1},
+                              unresolved=1))
+
+
+def s_duplicate(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    ids = w.run(None, n, delta=delta)
+    last = ids[-1]
+    first = w.records[last]
+    # A writer replay stored a second record under the same id with another sample of the
+    # same length (so the delivered count does not depend on which copy is kept).
+    w.n_ids -= 1
+    w.retry_of(last, ids[-2] if n > 1 else None, gen=len(first["generation_token_ids"]), kind="text",
+               finish="stop", delta=delta, intent=False)
+    w.records[last] = first
+    return expect(["unresolved_parent_calls"], main_chain=ids, generated_tokens_delivered=w.chain(ids),
+                  **structure(n, failures={"duplicate_call_id_conflict": 1}, unresolved=1))
+
+
+def s_refusal_ended(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n), ends=False)
+    w.refuse(ids[-1])  # the next request did not fit the context window; the run stopped
+    return expect(status="incomplete", incomplete_reason="max_output_tokens", main_chain=ids,
+                  generated_tokens_delivered=w.chain(ids), **structure(n, refusals=1))
+
+
+def s_refusal_recovered(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    ids = w.run(None, n - 1, delta=delta)
+    refused = w.refuse(ids[-1])
+    # The harness rolled back and re-served the last request: same tokens, at the refusal's time.
+    w.retry_of(ids[-1], ids[-2], same_tokens=True, kind="text", finish="stop", delta=delta,
+               created_at=refused["recorded_at"])
+    return _full(w, ids, **structure(n, quarantined=1, refusals=1))
+
+
+def s_refusal_earlier(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    k = w.rng.randint(1, n - 1)
+    before = w.run(None, k, delta=delta, ends=False)
+    w.refuse(before[-1])  # a huge tool output did not fit; the harness truncated it and went on
+    main = before + w.run(before[-1], n - k, delta=delta)
+    return _full(w, main, **structure(n, refusals=1))
+
+
+def s_parameter_refusal(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    delta = _delta(w, n)
+    k = w.rng.randint(1, n - 1)
+    before = w.run(None, k, delta=delta, ends=False)
+    w.refuse(before[-1], code=None)  # an output-token parameter was rejected; the turn was re-sent
+    main = before + w.run(before[-1], n - k, delta=delta)
+    return _full(w, main, **structure(n, refusals=1))
+
+
+def s_length(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n), last_finish="length")
+    return _full(w, ids, status="incomplete", incomplete_reason="max_output_tokens", **structure(n))
+
+
+def s_content_filter(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n), last_finish="content_filter")
+    return _full(w, ids, status="incomplete", incomplete_reason="content_filter", **structure(n))
+
+
+def s_interrupted(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=True, ends=False)
+    # The process died while writing the next call: its intent is there, its line is torn.
+    c = w.turn(ids[-1], kind="text", finish="stop", delta=True, record=False)
+    line = orjson.dumps(w.last_record, option=orjson.OPT_SORT_KEYS)
+    w.torn = line[: w.rng.randint(40, len(line) - 1)]
+    w.frozen = False
+    notes = ["torn", w.rollout_id + ENTRIES, str(len(w.torn)), c]
+    return _full(w, ids, ["capture_incomplete"], source_notes_contain=notes, **structure(n, capture_incomplete=True))
+
+
+def s_incomplete_marker(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n), ends=False)
+    # A call failed to capture before it was even recorded as an intent; the store said so.
+    if ctx.occurrence % 2 == 0:
+        w.marker, note = True, w.rollout_id + INCOMPLETE
+    else:
+        w.state_incomplete, note = True, w.rollout_id + STATE
+    return _full(w, ids, ["capture_incomplete"], source_notes_contain=[note], **structure(n, capture_incomplete=True))
+
+
+def _load_error(w: StoreRollout, contains: list[str]) -> dict[str, Any]:
+    out = expect(["load_error", "capture_incomplete"], status=None, n_calls=0, capture_incomplete=True)
+    out["error_contains"] = contains
+    return out
+
+
+def s_bad_field(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n))
+    i = w.rng.randrange(1, n)
+    rec = w.records[ids[i]]
+    if ctx.occurrence % 2 == 0:
+        rec["generation_log_probs"].pop()  # one log-probability short
+        fld = "generation_log_probs"
+    else:
+        rec["schema_version"] = 9  # a newer writer than this reader knows
+        fld = "schema_version"
+    return _load_error(w, [w.rollout_id + ENTRIES, f"line {i + 1}", ids[i], fld])
+
+
+def s_foreign_record(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n))
+    i = w.rng.randrange(1, n)
+    other = sibling(w.rollout_id, ctx.ids)
+    w.records[ids[i]]["rollout_id"] = other  # a sibling rollout's id: the writer mixed up buffers
+    return _load_error(w, [w.rollout_id + ENTRIES, other])
+
+
+def s_invalid_json(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    ids = w.run(None, n, delta=_delta(w, n))
+    i = w.rng.randrange(0, n - 1)
+    cut = w.rng.randint(30, 200)
+
+    def truncate(lines: list[bytes]) -> None:
+        # A line cut short (a crash mid-write) and then followed by later appends.
+        lines[i] = lines[i][:cut] + b"\n"
+
+    w.line_edits.append(truncate)
+    return _load_error(w, [w.rollout_id + ENTRIES, f"line {i + 1}"])
+
+
+def s_bad_state(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    w.run(None, n, delta=_delta(w, n))
+    w.state_edit = lambda data: data[: len(data) // 2]  # the state file was cut off mid-write
+    return _load_error(w, [w.rollout_id + STATE, "not valid JSON"])
+
+
+SITUATIONS: tuple[Situation, ...] = (
+    Situation("delta_records", 110, 2, None, s_delta,
+              "A plain agent loop stored as delta records (each prompt only beyond its parent's tokens).",
+              "Delta prompts rebuild by replaying the parent chain and check against each stamped digest."),
+    Situation("clean_multiturn_tools", 40, 1, None, s_clean,
+              "A plain agent loop with full prompts: tool calls and tool outputs, then a final answer.",
+              "Every link is proven by the parent's digest: one chain ending on `stop`.",
+              bundle_cap=8),
+    Situation("length_stop", 20, 1, None, s_length,
+              "The final answer hit the output-token limit.",
+              "`length` on the delivered last call gives `incomplete` / `max_output_tokens`."),
+    Situation("stuck_at_one_call", 12, 1, 1, s_stuck,
+              "One call only: the model's tool call came back as plain text (no tool-call parser on the "
+              "server), so the harness took it for the final answer.",
+              "Nothing is wrong with the lineage, so it is trainable; only the call count (1) gives it away."),
+    Situation("retry_resolved_by_child", 12, 4, None, s_retry_resolved,
+              "One request was sent twice with different samples; the run went on from the second.",
+              "The retry with a linked child is kept; the abandoned sample is quarantined."),
+    Situation("final_retry_unresolved", 10, 3, None, s_final_retry,
+              "The last request was sent twice and sampled two different answers.",
+              "Nothing says which answer the harness kept: `unresolved_retries`."),
+    Situation("subagent_branch", 10, 3, None, s_subagent,
+              "A sub-agent forked off an orchestrator call with its own prompt.",
+              "Two root-to-leaf chains: `multiple_chains`; the orchestrator's (latest leaf) is delivered."),
+    Situation("engine_refusal_ended", 10, 1, None, s_refusal_ended,
+              "The harness's next request was refused with `context_length_exceeded` and the run stopped.",
+              "A context-window refusal continuing the delivered last call ends it: `incomplete`."),
+    Situation("token_identical_twins", 8, 3, None, s_twins,
+              "The last request was served twice with the very same generated tokens.",
+              "Token-identical retries are interchangeable: the smallest id is kept, trainable."),
+    Situation("compaction_new_root", 8, 2, None, s_compaction,
+              "Mid-run compaction: a summary prompt starts a fresh conversation.",
+              "Two roots, two chains: `multiple_roots`, `multiple_chains`; the first conversation is delivered."),
+    Situation("unresolved_continuation", 6, 2, None, s_unresolved_continuation,
+              "A call recorded `parent_resolution: unresolved` although its prompt extends the previous call.",
+              "An unresolved call starts its own fragment and is never prefix-matched."),
+    Situation("empty_generation_parent_recovered", 6, 3, None, s_empty_generation,
+              "A call generated nothing; the next call names it as parent.",
+              "The empty call is left out and its child re-attached by longest prefix: trainable.",
+              bundle_cap=10),
+    Situation("stale_parent_link", 5, 2, None, s_stale_parent,
+              "A call names its parent, but one token of the parent's history changed in its prompt.",
+              "The parent's digest does not match the prompt prefix: `parent_digest_mismatch`, a new fragment."),
+    Situation("engine_refusal_earlier_call", 5, 2, None, s_refusal_earlier,
+              "A context-window refusal of a request continuing an earlier call; the harness carried on.",
+              "Only a refusal continuing the delivered last call can end the chain."),
+    Situation("capture_interrupted", 6, 1, None, s_interrupted,
+              "The capture died mid-write: the last call's intent is there, its line is torn.",
+              "Torn bytes are skipped; the dangling intent makes the capture incomplete."),
+    Situation("legacy_missing_resolution", 4, 2, None, s_legacy,
+              "Schema-4 records with no request-time parent decision.",
+              "No link is trusted without a parent decision: every call is its own fragment.",
+              bundle_cap=8),
+    Situation("broken_delta_chain", 4, 2, None, s_broken_delta,
+              "Delta records whose ancestor was never captured.",
+              "A delta that cannot be rebuilt is excluded with every delta built on it."),
+    Situation("engine_refusal_recovered", 4, 3, None, s_refusal_recovered,
+              "A context-window refusal of the next request; the harness re-served the last request and finished.",
+              "A twin served at or after the refusal shows the harness recovered: `completed`."),
+    Situation("twins_finish_reason_disagree", 4, 3, None, s_twins_finish,
+              "Token-identical twins of the last call with different finish reasons (`length` / `stop`).",
+              "The finish-reason verdict is withheld: `completed`."),
+    Situation("content_filter_stop", 4, 1, None, s_content_filter,
+              "The final answer was stopped by the content filter.",
+              "`content_filter` on the delivered last call gives `incomplete` / `content_filter`."),
+    Situation("parameter_refusal", 4, 2, None, s_parameter_refusal,
+              "The engine rejected an output-token parameter (refusal with a null code); the turn was re-sent.",
+              "A refusal with no context-window code is only counted."),
+    Situation("capture_incomplete_marker", 3, 1, None, s_incomplete_marker,
+              "The store marked the rollout incomplete (`R.tokens.incomplete`, or `incomplete` in the state file).",
+              "A call failed to capture, so the trajectory may be missing a turn: masked."),
+    Situation("corrupt_record", 3, 3, None, s_corrupt,
+              "A call's generated tokens were altered after its digest was stamped.",
+              "The record is excluded (`entry_digest_mismatch`); its child is re-attached by prefix, but masked."),
+    Situation("duplicate_call_id", 3, 2, None, s_duplicate,
+              "Two records share the last call's id with different samples.",
+              "Conflicting copies cannot both be true: `duplicate_call_id_conflict`, masked."),
+    Situation("load_error_bad_field", 2, 2, None, s_bad_field,
+              "A record with a bad field (a log-probability missing, or a schema version from the future).",
+              "The rollout cannot be loaded; the error names the file, line, call and field. Others still load."),
+    Situation("load_error_foreign_record", 1, 2, None, s_foreign_record,
+              "A record in the rollout's file names another rollout.",
+              "A store file belongs to one rollout: a record naming another is an error of this rollout."),
+    Situation("load_error_invalid_json", 1, 2, None, s_invalid_json,
+              "A line in the middle of the records file is cut short (not JSON).",
+              "Only bytes after the last newline are a torn tail; a broken line before it is an error."),
+    Situation("load_error_bad_state", 1, 1, None, s_bad_state,
+              "The state file was cut off mid-write.",
+              "A state file that is not JSON makes the rollout unloadable."),
+)
+SITUATION_BY_NAME = {s.name: s for s in SITUATIONS}
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def rollout_ids(rng: random.Random, n: int, *, tasks: int = 1000, per_task: int = 4) -> list[str]:
+    """``n`` realistic rollout ids: ``task0042-rollout3-attempt0``, a few re-run attempts."""
+    out: list[str] = []
+    digits = max(4, len(str(tasks - 1)))
+    n_tasks = min(tasks, -(-n // per_task))
+    for task in sorted(rng.sample(range(tasks), n_tasks)):
+        for r in range(per_task):
+            out.append(f"task{task:0{digits}d}-rollout{r}-attempt0")
+            if rng.random() < 0.04:  # the trainer re-ran this rollout
+                out.append(f"task{task:0{digits}d}-rollout{r}-attempt1")
+            if len(out) >= n:
+                return out[:n]
+    return out
+
+
+def sibling(rid: str, ids: Sequence[str]) -> str:
+    """Another rollout of the same task when there is one (else any other rollout)."""
+    task = rid.split("-", 1)[0]
+    same = [i for i in ids if i != rid and i.startswith(task + "-")]
+    return same[0] if same else next(i for i in ids if i != rid)
+
+
+def draw_calls(rng: random.Random, lo: int, hi: int) -> int:
+    """Mostly short rollouts, some long ones (up to ~40 calls)."""
+    n = rng.randint(20, 40) if rng.random() < 0.08 else 1 + int(rng.expovariate(1 / 4.5))
+    return max(lo, min(hi, n))
+
+
+@dataclass
+class Planned:
+    rollout_id: str
+    situation: str
+    files: dict[str, bytes]  # file name -> bytes, in the store directory
+    declared: dict[str, Any]
+
+
+def make_rollout(rid: str, situation: str, n_calls: int, seed: int, t0: float, ctx: Ctx) -> Planned:
+    w = StoreRollout(rid, seed, t0)
+    declared = SITUATION_BY_NAME[situation].build(w, n_calls, ctx)
+    declared = {"situation": situation, "load_fails": "load_error" in declared["mask_reasons"], **declared}
+    return Planned(rid, situation, w.files(), declared)
+
+
+def iter_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
+             tasks: int = 1000, spread: float = 3600.0) -> Iterator[Planned]:
+    """Every rollout of a run, one at a time: ids, situations shuffled over them, each rollout
+    built from its own seed. ``calls`` picks a rollout's number of calls for its situation."""
+    rng = random.Random(seed)
+    names = [name for name, k in counts.items() for _ in range(k)]
+    ids = rollout_ids(rng, len(names), tasks=tasks)
+    assert len(ids) == len(names), "not enough task ids for the run"
+    rng.shuffle(names)
+    seen: dict[str, int] = {}
+    for i, (rid, name) in enumerate(zip(ids, names)):
+        n = calls(rng, SITUATION_BY_NAME[name])
+        t0 = round(T0 + rng.uniform(0.0, spread), 3)  # rollouts of a run overlap in time
+        seen[name] = seen.get(name, 0) + 1
+        yield make_rollout(rid, name, n, seed * 1_000_003 + i, t0, Ctx(ids, seen[name] - 1))
+
+
+def summarize(planned: Sequence[Planned]) -> dict[str, Any]:
+    decl = [p.declared for p in planned]
+    reasons = {r: sum(r in d["mask_reasons"] for d in decl) for r in MASK_REASON_ORDER}
+    status: dict[str, int] = {}
+    incomplete: dict[str, int] = {}
+    situations: dict[str, int] = {}
+    for p in planned:
+        key = p.declared["status"] or "none"
+        status[key] = status.get(key, 0) + 1
+        if p.declared["incomplete_reason"]:
+            incomplete[p.declared["incomplete_reason"]] = incomplete.get(p.declared["incomplete_reason"], 0) + 1
+        situations[p.situation] = situations.get(p.situation, 0) + 1
+    return {
+        "rollouts": len(decl),
+        "trainable": sum(not d["mask_sample"] for d in decl),
+        "masked": sum(d["mask_sample"] for d in decl),
+        "load_errors": sum(d["load_fails"] for d in decl),
+        "mask_reasons": reasons,
+        "status": dict(sorted(status.items())),
+        "incomplete_reason": dict(sorted(incomplete.items())),
+        "situations": dict(sorted(situations.items())),
+    }
+
+
+ABOUT = ("Declared verdicts of the sample run, written by scripts/make_sample_run.py from the situation that "
+         "built each rollout (never by running the builder). `status` null / `none` means no response (the "
+         "rollout failed to load).")
+
+
+def expected_document(planned: Sequence[Planned], seed: int, about: str = ABOUT) -> dict[str, Any]:
+    return {
+        "about": about,
+        "seed": seed,
+        "summary": summarize(planned),
+        "situations": {s.name: {"what": s.what, "why": s.why} for s in SITUATIONS},
+        "rollouts": {p.rollout_id: p.declared for p in sorted(planned, key=lambda p: p.rollout_id)},
+    }
+
+
+def expected_bytes(doc: dict[str, Any]) -> bytes:
+    """Indented JSON, except that each rollout's declaration sits on one line (easy to grep and diff)."""
+    head = {k: v for k, v in doc.items() if k != "rollouts"}
+    body = orjson.dumps(head, option=orjson.OPT_INDENT_2)[:-2]  # drop the closing "\n}"
+    rows = ",\n".join(f"    {orjson.dumps(rid).decode()}: {orjson.dumps(d).decode()}"
+                      for rid, d in doc["rollouts"].items())
+    return body + b',\n  "rollouts": {\n' + rows.encode() + b"\n  }\n}\n"
+
+
+def clear_store(out_dir: Path) -> None:
+    """Remove an earlier run's files (only store files and the expectations) before writing."""
+    if not out_dir.is_dir():
+        return
+    for p in out_dir.iterdir():
+        if p.is_file() and (p.name == EXPECTED_NAME or any(p.name.endswith(s) for s in STORE_SUFFIXES)):
+            p.unlink()
+
+
+def write_run(out_dir: Path, planned: Iterable[Planned], *, seed: int, about: str = ABOUT) -> dict[str, Any]:
+    """Write every rollout's store files as it is made (only declarations stay in memory),
+    then the expectations; returns the expectations document."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clear_store(out_dir)
+    kept: list[Planned] = []
+    for p in planned:
+        for name, data in sorted(p.files.items()):
+            (out_dir / name).write_bytes(data)
+        kept.append(Planned(p.rollout_id, p.situation, {}, p.declared))
+    expected = expected_document(kept, seed, about)
+    (out_dir / EXPECTED_NAME).write_bytes(expected_bytes(expected))
+    return expected
+
+
+def sample_calls(rng: random.Random, s: Situation) -> int:
+    return draw_calls(rng, s.min_calls, min(s.bundle_cap, s.max_calls or s.bundle_cap))
+
+
+def generate(out_dir: Path, seed: int = RUN_SEED) -> dict[str, Any]:
+    return write_run(out_dir, iter_run({s.name: s.count for s in SITUATIONS}, seed=seed, calls=sample_calls),
+                     seed=seed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) > 1 or (argv and argv[0] in ("-h", "--help")):
+        print(__doc__.strip().splitlines()[0])
+        print("usage: python scripts/make_sample_run.py [OUTPUT_DIR]   (default: sample_data/run/)")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    out_dir = Path(argv[0]) if argv else REPO_ROOT / "sample_data" / "run"
+    summary = generate(out_dir)["summary"]
+    print(f"wrote {summary['rollouts']} rollouts ({summary['trainable']} trainable, {summary['masked']} masked, "
+          f"{summary['load_errors']} unloadable) to {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
