@@ -254,12 +254,53 @@ def _slow_identity(x: int) -> int:
     return x
 
 
-def test_ray_engine_gives_the_same_table_as_local(tmp_path):
-    pytest.importorskip("ray")
-    run = copy_samples(tmp_path)
-    local = scan_table(run, workers=1)
-    on_ray = scan_table(run, workers=2, engine="ray")
+SAMPLE_RUN = SAMPLES / "run"
+
+
+def test_the_sample_run_scans_to_its_declared_verdicts():
+    declared = json.loads((SAMPLE_RUN / "expected.json.txt").read_text())
+    table = rows(scan_table(SAMPLE_RUN, workers=2))
+    assert len(table) == declared["summary"]["rollouts"]
+    assert sum(not r["mask_sample"] for r in table) == declared["summary"]["trainable"]
+    for reason, count in declared["summary"]["mask_reasons"].items():
+        assert sum(r[f"reason_{reason}"] for r in table) == count, reason
+    for row in table:
+        want = declared["rollouts"][row["rollout_id"]]
+        assert row["source"] == f"{row['rollout_id']}.tokens.*"
+        assert (row["mask_sample"], row["mask_reasons"], row["status"], row["incomplete_reason"]) == (
+            want["mask_sample"], want["mask_reasons"], want["status"], want["incomplete_reason"]), row["rollout_id"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray of 2 CPUs (loopback only) shared by the Ray tests; the engine joins it."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_engine_on_two_cpus_gives_the_same_table_as_local_on_the_sample_run(local_ray):
+    local = scan_table(SAMPLE_RUN, workers=1)
+    assert scan_table(SAMPLE_RUN, workers=2).equals(local)
+    on_ray = scan_table(SAMPLE_RUN, workers=2, engine="ray")
     assert on_ray.equals(local)
+    assert local_ray.is_initialized()  # a Ray the scan joined is left running
+
+
+def test_ray_export_equals_local_export(local_ray, tmp_path):
+    export(SAMPLE_RUN, tmp_path / "local.jsonl", workers=1)
+    export(SAMPLE_RUN, tmp_path / "ray.jsonl", workers=2, engine="ray")
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+def test_the_cli_starts_a_local_ray_for_the_scan(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "r.parquet"
+    proc = subprocess.run([sys.executable, "-m", "tokencap", "scan", str(SAMPLES / "capture_store"), "-o", str(out),
+                           "--engine", "ray", "--workers", "2"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert read_scan(out).equals(scan_table(SAMPLES / "capture_store", workers=1))
 
 
 def test_ray_engine_without_ray_exits_2_saying_how_to_install(capsys, tmp_path, monkeypatch):
