@@ -72,12 +72,15 @@ def downloads(view: RolloutView) -> dict[str, Download]:
     }
 
 
-def cli_command(source_label: str, rollout_id: str | None, anchor: str | None, several: bool) -> str:
+def cli_command(source_label: str, rollout_id: str | None, anchor: str | None, several: bool,
+                final_responses: str | None = None) -> str:
     """The `tokencap build` command that writes the same result (shown next to the downloads)."""
     parts = ["python", "-m", "tokencap", "build", source_label]
     if several and rollout_id is not None:
         parts += ["--rollout", rollout_id]
     if anchor is not None:
         parts += ["--terminal-call-id", anchor]
+    if final_responses is not None:
+        parts += ["--final-responses", final_responses]
     parts += ["-o", "result.json"]
     return " ".join(shlex.quote(p) for p in parts)
