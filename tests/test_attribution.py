@@ -461,6 +461,10 @@ def test_a_snapshot_that_is_not_built_reports_no_attribution() -> None:
 def test_a_malformed_final_response_is_a_build_error_not_a_crash() -> None:
     r = build_rollout(snap(title_call_conv()), final_response={"output": "not a list"})
     assert r.mask_reasons == ["build_error"] and "output" in r.metrics["error"]
+    # With an explicit id the final response is only shown, so a bad one does not fail the build.
+    r = build_rollout(snap(title_call_conv()), terminal_call_id="call-3", final_response={"output": "not a list"})
+    assert r.mask_reasons == [] and r.terminal_attribution is None
+    assert r.metrics["terminal_attribution"]["outcome"] == "given"
 
 
 def test_attribution_does_not_change_the_build_of_a_rollout_it_agrees_with() -> None:

@@ -155,10 +155,14 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
     if final_response is not None:
         # Attribution reads only the materialized entries (SPEC 10: build.entries), so it
         # runs between preparation and chaining and the build happens once, anchored.
-        attribution = attribute_terminal(BuildOutput(entries=prepared.full), final_response)
         if terminal_call_id is not None:
             attribution_metric = given_metric(terminal_call_id)  # an explicit id always wins
+            try:  # what the final response alone would say, for display only
+                attribution = attribute_terminal(BuildOutput(entries=prepared.full), final_response)
+            except ValueError:
+                attribution = None
         else:
+            attribution = attribute_terminal(BuildOutput(entries=prepared.full), final_response)
             attribution_metric = attribution.metric()
             if attribution.attributed:
                 anchor = attribution.call_id
