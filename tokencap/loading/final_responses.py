@@ -28,10 +28,10 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import simdjson
 
 from ..digest import checked_token_ids
 from .text import LoadError, is_blank, iter_lines
-from .wire import _ArrayParser
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
@@ -39,6 +39,24 @@ _decode_any = msgspec.json.Decoder().decode
 
 _KEPT_ITEM_FIELDS = ("type", "role", "content", "name", "arguments", "summary")
 _TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
+
+
+class _TokenParser:
+    """Token arrays straight from JSON text to numpy (simdjson's typed buffer); None sends
+    the caller to the exact slow path, which names the offending element."""
+
+    def __init__(self) -> None:
+        self._parser = simdjson.Parser()
+
+    def parse(self, raw: bytes) -> np.ndarray | None:
+        # A flat array only: simdjson would flatten nested arrays into one buffer.
+        if not (raw[:1] == b"[" and raw[-1:] == b"]") or raw.count(b"[") != 1:
+            return None
+        try:
+            buffer = self._parser.parse(raw).as_buffer(of_type="u")
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return np.frombuffer(buffer, dtype=np.uint64).copy()  # the parser reuses its memory
 
 
 class _Bad(Exception):
@@ -127,7 +145,7 @@ def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
         raise LoadError(f"{label}: the file is empty; expected final responses (a JSON object with 'response', "
                         "JSON lines of them, or a bare Responses object)")
     out = FinalResponses(name=label)
-    parser = _ArrayParser()
+    parser = _TokenParser()
     try:
         whole = _decode_object(data)
     except msgspec.MsgspecError:
@@ -157,7 +175,7 @@ def _first_line(data: bytes | mmap.mmap) -> int:
     return 1
 
 
-def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: str, parser: _ArrayParser) -> None:
+def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: str, parser: _TokenParser) -> None:
     where = f"{label}, line {line}"
     try:
         rollout_id, response = _record(record, parser)
@@ -183,7 +201,7 @@ def _value(raw: msgspec.Raw, path: str) -> Any:
         raise _Bad(path, f"the value cannot be read: {str(exc).split(' - at ')[0]}") from None
 
 
-def _record(record: dict[str, msgspec.Raw], parser: _ArrayParser) -> tuple[str | None, dict[str, Any]]:
+def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str | None, dict[str, Any]]:
     """(rollout id or None, the compact response) of one record."""
     rollout_id = None
     if "rollout_id" in record:
@@ -213,7 +231,7 @@ def _record(record: dict[str, msgspec.Raw], parser: _ArrayParser) -> tuple[str |
     return rollout_id, {"object": "response", "output": _items(raws, f"{prefix}output", parser)}
 
 
-def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _ArrayParser) -> list[dict[str, Any]]:
+def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     generations: list[np.ndarray | None] = []
     for index, raw in enumerate(raws):
@@ -239,14 +257,14 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _ArrayParser) 
     return items
 
 
-def _token_ids(raw: msgspec.Raw, path: str, parser: _ArrayParser) -> np.ndarray | None:
+def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:
     """A token array (None for JSON null), checked: integers in [0, 2^64)."""
     text = bytes(raw).strip()
     if text == b"null":
         return None
-    fast = parser.parse(raw, "u")
+    fast = parser.parse(text)
     if fast is not None:
-        return fast.copy()  # the parser's buffer is reused for the next array
+        return fast
     value = _value(raw, path)
     if not isinstance(value, list):
         raise _Bad(path, f"must be a list of token ids, got {_kind(value)}")
