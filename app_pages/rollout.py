@@ -15,6 +15,7 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.views import attribution as av
 from tokencap.views import detail as dv
 from tokencap.views import export as ev
 from tokencap.views import mask as mv
@@ -53,9 +54,26 @@ def loaded_source(key: str, _source: src.Source) -> src.LoadedSource:
 
 
 @st.cache_resource(show_spinner=False, max_entries=512)
-def rollout_view(key: str, index: int, anchor: str | None, _loaded: src.LoadedSource) -> RolloutView:
-    """One rollout built once per (source content, rollout, anchor); derived views live on it."""
-    return RolloutView(_loaded.snapshots[index], anchor=anchor)
+def rollout_view(key: str, index: int, anchor: str | None, _loaded: src.LoadedSource,
+                 finals_key: str | None = None, _final: dict | None = None) -> RolloutView:
+    """One rollout built once per (source content, rollout, anchor, final responses); derived views live on it."""
+    return RolloutView(_loaded.snapshots[index], anchor=anchor, final_response=_final)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def parsed_final_responses(key: str, name: str, _data: bytes) -> tuple[Any, str | None]:
+    return av.read_final_responses(name, _data)
+
+
+# The harness final responses in use for this run of the page (set first thing in main).
+_FINALS = av.FinalResponsesChoice()
+
+
+def view_of(ls: src.LoadedSource, index: int, anchor: str | None) -> RolloutView:
+    """The cached view of one rollout, built with its harness final response when one applies
+    (matched by rollout id; an unnamed response only when the file holds a single rollout)."""
+    final, finals_key = _FINALS.response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
+    return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final)
 
 
 def cli_argument() -> str | None:
@@ -72,7 +90,7 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
         out = [loaded_source(s.cache_key, s) for s in sources]
         for ls in out:
             for i in range(len(ls.snapshots)):
-                rollout_view(ls.source.cache_key, i, None, ls)
+                view_of(ls, i, None)
         seen.update(s.cache_key for s in sources)
         return out
     by_key: dict[str, src.LoadedSource] = {}
@@ -86,7 +104,7 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
             for i in range(len(ls.snapshots)):
                 bar.progress((n + (i + 1) / (len(ls.snapshots) + 1)) / len(pending),
                              text=f"building rollout {i + 1} of {len(ls.snapshots)} in {md_escape(s.name)}")
-                rollout_view(s.cache_key, i, None, ls)
+                view_of(ls, i, None)
         bar.progress(1.0, text="done")
         status.update(label=f"Loaded {fmt_bytes(size)}", state="complete", expanded=False)
     seen.update(s.cache_key for s in sources)
@@ -103,6 +121,12 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     uploads = st.sidebar.file_uploader(
         "Open files", type=list(src.UPLOAD_TYPES), accept_multiple_files=True, key="uploader",
         help="Snapshot `.json`, entries `.jsonl`, or a `.zip` of a capture-store directory. Several at once are fine.")
+    st.sidebar.file_uploader(
+        "Harness final responses (optional)", type=list(av.FINAL_RESPONSE_TYPES), key="final_responses_uploader",
+        help="The Responses object the harness returned per rollout: a rollout record `{rollout_id, response}`, JSON "
+             "lines of them, or a bare Responses object. Each rollout it names is anchored on the call its final "
+             "answer came from (terminal attribution).")
+    STATE["bundled_final_responses"] = None
     uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
     if uploaded:
         st.sidebar.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
@@ -135,6 +159,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         st.sidebar.caption(scenario.situation)
     if scenario.expectation:
         st.sidebar.caption(f"Expected: {scenario.expectation}")
+    STATE["bundled_final_responses"] = str(scenario.final_responses) if scenario.final_responses else None
     try:
         source = path_source(str(scenario.path), src.path_signature(scenario.path))
     except OSError as exc:
@@ -152,7 +177,7 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 
     def label(key: str) -> str:
         ref = by_key[key]
-        view = rollout_view(ref.source_key, ref.index, None, loaded[ref.source_key])
+        view = view_of(loaded[ref.source_key], ref.index, None)
         where = f"  ({ref.source_name})" if several_sources else ""
         return f"{vv.verdict_label(view.result)} · {ref.rollout_id}{where}"
 
@@ -173,7 +198,9 @@ def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
         bits.append(f"snapshot {md_escape(snap.snapshot_id)}")
     if snap.version:
         bits.append(f"version {snap.version}")
-    if banner.anchor is not None:
+    if banner.anchor is not None and view.anchor is None:
+        bits.append(f"anchored on the harness's final answer, {md_escape(banner.anchor)} (override it under Export)")
+    elif banner.anchor is not None:
         bits.append(f"anchored on {md_escape(banner.anchor)} (change it under Export)")
     st.caption(" · ".join(bits))
 
@@ -437,8 +464,23 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
 # --------------------------------------------------------------------------- verdicts tab
 
 
+def show_attribution(view: RolloutView) -> None:
+    st.markdown("#### Terminal attribution")
+    a = av.attribution_view(view)
+    if a is None:
+        st.caption("No harness final response for this rollout, so the delivered chain ends on the latest leaf. "
+                   "Upload the harness's final responses in the sidebar to anchor on its own final answer.")
+        return
+    body = f"**{md_escape(a.headline)}**  \n{md_escape(a.summary)}"
+    {"success": st.success, "error": st.error, "warning": st.warning}.get(a.tone, st.info)(body)
+    st.caption(f"Outcome **{md_escape(a.outcome)}** · method {md_escape(a.method or '—')}")
+    if len(a.candidates):
+        st.dataframe(a.candidates, hide_index=True, width="stretch")
+
+
 def show_verdicts_tab(view: RolloutView) -> None:
     result = view.result
+    show_attribution(view)
     st.markdown("#### Engine refusals")
     refusals = vv.refusal_views(result)
     if not refusals:
@@ -505,7 +547,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 
     def label(cid: str | None) -> str:
         if cid is None:
-            return "(none) — deliver the default chain"
+            return av.none_anchor_label(base.result)
         role = roles.get(cid) or ("empty generation" if base.build and cid in base.build.notes.empty_generation_calls
                                   else "not chained")
         return f"{cid} · {role.replace('_', ' ')}"
@@ -513,14 +555,15 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
     st.selectbox("Anchor on a terminal call", options, key=widget_key, format_func=label,
                  on_change=_remember_anchor, args=(widget_key, rk),
                  help="The delivered chain is cut at this call (what the harness says it ended on). "
-                      "Default: none.")
+                      "Default: none, or the harness's final answer when its final responses are loaded; a "
+                      "call chosen here always overrides that.")
     banner = view.banner
     if banner.trainable:
         st.success(f"**{banner.headline}** · status {md_escape(banner.status_line)}", icon=":material/check_circle:")
     else:
         reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
         st.error(f"**{banner.headline}** · status {md_escape(banner.status_line)}\n\n{reasons}", icon=":material/block:")
-    st.caption(md_escape(vv.anchor_effect(base.result, view.result)))
+    st.caption(md_escape(av.anchor_summary(base.result, view.result, view.anchor)))
 
     files = ev.downloads(view)
     cols = st.columns(3)
@@ -537,7 +580,8 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
                                width="stretch")
             st.caption(d.why_not if not d.available else d.what)
     st.caption("These are the bytes `tokencap build` writes for the same input and anchor:")
-    st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several), language="bash")
+    finals_label = _FINALS.label if view.final_response is not None else None
+    st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several, finals_label), language="bash")
 
     st.markdown("#### Every loaded rollout")
     anchored = sum(1 for v in all_views if v.anchor is not None)
@@ -551,8 +595,34 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 # --------------------------------------------------------------------------- page
 
 
+def final_responses_choice() -> av.FinalResponsesChoice:
+    """The uploaded final responses, else the file bundled with the sample scenario, else none."""
+    upload = STATE.get("final_responses_uploader")
+    bundled = STATE.get("bundled_final_responses")
+
+    def parse(name: str, data: bytes) -> tuple[Any, str | None]:
+        return parsed_final_responses(av.content_key(name, data), name, data)
+
+    return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
+                                     Path(bundled) if bundled else None, parse)
+
+
+def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:
+    if choice.error:
+        st.sidebar.error(f"**Final responses not used.** {md_escape(choice.error)}", icon=":material/error:")
+    elif choice.finals is not None:
+        n = len(choice.finals)
+        where = "bundled with this scenario" if choice.bundled else "uploaded"
+        st.sidebar.caption(f"Terminal attribution from {md_escape(choice.label)} ({where}, {n} final "
+                           f"response{'s' if n != 1 else ''}); a manual anchor under Export overrides it.")
+        for note in choice.notes:
+            st.sidebar.caption(f"Note: {md_escape(note)}")
+
+
 def main() -> None:
+    global _FINALS
     sources, source_label, path_error = sidebar_sources()
+    _FINALS = final_responses_choice()
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
     loaded = load_sources(sources)
@@ -561,6 +631,8 @@ def main() -> None:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
     refs = src.rollout_refs(good)
+    _FINALS = av.with_notes(_FINALS, (r.rollout_id for r in refs))
+    sidebar_final_responses(_FINALS)
     if not refs:
         st.markdown("## tokencap rollout inspector")
         st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
@@ -570,11 +642,11 @@ def main() -> None:
     ref = sidebar_rollout(refs, by_key, several_sources)
     rk = ref.key
     ls = by_key[ref.source_key]
-    base = rollout_view(ref.source_key, ref.index, None, ls)
+    base = view_of(ls, ref.index, None)
     anchor = STATE["anchors"].get(rk)
     if anchor is not None and anchor not in base.anchor_options():
         anchor = None
-    view = rollout_view(ref.source_key, ref.index, anchor, ls) if anchor is not None else base
+    view = view_of(ls, ref.index, anchor) if anchor is not None else base
 
     show_banner(view, ref)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
@@ -589,8 +661,7 @@ def main() -> None:
             elif name == "Verdicts":
                 show_verdicts_tab(view)
             else:
-                all_views = [rollout_view(r.source_key, r.index, STATE["anchors"].get(r.key), by_key[r.source_key])
-                             for r in refs]
+                all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in refs]
                 label = ref.source_name if source_label == "uploaded files" else source_label
                 several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
                 show_export_tab(base, view, rk, ref, label, all_views, several)

@@ -169,6 +169,7 @@ class RolloutWriter:
         reason: str | None = None,
         schema_version: int = SCHEMA_VERSION,
         record: bool = True,
+        items: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Add one served call.
 
@@ -196,7 +197,8 @@ class RolloutWriter:
         if lps is None:
             lps = self.log_probs(len(gen))
         full = prompt + gen
-        items = self.items(kind) if gen else []
+        if items is None:
+            items = self.items(kind) if gen else []
         if delta:
             parent_cum = self.cum[parent]
             assert prompt[: len(parent_cum)] == parent_cum, f"{call_id}: delta prompt must extend its parent"
@@ -311,6 +313,8 @@ def expect(
     main_chain: Sequence[str] | None = None,
     main_chain_len: int | None = None,
     source_notes_contain: Sequence[str] | None = None,
+    after_terminal_calls: Sequence[str] | None = None,
+    main_chain_without_final_responses: Sequence[str] | None = None,
     **metrics: Any,
 ) -> dict[str, Any]:
     """One rollout's declared verdict. ``metrics`` are pinned ``metrics[...]`` values."""
@@ -329,7 +333,16 @@ def expect(
         out["main_chain_len"] = main_chain_len
     if source_notes_contain is not None:
         out["source_notes_contain"] = list(source_notes_contain)
+    if after_terminal_calls is not None:
+        out["after_terminal_calls"] = list(after_terminal_calls)
+    if main_chain_without_final_responses is not None:
+        out["main_chain_without_final_responses"] = list(main_chain_without_final_responses)
     return out
+
+
+def attribution(outcome: str, method: str, call_id: str | None, candidates: Sequence[str]) -> dict[str, Any]:
+    """The declared ``metrics["terminal_attribution"]`` of a rollout built with its final response."""
+    return {"outcome": outcome, "method": method, "call_id": call_id, "candidates": list(candidates)}
 
 
 def structure(n_calls: int, *, roots: int = 1, chains: int = 1, quarantined: int = 0,
@@ -350,12 +363,19 @@ def structure(n_calls: int, *, roots: int = 1, chains: int = 1, quarantined: int
 
 
 class Scenario:
-    """One sample file (or directory) plus the verdicts declared for it."""
+    """One sample file (or directory) plus the verdicts declared for it.
+
+    ``final_responses`` is ``(file name, bytes)`` of the harness's final responses for the
+    scenario, written under ``final_responses/``; the declared verdicts then hold for a
+    build *with* them (``tokencap build FILE --final-responses final_responses/NAME``).
+    """
 
     def __init__(self, name: str, situation: str, see: str, why: str,
-                 write: Callable[[Path], None], rollouts: dict[str, dict[str, Any]]) -> None:
+                 write: Callable[[Path], None], rollouts: dict[str, dict[str, Any]],
+                 final_responses: tuple[str, bytes] | None = None) -> None:
         self.name, self.situation, self.see, self.why = name, situation, see, why
         self.write, self.rollouts = write, rollouts
+        self.final_responses = final_responses
 
 
 # --------------------------------------------------------------------------- writing
@@ -901,6 +921,219 @@ def s_long() -> Scenario:
     )
 
 
+# --------------------------------------------------------------------------- final responses (SPEC 10)
+
+FINAL_RESPONSES_DIR = "final_responses"
+TOOL_OUTPUT = "exit code 0\n212 passed in 3.41s"
+SUMMARY_TEXT = "Fixed the exclusive end index in split_tokens; the suite passes."
+
+
+def harness_response(w: RolloutWriter, calls: Sequence[dict[str, Any]], *, tokens: bool = True,
+                     turn_prompts_only: bool = False, response_id: str = "resp_0001") -> dict[str, Any]:
+    """The Responses object a harness returns for a rollout: every turn's output items in
+    order, with the tool outputs / user turns it fed back in between.
+
+    With ``tokens`` each call's carrier item holds its token ids, as a token-capturing
+    harness records them (the full running prompt, or with ``turn_prompts_only`` just the
+    turn's own new prompt tokens). Without, the items are content only. Tool-call ids are
+    the harness's own (``call_...``), not the capture's, and arguments are re-serialized
+    with sorted keys and spaces: attribution must ignore both.
+    """
+    output: list[dict[str, Any]] = []
+    previous_full: list[int] = []
+    for n, rec in enumerate(calls):
+        if n:
+            last = output[-1]
+            if last.get("type") == "function_call":
+                output.append({"type": "function_call_output", "call_id": last["call_id"], "output": TOOL_OUTPUT})
+            else:
+                output.append({"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": "Please double-check before finishing."}]})
+        full = w.cum[rec["model_call_id"]]
+        prompt = full[: len(full) - len(rec["generation_token_ids"])]
+        for index, item in enumerate(rec["output_items"]):
+            item = json.loads(json.dumps(item))
+            if item["type"] == "function_call":
+                item["call_id"] = f"call_{rec['model_call_id'][-4:]}_{index}"
+                item["arguments"] = json.dumps(json.loads(item["arguments"]), sort_keys=True, indent=1)
+            if item["type"] == "message":
+                item["id"] = f"msg_{rec['model_call_id'][-4:]}"
+                item["status"] = "completed"
+            if tokens and index == rec["token_item_index"]:
+                item["prompt_token_ids"] = prompt[len(previous_full):] if turn_prompts_only else prompt
+                item["generation_token_ids"] = rec["generation_token_ids"]
+                item["generation_log_probs"] = rec["generation_log_probs"]
+            output.append(item)
+        previous_full = full
+    return {"id": response_id, "object": "response", "created_at": int(T0), "model": MODEL, "status": "completed",
+            "output": output, "usage": {"input_tokens": 0, "output_tokens": 0}}
+
+
+def rollout_record(rollout_id: str, response: dict[str, Any], reward: float) -> dict[str, Any]:
+    """A rollout record as a harness stores it (unknown fields are ignored by the reader)."""
+    return {"rollout_id": rollout_id, "reward": reward, "responses_create_params": {"max_output_tokens": 4096},
+            "response": response}
+
+
+def json_file(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def title_items(text: str) -> list[dict[str, Any]]:
+    return [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]
+
+
+def s_title_call() -> Scenario:
+    w = RolloutWriter("title-call-after-final", seed=7101)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop")
+    # The session is over; the harness asks for a title, sending the whole history.
+    w.call(cid(5), parent=cid(4), interstitial=12, gen=9, items=title_items("Fix off-by-one in split_tokens"),
+           finish="stop")
+    final = harness_response(w, [w.records[cid(i)] for i in range(1, 5)])
+    main = [cid(1), cid(2), cid(3), cid(4)]
+    return Scenario(
+        "title_call_after_final_answer.json",
+        "After its final answer (`call-0004`) the harness sent a title request carrying the whole history (`call-0005`); its final response (a rollout record with token ids) is in `final_responses/`.",
+        "with the final responses: trainable; `completed`; attributed by tokens to `call-0004`, `call-0005` not delivered (after terminal). Without them the title call is delivered as the last step",
+        "A request that carries the finished history looks exactly like a next turn, so the default delivers it. The harness's final answer carries `call-0004`'s exact tokens, so the delivered chain is cut there and the title call lands in `after_terminal_calls`.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=main, after_terminal_calls=[cid(5)],
+                              main_chain_without_final_responses=main + [cid(5)],
+                              generated_tokens_delivered=w.chain(main),
+                              terminal_attribution=attribution("attributed", "tokens", cid(4), [cid(4)]),
+                              **structure(5))},
+        final_responses=("title_call_after_final_answer.json",
+                         json_file(rollout_record(w.rollout_id, final, reward=1.0))),
+    )
+
+
+def s_retry_by_tokens() -> Scenario:
+    w = RolloutWriter("final-retry-by-tokens", seed=7102)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    # The harness timed out on call-0003 and re-sent the request; it kept call-0004's answer.
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), kind="text", finish="stop")
+    final = harness_response(w, [w.records[c] for c in (cid(1), cid(2), cid(4))], turn_prompts_only=True)
+    other = harness_response(w, [w.records[cid(1)]], response_id="resp_0002")
+    lines = [rollout_record(w.rollout_id, final, reward=1.0), rollout_record("final-retry-by-tokens-other", other, 0.0)]
+    return Scenario(
+        "final_retry_attributed_by_tokens.json",
+        "The last request was sent twice and sampled two different answers (`call-0003`, `call-0004`), as in `final_retry_unresolved.json`; the harness's rollout records (JSONL, token ids of each turn's own prompt only) say it kept `call-0004`.",
+        "with the final responses: trainable; `completed`; attributed by tokens to `call-0004`, `call-0003` quarantined; the JSONL also names a rollout that is not in the source (a note)",
+        "The final answer's generation equals `call-0004`'s and the call's full prompt ends with the turn prompt the harness kept, so `call-0004` is the terminal call and the retry group is decided by it instead of being left unresolved.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=[cid(1), cid(2), cid(4)],
+                              terminal_attribution=attribution("attributed", "tokens", cid(4), [cid(4)]),
+                              **structure(4, quarantined=1))},
+        final_responses=("final_retry_attributed_by_tokens.jsonl", b"".join(orjson.dumps(r) + b"\n" for r in lines)),
+    )
+
+
+def s_by_content() -> Scenario:
+    w = RolloutWriter("final-answer-by-content", seed=7103)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="tool", finish="tool_calls")
+    # The agent finishes by calling its `submit` tool, with a short reasoning summary first.
+    w.call(cid(5), parent=cid(4), finish="tool_calls", items=[
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Tests pass; the fix is complete."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Submitting the fix."}]},
+        w.tool_item("submit", {"summary": SUMMARY_TEXT, "tests_passed": 212}),
+    ])
+    # Then the harness asks for a one-line session summary for its log.
+    w.call(cid(6), parent=cid(5), interstitial=15, gen=14, items=title_items(SUMMARY_TEXT), finish="stop")
+    final = harness_response(w, [w.records[cid(i)] for i in range(1, 6)], tokens=False)
+    main = [cid(i) for i in range(1, 6)]
+    return Scenario(
+        "final_answer_by_content.json",
+        "The harness's final response carries no token ids (a bare Responses object); its final turn is `call-0005`'s reasoning summary, message and `submit` tool call. A session-summary request (`call-0006`) followed.",
+        "with the final responses: trainable; `completed`; attributed by content to `call-0005`, `call-0006` not delivered",
+        "Without tokens the final turn (the items after the last tool output) is compared item by item: message text, tool name and arguments as parsed JSON, reasoning summary; ids, status and formatting are ignored. Only `call-0005` says the same, so it anchors.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=main, after_terminal_calls=[cid(6)],
+                              main_chain_without_final_responses=main + [cid(6)],
+                              terminal_attribution=attribution("attributed", "content", cid(5), [cid(5)]),
+                              **structure(6))},
+        final_responses=("final_answer_by_content.json", json_file(final)),
+    )
+
+
+def s_attributed_twins() -> Scenario:
+    w = RolloutWriter("attributed-twins-finish-disagree", seed=7104)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    # The final request was served twice with the same tokens; the records disagree on why
+    # generation stopped. The harness went on (a title request) from call-0004's reply.
+    r3 = w.call(cid(3), parent=cid(2), kind="text", finish="length")
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), gen=r3["generation_token_ids"],
+           lps=r3["generation_log_probs"], items=r3["output_items"], finish="stop")
+    w.call(cid(5), parent=cid(4), interstitial=12, gen=8, items=title_items("Parser boundary fix"), finish="stop")
+    final = harness_response(w, [w.records[cid(1)], w.records[cid(2)], w.records[cid(3)]])
+    return Scenario(
+        "attributed_twins_finish_disagree.json",
+        "The final answer was served twice with identical tokens (`call-0003` says `length`, `call-0004` says `stop`); a title request (`call-0005`) continued `call-0004`.",
+        "with the final responses: trainable; `completed` (the finish reason is withheld); attributed by tokens to `call-0003`, anchored on its twin `call-0004`; `call-0005` not delivered",
+        "Both twins match the final answer's tokens, so the smallest id is attributed; `call-0004` was extended and kept, so the anchor moves to it (the harness received the same tokens). The twins disagree on the finish reason, so the status cannot rest on either.",
+        write_snapshot(w),
+        {w.rollout_id: expect(main_chain=[cid(1), cid(2), cid(4)], after_terminal_calls=[cid(5)],
+                              main_chain_without_final_responses=[cid(1), cid(2), cid(4), cid(5)],
+                              terminal_attribution=attribution("attributed", "tokens", cid(3), [cid(3), cid(4)]),
+                              **structure(5, quarantined=1))},
+        final_responses=("attributed_twins_finish_disagree.json",
+                         json_file(rollout_record(w.rollout_id, final, reward=1.0))),
+    )
+
+
+def s_ambiguous() -> Scenario:
+    w = RolloutWriter("ambiguous-final-answer", seed=7105)
+    answer = "All tests pass. The bug was an exclusive end index in `split_tokens`."
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), items=title_items(answer), finish="stop")
+    # The user asked for a double check; the agent ran the suite again and said the same.
+    w.call(cid(4), parent=cid(3), kind="tool", finish="tool_calls")
+    w.call(cid(5), parent=cid(4), items=title_items(answer), finish="stop")
+    final = harness_response(w, [w.records[cid(i)] for i in range(1, 6)], tokens=False)
+    return Scenario(
+        "ambiguous_final_answer.json",
+        "The final response carries no token ids and its final turn is a message the agent wrote twice, word for word (`call-0003` and `call-0005`, different token sequences).",
+        "with the final responses: masked: `terminal_call_not_delivered`; `completed`; attribution `ambiguous` (candidates `call-0003`, `call-0005`)",
+        "Content alone cannot tell two different sequences apart, and nothing is ever chosen between them, so no anchor is used and the sample is masked: the harness's answer is not provably the delivered chain's end.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["terminal_call_not_delivered"], main_chain=[cid(i) for i in range(1, 6)],
+                              terminal_attribution=attribution("ambiguous", "content", None, [cid(3), cid(5)]),
+                              **structure(5))},
+        final_responses=("ambiguous_final_answer.json", json_file(final)),
+    )
+
+
+def s_unattributed() -> Scenario:
+    w = RolloutWriter("unattributed-final-answer", seed=7106)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    # The final answer was served by a replica without token capture: no record exists.
+    lost = w.call(cid(4), parent=cid(3), kind="text", finish="stop", record=False)
+    final = harness_response(w, [w.records[cid(1)], w.records[cid(2)], w.records[cid(3)], lost])
+    return Scenario(
+        "unattributed_final_answer.json",
+        "The harness's final answer was never captured (its call went to a server without token capture); the captured calls end on a tool call (`call-0003`).",
+        "with the final responses: masked: `terminal_call_not_delivered`; `completed`; attribution `unattributed` by tokens",
+        "No captured call holds the final answer's tokens, so the delivered chain provably does not end where the harness ended; the sample is masked instead of training on a trajectory without its answer.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["terminal_call_not_delivered"], main_chain=[cid(1), cid(2), cid(3)],
+                              terminal_attribution=attribution("unattributed", "tokens", None, []),
+                              **structure(3))},
+        final_responses=("unattributed_final_answer.json",
+                         json_file(rollout_record(w.rollout_id, final, reward=0.0))),
+    )
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     s_clean,
     s_delta,
@@ -925,6 +1158,12 @@ SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     s_multi_jsonl,
     s_capture_store,
     s_long,
+    s_title_call,
+    s_retry_by_tokens,
+    s_by_content,
+    s_attributed_twins,
+    s_ambiguous,
+    s_unattributed,
 )
 
 
@@ -985,6 +1224,21 @@ python scripts/make_sample_run.py              # rewrites sample_data/run/
 python scripts/make_sample_run.py /tmp/run     # or anywhere else
 ```
 
+## Final responses (terminal attribution)
+
+`final_responses/` holds the harness's own final response for the scenarios that need
+one (`expected.json` names it under `final_responses`; their verdicts above hold for a
+build with it). Each file is one of the shapes `--final-responses` reads: a rollout
+record with `rollout_id` and `response` (`title_call_after_final_answer.json`), JSON lines
+of them (`final_retry_attributed_by_tokens.jsonl`, which also names a rollout that is not
+in the source), or a bare Responses object without a rollout id
+(`final_answer_by_content.json`). The app uses them automatically for these scenarios.
+
+```
+python -m tokencap inspect sample_data/title_call_after_final_answer.json \\
+    --final-responses sample_data/final_responses/title_call_after_final_answer.json
+```
+
 ## Conventions
 
 - Call ids are `call-0001`, `call-0002`, ... in the order the calls were made;
@@ -1032,6 +1286,11 @@ def generate(out_dir: Path) -> list[Scenario]:
     for s in scenarios:
         s.write(out_dir / s.name)
         expected[s.name] = {"situation": s.situation, "why": s.why, "rollouts": s.rollouts}
+        if s.final_responses is not None:
+            file_name, data = s.final_responses
+            (out_dir / FINAL_RESPONSES_DIR).mkdir(exist_ok=True)
+            (out_dir / FINAL_RESPONSES_DIR / file_name).write_bytes(data)
+            expected[s.name]["final_responses"] = f"{FINAL_RESPONSES_DIR}/{file_name}"
     (out_dir / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2) + b"\n")
     (out_dir / "README.md").write_text(render_readme(scenarios), encoding="utf-8")
     return scenarios

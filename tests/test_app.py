@@ -225,9 +225,9 @@ def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
     calls: list[str | None] = []
     real = model_module.build_rollout
 
-    def counting(snapshot, terminal_call_id=None, model=""):
+    def counting(snapshot, terminal_call_id=None, model="", final_response=None):
         calls.append(terminal_call_id)
-        return real(snapshot, terminal_call_id=terminal_call_id, model=model)
+        return real(snapshot, terminal_call_id=terminal_call_id, model=model, final_response=final_response)
 
     monkeypatch.setattr(model_module, "build_rollout", counting)
     at = open_app(monkeypatch, str(SAMPLES / "multi_rollout_entries.jsonl"))

@@ -495,3 +495,65 @@ def test_a_pipe_as_source_is_refused_without_reading_it(tmp_path, capsys):
     os.mkfifo(pipe)
     assert main(["scan", str(pipe), "-o", str(tmp_path / "r.parquet")]) == 2
     assert "not a regular file" in capsys.readouterr().err
+
+
+# =========================================================================== final responses (SPEC 10 in a run)
+
+
+FINALS = SAMPLES / "final_responses"
+
+
+def test_scan_and_export_anchor_on_the_harness_final_answer(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("title_call_after_final_answer.json", "final_answer_by_content.json", "length_stop.json"):
+        shutil.copy(SAMPLES / name, run / name)
+    finals = FINALS / "title_call_after_final_answer.json"
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(run), "-o", str(out), "--final-responses", str(finals), "--workers", "2"]) == 0
+    table = {r["source"]: r for r in rows(read_scan(out))}
+    titled = table["title_call_after_final_answer.json"]
+    assert titled["terminal_attribution"] == "attributed"
+    assert titled["after_terminal_calls"] >= 1 and titled["terminal_call_id"]
+    assert table["length_stop.json"]["terminal_attribution"] is None  # not named by the file: built as before
+    # a response without a rollout id applies only to a single-rollout source
+    assert table["final_answer_by_content.json"]["terminal_attribution"] is None
+    capsys.readouterr()
+    trajectories = tmp_path / "t.jsonl"
+    assert main(["export", str(run), "-o", str(trajectories), "--final-responses", str(finals)]) == 0
+    line = next(l for l in trajectories.read_bytes().splitlines(keepends=True)
+                if json.loads(l)["rollout_id"] == titled["rollout_id"])
+    single = tmp_path / "one.json"
+    assert main(["build", str(run / "title_call_after_final_answer.json"), "--final-responses", str(finals),
+                 "-o", str(single)]) == 0
+    assert single.read_bytes() == line
+
+
+def test_final_responses_naming_rollouts_not_in_the_run_are_a_note(tmp_path, capsys):
+    finals = FINALS / "final_retry_attributed_by_tokens.jsonl"
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--final-responses", str(finals)]) == 0
+    err = capsys.readouterr().err
+    note = next(line for line in err.splitlines() if line.startswith("tokencap: note:"))
+    assert "name rollouts not in the source" in note and "final-retry-by-tokens" in note
+    assert read_scan(out).num_rows == 2
+
+
+def test_a_malformed_final_responses_file_fails_before_any_output(tmp_path, capsys):
+    bad = tmp_path / "finals.jsonl"
+    bad.write_text('{"rollout_id": "x", "response": {"output": 3}}\n')
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--final-responses", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "finals.jsonl" in err and "line 1" in err
+    assert not out.exists()
+
+
+def test_since_is_not_reused_across_other_final_responses(tmp_path):
+    run = copy_samples(tmp_path)
+    first = tmp_path / "first.parquet"
+    scan(run, first, workers=1)
+    again = tmp_path / "again.parquet"
+    summary = scan(run, again, workers=1, since=str(first),
+                   final_responses=str(FINALS / "title_call_after_final_answer.json"))
+    assert summary.reused == 0 and any("other final responses" in n for n in summary.notes)

@@ -18,7 +18,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = REPO_ROOT / "sample_data"
 GENERATOR = REPO_ROOT / "scripts" / "make_sample_data.py"
-NOT_SAMPLES = {"README.md", "expected.json"}
+NOT_SAMPLES = {"README.md", "expected.json", "final_responses"}
 # The sample run has its own generator (scripts/make_sample_run.py) and tests (test_sample_run.py).
 RUN = "run"
 
@@ -50,10 +50,22 @@ def _snapshots(name: str) -> dict:
 
 
 @cache
-def _built(name: str, rollout_id: str):
+def _final_responses(name: str):
+    from tokencap import load_final_responses
+
+    path = EXPECTED[name].get("final_responses")
+    return load_final_responses(SAMPLE_DIR / path) if path else None
+
+
+@cache
+def _built(name: str, rollout_id: str, with_final_responses: bool = True):
+    """The rollout as declared: built with the scenario's final responses when it has some."""
     from tokencap import build_rollout
 
-    return build_rollout(_snapshots(name)[rollout_id])
+    finals = _final_responses(name) if with_final_responses else None
+    snapshots = _snapshots(name)
+    response = finals.for_rollout(rollout_id, single_rollout=len(snapshots) == 1) if finals else None
+    return build_rollout(snapshots[rollout_id], final_response=response)
 
 
 # --------------------------------------------------------------------------- inventory
@@ -96,6 +108,23 @@ def test_generator_reproduces_the_bundled_files(tmp_path: Path) -> None:
     assert sorted(fresh) == sorted(bundled), "the generator writes a different set of files"
     changed = [path for path in bundled if bundled[path] != fresh[path]]
     assert not changed, f"regenerating changed {changed}; run `python scripts/make_sample_data.py` and commit"
+
+
+def test_every_final_responses_file_is_declared_and_exists() -> None:
+    declared = {sample["final_responses"] for sample in EXPECTED.values() if "final_responses" in sample}
+    on_disk = {f"final_responses/{p.name}" for p in (SAMPLE_DIR / "final_responses").iterdir()}
+    assert declared == on_disk
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if "final_responses" in EXPECTED[n]))
+def test_final_responses_apply_to_their_scenario(name: str) -> None:
+    finals = _final_responses(name)
+    snapshots = _snapshots(name)
+    for rollout_id in snapshots:
+        assert finals.for_rollout(rollout_id, single_rollout=len(snapshots) == 1) is not None, rollout_id
+    for rollout_id in EXPECTED[name]["rollouts"]:
+        assert "terminal_attribution" in EXPECTED[name]["rollouts"][rollout_id]["metrics"], \
+            "a scenario with final responses pins its attribution"
 
 
 def test_samples_stay_small() -> None:
@@ -154,6 +183,50 @@ def test_sample_response_is_contiguous(name: str, rollout_id: str) -> None:
     assert r.rebuilt_response is not None, "every sample declares a status, so it must have a response"
     assert r.rebuilt_response["status"] == EXPECTED[name]["rollouts"][rollout_id]["status"]
     assert_prefix_contiguity(r.rebuilt_response)
+
+
+@pytest.mark.parametrize(
+    ("name", "rollout_id"),
+    [(n, r) for n, r in CASES if "after_terminal_calls" in EXPECTED[n]["rollouts"][r]],
+)
+def test_sample_after_terminal_calls(name: str, rollout_id: str) -> None:
+    exp = EXPECTED[name]["rollouts"][rollout_id]
+    r = _built(name, rollout_id)
+    assert r.build.notes.after_terminal_calls == exp["after_terminal_calls"]
+    assert r.metrics["after_terminal_calls"] == len(exp["after_terminal_calls"])
+
+
+@pytest.mark.parametrize(
+    ("name", "rollout_id"),
+    [(n, r) for n, r in CASES if "main_chain_without_final_responses" in EXPECTED[n]["rollouts"][r]],
+)
+def test_sample_without_its_final_responses_delivers_the_call_after_the_answer(name: str, rollout_id: str) -> None:
+    """Without the harness's final response the default chain runs on into the request sent
+    after the final answer -- the failure attribution exists to fix."""
+    exp = EXPECTED[name]["rollouts"][rollout_id]
+    r = _built(name, rollout_id, with_final_responses=False)
+    assert r.metrics["terminal_attribution"] is None
+    assert [link.call_id for link in r.build.main.links] == exp["main_chain_without_final_responses"]
+    assert r.build.notes.after_terminal_calls == []
+
+
+@pytest.mark.parametrize(("name", "rollout_id"), CASES, ids=[f"{n}::{r}" for n, r in CASES])
+def test_every_sample_payload_is_json_native(name: str, rollout_id: str) -> None:
+    """SPEC 5: what a caller receives dumps with the standard library, and equals what the
+    CLI's streaming writer produced from the array payload."""
+    import json
+
+    from tokencap import project_chain_to_output_items, project_main_chain_response
+    from tokencap.export import response_bytes
+
+    r = _built(name, rollout_id)
+    text = json.dumps(r.rebuilt_response)
+    assert json.loads(text) == json.loads(response_bytes(r.payload))
+    for chain in r.build.chains:
+        json.dumps(project_chain_to_output_items(chain))
+    json.dumps(project_main_chain_response(rollout_id, r.build))
+    json.dumps(r.summary())
+    json.dumps(r.metrics)
 
 
 @pytest.mark.parametrize(

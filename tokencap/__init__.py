@@ -6,9 +6,10 @@ verdicts and loss masks -> rollout assembly -> views (frames and figures for the
 command line (`python -m tokencap`).
 """
 
+from .attribution import TerminalAttribution, attribute_terminal
 from .builder import BuildNotes, BuildOutput, Chain, ChainLink, prefix_merging, run_builder
 from .digest import compute_digest
-from .loading import LoadError, load_snapshots
+from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
 from .lossmask import LossMask, loss_mask
 from .projection import assert_prefix_contiguity, project_chain_to_output_items, project_main_chain_response
 from .records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenCaptureSnapshot, TokenEntry
@@ -22,16 +23,20 @@ __all__ = [
     "Chain",
     "ChainLink",
     "EngineRefusalRecord",
+    "FinalResponses",
     "LoadError",
     "LossMask",
     "ParentResolutionStatus",
     "RecordError",
     "RolloutResult",
+    "TerminalAttribution",
     "TokenCaptureSnapshot",
     "TokenEntry",
     "assert_prefix_contiguity",
+    "attribute_terminal",
     "build_rollout",
     "compute_digest",
+    "load_final_responses",
     "load_snapshots",
     "loss_mask",
     "prefix_merging",

@@ -397,19 +397,45 @@ def _time_key(call: _Call) -> tuple[float, str]:
     return call.created_at, call.call_id
 
 
+@dataclass
+class PreparedEntries:
+    """Steps 1-2 of a build: deduped, materialized full-prompt entries and what was dropped.
+
+    Independent of the terminal call, so one preparation serves a build with and without
+    an anchor (terminal attribution reads ``full`` before choosing the anchor).
+    """
+
+    full: dict[str, TokenEntry]
+    excluded: dict[str, str]
+    dropped: dict[str, int]
+    conflicts: list[str]
+
+
+def prepare_entries(entries: Iterable[TokenEntry]) -> PreparedEntries:
+    """Steps 1-2: dedupe by call id, materialize delta prompts, exclude corrupt records."""
+    kept, dropped, conflicts = _dedupe(entries)
+    full, excluded = _materialize(kept)
+    return PreparedEntries(full, excluded, dropped, conflicts)
+
+
 def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None = None) -> BuildOutput:
     """Chain a frozen snapshot's entries into trajectories (SPEC 4)."""
+    return chain_prepared(prepare_entries(entries), terminal_call_id)
+
+
+def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = None) -> BuildOutput:
+    """Steps 3-9 of `prefix_merging` on entries `prepare_entries` made."""
     failures: dict[str, int] = defaultdict(int)
     unresolved_parent: set[str] = set()
 
-    # 1. Dedupe.
-    kept, dropped, conflicts = _dedupe(entries)
+    # 1. Dedupe (done by prepare_entries): conflicting copies are unresolved.
+    conflicts, dropped = prepared.conflicts, prepared.dropped
     for call_id in conflicts:
         failures[DUPLICATE_CONFLICT] += 1
         unresolved_parent.add(call_id)
 
-    # 2. Materialize delta prompts; exclude corrupt records.
-    full, excluded = _materialize(kept)
+    # 2. Materialized (by prepare_entries); corrupt and unreconstructable records excluded.
+    full, excluded = prepared.full, prepared.excluded
     for call_id, reason in excluded.items():
         failures[reason] += 1
         unresolved_parent.add(call_id)
@@ -534,7 +560,7 @@ def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None =
         chains=chains,
         quarantined=sorted(c.call_id for c in calls if c.quarantined),
         notes=notes,
-        entries=full,
+        entries=dict(full),
         links=links,
         retry_groups=group_reports,
         excluded=dict(sorted(excluded.items())),

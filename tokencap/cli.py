@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .loading import LoadError, load_snapshots
+from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
 from .run import DiscoveryError, EngineUnavailable, ScanTableError
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("source", help="snapshot JSON, entries JSONL, capture-store directory, or a zip of one")
         cmd.add_argument("--rollout", metavar="ID", help="only this rollout")
         cmd.add_argument("--terminal-call-id", metavar="ID", help="anchor the delivered chain on this call")
+        cmd.add_argument("--final-responses", metavar="FILE",
+                         help="the harness's final responses (JSON, JSONL, or a bare Responses object): anchor each "
+                              "rollout it names on the call its final answer came from")
         if name == "build":
             cmd.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (atomically)")
     _add_run_commands(sub)
@@ -107,6 +110,10 @@ _PROGRESS = _Progress()
 
 
 def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
+    return _select(_load_all(source), source, rollout)
+
+
+def _load_all(source: str) -> list[TokenCaptureSnapshot]:
     path = Path(source)
     if not path.exists():
         raise _UsageError(f"{source}: no such file or directory")
@@ -121,6 +128,10 @@ def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
             _PROGRESS.done()
             print(f"tokencap: warning: rollout {snapshot.rollout_id!r} could not be loaded: "
                   f"{' '.join(snapshot.load_error.split())}", file=sys.stderr)
+    return snapshots
+
+
+def _select(snapshots: list[TokenCaptureSnapshot], source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
     if rollout is not None:
         snapshots = [s for s in snapshots if s.rollout_id == rollout]
         if not snapshots:
@@ -128,12 +139,53 @@ def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
     return snapshots
 
 
-def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None) -> list[RolloutResult]:
+def _read_final_responses(path: str | None) -> FinalResponses | None:
+    """The ``--final-responses`` file, read before the source so a bad one fails fast."""
+    if not path:
+        return None
+    _PROGRESS.say(f"tokencap: reading final responses {Path(path).name} ...")
+    return load_final_responses(path)
+
+
+def final_responses_by_rollout(finals: FinalResponses | None,
+                               snapshots: list[TokenCaptureSnapshot]) -> dict[str, dict]:
+    """Rollout id -> its final response, for every rollout of the whole source the file names.
+
+    Responses naming no rollout of the source are a note on stderr, not an error: a run's
+    rollout records may well cover more rollouts than one capture directory holds.
+    """
+    if finals is None:
+        return {}
+    ids = [s.rollout_id for s in snapshots]
+    for note in finals.notes(ids):
+        _PROGRESS.done()
+        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
+    single = len(set(ids)) == 1
+    out = {}
+    for rollout_id in ids:
+        response = finals.for_rollout(rollout_id, single_rollout=single)
+        if response is not None:
+            out[rollout_id] = response
+    return out
+
+
+def _inputs(args: argparse.Namespace) -> tuple[list[TokenCaptureSnapshot], dict[str, dict]]:
+    """The selected snapshots and the final responses that apply to them."""
+    finals = _read_final_responses(getattr(args, "final_responses", None))
+    snapshots = _load_all(args.source)
+    responses = final_responses_by_rollout(finals, snapshots)
+    return _select(snapshots, args.source, args.rollout), responses
+
+
+def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None,
+               final_responses: dict[str, dict] | None = None) -> list[RolloutResult]:
     results = []
+    final_responses = final_responses or {}
     for n, snapshot in enumerate(snapshots, 1):
         _PROGRESS.say(f"tokencap: building rollout {n}/{len(snapshots)} ({snapshot.rollout_id}, "
                       f"{len(snapshot.entries)} records) ...")
-        results.append(build_rollout(snapshot, terminal_call_id=terminal))
+        results.append(build_rollout(snapshot, terminal_call_id=terminal,
+                                     final_response=final_responses.get(snapshot.rollout_id)))
     _PROGRESS.done()
     return results
 
@@ -141,7 +193,8 @@ def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None) -> l
 def _cmd_build(args: argparse.Namespace) -> int:
     from .export import write_atomically, write_results
 
-    results = _build_all(_load(args.source, args.rollout), args.terminal_call_id)
+    snapshots, responses = _inputs(args)
+    results = _build_all(snapshots, args.terminal_call_id, responses)
     jsonl = len(results) != 1
 
     def write(handle) -> None:
@@ -159,7 +212,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from .report import render_text
 
-    results = _build_all(_load(args.source, args.rollout), args.terminal_call_id)
+    snapshots, responses = _inputs(args)
+    results = _build_all(snapshots, args.terminal_call_id, responses)
     sys.stdout.write("\n".join(render_text(r) for r in results))
     return EXIT_OK
 
@@ -189,7 +243,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     for note in summary.notes:
-        print(f"tokencap: note: {note}", file=sys.stderr)
+        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
     reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
     print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
           f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}", file=sys.stderr)
@@ -208,6 +262,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                          progress=progress)
     finally:
         progress.close()
+    for note in summary.notes:
+        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
           f"({summary.trainable:,} trainable) -> {args.output}", file=sys.stderr)
     return EXIT_OK

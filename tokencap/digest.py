@@ -28,17 +28,70 @@ def _big_endian(ids: np.ndarray) -> memoryview:
     return memoryview(arr.view(np.ndarray)).cast("B")
 
 
+_U64_LIMIT = 1 << 64
+
+
+def _token_error(pos: int, value: object) -> ValueError:
+    if isinstance(value, np.generic):
+        value = value.item()
+    return ValueError(f"token id at position {pos} is {value!r}; ids must be integers in [0, 2^64) "
+                      "(booleans, floats and strings are not token ids)")
+
+
+def checked_token_ids(token_ids: Iterable[int] | np.ndarray) -> np.ndarray:
+    """``token_ids`` as a uint64 array, or `ValueError` naming the first element that is not
+    an integer in [0, 2^64) (SPEC 2.4).
+
+    Nothing is coerced: a digest of ``[1.5]`` or ``["1"]`` that silently hashed ``[1]``
+    would "verify" a parent link against tokens nobody sampled, and a bool is a Python int
+    only by accident of history.
+    """
+    if isinstance(token_ids, np.ndarray):
+        arr = token_ids
+        if arr.ndim != 1:
+            raise ValueError(f"token ids must be a flat sequence; got an array of shape {arr.shape}")
+        kind = arr.dtype.kind
+        if kind == "u":
+            return arr
+        if kind == "i":
+            if arr.size and arr.min() < 0:
+                pos = int(np.argmax(arr < 0))
+                raise _token_error(pos, int(arr[pos]))
+            return arr
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.uint64)
+        if kind != "O":
+            raise _token_error(0, arr[0].item())
+        values: list = arr.tolist()
+    elif isinstance(token_ids, (str, bytes, bytearray)):
+        raise ValueError(f"token ids must be a sequence of integers, got {type(token_ids).__name__} {token_ids!r:.60}")
+    else:
+        values = list(token_ids)
+    for pos, tok in enumerate(values):
+        if type(tok) is int:  # the common case, checked without isinstance chains
+            if not 0 <= tok < _U64_LIMIT:
+                raise _token_error(pos, tok)
+        elif isinstance(tok, (bool, np.bool_)) or not isinstance(tok, (int, np.integer)):
+            raise _token_error(pos, tok)
+        elif not 0 <= int(tok) < _U64_LIMIT:
+            raise _token_error(pos, int(tok))
+    return np.array(values, dtype=np.uint64) if values else np.zeros(0, dtype=np.uint64)
+
+
 def compute_digest(token_ids: Iterable[int] | np.ndarray) -> str:
     """Lowercase hex SHA-256 of a token sequence in the shared wire layout.
 
-    Accepts a numpy array (hashed without a Python object per token) or any iterable of
-    ints. The empty sequence hashes the domain tag alone, so it carries no length header.
+    Accepts a numpy array of an integer dtype (hashed without a Python object per token)
+    or any iterable of ints. Any element that is not an integer in [0, 2^64) -- a bool, a
+    float, a string, a negative or too large number -- raises `ValueError` naming its
+    position and value. The empty sequence hashes the domain tag alone, so it carries no
+    length header.
     """
-    ids = token_ids if isinstance(token_ids, np.ndarray) else np.asarray(list(token_ids), dtype=np.uint64)
+    ids = checked_token_ids(token_ids)
     hasher = hashlib.sha256(DIGEST_DOMAIN)
     if ids.size:
         hasher.update(struct.pack(">BQ", DIGEST_VERSION, ids.size))
-        # astype to big-endian u64 is a single vectorised copy; tobytes hands SHA one buffer.
+        # astype to big-endian u64 is a single vectorised copy; SHA reads the buffer.
         hasher.update(_big_endian(ids))
     return hasher.hexdigest()
 

@@ -113,9 +113,11 @@ def write_response(out: BinaryIO, response: Mapping[str, Any]) -> None:
 
 def write_summary(out: BinaryIO, result: RolloutResult) -> None:
     """One build result as a JSON object: rollout_id, mask_sample, mask_reasons, metrics, rebuilt_response."""
-    summary = result.summary()
-    response = summary.pop("rebuilt_response")
-    head = dumps(summary)
+    # The head by hand, not `result.summary()`: that would build the JSON-native response,
+    # and the writer streams the array payload instead (same bytes, no Python int per token).
+    head = dumps({"rollout_id": result.rollout_id, "mask_sample": result.mask_sample,
+                  "mask_reasons": list(result.mask_reasons), "metrics": result.metrics})
+    response = result.payload
     out.write(head[:-1])
     out.write(b',"rebuilt_response":')
     if response is None:

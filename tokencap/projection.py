@@ -2,9 +2,18 @@
 
 Each call's captured output items are copied as they are (text stays text, tool calls stay
 tool calls) and the item that carried the call's tokens gets the token fields, with the
-*running* prompt: everything the policy had seen before this generation. The running
-prompts of one chain are prefixes of one sequence, so they are views of it rather than
-copies, and a writer can stream them (see `tokencap.export`).
+*running* prompt: everything the policy had seen before this generation.
+
+Two forms of the same payload:
+
+* the public one (`project_chain_to_output_items`, `project_main_chain_response`,
+  `RolloutResult.rebuilt_response`) is JSON-native -- dicts, lists, str, int, float, bool,
+  None -- exactly like the upstream payload, so ``json.dumps`` works and token fields
+  compare equal to lists;
+* the internal one (`chain_output_items`, `main_chain_payload`) keeps token fields as
+  numpy views: the running prompts of one chain are prefixes of one sequence, so the CLI's
+  writer renders that sequence once and streams every prompt as a slice of its text (see
+  `tokencap.export`). `json_native` turns the second into the first.
 """
 
 from __future__ import annotations
@@ -37,9 +46,14 @@ def chain_sequence(chain: Chain) -> np.ndarray:
 def project_chain_to_output_items(chain: Chain) -> list[dict[str, Any]]:
     """Responses output items for a chain, with contiguous token fields on one item per call.
 
-    Token arrays in the result are read-only numpy views; ``list(...)`` or ``.tolist()``
-    gives plain ints, and `tokencap.export` writes them as JSON arrays.
+    JSON-native: token fields are plain lists of ints (log-probabilities: floats).
     """
+    return json_native(chain_output_items(chain))
+
+
+def chain_output_items(chain: Chain) -> list[dict[str, Any]]:
+    """`project_chain_to_output_items` with token fields as read-only numpy views (internal:
+    the streaming writer's input; callers get `json_native` of it)."""
     sequence = chain_sequence(chain)
     items: list[dict[str, Any]] = []
     pos = int(chain.root_prompt.size)
@@ -87,13 +101,21 @@ def incomplete_status(chain: Chain, finish_reason_resolved: bool, refusal_ended:
 def project_main_chain_response(rollout_id: str, out: BuildOutput, model: str = "",
                                 finish_reason_resolved: bool = True,
                                 engine_refusals: Iterable[EngineRefusalRecord] = ()) -> dict[str, Any]:
-    """The delivered chain as a Responses object (``object: "response"``) with contiguous token fields."""
+    """The delivered chain as a Responses object (``object: "response"``) with contiguous
+    token fields, JSON-native."""
+    return json_native(main_chain_payload(rollout_id, out, model=model, finish_reason_resolved=finish_reason_resolved,
+                                          engine_refusals=engine_refusals))
+
+
+def main_chain_payload(rollout_id: str, out: BuildOutput, model: str = "", finish_reason_resolved: bool = True,
+                       engine_refusals: Iterable[EngineRefusalRecord] = ()) -> dict[str, Any]:
+    """`project_main_chain_response` with token fields as numpy views (internal, for the writer)."""
     from .verdicts import refusal_ended_chain  # verdicts reads projection helpers too
 
     main = out.main
     if main is None:
         raise ValueError(f"rollout {rollout_id!r}: there is no delivered chain to project")
-    output = project_chain_to_output_items(main)
+    output = chain_output_items(main)
     token_items = _token_items(output)
     generated = sum(int(item["generation_token_ids"].size) for item in token_items)
     if not generated:
@@ -111,6 +133,69 @@ def project_main_chain_response(rollout_id: str, out: BuildOutput, model: str = 
     if reason is not None:
         response["incomplete_details"] = {"reason": reason}
     return response
+
+
+def _prefix_base(arr: np.ndarray) -> np.ndarray | None:
+    """The 1-D buffer ``arr`` is a prefix view of (same start, same dtype), else None."""
+    base = arr.base
+    if not isinstance(base, np.ndarray) or base.dtype != arr.dtype or base.ndim != 1 or \
+            base.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
+        return None
+    return base
+
+
+def json_native(value: Any) -> Any:
+    """A deep copy of ``value`` made of dicts, lists, str, int, float, bool and None only.
+
+    numpy arrays become lists (``tolist``: plain ints and floats), numpy scalars their
+    Python value, tuples lists. The running prompts of a chain are prefix views of one
+    buffer, so that buffer is converted once and each prompt is a slice of the one list:
+    the ints are shared, only the list slots are per prompt.
+    """
+    prefix_lists: dict[int, list[Any]] = {}
+    if isinstance(value, Mapping) and isinstance(value.get("output"), list):
+        items = value["output"]
+    elif isinstance(value, list):
+        items = value
+    else:
+        items = []
+    longest: dict[int, tuple[np.ndarray, int]] = {}
+    for item in items:
+        prompt = item.get("prompt_token_ids") if isinstance(item, Mapping) else None
+        if isinstance(prompt, np.ndarray) and prompt.ndim == 1:
+            base = _prefix_base(prompt)
+            if base is not None and prompt.size > longest.get(id(base), (base, -1))[1]:
+                longest[id(base)] = (base, int(prompt.size))
+    for key, (base, length) in longest.items():
+        prefix_lists[key] = base[:length].tolist()
+    return _native(value, prefix_lists)
+
+
+def _native(value: Any, prefix_lists: dict[int, list[Any]]) -> Any:
+    kind = type(value)
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):  # a str subclass (an enum member, say) becomes a plain str
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k) if not isinstance(k, str) else k: _native(v, prefix_lists) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        base = _prefix_base(value) if value.ndim == 1 else None
+        shared = prefix_lists.get(id(base)) if base is not None else None
+        if shared is not None and value.size <= len(shared):
+            return shared[: value.size]
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_native(v, prefix_lists) for v in value]
+    return copy.deepcopy(value)
 
 
 def assert_prefix_contiguity(response: Mapping[str, Any]) -> None:

@@ -45,12 +45,52 @@ def _describe(build: BuildOutput, cid: str, roles: dict[str, str]) -> str:
     role = roles.get(cid)
     if role and role != "main":
         bits.append(role.replace("_", " "))
+    if build.notes.terminal_chain == "main" and cid == build.notes.terminal_call_id:
+        bits.append("<- terminal call")
     if link is not None and link.note:
         if link.boundary:
             bits.append(f"UNRESOLVED BOUNDARY ({link.note}; claimed parent {link.claimed_parent!r})")
         else:
             bits.append(f"recovered link to {link.linked_parent} (claimed {link.claimed_parent!r} is absent)")
     return "  ".join(bits)
+
+
+def attribution_lines(result: RolloutResult) -> list[str]:
+    """The terminal attribution in plain words (empty when no final response was given)."""
+    metric = result.metrics.get("terminal_attribution")
+    if metric is None:
+        return []
+    attribution = result.terminal_attribution
+    outcome = metric["outcome"]
+    lines = []
+    if outcome == "given":
+        lines.append(f"outcome: given -- the terminal call id {metric['call_id']} was given explicitly, so it wins "
+                     "over the harness's final response")
+        if attribution is not None:
+            lines.append(f"the final response alone would give: {attribution.outcome}"
+                         + (f" ({attribution.call_id})" if attribution.call_id else "")
+                         + f" -- {attribution.describe()}")
+        return lines
+    method = {"tokens": "by tokens (the final answer's generated token ids)",
+              "content": "by content (the final turn's text, tool calls and reasoning summaries; it carried no token "
+                         "ids)"}.get(metric["method"], "-")
+    lines.append(f"outcome: {outcome}" + (f" -> {metric['call_id']}" if metric["call_id"] else ""))
+    lines.append(f"method: {method}")
+    lines.append(f"candidates: {', '.join(metric['candidates']) if metric['candidates'] else 'none'}")
+    if attribution is not None:
+        lines.append(attribution.describe())
+    build = result.build
+    if outcome == "attributed" and build is not None:
+        notes = build.notes
+        if notes.terminal_chain == "main":
+            moved = (f" (moved to its token-identical twin {notes.terminal_call_id})"
+                     if notes.terminal_call_id != metric["call_id"] else "")
+            lines.append(f"the delivered chain ends on the harness's final answer{moved}")
+            if notes.after_terminal_calls:
+                lines.append(f"not delivered, sent after the final answer: {', '.join(notes.after_terminal_calls)}")
+        else:
+            lines.append(f"the attributed call is {notes.terminal_chain or 'not placed'}, so it cannot be delivered")
+    return lines
 
 
 def render_text(result: RolloutResult) -> str:
@@ -133,6 +173,11 @@ def render_text(result: RolloutResult) -> str:
         lines.append(f"  unresolved parent calls: {', '.join(notes.unresolved_parent_calls)}")
     if len(lines) == before:
         lines.append("  nothing to report: every link verified, no retries left open")
+    attribution = attribution_lines(result)
+    if attribution:
+        lines.append("")
+        lines.append("terminal attribution (from the harness's final response)")
+        lines.extend(f"  {line}" for line in attribution)
     fr = result.finish_reason_verdict
     lines.append("")
     lines.append("verdicts")

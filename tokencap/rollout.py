@@ -7,11 +7,14 @@ say why, in a fixed order. It is fail-closed: any doubt about lineage masks the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from .builder import BuildOutput, prefix_merging
-from .projection import project_main_chain_response
+from .attribution import TerminalAttribution, attribute_terminal, given_metric
+from .builder import BuildOutput, chain_prepared, prepare_entries
+from .projection import json_native, main_chain_payload
 from .records import TokenCaptureSnapshot
 from .verdicts import FinishReasonVerdict, RefusalVerdict, judge_finish_reason, judge_refusals, twins_of
 
@@ -31,24 +34,38 @@ MASK_REASON_TEXT = {
     "multiple_roots": "more than one root: the rollout splits into independent fragments",
     "multiple_chains": "more than one chain: branches or fragments besides the delivered one",
     "no_generated_tokens": "the delivered chain has no generated token to train on",
-    "terminal_call_not_delivered": "the requested terminal call is not on the delivered chain",
+    "terminal_call_not_delivered": "the terminal call (given, or attributed from the harness's final response) is "
+                                   "not provably the delivered chain's end",
 }
 """Plain-words explanation of every mask reason, for reports and the app."""
 
 
 @dataclass
 class RolloutResult:
-    """One rollout's build, verdict and metrics. Also readable as a mapping (``result["metrics"]``)."""
+    """One rollout's build, verdict and metrics. Also readable as a mapping (``result["metrics"]``).
+
+    ``payload`` is the delivered chain's Responses payload with token fields as numpy views
+    (what the streaming writer in `tokencap.export` reads); ``rebuilt_response`` is the same
+    payload in JSON-native types, made on first access.
+    """
 
     rollout_id: str
     mask_sample: bool
     mask_reasons: list[str]
     metrics: dict[str, Any]
-    rebuilt_response: dict[str, Any] | None
+    payload: dict[str, Any] | None = field(repr=False)
     build: BuildOutput | None
     refusal_verdicts: list[RefusalVerdict] = field(default_factory=list)
     finish_reason_verdict: FinishReasonVerdict | None = None
     terminal_call_id: str | None = None
+    """The call the build was anchored on: the given terminal id, else the attributed one."""
+    terminal_attribution: TerminalAttribution | None = None
+    """What the harness's final response attributed (kept even when a given id overrode it)."""
+
+    @cached_property
+    def rebuilt_response(self) -> dict[str, Any] | None:
+        """The delivered chain as a JSON-native Responses object (``json.dumps`` works), or None."""
+        return json_native(self.payload) if self.payload is not None else None
 
     def __getitem__(self, key: str) -> Any:
         if key not in _MAPPING_KEYS:
@@ -77,7 +94,7 @@ def _ordered(reasons: set[str]) -> list[str]:
 
 
 def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, response: dict | None,
-             error: str | None) -> dict[str, Any]:
+             error: str | None, attribution: dict[str, Any] | None = None) -> dict[str, Any]:
     n_calls = len({getattr(e, "model_call_id", None) for e in snapshot.entries})
     notes = build.notes if build is not None else None
     quarantined = len(build.quarantined) if build is not None else 0
@@ -99,11 +116,19 @@ def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, response
         "status": response["status"] if response else None,
         "incomplete_reason": response["incomplete_details"]["reason"] if response and "incomplete_details" in response else None,
         "error": error,
+        "terminal_attribution": attribution,
     }
 
 
-def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None = None, model: str = "") -> RolloutResult:
-    """Build, judge and project one snapshot. Never raises on bad data (SPEC 7)."""
+def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None = None, model: str = "",
+                  final_response: Mapping[str, Any] | None = None) -> RolloutResult:
+    """Build, judge and project one snapshot. Never raises on bad data (SPEC 7).
+
+    With the harness's ``final_response`` (a Responses object) and no ``terminal_call_id``,
+    the terminal call is attributed from it first and the build is anchored there (SPEC
+    10); an explicit ``terminal_call_id`` always wins. A snapshot that is not built (load
+    error, no records, build error) reports no attribution (``terminal_attribution`` null).
+    """
     reasons: set[str] = set()
     if snapshot.incomplete:
         reasons.add("capture_incomplete")
@@ -113,7 +138,7 @@ def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None =
                              _metrics(snapshot, None, None, snapshot.load_error), None, None,
                              terminal_call_id=terminal_call_id)
     try:
-        return _build_checked(snapshot, terminal_call_id, model, set(reasons))
+        return _build_checked(snapshot, terminal_call_id, model, set(reasons), final_response)
     except Exception as exc:  # noqa: BLE001 -- fail closed: a bug or a malformed record masks, never crashes a run
         reasons.add("build_error")
         message = f"{type(exc).__name__}: {exc}"
@@ -122,8 +147,30 @@ def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None =
 
 
 def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None, model: str,
-                   reasons: set[str]) -> RolloutResult:
-    build = prefix_merging(snapshot.entries, terminal_call_id=terminal_call_id)
+                   reasons: set[str], final_response: Mapping[str, Any] | None) -> RolloutResult:
+    prepared = prepare_entries(snapshot.entries)
+    attribution: TerminalAttribution | None = None
+    attribution_metric: dict[str, Any] | None = None
+    anchor = terminal_call_id
+    if final_response is not None:
+        # Attribution reads only the materialized entries (SPEC 10: build.entries), so it
+        # runs between preparation and chaining and the build happens once, anchored.
+        if terminal_call_id is not None:
+            attribution_metric = given_metric(terminal_call_id)  # an explicit id always wins
+            try:  # what the final response alone would say, for display only
+                attribution = attribute_terminal(BuildOutput(entries=prepared.full), final_response)
+            except ValueError:
+                attribution = None
+        else:
+            attribution = attribute_terminal(BuildOutput(entries=prepared.full), final_response)
+            attribution_metric = attribution.metric()
+            if attribution.attributed:
+                anchor = attribution.call_id
+            else:
+                # Unattributed or ambiguous: the harness's answer is not provably the
+                # delivered chain's end, so no anchor is guessed and the sample is masked.
+                reasons.add("terminal_call_not_delivered")
+    build = chain_prepared(prepared, terminal_call_id=anchor)
     for chain in build.chains:
         chain.validate()
     notes = build.notes
@@ -135,7 +182,7 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
         reasons.add("multiple_roots")
     if notes.chains > 1:
         reasons.add("multiple_chains")
-    if terminal_call_id is not None and notes.terminal_chain != "main":
+    if anchor is not None and notes.terminal_chain != "main":
         reasons.add("terminal_call_not_delivered")
 
     main = build.main
@@ -143,21 +190,31 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
     twins = twins_of(terminal, build) if terminal is not None else None
     refusal_verdicts = judge_refusals(snapshot.engine_refusals, terminal, build, twins)
     finish_verdict = judge_finish_reason(terminal, build, twins)
-    response = None
+    if terminal_call_id is None and attribution is not None and attribution.attributed \
+            and notes.terminal_chain == "main" and not attribution.finish_reason_resolved and finish_verdict.resolved:
+        # Attributed twins that disagree on the finish reason withhold it. The delivered
+        # last call's own twin group is normally the same group, so this rarely changes
+        # anything; it makes sure the status never rests on which twin drew the smaller id.
+        disagreeing = {cid: build.entries[cid].finish_reason for cid in attribution.candidates}
+        finish_verdict = FinishReasonVerdict(finish_verdict.terminal_call_id,
+                                             {**finish_verdict.finish_reasons, **disagreeing}, False)
+    finish_resolved = finish_verdict.resolved
+    payload = None
     if main is None or main.generated_tokens == 0:
         reasons.add("no_generated_tokens")
     else:
-        response = project_main_chain_response(
+        payload = main_chain_payload(
             snapshot.rollout_id, build, model=model or terminal.model,  # type: ignore[union-attr]
-            finish_reason_resolved=finish_verdict.resolved, engine_refusals=snapshot.engine_refusals)
+            finish_reason_resolved=finish_resolved, engine_refusals=snapshot.engine_refusals)
     return RolloutResult(
         rollout_id=snapshot.rollout_id,
         mask_sample=bool(reasons),
         mask_reasons=_ordered(reasons),
-        metrics=_metrics(snapshot, build, response, None),
-        rebuilt_response=response,
+        metrics=_metrics(snapshot, build, payload, None, attribution_metric),
+        payload=payload,
         build=build,
         refusal_verdicts=refusal_verdicts,
         finish_reason_verdict=finish_verdict,
-        terminal_call_id=terminal_call_id,
+        terminal_call_id=anchor,
+        terminal_attribution=attribution,
     )

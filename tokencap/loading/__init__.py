@@ -11,12 +11,13 @@ import os
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
+from .final_responses import FinalResponses, load_final_responses
 from .store import FileSource, load_store
 from .text import LoadError, load_text
 
 ZIP_MAGIC = b"PK\x03\x04"
 
-__all__ = ["LoadError", "load_snapshots"]
+__all__ = ["FinalResponses", "LoadError", "load_final_responses", "load_snapshots"]
 
 
 def load_snapshots(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,

@@ -195,12 +195,14 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
     """The run table as a stream of record batches (or reused slices), in table order."""
     workers = workers or default_workers()
     summary = summary if summary is not None else RunSummary()
+    finals = _load_final_responses(final_responses)  # a bad file fails before any work starts
     plan, previous, total, single = _plan(source, since, final_responses, workers, summary)
-    options = RunOptions(final_responses=_load_final_responses(final_responses), single_rollout=single)
+    options = RunOptions(final_responses=finals, single_rollout=single)
     done = 0
     if progress:
         progress(0, total)
     buffer: list[Row] = []
+    ids: list[str] = []
     for kind, value in _ordered_results(scan_shard, plan, options, engine, workers, ray_address):
         if kind == "reused":
             if buffer:
@@ -209,9 +211,13 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
             rows = previous.rows(value)  # type: ignore[union-attr]
             summary.trainable += rows.num_rows - sum(rows.column("mask_sample").to_pylist())
             done += rows.num_rows
+            if options.final_responses is not None:
+                ids.extend(rows.column("rollout_id").to_pylist())
             yield rows
         else:
             buffer.extend(value)
+            if options.final_responses is not None:
+                ids.extend(r[0] for r in value)
             summary.trainable += sum(1 for r in value if not r[3])
             done += len(value)
             if len(buffer) >= ROW_GROUP:
@@ -222,6 +228,8 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
     if buffer:
         yield to_batch(buffer)
     summary.rollouts = done
+    if options.final_responses is not None:
+        summary.notes.extend(options.final_responses.notes(ids))
 
 
 def scan(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
@@ -286,23 +294,28 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_
     """Write every rollout's build result as JSONL, in the scan's order, atomically."""
     workers = workers or default_workers()
     summary = RunSummary()
+    finals = _load_final_responses(final_responses)
     plan, _, total, single = _plan(source, None, final_responses, workers, summary)
-    options = RunOptions(final_responses=_load_final_responses(final_responses), single_rollout=single,
-                         only_trainable=only_trainable)
+    options = RunOptions(final_responses=finals, single_rollout=single, only_trainable=only_trainable)
 
     def write(handle: BinaryIO) -> None:
         done = 0
         if progress:
             progress(0, total)
+        ids: list[str] = []
         for _kind, (seen, trainable, lines) in _ordered_results(export_shard, plan, options, engine, workers,
                                                                  ray_address):
             handle.write(lines)
             summary.trainable += trainable
             summary.written += lines.count(b"\n")
-            done += seen
+            done += len(seen)
+            if options.final_responses is not None:
+                ids.extend(seen)
             if progress:
                 progress(done, max(total, done))
         summary.rollouts = done
+        if options.final_responses is not None:
+            summary.notes.extend(options.final_responses.notes(ids))
 
     write_atomically(out, write)
     return summary

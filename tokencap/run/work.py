@@ -90,10 +90,13 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
 
 def build_unit(unit: RolloutUnit, options: RunOptions) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult]]:
     """Each rollout of a unit with its build result, one at a time."""
-    for snapshot in load_unit(unit):
+    snapshots = load_unit(unit)
+    # A final response without a rollout id applies only when the whole source is one rollout.
+    single = options.single_rollout and len(snapshots) == 1
+    for snapshot in snapshots:
         final = None
         if options.final_responses is not None:
-            final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=options.single_rollout)
+            final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=single)
         if final is not None:
             result = build_rollout(snapshot, final_response=final)
         else:
@@ -110,14 +113,15 @@ def scan_shard(units: list[RolloutUnit], options: RunOptions) -> list[Row]:
     return rows
 
 
-def export_shard(units: list[RolloutUnit], options: RunOptions) -> tuple[int, int, bytes]:
-    """(rollouts seen, trainable, the JSONL lines to write) for a shard; each line is what
-    `tokencap build` writes for that rollout."""
+def export_shard(units: list[RolloutUnit], options: RunOptions) -> tuple[list[str], int, bytes]:
+    """(rollout ids seen, trainable, the JSONL lines to write) for a shard; each line is
+    what `tokencap build` writes for that rollout."""
     out = io.BytesIO()
-    seen = trainable = 0
+    seen: list[str] = []
+    trainable = 0
     for unit in units:
-        for _snapshot, result in build_unit(unit, options):
-            seen += 1
+        for snapshot, result in build_unit(unit, options):
+            seen.append(snapshot.rollout_id)
             trainable += not result.mask_sample
             if options.only_trainable and result.mask_sample:
                 continue

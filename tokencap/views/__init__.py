@@ -9,6 +9,7 @@ unit-tested) here. Modules:
 * `detail` -- one call's fields, parent-link check, retry/twin group and output items;
 * `mask` -- loss-mask strip, overview, per-link table and log-prob chart;
 * `verdicts` -- the verdict banner, refusal conditions, finish-reason verdict, build notes;
+* `attribution` -- which harness final responses apply, and the terminal attribution they gave;
 * `export` -- the download payloads (byte-identical to `tokencap build`);
 * `text`, `style` -- escaping, number formats, one palette.
 """

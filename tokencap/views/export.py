@@ -39,7 +39,7 @@ def result_json(result: RolloutResult) -> bytes:
 
 
 def response_json(result: RolloutResult) -> bytes | None:
-    return response_bytes(result.rebuilt_response) if result.rebuilt_response is not None else None
+    return response_bytes(result.payload) if result.payload is not None else None
 
 
 def mask_csv(view: RolloutView, chain_id: str = "main") -> bytes | None:
@@ -58,7 +58,7 @@ def _suffix(anchor: str | None) -> str:
 def downloads(view: RolloutView) -> dict[str, Download]:
     """What can be downloaded for one rollout view, with file names and why something cannot."""
     stem = safe_file_stem(view.rollout_id) + _suffix(view.anchor)
-    has_response = view.result.rebuilt_response is not None
+    has_response = view.result.payload is not None
     has_main = view.chain("main") is not None
     return {
         "response": Download("Responses JSON", f"{stem}.response.json", "application/json",
@@ -72,12 +72,15 @@ def downloads(view: RolloutView) -> dict[str, Download]:
     }
 
 
-def cli_command(source_label: str, rollout_id: str | None, anchor: str | None, several: bool) -> str:
+def cli_command(source_label: str, rollout_id: str | None, anchor: str | None, several: bool,
+                final_responses: str | None = None) -> str:
     """The `tokencap build` command that writes the same result (shown next to the downloads)."""
     parts = ["python", "-m", "tokencap", "build", source_label]
     if several and rollout_id is not None:
         parts += ["--rollout", rollout_id]
     if anchor is not None:
         parts += ["--terminal-call-id", anchor]
+    if final_responses is not None:
+        parts += ["--final-responses", final_responses]
     parts += ["-o", "result.json"]
     return " ".join(shlex.quote(p) for p in parts)

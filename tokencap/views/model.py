@@ -28,10 +28,13 @@ class RolloutView:
     derived values are pure, so a race at worst computes one twice."""
 
     def __init__(self, snapshot: TokenCaptureSnapshot, anchor: str | None = None,
-                 result: RolloutResult | None = None) -> None:
+                 result: RolloutResult | None = None, final_response: dict | None = None) -> None:
         self.snapshot = snapshot
         self.anchor = anchor
-        self.result = result if result is not None else build_rollout(snapshot, terminal_call_id=anchor)
+        self.final_response = final_response
+        """The harness's final response this view was built with (SPEC 10), if any."""
+        self.result = result if result is not None else build_rollout(snapshot, terminal_call_id=anchor,
+                                                                      final_response=final_response)
         self._masks: dict[str, LossMask] = {}
         self._lock = threading.Lock()
 

@@ -26,7 +26,7 @@ UPLOAD_TYPES = ("json", "jsonl", "zip")
 """File types the app's uploader accepts."""
 
 _HASH_CHUNK = 1 << 20
-_SAMPLE_SKIP = {"expected.json", "README.md"}
+_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,6 +192,8 @@ class Scenario:
     situation: str = ""
     expectation: str = ""
     why: str = ""
+    final_responses: Path | None = None
+    """The harness's final responses bundled for this scenario (``expected.json``), if any."""
 
     @property
     def label(self) -> str:
@@ -236,8 +238,11 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
         info = described.get(name) or described.get(name + "/") or {}
         info = info if isinstance(info, dict) else {}
         rollouts = info.get("rollouts") if isinstance(info.get("rollouts"), dict) else {}
+        finals = info.get("final_responses")
+        finals_path = root / finals if isinstance(finals, str) and (root / finals).is_file() else None
         out.append(Scenario(name=name, path=root / name, situation=str(info.get("situation", "")),
-                            expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", ""))))
+                            expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", "")),
+                            final_responses=finals_path))
     return out
 
 

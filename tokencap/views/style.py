@@ -21,6 +21,7 @@ BOUNDARY = "#dc2626"
 RECOVERED = "#16a34a"
 TERMINAL = "#111827"
 SELECTED = "#111827"
+FINAL_ANSWER = "#db2777"  # the harness's own final answer (terminal attribution)
 OTHER = "#475569"
 
 EDGE_VERIFIED = "#64748b"

@@ -68,6 +68,9 @@ OVERLAY_STYLES: dict[str, tuple[str, str, str, float, float]] = {
     "boundary": ("unresolved boundary (fragment root)", style.BOUNDARY, "diamond-open", 2.0, 2.5),
     "recovered": ("recovered link (parent re-found by prefix)", style.RECOVERED, "circle-open", 1.9, 2.5),
     "conflict": ("conflicting duplicate copies", style.EXCLUDED, "square-open", 1.9, 2.5),
+    "final_answer": ("the harness's final answer (attributed)", style.FINAL_ANSWER, "star-open", 2.6, 2.0),
+    "answer_candidate": ("matches the final answer, ambiguously", style.FINAL_ANSWER, "star-triangle-up-open", 2.6,
+                         2.0),
     "selected": ("selected", style.SELECTED, "circle-open", 2.4, 3.0),
 }
 
@@ -214,7 +217,8 @@ class TreeModel:
         if n is None:
             return key
         what = NODE_STYLES[n.category][0]
-        extra = [OVERLAY_STYLES[f][0].split(" (")[0] for f in ("boundary", "recovered", "conflict") if f in n.flags]
+        extra = [OVERLAY_STYLES[f][0].split(" (")[0]
+                 for f in ("boundary", "recovered", "conflict", "final_answer", "answer_candidate") if f in n.flags]
         prefix = {CALL: "", REFUSAL: "refusal ", GHOST: "never captured "}[n.kind]
         return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "")
 
@@ -264,6 +268,7 @@ def build_tree(view: RolloutView) -> TreeModel:
         all_ids = list(view.records_by_id)
     else:
         all_ids = list(entries) + [c for c in excluded if c not in entries]
+    answer, ambiguous = _final_answer_calls(view)
     for cid in all_ids:
         entry = view.entry(cid)
         created = entry.created_at if entry is not None else 0.0
@@ -283,6 +288,10 @@ def build_tree(view: RolloutView) -> TreeModel:
             node.flags.add("boundary" if decision.boundary else "recovered")
         if cid in conflicts:
             node.flags.add("conflict")
+        if cid in answer:
+            node.flags.add("final_answer")
+        elif cid in ambiguous:
+            node.flags.add("answer_candidate")
         nodes[node.key] = node
 
     # 2. Display parents and edge kinds for calls.
@@ -334,6 +343,18 @@ def build_tree(view: RolloutView) -> TreeModel:
         max_depth=max((n.depth for n in ordered), default=0),
         extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default,
     )
+
+
+def _final_answer_calls(view: RolloutView) -> tuple[set[str], set[str]]:
+    """(calls the harness's final answer was attributed to, calls it matched ambiguously)."""
+    attribution = view.result.terminal_attribution
+    if attribution is None:
+        return set(), set()
+    if attribution.outcome == "attributed":
+        return set(attribution.candidates), set()
+    if attribution.outcome == "ambiguous":
+        return set(), set(attribution.candidates)
+    return set(), set()
 
 
 def _layout(nodes: Mapping[str, TreeNode]) -> None:
@@ -472,6 +493,11 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
             lines.append(f"excluded: {html_text(build.excluded[n.ident])}")
         if "conflict" in n.flags:
             lines.append("conflicting duplicate copies of this id")
+        if "final_answer" in n.flags or "answer_candidate" in n.flags:
+            attribution = view.result.terminal_attribution
+            method = attribution.method if attribution is not None else ""
+            lines.append(f"the harness's final answer (attributed by {method})" if "final_answer" in n.flags else
+                         f"matches the harness's final answer by {method}, as does another sequence: ambiguous")
         if entry is not None and entry.parent_resolution_reason:
             lines.append(f"reason: {html_text(entry.parent_resolution_reason, 100)}")
         chains = view.chain_membership.get(n.ident)
@@ -580,7 +606,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
 
     # Overlay rings (boundary, recovered, conflict) and the selection.
     first_ring = True
-    for flag in ("boundary", "recovered", "conflict"):
+    for flag in ("boundary", "recovered", "conflict", "final_answer", "answer_candidate"):
         keys = [n.key for n in model.nodes if flag in n.flags]
         if not keys:
             continue

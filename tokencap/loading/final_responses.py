@@ -1,0 +1,313 @@
+"""The harness's final responses, one per rollout, for terminal attribution (SPEC 10).
+
+Three shapes are read:
+
+* a JSON object ``{"rollout_id": ..., "response": {...}}`` -- a whole rollout record with
+  reward and parameters is fine, unknown fields are ignored;
+* JSONL, one such object a line;
+* a bare Responses object (``"object": "response"``), alone or as a line.
+
+A response without ``rollout_id`` applies only when the source holds a single rollout.
+
+Only what attribution reads is kept per response: each output item's type, role, text,
+tool-call name and arguments and reasoning summary, and the token ids of the one item
+attribution matches by tokens (the last one that carries generated tokens). A rollout
+record can hold a running prompt per item -- 85 MB for a long agent run -- and those other
+prompts are never parsed. Everything kept is checked here, so a malformed file is one
+`LoadError` naming the file, line and field, and attribution never meets a bad value.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import simdjson
+
+from ..digest import checked_token_ids
+from .text import LoadError, is_blank, iter_lines
+
+_decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
+_decode_any = msgspec.json.Decoder().decode
+
+_KEPT_ITEM_FIELDS = ("type", "role", "content", "name", "arguments", "summary")
+_TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
+
+
+class _TokenParser:
+    """Token arrays straight from JSON text to numpy (simdjson's typed buffer); None sends
+    the caller to the exact slow path, which names the offending element."""
+
+    def __init__(self) -> None:
+        self._parser = simdjson.Parser()
+
+    def parse(self, raw: bytes) -> np.ndarray | None:
+        # A flat array only: simdjson would flatten nested arrays into one buffer.
+        if not (raw[:1] == b"[" and raw[-1:] == b"]") or raw.count(b"[") != 1:
+            return None
+        try:
+            buffer = self._parser.parse(raw).as_buffer(of_type="u")
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return np.frombuffer(buffer, dtype=np.uint64).copy()  # the parser reuses its memory
+
+
+class _Bad(Exception):
+    """A problem with one field of one record; the loader adds file and line."""
+
+    def __init__(self, field_path: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field_path = field_path
+        self.problem = problem
+
+
+@dataclass
+class FinalResponses:
+    """Final responses by rollout id, plus at most one that names no rollout.
+
+    Plain data (dicts, lists, str, numpy arrays), so it pickles to worker processes.
+    """
+
+    name: str
+    by_rollout: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+    """Rollout id -> the line its response came from."""
+    unnamed: dict[str, Any] | None = None
+    """The response without a ``rollout_id``, if any."""
+    unnamed_line: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.by_rollout) + (self.unnamed is not None)
+
+    @property
+    def rollout_ids(self) -> list[str]:
+        return sorted(self.by_rollout)
+
+    def for_rollout(self, rollout_id: str, *, single_rollout: bool) -> dict[str, Any] | None:
+        """The final response for ``rollout_id``; the unnamed one only when the source holds
+        a single rollout (with several, nothing says which rollout it finished)."""
+        response = self.by_rollout.get(rollout_id)
+        if response is None and single_rollout:
+            response = self.unnamed
+        return response
+
+    def unmatched(self, rollout_ids: Iterable[str]) -> list[str]:
+        """Rollout ids this file names that are not among ``rollout_ids`` (sorted)."""
+        present = set(rollout_ids)
+        return sorted(r for r in self.by_rollout if r not in present)
+
+    def notes(self, rollout_ids: Iterable[str]) -> list[str]:
+        """Plain-words notes about responses that apply to no rollout of a source (not errors)."""
+        ids = list(rollout_ids)
+        out = []
+        missing = self.unmatched(ids)
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            out.append(f"{self.name}: {len(missing)} final response{'s name rollouts' if len(missing) > 1 else ' names a rollout'}"
+                       f" not in the source: {shown}")
+        if self.unnamed is not None and len(set(ids)) != 1:
+            out.append(f"{self.name}, line {self.unnamed_line}: a final response without 'rollout_id' applies only "
+                       f"to a source holding a single rollout; this one holds {len(set(ids))}, so it is not used")
+        return out
+
+
+def load_final_responses(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
+                         name: str | None = None) -> FinalResponses:
+    """Read a final-responses file (or its bytes). Raises `LoadError` naming file, line and field."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        label = name or "final responses"
+        return _parse(bytes(source), label)
+    path = Path(source)
+    label = name or str(path)
+    if path.is_dir():
+        raise LoadError(f"{label}: is a directory; expected a final-responses file (JSON or JSONL)")
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data: bytes | mmap.mmap = handle.read() if size < (8 << 20) else \
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise LoadError(f"{label}: no such file or directory") from None
+    except OSError as exc:
+        raise LoadError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    return _parse(data, label)
+
+
+def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
+    if is_blank(data):
+        raise LoadError(f"{label}: the file is empty; expected final responses (a JSON object with 'response', "
+                        "JSON lines of them, or a bare Responses object)")
+    out = FinalResponses(name=label)
+    parser = _TokenParser()
+    try:
+        whole = _decode_object(data)
+    except msgspec.MsgspecError:
+        whole = None  # several values, or not one object: read it line by line
+    try:
+        if whole is not None:
+            _add(out, whole, _first_line(data), label, parser)
+            return out
+        for line, chunk in iter_lines(data):
+            try:
+                record = _decode_object(chunk)
+            except msgspec.ValidationError:
+                raise LoadError(f"{label}, line {line}: expected one JSON object per line") from None
+            except msgspec.DecodeError as exc:
+                raise LoadError(f"{label}, line {line}: not valid JSON ({exc})") from None
+            _add(out, record, line, label, parser)
+    except RecursionError:
+        raise LoadError(f"{label}: JSON nested too deeply to read (a hostile or corrupt file?)") from None
+    return out
+
+
+def _first_line(data: bytes | mmap.mmap) -> int:
+    view = memoryview(data)
+    for index in range(min(len(view), 1 << 16)):
+        if view[index] not in b" \t\r\n":
+            return bytes(view[:index]).count(b"\n") + 1
+    return 1
+
+
+def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: str, parser: _TokenParser) -> None:
+    where = f"{label}, line {line}"
+    try:
+        rollout_id, response = _record(record, parser)
+    except _Bad as bad:
+        raise LoadError(f"{where}: field {bad.field_path!r}: {bad.problem}") from None
+    if rollout_id is None:
+        if out.unnamed is not None:
+            raise LoadError(f"{where}: field 'rollout_id' is missing, and line {out.unnamed_line} has no rollout_id "
+                            "either; with several final responses every one must name its rollout")
+        out.unnamed, out.unnamed_line = response, line
+        return
+    if rollout_id in out.by_rollout:
+        raise LoadError(f"{where}: field 'rollout_id': rollout {rollout_id!r} already has a final response "
+                        f"(line {out.lines[rollout_id]}); keep one per rollout")
+    out.by_rollout[rollout_id] = response
+    out.lines[rollout_id] = line
+
+
+def _value(raw: msgspec.Raw, path: str) -> Any:
+    try:
+        return _decode_any(raw)
+    except msgspec.MsgspecError as exc:
+        raise _Bad(path, f"the value cannot be read: {str(exc).split(' - at ')[0]}") from None
+
+
+def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str | None, dict[str, Any]]:
+    """(rollout id or None, the compact response) of one record."""
+    rollout_id = None
+    if "rollout_id" in record:
+        value = _value(record["rollout_id"], "rollout_id")
+        if value is not None and not isinstance(value, str):
+            raise _Bad("rollout_id", f"must be a string, got {_kind(value)}")
+        rollout_id = value
+    if "response" in record:
+        try:
+            body = _decode_object(record["response"])
+        except msgspec.MsgspecError:
+            raise _Bad("response", "must be a Responses object (a JSON object with 'output')") from None
+        prefix = "response."
+    elif "object" in record and _value(record["object"], "object") == "response":
+        body, prefix = record, ""
+    else:
+        raise _Bad("response", "is missing: expected a record with 'response' (and optional 'rollout_id'), or a "
+                   "bare Responses object ('object': 'response')")
+    if "output" not in body:
+        raise _Bad(f"{prefix}output", "is missing: a Responses object lists its output items there")
+    try:
+        raws = _decode_items(body["output"])
+    except msgspec.ValidationError:
+        raise _Bad(f"{prefix}output", "must be a list of output-item objects") from None
+    except msgspec.DecodeError as exc:
+        raise _Bad(f"{prefix}output", f"the value cannot be read: {exc}") from None
+    return rollout_id, {"object": "response", "output": _items(raws, f"{prefix}output", parser)}
+
+
+def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    generations: list[np.ndarray | None] = []
+    for index, raw in enumerate(raws):
+        here = f"{path}[{index}]"
+        item = {name: _value(raw[name], f"{here}.{name}") for name in _KEPT_ITEM_FIELDS if name in raw}
+        _check_item(item, here)
+        items.append(item)
+        gen = None
+        if "generation_token_ids" in raw:
+            gen = _token_ids(raw["generation_token_ids"], f"{here}.generation_token_ids", parser)
+        generations.append(gen)
+    # Attribution by tokens reads only the last item that carries generated tokens; only its
+    # prompt is parsed (the others can be whole running contexts).
+    for index in range(len(raws) - 1, -1, -1):
+        gen = generations[index]
+        if gen is not None and gen.size:
+            raw = raws[index]
+            prompt = _token_ids(raw["prompt_token_ids"], f"{path}[{index}].prompt_token_ids", parser) \
+                if "prompt_token_ids" in raw else None
+            items[index]["generation_token_ids"] = gen
+            items[index]["prompt_token_ids"] = prompt if prompt is not None else np.zeros(0, dtype=np.uint64)
+            break
+    return items
+
+
+def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:
+    """A token array (None for JSON null), checked: integers in [0, 2^64)."""
+    text = bytes(raw).strip()
+    if text == b"null":
+        return None
+    fast = parser.parse(text)
+    if fast is not None:
+        return fast
+    value = _value(raw, path)
+    if not isinstance(value, list):
+        raise _Bad(path, f"must be a list of token ids, got {_kind(value)}")
+    try:
+        return checked_token_ids(value)
+    except ValueError as exc:
+        raise _Bad(path, str(exc)) from None
+
+
+def _check_item(item: dict[str, Any], path: str) -> None:
+    """Types of the fields attribution compares (anything else in an item is ignored)."""
+    for name in ("type", "role", "name"):
+        if name in item and item[name] is not None and not isinstance(item[name], str):
+            raise _Bad(f"{path}.{name}", f"must be a string, got {_kind(item[name])}")
+    if "arguments" in item and item["arguments"] is not None and not isinstance(item["arguments"], (str, dict)):
+        raise _Bad(f"{path}.arguments", f"must be a JSON string or an object, got {_kind(item['arguments'])}")
+    for name in ("content", "summary"):
+        value = item.get(name)
+        if value is None or (name == "content" and isinstance(value, str)):
+            continue
+        if not isinstance(value, list):
+            raise _Bad(f"{path}.{name}", f"must be a list of parts, got {_kind(value)}")
+        for j, part in enumerate(value):
+            if not isinstance(part, dict):
+                raise _Bad(f"{path}.{name}[{j}]", f"must be an object, got {_kind(part)}")
+            if "text" in part and part["text"] is not None and not isinstance(part["text"], str):
+                raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {_kind(part['text'])}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+__all__ = ["FinalResponses", "load_final_responses"]
