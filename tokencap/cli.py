@@ -1,7 +1,9 @@
 """Command line: `python -m tokencap build|inspect|app`.
 
 Exit codes: 0 when the input was built (masked or not), 2 for unreadable input or bad
-arguments -- with one line on stderr saying what and where, and nothing written at -o.
+arguments -- with one line on stderr saying what and where, and nothing written at -o;
+130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o -- unless the
+output had already been renamed into place, in which case the run succeeded (0).
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from .loading import LoadError, load_snapshots
+from .interrupts import Run, exit_code, handling_interrupts
+from .loading import LoadError, iter_snapshots
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 
@@ -68,7 +71,10 @@ class _Progress:
 _PROGRESS = _Progress()
 
 
-def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
+def _snapshots(source: str, rollout: str | None) -> Iterator[TokenCaptureSnapshot]:
+    """The source's snapshots, lazily (a directory or zip: one rollout at a time).
+
+    Errors about the source as a whole are raised here, before anything is built."""
     path = Path(source)
     if not path.exists():
         raise _UsageError(f"{source}: no such file or directory")
@@ -76,38 +82,50 @@ def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
         _PROGRESS.say(f"tokencap: loading {path.name} ({path.stat().st_size / 1e6:.1f} MB) ...")
     else:
         _PROGRESS.say(f"tokencap: loading {source} ...")
-    snapshots = load_snapshots(source)
+    return _warned(iter_snapshots(source, rollout_id=rollout), source, rollout)
+
+
+def _warned(snapshots: Iterable[TokenCaptureSnapshot], source: str, rollout: str | None
+            ) -> Iterator[TokenCaptureSnapshot]:
+    found = False
     for snapshot in snapshots:
+        found = True
         if snapshot.load_error is not None:
             # Still built (and masked with load_error); say so where a person will see it.
             _PROGRESS.done()
             print(f"tokencap: warning: rollout {snapshot.rollout_id!r} could not be loaded: "
                   f"{' '.join(snapshot.load_error.split())}", file=sys.stderr)
-    if rollout is not None:
-        snapshots = [s for s in snapshots if s.rollout_id == rollout]
-        if not snapshots:
-            raise _UsageError(f"{source}: no rollout {rollout!r} in this source")
-    return snapshots
+        yield snapshot
+    if rollout is not None and not found:
+        raise _UsageError(f"{source}: no rollout {rollout!r} in this source")
+
+
+def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
+    return list(_snapshots(source, rollout))
+
+
+def _build_each(snapshots: Iterable[TokenCaptureSnapshot], terminal: str | None) -> Iterator[RolloutResult]:
+    for n, snapshot in enumerate(snapshots, 1):
+        _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
+        yield build_rollout(snapshot, terminal_call_id=terminal)
+    _PROGRESS.done()
 
 
 def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None) -> list[RolloutResult]:
-    results = []
-    for n, snapshot in enumerate(snapshots, 1):
-        _PROGRESS.say(f"tokencap: building rollout {n}/{len(snapshots)} ({snapshot.rollout_id}, "
-                      f"{len(snapshot.entries)} records) ...")
-        results.append(build_rollout(snapshot, terminal_call_id=terminal))
-    _PROGRESS.done()
-    return results
+    return list(_build_each(snapshots, terminal))
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .export import write_atomically, write_results
+    from .export import write_atomically, write_summary
 
-    results = _build_all(_load(args.source, args.rollout), args.terminal_call_id)
-    jsonl = len(results) != 1
+    # Built and written one rollout at a time: memory is that of one rollout. One rollout
+    # is a JSON document and several are JSONL -- the same bytes for each line either way.
+    snapshots = _snapshots(args.source, args.rollout)
 
     def write(handle) -> None:
-        write_results(handle, results, jsonl=jsonl)
+        for result in _build_each(snapshots, args.terminal_call_id):
+            write_summary(handle, result)
+            handle.write(b"\n")
 
     if args.output:
         write_atomically(args.output, write)
@@ -144,14 +162,24 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+_DONE_WHEN_WRITTEN = {"build"}
+"""Commands whose run is complete once their (one) output file is renamed into place."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "app": _cmd_app}[args.command]
+    run = Run()
     try:
-        return handler(args)
-    except KeyboardInterrupt:
+        if args.command == "app":  # the app's own server handles its signals
+            return handler(args)
+        with handling_interrupts(run):  # SIGTERM stops a run like Ctrl-C: part files removed
+            return handler(args)
+    except KeyboardInterrupt as exc:
         _PROGRESS.done()
-        return 130
+        if run.committed and args.command in _DONE_WHEN_WRITTEN:
+            return EXIT_OK  # the output was complete before the interrupt: the run succeeded
+        return exit_code(exc)
     except (LoadError, RecordError, _UsageError) as exc:
         return _fail(str(exc))
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
