@@ -96,6 +96,7 @@ def _warned(snapshots: Iterable[TokenCaptureSnapshot], source: str, rollout: str
             print(f"tokencap: warning: rollout {snapshot.rollout_id!r} could not be loaded: "
                   f"{' '.join(snapshot.load_error.split())}", file=sys.stderr)
         yield snapshot
+        del snapshot  # not held while the next one loads
     if rollout is not None and not found:
         raise _UsageError(f"{source}: no rollout {rollout!r} in this source")
 
@@ -107,7 +108,10 @@ def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
 def _build_each(snapshots: Iterable[TokenCaptureSnapshot], terminal: str | None) -> Iterator[RolloutResult]:
     for n, snapshot in enumerate(snapshots, 1):
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
-        yield build_rollout(snapshot, terminal_call_id=terminal)
+        result = build_rollout(snapshot, terminal_call_id=terminal)
+        del snapshot  # one rollout in memory at a time: neither is held while the next loads
+        yield result
+        del result
     _PROGRESS.done()
 
 
@@ -126,6 +130,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         for result in _build_each(snapshots, args.terminal_call_id):
             write_summary(handle, result)
             handle.write(b"\n")
+            del result
 
     if args.output:
         write_atomically(args.output, write)

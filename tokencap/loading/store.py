@@ -207,6 +207,7 @@ class _Plan:
     ids: list[str]
     rollouts: dict[str, _StoreRollout]
     failed: dict[str, str]
+    failed_notes: dict[str, list[str]]
     loose_by_id: dict[str, list[_Loose]]
     shared_notes: list[str]
 
@@ -238,13 +239,16 @@ def _plan(source: FileSource) -> _Plan:
     shared_notes = [_skip_note(source.label, general)] if general else []
     reasons = {s.name: s.reason for s in attributable}
     failed: dict[str, str] = {}
+    failed_notes: dict[str, list[str]] = {}
     for rid, rollout in skipped_rollouts.items():
+        failed_notes[rid] = [f"{n}: not read ({reasons[n]})" for n in sorted(rollout.files.values())]
         names = sorted(rollout.files.values())
         failed[rid] = (f"{source.label}: {_listing([f'{n} was not read ({reasons[n]})' for n in names])}; a rollout "
                        "is loaded only when all its store files are regular files (a skipped marker, intents or "
                        "records file could hide an incomplete capture)")
     for name in skipped_loose:
         failed.setdefault(_base_name(name), f"{name}: was not read ({reasons[name]})")
+        failed_notes.setdefault(_base_name(name), []).append(f"{name}: not read ({reasons[name]})")
 
     loose_by_id: dict[str, list[_Loose]] = {}
     for name in loose_names:
@@ -255,7 +259,7 @@ def _plan(source: FileSource) -> _Plan:
     if not ids:
         detail = f" ({shared_notes[0].split(': ', 1)[1]})" if shared_notes else ""
         raise LoadError(f"{source.label}: no capture-store files and no .json/.jsonl files found{detail}")
-    return _Plan(ids, rollouts, failed, loose_by_id, shared_notes)
+    return _Plan(ids, rollouts, failed, failed_notes, loose_by_id, shared_notes)
 
 
 def _iterate(source: FileSource, plan: _Plan, wanted: str | None) -> Iterator[TokenCaptureSnapshot]:
@@ -266,6 +270,7 @@ def _iterate(source: FileSource, plan: _Plan, wanted: str | None) -> Iterator[To
             snap = _one_rollout(source, plan, rid)
             if snap is not None:
                 yield _with_notes(snap, plan.shared_notes) if plan.shared_notes else snap
+            del snap  # not held while the next rollout loads
         # Defensive: the peek promises a superset of each file's rollout ids, so nothing is
         # left here; if it ever were, it comes out late rather than being dropped.
         leftovers = {id(item): item for items in plan.loose_by_id.values() for item in items if item.loaded}
@@ -299,7 +304,7 @@ def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnaps
     if found[0] is not None:
         return found[0]
     if rid in plan.failed:
-        return TokenCaptureSnapshot.failed(rid, plan.failed[rid])
+        return TokenCaptureSnapshot.failed(rid, plan.failed[rid], plan.failed_notes.get(rid, ()))
     try:
         return _load_store_rollout(source, plan.rollouts[rid])
     except Exception as exc:  # noqa: BLE001 -- one bad rollout must not hide the others
