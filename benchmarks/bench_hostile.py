@@ -134,6 +134,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the generated inputs (the path is printed)")
     parser.add_argument("--only", choices=tuple(MAKERS), action="append")
+    parser.add_argument("--compare", metavar="DIR", help="also time the tokencap package under DIR (an older "
+                        "checkout, e.g. from `git archive`), run for run, for a before/after on the same machine")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tokencap-hostile-"))
     try:
@@ -147,16 +149,20 @@ def main() -> None:
             # In a child: a process forked from one that held the generated data would
             # report the parent's pages in its own peak RSS.
             subprocess.run([sys.executable, __file__, "--generate", label, str(path)], check=True)
-            times, peaks = [], []
+            trees = [("", str(ROOT))] + ([("before", args.compare)] if args.compare else [])
+            figures: dict[str, tuple[list[float], list[int], str]] = {name: ([], [], "") for name, _ in trees}
             for _ in range(args.runs):
-                out = work / f"{label}.out"
-                elapsed, peak, code, err = run_once(env_py + [str(path), "-o", str(out)])
-                times.append(elapsed)
-                peaks.append(peak)
-            note = f"exit {code}" + (f": {err[:160]}" if err else "")
-            print(f"  {label:<10} {path.stat().st_size / 1e6:7.1f} MB  median {statistics.median(times):7.2f} s "
-                  f"(runs {', '.join(f'{t:.2f}' for t in times)})  peak RSS {max(peaks) / 1024:8.1f} MiB  {note}",
-                  flush=True)
+                for name, tree in trees:  # interleaved, so both see the same machine load
+                    os.environ["PYTHONPATH"] = tree
+                    elapsed, peak, code, err = run_once(env_py + [str(path), "-o", str(work / f"{label}.out")])
+                    times, peaks, _ = figures[name]
+                    times.append(elapsed)
+                    peaks.append(peak)
+                    figures[name] = (times, peaks, f"exit {code}" + (f": {err[:120]}" if err else ""))
+            for name, (times, peaks, note) in figures.items():
+                print(f"  {(label + ' ' + name).strip():<17} {path.stat().st_size / 1e6:7.1f} MB  median "
+                      f"{statistics.median(times):7.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})  peak RSS "
+                      f"{max(peaks) / 1024:8.1f} MiB  {note}", flush=True)
     finally:
         if args.keep:
             print(f"inputs kept in {work}")
