@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
