@@ -14,8 +14,9 @@ never committed):
   the per-file overhead).
 
 Each run is a fresh ``python -m tokencap build INPUT -o OUT``; the figures are wall time
-(median of the runs) and peak RSS of the child (wait4's rusage), with the exit code, so a
-refusal (exit 2) is visible as such.
+and CPU time (user + system; steadier than wall time on a shared machine), medians of the
+runs, and peak RSS of the child (wait4's rusage), with the exit code, so a refusal (exit 2)
+is visible as such. ``--compare DIR`` times another checkout run for run.
 """
 
 from __future__ import annotations
@@ -120,13 +121,15 @@ def make_many_jsonl(path: Path, count: int = 10_000) -> None:
                 out.write(orjson.dumps(record) + b"\n")
 
 
-def run_once(cmd: list[str]) -> tuple[float, int, int, str]:
+def run_once(cmd: list[str]) -> tuple[float, float, int, int, str]:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # From a neutral directory: `python -m` puts the working directory first on sys.path.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
     stderr = proc.stderr.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
-    return elapsed, usage.ru_maxrss, os.waitstatus_to_exitcode(status), stderr.decode(errors="replace").strip()
+    cpu = usage.ru_utime + usage.ru_stime
+    return elapsed, cpu, usage.ru_maxrss, os.waitstatus_to_exitcode(status), stderr.decode(errors="replace").strip()
 
 
 def main() -> None:
@@ -150,19 +153,21 @@ def main() -> None:
             # report the parent's pages in its own peak RSS.
             subprocess.run([sys.executable, __file__, "--generate", label, str(path)], check=True)
             trees = [("", str(ROOT))] + ([("before", args.compare)] if args.compare else [])
-            figures: dict[str, tuple[list[float], list[int], str]] = {name: ([], [], "") for name, _ in trees}
+            figures: dict[str, tuple[list[float], list[float], list[int], str]] = {
+                name: ([], [], [], "") for name, _ in trees}
             for _ in range(args.runs):
                 for name, tree in trees:  # interleaved, so both see the same machine load
                     os.environ["PYTHONPATH"] = tree
-                    elapsed, peak, code, err = run_once(env_py + [str(path), "-o", str(work / f"{label}.out")])
-                    times, peaks, _ = figures[name]
+                    elapsed, cpu, peak, code, err = run_once(env_py + [str(path), "-o", str(work / f"{label}.out")])
+                    times, cpus, peaks, _ = figures[name]
                     times.append(elapsed)
+                    cpus.append(cpu)
                     peaks.append(peak)
-                    figures[name] = (times, peaks, f"exit {code}" + (f": {err[:120]}" if err else ""))
-            for name, (times, peaks, note) in figures.items():
-                print(f"  {(label + ' ' + name).strip():<17} {path.stat().st_size / 1e6:7.1f} MB  median "
-                      f"{statistics.median(times):7.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})  peak RSS "
-                      f"{max(peaks) / 1024:8.1f} MiB  {note}", flush=True)
+                    figures[name] = (times, cpus, peaks, f"exit {code}" + (f": {err[:120]}" if err else ""))
+            for name, (times, cpus, peaks, note) in figures.items():
+                print(f"  {(label + ' ' + name).strip():<17} {path.stat().st_size / 1e6:7.1f} MB  wall median "
+                      f"{statistics.median(times):7.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})  CPU median "
+                      f"{statistics.median(cpus):7.2f} s  peak RSS {max(peaks) / 1024:8.1f} MiB  {note}", flush=True)
     finally:
         if args.keep:
             print(f"inputs kept in {work}")
