@@ -569,8 +569,8 @@ def test_12_huge_sparse_torn_tail_is_found_from_the_end_without_reading_it(tmp_p
     with open(path, "r+b") as handle:
         handle.truncate(3 << 30)  # 3 GiB: a hole after the records
     read = []
-    real = files_module.os.pread
-    monkeypatch.setattr(files_module.os, "pread", lambda fd, n, off: read.append(n) or real(fd, n, off))
+    real = files_module.pread
+    monkeypatch.setattr(files_module, "pread", lambda fd, n, off: read.append(n) or real(fd, n, off))
     (snap,) = load_snapshots(store)
     assert len(snap.entries) == 2
     assert any("torn" in n and f"{(3 << 30) - acknowledged} bytes" in n for n in snap.source_notes)

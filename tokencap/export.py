@@ -185,7 +185,7 @@ def remove_stale_parts(path: str | os.PathLike[str]) -> list[str]:
     for name in names:
         candidate = directory / name
         try:
-            fd = os.open(candidate, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             continue
         try:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
-from .files import (Buffer, DirectorySource, kind_of, open_regular, printable, read_descriptor,
+from .files import (Buffer, DirectorySource, kind_of, open_regular, pread, printable, read_descriptor,
                     zip_source)
 from .store import iter_store
 from .text import LoadError, load_text
@@ -74,7 +74,7 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
                         "(snapshot JSON, entries JSONL, a zip) and capture-store directories")
     fd = open_regular(path, label)
     try:
-        magic = os.pread(fd, len(ZIP_MAGIC), 0)
+        magic = pread(fd, len(ZIP_MAGIC), 0)
         data = None if magic == ZIP_MAGIC else read_descriptor(fd)
     except OSError as exc:
         raise LoadError(f"{label}: cannot be read ({exc.strerror or exc})") from None

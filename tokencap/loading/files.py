@@ -45,6 +45,14 @@ _CHUNK = 1 << 20
 Buffer = bytes | mmap.mmap | memoryview
 
 
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """``os.pread`` where there is one (POSIX); a seek and a read elsewhere."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words."""
     if stat.S_ISLNK(mode):
@@ -73,7 +81,7 @@ def printable(name: str) -> str:
 
 def open_regular(path: str | os.PathLike[str], label: str, *, follow_symlinks: bool = True) -> int:
     """A read-only descriptor of a regular file, or a `LoadError` saying what ``path`` is instead."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -105,7 +113,7 @@ def read_descriptor(fd: int, start: int = 0, end: int | None = None) -> Buffer:
     if end - start < READ_WHOLE_BELOW or start:
         parts, pos = [], start
         while pos < end:
-            piece = os.pread(fd, min(_CHUNK * 8, end - pos), pos)
+            piece = pread(fd, min(_CHUNK * 8, end - pos), pos)
             if not piece:
                 break
             parts.append(piece)
@@ -149,7 +157,7 @@ def last_newline(fd: int, size: int) -> int:
         hi = end
         while hi > start:
             lo = max(start, hi - _CHUNK)
-            block = os.pread(fd, hi - lo, lo)
+            block = pread(fd, hi - lo, lo)
             found = block.rfind(b"\n")
             if found >= 0:
                 return lo + found
@@ -365,4 +373,4 @@ def _size(n: int) -> str:
 
 
 __all__ = ["DirectorySource", "FileSource", "Skipped", "ZipSource", "kind_of", "last_newline", "open_regular",
-           "printable", "read_regular", "zip_source"]
+           "pread", "printable", "read_regular", "zip_source"]
