@@ -559,3 +559,19 @@ def test_since_is_not_reused_across_other_final_responses(tmp_path):
     summary = scan(run, again, workers=1, since=str(first),
                    final_responses=str(FINALS / "title_call_after_final_answer.json"))
     assert summary.reused == 0 and any("other final responses" in n for n in summary.notes)
+
+
+def test_a_store_file_that_is_a_symlink_fails_its_rollout_as_build_does(tmp_path):
+    # A skipped marker or intents file could hide an incomplete capture: the rollout is not trusted.
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "capture_store", run)
+    intents = run / "store-complete.tokens.intents"
+    intents.rename(tmp_path / "intents")
+    intents.symlink_to(tmp_path / "intents")
+    table = {r["rollout_id"]: r for r in rows(scan_table(run, workers=1))}
+    assert table["store-complete"]["reason_load_error"]
+    assert "store-complete.tokens.intents" in table["store-complete"]["error"]
+    assert not table["store-interrupted"]["reason_load_error"]
+    built = {s.rollout_id: s for s in load_snapshots(run)}
+    # the same words as `tokencap build`, labelled by the directory's name rather than its absolute path
+    assert table["store-complete"]["error"].split(": ", 1)[1] == built["store-complete"].load_error.split(": ", 1)[1]

@@ -1,19 +1,23 @@
 """Command line: `python -m tokencap build|inspect|app`.
 
 Exit codes: 0 when the input was built (masked or not), 2 for unreadable input or bad
-arguments -- with one line on stderr saying what and where, and nothing written at -o.
+arguments -- with one line on stderr saying what and where, and nothing written at -o;
+130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o -- unless the
+output had already been renamed into place, in which case the run succeeded (0).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
+from .interrupts import Run, exit_code, handling_interrupts
+from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
 from .run import DiscoveryError, EngineUnavailable, ScanTableError
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -109,11 +113,10 @@ class _Progress:
 _PROGRESS = _Progress()
 
 
-def _load(source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
-    return _select(_load_all(source), source, rollout)
+def _snapshots(source: str, rollout: str | None) -> Iterator[TokenCaptureSnapshot]:
+    """The source's snapshots, lazily (a directory or zip: one rollout at a time).
 
-
-def _load_all(source: str) -> list[TokenCaptureSnapshot]:
+    Errors about the source as a whole are raised here, before anything is built."""
     path = Path(source)
     if not path.exists():
         raise _UsageError(f"{source}: no such file or directory")
@@ -121,22 +124,25 @@ def _load_all(source: str) -> list[TokenCaptureSnapshot]:
         _PROGRESS.say(f"tokencap: loading {path.name} ({path.stat().st_size / 1e6:.1f} MB) ...")
     else:
         _PROGRESS.say(f"tokencap: loading {source} ...")
-    snapshots = load_snapshots(source)
+    return _warned(iter_snapshots(source, rollout_id=rollout), source, rollout)
+
+
+def _warned(snapshots: Iterable[TokenCaptureSnapshot], source: str, rollout: str | None
+            ) -> Iterator[TokenCaptureSnapshot]:
+    found = False
     for snapshot in snapshots:
+        found = True
         if snapshot.load_error is not None:
             # Still built (and masked with load_error); say so where a person will see it.
             _PROGRESS.done()
             print(f"tokencap: warning: rollout {snapshot.rollout_id!r} could not be loaded: "
                   f"{' '.join(snapshot.load_error.split())}", file=sys.stderr)
-    return snapshots
+        yield snapshot
+        del snapshot  # not held while the next one loads
+    if rollout is not None and not found:
+        raise _UsageError(f"{source}: no rollout {rollout!r} in this source")
 
 
-def _select(snapshots: list[TokenCaptureSnapshot], source: str, rollout: str | None) -> list[TokenCaptureSnapshot]:
-    if rollout is not None:
-        snapshots = [s for s in snapshots if s.rollout_id == rollout]
-        if not snapshots:
-            raise _UsageError(f"{source}: no rollout {rollout!r} in this source")
-    return snapshots
 
 
 def _read_final_responses(path: str | None) -> FinalResponses | None:
@@ -147,58 +153,66 @@ def _read_final_responses(path: str | None) -> FinalResponses | None:
     return load_final_responses(path)
 
 
-def final_responses_by_rollout(finals: FinalResponses | None,
-                               snapshots: list[TokenCaptureSnapshot]) -> dict[str, dict]:
-    """Rollout id -> its final response, for every rollout of the whole source the file names.
+def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: FinalResponses | None,
+                          source_ids: list[str] | None) -> Iterator[tuple[TokenCaptureSnapshot, dict | None]]:
+    """Each snapshot with the final response the file holds for it (SPEC 10).
 
-    Responses naming no rollout of the source are a note on stderr, not an error: a run's
-    rollout records may well cover more rollouts than one capture directory holds.
+    Lazily, so a directory is still built one rollout at a time. Whether the source is a
+    single rollout (a response without a rollout id applies only then) is known from
+    ``source_ids`` when given, else by peeking at the first two snapshots. Responses that
+    apply to no rollout of the source are a note on stderr at the end, not an error: a
+    run's rollout records may well cover more rollouts than one capture directory holds.
     """
     if finals is None:
-        return {}
-    ids = [s.rollout_id for s in snapshots]
-    for note in finals.notes(ids):
+        for snapshot in snapshots:
+            yield snapshot, None
+        return
+    head = [] if source_ids is not None else [s for _, s in zip(range(2), snapshots)]
+    single = len(set(source_ids)) == 1 if source_ids is not None else len(head) == 1
+    seen: list[str] = []
+    for snapshot in itertools.chain(head, snapshots):
+        head = []
+        seen.append(snapshot.rollout_id)
+        yield snapshot, finals.for_rollout(snapshot.rollout_id, single_rollout=single)
+    for note in finals.notes(source_ids if source_ids is not None else seen):
         _PROGRESS.done()
         print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
-    single = len(set(ids)) == 1
-    out = {}
-    for rollout_id in ids:
-        response = finals.for_rollout(rollout_id, single_rollout=single)
-        if response is not None:
-            out[rollout_id] = response
-    return out
 
 
-def _inputs(args: argparse.Namespace) -> tuple[list[TokenCaptureSnapshot], dict[str, dict]]:
-    """The selected snapshots and the final responses that apply to them."""
+def _inputs(args: argparse.Namespace) -> Iterator[tuple[TokenCaptureSnapshot, dict | None]]:
+    """The selected snapshots, lazily, each with the final response that applies to it."""
     finals = _read_final_responses(getattr(args, "final_responses", None))
-    snapshots = _load_all(args.source)
-    responses = final_responses_by_rollout(finals, snapshots)
-    return _select(snapshots, args.source, args.rollout), responses
+    source_ids = None
+    if finals is not None and args.rollout is not None:
+        # The notes and the single-rollout rule speak of the whole source, not the selection:
+        # list its rollout ids first (one rollout in memory at a time).
+        source_ids = [s.rollout_id for s in iter_snapshots(args.source)]
+    return _with_final_responses(_snapshots(args.source, args.rollout), finals, source_ids)
 
 
-def _build_all(snapshots: list[TokenCaptureSnapshot], terminal: str | None,
-               final_responses: dict[str, dict] | None = None) -> list[RolloutResult]:
-    results = []
-    final_responses = final_responses or {}
-    for n, snapshot in enumerate(snapshots, 1):
-        _PROGRESS.say(f"tokencap: building rollout {n}/{len(snapshots)} ({snapshot.rollout_id}, "
-                      f"{len(snapshot.entries)} records) ...")
-        results.append(build_rollout(snapshot, terminal_call_id=terminal,
-                                     final_response=final_responses.get(snapshot.rollout_id)))
+def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], terminal: str | None
+                ) -> Iterator[RolloutResult]:
+    for n, (snapshot, final) in enumerate(inputs, 1):
+        _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
+        result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
+        del snapshot, final  # one rollout in memory at a time: neither is held while the next loads
+        yield result
+        del result
     _PROGRESS.done()
-    return results
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .export import write_atomically, write_results
+    from .export import write_atomically, write_summary
 
-    snapshots, responses = _inputs(args)
-    results = _build_all(snapshots, args.terminal_call_id, responses)
-    jsonl = len(results) != 1
+    # Built and written one rollout at a time: memory is that of one rollout. One rollout
+    # is a JSON document and several are JSONL -- the same bytes for each line either way.
+    inputs = _inputs(args)
 
     def write(handle) -> None:
-        write_results(handle, results, jsonl=jsonl)
+        for result in _build_each(inputs, args.terminal_call_id):
+            write_summary(handle, result)
+            handle.write(b"\n")
+            del result
 
     if args.output:
         write_atomically(args.output, write)
@@ -212,8 +226,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from .report import render_text
 
-    snapshots, responses = _inputs(args)
-    results = _build_all(snapshots, args.terminal_call_id, responses)
+    results = _build_each(_inputs(args), args.terminal_call_id)
     sys.stdout.write("\n".join(render_text(r) for r in results))
     return EXIT_OK
 
@@ -287,15 +300,25 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+_DONE_WHEN_WRITTEN = {"build", "scan", "export"}
+"""Commands whose run is complete once their (one) output file is renamed into place."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "scan": _cmd_scan, "export": _cmd_export,
                "app": _cmd_app}[args.command]
+    run = Run()
     try:
-        return handler(args)
-    except KeyboardInterrupt:
+        if args.command == "app":  # the app's own server handles its signals
+            return handler(args)
+        with handling_interrupts(run):  # SIGTERM stops a run like Ctrl-C: part files removed
+            return handler(args)
+    except KeyboardInterrupt as exc:
         _PROGRESS.done()
-        return 130
+        if run.committed and args.command in _DONE_WHEN_WRITTEN:
+            return EXIT_OK  # the output was complete before the interrupt: the run succeeded
+        return exit_code(exc)
     except (LoadError, RecordError, _UsageError, DiscoveryError, ScanTableError, EngineUnavailable) as exc:
         return _fail(str(exc))
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,7 +23,13 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
+from .interrupts import critical, note_committed
 from .rollout import RolloutResult
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no part-file locks, so no stale-part clean-up either
+    fcntl = None  # type: ignore[assignment]
 from .tokens import TokenArray
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY
@@ -150,23 +158,88 @@ def response_bytes(response: Mapping[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
-    """Run ``write(handle)`` into a temporary file beside ``path``, then rename it into place.
+_PART_SUFFIX = ".part"
+_MKSTEMP_RANDOM = "[a-z0-9_]{8}"  # what tempfile.mkstemp puts between prefix and suffix
 
-    A failure half way leaves nothing at ``path`` (and no temporary file behind).
+
+def _part_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(name)}\.{_MKSTEMP_RANDOM}{re.escape(_PART_SUFFIX)}")
+
+
+def remove_stale_parts(path: str | os.PathLike[str]) -> list[str]:
+    """Remove part files that an earlier, killed write to ``path`` left beside it.
+
+    Only files named exactly like this tool's part files for ``path`` are candidates, and
+    one is removed only when no process holds its lock: a live writer keeps an exclusive
+    ``flock`` on its part file until it renames or removes it, and the kernel drops the
+    lock when the writer dies, even by SIGKILL. Returns the names removed.
+    """
+    if fcntl is None:
+        return []
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    pattern = _part_pattern(target.name)
+    removed = []
+    try:
+        names = [n for n in os.listdir(directory) if pattern.fullmatch(n)]
+    except OSError:
+        return []
+    for name in names:
+        candidate = directory / name
+        try:
+            fd = os.open(candidate, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live writer holds it
+            os.unlink(candidate)
+            removed.append(name)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
+
+
+def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
+    """Run ``write(handle)`` into a part file beside ``path``, then rename it into place.
+
+    A failure or an interrupt half way (SIGINT, or SIGTERM under
+    `tokencap.interrupts.handling_interrupts`) leaves nothing at ``path`` and removes the
+    part file. A part file a killed earlier write left behind (SIGKILL cannot be caught)
+    is removed by the next write to the same ``path``. The rename runs in
+    `tokencap.interrupts.critical`, so it is never cut in two: once it is done the output
+    is recorded as committed, and an interrupt after that does not undo the run.
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=directory)
+    remove_stale_parts(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=_PART_SUFFIX, dir=directory)
+    committed = False
     try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # "a live writer owns this part file" (see remove_stale_parts)
+            except OSError:
+                pass  # a file system without locks: the write still works, only clean-up is weaker
         with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
             write(handle)
-        os.replace(tmp, target)
+            handle.flush()
+            with critical():
+                os.replace(tmp, target)
+                committed = True
+                note_committed(target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if not committed:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
         raise
 
 

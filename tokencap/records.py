@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .limits import CARRIED_INT_MAX, CARRIED_INT_MIN, MAX_CARRIED_DEPTH
 from .tokens import TokenArray, as_token_array
 
 TOKEN_ENTRY_SCHEMA_VERSIONS = range(3, 7)
@@ -77,7 +78,7 @@ class RecordError(ValueError):
 # --------------------------------------------------------------------------- coercion
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -93,6 +94,116 @@ def _type_name(value: Any) -> str:
     if isinstance(value, Mapping):
         return "an object"
     return type(value).__name__
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value for an error message: deterministic, short, and never a memory address.
+
+    JSON scalars are shown as written (long strings cut); anything else by its kind, so
+    the same input always gives the same message bytes.
+    """
+    if value is None or isinstance(value, (bool, float, np.bool_, np.floating)):
+        return repr(value.item() if isinstance(value, np.generic) else value)
+    if isinstance(value, (int, np.integer)):
+        value = int(value)
+        return repr(value) if value.bit_length() <= 128 else f"an integer of {value.bit_length()} bits"
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[: limit - 5]}...' ({len(value)} characters)"
+    return type_name(value)
+
+
+def _carried_path(field: str, link: tuple | None) -> str:
+    """Where in the field, as ``field[0]['key']``; a deep path keeps its first steps only."""
+    path = []
+    while link is not None:
+        link, key = link
+        path.append(key)
+    path.reverse()
+    steps = "".join(f"[{p}]" if isinstance(p, int) else f"[{shown(p, 30)}]" for p in path[:6])
+    return field + steps + ("..." if len(path) > 6 else "")
+
+
+_PLAIN_NUMBERS = (int, float, bool)
+_SCALARS = frozenset((str, bool, type(None)))
+
+
+def carried_problem(value: Any, field: str) -> str | None:
+    """Why ``value`` cannot be carried through to the output unchanged, or None.
+
+    A carried field (output items, routed experts, an unknown field) is copied into the
+    response and written as JSON, so it must be JSON the writer can represent: objects
+    with string keys, lists, strings, finite numbers, integers in the 64-bit range, and
+    at most `MAX_CARRIED_DEPTH` levels of nesting. Checked here, when the record is
+    built, so a bad value is a record error at load time -- never a crash at write time
+    or a valid sample masked for a harmless payload. Iterative (no recursion), and a
+    list of plain numbers is checked by ``sum``/``min``/``max`` at C speed.
+    """
+    # Each stack entry: (value, depth, link); link = (parent link, key) names the path
+    # lazily, built into text only for the message.
+    stack: list[tuple[Any, int, tuple | None]] = [(value, 0, None)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth, link = pop()
+        kind = type(node)
+        if kind in _SCALARS:
+            continue
+        if kind is int:
+            if not CARRIED_INT_MIN <= node <= CARRIED_INT_MAX:
+                return (f"{_carried_path(field, link)} is an integer outside the 64-bit range "
+                        f"({shown(node)}); a carried value must fit in 64 bits")
+            continue
+        if kind is float:
+            if node - node != 0.0:  # inf - inf and nan - nan are nan
+                return f"{_carried_path(field, link)} is {node!r}; a carried number must be finite"
+            continue
+        is_list = kind is list or kind is tuple or (kind is not dict and isinstance(node, (list, tuple)))
+        if is_list or kind is dict or isinstance(node, Mapping):
+            if depth >= MAX_CARRIED_DEPTH:
+                return (f"{_carried_path(field, link)} is nested deeper than {MAX_CARRIED_DEPTH} levels, the limit "
+                        "for a carried field")
+            if is_list:
+                if node and type(node[0]) in _PLAIN_NUMBERS and _numbers_fit(node):
+                    continue
+                for i in range(len(node) - 1, -1, -1):
+                    push((node[i], depth + 1, (link, i)))
+            else:
+                keys = list(node)
+                for key in keys:
+                    if type(key) is not str:
+                        return f"{_carried_path(field, link)} has a key that is {type_name(key)}; keys must be strings"
+                for key in reversed(keys):
+                    push((node[key], depth + 1, (link, key)))
+            continue
+        if isinstance(node, np.ndarray):
+            if node.dtype.kind not in "biuf" or depth + node.ndim > MAX_CARRIED_DEPTH:
+                return f"{_carried_path(field, link)} is an array of {node.dtype} that JSON cannot carry"
+            if node.dtype.kind == "f" and node.size and not np.isfinite(node).all():
+                return f"{_carried_path(field, link)} holds a number that is not finite"
+            continue
+        if isinstance(node, (np.integer, np.floating, np.bool_)):
+            push((node.item(), depth, link))
+            continue
+        if isinstance(node, (str, int, float)):  # a subclass (an IntEnum, say): judge its plain value
+            push(((str if isinstance(node, str) else float if isinstance(node, float) else int)(node), depth, link))
+            continue
+        return f"{_carried_path(field, link)} is {type_name(node)}, which JSON cannot carry"
+    return None
+
+
+def _numbers_fit(seq: list | tuple) -> bool:
+    """True when ``seq`` holds only plain integers (and booleans), all within 64 bits.
+
+    ``sum`` fails on anything that is not a number and turns float the moment a float
+    is present; either way the element-wise walk takes over and names the bad element.
+    """
+    try:
+        total = sum(seq)
+    except TypeError:
+        return False
+    if type(total) is not int:
+        return False
+    return CARRIED_INT_MIN <= min(seq) and max(seq) <= CARRIED_INT_MAX
 
 
 class _Checker:
@@ -120,7 +231,7 @@ class _Checker:
             return None
         if not isinstance(value, str):
             want = "a string or null" if nullable else "a string"
-            raise self.fail(name, f"must be {want}, got {_type_name(value)}")
+            raise self.fail(name, f"must be {want}, got {type_name(value)}")
         return value
 
     def integer(self, name: str, value: Any, *, nullable: bool = False) -> int | None:
@@ -129,12 +240,12 @@ class _Checker:
         # bool is an int subclass in Python; a JSON true is never a count or an index.
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             want = "an integer or null" if nullable else "an integer"
-            raise self.fail(name, f"must be {want}, got {_type_name(value)}")
+            raise self.fail(name, f"must be {want}, got {type_name(value)}")
         return int(value)
 
     def number(self, name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise self.fail(name, f"must be a number, got {_type_name(value)}")
+            raise self.fail(name, f"must be a number, got {type_name(value)}")
         try:
             return float(value)
         except OverflowError:
@@ -142,7 +253,7 @@ class _Checker:
 
     def boolean(self, name: str, value: Any) -> bool:
         if not isinstance(value, (bool, np.bool_)):
-            raise self.fail(name, f"must be true or false, got {_type_name(value)}")
+            raise self.fail(name, f"must be true or false, got {type_name(value)}")
         return bool(value)
 
     def resolution(self, name: str, value: Any, *, nullable: bool) -> ParentResolutionStatus | None:
@@ -153,7 +264,22 @@ class _Checker:
         except (ValueError, TypeError):
             allowed = ", ".join(repr(s.value) for s in ParentResolutionStatus)
             extra = " or null" if nullable else ""
-            raise self.fail(name, f"must be one of {allowed}{extra}, got {value!r}") from None
+            raise self.fail(name, f"must be one of {allowed}{extra}, got {shown(value)}") from None
+
+    def carried(self, record: Any, names: tuple[str, ...]) -> None:
+        """Every carried field (and every unknown one) must survive the trip to JSON output."""
+        for name in names:
+            value = getattr(record, name)
+            if value is not None and type(value) is not str:
+                problem = carried_problem(value, name)
+                if problem is not None:
+                    raise self.fail(name, problem)
+        if not isinstance(record.extra, Mapping):
+            raise self.fail("extra", f"must be a mapping of unknown fields, got {type_name(record.extra)}")
+        for name, value in record.extra.items():
+            problem = carried_problem(value, name)
+            if problem is not None:
+                raise self.fail(name, problem)
 
     def token_ids(self, name: str, value: Any) -> np.ndarray:
         if isinstance(value, np.ndarray):
@@ -172,14 +298,14 @@ class _Checker:
                 return _EMPTY_IDS
             raise self.fail(name, f"must hold integer token ids, got an array of {value.dtype}")
         if not isinstance(value, (list, tuple)):
-            raise self.fail(name, f"must be a list of token ids, got {_type_name(value)}")
+            raise self.fail(name, f"must be a list of token ids, got {type_name(value)}")
         if not value:
             return _EMPTY_IDS
         for pos, tok in enumerate(value):
             if isinstance(tok, (bool, np.bool_)) or not isinstance(tok, (int, np.integer)):
-                raise self.fail(name, f"token id at position {pos} is {_type_name(tok)} ({tok!r}); ids must be integers in [0, 2^64)")
+                raise self.fail(name, f"token id at position {pos} is {type_name(tok)} ({shown(tok)}); ids must be integers in [0, 2^64)")
             if not 0 <= tok < _U64_LIMIT:
-                raise self.fail(name, f"token id at position {pos} is {tok}; ids must be in [0, 2^64)")
+                raise self.fail(name, f"token id at position {pos} is {shown(tok)}; ids must be in [0, 2^64)")
         return _frozen(np.array(value, dtype=np.uint64))
 
     def log_probs(self, name: str, value: Any) -> np.ndarray:
@@ -189,12 +315,12 @@ class _Checker:
             arr = value.astype(np.float64, copy=False)
         else:
             if not isinstance(value, (list, tuple)):
-                raise self.fail(name, f"must be a list of numbers, got {_type_name(value)}")
+                raise self.fail(name, f"must be a list of numbers, got {type_name(value)}")
             if not value:
                 return _EMPTY_LOGPROBS
             for pos, lp in enumerate(value):
                 if isinstance(lp, (bool, np.bool_)) or not isinstance(lp, (int, float, np.integer, np.floating)):
-                    raise self.fail(name, f"log-probability at position {pos} is {_type_name(lp)} ({lp!r}); it must be a finite number")
+                    raise self.fail(name, f"log-probability at position {pos} is {type_name(lp)} ({shown(lp)}); it must be a finite number")
             try:
                 arr = np.array(value, dtype=np.float64)
             except OverflowError:
@@ -202,7 +328,7 @@ class _Checker:
                 raise self.fail(name, f"log-probability at position {bad} is too large; it must be a finite number") from None
         if arr.size and not np.isfinite(arr).all():
             bad = int(np.argmin(np.isfinite(arr)))
-            raise self.fail(name, f"log-probability at position {bad} is {arr[bad]!r}; it must be a finite number")
+            raise self.fail(name, f"log-probability at position {bad} is {shown(float(arr[bad]))}; it must be a finite number")
         return _frozen(arr)
 
 
@@ -234,6 +360,9 @@ _TOKEN_ENTRY_FIELDS = (
     "continuation_context_digest", "fingerprint_version", "finish_reason",
 )
 _TOKEN_ENTRY_FIELD_SET = frozenset(_TOKEN_ENTRY_FIELDS)
+_TOKEN_ENTRY_CARRIED = ("output_items", "routed_experts", "continuation_fingerprint", "continuation_context_len",
+                        "continuation_context_digest", "fingerprint_version")
+"""Fields copied to the output (or kept for a round trip) without a type of their own."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -293,6 +422,8 @@ class TokenEntry:
         cum_len = check.integer("cum_len", self.cum_len, nullable=True)
         if cum_len is not None and cum_len < 0:
             raise check.fail("cum_len", f"is {cum_len}; a sequence length cannot be negative")
+        if cum_len is not None and cum_len >= _U64_LIMIT:
+            raise check.fail("cum_len", f"is {shown(cum_len)}; a sequence length must fit in 64 bits")
         put(self, "cum_len", cum_len)
         check.string("digest", self.digest, nullable=True)
         for flag in ("prompt_is_delta", "prefix_requested", "prefix_supplied"):
@@ -307,6 +438,7 @@ class TokenEntry:
                              f"({self.parent_call_id!r}) is given")
         if self.prompt_is_delta and resolution is not ParentResolutionStatus.RESOLVED:
             raise check.fail("prompt_is_delta", "a delta prompt needs a 'resolved' parent to extend")
+        check.carried(self, _TOKEN_ENTRY_CARRIED)
 
     # -- conversions ---------------------------------------------------------------
 
@@ -314,7 +446,7 @@ class TokenEntry:
     def from_dict(cls, data: Mapping[str, Any]) -> TokenEntry:
         """Build from a wire-format object; unknown fields are kept in ``extra``."""
         if not isinstance(data, Mapping):
-            raise RecordError(f"a token entry must be a JSON object, got {_type_name(data)}")
+            raise RecordError(f"a token entry must be a JSON object, got {type_name(data)}")
         call_id = _peek_call_id(data)
         kwargs = {name: data[name] for name in _TOKEN_ENTRY_FIELDS if name in data}
         for name in ("rollout_id", "model_call_id", "prompt_token_ids", "generation_token_ids", "generation_log_probs"):
@@ -386,11 +518,12 @@ class EngineRefusalRecord:
         if resolution is not ParentResolutionStatus.RESOLVED and self.parent_call_id is not None:
             raise check.fail("parent_call_id", f"parent_resolution is {resolution.value!r} but a parent_call_id "
                              f"({self.parent_call_id!r}) is given")
+        check.carried(self, ())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EngineRefusalRecord:
         if not isinstance(data, Mapping):
-            raise RecordError(f"an engine refusal must be a JSON object, got {_type_name(data)}")
+            raise RecordError(f"an engine refusal must be a JSON object, got {type_name(data)}")
         call_id = _peek_call_id(data)
         for name in ("rollout_id", "model_call_id", "recorded_at"):
             _required(data, name, call_id, "engine refusal")

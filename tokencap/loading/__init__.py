@@ -1,27 +1,35 @@
 """Loading snapshots from every input format the upstream tools write (SPEC 3).
 
 `load_snapshots` is the one entry point: a path (snapshot JSON, entries JSONL, a
-capture-store directory, or a zip of one) or the bytes of such a file.
+capture-store directory, or a zip of one) or the bytes of such a file. `iter_snapshots`
+is the same, lazily: a directory or zip gives its rollouts one at a time, so a store of
+thousands of rollouts costs the memory of one. What the loader refuses, and the limits it
+enforces, are in `tokencap.loading.files` and `tokencap.limits`.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
 from .final_responses import FinalResponses, load_final_responses
-from .store import FileSource, load_store
+from .files import (Buffer, DirectorySource, kind_of, open_regular, pread, printable, read_descriptor,
+                    zip_source)
+from .store import iter_store
 from .text import LoadError, load_text
+from .wire import TOO_DEEP
 
 ZIP_MAGIC = b"PK\x03\x04"
 
-__all__ = ["FinalResponses", "LoadError", "load_final_responses", "load_snapshots"]
+__all__ = ["FinalResponses", "LoadError", "iter_snapshots", "load_final_responses", "load_snapshots"]
+
+Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 
-def load_snapshots(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-                   name: str | None = None) -> list[TokenCaptureSnapshot]:
+def load_snapshots(source: Source, *, name: str | None = None) -> list[TokenCaptureSnapshot]:
     """Load every rollout in ``source``.
 
     A single file or bytes raises `LoadError` (a `ValueError`) naming the file, line,
@@ -29,41 +37,60 @@ def load_snapshots(source: str | os.PathLike[str] | bytes | bytearray | memoryvi
     snapshot with `load_error` set and `incomplete` true, and the others still load.
     ``name`` labels bytes in error messages (an uploaded file's name, say).
     """
+    return list(iter_snapshots(source, name=name))
+
+
+def iter_snapshots(source: Source, *, name: str | None = None,
+                   rollout_id: str | None = None) -> Iterator[TokenCaptureSnapshot]:
+    """`load_snapshots`, one rollout at a time (only ``rollout_id``'s, when given).
+
+    Everything that concerns the source as a whole -- it does not exist, is not a regular
+    file or directory, is not a readable zip, exceeds a limit, holds nothing loadable --
+    raises `LoadError` here, before the first snapshot. A single file is loaded (or
+    fails) as a whole first; a directory or zip then yields its rollouts in rollout-id
+    order, each with its own `load_error` when it is bad, and never raises.
+    """
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _load_bytes(bytes(source) if not isinstance(source, bytes) else source, name)
-    path = Path(source)
-    label = name or str(path)
-    if path.is_dir():
-        return load_store(FileSource.from_directory(path))
+        snapshots = _from_buffer(source, name, None, rollout_id)
+    else:
+        snapshots = _from_path(Path(source), name, rollout_id)
+    if isinstance(snapshots, list):
+        return iter([s for s in snapshots if rollout_id is None or s.rollout_id == rollout_id])
+    return snapshots
+
+
+def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
+    label = name or printable(str(path))
     try:
-        data = _read(path)
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise LoadError(f"{label}: no such file or directory") from None
     except OSError as exc:
         raise LoadError(f"{label}: cannot be read ({exc.strerror or exc})") from None
-    return _load_bytes(data, label)
+    if stat.S_ISDIR(mode):
+        return iter_store(DirectorySource(path), rollout_id)
+    if not stat.S_ISREG(mode):
+        # Refused before opening: a FIFO would block, /dev/zero would never end.
+        raise LoadError(f"{label}: is {kind_of(mode)}, not a regular file; tokencap reads regular files "
+                        "(snapshot JSON, entries JSONL, a zip) and capture-store directories")
+    fd = open_regular(path, label)
+    try:
+        magic = pread(fd, len(ZIP_MAGIC), 0)
+        data = None if magic == ZIP_MAGIC else read_descriptor(fd)
+    except OSError as exc:
+        raise LoadError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return _from_buffer(data, label, path, rollout_id)
 
 
-_MMAP_THRESHOLD = 8 << 20
-
-
-def _read(path: Path) -> bytes | mmap.mmap:
-    """The file's bytes; a big file is memory-mapped instead of copied (the parsers read
-    buffers, and every token array they produce is its own copy, so nothing outlives it)."""
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size < _MMAP_THRESHOLD:
-            return handle.read()
-        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _load_bytes(data: bytes | mmap.mmap, name: str | None) -> list[TokenCaptureSnapshot]:
-    if data[:4] == ZIP_MAGIC:
-        return load_store(FileSource.from_zip(bytes(data) if isinstance(data, mmap.mmap) else data,
-                                              name or "zip archive"))
+def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
+                 rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
+    if data is None or data[:4] == ZIP_MAGIC:
+        return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
     try:
         return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where
         raise LoadError(str(exc.located(name)) if name else str(exc)) from None
-    except RecursionError:
-        raise LoadError(f"{name or 'input'}: JSON nested too deeply to read (a hostile or corrupt file?)") from None
+    except RecursionError:  # defensive: the decoders' own depth errors are caught where they happen
+        raise LoadError(f"{name or 'input'}: {TOO_DEEP}") from None

@@ -10,24 +10,29 @@ The rules that matter, each with its reason:
 - An intent with neither an entry nor a refusal means a call was started and never
   captured: the rollout is incomplete, because the trajectory is missing a call.
 - One bad rollout must not hide the others: its error comes back on its own snapshot.
+- An entry that is not read (a symbolic link, a FIFO, a subdirectory, a name that is not
+  UTF-8; see `tokencap.loading.files`) is never dropped silently. When it is one of
+  rollout R's own store files, R fails to load: a skipped marker, intents or records
+  file could hide an incomplete capture, so R must not look complete. Anything else
+  skipped is named in every snapshot's ``source_notes``.
 
-A directory is read through a `FileSource` (name -> bytes), so a zip of a store is read
-the same way without ever extracting it to disk (no path escapes, bounded size).
+A directory or a zip is read through a `FileSource`, so a zip of a store is read the same
+way without ever extracting it to disk. Rollouts come out lazily, in rollout-id order:
+only one rollout's records are built at a time (a loose JSON/JSONL file is loaded whole
+when the first of its rollouts is due, its other rollouts kept until theirs are).
 """
 
 from __future__ import annotations
 
-import io
-import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import msgspec
 
-from ..records import RecordError, TokenCaptureSnapshot
-from .text import LoadError, build_snapshot, load_text, read_jsonl_records
-from .wire import decode_value
+from ..records import RecordError, TokenCaptureSnapshot, type_name
+from .files import FileSource, Skipped
+from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
+from .wire import TOO_DEEP, decode_value
 
 ENTRIES_SUFFIX = ".tokens.jsonl"
 REFUSALS_SUFFIX = ".tokens.refusals.jsonl"
@@ -36,56 +41,7 @@ STATE_SUFFIX = ".tokens.state.json"
 INCOMPLETE_SUFFIX = ".tokens.incomplete"
 _STORE_SUFFIXES = (REFUSALS_SUFFIX, STATE_SUFFIX, ENTRIES_SUFFIX, INTENTS_SUFFIX, INCOMPLETE_SUFFIX)
 
-MAX_ZIP_MEMBERS = 10_000
-MAX_ZIP_UNCOMPRESSED = 4 << 30  # a zip may not expand beyond 4 GiB (zip bombs)
-
-
-@dataclass
-class FileSource:
-    """A flat set of named files: a directory on disk or the members of a zip."""
-
-    label: str
-    names: list[str]
-    read: Callable[[str], bytes]
-
-    @classmethod
-    def from_directory(cls, path: Path) -> FileSource:
-        names = sorted(p.name for p in path.iterdir() if p.is_file() and not p.is_symlink())
-        return cls(str(path), names, lambda name: (path / name).read_bytes())
-
-    @classmethod
-    def from_zip(cls, data: bytes, label: str) -> FileSource:
-        try:
-            archive = zipfile.ZipFile(io.BytesIO(data))
-            members = [m for m in archive.infolist() if not m.is_dir()]
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            raise LoadError(f"{label}: not a readable zip archive ({exc})") from None
-        if len(members) > MAX_ZIP_MEMBERS:
-            raise LoadError(f"{label}: the zip holds {len(members)} files; at most {MAX_ZIP_MEMBERS} are read")
-        total = sum(m.file_size for m in members)
-        if total > MAX_ZIP_UNCOMPRESSED:
-            raise LoadError(f"{label}: the zip would expand to {total} bytes; the limit is {MAX_ZIP_UNCOMPRESSED}")
-        by_name: dict[str, zipfile.ZipInfo] = {}
-        for member in members:
-            # Only base names are used: nothing is extracted, so a member called
-            # "../../etc/x" is just a file named "x" here.
-            base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
-            if not base or base.startswith("."):
-                continue
-            if base in by_name:
-                raise LoadError(f"{label}: two members are named {base!r}; zip one capture-store directory at a time")
-            by_name[base] = member
-
-        def read(name: str) -> bytes:
-            member = by_name[name]
-            with archive.open(member) as handle:
-                # Read one byte past the declared size: a lying header cannot expand further.
-                blob = handle.read(member.file_size + 1)
-            if len(blob) > member.file_size:
-                raise LoadError(f"{label}: member {name!r} is larger than its header says")
-            return blob
-
-        return cls(label, sorted(by_name), read)
+_LISTED = 10  # names shown in a note before "and N more"
 
 
 @dataclass
@@ -111,14 +67,47 @@ def _classify(names: Iterable[str]) -> tuple[dict[str, _StoreRollout], list[str]
     return rollouts, loose
 
 
-def split_torn_tail(data: bytes, name: str, notes: list[str]) -> bytes:
-    """The acknowledged part of a store .jsonl: everything up to and including the last newline."""
-    cut = data.rfind(b"\n") + 1
-    torn = len(data) - cut
-    if torn:
-        notes.append(f"{name}: skipped a torn final line ({torn} bytes after the last newline were never "
-                     "acknowledged by the writer)")
-    return data[:cut]
+def _listing(items: list[str]) -> str:
+    shown = ", ".join(items[:_LISTED])
+    return shown + (f" and {len(items) - _LISTED} more" if len(items) > _LISTED else "")
+
+
+def _skip_note(label: str, skipped: list[Skipped]) -> str:
+    return (f"{label}: skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that tokencap does not "
+            f"read: {_listing([f'{s.shown} ({s.reason})' for s in skipped])}")
+
+
+def _read_state(source: FileSource, name: str) -> dict:
+    try:
+        state = decode_value(source.read(name))
+    except RecursionError:
+        raise LoadError(f"{name}: {TOO_DEEP}") from None
+    except msgspec.DecodeError as exc:
+        raise LoadError(f"{name}: not valid JSON ({exc})") from None
+    except msgspec.ValidationError as exc:
+        raise LoadError(f"{name}: a value cannot be read ({exc})") from None
+    if not isinstance(state, dict):
+        raise LoadError(f"{name}: the state file must hold a JSON object, got {type_name(state)}")
+    for key, kind, words in (("snapshot_id", str, "a string"), ("version", int, "an integer"),
+                             ("incomplete", bool, "true or false")):
+        value = state.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            raise LoadError(f"{name}: field {key!r} must be {words}, got {type_name(value)}")
+        if kind is int and value is not None and not -(1 << 63) <= value < 1 << 63:
+            raise LoadError(f"{name}: field {key!r} must fit in 64 bits")
+    return state
+
+
+def _read_intents(source: FileSource, name: str) -> list[str]:
+    intents = []
+    for _line, text in iter_lines(source.read(name)):
+        try:
+            call_id = bytes(text).decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise LoadError(f"{name}: not UTF-8 text (expected one call id per line)") from None
+        if call_id:
+            intents.append(call_id)
+    return intents
 
 
 def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCaptureSnapshot:
@@ -128,16 +117,7 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
     state: dict = {}
     if STATE_SUFFIX in files:
         name = files[STATE_SUFFIX]
-        try:
-            state = decode_value(source.read(name))
-        except msgspec.DecodeError as exc:
-            raise LoadError(f"{name}: not valid JSON ({exc})") from None
-        if not isinstance(state, dict):
-            raise LoadError(f"{name}: the state file must hold a JSON object")
-        for key, kind in (("snapshot_id", str), ("version", int), ("incomplete", bool)):
-            if key in state and state[key] is not None and (not isinstance(state[key], kind)
-                                                             or (kind is int and isinstance(state[key], bool))):
-                raise LoadError(f"{name}: field {key!r} has the wrong type ({state[key]!r})")
+        state = _read_state(source, name)
         if state.get("incomplete") is True:
             incomplete = True
             notes.append(f"{name}: the store marked this rollout incomplete")
@@ -151,34 +131,30 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
         if suffix not in files:
             continue
         name = files[suffix]
-        body = split_torn_tail(source.read(name), name, notes)
-        records = read_jsonl_records(body, name, refusals_only=is_refusal)
+        records = read_jsonl_records(source.lines(name, notes), name, refusals_only=is_refusal)
         strangers = [r for r in records.order if r != rid]
         if strangers:
             raise LoadError(f"{name}: records name rollout {strangers[0]!r}, but this file belongs to rollout {rid!r}")
         if records.order:
-            entry_raws += [(name, line, raw) for line, raw in records.entries[rid]]
-            refusal_raws += [(name, line, raw) for line, raw in records.refusals[rid]]
+            entry_raws += records.entries[rid]
+            refusal_raws += records.refusals[rid]
 
     where = files.get(ENTRIES_SUFFIX) or files.get(REFUSALS_SUFFIX) or rid
     snapshot = build_snapshot(
-        rid, [(line, raw) for _, line, raw in entry_raws], [(line, raw) for _, line, raw in refusal_raws], where,
+        rid, entry_raws, refusal_raws, where,
         snapshot_id=state.get("snapshot_id") or "", version=state.get("version") or 0,
     ) if (entry_raws or refusal_raws) else TokenCaptureSnapshot(rollout_id=rid, snapshot_id=state.get("snapshot_id") or "",
                                                                   version=state.get("version") or 0)
 
     if INTENTS_SUFFIX in files:
         name = files[INTENTS_SUFFIX]
-        try:
-            intents = [ln.strip() for ln in source.read(name).decode("utf-8").splitlines() if ln.strip()]
-        except UnicodeDecodeError:
-            raise LoadError(f"{name}: not UTF-8 text (expected one call id per line)") from None
+        intents = _read_intents(source, name)
         seen = {e.model_call_id for e in snapshot.entries} | {r.model_call_id for r in snapshot.engine_refusals}
         dangling = sorted({i for i in intents if i not in seen})
         if dangling:
             incomplete = True
             notes.append(f"{name}: {len(dangling)} dangling intent(s) with no captured entry or refusal "
-                         f"(the call was started but never captured): {', '.join(dangling)}")
+                         f"(the call was started but never captured): {_listing(dangling)}")
     return TokenCaptureSnapshot(
         rollout_id=rid, entries=snapshot.entries, engine_refusals=snapshot.engine_refusals,
         snapshot_id=snapshot.snapshot_id, version=snapshot.version, incomplete=incomplete, source_notes=notes,
@@ -200,35 +176,148 @@ def _base_name(name: str) -> str:
     return name
 
 
+@dataclass
+class _Loose:
+    """A loose JSON/JSONL file: the rollout ids it may yield, and (once loaded) what it did yield."""
+
+    name: str
+    candidates: set[str]
+    loaded: dict[str, TokenCaptureSnapshot] | None = None
+
+
+def _load_loose(source: FileSource, name: str) -> dict[str, TokenCaptureSnapshot]:
+    try:
+        return {snap.rollout_id: snap for snap in load_text(source.read(name), name)}
+    except Exception as exc:  # noqa: BLE001 -- one bad file must not hide the others
+        base = _base_name(name)
+        return {base: TokenCaptureSnapshot.failed(base, _message(exc, name))}
+
+
+def _peek(source: FileSource, name: str) -> set[str]:
+    try:
+        return peek_rollout_ids(source.read(name))
+    except Exception:  # noqa: BLE001 -- unreadable: it will fail to load, under its base name
+        return set()
+
+
+@dataclass
+class _Plan:
+    """What a store holds, worked out before any record is built."""
+
+    ids: list[str]
+    rollouts: dict[str, _StoreRollout]
+    failed: dict[str, str]
+    failed_notes: dict[str, list[str]]
+    loose_by_id: dict[str, list[_Loose]]
+    shared_notes: list[str]
+
+
+def iter_store(source: FileSource, rollout_id: str | None = None) -> Iterator[TokenCaptureSnapshot]:
+    """Every rollout of a capture store, in rollout-id order, built one at a time.
+
+    A bad rollout comes back with `load_error` set. ``rollout_id`` limits the work to that
+    rollout. Raises `LoadError` now (not on iteration) when the source holds nothing
+    loadable. Closes ``source`` when the iteration ends.
+    """
+    try:
+        plan = _plan(source)
+    except BaseException:
+        source.close()
+        raise
+    return _iterate(source, plan, rollout_id)
+
+
+def _plan(source: FileSource) -> _Plan:
+    rollouts, loose_names = _classify(source.names)
+    # What was not read: a rollout's own store file fails that rollout; a loose JSON name
+    # fails under its base name, as a loose file that cannot be read does; the rest is a
+    # note on every snapshot.
+    attributable = [s for s in source.skipped if s.attributable]
+    skipped_rollouts, skipped_loose = _classify(s.name for s in attributable)
+    claimed = {name for r in skipped_rollouts.values() for name in r.files.values()} | set(skipped_loose)
+    general = [s for s in source.skipped if not (s.attributable and s.name in claimed)]
+    shared_notes = [_skip_note(source.label, general)] if general else []
+    reasons = {s.name: s.reason for s in attributable}
+    failed: dict[str, str] = {}
+    failed_notes: dict[str, list[str]] = {}
+    for rid, rollout in skipped_rollouts.items():
+        failed_notes[rid] = [f"{n}: not read ({reasons[n]})" for n in sorted(rollout.files.values())]
+        names = sorted(rollout.files.values())
+        failed[rid] = (f"{source.label}: {_listing([f'{n} was not read ({reasons[n]})' for n in names])}; a rollout "
+                       "is loaded only when all its store files are regular files (a skipped marker, intents or "
+                       "records file could hide an incomplete capture)")
+    for name in skipped_loose:
+        failed.setdefault(_base_name(name), f"{name}: was not read ({reasons[name]})")
+        failed_notes.setdefault(_base_name(name), []).append(f"{name}: not read ({reasons[name]})")
+
+    loose_by_id: dict[str, list[_Loose]] = {}
+    for name in loose_names:
+        item = _Loose(name, _peek(source, name) | {_base_name(name)})
+        for rid in item.candidates:
+            loose_by_id.setdefault(rid, []).append(item)
+    ids = sorted(set(rollouts) | set(failed) | set(loose_by_id))
+    if not ids:
+        detail = f" ({shared_notes[0].split(': ', 1)[1]})" if shared_notes else ""
+        raise LoadError(f"{source.label}: no capture-store files and no .json/.jsonl files found{detail}")
+    return _Plan(ids, rollouts, failed, failed_notes, loose_by_id, shared_notes)
+
+
+def _iterate(source: FileSource, plan: _Plan, wanted: str | None) -> Iterator[TokenCaptureSnapshot]:
+    try:
+        for rid in plan.ids:
+            if wanted is not None and rid != wanted:
+                continue
+            snap = _one_rollout(source, plan, rid)
+            if snap is not None:
+                yield _with_notes(snap, plan.shared_notes) if plan.shared_notes else snap
+            del snap  # not held while the next rollout loads
+        # Defensive: the peek promises a superset of each file's rollout ids, so nothing is
+        # left here; if it ever were, it comes out late rather than being dropped.
+        leftovers = {id(item): item for items in plan.loose_by_id.values() for item in items if item.loaded}
+        for item in leftovers.values():
+            for rid, snap in sorted(item.loaded.items()):  # type: ignore[union-attr]
+                if wanted is None or rid == wanted:
+                    yield _with_notes(snap, plan.shared_notes) if plan.shared_notes else snap
+    finally:
+        source.close()
+
+
+def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnapshot | None:
+    origins: list[str] = []
+    found: list[TokenCaptureSnapshot | None] = []
+    if rid in plan.rollouts or rid in plan.failed:
+        origins.append(f"{rid}.tokens.*")
+        found.append(None)  # built below, only when it is the one source
+    for item in plan.loose_by_id.get(rid, ()):
+        # Loaded when its first candidate id is due: every rollout it yields comes at or after it.
+        if item.loaded is None:
+            item.loaded = _load_loose(source, item.name)
+        snap = item.loaded.pop(rid, None)
+        if snap is not None:
+            origins.append(item.name)
+            found.append(snap)
+    if not found:
+        return None
+    if len(found) > 1:
+        return TokenCaptureSnapshot.failed(
+            rid, f"{source.label}: rollout {rid!r} comes from several sources ({', '.join(origins)}); keep one of them")
+    if found[0] is not None:
+        return found[0]
+    if rid in plan.failed:
+        return TokenCaptureSnapshot.failed(rid, plan.failed[rid], plan.failed_notes.get(rid, ()))
+    try:
+        return _load_store_rollout(source, plan.rollouts[rid])
+    except Exception as exc:  # noqa: BLE001 -- one bad rollout must not hide the others
+        return TokenCaptureSnapshot.failed(rid, _message(exc))
+
+
+def _with_notes(snap: TokenCaptureSnapshot, notes: list[str]) -> TokenCaptureSnapshot:
+    return TokenCaptureSnapshot(
+        rollout_id=snap.rollout_id, snapshot_id=snap.snapshot_id, version=snap.version, incomplete=snap.incomplete,
+        entries=snap.entries, engine_refusals=snap.engine_refusals, source_notes=[*snap.source_notes, *notes],
+        load_error=snap.load_error)
+
+
 def load_store(source: FileSource) -> list[TokenCaptureSnapshot]:
     """Every rollout of a capture-store directory; a bad one comes back with `load_error` set."""
-    rollouts, loose = _classify(source.names)
-    found: dict[str, list[tuple[str, TokenCaptureSnapshot]]] = {}
-
-    def add(origin: str, snap: TokenCaptureSnapshot) -> None:
-        found.setdefault(snap.rollout_id, []).append((origin, snap))
-
-    for rid, rollout in sorted(rollouts.items()):
-        origin = f"{rid}.tokens.*"
-        try:
-            add(origin, _load_store_rollout(source, rollout))
-        except Exception as exc:  # noqa: BLE001 -- one bad rollout must not hide the others
-            add(origin, TokenCaptureSnapshot.failed(rid, _message(exc)))
-    for name in loose:
-        try:
-            for snap in load_text(source.read(name), name):
-                add(name, snap)
-        except Exception as exc:  # noqa: BLE001
-            add(name, TokenCaptureSnapshot.failed(_base_name(name), _message(exc, name)))
-    out = []
-    for rid in sorted(found):
-        sources = found[rid]
-        if len(sources) == 1:
-            out.append(sources[0][1])
-        else:
-            origins = ", ".join(origin for origin, _ in sources)
-            out.append(TokenCaptureSnapshot.failed(
-                rid, f"{source.label}: rollout {rid!r} comes from several sources ({origins}); keep one of them"))
-    if not out:
-        raise LoadError(f"{source.label}: no capture-store files and no .json/.jsonl files found")
-    return out
+    return list(iter_store(source))

@@ -8,15 +8,16 @@ wrong -- the things a user needs to find and fix the record.
 
 from __future__ import annotations
 
+import mmap
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry
-from .wire import RecordDecoder, decode_field, decode_raw_object, decode_value
+from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
+from .wire import TOO_DEEP, RecordDecoder, decode_field, decode_raw_object, decode_value
 
 
 class LoadError(ValueError):
@@ -45,7 +46,8 @@ def _where(name: str | None, detail: str | None = None) -> str:
 
 
 def _line_of(data: bytes | memoryview, byte_offset: int) -> int:
-    return bytes(memoryview(data)[:byte_offset]).count(b"\n") + 1
+    view = memoryview(data)
+    return _count_newlines(view, 0, min(byte_offset, len(view)))[0] + 1
 
 
 def _json_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str:
@@ -75,6 +77,8 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
         raise LoadError(f"{_where(name)}: the input is empty; expected a snapshot JSON object or JSON lines")
     try:
         wire = _decode_snapshot(data)
+    except RecursionError:
+        raise LoadError(f"{_where(name)}: {TOO_DEEP}") from None
     except msgspec.ValidationError as exc:
         if "$.entries" in str(exc):
             raise LoadError(f"{_where(name)}: snapshot JSON: {_json_problem(exc, data)}; 'entries' must be a list "
@@ -87,19 +91,71 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
     return load_jsonl(data, name)
 
 
+def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
+    """The rollout ids `load_text` would return for ``data`` if it loads -- without building a record.
+
+    Detection is the same as `load_text`'s; only the ``rollout_id`` fields are read. On
+    success `load_text`'s rollout ids are always a subset of these; on input it cannot
+    load the answer does not matter (the caller names a failed file by its base name).
+    A directory uses this to load its loose files lazily, in rollout order.
+    """
+    ids: set[str] = set()
+
+    def add(raw: Raw | UnsetType | None) -> None:
+        if raw is not None and raw is not UNSET:
+            try:
+                value = decode_value(raw)
+            except (msgspec.MsgspecError, RecursionError):
+                return
+            if isinstance(value, str):
+                ids.add(value)
+
+    if is_blank(data):
+        return ids
+    try:
+        wire = _decode_snapshot(data)
+    except (msgspec.MsgspecError, RecursionError):
+        wire = None
+    if wire is not None and wire.entries is not UNSET:
+        add(wire.rollout_id)
+        for raw in wire.entries:  # type: ignore[union-attr]
+            add(raw.get("rollout_id"))
+        if wire.engine_refusals is not UNSET:
+            try:
+                refusals = decode_value(wire.engine_refusals)
+            except (msgspec.MsgspecError, RecursionError):
+                refusals = None
+            for item in refusals if isinstance(refusals, list) else ():
+                if isinstance(item, dict) and isinstance(item.get("rollout_id"), str):
+                    ids.add(item["rollout_id"])
+        return ids
+    for _line, chunk in iter_lines(data):
+        try:
+            add(decode_raw_object(chunk).get("rollout_id"))
+        except (msgspec.MsgspecError, RecursionError):
+            break  # load_text fails on this line: the file will not load
+    return ids
+
+
+_KIND_WORDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list"}
+
+
 def _decode_optional(raw: Raw | UnsetType, default, kind: type | tuple, label: str, where: str):
     if raw is UNSET:
         return default
     try:
         value = decode_value(raw)
+    except RecursionError:
+        raise LoadError(f"{where}: snapshot field {label!r}: {TOO_DEEP}") from None
     except msgspec.MsgspecError as exc:
         raise LoadError(f"{where}: snapshot field {label!r} cannot be read: {str(exc).split(' - at ')[0]}") from None
     if value is None and default is None:
         return None
-    if isinstance(value, bool) and kind is not bool:
-        value = object()  # booleans are not ints or strings here
-    if not isinstance(value, kind):
-        raise LoadError(f"{where}: snapshot field {label!r} has the wrong type ({value!r})")
+    # A boolean is never an int or a string here (Python's bool is an int subclass).
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise LoadError(f"{where}: snapshot field {label!r} must be {_KIND_WORDS[kind]}, got {type_name(value)}")
+    if kind is int and not -(1 << 63) <= value < 1 << 63:
+        raise LoadError(f"{where}: snapshot field {label!r} is {shown(value)}; it must fit in 64 bits")
     return value
 
 
@@ -173,32 +229,97 @@ class JsonlRecords:
         (self.refusals if is_refusal else self.entries)[rollout_id].append((line, raw))
 
 
-def iter_lines(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
-    """Non-blank lines as zero-copy views, with 1-based line numbers."""
-    view = memoryview(data)
-    raw = view.tobytes() if isinstance(data, memoryview) else data  # bytes and mmap both have find()
-    pos, line, n = 0, 1, len(raw)
+_NEWLINE = re.compile(rb"\n")
+_BLOCK = 1 << 20
+
+
+def _count_newlines(view: memoryview, start: int, end: int) -> tuple[int, int]:
+    """(newlines in ``view[start:end]``, offset of the last one or -1), a block at a time."""
+    count, last = 0, -1
+    for lo in range(start, end, _BLOCK):
+        block = bytes(view[lo: min(end, lo + _BLOCK)])
+        found = block.count(b"\n")
+        if found:
+            count += found
+            last = lo + block.rfind(b"\n")
+    return count, last
+
+
+def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int = 1
+               ) -> Iterator[tuple[int, memoryview]]:
+    """Non-blank lines as zero-copy views, with 1-based line numbers.
+
+    Blank stretches are crossed by one regex search and counted with ``bytes.count`` (C
+    speed, a block at a time), never by a Python step per line: a flood of blank lines
+    costs what reading it costs.
+    """
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    n, pos, line = len(view), 0, first_line
     while pos < n:
-        end = raw.find(b"\n", pos)
-        if end == -1:
-            end = n
-        chunk = view[pos:end]
-        if raw[pos:end].strip():
-            yield line, chunk
+        found = _NON_BLANK.search(view, pos)
+        if found is None:
+            return
+        first = found.start()
+        skipped, last = _count_newlines(view, pos, first)
+        line += skipped
+        start = last + 1 if last >= 0 else pos
+        newline = _NEWLINE.search(view, first)
+        end = newline.start() if newline is not None else n
+        yield line, view[start:end]
         pos, line = end + 1, line + 1
 
 
-def read_jsonl_records(data: bytes | memoryview, where: str, *, refusals_only: bool = False) -> JsonlRecords:
-    return read_jsonl_lines(iter_lines(data), where, refusals_only=refusals_only)
+def iter_stream_lines(chunks: Iterable[bytes], on_torn: Callable[[int], None]) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a text that arrives in chunks, each line its own bytes object.
+
+    Only complete lines (ended by a newline) are yielded: the bytes after the last newline
+    are reported to ``on_torn`` (their count) and dropped -- a store's unacknowledged
+    tail. A blank stretch is never held in memory; a line with content is held until its
+    newline arrives.
+    """
+    line = 1
+    pending: list[bytes] = []  # the unfinished line, once it has a non-blank byte
+    pending_blank = 0  # bytes of the unfinished line that were blank (not kept)
+    for chunk in chunks:
+        first = chunk.find(b"\n")
+        if first < 0:
+            if pending or _NON_BLANK.search(chunk):
+                pending.append(chunk)
+            else:
+                pending_blank += len(chunk)
+            continue
+        head = chunk[:first]
+        if pending:
+            pending.append(head)
+            yield line, b"".join(pending)
+        elif _NON_BLANK.search(head):
+            yield line, head
+        line += 1
+        cut = chunk.rfind(b"\n")
+        if cut > first:
+            body = memoryview(chunk)[first + 1: cut + 1]
+            for number, text in iter_lines(body, line):
+                yield number, bytes(text)  # its own copy: the chunk is not kept alive
+            line += chunk.count(b"\n", first + 1, cut + 1)
+        tail = chunk[cut + 1:]
+        pending, pending_blank = ([tail], 0) if _NON_BLANK.search(tail) else ([], len(tail))
+    torn = pending_blank + sum(len(piece) for piece in pending)
+    if torn:
+        on_torn(torn)
 
 
-def read_jsonl_lines(lines: Iterable[tuple[int, bytes | memoryview]], where: str, *,
-                     refusals_only: bool = False) -> JsonlRecords:
-    """Group (line number, line text) pairs by rollout; a run scan feeds one rollout's lines of a big file."""
+def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int, bytes | memoryview]], where: str,
+                       *, refusals_only: bool = False) -> JsonlRecords:
+    """Group the records of a JSONL text (a buffer, or its numbered non-blank lines) by rollout."""
     out = JsonlRecords()
+    lines = iter_lines(data) if isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)) else data
     for line, chunk in lines:
         try:
             raw = decode_raw_object(chunk)
+        except RecursionError:
+            raise LoadError(f"{where}, line {line}: {TOO_DEEP}") from None
         except msgspec.ValidationError:
             raise LoadError(f"{where}, line {line}: expected one JSON object per line") from None
         except msgspec.DecodeError as exc:

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import simdjson
 
+from ..limits import MAX_CARRIED_DEPTH
 from ..records import EngineRefusalRecord, RecordError, TokenEntry
 from ..tokens import TOKEN_DTYPE, SequenceArena
 
@@ -30,6 +31,10 @@ LOGPROB_FIELD = "generation_log_probs"
 _WHITESPACE = b" \t\r\n"
 
 RawRecord = Mapping[str, msgspec.Raw]
+
+TOO_DEEP = f"JSON nested too deeply to read (a carried field may nest at most {MAX_CARRIED_DEPTH} levels)"
+"""The message for JSON so deep the decoder itself gives up (hundreds of levels): the same
+rule as a carried field's depth limit, said the same way wherever it is hit."""
 
 _decode_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_any = msgspec.json.Decoder().decode
@@ -49,7 +54,7 @@ def decode_field(record: RawRecord, name: str) -> Any:
     RecordError naming the call and the field."""
     try:
         return _decode_any(record[name])
-    except msgspec.MsgspecError as exc:
+    except (msgspec.MsgspecError, RecursionError) as exc:
         call_id = None
         if name != "model_call_id" and "model_call_id" in record:
             try:
@@ -57,6 +62,8 @@ def decode_field(record: RawRecord, name: str) -> Any:
                 call_id = value if isinstance(value, str) else None
             except msgspec.MsgspecError:
                 pass
+        if isinstance(exc, RecursionError):
+            raise RecordError(TOO_DEEP, call_id=call_id, field=name) from None
         problem = str(exc).split(" - at ")[0]
         raise RecordError(f"the value cannot be read: {problem}", call_id=call_id, field=name) from None
 

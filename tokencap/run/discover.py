@@ -29,6 +29,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from ..loading.files import kind_of
 from ..loading.store import _STORE_SUFFIXES
 
 STORE_LABEL = ".tokens.*"
@@ -54,6 +55,7 @@ class RolloutUnit:
     size: int = 0
     mtime: float = 0.0
     error: str | None = None
+    skipped: tuple[tuple[str, str], ...] = ()  # (name, reason): this store prefix's entries that are not read
 
     @property
     def sort_key(self) -> tuple[str, str]:
@@ -154,17 +156,26 @@ def readable(name: str) -> str:
         return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
+def _store_prefix(name: str) -> str | None:
+    for suffix in _STORE_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
 def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, float]],
-                        keep: callable) -> Iterator[RolloutUnit]:
-    """The units of one directory's regular files (name, size, mtime)."""
-    stores: dict[str, list[tuple[str, int, float]]] = {}
+                        keep: callable, not_read: dict[str, list[tuple[str, str]]]) -> Iterator[RolloutUnit]:
+    """The units of one directory's regular files (name, size, mtime). ``not_read`` holds,
+    per store prefix, its entries that are not regular files: that rollout then fails to
+    load, as it does in `tokencap build` (a skipped marker or intents file could hide an
+    incomplete capture)."""
+    stores: dict[str, list[tuple[str, int, float]]] = {prefix: [] for prefix in not_read}
     for name, size, mtime in names:
         if name.endswith(".lock") or name.startswith("."):
             continue  # a writer's lock files and hidden files carry no records
-        for suffix in _STORE_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                stores.setdefault(name[: -len(suffix)], []).append((name, size, mtime))
-                break
+        prefix = _store_prefix(name)
+        if prefix is not None:
+            stores.setdefault(prefix, []).append((name, size, mtime))
         else:
             if name.endswith((".json", ".jsonl")):
                 source = f"{rel}{readable(name)}"
@@ -178,7 +189,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
         label = readable(prefix)
         source = f"{rel}{label}{STORE_LABEL}"
         size = sum(f[1] for f in files)
-        mtime = max(f[2] for f in files)
+        mtime = max((f[2] for f in files), default=0.0)
         kind = "store" if keep(source, size, mtime) else "reused"
         names_ = tuple(sorted(f[0] for f in files))
         if label != prefix:
@@ -188,7 +199,8 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                               error=f"{rel}{label}{STORE_LABEL}: the file name is not valid UTF-8, so it cannot "
                                     "name a rollout; rename the files to the rollout id")
             continue
-        yield RolloutUnit(source, kind, directory, names_, prefix, size=size, mtime=mtime)
+        yield RolloutUnit(source, kind, directory, names_, prefix, size=size, mtime=mtime,
+                          skipped=tuple(sorted(not_read.get(prefix, ()))))
 
 
 def discover(source: str | os.PathLike[str], keep: callable = lambda source, size, mtime: True,
@@ -218,18 +230,24 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
                            if os.path.islink(os.path.join(directory, d)))  # os.walk never follows these
             subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             entries = []
+            not_read: dict[str, list[tuple[str, str]]] = {}
             for name in files:
                 path = os.path.join(directory, name)
                 try:
                     fst = os.lstat(path)
-                except OSError:
-                    continue
-                if not _is_regular(fst.st_mode):
+                except OSError as exc:
+                    reason = f"it cannot be examined ({exc.strerror or exc})"
+                else:
+                    if _is_regular(fst.st_mode):
+                        entries.append((name, fst.st_size, fst.st_mtime))
+                        continue
                     # Symlinks could leave the run (or loop); pipes and devices block or never end.
-                    skipped.append(f"{rel}{readable(name)}")
-                    continue
-                entries.append((name, fst.st_size, fst.st_mtime))
-            units.extend(_units_in_directory(directory, rel, entries, keep))
+                    reason = f"it is {kind_of(fst.st_mode)}, not a regular file"
+                skipped.append(f"{rel}{readable(name)}")
+                prefix = _store_prefix(name)
+                if prefix is not None and readable(prefix) == prefix:
+                    not_read.setdefault(prefix, []).append((name, reason))
+            units.extend(_units_in_directory(directory, rel, entries, keep, not_read))
     elif _is_regular(st.st_mode):
         directory, name = os.path.split(os.path.abspath(root))
         label = readable(name)

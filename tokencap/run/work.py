@@ -13,12 +13,14 @@ import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..export import write_summary
 from ..loading import LoadError, load_snapshots
-from ..loading.store import FileSource, load_store
-from ..loading.text import read_jsonl_lines, snapshots_from_records
+from ..loading.files import DirectorySource, FileSource, Skipped
+from ..loading.store import load_store
+from ..loading.text import read_jsonl_records, snapshots_from_records
 from ..records import RecordError, TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
 from .discover import RolloutUnit, readable, spans_of
@@ -55,10 +57,7 @@ def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
         if unit.kind == "failed":
             return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(label), unit.error or "")]
         if unit.kind == "store":
-            directory = unit.directory
-            source = FileSource(directory, list(unit.names),
-                                lambda n: _read_regular(os.path.join(directory, n)))
-            snapshots = load_store(source)
+            snapshots = load_store(_UnitSource(unit))
         elif unit.kind == "jsonl":
             snapshots = _load_jsonl_rollout(unit, name, label)
         else:
@@ -68,9 +67,16 @@ def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
     return sorted(snapshots, key=lambda s: s.rollout_id)
 
 
-def _read_regular(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+class _UnitSource(DirectorySource):
+    """One store prefix's files of a directory, read like `tokencap build DIR` reads them,
+    without listing the directory again (a run's directory may hold a million files)."""
+
+    def __init__(self, unit: RolloutUnit) -> None:
+        skipped = [Skipped(name, reason) for name, reason in unit.skipped]
+        # Labelled by the directory's own name, not its absolute path: the table must not
+        # depend on where the run happens to be mounted.
+        FileSource.__init__(self, readable(os.path.basename(unit.directory)), sorted(unit.names), skipped)
+        self.path = Path(unit.directory)
 
 
 def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenCaptureSnapshot]:
@@ -82,7 +88,7 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
         if spans.size and int((spans[:, 0] + spans[:, 1]).max()) > len(data):
             raise LoadError(f"{label}: the file shrank while the run was being scanned; scan again")
         lines = ((int(line), data[int(start):int(start + length)]) for start, length, line in spans)
-        records = read_jsonl_lines(lines, label)
+        records = read_jsonl_records(lines, label)
         return snapshots_from_records(records, label)
     finally:
         data.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..loading import load_snapshots
+from ..loading.files import kind_of, open_regular, read_regular
 from ..records import TokenCaptureSnapshot
 
 UPLOAD_TYPES = ("json", "jsonl", "zip")
@@ -95,7 +97,12 @@ def source_from_path(path: str | os.PathLike[str]) -> Source:
         size = 0
         for f in _directory_files(p):
             digest.update(str(f.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
-            with open(f, "rb") as handle:
+            mode = os.lstat(f).st_mode
+            if not stat.S_ISREG(mode):
+                # Never opened: a FIFO would block the app (the loader skips and notes it).
+                digest.update(kind_of(mode).encode() + b"\0")
+                continue
+            with os.fdopen(open_regular(f, str(f), follow_symlinks=False), "rb") as handle:
                 while chunk := handle.read(_HASH_CHUNK):
                     digest.update(chunk)
                     size += len(chunk)
@@ -103,7 +110,7 @@ def source_from_path(path: str | os.PathLike[str]) -> Source:
         return Source(name=p.name or str(p), key=digest.hexdigest(), size=size, path=str(p))
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
-    data = p.read_bytes()
+    data = bytes(read_regular(p, str(p)))  # a FIFO or a device is refused (LoadError), never read
     return Source(name=p.name, key=content_key(data), size=len(data), path=str(p), data=data)
 
 
@@ -111,7 +118,7 @@ def path_signature(path: str | os.PathLike[str]) -> tuple[Any, ...]:
     """A cheap fingerprint (names, sizes, modification times) to decide when to re-hash a path."""
     p = Path(path)
     if p.is_dir():
-        return (str(p.resolve()), tuple((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns)
+        return (str(p.resolve()), tuple((str(f.relative_to(p)), f.lstat().st_size, f.lstat().st_mtime_ns)
                                         for f in _directory_files(p)))
     if p.exists():
         st = p.stat()
