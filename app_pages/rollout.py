@@ -1,7 +1,13 @@
 """The Rollout page: one rollout's call tree, loss mask, verdicts and export.
 
 Run through `app.py` (the navigation entry point). This file only lays out widgets and
-keeps session state. Every fact and decision on the
+keeps session state.
+
+Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
+``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
+uploaded file; the contract is in ``app_pages/run.py``) makes that rollout's file the
+source, below uploads and above the command-line path; the rollout is selected once per
+``seq``, and "Back to the run" returns to the Run page with its filters. Every fact and decision on the
 page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
 without Streamlit. Text from the capture is shown with plain-text elements, or escaped
 (`md_escape`) where it must sit in a heading or message; nothing renders HTML.
@@ -26,6 +32,7 @@ from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
+RUN_PAGE = "app_pages/run.py"
 TABS = ["Call tree", "Loss mask", "Verdicts", "Export"]
 BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
@@ -96,6 +103,35 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
 # --------------------------------------------------------------------------- sidebar: sources and rollout
 
 
+def run_request() -> dict[str, Any] | None:
+    """The Run page's request to open a rollout (see the module docstring), if any."""
+    request = STATE.get("open_rollout")
+    return request if isinstance(request, dict) and request.get("rollout_id") is not None else None
+
+
+def _close_run_rollout() -> None:
+    STATE.pop("open_rollout", None)
+
+
+def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
+    """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
+    st.sidebar.markdown("**Opened from the run**")
+    st.sidebar.code(str(request.get("source")), language=None, wrap_lines=True)
+    st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
+                      help="Back to the samples (or the command-line file) on this page.")
+    memo = STATE.get("open_rollout_source")
+    if memo is not None and memo[0] == request.get("seq"):
+        source = memo[1]
+    else:
+        try:
+            source = src.source_for_run_rollout(request)
+        except (OSError, ValueError) as exc:
+            return [], str(request.get("source")), str(exc)
+        STATE["open_rollout_source"] = (request.get("seq"), source)
+    label = source.path if source.path and source.names else source.path or source.name
+    return [source], label, None
+
+
 def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     """The sources to show, a label of where they came from, and an error about the CLI path."""
     st.sidebar.title(":material/account_tree: tokencap")
@@ -108,6 +144,10 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         st.sidebar.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
                            "Remove them to go back.")
         return uploaded, "uploaded files", None
+
+    request = run_request()
+    if request is not None:
+        return opened_from_run(request)
 
     path = cli_argument()
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
@@ -567,6 +607,14 @@ def main() -> None:
         return
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
+    request = run_request()
+    if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
+        STATE["open_rollout_selected"] = request.get("seq")
+        wanted = next((r for r in refs if r.rollout_id == request["rollout_id"]), None)
+        if wanted is not None:
+            STATE["rollout"] = wanted.key
+        else:
+            st.warning(f"{md_escape(request['rollout_id'])} is not in {md_escape(request.get('source'))} any more.")
     ref = sidebar_rollout(refs, by_key, several_sources)
     rk = ref.key
     ls = by_key[ref.source_key]
@@ -576,6 +624,9 @@ def main() -> None:
         anchor = None
     view = rollout_view(ref.source_key, ref.index, anchor, ls) if anchor is not None else base
 
+    if request is not None:
+        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
+                     query_params=request.get("back_params") or None)
     show_banner(view, ref)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
@@ -592,7 +643,7 @@ def main() -> None:
                 all_views = [rollout_view(r.source_key, r.index, STATE["anchors"].get(r.key), by_key[r.source_key])
                              for r in refs]
                 label = ref.source_name if source_label == "uploaded files" else source_label
-                several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
+                several = sum(1 for r in refs if r.source_key == ref.source_key) > 1 or bool(ls.source.names)
                 show_export_tab(base, view, rk, ref, label, all_views, several)
 
 
