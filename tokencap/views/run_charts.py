@@ -28,8 +28,14 @@ BAR = {
     "calls": style.MAIN,
     "link": style.AFTER_TERMINAL,
 }
-STATUS_BAR = {"completed": style.MAIN, "max_output_tokens": style.QUARANTINED, "content_filter": style.REFUSAL,
-              "incomplete": style.AFTER_TERMINAL, "no response": style.EXCLUDED}
+KEY_BAR = {
+    "statuses": {"completed": style.MAIN, "max_output_tokens": style.QUARANTINED, "content_filter": style.REFUSAL,
+                 "incomplete": style.AFTER_TERMINAL, "no response": style.EXCLUDED},
+    "refusal": {"none": style.EXCLUDED, "other": style.REFUSAL_SOFT, "context": style.QUARANTINED,
+                "ended": style.REFUSAL},
+    "link": {"parent_call_id_missing_recovered": style.RECOVERED},
+}
+"""Bars whose key has a meaning of its own (a recovered link is proven, not a failure)."""
 FADED = "#e2e8f0"
 HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link"})
 ROWS = (("reasons", "statuses"), ("delivered", "calls"), ("link", "refusal"))
@@ -42,7 +48,7 @@ CONFIG = {"displayModeBar": False}
 def _colors(bars: Bars, active: tuple[str, ...]) -> list[str]:
     out = []
     for key in bars.keys:
-        base = STATUS_BAR.get(key, style.MAIN) if bars.dimension == "statuses" else BAR.get(bars.dimension, style.MAIN)
+        base = KEY_BAR.get(bars.dimension, {}).get(key) or BAR.get(bars.dimension, style.MAIN)
         out.append(base if not active or key in active else FADED)
     return out
 

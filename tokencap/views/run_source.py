@@ -285,7 +285,7 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
     if upload.is_table:
         return f"{upload.name} is a table; upload the rollout's own file (JSON, JSONL or a zip of store files)"
     try:
-        ids = [s.rollout_id for s in load_snapshots(upload.data, name=upload.name)]
+        ids = sorted(s.rollout_id for s in load_snapshots(upload.data, name=upload.name))
     except ValueError as exc:
         return " ".join(str(exc).split())
     if rollout_id in ids:
