@@ -147,7 +147,7 @@ def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
         try:
             table = rs.table_of_parquet(tables[0])
         except ScanTableError as exc:
-            return LoadedRun(None, None, error=f"{exc}. Upload a table written by `tokencap scan RUN -o RESULT.parquet`.")
+            return LoadedRun(None, None, error=f"{exc}. Upload a table written by: tokencap scan RUN -o RESULT.parquet")
     else:
         bar, update = _progress_bar("Scanning the uploaded files")
         table = rs.table_of_uploads(uploads, progress=update)
