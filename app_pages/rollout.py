@@ -150,6 +150,8 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         return opened_from_run(request)
 
     path = cli_argument()
+    if path is not None and path.lower().endswith(".parquet"):
+        path = None  # a run's scan table: the Run page reads it, there is no rollout in it
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
         st.sidebar.markdown("**Source**")
         st.sidebar.code(path, language=None, wrap_lines=True)

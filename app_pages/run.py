@@ -9,7 +9,8 @@ Where the run comes from (sidebar), first match wins:
    SPEC 11), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
 2. the path given on the command line (``streamlit run app.py -- RUN_DIR``,
-   ``tokencap app RUN_DIR``), scanned with a progress bar;
+   ``tokencap app RUN_DIR``), scanned with a progress bar -- or, for a ``.parquet``
+   file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
 A scan is cached for the whole server per (absolute path, fingerprint of its files); the
 fingerprint is taken once per session and path ("Rescan" takes it again), so a rerun
@@ -50,7 +51,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from tokencap.run import DiscoveryError, ScanTableError, default_workers, scan_table
+from tokencap.run import DiscoveryError, ScanTableError, default_workers, read_scan, scan_table
 from tokencap.views import run_charts as rc
 from tokencap.views import run_data as rd
 from tokencap.views import run_source as rs
@@ -133,6 +134,20 @@ def load_path(path: str, fp: rs.Fingerprint) -> LoadedRun:
     return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
 
 
+def load_table_file(path: str, fp: rs.Fingerprint) -> LoadedRun:
+    """A scan table named on the command line (``tokencap app RESULT.parquet``)."""
+    key = ("table", path, fp.signature)
+    run = _cached(key)
+    if run is not None:
+        return run
+    start = time.perf_counter()
+    try:
+        table = read_scan(path)
+    except ScanTableError as exc:
+        return LoadedRun(None, None, error=f"{exc}. Give a table written by: tokencap scan RUN -o RESULT.parquet")
+    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
+
+
 def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
     key = ("upload", rs.uploads_key(uploads))
     run = _cached(key)
@@ -192,11 +207,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
         st.sidebar.button("Close the upload", icon=":material/close:", on_click=_forget_uploads, key="run_close_upload")
         loaded = load_uploads(uploads)
         if any(u.is_table for u in uploads):
-            root = st.sidebar.text_input(
-                "Run directory on this machine (optional)", key="run_root",
-                help="Where the table's source paths start, to open its rollouts. "
-                     "Default: the directory given on the command line.")
-            roots = tuple(r for r in (root.strip() if root else "", cli if cli and Path(cli).is_dir() else "") if r)
+            roots = _run_root_input() + ((cli,) if cli and Path(cli).is_dir() else ())
             label = next(u.name for u in uploads if u.is_table)
             return rs.RunOrigin("parquet", label, roots=roots, uploads=uploads), loaded
         return rs.RunOrigin("upload", names, uploads=uploads), loaded
@@ -213,9 +224,18 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
         st.sidebar.caption(f"{fp.files:,} file{'s' if fp.files != 1 else ''}, {fmt_bytes(fp.size)}")
     st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key="run_rescan",
                       help="Scan again (files added or changed since this session first scanned the run).")
-    kind = "directory" if Path(path).is_dir() else "file"
     label = path if cli else f"sample run ({sample.relative_to(APP_DIR)})"
+    if path.lower().endswith(".parquet") and Path(path).is_file():
+        return rs.RunOrigin("parquet", label, roots=_run_root_input()), load_table_file(path, fp)
+    kind = "directory" if Path(path).is_dir() else "file"
     return rs.RunOrigin(kind, label, root=path), load_path(path, fp)
+
+
+def _run_root_input() -> tuple[str, ...]:
+    root = st.sidebar.text_input(
+        "Run directory on this machine (optional)", key="run_root",
+        help="Where the table's source paths start (the SOURCE it was scanned from), to open its rollouts.")
+    return (root.strip(),) if root and root.strip() else ()
 
 
 # --------------------------------------------------------------------------- filters

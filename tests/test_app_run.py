@@ -288,6 +288,26 @@ def test_a_directory_argument_is_scanned_with_progress_once(monkeypatch, tmp_pat
     assert len(calls) == 2 and shown_count(at) == (want.num_rows + 1, want.num_rows + 1)
 
 
+def test_a_scan_table_argument_opens_the_run_page_on_it(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    table = scan_table(run, workers=1)
+    path = tmp_path / "result.parquet"
+    path.write_bytes(parquet_of(table))
+    at = run_app(monkeypatch, str(path))
+    assert headings(at)[0] == f"## Run · {escaped(str(path.resolve()))}"
+    assert shown_count(at) == (table.num_rows, table.num_rows)
+    position = run_table(at).value["rollout"].tolist().index("length-stop")
+    select_row(at, position)  # its rollouts are not here until the run's directory is named
+    assert any("table came without its run" in w.value for w in at.warning)
+    at.text_input(key="run_root").set_value(str(run))
+    rerun(at)  # the row still selected opens as soon as its file is found
+    assert headings(at) == ["## length\\-stop"]
+    # On its own, the Rollout page does not try to read the table as a rollout: the samples.
+    at.button(key="close_run_rollout").click()
+    rerun(at)
+    assert not [e for e in at.error if "Could not" in e.value] and at.selectbox(key="scenario")
+
+
 def test_a_file_argument_opens_the_rollout_page(monkeypatch):
     at = run_app(monkeypatch, str(SAMPLES / "length_stop.json"))
     assert headings(at) == ["## length\\-stop"]
@@ -341,7 +361,7 @@ def test_a_row_of_a_table_uploaded_alone_says_its_file_is_missing_and_takes_an_u
     position = ids.index("subagent-branch")
     select_row(at, position)
     warning = next(w.value for w in at.warning if "Cannot open" in w.value)
-    assert "uploaded without its run" in warning and escaped("files/subagent_branch.json") in warning
+    assert "table came without its run" in warning and escaped("files/subagent_branch.json") in warning
     assert "upload subagent\\_branch\\.json itself" in warning
     uploader = next(u for u in at.file_uploader if u.key.startswith("run_missing_upload:"))
     # The wrong file is refused with what it holds ...

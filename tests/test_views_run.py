@@ -425,7 +425,7 @@ def test_rows_of_a_table_uploaded_alone_are_found_among_uploaded_files_or_not_at
 def test_the_missing_source_message_says_what_to_upload():
     alone = rs.RunOrigin("parquet", "run.parquet")
     store = rs.missing_message(alone, "shard-1/r7.tokens.*")
-    assert "uploaded without its run" in store and "shard-1/r7.tokens.*" in store
+    assert "table came without its run" in store and "shard-1/r7.tokens.*" in store
     assert "zip its files (r7.tokens.jsonl" in store and "on this machine (no run directory is known)" in store
     single = rs.missing_message(rs.RunOrigin("parquet", "t", roots=("/data/run",)), "a/b/r.jsonl")
     assert "upload r.jsonl itself" in single and "under /data/run" in single

@@ -275,7 +275,7 @@ def missing_message(origin: RunOrigin, source: str) -> str:
                 f"{stem}.tokens.state.json, …) and upload the zip")
     else:
         what = f"upload {source.rsplit('/', 1)[-1]} itself"
-    return (f"This table was uploaded without its run, and the file it names for this rollout, {source}, "
+    return (f"This table came without its run, and the file it names for this rollout, {source}, "
             f"was not found {where} nor among the uploaded files. To open the rollout, {what}, "
             "or name the run's directory on this machine.")
 
