@@ -62,7 +62,8 @@ ROLLOUT_PAGE = "app_pages/rollout.py"
 CACHED_RUNS = 6
 
 STATE = st.session_state
-for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0)):
+for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0),
+                        ("run_chart_nonce", {})):
     if _name not in STATE:
         STATE[_name] = _default
 
@@ -296,12 +297,16 @@ def _show_filter_in_widgets(flt: rd.RunFilter) -> None:
             STATE[key] = value
 
 
-def _chart_clicked(chart_key: str) -> None:
+def _chart_clicked(chart_key: str, dimension: str) -> None:
     event = STATE.get(chart_key)
     hit = rc.clicked(event.get("selection") if event is not None else None)
+    # The clicked chart is drawn anew (a new key), so its selection never lingers and the
+    # next click on any of its bars is a fresh event; the other charts keep their keys and
+    # are updated in place, which is much cheaper in the browser than a new chart.
+    STATE["run_chart_nonce"][dimension] = STATE["run_chart_nonce"].get(dimension, 0) + 1
     if hit is not None:
-        dimension, key = hit
-        _set_filter(current_filter().toggle(dimension, key))
+        bar_dimension, key = hit
+        _set_filter(current_filter().toggle(bar_dimension, key))
 
 
 def filter_controls(flt: rd.RunFilter) -> None:
@@ -353,7 +358,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun) -> None:
     frame = run.frame
     assert frame is not None
     how = {"directory": "scanned", "file": "scanned", "upload": "scanned in memory",
-           "parquet": "read from the uploaded scan table"}[origin.kind]
+           "parquet": "read from the scan table"}[origin.kind]
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
                + " · charts count the rollouts passing every other filter; click a bar to filter the table.")
@@ -371,11 +376,11 @@ def show_charts(frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndar
     for row in rc.ROWS:
         cols = st.columns(len(row), gap="small")
         for col, b in zip(cols, (bars[d] for d in row)):
-            key = f"run_chart:{b.dimension}:{run_key}:{flt.token}"
+            key = f"run_chart:{b.dimension}:{run_key}:{STATE['run_chart_nonce'].get(b.dimension, 0)}"
             with col, st.container(border=True):
                 st.plotly_chart(rc.bar_figure(b, flt.active_keys(b.dimension)), key=key,
-                                on_select=lambda k=key: _chart_clicked(k), selection_mode="points",
-                                config=rc.CONFIG, width="stretch")
+                                on_select=lambda k=key, d=b.dimension: _chart_clicked(k, d),
+                                selection_mode="points", config=rc.CONFIG, width="stretch")
 
 
 COLUMN_CONFIG = {

@@ -178,7 +178,7 @@ def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
                 if (!trace || !trace.customdata) continue;
                 const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
                 if (i < 0) continue;
-                const r = gd.querySelectorAll('.trace.bars .point')[i].getBoundingClientRect();
+                const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
                 return [r.left + r.width / 2, r.top + r.height / 2];
             }
             return null;
