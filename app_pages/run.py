@@ -300,9 +300,9 @@ def _show_filter_in_widgets(flt: rd.RunFilter) -> None:
 def _chart_clicked(chart_key: str, dimension: str) -> None:
     event = STATE.get(chart_key)
     hit = rc.clicked(event.get("selection") if event is not None else None)
-    # The clicked chart is drawn anew (a new key), so its selection never lingers and the
-    # next click on any of its bars is a fresh event; the other charts keep their keys and
-    # are updated in place, which is much cheaper in the browser than a new chart.
+    # The clicked chart is drawn under a new key, so its selection never lingers and the
+    # next click on any of its bars is a fresh event. (A chart's element id also follows
+    # its figure, so a chart whose counts changed is a new element anyway.)
     STATE["run_chart_nonce"][dimension] = STATE["run_chart_nonce"].get(dimension, 0) + 1
     if hit is not None:
         bar_dimension, key = hit
@@ -378,7 +378,7 @@ def show_charts(frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndar
         for col, b in zip(cols, (bars[d] for d in row)):
             key = f"run_chart:{b.dimension}:{run_key}:{STATE['run_chart_nonce'].get(b.dimension, 0)}"
             with col, st.container(border=True):
-                st.plotly_chart(rc.bar_figure(b, flt.active_keys(b.dimension)), key=key,
+                st.plotly_chart(rc.as_figure(rc.bar_figure(b, flt.active_keys(b.dimension))), key=key,
                                 on_select=lambda k=key, d=b.dimension: _chart_clicked(k, d),
                                 selection_mode="points", config=rc.CONFIG, width="stretch")
 

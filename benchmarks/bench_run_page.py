@@ -35,7 +35,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from synth_run import synthetic_scan_table  # noqa: E402

@@ -62,8 +62,13 @@ def _text(count: int, total: int) -> str:
     return f"{count:,} · {_pct(count, total)}" if count else "0"
 
 
-def bar_figure(bars: Bars, active: tuple[str, ...] = ()) -> go.Figure:
-    """One chart: count (and share of the rollouts it counts) per key; ``active`` keys are the filter."""
+def bar_figure(bars: Bars, active: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One chart: count (and share of the rollouts it counts) per key; ``active`` keys are the filter.
+
+    A plotly figure as plain data (``{"data": [...], "layout": {...}}``), which
+    ``st.plotly_chart`` takes as it is: building a ``go.Figure`` validates every property
+    and costs more than everything else on a filter change, for six charts each rerun.
+    """
     horizontal = bars.dimension in HORIZONTAL
     labels = list(bars.labels)
     counts = list(bars.counts)
@@ -76,48 +81,57 @@ def bar_figure(bars: Bars, active: tuple[str, ...] = ()) -> go.Figure:
             lines.append(html_text(bars.hover[i], limit=110))
         lines.append("<i>click to filter the table</i>")
         hover.append("<br>".join(lines))
-    trace = go.Bar(
-        x=counts if horizontal else labels,
-        y=labels if horizontal else counts,
-        orientation="h" if horizontal else "v",
-        marker={"color": _colors(bars, active), "line": {"width": 0}},
-        text=[_text(c, bars.total) if horizontal else f"{c:,}" if c else "" for c in counts],
-        textposition="outside",
-        textangle=0,
-        cliponaxis=False,
-        textfont={"size": 11 if horizontal else 10},
-        customdata=[[bars.dimension, key] for key in bars.keys],
-        hovertext=hover,
-        hoverinfo="text",
-        selected={"marker": {"opacity": 1}},
-        unselected={"marker": {"opacity": 1}},
-    )
-    fig = go.Figure(trace)
+    trace = {
+        "type": "bar",
+        "x": counts if horizontal else labels,
+        "y": labels if horizontal else counts,
+        "orientation": "h" if horizontal else "v",
+        "marker": {"color": _colors(bars, active), "line": {"width": 0}},
+        "text": [_text(c, bars.total) if horizontal else f"{c:,}" if c else "" for c in counts],
+        "textposition": "outside",
+        "textangle": 0,
+        "cliponaxis": False,
+        "textfont": {"size": 11 if horizontal else 10},
+        "customdata": [[bars.dimension, key] for key in bars.keys],
+        "hovertext": hover,
+        "hoverinfo": "text",
+        "selected": {"marker": {"opacity": 1}},
+        "unselected": {"marker": {"opacity": 1}},
+    }
     longest = max((len(s) for s in labels), default=4)
     top = max(counts, default=0)
-    fig.update_layout(
-        **style.BASE_LAYOUT,
-        title={"text": f"<b>{html_text(bars.title)}</b> <span style='color:#64748b'>· {bars.total:,} rollouts</span>",
-               "x": 0, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 13}},
-        height=HEIGHTS.get(bars.dimension, 250),
-        margin={"l": 8, "r": 8, "t": 30, "b": 8},
-        showlegend=False,
-        clickmode="event+select",
-        dragmode=False,
-        bargap=0.25,
-    )
     # Room beyond the longest bar for its "count · share" label.
     value_axis = {"visible": False, "range": [0, top * (1.55 if horizontal else 1.2) + 1], "fixedrange": True}
-    label_axis = {"fixedrange": True, "tickfont": {"size": 11}, "automargin": True, "type": "category"}
+    label_axis = {"fixedrange": True, "tickfont": {"size": 11}, "automargin": True, "type": "category",
+                  "categoryorder": "array", "categoryarray": labels}
+    layout = {
+        **style.BASE_LAYOUT,
+        "title": {"text": f"<b>{html_text(bars.title)}</b> <span style='color:#64748b'>· {bars.total:,} rollouts</span>",
+                  "x": 0, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 13}},
+        "height": HEIGHTS.get(bars.dimension, 250),
+        "margin": {"l": min(8 + 6 * longest, 200) if horizontal else 8, "r": 8, "t": 30, "b": 8},
+        "showlegend": False,
+        "clickmode": "event+select",
+        "dragmode": False,
+        "bargap": 0.25,
+    }
     if horizontal:
-        fig.update_xaxes(**value_axis)
-        fig.update_yaxes(**label_axis, autorange="reversed", categoryorder="array", categoryarray=labels)
-        fig.update_layout(margin={"l": min(8 + 6 * longest, 200)})
+        layout["xaxis"] = value_axis
+        layout["yaxis"] = {**label_axis, "autorange": "reversed"}
     else:
-        fig.update_yaxes(**value_axis)
-        fig.update_xaxes(**label_axis, tickangle=0 if len(labels) <= 8 else -45, categoryorder="array",
-                         categoryarray=labels)
-    return fig
+        layout["yaxis"] = value_axis
+        layout["xaxis"] = {**label_axis, "tickangle": 0 if len(labels) <= 8 else -45}
+    return {"data": [trace], "layout": layout}
+
+
+def as_figure(spec: dict[str, Any]) -> go.Figure:
+    """``spec`` as a ``go.Figure`` without plotly's property validation.
+
+    ``st.plotly_chart`` validates a plain dict by building a ``go.Figure`` from it (tens of
+    ms a chart on a busy machine, on every rerun); it takes a ``go.Figure`` as already
+    valid. Every spec `bar_figure` makes is validated once in the tests instead.
+    """
+    return go.Figure(spec, _validate=False)
 
 
 def clicked(selection: Any) -> tuple[str, str] | None:
@@ -136,4 +150,4 @@ def clicked(selection: Any) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["CONFIG", "HEIGHTS", "ROWS", "bar_figure", "clicked"]
+__all__ = ["CONFIG", "HEIGHTS", "ROWS", "as_figure", "bar_figure", "clicked"]
