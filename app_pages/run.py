@@ -365,7 +365,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun) -> None:
     metrics = rd.run_metrics(frame)
     for col, m in zip(st.columns(len(metrics)), metrics):
         col.metric(m.label, m.value, delta=m.share or None, delta_color="off", delta_arrow="off",
-                   help=m.help or None, border=True)
+                   help=m.help or None, border=True, height="stretch")
     warning = rd.single_call_warning(frame)
     if warning:
         st.warning(md_escape(warning), icon=":material/build:")
@@ -437,7 +437,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
     with st.container(border=True):
         st.warning(f"**Cannot open {md_escape(rollout_id)}: its source file is not here.**  \n"
                    f"{md_escape(rs.missing_message(origin, source))}", icon=":material/folder_off:")
-        upload = st.file_uploader(f"Upload the file holding {rollout_id}", type=["json", "jsonl", "zip"],
+        upload = st.file_uploader(f"Upload the file holding {md_escape(rollout_id)}", type=["json", "jsonl", "zip"],
                                   key=f"run_missing_upload:{row}")
         if upload is not None:
             candidate = rs.Upload(upload.name, upload.getvalue())

@@ -362,7 +362,7 @@ def test_a_row_of_a_table_uploaded_alone_says_its_file_is_missing_and_takes_an_u
     select_row(at, position)
     warning = next(w.value for w in at.warning if "Cannot open" in w.value)
     assert "table came without its run" in warning and escaped("files/subagent_branch.json") in warning
-    assert "upload subagent\\_branch\\.json itself" in warning
+    assert "Upload subagent\\_branch\\.json itself" in warning
     uploader = next(u for u in at.file_uploader if u.key.startswith("run_missing_upload:"))
     # The wrong file is refused with what it holds ...
     uploader.set_value(("length_stop.json", (SAMPLES / "length_stop.json").read_bytes(), "application/json"))
@@ -414,6 +414,17 @@ def test_capture_strings_on_the_run_page_are_never_markup(monkeypatch):
     at.text_input(key="run_w_query").set_value("<img")
     rerun(at)
     assert run_table(at).value["rollout"].tolist() == [hostile]  # the table shows the text as it is
-    for element in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning):
-        assert not re.search(r"(?<!\\)<", element.value), element.value
-        assert "](" not in element.value and ":red[" not in element.value, element.value
+    def check(texts):
+        for value in texts:
+            assert not re.search(r"(?<!\\)<", value), value
+            assert "](" not in value and ":red[" not in value, value
+
+    check(e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning))
+    # A table uploaded alone: the missing-file message and the upload offered name the rollout.
+    upload_run(at, ("run.parquet", parquet_of(scan_table(SAMPLES / "length_stop.json", workers=1)
+                                              .set_column(0, "rollout_id", pa.array([hostile])))))
+    select_row(at, 0)
+    assert any(w.value.startswith("**Cannot open \\<img") for w in at.warning)
+    assert any(u.label.startswith("Upload the file holding \\<img") for u in at.file_uploader)
+    check(e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning))
+    check(u.label for u in at.file_uploader)

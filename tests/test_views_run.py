@@ -431,7 +431,7 @@ def test_the_missing_source_message_says_what_to_upload():
     assert "table came without its run" in store and "shard-1/r7.tokens.*" in store
     assert "zip its files (r7.tokens.jsonl" in store and "on this machine (no run directory is known)" in store
     single = rs.missing_message(rs.RunOrigin("parquet", "t", roots=("/data/run",)), "a/b/r.jsonl")
-    assert "upload r.jsonl itself" in single and "under /data/run" in single
+    assert "Upload r.jsonl itself" in single and "under /data/run" in single
 
 
 def test_an_upload_offered_for_a_missing_rollout_is_checked():

@@ -271,13 +271,13 @@ def missing_message(origin: RunOrigin, source: str) -> str:
     where = ("under " + ", ".join(looked)) if looked else "on this machine (no run directory is known)"
     if is_store_source(source):
         stem = _store_stem(source)
-        what = (f"a capture-store rollout: zip its files ({stem}.tokens.jsonl, {stem}.tokens.intents, "
+        what = (f"It is a capture-store rollout: zip its files ({stem}.tokens.jsonl, {stem}.tokens.intents, "
                 f"{stem}.tokens.state.json, …) and upload the zip")
     else:
-        what = f"upload {source.rsplit('/', 1)[-1]} itself"
+        what = f"Upload {source.rsplit('/', 1)[-1]} itself"
     return (f"This table came without its run, and the file it names for this rollout, {source}, "
-            f"was not found {where} nor among the uploaded files. To open the rollout, {what}, "
-            "or name the run's directory on this machine.")
+            f"was not found {where} nor among the uploaded files. {what}, or name the run's directory on this "
+            "machine in the sidebar.")
 
 
 def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
