@@ -11,12 +11,16 @@ row count (``aria-rowcount``): the browser has received and laid out every row.
 
 * cold load: the first session after the server starts (reads the parquet, builds the
   frame, renders);
-* first render: a new browser session opening the Run page on the cached run;
+* first render: a new session opening the Run page on the cached run, in a new browser
+  (nothing cached: Streamlit's, plotly's and the grid's scripts are fetched and compiled)
+  and in a browser that has opened the app before;
 * filter change: a click on a chart bar (status ``max_output_tokens``) and a click that
   clears it again, then the verdict control; from the click until the table is redrawn.
 
 It also times the views alone, without Streamlit (building the frame; one filter
-change: masks, sort, every chart's bars, the table frame). Medians of ``--repeat`` runs.
+change: masks, sort, every chart's bars, the table frame), and repeats everything for a
+``--baseline``-row run, to show what does not depend on the run's size. Medians of
+``--repeat`` runs.
 """
 
 from __future__ import annotations
@@ -110,7 +114,8 @@ def in_browser(path: Path, total: int, by_status: int, masked: int, repeat: int)
          "--server.address", "127.0.0.1", "--server.headless", "true", "--", str(path)],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    out: dict[str, list[float]] = {"cold load": [], "first render": [], "filter change (bar click)": [],
+    out: dict[str, list[float]] = {"cold load": [], "first render, new browser": [],
+                                   "first render, browser cache warm": [], "filter change (bar click)": [],
                                    "filter change (clear by click)": [], "filter change (verdict control)": []}
     try:
         deadline = time.monotonic() + 60
@@ -134,8 +139,20 @@ def in_browser(path: Path, total: int, by_status: int, masked: int, repeat: int)
                     start = time.perf_counter()
                     page.goto(url)
                     _idle_with_rows(page, total, timeout=300_000)
-                    out["cold load" if i == 0 else "first render"].append(time.perf_counter() - start)
+                    out["cold load" if i == 0 else "first render, new browser"].append(time.perf_counter() - start)
                     context.close()
+                # A new session (tab) in a browser that has loaded the app before: its scripts
+                # (Streamlit, plotly.js, the grid) come from the browser's caches.
+                context = browser.new_context(viewport={"width": 1280, "height": 800})
+                context.new_page().goto(url)
+                for _ in range(repeat):
+                    page = context.new_page()
+                    start = time.perf_counter()
+                    page.goto(url)
+                    _idle_with_rows(page, total, timeout=300_000)
+                    out["first render, browser cache warm"].append(time.perf_counter() - start)
+                    page.close()
+                context.close()
                 context = browser.new_context(viewport={"width": 1280, "height": 1000})
                 page = context.new_page()
                 page.goto(url)
@@ -174,29 +191,44 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--baseline", type=int, default=100,
+                        help="also measure a run of this many rows (what does not depend on the run's size); 0: skip")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing: apt-get install chromium", file=sys.stderr)
         return 1
-    table = synthetic_scan_table(args.rows, seed=1)
-    frame = rd.run_frame(table)
-    by_status = int((frame["status"] == "max_output_tokens").sum())
-    masked = int((frame["verdict"] == "masked").sum())
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "run.parquet"
-        pq.write_table(table, path)
-        size = path.stat().st_size
-        views = views_only(table, args.repeat)
-        browser = in_browser(path, args.rows, by_status, masked, args.repeat)
-    print(f"Run page, {args.rows:,}-row scan table ({size / 1e6:.1f} MB parquet), median of {args.repeat}, "
-          f"{os.cpu_count()} CPUs")
-    print("| measure | median | range |")
-    print("|---|---|---|")
+    sizes = [args.rows] + ([args.baseline] if args.baseline else [])
+    results = {}
+    for rows in sizes:
+        table = synthetic_scan_table(rows, seed=1)
+        frame = rd.run_frame(table)
+        by_status = int((frame["status"] == "max_output_tokens").sum())
+        masked = int((frame["verdict"] == "masked").sum())
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "run.parquet"
+            pq.write_table(table, path)
+            size = path.stat().st_size
+            results[rows] = (size, views_only(table, args.repeat),
+                             in_browser(path, rows, by_status, masked, args.repeat))
+    size, views, browser = results[args.rows]
+    print(f"Run page, {args.rows:,}-row scan table ({size / 1e6:.1f} MB parquet), median of {args.repeat} "
+          f"(range), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    header = f"| measure | {args.rows:,} rows |" + (f" {args.baseline:,} rows |" if args.baseline else "")
+    print(header)
+    print("|---|---|" + ("---|" if args.baseline else ""))
+
+    def cell(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
+
     for name, values in browser.items():
-        lo, hi = min(values), max(values)
-        print(f"| {name} | {statistics.median(values):.2f} s | {lo:.2f}–{hi:.2f} s |")
-    print(f"| views only: build the frame | {views['frame'] * 1000:.0f} ms | |")
-    print(f"| views only: one filter change (masks, sort, 6 charts, table frame) | {views['change'] * 1000:.0f} ms | |")
+        line = f"| {name} | {cell(values)} |"
+        if args.baseline:
+            line += f" {cell(results[args.baseline][2][name])} |"
+        print(line)
+    line = f"| views only: build the frame | {views['frame'] * 1000:.0f} ms |"
+    print(line + (f" {results[args.baseline][1]['frame'] * 1000:.0f} ms |" if args.baseline else ""))
+    line = f"| views only: one filter change (masks, sort, 6 charts' counts, table frame) | {views['change'] * 1000:.0f} ms |"
+    print(line + (f" {results[args.baseline][1]['change'] * 1000:.0f} ms |" if args.baseline else ""))
     return 0
 
 
