@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -82,32 +83,46 @@ class LoadedRun:
     key: str = ""  # short digest of the cache key: widget keys of this run's table and charts
 
 
-@st.cache_resource(show_spinner=False)
-def run_cache() -> OrderedDict[tuple, LoadedRun]:
+@dataclass
+class RunCache:
     """Scanned runs for the whole server, most recent last (at most `CACHED_RUNS`).
 
-    A plain dict behind `st.cache_resource`, not a cached function, so the progress bar
-    is drawn while a scan runs and never replayed from the cache.
+    A plain mapping behind `st.cache_resource`, not a cached function, so the progress bar
+    is drawn while a scan runs and never replayed from the cache. Sessions run in threads
+    of their own, so every access holds the lock.
     """
-    return OrderedDict()
+
+    runs: OrderedDict[tuple, LoadedRun]
+    lock: threading.Lock
+
+    def get(self, key: tuple) -> LoadedRun | None:
+        with self.lock:
+            run = self.runs.get(key)
+            if run is not None:
+                self.runs.move_to_end(key)
+            return run
+
+    def put(self, key: tuple, run: LoadedRun) -> LoadedRun:
+        run = LoadedRun(run.table, run.frame, run.seconds, run.error,
+                        hashlib.sha1(repr(key).encode("utf-8", "surrogateescape")).hexdigest()[:10])
+        with self.lock:
+            self.runs[key] = run
+            while len(self.runs) > CACHED_RUNS:
+                self.runs.popitem(last=False)
+        return run
+
+
+@st.cache_resource(show_spinner=False)
+def run_cache() -> RunCache:
+    return RunCache(OrderedDict(), threading.Lock())
 
 
 def _remember(key: tuple, run: LoadedRun) -> LoadedRun:
-    run = LoadedRun(run.table, run.frame, run.seconds, run.error,
-                    hashlib.sha1(repr(key).encode("utf-8", "surrogateescape")).hexdigest()[:10])
-    cache = run_cache()
-    cache[key] = run
-    while len(cache) > CACHED_RUNS:
-        cache.popitem(last=False)
-    return run
+    return run_cache().put(key, run)
 
 
 def _cached(key: tuple) -> LoadedRun | None:
-    cache = run_cache()
-    run = cache.get(key)
-    if run is not None:
-        cache.move_to_end(key)
-    return run
+    return run_cache().get(key)
 
 
 def _progress_bar(what: str) -> tuple[Any, Any]:
