@@ -146,6 +146,10 @@ def load_path(path: str, fp: rs.Fingerprint) -> LoadedRun:
     except DiscoveryError as exc:
         bar.empty()
         return LoadedRun(None, None, error=str(exc))  # not cached: the path may appear
+    except Exception as exc:  # noqa: BLE001 -- a worker that died, a file that vanished: one message, no traceback
+        bar.empty()
+        return LoadedRun(None, None, error=f"{path}: the scan stopped ({type(exc).__name__}: {exc}); "
+                                           "try Rescan, or scan it with tokencap scan to see which rollout")
     bar.empty()
     return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
 
@@ -247,11 +251,19 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     return rs.RunOrigin(kind, label, root=path), load_path(path, fp)
 
 
+def _remember_root() -> None:
+    STATE["run_root"] = (STATE.get("run_w_root") or "").strip()
+
+
 def _run_root_input() -> tuple[str, ...]:
-    root = st.sidebar.text_input(
-        "Run directory on this machine (optional)", key="run_root",
+    """The run directory the user named for a table; kept in session state, so the way back keeps it."""
+    if STATE.get("run_w_root") != STATE.get("run_root", ""):
+        STATE["run_w_root"] = STATE.get("run_root", "")
+    st.sidebar.text_input(
+        "Run directory on this machine (optional)", key="run_w_root", on_change=_remember_root,
         help="Where the table's source paths start (the SOURCE it was scanned from), to open its rollouts.")
-    return (root.strip(),) if root and root.strip() else ()
+    root = STATE.get("run_root", "")
+    return (root,) if root else ()
 
 
 # --------------------------------------------------------------------------- filters

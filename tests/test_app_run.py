@@ -299,7 +299,7 @@ def test_a_scan_table_argument_opens_the_run_page_on_it(monkeypatch, tmp_path):
     position = run_table(at).value["rollout"].tolist().index("length-stop")
     select_row(at, position)  # its rollouts are not here until the run's directory is named
     assert any("table came without its run" in w.value for w in at.warning)
-    at.text_input(key="run_root").set_value(str(run))
+    at.text_input(key="run_w_root").set_value(str(run))
     rerun(at)  # the row still selected opens as soon as its file is found
     assert headings(at) == ["## length\\-stop"]
     # On its own, the Rollout page does not try to read the table as a rollout: the samples.
@@ -311,6 +311,15 @@ def test_a_scan_table_argument_opens_the_run_page_on_it(monkeypatch, tmp_path):
 def test_a_file_argument_opens_the_rollout_page(monkeypatch):
     at = run_app(monkeypatch, str(SAMPLES / "length_stop.json"))
     assert headings(at) == ["## length\\-stop"]
+
+
+def test_a_scan_that_fails_midway_is_one_message(monkeypatch, tmp_path):
+    def broken(source, **kwargs):
+        raise OSError("a worker died")
+
+    monkeypatch.setattr(tokencap.run, "scan_table", broken)
+    at = run_app(monkeypatch, str(make_run(tmp_path)))
+    assert any("the scan stopped (OSError: a worker died)" in e.value.replace("\\", "") for e in at.error)
 
 
 def test_a_missing_directory_is_an_error_on_the_run_page(monkeypatch, tmp_path):
@@ -381,10 +390,14 @@ def test_an_uploaded_table_opens_rows_under_a_named_run_directory(monkeypatch, t
     table = scan_table(run, workers=1)
     at = run_app(monkeypatch)
     upload_run(at, ("run.parquet", parquet_of(table)))
-    at.text_input(key="run_root").set_value(str(run))
+    at.text_input(key="run_w_root").set_value(str(run))
     rerun(at)
     select_row(at, run_table(at).value["rollout"].tolist().index("jsonl-refusal-ended"))
     assert headings(at) == ["## jsonl\\-refusal\\-ended"]
+    # Back on the Run page, the named directory is still there.
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    assert at.text_input(key="run_w_root").value == str(run)
 
 
 def test_rollout_files_upload_is_scanned_in_memory_and_each_row_opens(monkeypatch):
