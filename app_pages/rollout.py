@@ -1,16 +1,17 @@
 """The Rollout page: one rollout's call tree, loss mask, verdicts and export.
 
 Run through `app.py` (the navigation entry point). This file only lays out widgets and
-keeps session state.
+keeps session state. Every fact and decision on the
+page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
+without Streamlit. Text from the capture is shown with plain-text elements, or escaped
+(`md_escape`) where it must sit in a heading or message; no capture text is ever
+rendered as HTML (the one ``st.html`` is a constant script that scrolls to the top).
 
 Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
 uploaded file; the contract is in ``app_pages/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
-``seq``, and "Back to the run" returns to the Run page with its filters. Every fact and decision on the
-page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
-without Streamlit. Text from the capture is shown with plain-text elements, or escaped
-(`md_escape`) where it must sit in a heading or message; nothing renders HTML.
+``seq``, and "Back to the run" returns to the Run page with its filters.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
 RUN_PAGE = "app_pages/run.py"
+SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0);</script>"
 TABS = ["Call tree", "Loss mask", "Verdicts", "Export"]
 BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
@@ -612,6 +614,9 @@ def main() -> None:
     request = run_request()
     if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
         STATE["open_rollout_selected"] = request.get("seq")
+        # Streamlit keeps the scroll position across pages; a rollout opened from far down
+        # the run's table would open mid-page, below its verdict. A constant script, no data.
+        st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
         wanted = next((r for r in refs if r.rollout_id == request["rollout_id"]), None)
         if wanted is not None:
             STATE["rollout"] = wanted.key

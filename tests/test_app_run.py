@@ -216,6 +216,11 @@ def test_selecting_a_row_opens_that_rollout_and_back_keeps_the_filters(monkeypat
     banner = at.error[0].value
     assert banner.startswith("**Masked") and all(r in banner for r in row["mask_reasons"])
     assert any("Opened from the run" in m.value for m in at.sidebar.markdown)
+    # It opens at the top of the page (the table was far down the Run page), once per opening.
+    assert [h.proto.body for h in at.html if "scrollTo(0, 0)" in h.proto.body]
+    rerun(at)
+    assert not [h for h in at.html if "scrollTo(0, 0)" in h.proto.body]
+    assert headings(at) == [f"## {escaped(rollout_id)}"]
     back = next(p for p in at.get("page_link") if "Back to the run" in p.proto.label)
     assert back.proto.page_script_hash and back.proto.query_string == f"run_reason={reason}"
     # Back on the Run page: the filter is still there.
