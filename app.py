@@ -10,9 +10,9 @@ This file is the navigation entry point only: page config and the list of pages.
 page (a whole run's charts and table) comes first and is the default; the Rollout page
 (one rollout's call tree, loss mask, verdicts and export) opens a row of the run, or a file.
 A rollout file given on the command line opens the Rollout page directly, as it always
-did; a directory or a scan table opens the Run page on it. Each page under `app_pages/` lays out widgets and keeps
-session state; every fact and decision it shows comes from `tokencap.views`, which is
-tested without Streamlit.
+did; a directory or a scan table opens the Run page on it. Each page under `app_pages/`
+lays out widgets and keeps session state; every fact and decision it shows comes from
+`tokencap.views`, which is tested without Streamlit.
 """
 
 from __future__ import annotations

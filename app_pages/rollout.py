@@ -130,7 +130,7 @@ def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str
         except (OSError, ValueError) as exc:
             return [], str(request.get("source")), str(exc)
         STATE["open_rollout_source"] = (request.get("seq"), source)
-    label = source.path if source.path and source.names else source.path or source.name
+    label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
     return [source], label, None
 
 
