@@ -1,25 +1,45 @@
-"""tokencap -- the app researchers open when a rollout's training tokens look wrong.
+"""tokencap -- the app researchers open when a run's, or one rollout's, training tokens look wrong.
 
-    streamlit run app.py                  # the bundled samples
-    streamlit run app.py -- PATH          # a snapshot JSON, entries JSONL or capture-store directory
-    tokencap app PATH                     # the same, through the command line
+    streamlit run app.py                  # the bundled sample run
+    streamlit run app.py -- RUN_DIR       # a run: a capture-store directory or a tree of rollout files
+    streamlit run app.py -- RESULT.parquet  # a run's scan table (tokencap scan RUN -o RESULT.parquet)
+    streamlit run app.py -- FILE          # one snapshot JSON / entries JSONL, on the Rollout page
+    tokencap app [PATH]                   # the same, through the command line
 
-This file is the navigation entry point only: page config and the list of pages. Each
-page under `app_pages/` lays out widgets and keeps session state; every fact and decision
-it shows comes from `tokencap.views`, which is tested without Streamlit.
+This file is the navigation entry point only: page config and the list of pages. The Run
+page (a whole run's charts and table) comes first and is the default; the Rollout page
+(one rollout's call tree, loss mask, verdicts and export) opens a row of the run, or a file.
+A rollout file given on the command line opens the Rollout page directly, as it always
+did; a directory or a scan table opens the Run page on it. Each page under `app_pages/`
+lays out widgets and keeps session state; every fact and decision it shows comes from
+`tokencap.views`, which is tested without Streamlit.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import streamlit as st
 
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 
+
+def file_argument() -> bool:
+    """True when the command line names a rollout file: it opens on the Rollout page.
+
+    A directory (a run) and a ``.parquet`` scan table open on the Run page.
+    """
+    args = [a for a in sys.argv[1:] if a.strip()]
+    return bool(args) and Path(args[0]).is_file() and not args[0].lower().endswith(".parquet")
+
+
 st.set_page_config(page_title="tokencap", page_icon="🧵", layout="wide", initial_sidebar_state="expanded")
 
+ROLLOUT_FIRST = file_argument()
+RUN_PAGE = st.Page(str(PAGES_DIR / "run.py"), title="Run", icon=":material/table_chart:", url_path="run",
+                   default=not ROLLOUT_FIRST)
 ROLLOUT_PAGE = st.Page(str(PAGES_DIR / "rollout.py"), title="Rollout", icon=":material/account_tree:",
-                       url_path="rollout", default=True)
+                       url_path="rollout", default=ROLLOUT_FIRST)
 
-st.navigation([ROLLOUT_PAGE]).run()
+st.navigation([RUN_PAGE, ROLLOUT_PAGE]).run()

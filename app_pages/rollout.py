@@ -4,7 +4,14 @@ Run through `app.py` (the navigation entry point). This file only lays out widge
 keeps session state. Every fact and decision on the
 page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
 without Streamlit. Text from the capture is shown with plain-text elements, or escaped
-(`md_escape`) where it must sit in a heading or message; nothing renders HTML.
+(`md_escape`) where it must sit in a heading or message; no capture text is ever
+rendered as HTML (the one ``st.html`` is a constant script that scrolls to the top).
+
+Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
+``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
+uploaded file; the contract is in ``app_pages/run.py``) makes that rollout's file the
+source, below uploads and above the command-line path; the rollout is selected once per
+``seq``, and "Back to the run" returns to the Run page with its filters.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
+RUN_PAGE = "app_pages/run.py"
+SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0);</script>"
 TABS = ["Call tree", "Loss mask", "Verdicts", "Export"]
 BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
@@ -114,6 +123,35 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
 # --------------------------------------------------------------------------- sidebar: sources and rollout
 
 
+def run_request() -> dict[str, Any] | None:
+    """The Run page's request to open a rollout (see the module docstring), if any."""
+    request = STATE.get("open_rollout")
+    return request if isinstance(request, dict) and request.get("rollout_id") is not None else None
+
+
+def _close_run_rollout() -> None:
+    STATE.pop("open_rollout", None)
+
+
+def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
+    """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
+    st.sidebar.markdown("**Opened from the run**")
+    st.sidebar.code(str(request.get("source")), language=None, wrap_lines=True)
+    st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
+                      help="Back to the samples (or the command-line file) on this page.")
+    memo = STATE.get("open_rollout_source")
+    if memo is not None and memo[0] == request.get("seq"):
+        source = memo[1]
+    else:
+        try:
+            source = src.source_for_run_rollout(request)
+        except (OSError, ValueError) as exc:
+            return [], str(request.get("source")), str(exc)
+        STATE["open_rollout_source"] = (request.get("seq"), source)
+    label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
+    return [source], label, None
+
+
 def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     """The sources to show, a label of where they came from, and an error about the CLI path."""
     st.sidebar.title(":material/account_tree: tokencap")
@@ -133,7 +171,13 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
                            "Remove them to go back.")
         return uploaded, "uploaded files", None
 
+    request = run_request()
+    if request is not None:
+        return opened_from_run(request)
+
     path = cli_argument()
+    if path is not None and path.lower().endswith(".parquet"):
+        path = None  # a run's scan table: the Run page reads it, there is no rollout in it
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
         st.sidebar.markdown("**Source**")
         st.sidebar.code(path, language=None, wrap_lines=True)
@@ -639,6 +683,17 @@ def main() -> None:
         return
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
+    request = run_request()
+    if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
+        STATE["open_rollout_selected"] = request.get("seq")
+        # Streamlit keeps the scroll position across pages; a rollout opened from far down
+        # the run's table would open mid-page, below its verdict. A constant script, no data.
+        st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
+        wanted = next((r for r in refs if r.rollout_id == request["rollout_id"]), None)
+        if wanted is not None:
+            STATE["rollout"] = wanted.key
+        else:
+            st.warning(f"{md_escape(request['rollout_id'])} is not in {md_escape(request.get('source'))} any more.")
     ref = sidebar_rollout(refs, by_key, several_sources)
     rk = ref.key
     ls = by_key[ref.source_key]
@@ -648,6 +703,9 @@ def main() -> None:
         anchor = None
     view = view_of(ls, ref.index, anchor) if anchor is not None else base
 
+    if request is not None:
+        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
+                     query_params=request.get("back_params") or None)
     show_banner(view, ref)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
@@ -663,7 +721,7 @@ def main() -> None:
             else:
                 all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in refs]
                 label = ref.source_name if source_label == "uploaded files" else source_label
-                several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
+                several = sum(1 for r in refs if r.source_key == ref.source_key) > 1 or bool(ls.source.names)
                 show_export_tab(base, view, rk, ref, label, all_views, several)
 
 

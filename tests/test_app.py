@@ -1,4 +1,4 @@
-"""The Streamlit app (app.py) driven headless with `streamlit.testing.v1.AppTest`.
+"""The Streamlit app's Rollout page driven headless with `streamlit.testing.v1.AppTest`.
 
 Downloads are deferred (Streamlit calls the payload function when the button is
 clicked), so the tests capture the payload functions the page registers and compare
@@ -47,9 +47,14 @@ def downloads(monkeypatch):
     return captured
 
 
+ROLLOUT_PAGE = "app_pages/rollout.py"
+
+
 def open_app(monkeypatch, *args: str, tab: str | None = None) -> AppTest:
+    """The app on its Rollout page (the Run page is the default; tests/test_app_run.py drives it)."""
     monkeypatch.setattr(sys, "argv", [str(APP), *args])
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page(ROLLOUT_PAGE)
     if tab is not None:
         at.session_state["tab"] = tab
     at.run()
@@ -122,6 +127,7 @@ def test_scenario_picker_switches_source(monkeypatch):
 def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
     monkeypatch.setattr(sys, "argv", [str(APP)])
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page(ROLLOUT_PAGE)
     at.session_state["scenario"] = scenario
     at.run()
     assert not at.exception, at.exception

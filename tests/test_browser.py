@@ -1,16 +1,20 @@
 """The app in a real browser: Streamlit server + Debian's Chromium driven by Playwright.
 
-Starts `streamlit run app.py` on a free localhost port, uploads a snapshot through the
-sidebar's file input, waits for the call tree, clicks a node (at the pixel where plotly
-drew it), checks the detail panel follows, downloads the Responses JSON and the build
-result from the Export tab and compares them with `tokencap build`. A screenshot of the
-page is kept under the test's temporary directory (the path is printed).
+Starts `streamlit run app.py` on a free localhost port. The Rollout test uploads a
+snapshot through the sidebar's file input, waits for the call tree, clicks a node (at
+the pixel where plotly drew it), checks the detail panel follows, downloads the
+Responses JSON and the build result from the Export tab and compares them with
+`tokencap build`. The Run test opens the sample run, clicks a mask reason's bar, selects
+a row of the filtered table (the grid is a canvas: the click lands on the row's pixel),
+sees that rollout's verdict on the Rollout page and goes back with the filter kept.
+Screenshots are kept under the test's temporary directory (the paths are printed).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -94,6 +98,10 @@ def _node_pixel(page, call_key: str) -> tuple[float, float]:
     return box[0], box[1]
 
 
+def _launch(pw):
+    return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
 def test_upload_click_and_download_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
@@ -107,13 +115,13 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
                    cwd=REPO)
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = _launch(pw)
         try:
             context = browser.new_context(viewport={"width": 1500, "height": 1300}, accept_downloads=True)
             page = context.new_page()
             page.set_default_timeout(30_000)
-            page.goto(server)
-            # The default page: a bundled sample with its tree.
+            page.goto(f"{server}/rollout")
+            # The Rollout page on its own: a bundled sample with its tree.
             expect(page.locator(".js-plotly-plot").first).to_be_visible()
 
             page.locator("section[data-testid='stSidebar'] input[type=file]").first.set_input_files(str(snapshot))
@@ -159,3 +167,78 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
     assert result_path.read_bytes() == cli
     assert shot.stat().st_size > 10_000
     print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
+
+
+def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
+    """Page coordinates of the middle of a Run-page chart's bar (found by its customdata)."""
+    box = page.evaluate(
+        """([dimension, key]) => {
+            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+                const trace = gd._fullData && gd._fullData[0];
+                if (!trace || !trace.customdata) continue;
+                const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
+                if (i < 0) continue;
+                const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
+                return [r.left + r.width / 2, r.top + r.height / 2];
+            }
+            return null;
+        }""", [dimension, key])
+    assert box is not None, f"no bar {dimension}={key}"
+    return box[0], box[1]
+
+
+def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tokencap.run import scan_table
+    from tokencap.views import run_data as rd
+    from tokencap.views import run_source as rs
+
+    expect.set_options(timeout=30_000)
+    table = scan_table(rs.sample_run_path(REPO), workers=1)
+    rows = table.to_pylist()
+    # A mask reason with rollouts that load (so their verdict is drawn), the most common one.
+    counts = {r: sum(1 for x in rows if r in x["mask_reasons"] and not x["reason_load_error"])
+              for r in rd.MASK_REASON_ORDER if r not in ("load_error", "no_records")}
+    reason = max(counts, key=counts.get)
+    filtered = [x for x in rows if reason in x["mask_reasons"]]
+    position = next(i for i, x in enumerate(filtered) if not x["reason_load_error"])
+    target = filtered[position]
+
+    with sync_playwright() as pw:
+        browser = _launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            page.set_default_timeout(30_000)
+            page.goto(server)
+            # The default page is the Run page on the sample run.
+            expect(page.get_by_text(f"{len(rows):,} of {len(rows):,} rollouts")).to_be_visible()
+            expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+            page.wait_for_timeout(500)
+            x, y = _bar_pixel(page, "reasons", reason)
+            page.mouse.move(x, y)
+            page.mouse.click(x, y)
+            expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
+            expect(page).to_have_url(re.compile(f"run_reason={reason}"))
+            page.wait_for_timeout(800)  # the filtered table replaces the old one: let it settle
+            grid = page.locator("[data-testid='stDataFrame']").first
+            expect(grid).to_be_visible()
+            grid.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(tmp_path / "run-filtered.png"))
+            box = grid.bounding_box()
+            # Header and rows are 35 px high; the first column holds the row's checkbox.
+            page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
+
+            # The Rollout page, on that rollout, with its verdict.
+            expect(page.get_by_role("heading", name=target["rollout_id"], exact=True)).to_be_visible()
+            expect(page.get_by_text("Masked — the trainer drops this rollout")).to_be_visible()
+            expect(page.get_by_text(reason, exact=True).first).to_be_visible()
+            page.screenshot(path=str(tmp_path / "run-opened.png"))
+
+            page.get_by_role("link", name="Back to the run").click()
+            expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
+            expect(page).to_have_url(re.compile(f"run_reason={reason}"))
+        finally:
+            browser.close()
+    print(f"screenshots: {tmp_path / 'run-filtered.png'} {tmp_path / 'run-opened.png'}")

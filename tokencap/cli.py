@@ -49,8 +49,10 @@ def _parser() -> argparse.ArgumentParser:
         if name == "build":
             cmd.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (atomically)")
     _add_run_commands(sub)
-    app = sub.add_parser("app", help="open the inspection app (Streamlit) on a source")
-    app.add_argument("source", nargs="?", help="file or directory to open (default: the bundled samples)")
+    app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
+    app.add_argument("source", nargs="?",
+                     help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
+                          "Rollout page (default: the bundled sample run)")
     app.add_argument("--port", type=int, default=8501)
     return parser
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,7 +26,9 @@ import pyarrow.parquet as pq
 from ..export import write_atomically
 from .discover import RolloutUnit, discover
 from .engines import default_workers, run_shards
-from .table import COLUMNS, SCHEMA, Row, to_batch
+from ..records import TokenCaptureSnapshot
+from ..rollout import build_rollout
+from .table import COLUMNS, SCHEMA, Row, row_of, to_batch
 from .work import RunOptions, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
@@ -277,15 +279,41 @@ def scan_table(source: str | os.PathLike[str], **kwargs: Any) -> pa.Table:
     return pa.concat_tables([p.replace_schema_metadata(None).cast(SCHEMA) for p in parts])
 
 
-def read_scan(path: str | os.PathLike[str]) -> pa.Table:
-    """A scan table written by `scan`, checked against the schema."""
+def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: str, *, source_bytes: int = 0,
+                       source_mtime: float = 0.0, progress: Progress | None = None) -> pa.Table:
+    """The scan table of rollouts already in memory (an upload read as a run), sorted by rollout id.
+
+    Each snapshot is built as `scan` builds it, and every row's ``source`` is
+    ``source_label`` (the uploaded file's name): the rows equal those `scan` writes for
+    the same file on disk, bar ``source_mtime``. ``progress(done, total)`` follows the builds.
+    """
+    ordered = sorted(snapshots, key=lambda s: s.rollout_id)
+    if progress:
+        progress(0, len(ordered))
+    rows: list[Row] = []
+    for n, snapshot in enumerate(ordered, 1):
+        rows.append(row_of(build_rollout(snapshot), snapshot, source_label, source_bytes, source_mtime))
+        if progress:
+            progress(n, len(ordered))
+    return pa.Table.from_batches([to_batch(rows)], schema=SCHEMA)
+
+
+def read_scan(path: str | os.PathLike[str] | bytes, *, name: str | None = None) -> pa.Table:
+    """A scan table written by `scan` (a path, or the bytes of an upload), checked against the schema.
+
+    ``name`` labels bytes in the error message (an uploaded file's name).
+    """
+    label = name or (path if not isinstance(path, (bytes, bytearray, memoryview)) else "uploaded table")
     try:
-        table = pq.read_table(path)
+        table = pq.read_table(pa.BufferReader(path) if isinstance(path, (bytes, bytearray, memoryview)) else path)
     except Exception as exc:  # noqa: BLE001
-        raise ScanTableError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+        raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
     if table.schema.names != list(COLUMNS):
-        raise ScanTableError(f"{path}: not a tokencap scan table (its columns differ from SPEC 11's)")
-    return table.replace_schema_metadata(None).cast(SCHEMA)
+        raise ScanTableError(f"{label}: not a tokencap scan table (its columns differ from SPEC 11's)")
+    try:
+        return table.replace_schema_metadata(None).cast(SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise ScanTableError(f"{label}: not a tokencap scan table (a column has another type: {exc})") from None
 
 
 def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..export import write_summary
 from ..loading import LoadError, load_snapshots
-from ..loading.files import DirectorySource, FileSource, Skipped
+from ..loading.files import DirectorySource, Skipped
 from ..loading.store import load_store
 from ..loading.text import read_jsonl_records, snapshots_from_records
 from ..records import RecordError, TokenCaptureSnapshot
@@ -57,7 +57,7 @@ def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
         if unit.kind == "failed":
             return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(label), unit.error or "")]
         if unit.kind == "store":
-            snapshots = load_store(_UnitSource(unit))
+            snapshots = load_store(_unit_source(unit))
         elif unit.kind == "jsonl":
             snapshots = _load_jsonl_rollout(unit, name, label)
         else:
@@ -67,16 +67,13 @@ def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
     return sorted(snapshots, key=lambda s: s.rollout_id)
 
 
-class _UnitSource(DirectorySource):
-    """One store prefix's files of a directory, read like `tokencap build DIR` reads them,
-    without listing the directory again (a run's directory may hold a million files)."""
-
-    def __init__(self, unit: RolloutUnit) -> None:
-        skipped = [Skipped(name, reason) for name, reason in unit.skipped]
-        # Labelled by the directory's own name, not its absolute path: the table must not
-        # depend on where the run happens to be mounted.
-        FileSource.__init__(self, readable(os.path.basename(unit.directory)), sorted(unit.names), skipped)
-        self.path = Path(unit.directory)
+def _unit_source(unit: RolloutUnit) -> DirectorySource:
+    """One store prefix's files, read like `tokencap build DIR` reads them; labelled by the
+    directory's own name, not its absolute path, so the table does not depend on where the
+    run happens to be mounted."""
+    return DirectorySource.of_names(Path(unit.directory), list(unit.names),
+                                    readable(os.path.basename(unit.directory)),
+                                    [Skipped(name, reason) for name, reason in unit.skipped])
 
 
 def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenCaptureSnapshot]:

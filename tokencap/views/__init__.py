@@ -11,7 +11,13 @@ unit-tested) here. Modules:
 * `verdicts` -- the verdict banner, refusal conditions, finish-reason verdict, build notes;
 * `attribution` -- which harness final responses apply, and the terminal attribution they gave;
 * `export` -- the download payloads (byte-identical to `tokencap build`);
+* `run_data` -- the Run page: a scan table as a frame, filters, sort, chart counts, the table shown;
+* `run_charts` -- the Run page's bar charts (a click maps to a filter);
+* `run_source` -- where a run comes from and where each of its rollouts can be opened;
 * `text`, `style` -- escaping, number formats, one palette.
+
+The `run_*` modules import nothing from the Rollout page's modules (`sources` imports
+`run_source` to open a row the Run page hands over).
 """
 
 from .model import RolloutView

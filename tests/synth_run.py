@@ -1,0 +1,86 @@
+"""A synthetic run scan table (SPEC 11) of any size, for the Run page's tests and benchmark.
+
+Values are drawn so every column is consistent with the others (``mask_reasons`` equals
+the ``reason_*`` columns in SPEC 7 order, ``mask_sample`` is true exactly when there is a
+reason, a status is null only without a response) and every chart has something to
+count: most rollouts are trainable and completed, a few percent carry each failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tokencap.rollout import MASK_REASON_ORDER
+from tokencap.run import COLUMNS, LINK_NOTES, REASON_COLUMNS, SCHEMA
+
+REASON_RATE = {"load_error": 0.004, "capture_incomplete": 0.02, "no_records": 0.002, "build_error": 0.0,
+               "unresolved_retries": 0.03, "unresolved_parent_calls": 0.05, "multiple_roots": 0.03,
+               "multiple_chains": 0.06, "no_generated_tokens": 0.005, "terminal_call_not_delivered": 0.0}
+
+
+def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    idx = np.arange(n)
+    shard = idx % shards
+    rollout_id = [f"rollout-{i:06d}" for i in range(n)]
+    source = [f"shard-{s:03d}/{r}.tokens.*" for s, r in zip(shard.tolist(), rollout_id)]
+    reasons = {r: rng.random(n) < REASON_RATE[r] for r in MASK_REASON_ORDER}
+    failed = reasons["load_error"] | reasons["no_records"]
+    for r in MASK_REASON_ORDER:  # a rollout not built has no build-time reason (SPEC 7)
+        if r not in ("load_error", "no_records", "capture_incomplete"):
+            reasons[r] &= ~failed
+    masked = np.zeros(n, dtype=bool)
+    for r in MASK_REASON_ORDER:
+        masked |= reasons[r]
+    bits = np.zeros(n, dtype=np.int64)
+    for i, r in enumerate(MASK_REASON_ORDER):
+        bits |= reasons[r].astype(np.int64) << i
+    combos, inverse = np.unique(bits, return_inverse=True)
+    lists = [[r for i, r in enumerate(MASK_REASON_ORDER) if (int(c) >> i) & 1] for c in combos]
+    mask_reasons = [lists[k] for k in inverse.reshape(-1)]
+
+    n_calls = np.where(rng.random(n) < 0.03, 1, rng.integers(2, 120, n))
+    n_calls[failed] = 0
+    chains = np.where(reasons["multiple_chains"], rng.integers(2, 5, n), 1)
+    chains[failed] = 0
+    roots = np.where(reasons["multiple_roots"], rng.integers(2, 4, n), np.minimum(chains, 1))
+    quarantined = np.where(rng.random(n) < 0.1, rng.integers(1, 4, n), 0)
+    quarantined = np.minimum(quarantined, np.maximum(n_calls - 1, 0))
+    delivered_fraction = np.where(n_calls > 0, np.round(1 - quarantined / np.maximum(n_calls, 1)
+                                                        - 0.3 * (chains > 1) * rng.random(n), 4), 0.0)
+    generated = n_calls * rng.integers(20, 400, n)
+    draw = rng.random(n)
+    status = np.where(draw < 0.9, "completed", "incomplete").astype(object)
+    incomplete_reason = np.where(draw < 0.9, None, np.where(draw < 0.97, "max_output_tokens", "content_filter"))
+    status[failed | reasons["no_generated_tokens"]] = None
+    incomplete_reason[failed | reasons["no_generated_tokens"]] = None
+    links = {}
+    for k, note in enumerate(LINK_NOTES):
+        links[note] = np.where(rng.random(n) < 0.01 + 0.01 * (k == 0), rng.integers(1, 4, n), 0)
+        links[note][failed] = 0
+    engine_refusals = np.where(rng.random(n) < 0.05, rng.integers(1, 3, n), 0)
+    context_refusals = np.where(rng.random(n) < 0.5, engine_refusals, 0)
+    ended = (context_refusals > 0) & (rng.random(n) < 0.4) & (status == "incomplete") & \
+        (incomplete_reason == "max_output_tokens")
+    error = np.where(failed, "rollout.tokens.jsonl, line 3: not valid JSON", None)
+
+    columns = {
+        "rollout_id": rollout_id, "source": source,
+        "snapshot_id": [f"{i:032x}" for i in idx.tolist()], "mask_sample": masked, "mask_reasons": mask_reasons,
+        **{c: reasons[r] for c, r in zip(REASON_COLUMNS, MASK_REASON_ORDER)},
+        "status": status.tolist(), "incomplete_reason": incomplete_reason.tolist(), "n_calls": n_calls,
+        "chains": chains, "roots": roots, "quarantined_calls": quarantined,
+        "quarantined_fraction": np.where(n_calls > 0, np.round(quarantined / np.maximum(n_calls, 1), 4), 0.0),
+        "delivered_fraction": np.clip(delivered_fraction, 0, 1), "generated_tokens_captured": generated,
+        "generated_tokens_delivered": (generated * np.clip(delivered_fraction, 0, 1)).astype(np.int64),
+        **{f"link_{note}": links[note] for note in LINK_NOTES},
+        "unresolved_parent_calls": np.where(reasons["unresolved_parent_calls"], 1, 0),
+        "empty_generation_calls": np.zeros(n, dtype=np.int64), "after_terminal_calls": np.zeros(n, dtype=np.int64),
+        "engine_refusals": engine_refusals, "context_refusals": context_refusals, "refusal_ended_chain": ended,
+        "capture_incomplete": reasons["capture_incomplete"], "terminal_call_id": [None] * n,
+        "terminal_attribution": [None] * n, "error": error.tolist(), "source_notes": [[] for _ in range(n)],
+        "source_bytes": rng.integers(1_000, 2_000_000, n), "source_mtime": np.full(n, 1.7e9),
+    }
+    assert list(columns) == list(COLUMNS)
+    return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)

@@ -1,0 +1,448 @@
+"""The app's Run page driven headless with `streamlit.testing.v1.AppTest`.
+
+Expected numbers come from scanning the same run with `tokencap.run.scan_table`, so these
+tests hold for whichever sample run is bundled (``sample_data/run`` or, until it exists,
+``sample_data/``). AppTest cannot click a chart bar or a table row, so `send_selection`
+hands the page the very message the browser sends for one (a widget state holding the
+selection as JSON); tests/test_browser.py does the real clicks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from streamlit.testing.v1 import AppTest
+
+import tokencap.run
+from synth_snapshots import Capture
+from tokencap.run import scan_table
+from tokencap.views import run_data as rd
+from tokencap.views import run_source as rs
+
+REPO = Path(__file__).resolve().parent.parent
+APP = REPO / "app.py"
+SAMPLES = REPO / "sample_data"
+SAMPLE_RUN = rs.sample_run_path(REPO)
+UPSTREAM = REPO / "tests" / "data" / "upstream_store"
+TIMEOUT = 60
+RUN_PAGE = "app_pages/run.py"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    """The bundled sample run as the page should show it: (table, frame)."""
+    table = scan_table(SAMPLE_RUN, workers=1)
+    return table, rd.run_frame(table)
+
+
+def run_app(monkeypatch, *args: str, params: dict[str, str] | None = None) -> AppTest:
+    monkeypatch.setattr(sys, "argv", [str(APP), *args])
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def send_selection(at: AppTest, element, selection: dict) -> AppTest:
+    """Rerun as the browser does after a click on a chart bar or a table row."""
+    states = at._tree.get_widget_states()
+    kept = [w for w in states.widgets if w.id != element.proto.id]
+    del states.widgets[:]
+    states.widgets.extend(kept + [WidgetState(id=element.proto.id, string_value=json.dumps({"selection": selection}))])
+    at._run(states)
+    assert not at.exception, at.exception
+    return at
+
+
+def click_bar(at: AppTest, dimension: str, key: str) -> AppTest:
+    chart = next(c for c in at.get("plotly_chart") if f"run_chart:{dimension}:" in c.proto.id)
+    return send_selection(at, chart, {"points": [{"customdata": [dimension, key]}], "point_indices": [0],
+                                      "box": [], "lasso": []})
+
+
+def run_table(at: AppTest):
+    return next(d for d in at.dataframe if "run_table:" in d.proto.id)
+
+
+def select_row(at: AppTest, position: int) -> AppTest:
+    return send_selection(at, run_table(at), {"rows": [position], "columns": [], "cells": []})
+
+
+def headings(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith("## ")]
+
+
+def escaped(text: str) -> str:
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
+
+
+def shown_count(at: AppTest) -> tuple[int, int]:
+    text = next(m.value for m in at.markdown if " rollouts**" in m.value)
+    shown, total = re.match(r"\*\*([\d,]+) of ([\d,]+) rollouts\*\*", text).groups()
+    return int(shown.replace(",", "")), int(total.replace(",", ""))
+
+
+def a_reason(frame) -> str:
+    """A mask reason the sample run has, on rollouts that load (so they open on the Rollout page)."""
+    loads = ~frame["reason_load_error"].to_numpy()
+    counts = {r: int((frame[f"reason_{r}"].to_numpy() & loads).sum()) for r in rd.MASK_REASON_ORDER
+              if r not in ("load_error", "capture_incomplete", "no_records")}
+    return max(counts, key=lambda r: (counts[r], r == "multiple_chains"))
+
+
+def make_run(tmp_path: Path) -> Path:
+    """A small run directory: a capture store, a snapshot, an entries log, in subdirectories."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "capture_store", run / "store")
+    shutil.copytree(UPSTREAM, run / "upstream")
+    (run / "files").mkdir()
+    for name in ("length_stop.json", "subagent_branch.json", "multi_rollout_entries.jsonl"):
+        shutil.copy(SAMPLES / name, run / "files" / name)
+    return run
+
+
+def parquet_of(table: pa.Table) -> bytes:
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    return out.getvalue()
+
+
+def upload_run(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
+    at.file_uploader(key="run_uploader").set_value([(n, d, "application/octet-stream") for n, d in files])
+    return rerun(at)
+
+
+# --------------------------------------------------------------------------- the default page
+
+
+def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
+    table, frame = sample
+    at = run_app(monkeypatch)
+    assert headings(at)[0].startswith("## Run · sample run")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["rollouts"] == f"{len(frame):,}"
+    assert metrics["masked"] == f"{int(table.column('mask_sample').to_numpy().sum()):,}"
+    assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
+    assert shown_count(at) == (len(frame), len(frame))
+    assert len(at.get("plotly_chart")) == 6
+    shown = run_table(at).value
+    assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
+    assert not at.query_params  # no filter, nothing in the URL
+
+
+def test_filtering_by_a_reason_filters_the_table_and_goes_in_the_url(monkeypatch, sample):
+    _, frame = sample
+    reason = a_reason(frame)
+    at = run_app(monkeypatch)
+    at.multiselect(key="run_w_reasons").set_value([reason])
+    rerun(at)
+    expected = frame["rollout_id"][frame[f"reason_{reason}"]].tolist()
+    assert run_table(at).value["rollout"].tolist() == expected
+    assert all(reason in r for r in run_table(at).value["mask reasons"].astype(str))
+    assert shown_count(at) == (len(expected), len(frame))
+    assert at.query_params["run_reason"] == reason
+    # Other widgets narrow it further; clearing brings every row back.
+    at.text_input(key="run_w_query").set_value(expected[0][:4].upper())
+    rerun(at)
+    assert run_table(at).value["rollout"].tolist() == [r for r in expected if expected[0][:4].lower() in r.lower()]
+    at.button(key="run_clear").click()
+    rerun(at)
+    assert shown_count(at) == (len(frame), len(frame)) and not at.query_params
+    assert at.multiselect(key="run_w_reasons").value == []
+
+
+def test_clicking_a_bar_filters_the_table_and_a_second_click_clears_it(monkeypatch, sample):
+    _, frame = sample
+    at = run_app(monkeypatch)
+    click_bar(at, "statuses", "completed")
+    completed = int((frame["status"] == "completed").sum())
+    assert shown_count(at) == (completed, len(frame))
+    assert at.multiselect(key="run_w_statuses").value == ["completed"]  # the widget follows the click
+    assert at.query_params["run_status"] == "completed"
+    click_bar(at, "calls", str(frame["calls_bin"].mode().iat[0]))
+    assert shown_count(at)[0] < completed
+    click_bar(at, "statuses", "completed")  # the same bar again: that filter goes, the other stays
+    assert at.multiselect(key="run_w_statuses").value == []
+    assert shown_count(at)[0] == int((frame["calls_bin"] == frame["calls_bin"].mode().iat[0]).sum())
+
+
+def test_filters_in_the_url_apply_on_first_load(monkeypatch, sample):
+    _, frame = sample
+    at = run_app(monkeypatch, params={"run_verdict": "masked", "run_sort": "n_calls", "run_desc": "1",
+                                      "run_reason": "not_a_reason"})
+    masked = frame[frame["verdict"] == "masked"]
+    shown = run_table(at).value
+    assert len(shown) == len(masked)
+    assert shown["calls"].tolist() == sorted(masked["n_calls"].tolist(), reverse=True)
+    assert at.selectbox(key="run_w_sort").value == "n_calls" and at.toggle(key="run_w_desc").value
+    assert "run_reason" not in at.query_params  # an unknown value is dropped from the URL
+
+
+# --------------------------------------------------------------------------- opening a rollout
+
+
+def test_selecting_a_row_opens_that_rollout_and_back_keeps_the_filters(monkeypatch, sample):
+    table, frame = sample
+    reason = a_reason(frame)
+    at = run_app(monkeypatch)
+    at.multiselect(key="run_w_reasons").set_value([reason])
+    rerun(at)
+    shown = run_table(at).value
+    position = min(1, len(shown) - 1)
+    rollout_id = shown["rollout"].iat[position]
+    select_row(at, position)
+    # Now on the Rollout page, on that rollout, with its verdict.
+    assert headings(at) == [f"## {escaped(rollout_id)}"]
+    row = table.to_pylist()[int(np.flatnonzero(frame["rollout_id"] == rollout_id)[0])]
+    banner = at.error[0].value
+    assert banner.startswith("**Masked") and all(r in banner for r in row["mask_reasons"])
+    assert any("Opened from the run" in m.value for m in at.sidebar.markdown)
+    # It opens at the top of the page (the table was far down the Run page), once per opening.
+    assert [h.proto.body for h in at.html if "scrollTo(0, 0)" in h.proto.body]
+    rerun(at)
+    assert not [h for h in at.html if "scrollTo(0, 0)" in h.proto.body]
+    assert headings(at) == [f"## {escaped(rollout_id)}"]
+    back = next(p for p in at.get("page_link") if "Back to the run" in p.proto.label)
+    assert back.proto.page_script_hash and back.proto.query_string == f"run_reason={reason}"
+    # Back on the Run page: the filter is still there.
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    assert at.multiselect(key="run_w_reasons").value == [reason]
+    assert run_table(at).value["rollout"].tolist() == shown["rollout"].tolist()
+    assert at.query_params["run_reason"] == reason
+
+
+def test_a_store_rollout_of_a_run_directory_opens_as_its_own_files(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch, str(run))
+    assert headings(at)[0] == f"## Run · {escaped(str(run.resolve()))}"
+    shown = run_table(at).value
+    position = shown["rollout"].tolist().index("store-interrupted")
+    select_row(at, position)
+    assert headings(at) == ["## store\\-interrupted"]
+    assert "capture_incomplete" in at.error[0].value
+    # Only that rollout was opened (not its neighbour in the same directory), and the export
+    # tab's command names it, since the directory holds others.
+    assert not [s for s in at.selectbox if s.key == "rollout"]
+    at.session_state["tab"] = "Export"
+    rerun(at)
+    assert any("--rollout store-interrupted" in c.value and str(run / "store") in c.value for c in at.code)
+
+
+def test_closing_a_rollout_opened_from_the_run_goes_back_to_the_samples(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch, str(run))
+    select_row(at, run_table(at).value["rollout"].tolist().index("length-stop"))
+    assert headings(at) == ["## length\\-stop"]
+    at.button(key="close_run_rollout").click()
+    rerun(at)
+    # The command-line directory is what the Rollout page shows on its own.
+    assert "Opened from the run" not in [m.value for m in at.sidebar.markdown]
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_a_directory_argument_is_scanned_with_progress_once(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    calls: list[list[tuple[int, int]]] = []
+    real = tokencap.run.scan_table
+
+    def spy(source, **kwargs):
+        seen: list[tuple[int, int]] = []
+        calls.append(seen)
+        progress = kwargs.pop("progress")
+        return real(source, progress=lambda d, t: (seen.append((d, t)), progress(d, t)), **kwargs)
+
+    monkeypatch.setattr(tokencap.run, "scan_table", spy)
+    at = run_app(monkeypatch, str(run))
+    want = scan_table(run, workers=1)
+    assert len(calls) == 1 and calls[0][0] == (0, want.num_rows) and calls[0][-1] == (want.num_rows, want.num_rows)
+    assert shown_count(at) == (want.num_rows, want.num_rows)
+    rerun(at)
+    at.multiselect(key="run_w_statuses").set_value(["completed"])
+    rerun(at)
+    assert len(calls) == 1  # reruns and filters use the cached table
+    at.button(key="run_rescan").click()
+    rerun(at)
+    assert len(calls) == 1  # nothing changed on disk: the same scan
+    shutil.copy(SAMPLES / "content_filter_stop.json", run / "files" / "content_filter_stop.json")
+    at.button(key="run_rescan").click()
+    rerun(at)
+    at.button(key="run_clear").click()
+    rerun(at)
+    assert len(calls) == 2 and shown_count(at) == (want.num_rows + 1, want.num_rows + 1)
+
+
+def test_a_scan_table_argument_opens_the_run_page_on_it(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    table = scan_table(run, workers=1)
+    path = tmp_path / "result.parquet"
+    path.write_bytes(parquet_of(table))
+    at = run_app(monkeypatch, str(path))
+    assert headings(at)[0] == f"## Run · {escaped(str(path.resolve()))}"
+    assert shown_count(at) == (table.num_rows, table.num_rows)
+    position = run_table(at).value["rollout"].tolist().index("length-stop")
+    select_row(at, position)  # its rollouts are not here until the run's directory is named
+    assert any("table came without its run" in w.value for w in at.warning)
+    at.text_input(key="run_w_root").set_value(str(run))
+    rerun(at)  # the row still selected opens as soon as its file is found
+    assert headings(at) == ["## length\\-stop"]
+    # On its own, the Rollout page does not try to read the table as a rollout: the samples.
+    at.button(key="close_run_rollout").click()
+    rerun(at)
+    assert not [e for e in at.error if "Could not" in e.value] and at.selectbox(key="scenario")
+
+
+def test_a_file_argument_opens_the_rollout_page(monkeypatch):
+    at = run_app(monkeypatch, str(SAMPLES / "length_stop.json"))
+    assert headings(at) == ["## length\\-stop"]
+
+
+def test_a_scan_that_fails_midway_is_one_message(monkeypatch, tmp_path):
+    def broken(source, **kwargs):
+        raise OSError("a worker died")
+
+    monkeypatch.setattr(tokencap.run, "scan_table", broken)
+    at = run_app(monkeypatch, str(make_run(tmp_path)))
+    assert any("the scan stopped (OSError: a worker died)" in e.value.replace("\\", "") for e in at.error)
+
+
+def test_a_missing_directory_is_an_error_on_the_run_page(monkeypatch, tmp_path):
+    at = run_app(monkeypatch, str(tmp_path / "nowhere"))
+    assert any("Could not open the run" in e.value and "no such file or directory" in e.value for e in at.error)
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def test_an_uploaded_scan_table_is_shown(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    table = scan_table(run, workers=1)
+    at = run_app(monkeypatch)
+    upload_run(at, ("run.parquet", parquet_of(table)))
+    assert headings(at)[0] == "## Run · run\\.parquet"
+    assert run_table(at).value["rollout"].tolist() == table.column("rollout_id").to_pylist()
+    assert {m.label: m.value for m in at.metric}["rollouts"] == str(table.num_rows)
+    # The upload survives a trip to the Rollout page and back; closing it returns to the sample run.
+    at.switch_page("app_pages/rollout.py")
+    rerun(at)
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    assert headings(at)[0] == "## Run · run\\.parquet"
+    at.button(key="run_close_upload").click()
+    rerun(at)
+    assert headings(at)[0].startswith("## Run · sample run")
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("junk.parquet", b"not a parquet file", "junk.parquet: not a readable parquet file"),
+    ("other.parquet", parquet_of(pa.table({"x": [1, 2]})), "other.parquet: not a tokencap scan table"),
+])
+def test_a_bad_parquet_upload_is_a_clear_error(monkeypatch, name, data, message):
+    at = run_app(monkeypatch)
+    upload_run(at, (name, data))
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and escaped(message) in errors[0] and "tokencap scan" in errors[0]
+    assert not at.dataframe
+
+
+def test_a_row_of_a_table_uploaded_alone_says_its_file_is_missing_and_takes_an_upload(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    table = scan_table(run, workers=1)
+    at = run_app(monkeypatch)
+    upload_run(at, ("run.parquet", parquet_of(table)))
+    ids = run_table(at).value["rollout"].tolist()
+    position = ids.index("subagent-branch")
+    select_row(at, position)
+    warning = next(w.value for w in at.warning if "Cannot open" in w.value)
+    assert "table came without its run" in warning and escaped("files/subagent_branch.json") in warning
+    assert "Upload subagent\\_branch\\.json itself" in warning
+    uploader = next(u for u in at.file_uploader if u.key.startswith("run_missing_upload:"))
+    # The wrong file is refused with what it holds ...
+    uploader.set_value(("length_stop.json", (SAMPLES / "length_stop.json").read_bytes(), "application/json"))
+    rerun(at)
+    refused = escaped("length_stop.json holds length-stop, not subagent-branch")
+    assert any(refused in e.value for e in at.error), [e.value for e in at.error]
+    # ... the right one opens the rollout.
+    uploader = next(u for u in at.file_uploader if u.key.startswith("run_missing_upload:"))
+    uploader.set_value(("subagent_branch.json", (SAMPLES / "subagent_branch.json").read_bytes(), "application/json"))
+    rerun(at)
+    assert headings(at) == ["## subagent\\-branch"]
+
+
+def test_an_uploaded_table_opens_rows_under_a_named_run_directory(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    table = scan_table(run, workers=1)
+    at = run_app(monkeypatch)
+    upload_run(at, ("run.parquet", parquet_of(table)))
+    at.text_input(key="run_w_root").set_value(str(run))
+    rerun(at)
+    select_row(at, run_table(at).value["rollout"].tolist().index("jsonl-refusal-ended"))
+    assert headings(at) == ["## jsonl\\-refusal\\-ended"]
+    # Back on the Run page, the named directory is still there.
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    assert at.text_input(key="run_w_root").value == str(run)
+
+
+def test_rollout_files_upload_is_scanned_in_memory_and_each_row_opens(monkeypatch):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for f in sorted((SAMPLES / "capture_store").iterdir()):
+            zf.write(f, f"capture_store/{f.name}")
+    at = run_app(monkeypatch)
+    upload_run(at, ("entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()),
+               ("store.zip", buffer.getvalue()), ("broken.json", b'{"entries": [{"model_call_id": 3}]}'))
+    shown = run_table(at).value
+    assert shown["rollout"].tolist() == ["broken", "jsonl-clean", "jsonl-parameter-refusal", "jsonl-refusal-ended",
+                                         "store-complete", "store-interrupted"]
+    assert shown["source"].astype(str).tolist()[-1] == "store.zip"
+    assert "broken.json" in str(shown["error"].iat[0])
+    select_row(at, 5)
+    assert headings(at) == ["## store\\-interrupted"]
+    assert "capture_incomplete" in at.error[0].value
+
+
+def test_capture_strings_on_the_run_page_are_never_markup(monkeypatch):
+    hostile = "<img src=x onerror=alert(1)>[x](javascript:alert(1)):red[boo]"
+    c = Capture(hostile)
+    c.call("c1", new=5)
+    at = run_app(monkeypatch)
+    upload_run(at, ("**bold** <b>.json", c.json_bytes()))
+    at.text_input(key="run_w_query").set_value("<img")
+    rerun(at)
+    assert run_table(at).value["rollout"].tolist() == [hostile]  # the table shows the text as it is
+    def check(texts):
+        for value in texts:
+            assert not re.search(r"(?<!\\)<", value), value
+            assert "](" not in value and ":red[" not in value, value
+
+    check(e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning))
+    # A table uploaded alone: the missing-file message and the upload offered name the rollout.
+    upload_run(at, ("run.parquet", parquet_of(scan_table(SAMPLES / "length_stop.json", workers=1)
+                                              .set_column(0, "rollout_id", pa.array([hostile])))))
+    select_row(at, 0)
+    assert any(w.value.startswith("**Cannot open \\<img") for w in at.warning)
+    assert any(u.label.startswith("Upload the file holding \\<img") for u in at.file_uploader)
+    check(e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning))
+    check(u.label for u in at.file_uploader)
