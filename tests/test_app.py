@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from synth_snapshots import Capture, cli_build, kitchen_sink
@@ -31,20 +30,6 @@ APP = REPO / "app.py"
 SAMPLES = REPO / "sample_data"
 UPSTREAM = REPO / "tests" / "data" / "upstream_store"
 TIMEOUT = 60
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    """file name -> payload function, for every download button the page registered."""
-    captured: dict[str, object] = {}
-    original = MediaFileManager.add_deferred
-
-    def spy(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        captured[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
-    return captured
 
 
 ROLLOUT_PAGE = "app_pages/rollout.py"

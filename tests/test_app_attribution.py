@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from synth_snapshots import cli_build
@@ -24,19 +23,6 @@ APP = REPO / "app.py"
 SAMPLES = REPO / "sample_data"
 FINALS = SAMPLES / "final_responses"
 TIMEOUT = 60
-
-
-@pytest.fixture
-def downloads(monkeypatch):
-    captured: dict[str, object] = {}
-    original = MediaFileManager.add_deferred
-
-    def spy(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
-        captured[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
-
-    monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
-    return captured
 
 
 def start(monkeypatch, *args: str, scenario: str | None = None, tab: str | None = None) -> AppTest:

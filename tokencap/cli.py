@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from .interrupts import Run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
@@ -245,20 +246,27 @@ def _run_inputs(args: argparse.Namespace) -> None:
         raise _UsageError("--ray-address needs --engine ray")
 
 
-def _cmd_scan(args: argparse.Namespace) -> int:
+def _run_command(args: argparse.Namespace, label: str, work) -> Any:
+    """Check a run command's inputs, run ``work(progress)`` under a progress bar, print its notes."""
     from .progress import RunProgress
-    from .run import scan
 
     _run_inputs(args)
-    progress = RunProgress("scan")
+    progress = RunProgress(label)
     try:
-        summary = scan(args.source, args.output, workers=args.workers, engine=args.engine,
-                       ray_address=args.ray_address, final_responses=args.final_responses, since=args.since,
-                       progress=progress)
+        summary = work(progress)
     finally:
         progress.close()
     for note in summary.notes:
         print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
+    return summary
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from .run import scan
+
+    summary = _run_command(args, "scan", lambda progress: scan(
+        args.source, args.output, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
+        final_responses=args.final_responses, since=args.since, progress=progress))
     reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
     print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
           f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}", file=sys.stderr)
@@ -266,19 +274,11 @@ def _cmd_scan(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .progress import RunProgress
     from .run import export
 
-    _run_inputs(args)
-    progress = RunProgress("export")
-    try:
-        summary = export(args.source, args.output, only_trainable=args.only_trainable, workers=args.workers,
-                         engine=args.engine, ray_address=args.ray_address, final_responses=args.final_responses,
-                         progress=progress)
-    finally:
-        progress.close()
-    for note in summary.notes:
-        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
+    summary = _run_command(args, "export", lambda progress: export(
+        args.source, args.output, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
+        ray_address=args.ray_address, final_responses=args.final_responses, progress=progress))
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
           f"({summary.trainable:,} trainable) -> {args.output}", file=sys.stderr)
     return EXIT_OK
