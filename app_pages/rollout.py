@@ -18,6 +18,7 @@ import streamlit as st
 from tokencap.views import detail as dv
 from tokencap.views import export as ev
 from tokencap.views import mask as mv
+from tokencap.views import rollout_page as rp
 from tokencap.views import sources as src
 from tokencap.views import tree as tv
 from tokencap.views import verdicts as vv
@@ -26,7 +27,7 @@ from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
-TABS = ["Call tree", "Loss mask", "Verdicts", "Export"]
+TABS = list(rp.TABS)
 BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
@@ -165,7 +166,7 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 
 
 def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
-    banner = view.banner
+    banner = vv.banner_of(view)
     snap = view.snapshot
     st.markdown(f"## {md_escape(view.rollout_id)}")
     bits = [f"from {md_escape(ref.source_name)}"]
@@ -227,14 +228,12 @@ def _remember_pick(pick_key: str, rk: str) -> None:
 
 
 def show_tree_tab(view: RolloutView, rk: str) -> None:
-    model = view.tree
+    model = tv.tree_of(view)
     if not len(model):
         st.info("No calls to show.")
         return
-    selected = STATE["selected"].get(rk)
-    if selected not in model.index:
-        selected = model.default_key
-        STATE["selected"][rk] = selected
+    selected = rp.selected_node(view, STATE["selected"].get(rk))
+    STATE["selected"][rk] = selected
     chart_key = f"tree:{rk}:{view.anchor}"
     st.caption(f"{fmt_int(len(model))} nodes in {model.lanes} lane{'s' if model.lanes != 1 else ''}. "
                "Click a node to inspect it; drag to zoom, double-click to reset, scroll to zoom.")
@@ -514,7 +513,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
                  on_change=_remember_anchor, args=(widget_key, rk),
                  help="The delivered chain is cut at this call (what the harness says it ended on). "
                       "Default: none.")
-    banner = view.banner
+    banner = vv.banner_of(view)
     if banner.trainable:
         st.success(f"**{banner.headline}** · status {md_escape(banner.status_line)}", icon=":material/check_circle:")
     else:
@@ -571,9 +570,7 @@ def main() -> None:
     rk = ref.key
     ls = by_key[ref.source_key]
     base = rollout_view(ref.source_key, ref.index, None, ls)
-    anchor = STATE["anchors"].get(rk)
-    if anchor is not None and anchor not in base.anchor_options():
-        anchor = None
+    anchor = rp.valid_anchor(base, STATE["anchors"].get(rk))
     view = rollout_view(ref.source_key, ref.index, anchor, ls) if anchor is not None else base
 
     show_banner(view, ref)
@@ -591,7 +588,7 @@ def main() -> None:
             else:
                 all_views = [rollout_view(r.source_key, r.index, STATE["anchors"].get(r.key), by_key[r.source_key])
                              for r in refs]
-                label = ref.source_name if source_label == "uploaded files" else source_label
+                label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
                 show_export_tab(base, view, rk, ref, label, all_views, several)
 

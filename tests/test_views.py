@@ -159,7 +159,7 @@ def test_rollout_refs_are_unique_per_source_and_index():
 
 
 def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
-    model = sink.tree
+    model = tv.tree_of(sink)
     cats = {n.ident: n.category for n in model.nodes}
     assert cats["c06"] == "terminal"
     assert cats["c01"] == cats["c02"] == cats["c03"] == cats["c05"] == "main"
@@ -182,7 +182,7 @@ def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
 
 
 def test_tree_layout_main_chain_is_the_top_lane_and_nodes_never_overlap(sink):
-    model = sink.tree
+    model = tv.tree_of(sink)
     main = sink.chain("main").call_ids
     assert [model.node(f"call:{c}").lane for c in main] == [0] * len(main)
     assert [model.node(f"call:{c}").depth for c in main] == list(range(len(main)))
@@ -207,13 +207,13 @@ def test_tree_survives_a_loop_of_claimed_parents():
                           "parent_call_id": parent, "prompt_is_delta": True, "cum_len": 9, "digest": "00"})
     view = RolloutView(c.snapshot())
     assert set(view.build.excluded) == {"d1", "d2"}
-    model = view.tree
+    model = tv.tree_of(view)
     assert {n.ident for n in model.nodes} == {"a1", "d1", "d2"}
     assert sum(1 for n in model.nodes if n.parent is None) == 2  # a1, and the cut in the loop
 
 
 def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
-    model = sink.tree
+    model = tv.tree_of(sink)
     fig = model.figure(selected="call:c05")
     assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 1
     keys = set()
@@ -230,7 +230,7 @@ def test_tree_hover_and_labels_escape_capture_strings():
     c = Capture("hostile")
     c.call("<img src=x onerror=alert(1)>", new=5, parent_resolution_reason="<script>alert(1)</script>")
     view = RolloutView(c.snapshot())
-    model = view.tree
+    model = tv.tree_of(view)
     node = model.nodes[0]
     assert "<img" not in node.hover and "&lt;img" in node.hover
     assert "<script>" not in node.hover
@@ -249,7 +249,7 @@ def test_key_from_selection():
 def test_tree_is_fast_and_compact_at_scale(n_calls):
     view = RolloutView(long_linear(n_calls).snapshot())
     start = time.perf_counter()
-    model = view.tree
+    model = tv.tree_of(view)
     fig = model.figure(selected=model.default_key)
     fig.to_json()
     elapsed = time.perf_counter() - start
@@ -262,16 +262,16 @@ def test_tree_is_fast_and_compact_at_scale(n_calls):
 
 def test_dense_trees_draw_nodes_without_rims():
     # White rims on hundreds of touching markers paint over their fills (the main chain vanished).
-    fig = RolloutView(long_linear(600).snapshot()).tree.figure()
+    fig = tv.tree_of(RolloutView(long_linear(600).snapshot())).figure()
     filled = [t for t in fig.data if t.mode == "markers" and t.name == "main chain (delivered)"]
     assert filled and filled[0].marker.line.width == 0
-    small = RolloutView(kitchen_sink().snapshot()).tree.figure()
+    small = tv.tree_of(RolloutView(kitchen_sink().snapshot())).figure()
     assert next(t for t in small.data if t.name == "main chain (delivered)").marker.line.color == "#ffffff"
 
 
 def test_nodes_frame_lists_every_node_with_its_link(sink):
-    frame = tv.nodes_frame(sink.tree, sink)
-    assert list(frame["key"]) == sink.tree.keys()
+    frame = tv.nodes_frame(tv.tree_of(sink), sink)
+    assert list(frame["key"]) == tv.tree_of(sink).keys()
     links = dict(zip(frame["node"], frame["link"]))
     assert links["c01"] == "root" and links["c02"] == "verified"
     assert links["c05"] == "parent_call_id_missing_recovered" and links["s01"] == "parent_digest_mismatch"
@@ -283,8 +283,8 @@ def test_tree_of_an_unbuilt_rollout_shows_nothing_and_does_not_fail():
     from tokencap import TokenCaptureSnapshot
 
     view = RolloutView(TokenCaptureSnapshot.failed("bad", "bad: line 3: not JSON"))
-    assert len(view.tree) == 0 and view.tree.default_key is None
-    assert view.banner.error == "bad: line 3: not JSON"
+    assert len(tv.tree_of(view)) == 0 and tv.tree_of(view).default_key is None
+    assert vv.banner_of(view).error == "bad: line 3: not JSON"
 
 
 def test_legend_frame_lists_every_mark():
@@ -377,7 +377,7 @@ def test_detail_of_a_conflicting_duplicate():
     view = sample_view("duplicate_call_id.json")
     d = dv.call_detail(view, "call:call-0003")
     assert d.link_ok is False and "copies of this call id agree" in set(d.link_checks["check"])
-    assert "conflict" in view.tree.node("call:call-0003").flags
+    assert "conflict" in tv.tree_of(view).node("call:call-0003").flags
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -453,6 +453,6 @@ def test_anchor_options_put_the_main_chain_first():
 def test_rollout_view_caches_masks_and_tree():
     view = sample_view("clean_multiturn_tools.json")
     assert view.mask("main") is view.mask("main")
-    assert view.tree is view.tree
+    assert tv.tree_of(view) is tv.tree_of(view)
     assert view.mask("branch-9") is None
     assert np.array_equal(view.mask("main").token_ids, view.mask().token_ids)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,14 +39,10 @@ from ..builder import (
 )
 from ..records import ParentResolutionStatus
 from . import style
+from .model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
 from .text import fmt_int, html_text
 
-if TYPE_CHECKING:
-    from .model import RolloutView
-
 WEBGL_THRESHOLD = 1000
-
-CALL, REFUSAL, GHOST = "call", "refusal", "ghost"
 
 # Node categories: (legend label, colour, symbol, size factor). The first that applies wins.
 NODE_STYLES: dict[str, tuple[str, str, str, float]] = {
@@ -144,15 +140,6 @@ def nodes_frame(model: TreeModel, view: RolloutView) -> pd.DataFrame:
                                        "depth", "key"])
 
 
-def node_key(kind: str, ident: str) -> str:
-    return f"{kind}:{ident}"
-
-
-def split_key(key: str) -> tuple[str, str]:
-    kind, _, ident = key.partition(":")
-    return kind, ident
-
-
 @dataclass
 class TreeNode:
     key: str
@@ -223,6 +210,11 @@ class TreeModel:
 
 
 # --------------------------------------------------------------------------- model
+
+
+def tree_of(view: RolloutView) -> TreeModel:
+    """The view's laid-out tree, computed once per view."""
+    return view.derived("tree", build_tree)
 
 
 def build_tree(view: RolloutView) -> TreeModel:

@@ -18,8 +18,9 @@ import pandas as pd
 
 from ..builder import BuildOutput
 from ..rollout import MASK_REASON_TEXT, RolloutResult
-from .detail import NOTE_TEXT, RULE_TEXT, conditions_frame
+from .model import RolloutView
 from .text import fmt_fraction, fmt_int
+from .words import NOTE_TEXT, RULE_TEXT
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
@@ -103,6 +104,17 @@ def verdict_banner(result: RolloutResult) -> Banner:
         anchor=result.terminal_call_id,
         terminal_chain=build.notes.terminal_chain if build is not None else "",
     )
+
+
+def banner_of(view: RolloutView) -> Banner:
+    """The view's banner, computed once per view."""
+    return view.derived("banner", lambda v: verdict_banner(v.result))
+
+
+def conditions_frame(verdict: Any) -> pd.DataFrame:
+    """An engine refusal's conditions (SPEC 5.1), one row each, with whether it holds and why."""
+    return pd.DataFrame([{"condition": c.name, "holds": "✓" if c.holds else "✗", "why": c.detail}
+                         for c in verdict.conditions], columns=["condition", "holds", "why"])
 
 
 def verdict_label(result: RolloutResult) -> str:

@@ -1,0 +1,30 @@
+"""The Rollout page, assembled: what the page decides beyond any one page part.
+
+The top of `tokencap.views`: it may use every page part (tree, detail, mask, verdicts,
+export) and nothing imports it but the Streamlit page (`app_pages/rollout.py`), which
+only lays out what this module and the page parts compute.
+"""
+
+from __future__ import annotations
+
+from .model import RolloutView
+from .tree import tree_of
+
+TABS = ("Call tree", "Loss mask", "Verdicts", "Export")
+"""The page's tabs, in order."""
+
+
+def valid_anchor(base: RolloutView, anchor: str | None) -> str | None:
+    """``anchor`` when the unanchored build offers it as a terminal call, else None."""
+    return anchor if anchor is not None and anchor in base.anchor_options() else None
+
+
+def selected_node(view: RolloutView, remembered: str | None) -> str | None:
+    """The node the tree and the detail panel show: the remembered one while it exists, else the default."""
+    model = tree_of(view)
+    return remembered if remembered in model.index else model.default_key
+
+
+def export_source_label(source_name: str, source_label: str, uploaded: bool) -> str:
+    """The SOURCE of the `tokencap build` command shown beside the downloads."""
+    return source_name if uploaded else source_label
