@@ -20,10 +20,12 @@ from tokencap.views import export as ev
 from tokencap.views import mask as mv
 from tokencap.views import rollout_page as rp
 from tokencap.views import sources as src
+from tokencap.views import style
 from tokencap.views import tree as tv
 from tokencap.views import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
+from tokencap.views.words import TERMS
 
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
@@ -165,10 +167,27 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 # --------------------------------------------------------------------------- verdict banner
 
 
-def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
+CULPRITS_INLINE = 3  # culprits shown per reason before "+N more"
+
+
+def _open_culprit(rk: str, key: str) -> None:
+    """A culprit link: select its node and show it on the call tree."""
+    STATE["selected"][rk] = key
+    STATE["tab"] = "Call tree"
+
+
+def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
+    if culprit.key is None:
+        st.markdown(md_escape(culprit.text), width="content")
+    else:
+        st.button(md_escape(culprit.text), key=widget_key, type="tertiary", on_click=_open_culprit,
+                  args=(rk, culprit.key), help="Select this call in the call tree")
+
+
+def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
     banner = vv.banner_of(view)
     snap = view.snapshot
-    st.markdown(f"## {md_escape(view.rollout_id)}")
+    st.markdown(f"### {md_escape(view.rollout_id)}")
     bits = [f"from {md_escape(ref.source_name)}"]
     if snap.snapshot_id:
         bits.append(f"snapshot {md_escape(snap.snapshot_id)}")
@@ -178,25 +197,32 @@ def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
         bits.append(f"anchored on {md_escape(banner.anchor)} (change it under Export)")
     st.caption(" · ".join(bits))
 
-    left, right = st.columns([3, 2], gap="medium")
-    with left:
-        if banner.trainable:
-            st.success(f"**{banner.headline}**", icon=":material/check_circle:")
-        else:
-            reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
-            st.error(f"**{banner.headline}**\n\n{reasons}", icon=":material/block:")
-    with right:
-        status = banner.status_line
-        body = f"**Response status: {md_escape(status)}**  \n{md_escape(banner.status_text)}"
-        if banner.status == "completed":
-            st.info(body, icon=":material/flag:")
-        else:
-            st.warning(body, icon=":material/warning:")
+    status = f"response status **{md_escape(banner.status_line)}**" + (
+        f" — {md_escape(banner.status_text)}" if banner.status_text else "")
+    if banner.trainable:
+        with st.container(key="verdict_ok", border=True):
+            st.markdown(f":material/check_circle: **{banner.headline}** · {status}")
+    else:
+        with st.container(key="verdict_masked", border=True):
+            st.markdown(f":material/block: **{banner.headline}** · {status}")
+            for i, line in enumerate(banner.lines):
+                with st.container(horizontal=True, gap="small", vertical_alignment="center",
+                                  key=f"culprits_{i}"):
+                    st.markdown(f"**{md_escape(line.code)}** ({md_escape(line.words)})" +
+                                (":" if line.culprits else ""), width="content", help=line.explanation or None)
+                    for j, culprit in enumerate(line.culprits[:CULPRITS_INLINE]):
+                        _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
+                    rest = line.culprits[CULPRITS_INLINE:]
+                    if rest:
+                        with st.popover(f"+{len(rest)} more", type="tertiary", key=f"more:{rk}:{i}"):
+                            for j, culprit in enumerate(rest, start=CULPRITS_INLINE):
+                                _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
     if banner.error:
         st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
-    cols = st.columns(len(banner.metrics))
-    for col, metric in zip(cols, banner.metrics):
-        col.metric(metric.label, metric.value, help=metric.help, border=True)
+    with st.container(horizontal=True, gap="small", key="tiles"):
+        for metric in banner.metrics:
+            value = f":red[**{metric.value}**]" if metric.alert else f"**{metric.value}**"
+            st.markdown(f"{metric.label} {value}", help=metric.help, width="content")
     if snap.source_notes:
         with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):
             for note in snap.source_notes:
@@ -358,7 +384,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     cols[0].metric("tokens", fmt_int(summary.total), border=True)
     cols[1].metric("trained (mask 1)", fmt_int(summary.generated), help="generated positions", border=True)
     cols[2].metric("context (mask 0)", fmt_int(summary.prompt + summary.interstitial),
-                   help=f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial",
+                   help=f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial "
+                        f"(interstitial: {TERMS['interstitial']})",
                    border=True)
     cols[3].metric("links", fmt_int(summary.links), border=True)
     cols[4].metric("mean log-prob", fmt_logprob(summary.mean_log_prob),
@@ -398,8 +425,7 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     start, end = mv.page_bounds(mask, page, window)
     st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
                     key=f"mask_overview:{page_state_key}")
-    st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. Grey: prompt · amber: interstitial (tool output, "
-               "user turns) · coloured: generated, by log-probability · black ticks: a call's context begins.")
+    st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
     st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
                     width="stretch", key=f"mask_strip:{page_state_key}")
 
@@ -408,7 +434,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
         st.markdown("**Per link**")
         links = mv.link_frame(mask, chain)
         st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
-                     column_config={"mean lp": st.column_config.NumberColumn(format="%.3f"),
+                     column_config={"context": st.column_config.NumberColumn(help=mv.CONTEXT_HELP),
+                                    "mean lp": st.column_config.NumberColumn(format="%.3f"),
                                     "min lp": st.column_config.NumberColumn(format="%.3f")})
     with right:
         st.markdown("**Log-probability of generated tokens**")
@@ -551,6 +578,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 
 
 def main() -> None:
+    st.html(f"<style>{style.PAGE_CSS}</style>")
     sources, source_label, path_error = sidebar_sources()
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
@@ -573,7 +601,7 @@ def main() -> None:
     anchor = rp.valid_anchor(base, STATE["anchors"].get(rk))
     view = rollout_view(ref.source_key, ref.index, anchor, ls) if anchor is not None else base
 
-    show_banner(view, ref)
+    show_banner(view, ref, rk)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
         if not tab.open:

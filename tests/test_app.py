@@ -66,7 +66,24 @@ def rerun(at: AppTest, tab: str | None = None) -> AppTest:
 
 
 def heading(at: AppTest) -> str:
-    return next(m.value for m in at.markdown if m.value.startswith("## "))
+    return next(m.value for m in at.markdown if m.value.startswith("### "))
+
+
+def verdict(at: AppTest) -> str:
+    """The banner's verdict line (markdown)."""
+    return next(m.value for m in at.markdown if re.search(r"\*\*(Masked|Trainable) —", m.value))
+
+
+def reason_lines(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if re.match(r"\*\*[a-z\\_]+\*\* \(", m.value)]
+
+
+TILE = re.compile(r"([a-z][a-z .]*) (?::red\[)?\*\*([^*]+)\*\*\]?")
+
+
+def tiles(at: AppTest) -> dict[str, str]:
+    """The header's number tiles, label -> value."""
+    return {m[1]: m[2] for m in (TILE.fullmatch(el.value) for el in at.get_by_key("tiles").markdown) if m}
 
 
 def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
@@ -97,16 +114,16 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
     scenario = at.selectbox(key="scenario")
     assert scenario.value == "subagent_branch.json"
     assert "capture_store" in scenario.options or "capture store" in scenario.options
-    assert heading(at) == "## subagent\\-branch"
-    assert [m.label for m in at.metric] == ["calls", "chains", "delivered", "quarantined", "unresolved", "empty gen.",
-                                            "refusals"]
-    assert at.error[0].value.startswith("**Masked")
-    assert "multiple_chains" in at.error[0].value
+    assert heading(at) == "### subagent\\-branch"
+    assert list(tiles(at)) == ["calls", "chains", "delivered", "quarantined", "unproven links", "excluded",
+                               "empty gen.", "refusals"]
+    assert "**Masked" in verdict(at)
+    assert reason_lines(at)[0].startswith("**multiple\\_chains**")
     assert len(at.get("plotly_chart")) == 1
     assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export"]
-    # The terminal call is selected and detailed.
-    assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0005"
-    assert any(m.value.startswith("#### call\\-0005") for m in at.markdown)
+    # A masked rollout opens on its first culprit: the branch's first call.
+    assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
+    assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
 
 
 def test_scenario_picker_switches_source(monkeypatch):
@@ -115,7 +132,7 @@ def test_scenario_picker_switches_source(monkeypatch):
     rerun(at)
     rollout = at.selectbox(key="rollout")
     assert rollout.options == ["✓ trainable · store-complete", "✗ masked: capture_incomplete · store-interrupted"]
-    assert heading(at) == "## store\\-complete"
+    assert heading(at) == "### store\\-complete"
 
 
 @pytest.mark.parametrize("scenario", [s.name for s in src.sample_scenarios(SAMPLES)])
@@ -129,19 +146,18 @@ def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
         rerun(at, tab)
     expected = json.loads((SAMPLES / "expected.json").read_text())[scenario]["rollouts"]
     first = next(iter(expected.values()))
-    banner = (at.success if not first["mask_sample"] else at.error)[0].value
-    assert banner.startswith("**Trainable" if not first["mask_sample"] else "**Masked")
+    assert ("**Trainable" if not first["mask_sample"] else "**Masked") in verdict(at)
 
 
 def test_path_argument_opens_a_capture_store(monkeypatch):
     at = open_app(monkeypatch, str(UPSTREAM))
     rollout = at.selectbox(key="rollout")
     assert len(rollout.options) == 2
-    assert heading(at) == "## task3\\-rollout0\\-attempt0"
+    assert heading(at) == "### task3\\-rollout0\\-attempt0"
     rollout.set_value(rollout_keys(src.source_from_path(UPSTREAM))[1])
     rerun(at)
-    assert heading(at) == "## task4\\-rollout1\\-attempt0"
-    assert "capture_incomplete" in at.error[0].value
+    assert heading(at) == "### task4\\-rollout1\\-attempt0"
+    assert reason_lines(at)[0].startswith("**capture\\_incomplete**")
 
 
 def test_path_argument_to_a_missing_file_is_an_error_in_the_page(monkeypatch, tmp_path):
@@ -155,9 +171,9 @@ def test_path_argument_to_a_missing_file_is_an_error_in_the_page(monkeypatch, tm
 def test_upload_snapshot_json(monkeypatch):
     at = open_app(monkeypatch)
     upload(at, ("sink.json", kitchen_sink().json_bytes()))
-    assert heading(at) == "## kitchen\\-sink"
+    assert heading(at) == "### kitchen\\-sink"
     assert any("Showing 1 uploaded file" in c.value for c in at.sidebar.caption)
-    assert {m.label: m.value for m in at.metric}["calls"] == "12"
+    assert tiles(at)["calls"] == "12"
 
 
 def test_upload_jsonl_with_several_rollouts_gets_a_verdict_selector(monkeypatch):
@@ -192,7 +208,7 @@ def test_several_uploads_and_a_bad_file(monkeypatch):
     rollout.set_value(rollout_keys(src.source_from_bytes("good.json", good),
                                    src.source_from_bytes("store.zip", zipped))[2])
     rerun(at)
-    assert heading(at) == "## task4\\-rollout1\\-attempt0"
+    assert heading(at) == "### task4\\-rollout1\\-attempt0"
 
 
 def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
@@ -206,7 +222,7 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
         # Markdown only ever sees the escaped characters: no raw tag, link or directive.
         assert not re.search(r"(?<!\\)<", value), value
         assert "](" not in value and ":red[" not in value, value
-    assert heading(at).startswith("## \\<img")
+    assert heading(at).startswith("### \\<img")
     # Output text is shown verbatim as plain text.
     assert any(code.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for code in at.code)
 
@@ -244,6 +260,50 @@ def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
     rerun(at, "Call tree")
     rerun(at, "Export")
     assert len(calls) == 4 and calls[-1] == first_call
+
+
+def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"), tab="Verdicts")
+    assert reason_lines(at)[0].startswith("**unresolved\\_parent\\_calls**")
+    links = [b for b in at.button if b.key.startswith("culprit:")]
+    assert [b.label for b in links][:1] == ["call\\-0003\\'s claimed parent call\\-0002 does not open its prompt"]
+    links[0].click()
+    rerun(at)
+    assert at.session_state["tab"] == "Call tree"
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    assert pick.value == "call:call-0003"
+    # Announced but never captured: the culprit is a node of its own.
+    at = open_app(monkeypatch, str(SAMPLES / "capture_store"))
+    at.selectbox(key="rollout").set_value(rollout_keys(src.source_from_path(SAMPLES / "capture_store"))[1])
+    rerun(at)
+    link = next(b for b in at.button if b.key.startswith("culprit:"))
+    assert link.label == "call\\-0004 was announced but never captured"
+    assert next(s for s in at.selectbox if s.key.startswith("pick:")).value == "ghost:call-0004"
+    assert any(m.value.startswith("#### call\\-0004 — Announced, never captured") for m in at.markdown)
+
+
+def test_a_corrupt_record_reads_as_corrupt(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "corrupt_record.json"))
+    link = next(b for b in at.button if b.key.startswith("culprit:"))
+    assert link.label.startswith("call\\-0002 is corrupt\\:")
+    assert tiles(at)["excluded"] == "1" and tiles(at)["unproven links"] == "0"
+    assert "unresolved" not in " ".join(tiles(at))
+
+
+def test_more_than_three_culprits_go_behind_a_popover(monkeypatch):
+    c = Capture("many-fragments")
+    c.call("c0", new=10)
+    for i in range(5):
+        c.call(f"f{i}", prompt=c._tokens(9), claimed=f"lost-{i}")
+    at = open_app(monkeypatch)
+    upload(at, ("many.json", c.json_bytes()))
+    line = reason_lines(at)[0]
+    assert line.startswith("**unresolved\\_parent\\_calls**")
+    culprit_keys = [b.key for b in at.button if b.key.startswith("culprit:")]
+    # five culprits under the first reason: three inline, two in the "+2 more" popover
+    assert sum(1 for k in culprit_keys if k.endswith((":0:0", ":0:1", ":0:2", ":0:3", ":0:4"))) == 5
+    # every reason (unproven links, roots, chains) has five culprits: each puts two behind "+2 more"
+    assert [p.proto.popover.label for p in at.get("popover")] == ["+2 more"] * 3
 
 
 def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
@@ -328,7 +388,7 @@ def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, download
     # The whole page follows the anchor, and it survives other tabs.
     rerun(at, "Call tree")
     assert any("anchored on call\\-0004" in c.value for c in at.caption)
-    assert at.success[0].value.startswith("**Trainable")
+    assert "**Trainable" in verdict(at)
     # Back to no anchor.
     rerun(at, "Export")
     next(s for s in at.selectbox if s.key.startswith("anchor_w:")).set_value(None)

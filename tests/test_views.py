@@ -366,9 +366,9 @@ def test_detail_output_items_text_and_json(sink):
 
 def test_detail_of_refusals_and_ghosts(sink):
     d = dv.call_detail(sink, "refusal:r-end")
-    assert d.link_ok is True and list(d.conditions["holds"]) == ["✓", "✓", "✓"]
+    assert d.link_ok is True and list(d.conditions["met"]) == ["✓", "✓", "✓"]
     early = dv.call_detail(sink, "refusal:r-early")
-    assert early.link_ok is False and list(early.conditions["holds"])[:2] == ["✗", "✗"]
+    assert early.link_ok is False and list(early.conditions["met"])[:2] == ["✗", "✗"]
     ghost = dv.call_detail(sink, "ghost:ghost-parent")
     assert ghost.kind == "ghost" and "g01" in ghost.facts[0]
 
@@ -391,7 +391,7 @@ def test_banner_trainable_and_masked():
     assert [code for code, _ in masked.reasons] == ["unresolved_parent_calls", "multiple_roots", "multiple_chains"]
     assert all(text and text != code for code, text in masked.reasons)
     metrics = {m.label: m.value for m in masked.metrics}
-    assert metrics["calls"] == "4" and metrics["unresolved"] == "1" and metrics["chains"] == "2"
+    assert metrics["calls"] == "4" and metrics["unproven links"] == "1" and metrics["chains"] == "2"
     length = vv.verdict_banner(sample_view("length_stop.json").result)
     assert length.status_line == "incomplete (max_output_tokens)"
 
@@ -406,11 +406,16 @@ def test_verdict_labels():
 def test_refusal_conditions_one_by_one():
     ended = vv.refusal_views(sample_view("engine_refusal_ended.json").result)
     assert len(ended) == 1 and ended[0].ended_chain
-    assert list(ended[0].conditions["condition"]) == ["context window", "continued the last call", "not recovered"]
+    assert list(ended[0].conditions["question"]) == [
+        "Was it a context-window refusal?", "Did it continue the delivered chain's last call (or a twin of it)?",
+        "Was the last call (or a twin) served again at or after the refusal?"]
+    assert list(ended[0].conditions["answer"]) == ["yes", "yes", "no"]
+    assert not any(q.lower().startswith("not ") for q in ended[0].conditions["question"])  # no double negative
     recovered = vv.refusal_views(sample_view("engine_refusal_recovered.json").result)[0]
-    assert not recovered.ended_chain and list(recovered.conditions["holds"]) == ["✓", "✓", "✗"]
+    assert not recovered.ended_chain and list(recovered.conditions["met"]) == ["✓", "✓", "✗"]
+    assert list(recovered.conditions["answer"]) == ["yes", "yes", "yes"]
     earlier = vv.refusal_views(sample_view("engine_refusal_earlier_call.json").result)[0]
-    assert list(earlier.conditions["holds"])[1] == "✗"
+    assert list(earlier.conditions["met"])[1] == "✗"
 
 
 def test_finish_reason_withheld_when_twins_disagree():
@@ -422,8 +427,11 @@ def test_finish_reason_withheld_when_twins_disagree():
 
 
 def test_notes_frames(sink):
-    notes = dict(zip(*vv.notes_frame(sink.build).T.values))
+    frame = vv.notes_frame(sink.build)
+    notes = dict(zip(frame["note"], frame["value"]))
     assert notes["quarantined calls"] == "c03r" and notes["empty generation calls"] == "c04e"
+    meaning = dict(zip(frame["note"], frame["meaning"]))
+    assert "share of all generated tokens" in meaning["delivered fraction"]  # terms explained where they appear
     failures = vv.failures_frame(sink.build)
     masks = dict(zip(failures["note"], failures["masks"]))
     assert masks["parent_call_id_missing_recovered"] == "no" and masks["parent_digest_mismatch"] == "yes"

@@ -25,7 +25,16 @@ def test_an_anchor_must_be_a_call_the_build_offers():
 
 
 def test_a_remembered_selection_survives_only_while_its_node_exists():
-    view = sample_view("subagent_branch.json")
-    assert rp.selected_node(view, "call:call-0002") == "call:call-0002"
-    assert rp.selected_node(view, "call:gone") == tv.tree_of(view).default_key
-    assert rp.selected_node(view, None) == tv.tree_of(view).default_key
+    view = sample_view("clean_multiturn_tools.json")
+    last = tv.tree_of(view).default_key
+    assert rp.selected_node(view, "call:call-0001") == "call:call-0001"
+    assert rp.selected_node(view, "call:gone") == last
+    assert rp.selected_node(view, None) == last
+
+
+def test_a_masked_rollout_opens_on_its_first_culprit_a_trainable_one_on_its_last_call():
+    assert rp.opening_node(sample_view("stale_parent_link.json")) == "call:call-0003"
+    assert rp.opening_node(sample_view("corrupt_record.json")) == "call:call-0002"
+    assert rp.opening_node(sample_view("capture_store", 1)) == "ghost:call-0004"  # announced, never captured
+    trainable = sample_view("clean_multiturn_tools.json")
+    assert rp.opening_node(trainable) == f"call:{trainable.terminal_call_id}"

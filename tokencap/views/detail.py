@@ -458,6 +458,13 @@ def _refusal_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
 def _ghost_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
     claimants = sorted(e.model_call_id for e in view.records_by_id.values() if e.parent_call_id == ident)
     claimants += sorted(r.model_call_id for r in view.snapshot.engine_refusals if r.parent_call_id == ident)
+    if ident in view.announced_uncaptured:
+        facts = ["The capture store wrote an intent for this call (the request was started), but no record of it "
+                 "was ever captured: the trajectory may be missing this turn, so the rollout is masked "
+                 "(capture_incomplete)."]
+        if claimants:
+            facts.append(f"Named as parent by: {', '.join(claimants)}.")
+        return CallDetail(key, GHOST, ident, "Announced, never captured", facts=facts)
     facts = [f"Named as parent by: {', '.join(claimants) or 'nobody'}.",
              "No record with this id was captured, so nothing below it can be linked by its claim."]
     return CallDetail(key, GHOST, ident, "Claimed parent, never captured", facts=facts)

@@ -26,12 +26,20 @@ from ..builder import Chain
 from ..lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
 from . import style
 from .text import fmt_int, html_text
+from .words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)
 DEFAULT_WINDOW = 2048
 OVERVIEW_BINS = 600
 LOGPROB_POINTS = 4000
 KIND_NAMES = {PROMPT: "prompt", INTERSTITIAL: "interstitial", GENERATED: "generated"}
+
+
+STRIP_LEGEND = (f"Grey: prompt · amber: interstitial ({TERMS['interstitial']}) · coloured: generated (trained, "
+                "mask 1), by log-probability · black ticks: a call's context begins.")
+"""What the strip's colours mean, shown under it."""
+
+CONTEXT_HELP = f"tokens before the call's generation: the root prompt for link 0, else the interstitial ({TERMS['interstitial']})"
 
 
 def columns_for(window: int) -> int:

@@ -15,7 +15,7 @@ the tree and the detail panel speak them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -39,6 +39,26 @@ def node_key(kind: str, ident: str) -> str:
 def split_key(key: str) -> tuple[str, str]:
     kind, _, ident = key.partition(":")
     return kind, ident
+
+
+DANGLING_MARK = "dangling intent"
+
+
+def dangling_intents(notes: Iterable[str]) -> list[str]:
+    """Call ids a capture store announced (an intent line) but never captured, from the loader's notes.
+
+    SPEC 3.3 puts those ids in ``source_notes``, as the list after the last ``": "`` of
+    the note that says "dangling intent"; ids in the order the note gives them, once each.
+    """
+    out: list[str] = []
+    for note in notes:
+        if DANGLING_MARK not in note or ": " not in note:
+            continue
+        for ident in note.rsplit(": ", 1)[1].split(", "):
+            ident = ident.strip()
+            if ident and ident not in out:
+                out.append(ident)
+    return out
 
 
 class RolloutView:
@@ -103,6 +123,12 @@ class RolloutView:
     @cached_property
     def refusals_by_id(self) -> dict[str, EngineRefusalRecord]:
         return {r.model_call_id: r for r in self.snapshot.engine_refusals}
+
+    @cached_property
+    def announced_uncaptured(self) -> list[str]:
+        """Calls the store announced but never captured (they make the capture incomplete)."""
+        captured = set(self.records_by_id) | set(self.refusals_by_id)
+        return [c for c in dangling_intents(self.snapshot.source_notes) if c not in captured]
 
     @cached_property
     def origin_time(self) -> float | None:

@@ -7,6 +7,7 @@ only lays out what this module and the page parts compute.
 
 from __future__ import annotations
 
+from .culprits import first_culprit
 from .model import RolloutView
 from .tree import tree_of
 
@@ -19,10 +20,20 @@ def valid_anchor(base: RolloutView, anchor: str | None) -> str | None:
     return anchor if anchor is not None and anchor in base.anchor_options() else None
 
 
-def selected_node(view: RolloutView, remembered: str | None) -> str | None:
-    """The node the tree and the detail panel show: the remembered one while it exists, else the default."""
+def opening_node(view: RolloutView) -> str | None:
+    """The node a rollout opens on: a masked rollout's first culprit, else the delivered chain's last call."""
     model = tree_of(view)
-    return remembered if remembered in model.index else model.default_key
+    if view.result.mask_sample:
+        culprit = first_culprit(view)
+        if culprit is not None and culprit in model.index:
+            return culprit
+    return model.default_key
+
+
+def selected_node(view: RolloutView, remembered: str | None) -> str | None:
+    """The node the tree and the detail panel show: the remembered one while it exists, else the opening one."""
+    model = tree_of(view)
+    return remembered if remembered in model.index else opening_node(view)
 
 
 def export_source_label(source_name: str, source_label: str, uploaded: bool) -> str:

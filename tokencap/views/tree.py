@@ -57,6 +57,8 @@ NODE_STYLES: dict[str, tuple[str, str, str, float]] = {
     "refusal_ended": ("engine refusal that ended the chain", style.REFUSAL, "hexagon", 1.2),
     "refusal": ("engine refusal (does not end the chain)", style.REFUSAL, "hexagon-open", 1.2),
     "ghost": ("claimed parent, never captured", style.GHOST, "square-open", 1.0),
+    "announced": ("announced by the store, never captured (capture incomplete)", style.REFUSAL, "square-x-open",
+                  1.2),
 }
 
 # Overlay marks drawn around a node: (legend label, colour, symbol, size factor, line width).
@@ -313,6 +315,14 @@ def build_tree(view: RolloutView) -> TreeModel:
             node.edge = "refusal"
         nodes[key] = node
 
+    # 4. Calls the store announced (an intent) but never captured: why the capture is incomplete.
+    for ident in view.announced_uncaptured:
+        key = node_key(GHOST, ident)
+        if key in nodes:
+            nodes[key].category = "announced"
+        else:
+            nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
+
     _layout(nodes)
     ordered = sorted(nodes.values(), key=lambda n: (n.lane, n.depth, n.key))
     index = {n.key: i for i, n in enumerate(ordered)}
@@ -477,6 +487,8 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
             lines.append(f"resolution {r.parent_resolution.value}{parent}")
             if r.message:
                 lines.append(f"message: {html_text(r.message, 100)}")
+    elif n.category == "announced":
+        lines.append("the store wrote an intent for this call; no record of it was captured")
     else:
         lines.append("claimed as a parent; no record of this id was captured")
     return "<br>".join(lines)

@@ -16,11 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..builder import BuildOutput
+from ..builder import RULE_UNRESOLVED, BuildOutput
 from ..rollout import MASK_REASON_TEXT, RolloutResult
+from .culprits import ReasonLine, culprits_of
 from .model import RolloutView
 from .text import fmt_fraction, fmt_int
-from .words import NOTE_TEXT, RULE_TEXT
+from .words import NOTE_TEXT, RULE_TEXT, TERMS
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
@@ -48,6 +49,7 @@ class Banner:
     error: str | None = None
     anchor: str | None = None
     terminal_chain: str = ""
+    lines: list[ReasonLine] = field(default_factory=list)  # each reason with its culprits (banner_of)
 
     @property
     def status_line(self) -> str:
@@ -77,20 +79,23 @@ def verdict_banner(result: RolloutResult) -> Banner:
     else:
         status_text = STATUS_TEXT.get(reason or status, "")
     build = result.build
-    failures = sum(m.get("parent_link_failures", {}).values())
+    boundaries = sum(1 for d in build.links.values() if d.boundary) if build is not None else 0
+    excluded = len(build.excluded) + len(build.conflicting_duplicates) if build is not None else 0
+    captured = m.get("generated_tokens_captured")
     metrics = [
         Metric("calls", fmt_int(m.get("n_calls")), "distinct call ids among the snapshot's entries"),
-        Metric("chains", fmt_int(m.get("chains")), "root-to-leaf paths without a quarantined call (main + branches)",
+        Metric("chains", fmt_int(m.get("chains")), TERMS["chain"] + "; more than one masks the rollout",
                alert=(m.get("chains") or 0) > 1),
         Metric("delivered", fmt_fraction(m.get("delivered_fraction")),
-               f"{fmt_int(m.get('generated_tokens_delivered'))} of {fmt_int(m.get('generated_tokens_captured'))} "
-               "generated tokens are on the delivered chain"),
-        Metric("quarantined", fmt_int(m.get("quarantined_calls")), "retries dropped as leaves"),
-        Metric("unresolved", fmt_int(m.get("unresolved_parent_calls")),
-               f"calls whose parent link could not be proven ({failures} link notes in all)",
-               alert=(m.get("unresolved_parent_calls") or 0) > 0),
-        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")), "calls with no generated token (not chained)"),
-        Metric("refusals", fmt_int(m.get("engine_refusals")), "engine refusals recorded for this rollout"),
+               f"delivered fraction: {TERMS['delivered fraction']} ({fmt_int(m.get('generated_tokens_delivered'))} "
+               f"of {fmt_int(captured)} generated tokens)"),
+        Metric("quarantined", fmt_int(m.get("quarantined_calls")), f"quarantined calls: {TERMS['quarantined']}"),
+        Metric("unproven links", fmt_int(boundaries), f"{TERMS['unproven link']}",
+               alert=boundaries > 0),
+        Metric("excluded", fmt_int(excluded), f"excluded records: {TERMS['excluded record']}; conflicting copies "
+               "of one call id count too", alert=excluded > 0),
+        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")), f"empty generations: {TERMS['empty generation']}"),
+        Metric("refusals", fmt_int(m.get("engine_refusals")), f"engine refusals: {TERMS['engine refusal']}"),
     ]
     return Banner(
         trainable=trainable,
@@ -107,14 +112,33 @@ def verdict_banner(result: RolloutResult) -> Banner:
 
 
 def banner_of(view: RolloutView) -> Banner:
-    """The view's banner, computed once per view."""
-    return view.derived("banner", lambda v: verdict_banner(v.result))
+    """The view's banner with every reason's culprits, computed once per view."""
+    def compute(v: RolloutView) -> Banner:
+        banner = verdict_banner(v.result)
+        banner.lines = culprits_of(v)
+        return banner
+    return view.derived("banner", compute)
+
+
+CONDITION_QUESTIONS = {
+    "context window": ("Was it a context-window refusal?", "yes"),
+    "continued the last call": ("Did it continue the delivered chain's last call (or a twin of it)?", "yes"),
+    "not recovered": ("Was the last call (or a twin) served again at or after the refusal?", "no"),
+}
+"""Each condition of SPEC 5.1 as a positively phrased question, with the answer under which the
+refusal ends the run. ("not recovered ✗" would be a double negative.)"""
 
 
 def conditions_frame(verdict: Any) -> pd.DataFrame:
-    """An engine refusal's conditions (SPEC 5.1), one row each, with whether it holds and why."""
-    return pd.DataFrame([{"condition": c.name, "holds": "✓" if c.holds else "✗", "why": c.detail}
-                         for c in verdict.conditions], columns=["condition", "holds", "why"])
+    """An engine refusal's conditions (SPEC 5.1) as questions: the answer, the answer that would end
+    the run, whether it is met (✓/✗), and why."""
+    rows = []
+    for c in verdict.conditions:
+        question, needed = CONDITION_QUESTIONS.get(c.name, (c.name, "yes"))
+        answer = needed if c.holds else ("no" if needed == "yes" else "yes")
+        rows.append({"question": question, "answer": answer, "ends the run if": needed,
+                     "met": "✓" if c.holds else "✗", "why": c.detail})
+    return pd.DataFrame(rows, columns=["question", "answer", "ends the run if", "met", "why"])
 
 
 def verdict_label(result: RolloutResult) -> str:
@@ -197,21 +221,23 @@ def notes_frame(build: BuildOutput) -> pd.DataFrame:
         return ", ".join(values) if values else "—"
 
     rows = [
-        ("builder", n.builder),
-        ("roots", fmt_int(n.roots)),
-        ("chains", fmt_int(n.chains)),
-        ("generated tokens captured", fmt_int(n.generated_tokens_captured)),
-        ("generated tokens delivered", fmt_int(n.generated_tokens_delivered)),
-        ("delivered fraction", fmt_fraction(n.delivered_fraction)),
-        ("terminal call", n.terminal_call_id if n.terminal_call_id is not None else "—"),
-        ("terminal chain", n.terminal_chain or "—"),
-        ("after terminal calls", ids(n.after_terminal_calls)),
-        ("unresolved retries", ids(n.unresolved_retries)),
-        ("unresolved parent calls", ids(n.unresolved_parent_calls)),
-        ("empty generation calls", ids(n.empty_generation_calls)),
-        ("quarantined calls", ids(build.quarantined)),
+        ("builder", n.builder, ""),
+        ("roots", fmt_int(n.roots), "calls with no proven parent that start a fragment"),
+        ("chains", fmt_int(n.chains), TERMS["chain"]),
+        ("generated tokens captured", fmt_int(n.generated_tokens_captured), "generated by every chained call"),
+        ("generated tokens delivered", fmt_int(n.generated_tokens_delivered), "generated on the delivered chain"),
+        ("delivered fraction", fmt_fraction(n.delivered_fraction), TERMS["delivered fraction"]),
+        ("terminal call", n.terminal_call_id if n.terminal_call_id is not None else "—",
+         "the anchor (after a twin swap), when one was given"),
+        ("terminal chain", n.terminal_chain or "—", "where the anchor ended up: main, quarantined or missing"),
+        ("after terminal calls", ids(n.after_terminal_calls), "calls below the anchor: never delivered"),
+        ("unresolved retries", ids(n.unresolved_retries), RULE_TEXT[RULE_UNRESOLVED]),
+        ("unresolved parent calls", ids(n.unresolved_parent_calls),
+         "calls whose parent link is unproven, plus corrupt, unrebuildable or conflicting records"),
+        ("empty generation calls", ids(n.empty_generation_calls), TERMS["empty generation"]),
+        ("quarantined calls", ids(build.quarantined), TERMS["quarantined"]),
     ]
-    return pd.DataFrame(rows, columns=["note", "value"])
+    return pd.DataFrame(rows, columns=["note", "value", "meaning"])
 
 
 def failures_frame(build: BuildOutput) -> pd.DataFrame:

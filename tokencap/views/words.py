@@ -58,3 +58,22 @@ RULE_TEXT = {
     RULE_AFTER_TERMINAL: "The retries differ, but they hang below the anchored call, where nothing is delivered "
                          "anyway; the smallest call id is kept without masking the sample.",
 }
+
+TERMS = {
+    "chain": "a path of linked calls from a root to a leaf, without a quarantined call",
+    "delivered chain": "the chain the trainer receives: the one that starts earliest and ends latest, or the one "
+                       "ending at the anchor",
+    "delivered fraction": "the share of all generated tokens captured for this rollout that lie on the delivered "
+                          "chain; the rest (branches, retries, fragments) is not trained on",
+    "interstitial": "the context the harness added between one call's generation and the next call's prompt (tool "
+                    "output, user turns); it is part of the training sequence with loss mask 0",
+    "quarantined": "a retry that was dropped because another retry of the same request was kept",
+    "unproven link": "a call whose claimed parent could not be proven by tokens; it starts a new fragment",
+    "excluded record": "a record left out of chaining: corrupt (its tokens disagree with its own digest), or a "
+                       "delta record whose full prompt could not be rebuilt",
+    "empty generation": "a call that generated no token; it carries no training signal and is not chained",
+    "engine refusal": "a request the model server refused (for instance, too long for the context window)",
+    "twin": "another call with exactly the same prompt and generated tokens",
+    "anchor": "the call the harness says it finished on; the delivered chain is cut there",
+}
+"""The app's terms, each explained in one sentence where it appears."""
