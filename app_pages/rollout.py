@@ -30,7 +30,6 @@ from tokencap.views.words import TERMS
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
 TABS = list(rp.TABS)
-BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
@@ -66,12 +65,16 @@ def cli_argument() -> str | None:
     return args[0] if args else None
 
 
-def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
-    """Load (cached) every source, building each rollout once; a progress box for big new inputs."""
+def load_sources(sources: list[src.Source], page: Any) -> list[src.LoadedSource]:
+    """Load (cached) every source, building each rollout once.
+
+    For big new inputs a progress box takes the place of the whole ``page`` placeholder, so
+    the previous rollout's verdict is gone the moment loading starts and can never be read
+    as the new file's.
+    """
     seen: set[str] = STATE["loaded_keys"]
     pending = [s for s in sources if s.cache_key not in seen]
-    size = sum(s.size for s in pending)
-    if not pending or size < BIG_SOURCE:
+    if not rp.needs_progress([s.size for s in pending]):
         out = [loaded_source(s.cache_key, s) for s in sources]
         for ls in out:
             for i in range(len(ls.snapshots)):
@@ -79,8 +82,8 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
         seen.update(s.cache_key for s in sources)
         return out
     by_key: dict[str, src.LoadedSource] = {}
-    with st.status(f"Loading {len(pending)} file{'s' if len(pending) > 1 else ''} ({fmt_bytes(size)})…",
-                   expanded=True) as status:
+    size = sum(s.size for s in pending)
+    with page.status(rp.loading_label(len(pending), size), expanded=True) as status:
         bar = st.progress(0.0, text="reading")
         for n, s in enumerate(pending):
             bar.progress(n / len(pending), text=f"parsing {md_escape(s.name)} ({fmt_bytes(s.size)})")
@@ -107,15 +110,23 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         "Open files", type=list(src.UPLOAD_TYPES), accept_multiple_files=True, key="uploader",
         help="Snapshot `.json`, entries `.jsonl`, or a `.zip` of a capture-store directory. Several at once are fine.")
     uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
+    # What follows the uploader depends on the source; one placeholder holds it, so switching
+    # from a sample to an upload replaces the sample's description at once (not after loading).
+    below = st.sidebar.empty()
     if uploaded:
-        st.sidebar.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
-                           "Remove them to go back.")
+        below.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
+                      "Remove them to go back.")
         return uploaded, "uploaded files", None
+    with below.container():
+        return _sidebar_path_or_sample()
 
+
+def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
+    """The command-line path or the bundled samples (written into the sidebar container in use)."""
     path = cli_argument()
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
-        st.sidebar.markdown("**Source**")
-        st.sidebar.code(path, language=None, wrap_lines=True)
+        st.markdown("**Source**")
+        st.code(path, language=None, wrap_lines=True)
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
@@ -125,19 +136,19 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
 
     scenarios = src.sample_scenarios(SAMPLE_DIR)
     if not scenarios:
-        st.sidebar.info("No bundled samples here. Upload a file above.")
+        st.info("No bundled samples here. Upload a file above.")
         return [], "samples", None
     names = [s.name for s in scenarios]
     by_name = {s.name: s for s in scenarios}
     if "scenario" not in STATE or STATE["scenario"] not in by_name:
         STATE["scenario"] = names[src.default_scenario_index(scenarios)]
-    st.sidebar.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
+    st.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
                          help="Small synthetic captures, one per situation you meet in real data.")
     scenario = by_name[STATE["scenario"]]
     if scenario.situation:
-        st.sidebar.caption(scenario.situation)
+        st.caption(scenario.situation)
     if scenario.expectation:
-        st.sidebar.caption(f"Expected: {scenario.expectation}")
+        st.caption(f"Expected: {scenario.expectation}")
     try:
         source = path_source(str(scenario.path), src.path_signature(scenario.path))
     except OSError as exc:
@@ -579,17 +590,25 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 
 def main() -> None:
     st.html(f"<style>{style.PAGE_CSS}</style>")
+    # The whole main area lives in one placeholder: a progress box written into it replaces
+    # everything the previous run showed (see load_sources).
+    page = st.empty()
     sources, source_label, path_error = sidebar_sources()
+    loaded = load_sources(sources, page)
+    with page.container():
+        show_page(loaded, source_label, path_error)
+
+
+def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str | None) -> None:
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
-    loaded = load_sources(sources)
     for ls in loaded:
         if not ls.ok:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
     refs = src.rollout_refs(good)
     if not refs:
-        st.markdown("## tokencap rollout inspector")
+        st.markdown("### tokencap rollout inspector")
         st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
         return
     several_sources = len(good) > 1
@@ -619,6 +638,5 @@ def main() -> None:
                 label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
                 show_export_tab(base, view, rk, ref, label, all_views, several)
-
 
 main()

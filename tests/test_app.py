@@ -211,6 +211,36 @@ def test_several_uploads_and_a_bad_file(monkeypatch):
     assert heading(at) == "### task4\\-rollout1\\-attempt0"
 
 
+def test_a_big_load_replaces_the_previous_page_with_its_progress_box(monkeypatch):
+    """The progress box is written into the placeholder that holds the whole page, so the
+    previous rollout's verdict disappears when loading starts (the browser test watches it)."""
+    from streamlit.delta_generator import DeltaGenerator
+
+    from tokencap.views import rollout_page
+
+    opened: list[tuple[str, tuple[int, ...]]] = []
+    real_status = DeltaGenerator.status
+
+    def spy(self, label, *args, **kwargs):
+        opened.append((label, tuple(self._cursor.delta_path)))
+        return real_status(self, label, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "status", spy)
+    at = open_app(monkeypatch)
+    assert opened == []  # the sample is small: no progress box
+    monkeypatch.setattr(rollout_page, "PROGRESS_BYTES", 1)
+    upload(at, ("sink.json", kitchen_sink().json_bytes()))
+    assert [label for label, _ in opened] == ["Loading 1 file (" + f"{len(kitchen_sink().json_bytes()) / 1000:.1f} KB)…"]
+    # The whole page is one block of the main area, at the very path the progress box took.
+    blocks = [(i, node) for i, node in at.main.children.items() if node.type != "html"]
+    assert len(blocks) == 1
+    index, page = blocks[0]
+    assert opened[0][1][-1] == index
+    assert heading(at) == "### kitchen\\-sink" and any(m.value == heading(at) for m in page.markdown)
+    # The sample's description in the sidebar was replaced by the upload's caption.
+    assert not any(c.value.startswith("Expected:") for c in at.sidebar.caption)
+
+
 def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
     hostile = "<img src=x onerror=alert(1)>[x](javascript:alert(1)):red[boo]"
     c = Capture(hostile)

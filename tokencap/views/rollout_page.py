@@ -7,12 +7,27 @@ only lays out what this module and the page parts compute.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .culprits import first_culprit
 from .model import RolloutView
+from .text import fmt_bytes
 from .tree import tree_of
 
 TABS = ("Call tree", "Loss mask", "Verdicts", "Export")
 """The page's tabs, in order."""
+
+PROGRESS_BYTES = 4 << 20
+"""Loading more new bytes than this shows a progress box in place of the page."""
+
+
+def needs_progress(pending_sizes: Sequence[int]) -> bool:
+    """Whether loading sources of these sizes (not loaded before) gets a progress box."""
+    return bool(pending_sizes) and sum(pending_sizes) >= PROGRESS_BYTES
+
+
+def loading_label(files: int, size: int) -> str:
+    return f"Loading {files} file{'s' if files != 1 else ''} ({fmt_bytes(size)})…"
 
 
 def valid_anchor(base: RolloutView, anchor: str | None) -> str | None:
