@@ -17,6 +17,7 @@ import streamlit as st
 
 from tokencap.views import detail as dv
 from tokencap.views import export as ev
+from tokencap.views import linkproof as lp
 from tokencap.views import mask as mv
 from tokencap.views import rollout_page as rp
 from tokencap.views import sources as src
@@ -24,7 +25,7 @@ from tokencap.views import style
 from tokencap.views import tree as tv
 from tokencap.views import verdicts as vv
 from tokencap.views.model import RolloutView
-from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
+from tokencap.views.text import fmt_bytes, fmt_int, md_escape, md_frame
 from tokencap.views.words import TERMS
 
 APP_DIR = Path(__file__).resolve().parent.parent
@@ -230,10 +231,7 @@ def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
                                 _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
     if banner.error:
         st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
-    with st.container(horizontal=True, gap="small", key="tiles"):
-        for metric in banner.metrics:
-            value = f":red[**{metric.value}**]" if metric.alert else f"**{metric.value}**"
-            st.markdown(f"{metric.label} {value}", help=metric.help, width="content")
+    show_tiles([(m.label, m.value, m.help, m.alert) for m in banner.metrics], "tiles")
     if snap.source_notes:
         with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):
             for note in snap.source_notes:
@@ -309,41 +307,57 @@ def _outcome(text: str, ok: bool | None, warn: bool = False) -> None:
         st.info(body)
 
 
+def show_table(frame: Any) -> None:
+    """A small table that wraps instead of clipping (capture strings escaped: st.table renders Markdown)."""
+    st.table(md_frame(frame), hide_index=True, border="horizontal")
+
+
+def show_link(view: RolloutView, d: Any) -> None:
+    st.markdown("**Parent link**")
+    _outcome(d.link_outcome, d.link_ok)
+    proof = lp.link_proof(view, d.ident)
+    if proof is not None:
+        st.caption(md_escape(proof.summary()))
+        tokenizer, _ = sidebar_tokenizer_state()
+        decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+        st.plotly_chart(lp.proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
+                        key=f"proof:{d.key}")
+        if decode is None:
+            st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
+    if d.link_checks is not None:
+        show_table(dv.short_digests(d.link_checks))
+        digests = dv.digest_lines(d.link_checks)
+        if digests:
+            st.caption("The digests in full: the parent's cumulative sequence (expected) and the same number of "
+                       "tokens at the start of this call's prompt (found).")
+            st.code(digests, language=None, wrap_lines=True)
+
+
 def show_detail(view: RolloutView, key: str) -> None:
     d = dv.call_detail(view, key)
     st.markdown(f"#### {md_escape(d.ident)} — {d.headline}")
     for fact in d.facts:
         st.caption(md_escape(fact))
-    left, right = st.columns([2, 3], gap="large")
+    if d.kind == tv.REFUSAL:
+        st.markdown("**Does it end the delivered chain?**")
+        _outcome(d.link_outcome, None, warn=bool(d.link_ok))
+        if d.conditions is not None:
+            show_table(d.conditions)
+    elif d.link_outcome or d.link_checks is not None:
+        show_link(view, d)
+    side = d.group is not None or bool(d.twins)
+    left, right = st.columns([1, 1], gap="large") if side else (st.container(), st.container())
     with left:
         if d.fields is not None:
             st.markdown("**Fields**")
-            st.dataframe(d.fields, hide_index=True, width="stretch", height=min(40 + 35 * len(d.fields), 560),
-                         column_config={"field": st.column_config.TextColumn(width="medium"),
-                                        "value": st.column_config.TextColumn(width="large")})
+            show_table(d.fields)
     with right:
-        if d.kind == tv.REFUSAL:
-            st.markdown("**Does it end the delivered chain?**")
-            _outcome(d.link_outcome, None, warn=bool(d.link_ok))
-            if d.conditions is not None:
-                st.dataframe(d.conditions, hide_index=True, width="stretch")
-        elif d.link_outcome or d.link_checks is not None:
-            st.markdown("**Parent link**")
-            _outcome(d.link_outcome, d.link_ok)
-            if d.link_checks is not None:
-                st.caption("Digest checks compare the parent's full cumulative sequence (expected) with the same "
-                           "number of tokens at the start of this call's prompt (found).")
-                st.dataframe(d.link_checks, hide_index=True, width="stretch",
-                             column_config={"ok": st.column_config.TextColumn(width=36),
-                                            "check": st.column_config.TextColumn(width="medium"),
-                                            "expected": st.column_config.TextColumn(width="medium"),
-                                            "found": st.column_config.TextColumn(width="medium")})
         if d.group is not None:
             st.markdown("**Retry group** (same linked parent, same full prompt)")
             st.caption(md_escape(d.group_text))
-            st.dataframe(d.group, hide_index=True, width="stretch")
+            show_table(d.group)
         if d.twins:
-            st.markdown("**Token-identical twins** (same prompt and generation)")
+            st.markdown(f"**Token-identical twins** ({TERMS['twin']})")
             st.text(", ".join(d.twins))
     if d.items:
         st.markdown(f"**Output items** ({len(d.items)})")
@@ -359,9 +373,16 @@ def show_detail(view: RolloutView, key: str) -> None:
 # --------------------------------------------------------------------------- loss mask tab
 
 
-def _tokenizer() -> tuple[Any | None, str | None]:
-    upload = st.file_uploader("tokenizer.json (optional, Hugging Face `tokenizers` format) to decode the window",
-                              type=["json"], key="tokenizer")
+def sidebar_tokenizer() -> None:
+    """The optional tokenizer (decodes the loss-mask window and the link-proof cells)."""
+    st.sidebar.file_uploader("Tokenizer (optional): tokenizer.json", type=["json"], key="tokenizer",
+                             help="A Hugging Face `tokenizers` file; token ids are then shown as text in the loss "
+                                  "mask window and the parent-link proof.")
+
+
+def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
+    """(tokenizer, problem) from the sidebar's upload: (None, None) when there is none."""
+    upload = STATE.get("tokenizer")
     if upload is None:
         return None, None
     return cached_tokenizer(src.content_key(upload.getvalue()), upload.getvalue())
@@ -370,6 +391,14 @@ def _tokenizer() -> tuple[Any | None, str | None]:
 @st.cache_resource(show_spinner=False, max_entries=4)
 def cached_tokenizer(key: str, _data: bytes) -> tuple[Any | None, str | None]:
     return mv.load_tokenizer(_data)
+
+
+def show_tiles(tiles: list[tuple[str, str, str, bool]], key: str) -> None:
+    """Numbers as one line of small tiles that size to their content (a number is never cut)."""
+    with st.container(horizontal=True, gap="small", key=key):
+        for label, value, help_text, alert in tiles:
+            shown = f":red[**{md_escape(value)}**]" if alert else f"**{md_escape(value)}**"
+            st.markdown(f"{md_escape(label)} {shown}", help=help_text or None, width="content")
 
 
 def show_mask_tab(view: RolloutView, rk: str) -> None:
@@ -382,26 +411,10 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     chain_key = f"mask_chain:{rk}:{view.anchor}"
     if STATE.get(chain_key) not in ids:
         STATE[chain_key] = ids[0]
-    if len(ids) <= 6:
-        st.radio("Chain", ids, key=chain_key, format_func=labels.get, horizontal=True)
-    else:
-        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
     chain_id = STATE[chain_key]
     chain = view.chain(chain_id)
     mask = view.mask(chain_id)
     assert chain is not None and mask is not None
-    summary = mv.mask_summary(mask)
-    cols = st.columns(5)
-    cols[0].metric("tokens", fmt_int(summary.total), border=True)
-    cols[1].metric("trained (mask 1)", fmt_int(summary.generated), help="generated positions", border=True)
-    cols[2].metric("context (mask 0)", fmt_int(summary.prompt + summary.interstitial),
-                   help=f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial "
-                        f"(interstitial: {TERMS['interstitial']})",
-                   border=True)
-    cols[3].metric("links", fmt_int(summary.links), border=True)
-    cols[4].metric("mean log-prob", fmt_logprob(summary.mean_log_prob),
-                   help=f"min {fmt_logprob(summary.min_log_prob)}", border=True)
-
     page_state_key = f"{rk}:{view.anchor}:{chain_id}"
     window_key = f"mask_window:{page_state_key}"
     if STATE.get(window_key) not in mv.WINDOW_SIZES:
@@ -411,18 +424,20 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     pages = mv.page_count(mask, window)
     page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
 
-    controls = st.columns([1, 2, 2])
+    controls = st.columns([3, 1.2, 2.2, 2.2], vertical_alignment="bottom")
     with controls[0]:
+        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
+    with controls[1]:
         st.selectbox("Window (tokens)", mv.WINDOW_SIZES, key=window_key,
                      format_func=lambda w: f"{w:,}", on_change=lambda: STATE["mask_page"].pop(page_state_key, None))
-    with controls[1]:
+    with controls[2]:
         if pages > 1:
             STATE[pages_key] = page + 1
             st.slider("Page", 1, pages, key=pages_key,
                       on_change=lambda: STATE["mask_page"].__setitem__(page_state_key, STATE[pages_key] - 1))
         else:
             st.caption("The whole chain fits in one window.")
-    with controls[2]:
+    with controls[3]:
         jump_key = f"mask_jump:{page_state_key}"
         options = list(range(len(mask.call_ids)))
 
@@ -433,31 +448,40 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
 
         st.selectbox("Jump to the start of a call", options, index=None, key=jump_key, placeholder="choose a call",
                      format_func=lambda i: f"{i}: {mask.call_ids[i]}", on_change=jump)
+    show_tiles([(label, value, help_text, False) for label, value, help_text in
+                mv.summary_tiles(mv.mask_summary(mask))], "mask_tiles")
     start, end = mv.page_bounds(mask, page, window)
-    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                    key=f"mask_overview:{page_state_key}")
     st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
     st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
                     width="stretch", key=f"mask_strip:{page_state_key}")
+    st.caption("The whole sequence: where this window lies (red frame), how much of each stretch is trained, "
+               "and the mean log-probability.")
+    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_overview:{page_state_key}")
 
-    left, right = st.columns([1, 1], gap="large")
-    with left:
-        st.markdown("**Per link**")
-        links = mv.link_frame(mask, chain)
-        st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
-                     column_config={"context": st.column_config.NumberColumn(help=mv.CONTEXT_HELP),
-                                    "mean lp": st.column_config.NumberColumn(format="%.3f"),
-                                    "min lp": st.column_config.NumberColumn(format="%.3f")})
-    with right:
-        st.markdown("**Log-probability of generated tokens**")
-        st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                        key=f"mask_lp:{page_state_key}")
+    st.markdown("**Per link**")
+    links = mv.link_frame(mask, chain)
+    st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
+                 column_config={"link": st.column_config.NumberColumn(width=50),
+                                "call": st.column_config.TextColumn(width="medium"),
+                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
+                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
+                                                                         format="localized"),
+                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
+                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "finish_reason": st.column_config.TextColumn(width=110)})
+    st.markdown("**Log-probability of generated tokens**")
+    st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_lp:{page_state_key}")
 
     with st.expander("Decoded text of this window", icon=":material/translate:"):
-        tokenizer, problem = _tokenizer()
+        tokenizer, problem = sidebar_tokenizer_state()
         if problem:
             st.error(md_escape(problem))
-        elif tokenizer is not None:
+        elif tokenizer is None:
+            st.caption("Load a tokenizer.json in the sidebar to read this window as text.")
+        else:
             frame = mv.decoded_segments(mask, tokenizer, start, end)
             styled = frame.style.apply(
                 lambda row: [f"background-color: {mv.KIND_BACKGROUND.get(row['kind'], '#ffffff')}"] * len(row), axis=1)
@@ -485,7 +509,7 @@ def show_verdicts_tab(view: RolloutView) -> None:
             st.markdown(f"**{md_escape(r.refusal_id)}** · code {md_escape(r.code if r.code is not None else 'null')}"
                         f" · continued {md_escape(r.parent or '—')}")
             _outcome(r.summary, None, warn=r.ended_chain)
-            st.dataframe(r.conditions, hide_index=True, width="stretch")
+            show_table(r.conditions)
             if r.message:
                 st.text(f"engine message: {r.message}")
 
@@ -493,35 +517,31 @@ def show_verdicts_tab(view: RolloutView) -> None:
     summary, resolved, frame = vv.finish_reason_frame(result)
     _outcome(summary, None if resolved is None else (True if resolved else False))
     if len(frame):
-        st.dataframe(frame, hide_index=True, width="stretch")
+        show_table(frame)
 
     build = view.build
     if build is None:
         st.info("The rollout was not built, so there are no build notes.")
-        st.dataframe(vv.metrics_frame(result), hide_index=True, width="stretch")
+        show_table(vv.metrics_frame(result))
         return
     st.markdown("#### Parent-link notes")
     failures = vv.failures_frame(build)
     if len(failures):
-        st.dataframe(failures, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
+        show_table(failures)
     else:
         st.caption("Every link was verified: no parent-link notes.")
     exclusions = vv.exclusions_frame(build)
     if len(exclusions):
         st.markdown("#### Excluded and duplicate records")
-        st.dataframe(exclusions, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
+        show_table(exclusions)
     groups = vv.retry_groups_frame(build)
     if len(groups):
         st.markdown("#### Retry groups")
-        st.dataframe(groups, hide_index=True, width="stretch",
-                     column_config={"why": st.column_config.TextColumn(width="large")})
-    left, right = st.columns(2, gap="large")
-    with left:
-        st.markdown("#### Build notes")
-        st.dataframe(vv.notes_frame(build), hide_index=True, width="stretch")
-    with right:
-        st.markdown("#### Metrics (as `tokencap build` reports them)")
-        st.dataframe(vv.metrics_frame(result), hide_index=True, width="stretch")
+        show_table(groups)
+    st.markdown("#### Build notes")
+    show_table(vv.notes_frame(build))
+    st.markdown("#### Metrics (as `tokencap build` reports them)")
+    show_table(vv.metrics_frame(result))
 
 
 # --------------------------------------------------------------------------- export tab
@@ -597,6 +617,7 @@ def main() -> None:
     loaded = load_sources(sources, page)
     with page.container():
         show_page(loaded, source_label, path_error)
+    sidebar_tokenizer()
 
 
 def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str | None) -> None:

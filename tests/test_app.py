@@ -78,12 +78,13 @@ def reason_lines(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown if re.match(r"\*\*[a-z\\_]+\*\* \(", m.value)]
 
 
-TILE = re.compile(r"([a-z][a-z .]*) (?::red\[)?\*\*([^*]+)\*\*\]?")
+TILE = re.compile(r"(.+?) (?::red\[)?\*\*([^*]+)\*\*\]?")
 
 
 def tiles(at: AppTest) -> dict[str, str]:
     """The header's number tiles, label -> value."""
-    return {m[1]: m[2] for m in (TILE.fullmatch(el.value) for el in at.get_by_key("tiles").markdown) if m}
+    return {m[1].replace("\\", ""): m[2].replace("\\", "")
+            for m in (TILE.fullmatch(el.value) for el in at.get_by_key("tiles").markdown) if m}
 
 
 def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
@@ -119,7 +120,7 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
                                "empty gen.", "refusals"]
     assert "**Masked" in verdict(at)
     assert reason_lines(at)[0].startswith("**multiple\\_chains**")
-    assert len(at.get("plotly_chart")) == 1
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["tree", "proof"]  # the tree, the link proof
     assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export"]
     # A masked rollout opens on its first culprit: the branch's first call.
     assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
@@ -343,12 +344,39 @@ def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
     rerun(at)
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
     assert any("do not open this call" in e.value for e in at.error)
-    checks = [df.value for df in at.dataframe if "check" in df.value.columns]
+    checks = [t.value for t in at.table if "check" in t.value.columns]
     assert checks and "✗" in set(checks[0]["ok"])
     # The selection survives a visit to another tab.
     rerun(at, "Verdicts")
     rerun(at, "Call tree")
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
+
+
+def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    view_snapshot = load_snapshots(SAMPLES / "stale_parent_link.json")[0]
+    build = build_rollout(view_snapshot).build
+    parent = build.entries["call-0002"]
+    assert any(c.key == "proof:call:call-0003" for c in at.get("plotly_chart"))
+    assert any("differ at position 37" in c.value for c in at.caption)
+    codes = [c.value for c in at.code if c.value.startswith("expected")]
+    assert len(codes) == 1 and parent.digest in codes[0]
+    found = [line for line in codes[0].splitlines() if line.startswith("found")][0]
+    assert len(found.split()[1]) == 64  # the digest of the child's first 113 tokens, in full
+    # The checks table shows the digests shortened (they are in full just below), and wraps.
+    checks = next(t.value for t in at.table if "check" in t.value.columns)
+    assert all(len(v) <= 13 or " " in v for v in checks["expected"])
+    # The fields are a wrapping table too (no clipped value column).
+    assert any("field" in t.value.columns for t in at.table)
+    # A verified link has its proof too; a root has none.
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    pick.set_value("call:call-0002")
+    rerun(at)
+    assert any("All 76 tokens of call\\-0001" in c.value for c in at.caption)
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    pick.set_value("call:call-0001")
+    rerun(at)
+    assert not any(c.key.startswith("proof:") for c in at.get("plotly_chart"))
 
 
 def test_loss_mask_tab_pages_and_decodes(monkeypatch):

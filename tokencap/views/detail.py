@@ -151,6 +151,28 @@ def _parent_check_rows(child: TokenEntry, parent: TokenEntry, label: str) -> tup
     return rows, long_enough and ok
 
 
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def short_digests(checks: pd.DataFrame) -> pd.DataFrame:
+    """The checks with every 64-hex digest cut to its first 12 characters (the page shows them in full below)."""
+    return checks.map(lambda v: f"{v[:12]}…" if _is_digest(v) else v)
+
+
+def digest_lines(checks: pd.DataFrame | None) -> str:
+    """Every digest of the checks in full, one per line, labelled by its check: the copyable proof."""
+    if checks is None:
+        return ""
+    lines = []
+    for row in checks.itertuples(index=False):
+        for side in ("expected", "found"):
+            value = getattr(row, side)
+            if _is_digest(value):
+                lines.append(f"{side:<8} {value}  ({row.check})")
+    return "\n".join(lines)
+
+
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=["ok", "check", "expected", "found"]) if rows else None
 
@@ -470,4 +492,5 @@ def _ghost_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
     return CallDetail(key, GHOST, ident, "Claimed parent, never captured", facts=facts)
 
 
-__all__ = ["CALL", "CallDetail", "ItemPart", "call_detail", "entry_fields", "output_item_parts", "twin_ids"]
+__all__ = ["CALL", "CallDetail", "ItemPart", "call_detail", "digest_lines", "entry_fields", "output_item_parts",
+           "short_digests", "twin_ids"]

@@ -59,9 +59,15 @@ div[class*="st-key-culprits_"] { gap: 0.15rem 0.5rem !important; }
 div[class*="st-key-culprit-"] button, div[class*="st-key-more-"] button { min-height: 0; padding: 0 0.15rem;
                                                                         line-height: 1.4; }
 div[class*="st-key-culprit-"] button p { color: #1d4ed8; text-decoration: underline; text-underline-offset: 2px; }
-.st-key-tiles { gap: 0.35rem !important; }
-.st-key-tiles [data-testid="stElementContainer"] { border: 1px solid #e5e7eb; border-radius: 0.5rem;
+.st-key-tiles, .st-key-mask_tiles { gap: 0.35rem !important; }
+.st-key-tiles [data-testid="stElementContainer"], .st-key-mask_tiles [data-testid="stElementContainer"] { border: 1px solid #e5e7eb; border-radius: 0.5rem;
                                                    padding: 0.05rem 0.4rem; background: #ffffff; }
-.st-key-tiles p { font-size: 0.85rem; white-space: nowrap; }
+.st-key-tiles p, .st-key-mask_tiles p { font-size: 0.85rem; white-space: nowrap; }
 div[class*="st-key-culprits_"] { margin-top: 0.15rem; }
+[data-testid="stTable"] td, [data-testid="stTable"] th { white-space: normal !important; overflow-wrap: anywhere;
+                                                       padding: 0.25rem 0.5rem; font-size: 0.85rem; }
+[data-testid="stTable"] td > div, [data-testid="stTable"] th > div { max-width: none !important; }
+[data-testid="stTable"] td * { overflow-wrap: anywhere !important; white-space: normal !important; }
+[data-testid="stTable"] th * { white-space: nowrap !important; }
+[data-testid="stTableStyledTable"] { width: 100% !important; }
 """
