@@ -1,10 +1,24 @@
 """The Rollout page: one rollout's call tree, loss mask, verdicts and export.
 
 Run through `app.py` (the navigation entry point). This file only lays out widgets and
-keeps session state. Every fact and decision on the
-page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
-without Streamlit. Text from the capture is shown with plain-text elements, or escaped
-(`md_escape`) where it must sit in a heading or message; nothing renders HTML.
+keeps session state. Every fact and decision on the page comes from `tokencap.views`
+(frames, figures, plain data), which is unit-tested without Streamlit. Text from the
+capture is shown with plain-text elements, or escaped (`md_escape`, `md_frame`) where it
+must sit in a heading, a message or a Markdown table; nothing renders HTML.
+
+Opening a rollout from another page (the contract)
+--------------------------------------------------
+The page's view lives in the URL query parameters ``src``, ``rollout``, ``call``, ``tab``,
+``anchor`` and ``mask`` (see `tokencap.views.links`); other pages keep their own keys
+(the Run page's ``run_*``), which this page never touches. To open rollout R of source S::
+
+    from tokencap.views.links import open_rollout_params
+    st.switch_page(ROLLOUT_PAGE, query_params=open_rollout_params(S, R))   # S: a path or "sample:NAME"
+
+optionally with ``call=``, ``tab=`` ("tree", "mask", "verdicts", "export") and
+``anchor=``. The page applies any query parameters it did not write itself (a first
+load, a reload, a shared link, a switch from another page), then keeps them in step
+with what it shows. Uploaded files cannot be named in a URL.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ import streamlit as st
 from tokencap.views import detail as dv
 from tokencap.views import export as ev
 from tokencap.views import linkproof as lp
+from tokencap.views import links
 from tokencap.views import mask as mv
 from tokencap.views import rollout_page as rp
 from tokencap.views import sources as src
@@ -35,7 +50,8 @@ PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
 STATE = st.session_state
-for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set())):
+for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set()),
+                       ("mask_view", {})):
     if _name not in STATE:
         STATE[_name] = _default
 
@@ -64,6 +80,64 @@ def rollout_view(key: str, index: int, anchor: str | None, _loaded: src.LoadedSo
 def cli_argument() -> str | None:
     args = [a for a in sys.argv[1:] if a.strip()]
     return args[0] if args else None
+
+
+def source_path() -> str | None:
+    """The path to open: one a link named (``src``), else the command line's."""
+    return STATE.get("src_path") or cli_argument()
+
+
+# --------------------------------------------------------------------------- the URL
+
+
+def take_url_state() -> links.ViewState | None:
+    """The view the URL asks for, when it is not the one this page wrote last (a first load, a
+    reload, a shared link, another page's `st.switch_page`); None otherwise. A sample or a path
+    it names is applied at once (before the sidebar's widgets); the rest waits in
+    ``url_pending`` until the rollouts are loaded."""
+    current = links.ours(st.query_params.to_dict())
+    if STATE.get("url_written") == current:
+        return None
+    STATE["url_written"] = current
+    state = links.parse(current)
+    if state.sample is not None:
+        STATE.pop("src_path", None)
+        STATE["scenario"] = state.sample
+    elif state.path is not None:
+        STATE["src_path"] = state.path
+    STATE["url_pending"] = state
+    return state
+
+
+def apply_url_state(refs: list[src.RolloutRef]) -> None:
+    """Select the rollout, anchor, call, tab and mask window a URL asked for (once)."""
+    state: links.ViewState | None = STATE.pop("url_pending", None)
+    if state is None:
+        return
+    ref = rp.ref_for(refs, state.rollout)
+    if ref is not None and len(refs) > 1:
+        STATE["rollout"] = ref.key
+    rk = (ref or refs[0]).key
+    if state.anchor:
+        STATE["anchors"][rk] = state.anchor
+    if state.call:
+        STATE["selected"][rk] = state.call
+    if state.tab:
+        STATE["tab"] = state.tab
+    if state.mask is not None:
+        STATE["mask_url"] = (rk, state.mask)
+
+
+def write_url_state(state: links.ViewState) -> None:
+    """Put the page's state in the URL, touching only this page's keys."""
+    params = links.to_params(state)
+    for key in links.KEYS:
+        if key in params:
+            if st.query_params.get(key) != params[key]:
+                st.query_params[key] = params[key]
+        elif key in st.query_params:
+            del st.query_params[key]
+    STATE["url_written"] = params
 
 
 def load_sources(sources: list[src.Source], page: Any) -> list[src.LoadedSource]:
@@ -117,6 +191,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     if uploaded:
         below.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
                       "Remove them to go back.")
+        STATE["src_param"] = None  # an upload cannot be named in a URL
         return uploaded, "uploaded files", None
     with below.container():
         return _sidebar_path_or_sample()
@@ -124,10 +199,15 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
 
 def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     """The command-line path or the bundled samples (written into the sidebar container in use)."""
-    path = cli_argument()
+    path = source_path()
+    STATE["src_param"] = None
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
+        STATE["src_param"] = rp.path_src(path)
         st.markdown("**Source**")
         st.code(path, language=None, wrap_lines=True)
+        if STATE.get("src_path"):
+            st.button("Close (back to the default source)", key="close_src", type="tertiary",
+                      on_click=lambda: STATE.pop("src_path", None))
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
@@ -146,6 +226,7 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     st.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
                          help="Small synthetic captures, one per situation you meet in real data.")
     scenario = by_name[STATE["scenario"]]
+    STATE["src_param"] = links.sample_src(scenario.name)
     if scenario.situation:
         st.caption(scenario.situation)
     if scenario.expectation:
@@ -196,10 +277,24 @@ def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
                   args=(rk, culprit.key), help="Select this call in the call tree")
 
 
+def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
+    with st.popover("Copy link", icon=":material/link:", key="share", width="stretch"):
+        url = links.share_url(st.context.url, current_view_state(view, ref, rk))
+        st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
+        st.code(url, language=None, wrap_lines=True)
+        if STATE.get("src_param") is None:
+            st.warning("Uploaded files can't be in a URL: the link opens the same rollout, call and tab only "
+                       "where the same file is uploaded again. Open the file by path (`tokencap app PATH`) to "
+                       "share it.", icon=":material/info:")
+
+
 def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
     banner = vv.banner_of(view)
     snap = view.snapshot
-    st.markdown(f"### {md_escape(view.rollout_id)}")
+    title, share = st.columns([5, 1], vertical_alignment="bottom")
+    title.markdown(f"### {md_escape(view.rollout_id)}")
+    with share:
+        show_copy_link(view, ref, rk)
     bits = [f"from {md_escape(ref.source_name)}"]
     if snap.snapshot_id:
         bits.append(f"snapshot {md_escape(snap.snapshot_id)}")
@@ -409,6 +504,9 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     ids = [c.chain_id for c in chains]
     labels = {c.chain_id: mv.chain_label(c) for c in chains}
     chain_key = f"mask_chain:{rk}:{view.anchor}"
+    asked = STATE.pop("mask_url", None)
+    if asked is not None and asked[0] == rk and asked[1].chain in ids:
+        STATE[chain_key] = asked[1].chain
     if STATE.get(chain_key) not in ids:
         STATE[chain_key] = ids[0]
     chain_id = STATE[chain_key]
@@ -420,9 +518,14 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     if STATE.get(window_key) not in mv.WINDOW_SIZES:
         STATE[window_key] = mv.DEFAULT_WINDOW
     pages_key = f"mask_pagew:{page_state_key}"
+    if asked is not None and asked[0] == rk and asked[1].chain == chain_id:
+        if asked[1].window in mv.WINDOW_SIZES:
+            STATE[window_key] = asked[1].window
+        STATE["mask_page"][page_state_key] = mv.page_of(asked[1].start, STATE[window_key])
     window = STATE[window_key]
     pages = mv.page_count(mask, window)
     page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
+    STATE["mask_view"][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
 
     controls = st.columns([3, 1.2, 2.2, 2.2], vertical_alignment="bottom")
     with controls[0]:
@@ -460,8 +563,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                     key=f"mask_overview:{page_state_key}")
 
     st.markdown("**Per link**")
-    links = mv.link_frame(mask, chain)
-    st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
+    link_rows = mv.link_frame(mask, chain)
+    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
                  column_config={"link": st.column_config.NumberColumn(width=50),
                                 "call": st.column_config.TextColumn(width="medium"),
                                 "starts at": st.column_config.NumberColumn(width=90, format="localized"),
@@ -613,6 +716,7 @@ def main() -> None:
     # The whole main area lives in one placeholder: a progress box written into it replaces
     # everything the previous run showed (see load_sources).
     page = st.empty()
+    take_url_state()
     sources, source_label, path_error = sidebar_sources()
     loaded = load_sources(sources, page)
     with page.container():
@@ -634,6 +738,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         return
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
+    apply_url_state(refs)
     ref = sidebar_rollout(refs, by_key, several_sources)
     rk = ref.key
     ls = by_key[ref.source_key]
@@ -641,6 +746,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     anchor = rp.valid_anchor(base, STATE["anchors"].get(rk))
     view = rollout_view(ref.source_key, ref.index, anchor, ls) if anchor is not None else base
 
+    if STATE.get("tab") not in TABS:
+        STATE["tab"] = TABS[0]
     show_banner(view, ref, rk)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
@@ -659,5 +766,14 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
                 label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
                 show_export_tab(base, view, rk, ref, label, all_views, several)
+    write_url_state(current_view_state(view, ref, rk))
+
+
+def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:
+    mask = STATE["mask_view"].get(rk)
+    return links.ViewState(
+        src=STATE.get("src_param"), rollout=ref.rollout_id,
+        call=rp.selected_node(view, STATE["selected"].get(rk)), tab=STATE.get("tab"), anchor=view.anchor,
+        mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
 
 main()

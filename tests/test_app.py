@@ -47,11 +47,13 @@ def downloads(monkeypatch):
     return captured
 
 
-def open_app(monkeypatch, *args: str, tab: str | None = None) -> AppTest:
+def open_app(monkeypatch, *args: str, tab: str | None = None, query: dict[str, str] | None = None) -> AppTest:
     monkeypatch.setattr(sys, "argv", [str(APP), *args])
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     if tab is not None:
         at.session_state["tab"] = tab
+    if query:
+        at.query_params.update(query)
     at.run()
     assert not at.exception, at.exception
     return at
@@ -334,7 +336,8 @@ def test_more_than_three_culprits_go_behind_a_popover(monkeypatch):
     # five culprits under the first reason: three inline, two in the "+2 more" popover
     assert sum(1 for k in culprit_keys if k.endswith((":0:0", ":0:1", ":0:2", ":0:3", ":0:4"))) == 5
     # every reason (unproven links, roots, chains) has five culprits: each puts two behind "+2 more"
-    assert [p.proto.popover.label for p in at.get("popover")] == ["+2 more"] * 3
+    assert [p.proto.popover.label for p in at.get("popover") if p.proto.popover.label.startswith("+")] == \
+        ["+2 more"] * 3
 
 
 def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
@@ -491,3 +494,64 @@ def test_a_directory_rollout_that_failed_to_load_is_shown_masked_on_every_tab(mo
         rerun(at, tab)
     result = json.loads(downloads["broken.result.json"]())
     assert result["mask_reasons"][0] == "load_error" and result["rebuilt_response"] is None
+
+
+# --------------------------------------------------------------------------- shareable views
+
+
+def picked(at: AppTest) -> str:
+    return next(s for s in at.selectbox if s.key.startswith("pick:")).value
+
+
+def test_the_url_follows_the_view(monkeypatch):
+    at = open_app(monkeypatch)
+    assert at.query_params == {"src": "sample:subagent_branch.json", "rollout": "subagent-branch",
+                               "call": "call-0003", "tab": "tree"}
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value("call:call-0002")
+    rerun(at)
+    assert at.query_params["call"] == "call-0002"
+    rerun(at, "Loss mask")
+    assert at.query_params["tab"] == "mask" and at.query_params["mask"] == "main:0:2048"
+    at.selectbox(key="scenario").set_value("engine_refusal_ended.json")
+    rerun(at, "Call tree")
+    assert at.query_params["src"] == "sample:engine_refusal_ended.json"
+
+
+def test_a_link_restores_source_rollout_call_tab_anchor_and_mask_window(monkeypatch):
+    at = open_app(monkeypatch, query={"src": "sample:final_retry_unresolved.json", "call": "call-0002",
+                                      "tab": "verdicts", "anchor": "call-0004"})
+    assert at.selectbox(key="scenario").value == "final_retry_unresolved.json"
+    assert at.session_state["tab"] == "Verdicts"
+    assert "**Trainable" in verdict(at)  # anchored on call-0004
+    assert any("anchored on call\\-0004" in c.value for c in at.caption)
+    rerun(at, "Call tree")
+    assert picked(at) == "call:call-0002"
+    # A path source, a rollout among several, a page of the loss mask.
+    store = str(SAMPLES / "capture_store")
+    at = open_app(monkeypatch, query={"src": store, "rollout": "store-interrupted", "tab": "mask"})
+    assert heading(at) == "### store\\-interrupted"
+    assert at.query_params["src"] == store
+    long = str(SAMPLES / "long_rollout_delta.json")
+    at = open_app(monkeypatch, query={"src": long, "tab": "mask", "mask": "main:4096:2048"})
+    assert any(c.value.startswith("Positions 4,096–6,143") for c in at.caption)
+    assert at.query_params["mask"] == "main:4096:2048"
+
+
+def test_links_that_do_not_fit_are_ignored_and_other_pages_keys_are_kept(monkeypatch):
+    at = open_app(monkeypatch, query={"src": "sample:no-such-sample", "call": "nope", "tab": "bogus",
+                                      "mask": "main:x:y", "run_id": "r7"})
+    assert not at.exception
+    assert at.selectbox(key="scenario").value == "subagent_branch.json"
+    assert picked(at) == "call:call-0003"  # an unknown call falls back to the first culprit
+    assert at.query_params["run_id"] == "r7"
+    assert at.query_params["src"] == "sample:subagent_branch.json"
+
+
+def test_copy_link_shows_the_url_and_says_uploads_cannot_be_shared(monkeypatch):
+    at = open_app(monkeypatch)
+    share = next(c.value for c in at.code if "src=sample" in c.value)
+    assert "call=call-0003" in share and "tab=tree" in share
+    assert not any("can't be in a URL" in w.value for w in at.warning)
+    upload(at, ("sink.json", kitchen_sink().json_bytes()))
+    assert "src" not in at.query_params and at.query_params["rollout"] == "kitchen-sink"
+    assert any("Uploaded files can't be in a URL" in w.value for w in at.warning)

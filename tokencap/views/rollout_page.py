@@ -7,10 +7,12 @@ only lays out what this module and the page parts compute.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from .culprits import first_culprit
 from .model import RolloutView
+from .sources import RolloutRef
 from .text import fmt_bytes
 from .tree import tree_of
 
@@ -54,3 +56,15 @@ def selected_node(view: RolloutView, remembered: str | None) -> str | None:
 def export_source_label(source_name: str, source_label: str, uploaded: bool) -> str:
     """The SOURCE of the `tokencap build` command shown beside the downloads."""
     return source_name if uploaded else source_label
+
+
+def ref_for(refs: Sequence[RolloutRef], rollout_id: str | None) -> RolloutRef | None:
+    """The first loaded rollout with this id (a link names rollouts by id), or None."""
+    if rollout_id is None:
+        return None
+    return next((r for r in refs if r.rollout_id == rollout_id), None)
+
+
+def path_src(path: str) -> str:
+    """A path as a link's ``src``: absolute, so the link works from any working directory."""
+    return os.path.abspath(path)
