@@ -48,6 +48,7 @@ SAMPLE_DIR = APP_DIR / "sample_data"
 TABS = list(rp.TABS)
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+OVERVIEW_CONFIG = {"displaylogo": False, "displayModeBar": False, "scrollZoom": False}
 
 STATE = st.session_state
 for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set()),
@@ -140,12 +141,14 @@ def write_url_state(state: links.ViewState) -> None:
     STATE["url_written"] = params
 
 
-def load_sources(sources: list[src.Source], page: Any) -> list[src.LoadedSource]:
+def load_sources(sources: list[src.Source], page: Any, progress: Any) -> list[src.LoadedSource]:
     """Load (cached) every source, building each rollout once.
 
-    For big new inputs a progress box takes the place of the whole ``page`` placeholder, so
-    the previous rollout's verdict is gone the moment loading starts and can never be read
-    as the new file's.
+    For big new inputs the ``page`` placeholder is emptied first, so the previous rollout's
+    verdict is gone the moment loading starts and can never be read as the new file's, and
+    a progress box shows in the ``progress`` placeholder above it until the load is done.
+    (Two placeholders, not one: replacing a block with another block at the same place in
+    one run lets Streamlit's message queue merge their children's updates out of order.)
     """
     seen: set[str] = STATE["loaded_keys"]
     pending = [s for s in sources if s.cache_key not in seen]
@@ -158,7 +161,8 @@ def load_sources(sources: list[src.Source], page: Any) -> list[src.LoadedSource]
         return out
     by_key: dict[str, src.LoadedSource] = {}
     size = sum(s.size for s in pending)
-    with page.status(rp.loading_label(len(pending), size), expanded=True) as status:
+    page.empty()
+    with progress.status(rp.loading_label(len(pending), size), expanded=True) as status:
         bar = st.progress(0.0, text="reading")
         for n, s in enumerate(pending):
             bar.progress(n / len(pending), text=f"parsing {md_escape(s.name)} ({fmt_bytes(s.size)})")
@@ -170,6 +174,7 @@ def load_sources(sources: list[src.Source], page: Any) -> list[src.LoadedSource]
                 rollout_view(s.cache_key, i, None, ls)
         bar.progress(1.0, text="done")
         status.update(label=f"Loaded {fmt_bytes(size)}", state="complete", expanded=False)
+    progress.empty()
     seen.update(s.cache_key for s in sources)
     return [by_key.get(s.cache_key) or loaded_source(s.cache_key, s) for s in sources]
 
@@ -266,6 +271,7 @@ CULPRITS_INLINE = 3  # culprits shown per reason before "+N more"
 def _open_culprit(rk: str, key: str) -> None:
     """A culprit link: select its node and show it on the call tree."""
     STATE["selected"][rk] = key
+    STATE["scroll_detail"] = True
     STATE["tab"] = "Call tree"
 
 
@@ -336,25 +342,54 @@ def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
 # --------------------------------------------------------------------------- call tree tab
 
 
+def _select(rk: str, key: str) -> None:
+    """Select a node (from any control): the detail follows and is scrolled into view."""
+    STATE["selected"][rk] = key
+    STATE["scroll_detail"] = True
+
+
 def _remember_tree_click(chart_key: str, rk: str) -> None:
     state = STATE.get(chart_key)
     selection = state.get("selection") if state is not None else None
     key = tv.key_from_selection(selection)
     if key is not None:
-        STATE["selected"][rk] = key
+        _select(rk, key)
+
+
+def _remember_overview(chart_key: str, rk: str, window_key: str, model: tv.TreeModel) -> None:
+    """The overview: a box chooses the depths to zoom into; a click goes to that node."""
+    state = STATE.get(chart_key)
+    selection = state.get("selection") if state is not None else None
+    if selection is None:
+        return
+    window = tv.window_from_selection(model, selection)
+    if window is not None:
+        STATE[window_key] = window
+        return
+    key = tv.key_from_selection(selection)
+    if key is not None:
+        _select(rk, key)
+        STATE[window_key] = tv.window_around(model, key, tv.DETAIL_SPAN)
 
 
 def _remember_row(table_key: str, rk: str, frame: Any) -> None:
     state = STATE.get(table_key)
     rows = state.get("selection", {}).get("rows", []) if state is not None else []
     if rows:
-        STATE["selected"][rk] = frame["key"].iloc[rows[0]]
+        _select(rk, frame["key"].iloc[rows[0]])
 
 
 def _remember_pick(pick_key: str, rk: str) -> None:
     value = STATE.get(pick_key)
     if value:
-        STATE["selected"][rk] = value
+        _select(rk, value)
+
+
+def _find(find_key: str, rk: str, model: tv.TreeModel) -> None:
+    matches = tv.search(model, STATE.get(find_key) or "")
+    STATE["find_matches"] = (STATE.get(find_key) or "", len(matches))
+    if matches:
+        _select(rk, matches[0])
 
 
 def show_tree_tab(view: RolloutView, rk: str) -> None:
@@ -365,10 +400,51 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     selected = rp.selected_node(view, STATE["selected"].get(rk))
     STATE["selected"][rk] = selected
     chart_key = f"tree:{rk}:{view.anchor}"
-    st.caption(f"{fmt_int(len(model))} nodes in {model.lanes} lane{'s' if model.lanes != 1 else ''}. "
-               "Click a node to inspect it; drag to zoom, double-click to reset, scroll to zoom.")
-    st.plotly_chart(model.figure(selected), key=chart_key, on_select=lambda: _remember_tree_click(chart_key, rk),
-                    selection_mode="points", config=PLOTLY_CONFIG, width="stretch")
+    lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
+    window = None
+    if tv.needs_overview(model):
+        # A long rollout: an overview of every node, and a zoomed detail of the depths in the
+        # window, which stays put across reruns and moves only to keep the selection in view.
+        window_key = f"tree_window:{rk}:{view.anchor}"
+        followed_key = f"tree_window_for:{rk}:{view.anchor}"
+        window = tv.follow_selection(model, selected, STATE.get(window_key), STATE.get(followed_key))
+        STATE[window_key], STATE[followed_key] = window, selected
+        overview_key = f"tree_overview:{rk}:{view.anchor}"
+        st.caption(f"{fmt_int(len(model))} nodes in {lanes}, depths 0–{fmt_int(model.max_depth)}. Overview (all "
+                   f"nodes): drag a box to zoom into those depths, or click a dot to go there. Below: depths "
+                   f"{window[0]:,}–{window[1]:,}; click a node to inspect it.")
+        st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
+                        on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
+                        selection_mode=("points", "box"), config=OVERVIEW_CONFIG, width="stretch")
+    else:
+        st.caption(f"{fmt_int(len(model))} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
+                   "double-click to reset.")
+    st.plotly_chart(model.figure(selected, window=window, legend=window is None), key=chart_key,
+                    on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
+                    config=PLOTLY_CONFIG, width="stretch")
+    if window is not None:
+        slider_key = f"tree_window_w:{rk}:{view.anchor}"
+        STATE[slider_key] = window
+        st.slider("Depths shown in the zoomed view", 0, model.max_depth, key=slider_key,
+                  on_change=lambda: STATE.__setitem__(window_key, tuple(STATE[slider_key])))
+
+    find_col, pick_col = st.columns([1, 2], vertical_alignment="bottom")
+    with find_col:
+        find_key = f"find:{rk}"
+        st.text_input("Find a call by id", key=find_key, on_change=_find, args=(find_key, rk, model),
+                      placeholder="id or part of it", icon=":material/search:")
+    with pick_col:
+        pick_key = f"pick:{rk}"
+        if STATE.get(pick_key) != selected:
+            STATE[pick_key] = selected
+        st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
+                     on_change=_remember_pick, args=(pick_key, rk))
+    found = STATE.get("find_matches")
+    if found and found[0] == STATE.get(find_key):
+        query, count = found
+        st.caption(f"No call id contains “{md_escape(query)}”." if not count else
+                   f"{count} match{'es' if count != 1 else ''} for “{md_escape(query)}”; showing the first "
+                   "(exact, then prefix, then substring)." if count > 1 else f"Found “{md_escape(query)}”.")
     with st.expander("What the marks mean"):
         legend = tv.legend_frame()
         st.dataframe(legend.style.apply(
@@ -381,13 +457,22 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
                      column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
                      _remember_row(table_key, rk, frame), selection_mode="single-row")
+    with st.container(key="detail"):
+        show_detail(view, selected)
+    if STATE.pop("scroll_detail", False):
+        scroll_to_detail()
 
-    pick_key = f"pick:{rk}"
-    if STATE.get(pick_key) != selected:
-        STATE[pick_key] = selected
-    st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
-                 on_change=_remember_pick, args=(pick_key, rk))
-    show_detail(view, selected)
+
+def scroll_to_detail() -> None:
+    """Bring the selected call's detail into view, unless its heading is already well on screen."""
+    STATE["scroll_nonce"] = STATE.get("scroll_nonce", 0) + 1
+    st.html(f"""<script>/* {STATE["scroll_nonce"]} */
+      (function () {{
+        const el = document.querySelector('.st-key-detail');
+        if (!el) return;
+        const top = el.getBoundingClientRect().top;
+        if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{behavior: 'smooth', block: 'start'}});
+      }})();</script>""", unsafe_allow_javascript=True)
 
 
 def _outcome(text: str, ok: bool | None, warn: bool = False) -> None:
@@ -713,12 +798,13 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 
 def main() -> None:
     st.html(f"<style>{style.PAGE_CSS}</style>")
-    # The whole main area lives in one placeholder: a progress box written into it replaces
-    # everything the previous run showed (see load_sources).
+    # The whole main area lives in one placeholder, emptied when a big load starts; the
+    # progress box has its own, above it (see load_sources).
+    progress = st.empty()
     page = st.empty()
     take_url_state()
     sources, source_label, path_error = sidebar_sources()
-    loaded = load_sources(sources, page)
+    loaded = load_sources(sources, page, progress)
     with page.container():
         show_page(loaded, source_label, path_error)
     sidebar_tokenizer()

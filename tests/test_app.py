@@ -214,31 +214,43 @@ def test_several_uploads_and_a_bad_file(monkeypatch):
     assert heading(at) == "### task4\\-rollout1\\-attempt0"
 
 
-def test_a_big_load_replaces_the_previous_page_with_its_progress_box(monkeypatch):
-    """The progress box is written into the placeholder that holds the whole page, so the
-    previous rollout's verdict disappears when loading starts (the browser test watches it)."""
+def test_a_big_load_clears_the_previous_page_before_its_progress_box_opens(monkeypatch):
+    """The placeholder that holds the whole page is emptied when loading starts, so the previous
+    rollout's verdict is gone at once (the browser test watches it happen)."""
     from streamlit.delta_generator import DeltaGenerator
 
     from tokencap.views import rollout_page
 
-    opened: list[tuple[str, tuple[int, ...]]] = []
-    real_status = DeltaGenerator.status
+    events: list[tuple[str, tuple[int, ...]]] = []
+    real_status, real_empty = DeltaGenerator.status, DeltaGenerator.empty
 
-    def spy(self, label, *args, **kwargs):
-        opened.append((label, tuple(self._cursor.delta_path)))
+    def spy_status(self, label, *args, **kwargs):
+        events.append((f"status {label}", tuple(self._cursor.delta_path)))
         return real_status(self, label, *args, **kwargs)
 
-    monkeypatch.setattr(DeltaGenerator, "status", spy)
+    def spy_empty(self):
+        if self._cursor is not None and not self._cursor.is_locked:
+            return real_empty(self)  # creating a placeholder
+        events.append(("empty", tuple(self._cursor.delta_path)))
+        return real_empty(self)
+
+    monkeypatch.setattr(DeltaGenerator, "status", spy_status)
+    monkeypatch.setattr(DeltaGenerator, "empty", spy_empty)
     at = open_app(monkeypatch)
-    assert opened == []  # the sample is small: no progress box
+    assert not any(e.startswith("status") for e, _ in events)  # the sample is small: no progress box
+    events.clear()
     monkeypatch.setattr(rollout_page, "PROGRESS_BYTES", 1)
     upload(at, ("sink.json", kitchen_sink().json_bytes()))
-    assert [label for label, _ in opened] == ["Loading 1 file (" + f"{len(kitchen_sink().json_bytes()) / 1000:.1f} KB)…"]
-    # The whole page is one block of the main area, at the very path the progress box took.
-    blocks = [(i, node) for i, node in at.main.children.items() if node.type != "html"]
+    size = f"{len(kitchen_sink().json_bytes()) / 1000:.1f} KB"
+    names = [e for e, _ in events]
+    assert names[:2] == ["empty", f"status Loading 1 file ({size})…"]  # the page goes, then the box opens
+    # ... and the box goes once the load is done.
+    assert names[2] == "empty" and events[2][1] == events[1][1]
+    # The whole page is one block of the main area, at the path that was emptied first.
+    blocks = [(i, node) for i, node in at.main.children.items() if node.type not in ("html", "empty")]
     assert len(blocks) == 1
     index, page = blocks[0]
-    assert opened[0][1][-1] == index
+    assert events[0][1][-1] == index
     assert heading(at) == "### kitchen\\-sink" and any(m.value == heading(at) for m in page.markdown)
     # The sample's description in the sidebar was replaced by the upload's caption.
     assert not any(c.value.startswith("Expected:") for c in at.sidebar.caption)
@@ -555,3 +567,52 @@ def test_copy_link_shows_the_url_and_says_uploads_cannot_be_shared(monkeypatch):
     upload(at, ("sink.json", kitchen_sink().json_bytes()))
     assert "src" not in at.query_params and at.query_params["rollout"] == "kitchen-sink"
     assert any("Uploaded files can't be in a URL" in w.value for w in at.warning)
+
+
+# --------------------------------------------------------------------------- long rollouts
+
+
+def test_a_long_rollout_has_an_overview_a_zoomed_window_that_stays_and_a_search_box(monkeypatch, tmp_path):
+    from synth_snapshots import long_linear
+
+    path = tmp_path / "long.json"
+    path.write_bytes(long_linear(300).json_bytes())
+    at = open_app(monkeypatch, str(path))
+    charts = [c.key.split(":")[0] for c in at.get("plotly_chart")]
+    assert charts[:2] == ["tree_overview", "tree"]
+    rk = rollout_keys(src.source_from_path(path))[0]
+    window_key = f"tree_window:{rk}:None"
+    first = tuple(at.session_state[window_key])
+    assert first[1] - first[0] == 24
+    # Choose other depths with the slider: the window stays there across reruns.
+    at.slider(key=f"tree_window_w:{rk}:None").set_value((100, 130))
+    rerun(at)
+    assert tuple(at.session_state[window_key]) == (100, 130)
+    rerun(at, "Verdicts")
+    rerun(at, "Call tree")
+    assert tuple(at.session_state[window_key]) == (100, 130)
+    # Selecting a call inside the window keeps it; searching one outside moves it there.
+    at.text_input(key=f"find:{rk}").input("m00110")
+    rerun(at)
+    assert picked(at) == "call:m00110" and tuple(at.session_state[window_key]) == (100, 130)
+    assert "scroll_detail" not in at.session_state  # it was taken: the detail was scrolled to
+    at.text_input(key=f"find:{rk}").input("m0025")
+    rerun(at)
+    assert picked(at) == "call:m00250"
+    window = tuple(at.session_state[window_key])
+    assert window[0] <= 250 <= window[1] and window[1] - window[0] == 30
+    assert any("matches for" in c.value for c in at.caption)
+    at.text_input(key=f"find:{rk}").input("no-such-call")
+    rerun(at)
+    assert picked(at) == "call:m00250" and any("No call id contains" in c.value for c in at.caption)
+
+
+def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]  # nothing chosen yet
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value("call:call-0002")
+    rerun(at)
+    scripts = [h for h in at.get("html") if "scrollIntoView" in h.proto.body]
+    assert len(scripts) == 1 and scripts[0].proto.unsafe_allow_javascript
+    rerun(at)  # a rerun for another reason does not scroll again
+    assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]

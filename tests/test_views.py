@@ -464,3 +464,67 @@ def test_rollout_view_caches_masks_and_tree():
     assert tv.tree_of(view) is tv.tree_of(view)
     assert view.mask("branch-9") is None
     assert np.array_equal(view.mask("main").token_ids, view.mask().token_ids)
+
+
+# --------------------------------------------------------------------------- long rollouts
+
+
+def test_a_deep_tree_gets_an_overview_and_a_zoomed_window_that_keeps_its_place():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    assert tv.needs_overview(model) and not tv.needs_overview(tv.tree_of(RolloutView(kitchen_sink().snapshot())))
+    key = "call:m00200"
+    window = tv.window_around(model, key)
+    assert window[1] - window[0] == tv.DETAIL_SPAN and window[0] <= model.node(key).depth <= window[1]
+    # A selection inside the window keeps it; one outside moves it, keeping its width.
+    assert tv.keep_in_window(model, "call:m00205", window) == window
+    moved = tv.keep_in_window(model, "call:m00300", (10, 50))
+    assert moved[1] - moved[0] == 40 and moved[0] <= model.node("call:m00300").depth <= moved[1]
+    assert tv.clamp_window(model, (-5, 10)) == (0, 15)
+    assert tv.clamp_window(model, (model.max_depth + 3, model.max_depth + 10)) == (model.max_depth - 7,
+                                                                                  model.max_depth)
+    assert tv.keep_in_window(model, None, None) == tv.window_around(model, None)
+    # The window follows the selection only when the selection changed.
+    assert tv.follow_selection(model, "call:m00200", (10, 40), "call:m00200") == (10, 40)
+    assert tv.follow_selection(model, "call:m00300", (10, 50), "call:m00200") == moved
+
+
+def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    window = (100, 124)
+    fig = model.figure("call:m00110", window=window, legend=False)
+    keys = {row[0] for t in fig.data if t.customdata is not None for row in t.customdata}
+    depths = {model.node(k).depth for k in keys}
+    assert min(depths) >= 100 and max(depths) <= 124 and "call:m00110" in keys
+    assert fig.layout.xaxis.range[0] < 100 < 124 < fig.layout.xaxis.range[1] < 126
+    labels = next(t for t in fig.data if t.name == "call ids")
+    assert "m00110" in labels.text and fig.layout.showlegend is False
+    assert fig.layout.uirevision == "tree:100:124"
+    # The whole tree has no labels: they would only collide.
+    assert not any(t.name == "call ids" for t in model.figure().data)
+
+
+def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    fig = tv.overview_figure(model, (100, 124), "call:m00110")
+    assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
+    assert fig.layout.dragmode == "select"
+    assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    assert tv.window_from_selection(model, {"box": [{"x": [200.4, 251.7], "y": [0, 1]}], "points": []}) == (201, 251)
+    assert tv.window_from_selection(model, {"box": [], "points": [{"customdata": ["call:m00001"]}]}) is None
+    assert tv.window_from_selection(model, {"box": [{"x": [5.2, 5.4]}]}) == (6, 6)
+
+
+def test_search_finds_exact_then_prefix_then_substring():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    assert tv.search(model, "m00120")[0] == "call:m00120"
+    assert tv.search(model, " M0012 ")[:3] == ["call:m00120", "call:m00121", "call:m00122"]
+    assert "call:m00125-retry" in tv.search(model, "125-ret")
+    assert tv.search(model, "") == [] and tv.search(model, "zzz") == []
+
+
+def test_short_labels_keep_short_ids_and_the_telling_end_of_long_ones():
+    assert tv.short_labels(["call-0001", "m00050-retry"]) == ["call-0001", "…050-retry"]
+    assert tv.short_labels(["m00048", "m00050-retry"]) == ["m00048", "…50-retry"]  # shared "m000" dropped
+    assert tv.short_labels(["chatcmpl-8f3a9b2c1d", "chatcmpl-8f3a9b2c2e"]) == ["8f3a9b2c1d", "8f3a9b2c2e"]
+    long = tv.short_labels(["4f9c0d2e-aaaa-bbbb-cccc-000000000001", "4f9c0d2e-aaaa-bbbb-cccc-000000000002"])
+    assert long == ["…000000001", "…000000002"] and len(set(long)) == 2

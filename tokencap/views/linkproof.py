@@ -209,8 +209,9 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
     mark = n_parent if proof.holds else agree
     label = f"parent ends at {n_parent:,}" if proof.holds else f"first difference at {agree:,}"
     fig.add_vline(x=mark, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+    right = mark > 0.6 * max(n_parent, n_child, 1)
     fig.add_annotation(x=mark, y=1.0, yref="y domain", xref="x", text=html_text(label), showarrow=False,
-                       yanchor="bottom", font={"size": 11}, row=1, col=1)
+                       yanchor="bottom", xanchor="right" if right else "left", font={"size": 11}, row=1, col=1)
 
     # Token cells of the window.
     start, end = proof.window

@@ -61,8 +61,9 @@ div[class*="st-key-culprit-"] button, div[class*="st-key-more-"] button { min-he
 div[class*="st-key-culprit-"] button p { color: #1d4ed8; text-decoration: underline; text-underline-offset: 2px; }
 .st-key-tiles, .st-key-mask_tiles { gap: 0.35rem !important; }
 .st-key-tiles [data-testid="stElementContainer"], .st-key-mask_tiles [data-testid="stElementContainer"] { border: 1px solid #e5e7eb; border-radius: 0.5rem;
-                                                   padding: 0.05rem 0.4rem; background: #ffffff; }
-.st-key-tiles p, .st-key-mask_tiles p { font-size: 0.85rem; white-space: nowrap; }
+                                                   padding: 0 0.35rem; background: #ffffff; }
+.st-key-tiles p, .st-key-mask_tiles p { font-size: 0.8rem; white-space: nowrap; }
+.st-key-tiles [data-testid="stTooltipIcon"], .st-key-mask_tiles [data-testid="stTooltipIcon"] { margin-left: 0.1rem; }
 div[class*="st-key-culprits_"] { margin-top: 0.15rem; }
 [data-testid="stTable"] td, [data-testid="stTable"] th { white-space: normal !important; overflow-wrap: anywhere;
                                                        padding: 0.25rem 0.5rem; font-size: 0.85rem; }
