@@ -23,6 +23,7 @@ with what it shows. Uploaded files cannot be named in a URL.
 
 from __future__ import annotations
 
+import html
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
 OVERVIEW_CONFIG = {"displaylogo": False, "displayModeBar": False, "scrollZoom": False}
 
 STATE = st.session_state
+RUN: dict[str, Any] = {"export_dir_shown": False}  # facts about this run only (the script re-runs from the top)
 for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set()),
                        ("mask_view", {})):
     if _name not in STATE:
@@ -769,18 +771,12 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 
     files = ev.downloads(view)
     cols = st.columns(3)
-    payloads = {
-        "response": lambda: ev.response_json(view.result) or b"",
-        "result": lambda: ev.result_json(view.result),
-        "mask": lambda: ev.mask_csv(view) or b"",
-    }
-    for col, name in zip(cols, ("response", "result", "mask")):
-        d = files[name]
+    for col, kind in zip(cols, ev.KINDS):
         with col:
-            st.download_button(d.label, payloads[name], file_name=d.file_name, mime=d.mime, key=f"dl_{name}:{rk}",
-                               disabled=not d.available, icon=":material/download:", on_click="ignore",
-                               width="stretch")
-            st.caption(d.why_not if not d.available else d.what)
+            show_file(f"{rk}:{view.anchor}:{kind}", files[kind], ev.estimate(view, kind),
+                      lambda report, kind=kind: ev.render(view, kind, report),
+                      lambda handle, kind=kind: ev.write_kind(handle, view, kind),
+                      ev.cli_command(source_label, ref.rollout_id, view.anchor, several, out="OUT"))
     st.caption("These are the bytes `tokencap build` writes for the same input and anchor:")
     st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several), language="bash")
 
@@ -788,9 +784,127 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
     anchored = sum(1 for v in all_views if v.anchor is not None)
     st.caption(f"{len(all_views)} rollout{'s' if len(all_views) != 1 else ''}, one build result per line"
                + (f"; {anchored} with the anchor chosen here" if anchored else "") + ".")
-    st.download_button("Build results JSONL (all rollouts)", lambda: ev.results_jsonl(v.result for v in all_views),
-                       file_name="tokencap_results.jsonl", mime="application/jsonl", key="dl_all",
-                       icon=":material/download:", on_click="ignore")
+    results = [v.result for v in all_views]
+    every = ev.Download("Build results JSONL (all rollouts)", "tokencap_results.jsonl", "application/jsonl",
+                        what="every loaded rollout's build result, one per line")
+    with st.columns(3)[0]:
+        show_file(rp.export_key(v.rollout_id + "@" + str(v.anchor) for v in all_views), every,
+                  ev.estimate_all(all_views),
+                  lambda report: ev.render_all(all_views, report),
+                  lambda handle: ev.write_results_to(handle, results),
+                  ev.cli_command(source_label, None, None, False, out="OUT"))
+
+
+def _progress(bar: Any, verb: str) -> Any:
+    def report(done: int, total: int) -> None:
+        bar.progress(min(done / total, 0.99), text=f"{verb} {fmt_bytes(done)} of about {fmt_bytes(total)}")
+    return report
+
+
+def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, command: str) -> None:
+    """One export: a download (rendered now, or when asked with a progress bar) or, when too big for
+    the browser, a file written to disk with a progress bar. See `tokencap.views.export.route`."""
+    if not d.available:
+        st.button(d.label, key=f"na:{pkey}", disabled=True, icon=":material/download:", width="stretch")
+        st.caption(d.why_not)
+        return
+    how = ev.route(size)
+    dl_key = f"dl:{pkey}"
+    if how == "now":
+        st.download_button(d.label, render(None), file_name=d.file_name, mime=d.mime, key=dl_key,
+                           icon=":material/download:", on_click="ignore", width="stretch")
+        st.caption(d.what)
+        return
+    if how == "prepare":
+        prepared = STATE.get("prepared")
+        if STATE.get("prepare") == pkey:
+            # Asked for: render it now, with progress, and hand that one bytes object to Streamlit.
+            STATE.pop("prepare")
+            bar = st.progress(0.0, text=f"preparing about {fmt_bytes(size)}")
+            data = render(_progress(bar, "prepared"))
+            bar.empty()
+            STATE["prepared"] = prepared = (pkey, data)  # one prepared file at a time
+            STATE["autoclick"] = pkey
+        if prepared is not None and prepared[0] == pkey:
+            show_prepared(pkey, d, prepared[1], autoclick=STATE.pop("autoclick", None) == pkey)
+            st.caption(f"{d.what}. Ready: it downloads by itself; the link gives another copy.")
+        else:
+            st.button(d.label, key=f"prep:{pkey}", icon=":material/download:", width="stretch",
+                      on_click=lambda: STATE.__setitem__("prepare", pkey), help=f"about {fmt_bytes(size)}")
+            st.caption(f"About {fmt_bytes(size)}: {d.what}. Prepared when you click (with a progress bar), "
+                       "then it downloads.")
+        return
+    # Too big for a browser download: write it to disk.
+    st.button(f"{d.label} → disk", key=f"disk:{pkey}", icon=":material/save:", width="stretch",
+              on_click=lambda: STATE.__setitem__("write", pkey), help=f"about {fmt_bytes(size)}")
+    st.caption(f"About {fmt_bytes(size)}: {d.what}. More than {fmt_bytes(ev.download_limit())} is too big to pass "
+               "through the browser, so it is written to the export directory below, with a progress bar.")
+    if "export_dir" not in STATE:
+        STATE["export_dir"] = ev.default_export_dir()
+    if not RUN["export_dir_shown"]:
+        RUN["export_dir_shown"] = True
+        st.text_input("Export directory (created if missing)", key="export_dir")
+    folder = STATE["export_dir"]
+    if STATE.get("write") == pkey:
+        STATE.pop("write")
+        target = str(Path(folder) / d.file_name)
+        bar = st.progress(0.0, text=f"writing about {fmt_bytes(size)} to {md_escape(target)}")
+        try:
+            n = ev.write_file(target, write, size, _progress(bar, "wrote"))
+        except OSError as exc:
+            bar.empty()
+            st.error(f"**Could not write {md_escape(target)}:** {md_escape(exc.strerror or exc)}. Choose another "
+                     "export directory.", icon=":material/error:")
+            return
+        bar.progress(1.0, text=f"wrote {fmt_bytes(n)}")
+        STATE.setdefault("written", {})[pkey] = (target, n)
+    written = STATE.get("written", {}).get(pkey)
+    if written is not None:
+        st.success(f"Wrote {fmt_bytes(written[1])} to", icon=":material/check:")
+        st.code(written[0], language=None, wrap_lines=True)
+        st.caption("The same file from the command line:")
+        st.code(command.replace("OUT", written[0]) if "OUT" in command else command, language="bash",
+                wrap_lines=True)
+
+
+def media_url(pkey: str, data: bytes, d: ev.Download) -> str | None:
+    """Serve ``data`` (that very object: no copy) from Streamlit's media store while this page shows it.
+
+    It is served as an attachment under its own file name, with the content type `ev.PASS_THROUGH_MIME`:
+    Streamlit's gzip middleware compresses every other type of download in one piece before
+    sending the first byte (4.5 s for an 85 MB result, and CPU the page needs).
+    """
+    from streamlit import runtime
+
+    if not runtime.exists():
+        return None
+    return runtime.get_instance().media_file_mgr.add(data, ev.PASS_THROUGH_MIME, f"export:{pkey}",
+                                                     file_name=d.file_name, is_for_static_download=True)
+
+
+def show_prepared(pkey: str, d: ev.Download, data: bytes, autoclick: bool) -> None:
+    """A prepared file as a plain download link, clicked once by the page when it was just prepared.
+
+    Not `st.download_button`: its frontend fetches the file's URL in the background whenever it
+    renders, and Chromium then holds a second request for the same URL (the click) behind that
+    unread fetch for many seconds. A link of our own, with its own query string, starts at once.
+    """
+    url = media_url(pkey, data, d)
+    if url is None:  # no Streamlit runtime (bare mode): the plain button still works
+        st.download_button(d.label, data, file_name=d.file_name, mime=d.mime, key=f"dl:{pkey}",
+                           icon=":material/download:", on_click="ignore", width="stretch")
+        return
+    STATE["link_nonce"] = STATE.get("link_nonce", 0) + (1 if autoclick else 0)
+    href = html.escape(f"{url}?copy={STATE['link_nonce']}", quote=True)
+    label = html.escape(f"{d.label} ({fmt_bytes(len(data))})")
+    st.html(f'<a class="tc-download" href="{href}" download="{html.escape(d.file_name, quote=True)}">'
+            f'&#x2913;&nbsp; {label}</a>')
+    if autoclick:
+        st.html(f"""<script>/* {STATE["link_nonce"]} */
+          (function () {{
+            const link = document.querySelector('a.tc-download[href="{href}"]');
+            if (link) link.click();
+          }})();</script>""", unsafe_allow_javascript=True)
 
 
 # --------------------------------------------------------------------------- page
@@ -852,6 +966,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
                 label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = sum(1 for r in refs if r.source_key == ref.source_key) > 1
                 show_export_tab(base, view, rk, ref, label, all_views, several)
+    if STATE.get("tab") != "Export":
+        STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
     write_url_state(current_view_state(view, ref, rk))
 
 

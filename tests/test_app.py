@@ -35,15 +35,23 @@ TIMEOUT = 60
 
 @pytest.fixture
 def downloads(monkeypatch):
-    """file name -> payload function, for every download button the page registered."""
+    """file name -> payload function, for every download button the page registered (small files are
+    handed over as bytes with the page, big ones when prepared)."""
     captured: dict[str, object] = {}
-    original = MediaFileManager.add_deferred
+    deferred, added = MediaFileManager.add_deferred, MediaFileManager.add
 
-    def spy(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+    def spy_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
         captured[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
+        return deferred(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
 
-    monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
+    def spy_add(self, path_or_data, mimetype, coordinates, file_name=None, is_for_static_download=False):
+        if is_for_static_download:
+            captured[file_name] = lambda data=path_or_data: data
+        return added(self, path_or_data, mimetype, coordinates, file_name=file_name,
+                     is_for_static_download=is_for_static_download)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", spy_deferred)
+    monkeypatch.setattr(MediaFileManager, "add", spy_add)
     return captured
 
 
@@ -616,3 +624,61 @@ def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
     assert len(scripts) == 1 and scripts[0].proto.unsafe_allow_javascript
     rerun(at)  # a rerun for another reason does not scroll again
     assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]
+
+
+# --------------------------------------------------------------------------- exports of any size
+
+
+def test_a_bigger_export_is_prepared_with_progress_then_downloads_by_itself(monkeypatch, downloads, tmp_path):
+    from tokencap.views import export as ev
+
+    reporters: list[object] = []
+    real = ev.render
+
+    def spy(view, kind, report=None):
+        reporters.append(report)
+        return real(view, kind, report)
+
+    monkeypatch.setattr(ev, "render", spy)
+    monkeypatch.setattr(ev, "NOW_BYTES", 100)  # every file of the sample counts as big
+    source = SAMPLES / "subagent_branch.json"
+    at = open_app(monkeypatch, str(source), tab="Export")
+    assert "subagent-branch.result.json" not in downloads and not reporters  # nothing rendered before it is asked
+    prepare = next(b for b in at.button if b.key.startswith("prep:") and b.key.endswith(":result"))
+    assert prepare.label == "Build result JSON" and prepare.help.startswith("about ")
+    prepare.click()
+    rerun(at)
+    assert downloads["subagent-branch.result.json"]() == cli_build(source, tmp_path=tmp_path)
+    assert len(reporters) == 1 and callable(reporters[0])  # rendered once, driving the progress bar
+    links = [h.proto.body for h in at.get("html") if h.proto.body.startswith("<a class=\"tc-download\"")]
+    assert len(links) == 1 and 'download="subagent-branch.result.json"' in links[0] and "/media/" in links[0]
+    clicks = [h for h in at.get("html") if "<script>" in h.proto.body and "a.tc-download" in h.proto.body]
+    assert len(clicks) == 1 and clicks[0].proto.unsafe_allow_javascript
+    rerun(at)  # the link stays; the download does not start again by itself
+    assert [h for h in at.get("html") if h.proto.body.startswith("<a class=\"tc-download\"")]
+    assert not [h for h in at.get("html") if "<script>" in h.proto.body and "a.tc-download" in h.proto.body]
+
+
+def test_an_export_too_big_for_the_browser_is_written_to_disk_with_progress(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOKENCAP_DOWNLOAD_LIMIT", "100")
+    source = SAMPLES / "subagent_branch.json"
+    at = open_app(monkeypatch, str(source), tab="Export")
+    assert not at.download_button  # nothing goes through the browser
+    at.text_input(key="export_dir").input(str(tmp_path / "out"))
+    rerun(at)
+    next(b for b in at.button if b.key.startswith("disk:") and b.key.endswith(":result")).click()
+    rerun(at)
+    written = tmp_path / "out" / "subagent-branch.result.json"
+    assert written.read_bytes() == cli_build(source, tmp_path=tmp_path)
+    assert any(c.value == str(written) for c in at.code)
+    assert any(f"-o {written}" in c.value and "tokencap build" in c.value for c in at.code)
+    assert any(p.value == 100 and p.text.startswith("wrote ") for p in at.get("progress"))
+    assert not list((tmp_path / "out").glob(".*.part"))  # written atomically: no temporary file left
+    # A directory that cannot be written is an error in the page, not a traceback.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    at.text_input(key="export_dir").input(str(blocker / "sub"))
+    rerun(at)
+    next(b for b in at.button if b.key.startswith("disk:") and b.key.endswith(":response")).click()
+    rerun(at)
+    assert any("Could not write" in e.value for e in at.error)

@@ -7,8 +7,9 @@ only lays out what this module and the page parts compute.
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .culprits import first_culprit
 from .model import RolloutView
@@ -68,3 +69,9 @@ def ref_for(refs: Sequence[RolloutRef], rollout_id: str | None) -> RolloutRef | 
 def path_src(path: str) -> str:
     """A path as a link's ``src``: absolute, so the link works from any working directory."""
     return os.path.abspath(path)
+
+
+def export_key(parts: Iterable[str]) -> str:
+    """A short stable key for an export of several rollouts (their ids and anchors)."""
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"all:{digest}"

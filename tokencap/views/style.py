@@ -71,4 +71,8 @@ div[class*="st-key-culprits_"] { margin-top: 0.15rem; }
 [data-testid="stTable"] td * { overflow-wrap: anywhere !important; white-space: normal !important; }
 [data-testid="stTable"] th * { white-space: nowrap !important; }
 [data-testid="stTableStyledTable"] { width: 100% !important; }
+a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; border: 1px solid #2563eb;
+                border-radius: 0.5rem; color: #ffffff !important; background: #2563eb; text-decoration: none;
+                font-size: 0.9rem; }
+a.tc-download:hover { background: #1d4ed8; }
 """
