@@ -31,6 +31,7 @@ from typing import Any
 import streamlit as st
 
 from tokencap.views import detail as dv
+from tokencap.views import diff as df
 from tokencap.views import export as ev
 from tokencap.views import linkproof as lp
 from tokencap.views import links
@@ -734,6 +735,82 @@ def show_verdicts_tab(view: RolloutView) -> None:
     show_table(vv.metrics_frame(result))
 
 
+# --------------------------------------------------------------------------- compare tab
+
+
+def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.RolloutRef,
+                     refs: list[src.RolloutRef], by_key: dict[str, src.LoadedSource]) -> None:
+    mode_key = f"cmp_mode:{rk}"
+    modes = ["Two anchors of this rollout", "Two captures of this rollout"]
+    if STATE.get(mode_key) not in modes:
+        STATE[mode_key] = modes[0]
+    st.radio("Compare", modes, key=mode_key, horizontal=True, label_visibility="collapsed")
+    if STATE[mode_key] == modes[0]:
+        options = [""] + base.anchor_options()  # "": no anchor (None would show as an empty picker)
+        key_a, key_b = f"cmp_a:{rk}", f"cmp_b:{rk}"
+        default_a, default_b = rp.default_anchor_pair(base, view.anchor)
+        if STATE.get(key_a) not in options:
+            STATE[key_a] = default_a or ""
+        if STATE.get(key_b) not in options:
+            STATE[key_b] = default_b or ""
+        label = lambda cid: cid or "no anchor (default chain)"  # noqa: E731
+        left, right = st.columns(2)
+        left.selectbox("A: anchored on", options, key=key_a, format_func=label)
+        right.selectbox("B: anchored on", options, key=key_b, format_func=label)
+        anchor_a, anchor_b = STATE[key_a] or None, STATE[key_b] or None
+        ls = by_key[ref.source_key]
+        va = rollout_view(ref.source_key, ref.index, anchor_a, ls)
+        vb = rollout_view(ref.source_key, ref.index, anchor_b, ls)
+        name_a = f"A (anchored on {anchor_a})" if anchor_a else "A (no anchor)"
+        name_b = f"B (anchored on {anchor_b})" if anchor_b else "B (no anchor)"
+    else:
+        others = rp.other_captures(refs, ref)
+        if not others:
+            st.info(f"Only one capture of {md_escape(ref.rollout_id)} is loaded. Upload another (a later snapshot "
+                    "version, or the same rollout from another store) in the sidebar, next to this one, to compare "
+                    "the two.", icon=":material/compare:")
+            return
+        by_ref = {r.key: r for r in others}
+        other_key = f"cmp_other:{rk}"
+        if STATE.get(other_key) not in by_ref:
+            STATE[other_key] = others[0].key
+
+        def describe(key: str) -> str:
+            r = by_ref[key]
+            snap = by_key[r.source_key].snapshots[r.index]
+            return f"{r.source_name} · snapshot {snap.snapshot_id or '—'} · version {snap.version}"
+
+        st.selectbox("B: the other capture", list(by_ref), key=other_key, format_func=describe)
+        other = by_ref[STATE[other_key]]
+        va = base
+        vb = rollout_view(other.source_key, other.index, None, by_key[other.source_key])
+        name_a = f"A ({ref.source_name} v{base.snapshot.version})"
+        name_b = f"B ({other.source_name} v{vb.snapshot.version})"
+    cmp = df.compare(va, vb, name_a, name_b)
+    st.markdown("**What changes from A to B**")
+    if cmp.changes:
+        st.markdown("\n".join(f"- {md_escape(c)}" for c in cmp.changes))
+    else:
+        st.caption("Nothing: the two builds give the same verdict, status, metrics and delivered calls.")
+    seq = cmp.sequence
+    if seq is not None:
+        st.markdown("**The delivered token sequences**")
+        st.caption(md_escape(seq.summary("A", "B")))
+        if not seq.identical:
+            tokenizer, _ = sidebar_tokenizer_state()
+            decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+            st.plotly_chart(df.sequence_figure(seq, name_a, name_b, decode), config=PLOTLY_CONFIG, width="stretch",
+                            key=f"cmp_seq:{rk}")
+    st.markdown("**Side by side** (✱: differs)")
+    show_table(cmp.table)
+    if cmp.calls_only_a or cmp.calls_only_b:
+        st.caption(f"Delivered calls: {cmp.calls_common:,} in common from the start; then A delivers "
+                   f"{len(cmp.calls_only_a):,} and B {len(cmp.calls_only_b):,} of its own.")
+        left, right = st.columns(2)
+        left.text("only A: " + (", ".join(cmp.calls_only_a[:50]) or "—") + (" …" if len(cmp.calls_only_a) > 50 else ""))
+        right.text("only B: " + (", ".join(cmp.calls_only_b[:50]) or "—") + (" …" if len(cmp.calls_only_b) > 50 else ""))
+
+
 # --------------------------------------------------------------------------- export tab
 
 
@@ -960,6 +1037,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
                 show_mask_tab(view, rk)
             elif name == "Verdicts":
                 show_verdicts_tab(view)
+            elif name == "Compare":
+                show_compare_tab(base, view, rk, ref, refs, by_key)
             else:
                 all_views = [rollout_view(r.source_key, r.index, STATE["anchors"].get(r.key), by_key[r.source_key])
                              for r in refs]

@@ -131,7 +131,7 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
     assert "**Masked" in verdict(at)
     assert reason_lines(at)[0].startswith("**multiple\\_chains**")
     assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["tree", "proof"]  # the tree, the link proof
-    assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export"]
+    assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export", "Compare"]
     # A masked rollout opens on its first culprit: the branch's first call.
     assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
@@ -153,7 +153,7 @@ def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
     at.session_state["scenario"] = scenario
     at.run()
     assert not at.exception, at.exception
-    for tab in ("Loss mask", "Verdicts", "Export"):
+    for tab in ("Loss mask", "Verdicts", "Export", "Compare"):
         rerun(at, tab)
     expected = json.loads((SAMPLES / "expected.json").read_text())[scenario]["rollouts"]
     first = next(iter(expected.values()))
@@ -459,7 +459,7 @@ def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, download
     anchor.set_value("call-0004")
     rerun(at)
     assert at.success[0].value.startswith("**Trainable")
-    assert any("changes from masked to trainable" in c.value for c in at.caption)
+    assert any("verdict\\: masked → trainable" in c.value for c in at.caption)
     cli = cli_build(source, "--terminal-call-id", "call-0004", tmp_path=tmp_path)
     assert downloads["final-retry-unresolved.at-call-0004.result.json"]() == cli
     assert json.loads(downloads["final-retry-unresolved.at-call-0004.response.json"]()) == \
@@ -510,7 +510,7 @@ def test_a_directory_rollout_that_failed_to_load_is_shown_masked_on_every_tab(mo
     at.selectbox(key="rollout").set_value(keys[failed])
     rerun(at)
     assert any(e.value.startswith("**Error:**") and "broken\\.json" in e.value for e in at.error)
-    for tab in ("Loss mask", "Verdicts", "Export"):
+    for tab in ("Loss mask", "Verdicts", "Export", "Compare"):
         rerun(at, tab)
     result = json.loads(downloads["broken.result.json"]())
     assert result["mask_reasons"][0] == "load_error" and result["rebuilt_response"] is None
@@ -682,3 +682,45 @@ def test_an_export_too_big_for_the_browser_is_written_to_disk_with_progress(monk
     next(b for b in at.button if b.key.startswith("disk:") and b.key.endswith(":response")).click()
     rerun(at)
     assert any("Could not write" in e.value for e in at.error)
+
+
+# --------------------------------------------------------------------------- compare two builds
+
+
+def test_compare_two_anchors_reports_every_change_and_draws_the_first_difference(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "engine_refusal_ended.json"), tab="Compare")
+    rk = rollout_keys(src.source_from_path(SAMPLES / "engine_refusal_ended.json"))[0]
+    assert at.selectbox(key=f"cmp_a:{rk}").value == ""  # no anchor
+    assert at.selectbox(key=f"cmp_b:{rk}").value == "call-0002"  # one call before the end
+    changes = next(m.value for m in at.markdown if m.value.startswith("- "))
+    # The verdict stays trainable, and the status flip is reported all the same.
+    assert "verdict\\:" not in changes
+    assert "response status\\: incomplete \\(max\\_output\\_tokens\\) → completed" in changes
+    assert "anchor\\: none → call\\-0002" in changes
+    table = next(t.value for t in at.table if "what" in t.value.columns)
+    row = table[table["what"] == "response status"].iloc[0]
+    assert row["changed"] == "✱" and row.iloc[1].startswith("incomplete") and row.iloc[2] == "completed"
+    assert any(c.key == f"cmp_seq:{rk}" for c in at.get("plotly_chart"))
+    assert any("B\\'s delivered sequence" in c.value and "is the start of" in c.value for c in at.caption)
+
+
+def test_compare_two_captures_of_one_rollout(monkeypatch):
+    at = open_app(monkeypatch, tab="Compare")
+    first, second = Capture("same-rollout", seed=3), Capture("same-rollout", seed=3)
+    for c in (first, second):
+        c.call("c1", new=10)
+        c.call("c2", "c1")
+    second.call("c3", "c2")  # a later capture: one more call
+    at.session_state["tab"] = "Compare"
+    upload(at, ("v1.json", first.json_bytes()), ("v2.json", second.json_bytes()))
+    modes = next(r for r in at.radio if r.key.startswith("cmp_mode:"))
+    modes.set_value("Two captures of this rollout")
+    rerun(at)
+    changes = next(m.value for m in at.markdown if m.value.startswith("- "))
+    assert "n\\_calls\\: 2 → 3" in changes and "delivered calls\\: 2 → 3" in changes
+    assert any("A\\'s delivered sequence" in c.value and "is the start of" in c.value for c in at.caption)
+    # With a single capture loaded, the page says how to get a second one.
+    at = open_app(monkeypatch, tab="Compare")
+    next(r for r in at.radio if r.key.startswith("cmp_mode:")).set_value("Two captures of this rollout")
+    rerun(at)
+    assert any("Only one capture" in i.value for i in at.info)

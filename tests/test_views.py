@@ -445,7 +445,16 @@ def test_anchor_effect_sentences():
     base = sample_view("final_retry_unresolved.json")
     anchored = sample_view("final_retry_unresolved.json", anchor="call-0004")
     text = vv.anchor_effect(base.result, anchored.result)
-    assert "changes from masked to trainable" in text
+    assert "verdict: masked → trainable" in text and "no longer masked for unresolved_retries" in text
+    # A verdict that stays trainable while the status flips still reports the flip (and the rest).
+    ended = sample_view("engine_refusal_ended.json")
+    cut = sample_view("engine_refusal_ended.json", anchor="call-0002")
+    text = vv.anchor_effect(ended.result, cut.result)
+    assert "verdict" not in text.split("Compared")[1]
+    assert "response status: incomplete (max_output_tokens) → completed" in text
+    assert "generated_tokens_delivered: 84 → 62" in text and "after_terminal_calls: 0 → 1" in text
+    last = sample_view("engine_refusal_ended.json", anchor="call-0003")
+    assert vv.anchor_effect(ended.result, last.result).endswith("Nothing else changes: the verdict stays trainable.")
     quarantined = sample_view("retry_resolved_by_child.json", anchor="call-0002")
     assert "was quarantined" in vv.anchor_effect(base.result, quarantined.result)
     assert vv.anchor_effect(base.result, base.result).startswith("No anchor")

@@ -8,7 +8,7 @@ The page keeps what a reader needs to see the same thing again in the URL:
             Uploaded files have no place in a URL: the key is left out.
 ``rollout`` the rollout id
 ``call``    the selected node: a call id, or ``refusal:ID`` / ``ghost:ID``
-``tab``     ``tree``, ``mask``, ``verdicts`` or ``export``
+``tab``     ``tree``, ``mask``, ``verdicts``, ``export`` or ``compare``
 ``anchor``  the terminal call the build is anchored on
 ``mask``    the loss-mask window: ``CHAIN:START:WINDOW`` (chain id, first position, tokens)
 ==========  =====================================================================
@@ -30,7 +30,8 @@ KEYS = ("src", "rollout", "call", "tab", "anchor", "mask")
 
 SAMPLE_PREFIX = "sample:"
 
-TAB_SLUGS = {"Call tree": "tree", "Loss mask": "mask", "Verdicts": "verdicts", "Export": "export"}
+TAB_SLUGS = {"Call tree": "tree", "Loss mask": "mask", "Verdicts": "verdicts", "Export": "export",
+             "Compare": "compare"}
 TAB_NAMES = {slug: name for name, slug in TAB_SLUGS.items()}
 
 

@@ -17,7 +17,7 @@ from .sources import RolloutRef
 from .text import fmt_bytes
 from .tree import tree_of
 
-TABS = ("Call tree", "Loss mask", "Verdicts", "Export")
+TABS = ("Call tree", "Loss mask", "Verdicts", "Export", "Compare")
 """The page's tabs, in order."""
 
 PROGRESS_BYTES = 4 << 20
@@ -75,3 +75,19 @@ def export_key(parts: Iterable[str]) -> str:
     """A short stable key for an export of several rollouts (their ids and anchors)."""
     digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return f"all:{digest}"
+
+
+def other_captures(refs: Sequence[RolloutRef], ref: RolloutRef) -> list[RolloutRef]:
+    """Other loaded captures of the same rollout (another upload, another snapshot version)."""
+    return [r for r in refs if r.rollout_id == ref.rollout_id and r.key != ref.key]
+
+
+def default_anchor_pair(base: RolloutView, anchor: str | None) -> tuple[str | None, str | None]:
+    """What the anchor comparison opens on: no anchor against the page's anchor, else against the
+    delivered chain's second-to-last call (the question "what if the harness had stopped one call
+    earlier?")."""
+    if anchor is not None:
+        return None, anchor
+    main = base.chain("main")
+    calls = main.call_ids if main is not None else []
+    return None, (calls[-2] if len(calls) >= 2 else (calls[-1] if calls else None))

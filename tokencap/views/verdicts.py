@@ -151,8 +151,46 @@ def verdict_label(result: RolloutResult) -> str:
     return f"✗ masked: {shown}"
 
 
+def _status(result: RolloutResult) -> str:
+    status, reason = result.metrics.get("status"), result.metrics.get("incomplete_reason")
+    if status is None:
+        return "no response"
+    return f"{status} ({reason})" if reason else str(status)
+
+
+def verdict_changes(a: RolloutResult, b: RolloutResult) -> list[str]:
+    """Every difference between two results' verdicts, in words: verdict, each mask reason that
+    came or went, the response status, and every metric that moved (nothing is left out)."""
+    out = []
+    verdict_a = "trainable" if not a.mask_sample else "masked"
+    verdict_b = "trainable" if not b.mask_sample else "masked"
+    if verdict_a != verdict_b:
+        out.append(f"verdict: {verdict_a} → {verdict_b}")
+    gone = [r for r in a.mask_reasons if r not in b.mask_reasons]
+    came = [r for r in b.mask_reasons if r not in a.mask_reasons]
+    if gone:
+        out.append("no longer masked for " + ", ".join(gone))
+    if came:
+        out.append("now masked for " + ", ".join(came))
+    if _status(a) != _status(b):
+        out.append(f"response status: {_status(a)} → {_status(b)}")
+    for key in dict.fromkeys(list(a.metrics) + list(b.metrics)):
+        if key in ("status", "incomplete_reason"):
+            continue
+        va, vb = a.metrics.get(key), b.metrics.get(key)
+        if va != vb:
+            out.append(f"{key}: {_metric_text(va)} → {_metric_text(vb)}")
+    return out
+
+
+def _metric_text(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}" if value else "{}"
+    return "null" if value is None else str(value)
+
+
 def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
-    """How anchoring changed the verdict, in one sentence."""
+    """How anchoring changed the result: where the anchor sits, then every change (or that nothing changed)."""
     if anchored.terminal_call_id is None:
         return "No anchor: the delivered chain is the one that starts earliest and ends latest."
     terminal_chain = anchored.build.notes.terminal_chain if anchored.build is not None else ""
@@ -163,10 +201,11 @@ def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
     anchored_on = anchored.build.notes.terminal_call_id if anchored.build is not None else anchored.terminal_call_id
     moved = f" (the anchor moved to its token-identical twin {anchored_on})" \
         if anchored_on is not None and anchored_on != anchored.terminal_call_id else ""
-    before = "trainable" if not base.mask_sample else "masked"
-    after = "trainable" if not anchored.mask_sample else "masked"
-    change = f"The verdict stays {after}." if before == after else f"The verdict changes from {before} to {after}."
-    return f"The terminal call {where}{moved}. {change}"
+    changes = verdict_changes(base, anchored)
+    if not changes:
+        verdict = "trainable" if not anchored.mask_sample else "masked"
+        return f"The terminal call {where}{moved}. Nothing else changes: the verdict stays {verdict}."
+    return f"The terminal call {where}{moved}. Compared with no anchor: " + "; ".join(changes) + "."
 
 
 # --------------------------------------------------------------------------- refusals and finish reason
