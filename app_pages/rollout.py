@@ -474,7 +474,7 @@ def scroll_to_detail() -> None:
         const el = document.querySelector('.st-key-detail');
         if (!el) return;
         const top = el.getBoundingClientRect().top;
-        if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{behavior: 'smooth', block: 'start'}});
+        if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{block: 'start'}});
       }})();</script>""", unsafe_allow_javascript=True)
 
 

@@ -225,8 +225,8 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
             expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
             assert _x_range(page, "tree") == zoom  # the zoom is kept across the rerun
         # The detail of the selected call was scrolled into view.
-        top = page.evaluate("() => document.querySelector('.st-key-detail').getBoundingClientRect().top")
-        assert 0 <= top < 800
+        page.wait_for_function("() => { const t = document.querySelector('.st-key-detail')"
+                               ".getBoundingClientRect().top; return t >= 0 && t < 800; }")
         # The search box finds a call far away; the window moves to it.
         page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
         box = page.get_by_label("Find a call by id")
