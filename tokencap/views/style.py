@@ -55,6 +55,8 @@ PAGE_CSS = """
                          gap: 0.4rem !important; }
 .st-key-verdict_ok { background: #f0fdf4; border-color: #bbf7d0 !important; padding: 0.55rem 0.8rem !important; }
 .st-key-verdict_masked p, .st-key-verdict_ok p { margin-bottom: 0; }
+.st-key-verdict_masked [data-testid="stMarkdownContainer"], .st-key-verdict_ok [data-testid="stMarkdownContainer"] {
+  margin-bottom: 0 !important; }
 div[class*="st-key-culprits_"] { gap: 0.15rem 0.5rem !important; }
 div[class*="st-key-culprit-"] button, div[class*="st-key-more-"] button { min-height: 0; padding: 0 0.15rem;
                                                                         line-height: 1.4; }
