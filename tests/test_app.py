@@ -724,3 +724,19 @@ def test_compare_two_captures_of_one_rollout(monkeypatch):
     next(r for r in at.radio if r.key.startswith("cmp_mode:")).set_value("Two captures of this rollout")
     rerun(at)
     assert any("Only one capture" in i.value for i in at.info)
+
+
+def test_query_parameters_set_by_another_page_open_that_rollout(monkeypatch):
+    """What the Run page does (`st.switch_page(..., query_params=open_rollout_params(...))`): new
+    parameters in a running session are applied like a fresh link."""
+    from tokencap.views.links import open_rollout_params
+
+    at = open_app(monkeypatch)
+    assert heading(at) == "### subagent\\-branch"
+    at.query_params.clear()
+    at.query_params.update(open_rollout_params(str(SAMPLES / "capture_store"), "store-interrupted",
+                                               call="call-0003", tab="tree"))
+    rerun(at)
+    assert heading(at) == "### store\\-interrupted"
+    assert picked(at) == "call:call-0003"
+    assert at.query_params["src"] == str(SAMPLES / "capture_store")
