@@ -37,9 +37,17 @@ def file_argument() -> bool:
 st.set_page_config(page_title="tokencap", page_icon="🧵", layout="wide", initial_sidebar_state="expanded")
 
 ROLLOUT_FIRST = file_argument()
+# Run stays the default page, so every page keeps its own URL (/run is "/", /rollout is
+# always /rollout): a shared link to a rollout view works whatever the server was started on.
 RUN_PAGE = st.Page(str(PAGES_DIR / "run.py"), title="Run", icon=":material/table_chart:", url_path="run",
-                   default=not ROLLOUT_FIRST)
+                   default=True)
 ROLLOUT_PAGE = st.Page(str(PAGES_DIR / "rollout.py"), title="Rollout", icon=":material/account_tree:",
-                       url_path="rollout", default=ROLLOUT_FIRST)
+                       url_path="rollout")
 
-st.navigation([RUN_PAGE, ROLLOUT_PAGE]).run()
+current = st.navigation([RUN_PAGE, ROLLOUT_PAGE])
+if ROLLOUT_FIRST and current is RUN_PAGE and not st.session_state.get("_rollout_first_done"):
+    # A rollout file on the command line opens on the Rollout page (once: the Run page stays reachable).
+    st.session_state["_rollout_first_done"] = True
+    st.switch_page(ROLLOUT_PAGE)
+st.session_state["_rollout_first_done"] = True
+current.run()

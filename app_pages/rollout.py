@@ -1,21 +1,36 @@
 """The Rollout page: one rollout's call tree, loss mask, verdicts and export.
 
 Run through `app.py` (the navigation entry point). This file only lays out widgets and
-keeps session state. Every fact and decision on the
-page comes from `tokencap.views` (frames, figures, plain data), which is unit-tested
-without Streamlit. Text from the capture is shown with plain-text elements, or escaped
-(`md_escape`) where it must sit in a heading or message; no capture text is ever
-rendered as HTML (the one ``st.html`` is a constant script that scrolls to the top).
+keeps session state. Every fact and decision on the page comes from `tokencap.views`
+(frames, figures, plain data), which is unit-tested without Streamlit. Text from the
+capture is shown with plain-text elements, or escaped (`md_escape`, `md_frame`) where it
+must sit in a heading, a message or a Markdown table; nothing renders HTML.
+
+Opening a rollout from another page (the contract)
+--------------------------------------------------
+The page's view lives in the URL query parameters ``src``, ``rollout``, ``call``, ``tab``,
+``anchor`` and ``mask`` (see `tokencap.views.links`); other pages keep their own keys
+(the Run page's ``run_*``), which this page never touches. To open rollout R of source S::
+
+    from tokencap.views.links import open_rollout_params
+    st.switch_page(ROLLOUT_PAGE, query_params=open_rollout_params(S, R))   # S: a path or "sample:NAME"
+
+optionally with ``call=``, ``tab=`` ("tree", "mask", "verdicts", "export") and
+``anchor=``. The page applies any query parameters it did not write itself (a first
+load, a reload, a shared link, a switch from another page), then keeps them in step
+with what it shows. Uploaded files cannot be named in a URL.
 
 Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
 uploaded file; the contract is in ``app_pages/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
-``seq``, and "Back to the run" returns to the Run page with its filters.
+``seq``, and "Back to the run" returns to the Run page with its filters. (The one
+``st.html`` with a script is a constant that scrolls to the top.)
 """
 
 from __future__ import annotations
 
+import html
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,25 +39,34 @@ import streamlit as st
 
 from tokencap.views import attribution as av
 from tokencap.views import detail as dv
+from tokencap.views import diff as df
 from tokencap.views import export as ev
+from tokencap.views import linkproof as lp
+from tokencap.views import links
 from tokencap.views import mask as mv
+from tokencap.views import rollout_page as rp
+from tokencap.views import run_source as rs
 from tokencap.views import sources as src
+from tokencap.views import style
 from tokencap.views import tree as tv
 from tokencap.views import verdicts as vv
 from tokencap.views.model import RolloutView
-from tokencap.views.text import fmt_bytes, fmt_int, fmt_logprob, md_escape
+from tokencap.views.text import fmt_bytes, fmt_int, md_escape, md_frame
+from tokencap.views.words import TERMS
 
 APP_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = APP_DIR / "sample_data"
 RUN_PAGE = "app_pages/run.py"
 SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0);</script>"
-TABS = ["Call tree", "Loss mask", "Verdicts", "Export"]
-BIG_SOURCE = 4 << 20  # show a progress indicator when loading more than this
+TABS = list(rp.TABS)
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+OVERVIEW_CONFIG = {"displaylogo": False, "displayModeBar": False, "scrollZoom": False}
 
 STATE = st.session_state
-for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set())):
+RUN: dict[str, Any] = {"export_dir_shown": False}  # facts about this run only (the script re-runs from the top)
+for _name, _default in (("uploads", {}), ("selected", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set()),
+                       ("mask_view", {})):
     if _name not in STATE:
         STATE[_name] = _default
 
@@ -90,12 +114,76 @@ def cli_argument() -> str | None:
     return args[0] if args else None
 
 
-def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
-    """Load (cached) every source, building each rollout once; a progress box for big new inputs."""
+def source_path() -> str | None:
+    """The path to open: one a link named (``src``), else the command line's."""
+    return STATE.get("src_path") or cli_argument()
+
+
+# --------------------------------------------------------------------------- the URL
+
+
+def take_url_state() -> links.ViewState | None:
+    """The view the URL asks for, when it is not the one this page wrote last (a first load, a
+    reload, a shared link, another page's `st.switch_page`); None otherwise. A sample or a path
+    it names is applied at once (before the sidebar's widgets); the rest waits in
+    ``url_pending`` until the rollouts are loaded."""
+    current = links.ours(st.query_params.to_dict())
+    if STATE.get("url_written") == current:
+        return None
+    STATE["url_written"] = current
+    state = links.parse(current)
+    if state.sample is not None:
+        STATE.pop("src_path", None)
+        STATE["scenario"] = state.sample
+    elif state.path is not None:
+        STATE["src_path"] = state.path
+    STATE["url_pending"] = state
+    return state
+
+
+def apply_url_state(refs: list[src.RolloutRef]) -> None:
+    """Select the rollout, anchor, call, tab and mask window a URL asked for (once)."""
+    state: links.ViewState | None = STATE.pop("url_pending", None)
+    if state is None:
+        return
+    ref = rp.ref_for(refs, state.rollout)
+    if ref is not None and len(refs) > 1:
+        STATE["rollout"] = ref.key
+    rk = (ref or refs[0]).key
+    if state.anchor:
+        STATE["anchors"][rk] = state.anchor
+    if state.call:
+        STATE["selected"][rk] = state.call
+    if state.tab:
+        STATE["tab"] = state.tab
+    if state.mask is not None:
+        STATE["mask_url"] = (rk, state.mask)
+
+
+def write_url_state(state: links.ViewState) -> None:
+    """Put the page's state in the URL, touching only this page's keys."""
+    params = links.to_params(state)
+    for key in links.KEYS:
+        if key in params:
+            if st.query_params.get(key) != params[key]:
+                st.query_params[key] = params[key]
+        elif key in st.query_params:
+            del st.query_params[key]
+    STATE["url_written"] = params
+
+
+def load_sources(sources: list[src.Source], page: Any, progress: Any) -> list[src.LoadedSource]:
+    """Load (cached) every source, building each rollout once.
+
+    For big new inputs the ``page`` placeholder is emptied first, so the previous rollout's
+    verdict is gone the moment loading starts and can never be read as the new file's, and
+    a progress box shows in the ``progress`` placeholder above it until the load is done.
+    (Two placeholders, not one: replacing a block with another block at the same place in
+    one run lets Streamlit's message queue merge their children's updates out of order.)
+    """
     seen: set[str] = STATE["loaded_keys"]
     pending = [s for s in sources if s.cache_key not in seen]
-    size = sum(s.size for s in pending)
-    if not pending or size < BIG_SOURCE:
+    if not rp.needs_progress([s.size for s in pending]):
         out = [loaded_source(s.cache_key, s) for s in sources]
         for ls in out:
             for i in range(len(ls.snapshots)):
@@ -103,8 +191,9 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
         seen.update(s.cache_key for s in sources)
         return out
     by_key: dict[str, src.LoadedSource] = {}
-    with st.status(f"Loading {len(pending)} file{'s' if len(pending) > 1 else ''} ({fmt_bytes(size)})…",
-                   expanded=True) as status:
+    size = sum(s.size for s in pending)
+    page.empty()
+    with progress.status(rp.loading_label(len(pending), size), expanded=True) as status:
         bar = st.progress(0.0, text="reading")
         for n, s in enumerate(pending):
             bar.progress(n / len(pending), text=f"parsing {md_escape(s.name)} ({fmt_bytes(s.size)})")
@@ -116,6 +205,7 @@ def load_sources(sources: list[src.Source]) -> list[src.LoadedSource]:
                 view_of(ls, i, None)
         bar.progress(1.0, text="done")
         status.update(label=f"Loaded {fmt_bytes(size)}", state="complete", expanded=False)
+    progress.empty()
     seen.update(s.cache_key for s in sources)
     return [by_key.get(s.cache_key) or loaded_source(s.cache_key, s) for s in sources]
 
@@ -144,7 +234,7 @@ def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str
         source = memo[1]
     else:
         try:
-            source = src.source_for_run_rollout(request)
+            source = rs.source_for_run_rollout(request)
         except (OSError, ValueError) as exc:
             return [], str(request.get("source")), str(exc)
         STATE["open_rollout_source"] = (request.get("seq"), source)
@@ -166,21 +256,36 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
              "answer came from (terminal attribution).")
     STATE["bundled_final_responses"] = None
     uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
+    # What follows the uploader depends on the source; one placeholder holds it, so switching
+    # from a sample to an upload replaces the sample's description at once (not after loading).
+    below = st.sidebar.empty()
     if uploaded:
-        st.sidebar.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
-                           "Remove them to go back.")
+        below.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
+                      "Remove them to go back.")
+        STATE["src_param"] = None  # an upload cannot be named in a URL
         return uploaded, "uploaded files", None
+    with below.container():
+        return _sidebar_path_or_sample()
 
+
+def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
+    """A rollout opened from the Run page, the command-line path or the bundled samples
+    (written into the sidebar container in use)."""
     request = run_request()
     if request is not None:
+        STATE["src_param"] = None  # handed over by the Run page, not named in this page's URL
         return opened_from_run(request)
-
-    path = cli_argument()
+    path = source_path()
+    STATE["src_param"] = None
     if path is not None and path.lower().endswith(".parquet"):
         path = None  # a run's scan table: the Run page reads it, there is no rollout in it
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
-        st.sidebar.markdown("**Source**")
-        st.sidebar.code(path, language=None, wrap_lines=True)
+        STATE["src_param"] = rp.path_src(path)
+        st.markdown("**Source**")
+        st.code(path, language=None, wrap_lines=True)
+        if STATE.get("src_path"):
+            st.button("Close (back to the default source)", key="close_src", type="tertiary",
+                      on_click=lambda: STATE.pop("src_path", None))
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
@@ -190,19 +295,20 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
 
     scenarios = src.sample_scenarios(SAMPLE_DIR)
     if not scenarios:
-        st.sidebar.info("No bundled samples here. Upload a file above.")
+        st.info("No bundled samples here. Upload a file above.")
         return [], "samples", None
     names = [s.name for s in scenarios]
     by_name = {s.name: s for s in scenarios}
     if "scenario" not in STATE or STATE["scenario"] not in by_name:
         STATE["scenario"] = names[src.default_scenario_index(scenarios)]
-    st.sidebar.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
+    st.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
                          help="Small synthetic captures, one per situation you meet in real data.")
     scenario = by_name[STATE["scenario"]]
+    STATE["src_param"] = links.sample_src(scenario.name)
     if scenario.situation:
-        st.sidebar.caption(scenario.situation)
+        st.caption(scenario.situation)
     if scenario.expectation:
-        st.sidebar.caption(f"Expected: {scenario.expectation}")
+        st.caption(f"Expected: {scenario.expectation}")
     STATE["bundled_final_responses"] = str(scenario.final_responses) if scenario.final_responses else None
     try:
         source = path_source(str(scenario.path), src.path_signature(scenario.path))
@@ -233,10 +339,42 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 # --------------------------------------------------------------------------- verdict banner
 
 
-def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
-    banner = view.banner
+CULPRITS_INLINE = 3  # culprits shown per reason before "+N more"
+
+
+def _open_culprit(rk: str, key: str) -> None:
+    """A culprit link: select its node and show it on the call tree."""
+    STATE["selected"][rk] = key
+    STATE["scroll_detail"] = True
+    STATE["tab"] = "Call tree"
+
+
+def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
+    if culprit.key is None:
+        st.markdown(md_escape(culprit.text), width="content")
+    else:
+        st.button(md_escape(culprit.text), key=widget_key, type="tertiary", on_click=_open_culprit,
+                  args=(rk, culprit.key), help="Select this call in the call tree")
+
+
+def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
+    with st.popover("Copy link", icon=":material/link:", key="share", width="stretch"):
+        url = links.share_url(st.context.url, current_view_state(view, ref, rk))
+        st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
+        st.code(url, language=None, wrap_lines=True)
+        if STATE.get("src_param") is None:
+            st.warning("Uploaded files can't be in a URL: the link opens the same rollout, call and tab only "
+                       "where the same file is uploaded again. Open the file by path (`tokencap app PATH`) to "
+                       "share it.", icon=":material/info:")
+
+
+def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
+    banner = vv.banner_of(view)
     snap = view.snapshot
-    st.markdown(f"## {md_escape(view.rollout_id)}")
+    title, share = st.columns([5, 1], vertical_alignment="bottom")
+    title.markdown(f"### {md_escape(view.rollout_id)}")
+    with share:
+        show_copy_link(view, ref, rk)
     bits = [f"from {md_escape(ref.source_name)}"]
     if snap.snapshot_id:
         bits.append(f"snapshot {md_escape(snap.snapshot_id)}")
@@ -248,25 +386,29 @@ def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
         bits.append(f"anchored on {md_escape(banner.anchor)} (change it under Export)")
     st.caption(" · ".join(bits))
 
-    left, right = st.columns([3, 2], gap="medium")
-    with left:
-        if banner.trainable:
-            st.success(f"**{banner.headline}**", icon=":material/check_circle:")
-        else:
-            reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
-            st.error(f"**{banner.headline}**\n\n{reasons}", icon=":material/block:")
-    with right:
-        status = banner.status_line
-        body = f"**Response status: {md_escape(status)}**  \n{md_escape(banner.status_text)}"
-        if banner.status == "completed":
-            st.info(body, icon=":material/flag:")
-        else:
-            st.warning(body, icon=":material/warning:")
+    status = f"response status **{md_escape(banner.status_line)}**" + (
+        f" — {md_escape(banner.status_text)}" if banner.status_text else "")
+    if banner.trainable:
+        with st.container(key="verdict_ok", border=True):
+            st.markdown(f":material/check_circle: **{banner.headline}** · {status}")
+    else:
+        with st.container(key="verdict_masked", border=True):
+            st.markdown(f":material/block: **{banner.headline}** · {status}")
+            for i, line in enumerate(banner.lines):
+                with st.container(horizontal=True, gap="small", vertical_alignment="center",
+                                  key=f"culprits_{i}"):
+                    st.markdown(f"**{md_escape(line.code)}** ({md_escape(line.words)})" +
+                                (":" if line.culprits else ""), width="content", help=line.explanation or None)
+                    for j, culprit in enumerate(line.culprits[:CULPRITS_INLINE]):
+                        _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
+                    rest = line.culprits[CULPRITS_INLINE:]
+                    if rest:
+                        with st.popover(f"+{len(rest)} more", type="tertiary", key=f"more:{rk}:{i}"):
+                            for j, culprit in enumerate(rest, start=CULPRITS_INLINE):
+                                _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
     if banner.error:
         st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
-    cols = st.columns(len(banner.metrics))
-    for col, metric in zip(cols, banner.metrics):
-        col.metric(metric.label, metric.value, help=metric.help, border=True)
+    show_tiles([(m.label, m.value, m.help, m.alert) for m in banner.metrics], "tiles")
     if snap.source_notes:
         with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):
             for note in snap.source_notes:
@@ -276,41 +418,109 @@ def show_banner(view: RolloutView, ref: src.RolloutRef) -> None:
 # --------------------------------------------------------------------------- call tree tab
 
 
+def _select(rk: str, key: str) -> None:
+    """Select a node (from any control): the detail follows and is scrolled into view."""
+    STATE["selected"][rk] = key
+    STATE["scroll_detail"] = True
+
+
 def _remember_tree_click(chart_key: str, rk: str) -> None:
     state = STATE.get(chart_key)
     selection = state.get("selection") if state is not None else None
     key = tv.key_from_selection(selection)
     if key is not None:
-        STATE["selected"][rk] = key
+        _select(rk, key)
+
+
+def _remember_overview(chart_key: str, rk: str, window_key: str, model: tv.TreeModel) -> None:
+    """The overview: a box chooses the depths to zoom into; a click goes to that node."""
+    state = STATE.get(chart_key)
+    selection = state.get("selection") if state is not None else None
+    if selection is None:
+        return
+    window = tv.window_from_selection(model, selection)
+    if window is not None:
+        STATE[window_key] = window
+        return
+    key = tv.key_from_selection(selection)
+    if key is not None:
+        _select(rk, key)
+        STATE[window_key] = tv.window_around(model, key, tv.DETAIL_SPAN)
 
 
 def _remember_row(table_key: str, rk: str, frame: Any) -> None:
     state = STATE.get(table_key)
     rows = state.get("selection", {}).get("rows", []) if state is not None else []
     if rows:
-        STATE["selected"][rk] = frame["key"].iloc[rows[0]]
+        _select(rk, frame["key"].iloc[rows[0]])
 
 
 def _remember_pick(pick_key: str, rk: str) -> None:
     value = STATE.get(pick_key)
     if value:
-        STATE["selected"][rk] = value
+        _select(rk, value)
+
+
+def _find(find_key: str, rk: str, model: tv.TreeModel) -> None:
+    matches = tv.search(model, STATE.get(find_key) or "")
+    STATE["find_matches"] = (STATE.get(find_key) or "", len(matches))
+    if matches:
+        _select(rk, matches[0])
 
 
 def show_tree_tab(view: RolloutView, rk: str) -> None:
-    model = view.tree
+    model = tv.tree_of(view)
     if not len(model):
         st.info("No calls to show.")
         return
-    selected = STATE["selected"].get(rk)
-    if selected not in model.index:
-        selected = model.default_key
-        STATE["selected"][rk] = selected
+    selected = rp.selected_node(view, STATE["selected"].get(rk))
+    STATE["selected"][rk] = selected
     chart_key = f"tree:{rk}:{view.anchor}"
-    st.caption(f"{fmt_int(len(model))} nodes in {model.lanes} lane{'s' if model.lanes != 1 else ''}. "
-               "Click a node to inspect it; drag to zoom, double-click to reset, scroll to zoom.")
-    st.plotly_chart(model.figure(selected), key=chart_key, on_select=lambda: _remember_tree_click(chart_key, rk),
-                    selection_mode="points", config=PLOTLY_CONFIG, width="stretch")
+    lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
+    window = None
+    if tv.needs_overview(model):
+        # A long rollout: an overview of every node, and a zoomed detail of the depths in the
+        # window, which stays put across reruns and moves only to keep the selection in view.
+        window_key = f"tree_window:{rk}:{view.anchor}"
+        followed_key = f"tree_window_for:{rk}:{view.anchor}"
+        window = tv.follow_selection(model, selected, STATE.get(window_key), STATE.get(followed_key))
+        STATE[window_key], STATE[followed_key] = window, selected
+        overview_key = f"tree_overview:{rk}:{view.anchor}"
+        st.caption(f"{fmt_int(len(model))} nodes in {lanes}, depths 0–{fmt_int(model.max_depth)}. Overview (all "
+                   f"nodes): drag a box to zoom into those depths, or click a dot to go there. Below: depths "
+                   f"{window[0]:,}–{window[1]:,}; click a node to inspect it.")
+        st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
+                        on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
+                        selection_mode=("points", "box"), config=OVERVIEW_CONFIG, width="stretch")
+    else:
+        st.caption(f"{fmt_int(len(model))} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
+                   "double-click to reset.")
+    st.plotly_chart(model.figure(selected, window=window, legend=window is None), key=chart_key,
+                    on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
+                    config=PLOTLY_CONFIG, width="stretch")
+    if window is not None:
+        slider_key = f"tree_window_w:{rk}:{view.anchor}"
+        STATE[slider_key] = window
+        st.slider("Depths shown in the zoomed view", 0, model.max_depth, key=slider_key,
+                  on_change=lambda: STATE.__setitem__(window_key, tuple(STATE[slider_key])))
+
+    find_col, pick_col = st.columns([1, 2], vertical_alignment="bottom")
+    with find_col:
+        find_key = f"find:{rk}"
+        st.text_input("Find a call by id", key=find_key, on_change=_find, args=(find_key, rk, model),
+                      placeholder="id or part of it", icon=":material/search:")
+    with pick_col:
+        pick_key = f"pick:{rk}"
+        if STATE.get(pick_key) != selected:
+            STATE[pick_key] = selected
+        st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
+                     on_change=_remember_pick, args=(pick_key, rk))
+    found = STATE.get("find_matches")
+    if found and found[0] == STATE.get(find_key):
+        query, count = found
+        st.caption(f"No call id contains “{md_escape(query)}”." if not count else
+                   f"{count} match{'es' if count != 1 else ''} for “{md_escape(query)}”; showing the first "
+                   "(exact, then prefix, then substring)." if count > 1 else f"Found “{md_escape(query)}”.")
     with st.expander("What the marks mean"):
         legend = tv.legend_frame()
         st.dataframe(legend.style.apply(
@@ -323,13 +533,22 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
                      column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
                      _remember_row(table_key, rk, frame), selection_mode="single-row")
+    with st.container(key="detail"):
+        show_detail(view, selected)
+    if STATE.pop("scroll_detail", False):
+        scroll_to_detail()
 
-    pick_key = f"pick:{rk}"
-    if STATE.get(pick_key) != selected:
-        STATE[pick_key] = selected
-    st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
-                 on_change=_remember_pick, args=(pick_key, rk))
-    show_detail(view, selected)
+
+def scroll_to_detail() -> None:
+    """Bring the selected call's detail into view, unless its heading is already well on screen."""
+    STATE["scroll_nonce"] = STATE.get("scroll_nonce", 0) + 1
+    st.html(f"""<script>/* {STATE["scroll_nonce"]} */
+      (function () {{
+        const el = document.querySelector('.st-key-detail');
+        if (!el) return;
+        const top = el.getBoundingClientRect().top;
+        if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{block: 'start'}});
+      }})();</script>""", unsafe_allow_javascript=True)
 
 
 def _outcome(text: str, ok: bool | None, warn: bool = False) -> None:
@@ -344,41 +563,57 @@ def _outcome(text: str, ok: bool | None, warn: bool = False) -> None:
         st.info(body)
 
 
+def show_table(frame: Any) -> None:
+    """A small table that wraps instead of clipping (capture strings escaped: st.table renders Markdown)."""
+    st.table(md_frame(frame), hide_index=True, border="horizontal")
+
+
+def show_link(view: RolloutView, d: Any) -> None:
+    st.markdown("**Parent link**")
+    _outcome(d.link_outcome, d.link_ok)
+    proof = lp.link_proof(view, d.ident)
+    if proof is not None:
+        st.caption(md_escape(proof.summary()))
+        tokenizer, _ = sidebar_tokenizer_state()
+        decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+        st.plotly_chart(lp.proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
+                        key=f"proof:{d.key}")
+        if decode is None:
+            st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
+    if d.link_checks is not None:
+        show_table(dv.short_digests(d.link_checks))
+        digests = dv.digest_lines(d.link_checks)
+        if digests:
+            st.caption("The digests in full: the parent's cumulative sequence (expected) and the same number of "
+                       "tokens at the start of this call's prompt (found).")
+            st.code(digests, language=None, wrap_lines=True)
+
+
 def show_detail(view: RolloutView, key: str) -> None:
     d = dv.call_detail(view, key)
     st.markdown(f"#### {md_escape(d.ident)} — {d.headline}")
     for fact in d.facts:
         st.caption(md_escape(fact))
-    left, right = st.columns([2, 3], gap="large")
+    if d.kind == tv.REFUSAL:
+        st.markdown("**Does it end the delivered chain?**")
+        _outcome(d.link_outcome, None, warn=bool(d.link_ok))
+        if d.conditions is not None:
+            show_table(d.conditions)
+    elif d.link_outcome or d.link_checks is not None:
+        show_link(view, d)
+    side = d.group is not None or bool(d.twins)
+    left, right = st.columns([1, 1], gap="large") if side else (st.container(), st.container())
     with left:
         if d.fields is not None:
             st.markdown("**Fields**")
-            st.dataframe(d.fields, hide_index=True, width="stretch", height=min(40 + 35 * len(d.fields), 560),
-                         column_config={"field": st.column_config.TextColumn(width="medium"),
-                                        "value": st.column_config.TextColumn(width="large")})
+            show_table(d.fields)
     with right:
-        if d.kind == tv.REFUSAL:
-            st.markdown("**Does it end the delivered chain?**")
-            _outcome(d.link_outcome, None, warn=bool(d.link_ok))
-            if d.conditions is not None:
-                st.dataframe(d.conditions, hide_index=True, width="stretch")
-        elif d.link_outcome or d.link_checks is not None:
-            st.markdown("**Parent link**")
-            _outcome(d.link_outcome, d.link_ok)
-            if d.link_checks is not None:
-                st.caption("Digest checks compare the parent's full cumulative sequence (expected) with the same "
-                           "number of tokens at the start of this call's prompt (found).")
-                st.dataframe(d.link_checks, hide_index=True, width="stretch",
-                             column_config={"ok": st.column_config.TextColumn(width=36),
-                                            "check": st.column_config.TextColumn(width="medium"),
-                                            "expected": st.column_config.TextColumn(width="medium"),
-                                            "found": st.column_config.TextColumn(width="medium")})
         if d.group is not None:
             st.markdown("**Retry group** (same linked parent, same full prompt)")
             st.caption(md_escape(d.group_text))
-            st.dataframe(d.group, hide_index=True, width="stretch")
+            show_table(d.group)
         if d.twins:
-            st.markdown("**Token-identical twins** (same prompt and generation)")
+            st.markdown(f"**Token-identical twins** ({TERMS['twin']})")
             st.text(", ".join(d.twins))
     if d.items:
         st.markdown(f"**Output items** ({len(d.items)})")
@@ -394,9 +629,16 @@ def show_detail(view: RolloutView, key: str) -> None:
 # --------------------------------------------------------------------------- loss mask tab
 
 
-def _tokenizer() -> tuple[Any | None, str | None]:
-    upload = st.file_uploader("tokenizer.json (optional, Hugging Face `tokenizers` format) to decode the window",
-                              type=["json"], key="tokenizer")
+def sidebar_tokenizer() -> None:
+    """The optional tokenizer (decodes the loss-mask window and the link-proof cells)."""
+    st.sidebar.file_uploader("Tokenizer (optional): tokenizer.json", type=["json"], key="tokenizer",
+                             help="A Hugging Face `tokenizers` file; token ids are then shown as text in the loss "
+                                  "mask window and the parent-link proof.")
+
+
+def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
+    """(tokenizer, problem) from the sidebar's upload: (None, None) when there is none."""
+    upload = STATE.get("tokenizer")
     if upload is None:
         return None, None
     return cached_tokenizer(src.content_key(upload.getvalue()), upload.getvalue())
@@ -407,6 +649,14 @@ def cached_tokenizer(key: str, _data: bytes) -> tuple[Any | None, str | None]:
     return mv.load_tokenizer(_data)
 
 
+def show_tiles(tiles: list[tuple[str, str, str, bool]], key: str) -> None:
+    """Numbers as one line of small tiles that size to their content (a number is never cut)."""
+    with st.container(horizontal=True, gap="small", key=key):
+        for label, value, help_text, alert in tiles:
+            shown = f":red[**{md_escape(value)}**]" if alert else f"**{md_escape(value)}**"
+            st.markdown(f"{md_escape(label)} {shown}", help=help_text or None, width="content")
+
+
 def show_mask_tab(view: RolloutView, rk: str) -> None:
     chains = view.chains
     if not chains:
@@ -415,48 +665,43 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     ids = [c.chain_id for c in chains]
     labels = {c.chain_id: mv.chain_label(c) for c in chains}
     chain_key = f"mask_chain:{rk}:{view.anchor}"
+    asked = STATE.pop("mask_url", None)
+    if asked is not None and asked[0] == rk and asked[1].chain in ids:
+        STATE[chain_key] = asked[1].chain
     if STATE.get(chain_key) not in ids:
         STATE[chain_key] = ids[0]
-    if len(ids) <= 6:
-        st.radio("Chain", ids, key=chain_key, format_func=labels.get, horizontal=True)
-    else:
-        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
     chain_id = STATE[chain_key]
     chain = view.chain(chain_id)
     mask = view.mask(chain_id)
     assert chain is not None and mask is not None
-    summary = mv.mask_summary(mask)
-    cols = st.columns(5)
-    cols[0].metric("tokens", fmt_int(summary.total), border=True)
-    cols[1].metric("trained (mask 1)", fmt_int(summary.generated), help="generated positions", border=True)
-    cols[2].metric("context (mask 0)", fmt_int(summary.prompt + summary.interstitial),
-                   help=f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial",
-                   border=True)
-    cols[3].metric("links", fmt_int(summary.links), border=True)
-    cols[4].metric("mean log-prob", fmt_logprob(summary.mean_log_prob),
-                   help=f"min {fmt_logprob(summary.min_log_prob)}", border=True)
-
     page_state_key = f"{rk}:{view.anchor}:{chain_id}"
     window_key = f"mask_window:{page_state_key}"
     if STATE.get(window_key) not in mv.WINDOW_SIZES:
         STATE[window_key] = mv.DEFAULT_WINDOW
     pages_key = f"mask_pagew:{page_state_key}"
+    if asked is not None and asked[0] == rk and asked[1].chain == chain_id:
+        if asked[1].window in mv.WINDOW_SIZES:
+            STATE[window_key] = asked[1].window
+        STATE["mask_page"][page_state_key] = mv.page_of(asked[1].start, STATE[window_key])
     window = STATE[window_key]
     pages = mv.page_count(mask, window)
     page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
+    STATE["mask_view"][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
 
-    controls = st.columns([1, 2, 2])
+    controls = st.columns([3, 1.2, 2.2, 2.2], vertical_alignment="bottom")
     with controls[0]:
+        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
+    with controls[1]:
         st.selectbox("Window (tokens)", mv.WINDOW_SIZES, key=window_key,
                      format_func=lambda w: f"{w:,}", on_change=lambda: STATE["mask_page"].pop(page_state_key, None))
-    with controls[1]:
+    with controls[2]:
         if pages > 1:
             STATE[pages_key] = page + 1
             st.slider("Page", 1, pages, key=pages_key,
                       on_change=lambda: STATE["mask_page"].__setitem__(page_state_key, STATE[pages_key] - 1))
         else:
             st.caption("The whole chain fits in one window.")
-    with controls[2]:
+    with controls[3]:
         jump_key = f"mask_jump:{page_state_key}"
         options = list(range(len(mask.call_ids)))
 
@@ -467,31 +712,40 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
 
         st.selectbox("Jump to the start of a call", options, index=None, key=jump_key, placeholder="choose a call",
                      format_func=lambda i: f"{i}: {mask.call_ids[i]}", on_change=jump)
+    show_tiles([(label, value, help_text, False) for label, value, help_text in
+                mv.summary_tiles(mv.mask_summary(mask))], "mask_tiles")
     start, end = mv.page_bounds(mask, page, window)
-    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                    key=f"mask_overview:{page_state_key}")
-    st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. Grey: prompt · amber: interstitial (tool output, "
-               "user turns) · coloured: generated, by log-probability · black ticks: a call's context begins.")
+    st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
     st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
                     width="stretch", key=f"mask_strip:{page_state_key}")
+    st.caption("The whole sequence: where this window lies (red frame), how much of each stretch is trained, "
+               "and the mean log-probability.")
+    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_overview:{page_state_key}")
 
-    left, right = st.columns([1, 1], gap="large")
-    with left:
-        st.markdown("**Per link**")
-        links = mv.link_frame(mask, chain)
-        st.dataframe(links, hide_index=True, width="stretch", height=min(38 + 35 * len(links), 360),
-                     column_config={"mean lp": st.column_config.NumberColumn(format="%.3f"),
-                                    "min lp": st.column_config.NumberColumn(format="%.3f")})
-    with right:
-        st.markdown("**Log-probability of generated tokens**")
-        st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                        key=f"mask_lp:{page_state_key}")
+    st.markdown("**Per link**")
+    link_rows = mv.link_frame(mask, chain)
+    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
+                 column_config={"link": st.column_config.NumberColumn(width=50),
+                                "call": st.column_config.TextColumn(width="medium"),
+                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
+                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
+                                                                         format="localized"),
+                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
+                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "finish_reason": st.column_config.TextColumn(width=110)})
+    st.markdown("**Log-probability of generated tokens**")
+    st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_lp:{page_state_key}")
 
     with st.expander("Decoded text of this window", icon=":material/translate:"):
-        tokenizer, problem = _tokenizer()
+        tokenizer, problem = sidebar_tokenizer_state()
         if problem:
             st.error(md_escape(problem))
-        elif tokenizer is not None:
+        elif tokenizer is None:
+            st.caption("Load a tokenizer.json in the sidebar to read this window as text.")
+        else:
             frame = mv.decoded_segments(mask, tokenizer, start, end)
             styled = frame.style.apply(
                 lambda row: [f"background-color: {mv.KIND_BACKGROUND.get(row['kind'], '#ffffff')}"] * len(row), axis=1)
@@ -534,7 +788,7 @@ def show_verdicts_tab(view: RolloutView) -> None:
             st.markdown(f"**{md_escape(r.refusal_id)}** · code {md_escape(r.code if r.code is not None else 'null')}"
                         f" · continued {md_escape(r.parent or '—')}")
             _outcome(r.summary, None, warn=r.ended_chain)
-            st.dataframe(r.conditions, hide_index=True, width="stretch")
+            show_table(r.conditions)
             if r.message:
                 st.text(f"engine message: {r.message}")
 
@@ -542,35 +796,107 @@ def show_verdicts_tab(view: RolloutView) -> None:
     summary, resolved, frame = vv.finish_reason_frame(result)
     _outcome(summary, None if resolved is None else (True if resolved else False))
     if len(frame):
-        st.dataframe(frame, hide_index=True, width="stretch")
+        show_table(frame)
 
     build = view.build
     if build is None:
         st.info("The rollout was not built, so there are no build notes.")
-        st.dataframe(vv.metrics_frame(result), hide_index=True, width="stretch")
+        show_table(vv.metrics_frame(result))
         return
     st.markdown("#### Parent-link notes")
     failures = vv.failures_frame(build)
     if len(failures):
-        st.dataframe(failures, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
+        show_table(failures)
     else:
         st.caption("Every link was verified: no parent-link notes.")
     exclusions = vv.exclusions_frame(build)
     if len(exclusions):
         st.markdown("#### Excluded and duplicate records")
-        st.dataframe(exclusions, hide_index=True, width="stretch", column_config={"meaning": st.column_config.TextColumn(width="large")})
+        show_table(exclusions)
     groups = vv.retry_groups_frame(build)
     if len(groups):
         st.markdown("#### Retry groups")
-        st.dataframe(groups, hide_index=True, width="stretch",
-                     column_config={"why": st.column_config.TextColumn(width="large")})
-    left, right = st.columns(2, gap="large")
-    with left:
-        st.markdown("#### Build notes")
-        st.dataframe(vv.notes_frame(build), hide_index=True, width="stretch")
-    with right:
-        st.markdown("#### Metrics (as `tokencap build` reports them)")
-        st.dataframe(vv.metrics_frame(result), hide_index=True, width="stretch")
+        show_table(groups)
+    st.markdown("#### Build notes")
+    show_table(vv.notes_frame(build))
+    st.markdown("#### Metrics (as `tokencap build` reports them)")
+    show_table(vv.metrics_frame(result))
+
+
+# --------------------------------------------------------------------------- compare tab
+
+
+def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.RolloutRef,
+                     refs: list[src.RolloutRef], by_key: dict[str, src.LoadedSource]) -> None:
+    mode_key = f"cmp_mode:{rk}"
+    modes = ["Two anchors of this rollout", "Two captures of this rollout"]
+    if STATE.get(mode_key) not in modes:
+        STATE[mode_key] = modes[0]
+    st.radio("Compare", modes, key=mode_key, horizontal=True, label_visibility="collapsed")
+    if STATE[mode_key] == modes[0]:
+        options = [""] + base.anchor_options()  # "": no anchor (None would show as an empty picker)
+        key_a, key_b = f"cmp_a:{rk}", f"cmp_b:{rk}"
+        default_a, default_b = rp.default_anchor_pair(base, view.anchor)
+        if STATE.get(key_a) not in options:
+            STATE[key_a] = default_a or ""
+        if STATE.get(key_b) not in options:
+            STATE[key_b] = default_b or ""
+        label = lambda cid: cid or "no anchor (default chain)"  # noqa: E731
+        left, right = st.columns(2)
+        left.selectbox("A: anchored on", options, key=key_a, format_func=label)
+        right.selectbox("B: anchored on", options, key=key_b, format_func=label)
+        anchor_a, anchor_b = STATE[key_a] or None, STATE[key_b] or None
+        ls = by_key[ref.source_key]
+        va = view_of(ls, ref.index, anchor_a)
+        vb = view_of(ls, ref.index, anchor_b)
+        name_a = f"A (anchored on {anchor_a})" if anchor_a else "A (no anchor)"
+        name_b = f"B (anchored on {anchor_b})" if anchor_b else "B (no anchor)"
+    else:
+        others = rp.other_captures(refs, ref)
+        if not others:
+            st.info(f"Only one capture of {md_escape(ref.rollout_id)} is loaded. Upload another (a later snapshot "
+                    "version, or the same rollout from another store) in the sidebar, next to this one, to compare "
+                    "the two.", icon=":material/compare:")
+            return
+        by_ref = {r.key: r for r in others}
+        other_key = f"cmp_other:{rk}"
+        if STATE.get(other_key) not in by_ref:
+            STATE[other_key] = others[0].key
+
+        def describe(key: str) -> str:
+            r = by_ref[key]
+            snap = by_key[r.source_key].snapshots[r.index]
+            return f"{r.source_name} · snapshot {snap.snapshot_id or '—'} · version {snap.version}"
+
+        st.selectbox("B: the other capture", list(by_ref), key=other_key, format_func=describe)
+        other = by_ref[STATE[other_key]]
+        va = base
+        vb = view_of(by_key[other.source_key], other.index, None)
+        name_a = f"A ({ref.source_name} v{base.snapshot.version})"
+        name_b = f"B ({other.source_name} v{vb.snapshot.version})"
+    cmp = df.compare(va, vb, name_a, name_b)
+    st.markdown("**What changes from A to B**")
+    if cmp.changes:
+        st.markdown("\n".join(f"- {md_escape(c)}" for c in cmp.changes))
+    else:
+        st.caption("Nothing: the two builds give the same verdict, status, metrics and delivered calls.")
+    seq = cmp.sequence
+    if seq is not None:
+        st.markdown("**The delivered token sequences**")
+        st.caption(md_escape(seq.summary("A", "B")))
+        if not seq.identical:
+            tokenizer, _ = sidebar_tokenizer_state()
+            decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+            st.plotly_chart(df.sequence_figure(seq, name_a, name_b, decode), config=PLOTLY_CONFIG, width="stretch",
+                            key=f"cmp_seq:{rk}")
+    st.markdown("**Side by side** (✱: differs)")
+    show_table(cmp.table)
+    if cmp.calls_only_a or cmp.calls_only_b:
+        st.caption(f"Delivered calls: {cmp.calls_common:,} in common from the start; then A delivers "
+                   f"{len(cmp.calls_only_a):,} and B {len(cmp.calls_only_b):,} of its own.")
+        left, right = st.columns(2)
+        left.text("only A: " + (", ".join(cmp.calls_only_a[:50]) or "—") + (" …" if len(cmp.calls_only_a) > 50 else ""))
+        right.text("only B: " + (", ".join(cmp.calls_only_b[:50]) or "—") + (" …" if len(cmp.calls_only_b) > 50 else ""))
 
 
 # --------------------------------------------------------------------------- export tab
@@ -601,7 +927,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
                  help="The delivered chain is cut at this call (what the harness says it ended on). "
                       "Default: none, or the harness's final answer when its final responses are loaded; a "
                       "call chosen here always overrides that.")
-    banner = view.banner
+    banner = vv.banner_of(view)
     if banner.trainable:
         st.success(f"**{banner.headline}** · status {md_escape(banner.status_line)}", icon=":material/check_circle:")
     else:
@@ -611,18 +937,12 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
 
     files = ev.downloads(view)
     cols = st.columns(3)
-    payloads = {
-        "response": lambda: ev.response_json(view.result) or b"",
-        "result": lambda: ev.result_json(view.result),
-        "mask": lambda: ev.mask_csv(view) or b"",
-    }
-    for col, name in zip(cols, ("response", "result", "mask")):
-        d = files[name]
+    for col, kind in zip(cols, ev.KINDS):
         with col:
-            st.download_button(d.label, payloads[name], file_name=d.file_name, mime=d.mime, key=f"dl_{name}:{rk}",
-                               disabled=not d.available, icon=":material/download:", on_click="ignore",
-                               width="stretch")
-            st.caption(d.why_not if not d.available else d.what)
+            show_file(f"{rk}:{view.anchor}:{kind}", files[kind], ev.estimate(view, kind),
+                      lambda report, kind=kind: ev.render(view, kind, report),
+                      lambda handle, kind=kind: ev.write_kind(handle, view, kind),
+                      ev.cli_command(source_label, ref.rollout_id, view.anchor, several, out="OUT"))
     st.caption("These are the bytes `tokencap build` writes for the same input and anchor:")
     finals_label = _FINALS.label if view.final_response is not None else None
     st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several, finals_label), language="bash")
@@ -631,9 +951,127 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
     anchored = sum(1 for v in all_views if v.anchor is not None)
     st.caption(f"{len(all_views)} rollout{'s' if len(all_views) != 1 else ''}, one build result per line"
                + (f"; {anchored} with the anchor chosen here" if anchored else "") + ".")
-    st.download_button("Build results JSONL (all rollouts)", lambda: ev.results_jsonl(v.result for v in all_views),
-                       file_name="tokencap_results.jsonl", mime="application/jsonl", key="dl_all",
-                       icon=":material/download:", on_click="ignore")
+    results = [v.result for v in all_views]
+    every = ev.Download("Build results JSONL (all rollouts)", "tokencap_results.jsonl", "application/jsonl",
+                        what="every loaded rollout's build result, one per line")
+    with st.columns(3)[0]:
+        show_file(rp.export_key(v.rollout_id + "@" + str(v.anchor) for v in all_views), every,
+                  ev.estimate_all(all_views),
+                  lambda report: ev.render_all(all_views, report),
+                  lambda handle: ev.write_results_to(handle, results),
+                  ev.cli_command(source_label, None, None, False, out="OUT"))
+
+
+def _progress(bar: Any, verb: str) -> Any:
+    def report(done: int, total: int) -> None:
+        bar.progress(min(done / total, 0.99), text=f"{verb} {fmt_bytes(done)} of about {fmt_bytes(total)}")
+    return report
+
+
+def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, command: str) -> None:
+    """One export: a download (rendered now, or when asked with a progress bar) or, when too big for
+    the browser, a file written to disk with a progress bar. See `tokencap.views.export.route`."""
+    if not d.available:
+        st.button(d.label, key=f"na:{pkey}", disabled=True, icon=":material/download:", width="stretch")
+        st.caption(d.why_not)
+        return
+    how = ev.route(size)
+    dl_key = f"dl:{pkey}"
+    if how == "now":
+        st.download_button(d.label, render(None), file_name=d.file_name, mime=d.mime, key=dl_key,
+                           icon=":material/download:", on_click="ignore", width="stretch")
+        st.caption(d.what)
+        return
+    if how == "prepare":
+        prepared = STATE.get("prepared")
+        if STATE.get("prepare") == pkey:
+            # Asked for: render it now, with progress, and hand that one bytes object to Streamlit.
+            STATE.pop("prepare")
+            bar = st.progress(0.0, text=f"preparing about {fmt_bytes(size)}")
+            data = render(_progress(bar, "prepared"))
+            bar.empty()
+            STATE["prepared"] = prepared = (pkey, data)  # one prepared file at a time
+            STATE["autoclick"] = pkey
+        if prepared is not None and prepared[0] == pkey:
+            show_prepared(pkey, d, prepared[1], autoclick=STATE.pop("autoclick", None) == pkey)
+            st.caption(f"{d.what}. Ready: it downloads by itself; the link gives another copy.")
+        else:
+            st.button(d.label, key=f"prep:{pkey}", icon=":material/download:", width="stretch",
+                      on_click=lambda: STATE.__setitem__("prepare", pkey), help=f"about {fmt_bytes(size)}")
+            st.caption(f"About {fmt_bytes(size)}: {d.what}. Prepared when you click (with a progress bar), "
+                       "then it downloads.")
+        return
+    # Too big for a browser download: write it to disk.
+    st.button(f"{d.label} → disk", key=f"disk:{pkey}", icon=":material/save:", width="stretch",
+              on_click=lambda: STATE.__setitem__("write", pkey), help=f"about {fmt_bytes(size)}")
+    st.caption(f"About {fmt_bytes(size)}: {d.what}. More than {fmt_bytes(ev.download_limit())} is too big to pass "
+               "through the browser, so it is written to the export directory below, with a progress bar.")
+    if "export_dir" not in STATE:
+        STATE["export_dir"] = ev.default_export_dir()
+    if not RUN["export_dir_shown"]:
+        RUN["export_dir_shown"] = True
+        st.text_input("Export directory (created if missing)", key="export_dir")
+    folder = STATE["export_dir"]
+    if STATE.get("write") == pkey:
+        STATE.pop("write")
+        target = str(Path(folder) / d.file_name)
+        bar = st.progress(0.0, text=f"writing about {fmt_bytes(size)} to {md_escape(target)}")
+        try:
+            n = ev.write_file(target, write, size, _progress(bar, "wrote"))
+        except OSError as exc:
+            bar.empty()
+            st.error(f"**Could not write {md_escape(target)}:** {md_escape(exc.strerror or exc)}. Choose another "
+                     "export directory.", icon=":material/error:")
+            return
+        bar.progress(1.0, text=f"wrote {fmt_bytes(n)}")
+        STATE.setdefault("written", {})[pkey] = (target, n)
+    written = STATE.get("written", {}).get(pkey)
+    if written is not None:
+        st.success(f"Wrote {fmt_bytes(written[1])} to", icon=":material/check:")
+        st.code(written[0], language=None, wrap_lines=True)
+        st.caption("The same file from the command line:")
+        st.code(command.replace("OUT", written[0]) if "OUT" in command else command, language="bash",
+                wrap_lines=True)
+
+
+def media_url(pkey: str, data: bytes, d: ev.Download) -> str | None:
+    """Serve ``data`` (that very object: no copy) from Streamlit's media store while this page shows it.
+
+    It is served as an attachment under its own file name, with the content type `ev.PASS_THROUGH_MIME`:
+    Streamlit's gzip middleware compresses every other type of download in one piece before
+    sending the first byte (4.5 s for an 85 MB result, and CPU the page needs).
+    """
+    from streamlit import runtime
+
+    if not runtime.exists():
+        return None
+    return runtime.get_instance().media_file_mgr.add(data, ev.PASS_THROUGH_MIME, f"export:{pkey}",
+                                                     file_name=d.file_name, is_for_static_download=True)
+
+
+def show_prepared(pkey: str, d: ev.Download, data: bytes, autoclick: bool) -> None:
+    """A prepared file as a plain download link, clicked once by the page when it was just prepared.
+
+    Not `st.download_button`: its frontend fetches the file's URL in the background whenever it
+    renders, and Chromium then holds a second request for the same URL (the click) behind that
+    unread fetch for many seconds. A link of our own, with its own query string, starts at once.
+    """
+    url = media_url(pkey, data, d)
+    if url is None:  # no Streamlit runtime (bare mode): the plain button still works
+        st.download_button(d.label, data, file_name=d.file_name, mime=d.mime, key=f"dl:{pkey}",
+                           icon=":material/download:", on_click="ignore", width="stretch")
+        return
+    STATE["link_nonce"] = STATE.get("link_nonce", 0) + (1 if autoclick else 0)
+    href = html.escape(f"{url}?copy={STATE['link_nonce']}", quote=True)
+    label = html.escape(f"{d.label} ({fmt_bytes(len(data))})")
+    st.html(f'<a class="tc-download" href="{href}" download="{html.escape(d.file_name, quote=True)}">'
+            f'&#x2913;&nbsp; {label}</a>')
+    if autoclick:
+        st.html(f"""<script>/* {STATE["link_nonce"]} */
+          (function () {{
+            const link = document.querySelector('a.tc-download[href="{href}"]');
+            if (link) link.click();
+          }})();</script>""", unsafe_allow_javascript=True)
 
 
 # --------------------------------------------------------------------------- page
@@ -665,11 +1103,24 @@ def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:
 
 def main() -> None:
     global _FINALS
+    st.html(f"<style>{style.PAGE_CSS}</style>")
+    # The whole main area lives in one placeholder, emptied when a big load starts; the
+    # progress box has its own, above it (see load_sources).
+    progress = st.empty()
+    page = st.empty()
+    take_url_state()
     sources, source_label, path_error = sidebar_sources()
-    _FINALS = final_responses_choice()
+    _FINALS = final_responses_choice()  # before loading: every view is built with its final response
+    loaded = load_sources(sources, page, progress)
+    with page.container():
+        show_page(loaded, source_label, path_error)
+    sidebar_tokenizer()
+
+
+def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str | None) -> None:
+    global _FINALS
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
-    loaded = load_sources(sources)
     for ls in loaded:
         if not ls.ok:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
@@ -678,11 +1129,12 @@ def main() -> None:
     _FINALS = av.with_notes(_FINALS, (r.rollout_id for r in refs))
     sidebar_final_responses(_FINALS)
     if not refs:
-        st.markdown("## tokencap rollout inspector")
+        st.markdown("### tokencap rollout inspector")
         st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
         return
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
+    apply_url_state(refs)
     request = run_request()
     if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
         STATE["open_rollout_selected"] = request.get("seq")
@@ -698,15 +1150,15 @@ def main() -> None:
     rk = ref.key
     ls = by_key[ref.source_key]
     base = view_of(ls, ref.index, None)
-    anchor = STATE["anchors"].get(rk)
-    if anchor is not None and anchor not in base.anchor_options():
-        anchor = None
+    anchor = rp.valid_anchor(base, STATE["anchors"].get(rk))
     view = view_of(ls, ref.index, anchor) if anchor is not None else base
 
+    if STATE.get("tab") not in TABS:
+        STATE["tab"] = TABS[0]
     if request is not None:
         st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
                      query_params=request.get("back_params") or None)
-    show_banner(view, ref)
+    show_banner(view, ref, rk)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
         if not tab.open:
@@ -718,11 +1170,23 @@ def main() -> None:
                 show_mask_tab(view, rk)
             elif name == "Verdicts":
                 show_verdicts_tab(view)
+            elif name == "Compare":
+                show_compare_tab(base, view, rk, ref, refs, by_key)
             else:
                 all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in refs]
-                label = ref.source_name if source_label == "uploaded files" else source_label
+                label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = sum(1 for r in refs if r.source_key == ref.source_key) > 1 or bool(ls.source.names)
                 show_export_tab(base, view, rk, ref, label, all_views, several)
+    if STATE.get("tab") != "Export":
+        STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
+    write_url_state(current_view_state(view, ref, rk))
 
+
+def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:
+    mask = STATE["mask_view"].get(rk)
+    return links.ViewState(
+        src=STATE.get("src_param"), rollout=ref.rollout_id,
+        call=rp.selected_node(view, STATE["selected"].get(rk)), tab=STATE.get("tab"), anchor=view.anchor,
+        mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
 
 main()

@@ -8,13 +8,21 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 
 @pytest.fixture
 def downloads(monkeypatch):
-    """file name -> payload function, for every download button the page registered."""
+    """file name -> payload function, for every download button the page registered (small files are
+    handed over as bytes with the page, big ones when prepared)."""
     captured: dict[str, object] = {}
-    original = MediaFileManager.add_deferred
+    deferred, added = MediaFileManager.add_deferred, MediaFileManager.add
 
-    def spy(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+    def spy_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
         captured[file_name] = data_callable
-        return original(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
+        return deferred(self, data_callable, mimetype, coordinates, file_name=file_name, **kwargs)
 
-    monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
+    def spy_add(self, path_or_data, mimetype, coordinates, file_name=None, is_for_static_download=False):
+        if is_for_static_download:
+            captured[file_name] = lambda data=path_or_data: data
+        return added(self, path_or_data, mimetype, coordinates, file_name=file_name,
+                     is_for_static_download=is_for_static_download)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", spy_deferred)
+    monkeypatch.setattr(MediaFileManager, "add", spy_add)
     return captured

@@ -35,13 +35,15 @@ TIMEOUT = 60
 ROLLOUT_PAGE = "app_pages/rollout.py"
 
 
-def open_app(monkeypatch, *args: str, tab: str | None = None) -> AppTest:
+def open_app(monkeypatch, *args: str, tab: str | None = None, query: dict[str, str] | None = None) -> AppTest:
     """The app on its Rollout page (the Run page is the default; tests/test_app_run.py drives it)."""
     monkeypatch.setattr(sys, "argv", [str(APP), *args])
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.switch_page(ROLLOUT_PAGE)
     if tab is not None:
         at.session_state["tab"] = tab
+    if query:
+        at.query_params.update(query)
     at.run()
     assert not at.exception, at.exception
     return at
@@ -56,7 +58,25 @@ def rerun(at: AppTest, tab: str | None = None) -> AppTest:
 
 
 def heading(at: AppTest) -> str:
-    return next(m.value for m in at.markdown if m.value.startswith("## "))
+    return next(m.value for m in at.markdown if m.value.startswith("### "))
+
+
+def verdict(at: AppTest) -> str:
+    """The banner's verdict line (markdown)."""
+    return next(m.value for m in at.markdown if re.search(r"\*\*(Masked|Trainable) —", m.value))
+
+
+def reason_lines(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if re.match(r"\*\*[a-z\\_]+\*\* \(", m.value)]
+
+
+TILE = re.compile(r"(.+?) (?::red\[)?\*\*([^*]+)\*\*\]?")
+
+
+def tiles(at: AppTest) -> dict[str, str]:
+    """The header's number tiles, label -> value."""
+    return {m[1].replace("\\", ""): m[2].replace("\\", "")
+            for m in (TILE.fullmatch(el.value) for el in at.get_by_key("tiles").markdown) if m}
 
 
 def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
@@ -87,16 +107,16 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
     scenario = at.selectbox(key="scenario")
     assert scenario.value == "subagent_branch.json"
     assert "capture_store" in scenario.options or "capture store" in scenario.options
-    assert heading(at) == "## subagent\\-branch"
-    assert [m.label for m in at.metric] == ["calls", "chains", "delivered", "quarantined", "unresolved", "empty gen.",
-                                            "refusals"]
-    assert at.error[0].value.startswith("**Masked")
-    assert "multiple_chains" in at.error[0].value
-    assert len(at.get("plotly_chart")) == 1
-    assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export"]
-    # The terminal call is selected and detailed.
-    assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0005"
-    assert any(m.value.startswith("#### call\\-0005") for m in at.markdown)
+    assert heading(at) == "### subagent\\-branch"
+    assert list(tiles(at)) == ["calls", "chains", "delivered", "quarantined", "unproven links", "excluded",
+                               "empty gen.", "refusals"]
+    assert "**Masked" in verdict(at)
+    assert reason_lines(at)[0].startswith("**multiple\\_chains**")
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["tree", "proof"]  # the tree, the link proof
+    assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export", "Compare"]
+    # A masked rollout opens on its first culprit: the branch's first call.
+    assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
+    assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
 
 
 def test_scenario_picker_switches_source(monkeypatch):
@@ -105,7 +125,7 @@ def test_scenario_picker_switches_source(monkeypatch):
     rerun(at)
     rollout = at.selectbox(key="rollout")
     assert rollout.options == ["✓ trainable · store-complete", "✗ masked: capture_incomplete · store-interrupted"]
-    assert heading(at) == "## store\\-complete"
+    assert heading(at) == "### store\\-complete"
 
 
 @pytest.mark.parametrize("scenario", [s.name for s in src.sample_scenarios(SAMPLES)])
@@ -116,7 +136,7 @@ def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
     at.session_state["scenario"] = scenario
     at.run()
     assert not at.exception, at.exception
-    for tab in ("Loss mask", "Verdicts", "Export"):
+    for tab in ("Loss mask", "Verdicts", "Export", "Compare"):
         rerun(at, tab)
     declared = json.loads((SAMPLES / "expected.json").read_text())
     if scenario in declared:
@@ -124,19 +144,18 @@ def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
     else:  # the sample run (sample_data/run/) declares its rollouts next to its store; the first id opens
         run = json.loads((SAMPLES / scenario / "expected.json.txt").read_text())["rollouts"]
         first = run[min(run)]
-    banner = (at.success if not first["mask_sample"] else at.error)[0].value
-    assert banner.startswith("**Trainable" if not first["mask_sample"] else "**Masked")
+    assert ("**Trainable" if not first["mask_sample"] else "**Masked") in verdict(at)
 
 
 def test_path_argument_opens_a_capture_store(monkeypatch):
     at = open_app(monkeypatch, str(UPSTREAM))
     rollout = at.selectbox(key="rollout")
     assert len(rollout.options) == 2
-    assert heading(at) == "## task3\\-rollout0\\-attempt0"
+    assert heading(at) == "### task3\\-rollout0\\-attempt0"
     rollout.set_value(rollout_keys(src.source_from_path(UPSTREAM))[1])
     rerun(at)
-    assert heading(at) == "## task4\\-rollout1\\-attempt0"
-    assert "capture_incomplete" in at.error[0].value
+    assert heading(at) == "### task4\\-rollout1\\-attempt0"
+    assert reason_lines(at)[0].startswith("**capture\\_incomplete**")
 
 
 def test_path_argument_to_a_missing_file_is_an_error_in_the_page(monkeypatch, tmp_path):
@@ -150,9 +169,9 @@ def test_path_argument_to_a_missing_file_is_an_error_in_the_page(monkeypatch, tm
 def test_upload_snapshot_json(monkeypatch):
     at = open_app(monkeypatch)
     upload(at, ("sink.json", kitchen_sink().json_bytes()))
-    assert heading(at) == "## kitchen\\-sink"
+    assert heading(at) == "### kitchen\\-sink"
     assert any("Showing 1 uploaded file" in c.value for c in at.sidebar.caption)
-    assert {m.label: m.value for m in at.metric}["calls"] == "12"
+    assert tiles(at)["calls"] == "12"
 
 
 def test_upload_jsonl_with_several_rollouts_gets_a_verdict_selector(monkeypatch):
@@ -187,7 +206,49 @@ def test_several_uploads_and_a_bad_file(monkeypatch):
     rollout.set_value(rollout_keys(src.source_from_bytes("good.json", good),
                                    src.source_from_bytes("store.zip", zipped))[2])
     rerun(at)
-    assert heading(at) == "## task4\\-rollout1\\-attempt0"
+    assert heading(at) == "### task4\\-rollout1\\-attempt0"
+
+
+def test_a_big_load_clears_the_previous_page_before_its_progress_box_opens(monkeypatch):
+    """The placeholder that holds the whole page is emptied when loading starts, so the previous
+    rollout's verdict is gone at once (the browser test watches it happen)."""
+    from streamlit.delta_generator import DeltaGenerator
+
+    from tokencap.views import rollout_page
+
+    events: list[tuple[str, tuple[int, ...]]] = []
+    real_status, real_empty = DeltaGenerator.status, DeltaGenerator.empty
+
+    def spy_status(self, label, *args, **kwargs):
+        events.append((f"status {label}", tuple(self._cursor.delta_path)))
+        return real_status(self, label, *args, **kwargs)
+
+    def spy_empty(self):
+        if self._cursor is not None and not self._cursor.is_locked:
+            return real_empty(self)  # creating a placeholder
+        events.append(("empty", tuple(self._cursor.delta_path)))
+        return real_empty(self)
+
+    monkeypatch.setattr(DeltaGenerator, "status", spy_status)
+    monkeypatch.setattr(DeltaGenerator, "empty", spy_empty)
+    at = open_app(monkeypatch)
+    assert not any(e.startswith("status") for e, _ in events)  # the sample is small: no progress box
+    events.clear()
+    monkeypatch.setattr(rollout_page, "PROGRESS_BYTES", 1)
+    upload(at, ("sink.json", kitchen_sink().json_bytes()))
+    size = f"{len(kitchen_sink().json_bytes()) / 1000:.1f} KB"
+    names = [e for e, _ in events]
+    assert names[:2] == ["empty", f"status Loading 1 file ({size})…"]  # the page goes, then the box opens
+    # ... and the box goes once the load is done.
+    assert names[2] == "empty" and events[2][1] == events[1][1]
+    # The whole page is one block of the main area, at the path that was emptied first.
+    blocks = [(i, node) for i, node in at.main.children.items() if node.type not in ("html", "empty")]
+    assert len(blocks) == 1
+    index, page = blocks[0]
+    assert events[0][1][-1] == index
+    assert heading(at) == "### kitchen\\-sink" and any(m.value == heading(at) for m in page.markdown)
+    # The sample's description in the sidebar was replaced by the upload's caption.
+    assert not any(c.value.startswith("Expected:") for c in at.sidebar.caption)
 
 
 def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
@@ -201,7 +262,7 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
         # Markdown only ever sees the escaped characters: no raw tag, link or directive.
         assert not re.search(r"(?<!\\)<", value), value
         assert "](" not in value and ":red[" not in value, value
-    assert heading(at).startswith("## \\<img")
+    assert heading(at).startswith("### \\<img")
     # Output text is shown verbatim as plain text.
     assert any(code.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for code in at.code)
 
@@ -241,6 +302,51 @@ def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
     assert len(calls) == 4 and calls[-1] == first_call
 
 
+def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"), tab="Verdicts")
+    assert reason_lines(at)[0].startswith("**unresolved\\_parent\\_calls**")
+    links = [b for b in at.button if b.key.startswith("culprit:")]
+    assert [b.label for b in links][:1] == ["call\\-0003\\'s claimed parent call\\-0002 does not open its prompt"]
+    links[0].click()
+    rerun(at)
+    assert at.session_state["tab"] == "Call tree"
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    assert pick.value == "call:call-0003"
+    # Announced but never captured: the culprit is a node of its own.
+    at = open_app(monkeypatch, str(SAMPLES / "capture_store"))
+    at.selectbox(key="rollout").set_value(rollout_keys(src.source_from_path(SAMPLES / "capture_store"))[1])
+    rerun(at)
+    link = next(b for b in at.button if b.key.startswith("culprit:"))
+    assert link.label == "call\\-0004 was announced but never captured"
+    assert next(s for s in at.selectbox if s.key.startswith("pick:")).value == "ghost:call-0004"
+    assert any(m.value.startswith("#### call\\-0004 — Announced, never captured") for m in at.markdown)
+
+
+def test_a_corrupt_record_reads_as_corrupt(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "corrupt_record.json"))
+    link = next(b for b in at.button if b.key.startswith("culprit:"))
+    assert link.label.startswith("call\\-0002 is corrupt\\:")
+    assert tiles(at)["excluded"] == "1" and tiles(at)["unproven links"] == "0"
+    assert "unresolved" not in " ".join(tiles(at))
+
+
+def test_more_than_three_culprits_go_behind_a_popover(monkeypatch):
+    c = Capture("many-fragments")
+    c.call("c0", new=10)
+    for i in range(5):
+        c.call(f"f{i}", prompt=c._tokens(9), claimed=f"lost-{i}")
+    at = open_app(monkeypatch)
+    upload(at, ("many.json", c.json_bytes()))
+    line = reason_lines(at)[0]
+    assert line.startswith("**unresolved\\_parent\\_calls**")
+    culprit_keys = [b.key for b in at.button if b.key.startswith("culprit:")]
+    # five culprits under the first reason: three inline, two in the "+2 more" popover
+    assert sum(1 for k in culprit_keys if k.endswith((":0:0", ":0:1", ":0:2", ":0:3", ":0:4"))) == 5
+    # every reason (unproven links, roots, chains) has five culprits: each puts two behind "+2 more"
+    assert [p.proto.popover.label for p in at.get("popover") if p.proto.popover.label.startswith("+")] == \
+        ["+2 more"] * 3
+
+
 def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
     pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
@@ -248,12 +354,39 @@ def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
     rerun(at)
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
     assert any("do not open this call" in e.value for e in at.error)
-    checks = [df.value for df in at.dataframe if "check" in df.value.columns]
+    checks = [t.value for t in at.table if "check" in t.value.columns]
     assert checks and "✗" in set(checks[0]["ok"])
     # The selection survives a visit to another tab.
     rerun(at, "Verdicts")
     rerun(at, "Call tree")
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
+
+
+def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    view_snapshot = load_snapshots(SAMPLES / "stale_parent_link.json")[0]
+    build = build_rollout(view_snapshot).build
+    parent = build.entries["call-0002"]
+    assert any(c.key == "proof:call:call-0003" for c in at.get("plotly_chart"))
+    assert any("differ at position 37" in c.value for c in at.caption)
+    codes = [c.value for c in at.code if c.value.startswith("expected")]
+    assert len(codes) == 1 and parent.digest in codes[0]
+    found = [line for line in codes[0].splitlines() if line.startswith("found")][0]
+    assert len(found.split()[1]) == 64  # the digest of the child's first 113 tokens, in full
+    # The checks table shows the digests shortened (they are in full just below), and wraps.
+    checks = next(t.value for t in at.table if "check" in t.value.columns)
+    assert all(len(v) <= 13 or " " in v for v in checks["expected"])
+    # The fields are a wrapping table too (no clipped value column).
+    assert any("field" in t.value.columns for t in at.table)
+    # A verified link has its proof too; a root has none.
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    pick.set_value("call:call-0002")
+    rerun(at)
+    assert any("All 76 tokens of call\\-0001" in c.value for c in at.caption)
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    pick.set_value("call:call-0001")
+    rerun(at)
+    assert not any(c.key.startswith("proof:") for c in at.get("plotly_chart"))
 
 
 def test_loss_mask_tab_pages_and_decodes(monkeypatch):
@@ -313,7 +446,7 @@ def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, download
     anchor.set_value("call-0004")
     rerun(at)
     assert at.success[0].value.startswith("**Trainable")
-    assert any("changes from masked to trainable" in c.value for c in at.caption)
+    assert any("verdict\\: masked → trainable" in c.value for c in at.caption)
     cli = cli_build(source, "--terminal-call-id", "call-0004", tmp_path=tmp_path)
     assert downloads["final-retry-unresolved.at-call-0004.result.json"]() == cli
     assert json.loads(downloads["final-retry-unresolved.at-call-0004.response.json"]()) == \
@@ -323,7 +456,7 @@ def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, download
     # The whole page follows the anchor, and it survives other tabs.
     rerun(at, "Call tree")
     assert any("anchored on call\\-0004" in c.value for c in at.caption)
-    assert at.success[0].value.startswith("**Trainable")
+    assert "**Trainable" in verdict(at)
     # Back to no anchor.
     rerun(at, "Export")
     next(s for s in at.selectbox if s.key.startswith("anchor_w:")).set_value(None)
@@ -364,7 +497,233 @@ def test_a_directory_rollout_that_failed_to_load_is_shown_masked_on_every_tab(mo
     at.selectbox(key="rollout").set_value(keys[failed])
     rerun(at)
     assert any(e.value.startswith("**Error:**") and "broken\\.json" in e.value for e in at.error)
-    for tab in ("Loss mask", "Verdicts", "Export"):
+    for tab in ("Loss mask", "Verdicts", "Export", "Compare"):
         rerun(at, tab)
     result = json.loads(downloads["broken.result.json"]())
     assert result["mask_reasons"][0] == "load_error" and result["rebuilt_response"] is None
+
+
+# --------------------------------------------------------------------------- shareable views
+
+
+def picked(at: AppTest) -> str:
+    return next(s for s in at.selectbox if s.key.startswith("pick:")).value
+
+
+def test_the_url_follows_the_view(monkeypatch):
+    at = open_app(monkeypatch)
+    assert at.query_params == {"src": "sample:subagent_branch.json", "rollout": "subagent-branch",
+                               "call": "call-0003", "tab": "tree"}
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value("call:call-0002")
+    rerun(at)
+    assert at.query_params["call"] == "call-0002"
+    rerun(at, "Loss mask")
+    assert at.query_params["tab"] == "mask" and at.query_params["mask"] == "main:0:2048"
+    at.selectbox(key="scenario").set_value("engine_refusal_ended.json")
+    rerun(at, "Call tree")
+    assert at.query_params["src"] == "sample:engine_refusal_ended.json"
+
+
+def test_a_link_restores_source_rollout_call_tab_anchor_and_mask_window(monkeypatch):
+    at = open_app(monkeypatch, query={"src": "sample:final_retry_unresolved.json", "call": "call-0002",
+                                      "tab": "verdicts", "anchor": "call-0004"})
+    assert at.selectbox(key="scenario").value == "final_retry_unresolved.json"
+    assert at.session_state["tab"] == "Verdicts"
+    assert "**Trainable" in verdict(at)  # anchored on call-0004
+    assert any("anchored on call\\-0004" in c.value for c in at.caption)
+    rerun(at, "Call tree")
+    assert picked(at) == "call:call-0002"
+    # A path source, a rollout among several, a page of the loss mask.
+    store = str(SAMPLES / "capture_store")
+    at = open_app(monkeypatch, query={"src": store, "rollout": "store-interrupted", "tab": "mask"})
+    assert heading(at) == "### store\\-interrupted"
+    assert at.query_params["src"] == store
+    long = str(SAMPLES / "long_rollout_delta.json")
+    at = open_app(monkeypatch, query={"src": long, "tab": "mask", "mask": "main:4096:2048"})
+    assert any(c.value.startswith("Positions 4,096–6,143") for c in at.caption)
+    assert at.query_params["mask"] == "main:4096:2048"
+
+
+def test_links_that_do_not_fit_are_ignored_and_other_pages_keys_are_kept(monkeypatch):
+    at = open_app(monkeypatch, query={"src": "sample:no-such-sample", "call": "nope", "tab": "bogus",
+                                      "mask": "main:x:y", "run_id": "r7"})
+    assert not at.exception
+    assert at.selectbox(key="scenario").value == "subagent_branch.json"
+    assert picked(at) == "call:call-0003"  # an unknown call falls back to the first culprit
+    assert at.query_params["run_id"] == "r7"
+    assert at.query_params["src"] == "sample:subagent_branch.json"
+
+
+def test_copy_link_shows_the_url_and_says_uploads_cannot_be_shared(monkeypatch):
+    at = open_app(monkeypatch)
+    share = next(c.value for c in at.code if "src=sample" in c.value)
+    assert "call=call-0003" in share and "tab=tree" in share
+    assert not any("can't be in a URL" in w.value for w in at.warning)
+    upload(at, ("sink.json", kitchen_sink().json_bytes()))
+    assert "src" not in at.query_params and at.query_params["rollout"] == "kitchen-sink"
+    assert any("Uploaded files can't be in a URL" in w.value for w in at.warning)
+
+
+# --------------------------------------------------------------------------- long rollouts
+
+
+def test_a_long_rollout_has_an_overview_a_zoomed_window_that_stays_and_a_search_box(monkeypatch, tmp_path):
+    from synth_snapshots import long_linear
+
+    path = tmp_path / "long.json"
+    path.write_bytes(long_linear(300).json_bytes())
+    at = open_app(monkeypatch, str(path))
+    charts = [c.key.split(":")[0] for c in at.get("plotly_chart")]
+    assert charts[:2] == ["tree_overview", "tree"]
+    rk = rollout_keys(src.source_from_path(path))[0]
+    window_key = f"tree_window:{rk}:None"
+    first = tuple(at.session_state[window_key])
+    assert first[1] - first[0] == 24
+    # Choose other depths with the slider: the window stays there across reruns.
+    at.slider(key=f"tree_window_w:{rk}:None").set_value((100, 130))
+    rerun(at)
+    assert tuple(at.session_state[window_key]) == (100, 130)
+    rerun(at, "Verdicts")
+    rerun(at, "Call tree")
+    assert tuple(at.session_state[window_key]) == (100, 130)
+    # Selecting a call inside the window keeps it; searching one outside moves it there.
+    at.text_input(key=f"find:{rk}").input("m00110")
+    rerun(at)
+    assert picked(at) == "call:m00110" and tuple(at.session_state[window_key]) == (100, 130)
+    assert "scroll_detail" not in at.session_state  # it was taken: the detail was scrolled to
+    at.text_input(key=f"find:{rk}").input("m0025")
+    rerun(at)
+    assert picked(at) == "call:m00250"
+    window = tuple(at.session_state[window_key])
+    assert window[0] <= 250 <= window[1] and window[1] - window[0] == 30
+    assert any("matches for" in c.value for c in at.caption)
+    at.text_input(key=f"find:{rk}").input("no-such-call")
+    rerun(at)
+    assert picked(at) == "call:m00250" and any("No call id contains" in c.value for c in at.caption)
+
+
+def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]  # nothing chosen yet
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value("call:call-0002")
+    rerun(at)
+    scripts = [h for h in at.get("html") if "scrollIntoView" in h.proto.body]
+    assert len(scripts) == 1 and scripts[0].proto.unsafe_allow_javascript
+    rerun(at)  # a rerun for another reason does not scroll again
+    assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]
+
+
+# --------------------------------------------------------------------------- exports of any size
+
+
+def test_a_bigger_export_is_prepared_with_progress_then_downloads_by_itself(monkeypatch, downloads, tmp_path):
+    from tokencap.views import export as ev
+
+    reporters: list[object] = []
+    real = ev.render
+
+    def spy(view, kind, report=None):
+        reporters.append(report)
+        return real(view, kind, report)
+
+    monkeypatch.setattr(ev, "render", spy)
+    monkeypatch.setattr(ev, "NOW_BYTES", 100)  # every file of the sample counts as big
+    source = SAMPLES / "subagent_branch.json"
+    at = open_app(monkeypatch, str(source), tab="Export")
+    assert "subagent-branch.result.json" not in downloads and not reporters  # nothing rendered before it is asked
+    prepare = next(b for b in at.button if b.key.startswith("prep:") and b.key.endswith(":result"))
+    assert prepare.label == "Build result JSON" and prepare.help.startswith("about ")
+    prepare.click()
+    rerun(at)
+    assert downloads["subagent-branch.result.json"]() == cli_build(source, tmp_path=tmp_path)
+    assert len(reporters) == 1 and callable(reporters[0])  # rendered once, driving the progress bar
+    links = [h.proto.body for h in at.get("html") if h.proto.body.startswith("<a class=\"tc-download\"")]
+    assert len(links) == 1 and 'download="subagent-branch.result.json"' in links[0] and "/media/" in links[0]
+    clicks = [h for h in at.get("html") if "<script>" in h.proto.body and "a.tc-download" in h.proto.body]
+    assert len(clicks) == 1 and clicks[0].proto.unsafe_allow_javascript
+    rerun(at)  # the link stays; the download does not start again by itself
+    assert [h for h in at.get("html") if h.proto.body.startswith("<a class=\"tc-download\"")]
+    assert not [h for h in at.get("html") if "<script>" in h.proto.body and "a.tc-download" in h.proto.body]
+
+
+def test_an_export_too_big_for_the_browser_is_written_to_disk_with_progress(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOKENCAP_DOWNLOAD_LIMIT", "100")
+    source = SAMPLES / "subagent_branch.json"
+    at = open_app(monkeypatch, str(source), tab="Export")
+    assert not at.download_button  # nothing goes through the browser
+    at.text_input(key="export_dir").input(str(tmp_path / "out"))
+    rerun(at)
+    next(b for b in at.button if b.key.startswith("disk:") and b.key.endswith(":result")).click()
+    rerun(at)
+    written = tmp_path / "out" / "subagent-branch.result.json"
+    assert written.read_bytes() == cli_build(source, tmp_path=tmp_path)
+    assert any(c.value == str(written) for c in at.code)
+    assert any(f"-o {written}" in c.value and "tokencap build" in c.value for c in at.code)
+    assert any(p.value == 100 and p.text.startswith("wrote ") for p in at.get("progress"))
+    assert not list((tmp_path / "out").glob(".*.part"))  # written atomically: no temporary file left
+    # A directory that cannot be written is an error in the page, not a traceback.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    at.text_input(key="export_dir").input(str(blocker / "sub"))
+    rerun(at)
+    next(b for b in at.button if b.key.startswith("disk:") and b.key.endswith(":response")).click()
+    rerun(at)
+    assert any("Could not write" in e.value for e in at.error)
+
+
+# --------------------------------------------------------------------------- compare two builds
+
+
+def test_compare_two_anchors_reports_every_change_and_draws_the_first_difference(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "engine_refusal_ended.json"), tab="Compare")
+    rk = rollout_keys(src.source_from_path(SAMPLES / "engine_refusal_ended.json"))[0]
+    assert at.selectbox(key=f"cmp_a:{rk}").value == ""  # no anchor
+    assert at.selectbox(key=f"cmp_b:{rk}").value == "call-0002"  # one call before the end
+    changes = next(m.value for m in at.markdown if m.value.startswith("- "))
+    # The verdict stays trainable, and the status flip is reported all the same.
+    assert "verdict\\:" not in changes
+    assert "response status\\: incomplete \\(max\\_output\\_tokens\\) → completed" in changes
+    assert "anchor\\: none → call\\-0002" in changes
+    table = next(t.value for t in at.table if "what" in t.value.columns)
+    row = table[table["what"] == "response status"].iloc[0]
+    assert row["changed"] == "✱" and row.iloc[1].startswith("incomplete") and row.iloc[2] == "completed"
+    assert any(c.key == f"cmp_seq:{rk}" for c in at.get("plotly_chart"))
+    assert any("B\\'s delivered sequence" in c.value and "is the start of" in c.value for c in at.caption)
+
+
+def test_compare_two_captures_of_one_rollout(monkeypatch):
+    at = open_app(monkeypatch, tab="Compare")
+    first, second = Capture("same-rollout", seed=3), Capture("same-rollout", seed=3)
+    for c in (first, second):
+        c.call("c1", new=10)
+        c.call("c2", "c1")
+    second.call("c3", "c2")  # a later capture: one more call
+    at.session_state["tab"] = "Compare"
+    upload(at, ("v1.json", first.json_bytes()), ("v2.json", second.json_bytes()))
+    modes = next(r for r in at.radio if r.key.startswith("cmp_mode:"))
+    modes.set_value("Two captures of this rollout")
+    rerun(at)
+    changes = next(m.value for m in at.markdown if m.value.startswith("- "))
+    assert "n\\_calls\\: 2 → 3" in changes and "delivered calls\\: 2 → 3" in changes
+    assert any("A\\'s delivered sequence" in c.value and "is the start of" in c.value for c in at.caption)
+    # With a single capture loaded, the page says how to get a second one.
+    at = open_app(monkeypatch, tab="Compare")
+    next(r for r in at.radio if r.key.startswith("cmp_mode:")).set_value("Two captures of this rollout")
+    rerun(at)
+    assert any("Only one capture" in i.value for i in at.info)
+
+
+def test_query_parameters_set_by_another_page_open_that_rollout(monkeypatch):
+    """What the Run page does (`st.switch_page(..., query_params=open_rollout_params(...))`): new
+    parameters in a running session are applied like a fresh link."""
+    from tokencap.views.links import open_rollout_params
+
+    at = open_app(monkeypatch)
+    assert heading(at) == "### subagent\\-branch"
+    at.query_params.clear()
+    at.query_params.update(open_rollout_params(str(SAMPLES / "capture_store"), "store-interrupted",
+                                               call="call-0003", tab="tree"))
+    rerun(at)
+    assert heading(at) == "### store\\-interrupted"
+    assert picked(at) == "call:call-0003"
+    assert at.query_params["src"] == str(SAMPLES / "capture_store")

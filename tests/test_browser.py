@@ -12,6 +12,7 @@ Screenshots are kept under the test's temporary directory (the paths are printed
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -40,18 +41,21 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
+@contextlib.contextmanager
+def streamlit_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
+    """`streamlit run app.py [-- ARGS]` on a free localhost port; yields its URL."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed")
     pytest.importorskip("playwright.sync_api")
     port = _free_port()
-    log = open(tmp_path / "streamlit.log", "wb")
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log_path = tmp_path / f"streamlit-{port}.log"
+    log = open(log_path, "wb")
+    full_env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", **(env or {})}
+    command = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true"]
+    if args:
+        command += ["--", *args]
+    proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=full_env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -64,7 +68,7 @@ def server(tmp_path):
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 log.flush()
-                pytest.fail("streamlit did not start:\n" + (tmp_path / "streamlit.log").read_text())
+                pytest.fail("streamlit did not start:\n" + log_path.read_text())
             time.sleep(0.2)
         yield url
     finally:
@@ -76,11 +80,37 @@ def server(tmp_path):
         log.close()
 
 
-def _node_pixel(page, call_key: str) -> tuple[float, float]:
-    """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping)."""
+@pytest.fixture
+def server(tmp_path):
+    with streamlit_server(tmp_path) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def chromium_page(**context_options):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)  # a cold server and browser take a few seconds on first paint
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(**{"viewport": {"width": 1280, "height": 800}, **context_options})
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]:
+    """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping), in the
+    plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview)."""
     box = page.evaluate(
-        """(key) => {
-            const gd = [...document.querySelectorAll('.js-plotly-plot')][0];
+        """([key, chart]) => {
+            const holder = [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0];
+            const gd = holder ? holder.querySelector('.js-plotly-plot')
+                              : [...document.querySelectorAll('.js-plotly-plot')][0];
+            gd.scrollIntoView({block: 'center'});  // the detail may have been scrolled into view
             for (const trace of gd._fullData) {
                 if (!trace.customdata || trace.mode !== 'markers') continue;
                 for (let i = 0; i < trace.customdata.length; i++) {
@@ -93,7 +123,7 @@ def _node_pixel(page, call_key: str) -> tuple[float, float]:
                 }
             }
             return null;
-        }""", call_key)
+        }""", [call_key, chart])
     assert box is not None, f"{call_key} is not drawn"
     return box[0], box[1]
 
@@ -127,7 +157,13 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             page.locator("section[data-testid='stSidebar'] input[type=file]").first.set_input_files(str(snapshot))
             expect(page.get_by_role("heading", name="kitchen-sink")).to_be_visible()
             expect(page.locator(".js-plotly-plot .scatterlayer .point").first).to_be_attached()
-            expect(page.get_by_text("c06 — On the delivered main chain")).to_be_visible()
+            # Masked: it opens on its first culprit, not on the terminal call.
+            expect(page.get_by_text("g01 — On a branch (not delivered)")).to_be_visible()
+
+            # A culprit link in the banner selects its call.
+            page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click()
+            expect(page.get_by_text("s01 — On a branch (not delivered)")).to_be_visible()
+            expect(page.get_by_text("then differ at position")).to_be_visible()  # the link proof, drawn
 
             # Click node c03: the detail panel follows the selection.
             x, y = _node_pixel(page, "call:c03")
@@ -242,3 +278,105 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
         finally:
             browser.close()
     print(f"screenshots: {tmp_path / 'run-filtered.png'} {tmp_path / 'run-opened.png'}")
+
+
+def _x_range(page, chart: str) -> list[float]:
+    return page.evaluate(
+        """(chart) => [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0]
+               .querySelector('.js-plotly-plot')._fullLayout.xaxis.range""", chart)
+
+
+def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_path):
+    from playwright.sync_api import expect
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_build import make_linear_rollout
+
+    path = tmp_path / "linear1500.json"
+    make_linear_rollout(path, 1500, tool_tokens=20, gen_tokens=10, delta=True)
+    with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
+        page.goto(url)
+        expect(page.get_by_role("heading", name="bench")).to_be_visible()
+        expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
+        expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first).to_be_attached()
+        zoom = _x_range(page, "tree")
+        assert zoom[1] - zoom[0] < 40  # a zoomed window of depths, not 1,500 touching dots
+        for call in ("call-01480", "call-01481"):  # neighbours: each click lands on the one pointed at
+            x, y = _node_pixel(page, f"call:{call}")
+            page.mouse.move(x, y)
+            page.mouse.click(x, y)
+            expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
+            assert _x_range(page, "tree") == zoom  # the zoom is kept across the rerun
+        # The detail of the selected call was scrolled into view.
+        page.wait_for_function("() => { const t = document.querySelector('.st-key-detail')"
+                               ".getBoundingClientRect().top; return t >= 0 && t < 800; }")
+        # The search box finds a call far away; the window moves to it.
+        page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
+        box = page.get_by_label("Find a call by id")
+        box.fill("call-00042")
+        box.press("Enter")
+        expect(page.get_by_text("call-00042 — On the delivered main chain")).to_be_visible()
+        moved = _x_range(page, "tree")
+        assert moved[0] <= 42 <= moved[1]
+        page.screenshot(path=str(tmp_path / "long-tree.png"))
+
+
+def test_the_url_restores_a_view_after_reload(tmp_path):
+    from playwright.sync_api import expect
+
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        page.goto(f"{url}/rollout?src=sample:final_retry_unresolved.json&call=call-0002&tab=verdicts&anchor=call-0004")
+        expect(page.get_by_role("heading", name="final-retry-unresolved")).to_be_visible()
+        expect(page.get_by_role("tab", name="Verdicts")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_text("Trainable — the trainer receives this rollout").first).to_be_visible()
+        page.get_by_role("tab", name="Call tree").click()
+        expect(page.get_by_text("call-0002 — On the delivered main chain")).to_be_visible()
+        page.wait_for_function("() => location.search.includes('tab=tree')")
+        page.reload()
+        expect(page.get_by_role("heading", name="final-retry-unresolved")).to_be_visible()
+        expect(page.get_by_role("tab", name="Call tree")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_text("call-0002 — On the delivered main chain")).to_be_visible()
+        assert "anchor=call-0004" in page.url and "call=call-0002" in page.url
+        # Copy link offers the same URL.
+        page.get_by_role("button", name="Copy link").click()
+        expect(page.get_by_text("src=sample%3Afinal_retry_unresolved.json").first).to_be_visible()
+
+
+def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
+    """A result above the browser limit is written to disk with a progress bar; one below it is prepared
+    (with progress) and downloads by itself. Both are the bytes `tokencap build` writes."""
+    from playwright.sync_api import expect
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_build import make_linear_rollout
+
+    path = tmp_path / "linear120.json"
+    make_linear_rollout(path, 120)  # about 14 MB of result
+    cli_out = tmp_path / "cli.json"
+    subprocess.run([sys.executable, "-m", "tokencap", "build", str(path), "-o", str(cli_out)], check=True, cwd=REPO)
+    cli = cli_out.read_bytes()
+    limit = str(len(cli) - 1000)  # the result is just above the limit; the mask CSV well below it
+    out_dir = tmp_path / "exports"
+    with streamlit_server(tmp_path, str(path), env={"TOKENCAP_DOWNLOAD_LIMIT": limit}) as url, \
+            chromium_page(accept_downloads=True) as page:
+        page.goto(f"{url}/rollout?tab=export")
+        expect(page.get_by_role("heading", name="bench")).to_be_visible()
+        page.get_by_label("Export directory (created if missing)").fill(str(out_dir))
+        page.get_by_label("Export directory (created if missing)").press("Enter")
+        page.wait_for_timeout(500)
+        page.get_by_role("button", name="Build result JSON → disk").click()
+        bar = page.locator("[data-testid=stProgress]").filter(has_text="wrote")
+        expect(bar.first).to_be_visible()
+        expect(page.get_by_text(str(out_dir / "bench.result.json"), exact=True).first).to_be_visible()
+        assert (out_dir / "bench.result.json").read_bytes() == cli
+        page.screenshot(path=str(tmp_path / "export-disk.png"))
+
+    with streamlit_server(tmp_path, str(path)) as url, chromium_page(accept_downloads=True) as page:
+        page.goto(f"{url}/rollout?tab=export")
+        expect(page.get_by_role("heading", name="bench")).to_be_visible()
+        with page.expect_download() as info:
+            page.get_by_role("button", name="Build result JSON", exact=True).click()
+        assert info.value.suggested_filename == "bench.result.json"
+        downloaded = tmp_path / "downloaded.result.json"
+        info.value.save_as(str(downloaded))
+        assert downloaded.read_bytes() == cli

@@ -159,7 +159,7 @@ def test_rollout_refs_are_unique_per_source_and_index():
 
 
 def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
-    model = sink.tree
+    model = tv.tree_of(sink)
     cats = {n.ident: n.category for n in model.nodes}
     assert cats["c06"] == "terminal"
     assert cats["c01"] == cats["c02"] == cats["c03"] == cats["c05"] == "main"
@@ -182,7 +182,7 @@ def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
 
 
 def test_tree_layout_main_chain_is_the_top_lane_and_nodes_never_overlap(sink):
-    model = sink.tree
+    model = tv.tree_of(sink)
     main = sink.chain("main").call_ids
     assert [model.node(f"call:{c}").lane for c in main] == [0] * len(main)
     assert [model.node(f"call:{c}").depth for c in main] == list(range(len(main)))
@@ -207,13 +207,13 @@ def test_tree_survives_a_loop_of_claimed_parents():
                           "parent_call_id": parent, "prompt_is_delta": True, "cum_len": 9, "digest": "00"})
     view = RolloutView(c.snapshot())
     assert set(view.build.excluded) == {"d1", "d2"}
-    model = view.tree
+    model = tv.tree_of(view)
     assert {n.ident for n in model.nodes} == {"a1", "d1", "d2"}
     assert sum(1 for n in model.nodes if n.parent is None) == 2  # a1, and the cut in the loop
 
 
 def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
-    model = sink.tree
+    model = tv.tree_of(sink)
     fig = model.figure(selected="call:c05")
     assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 1
     keys = set()
@@ -230,7 +230,7 @@ def test_tree_hover_and_labels_escape_capture_strings():
     c = Capture("hostile")
     c.call("<img src=x onerror=alert(1)>", new=5, parent_resolution_reason="<script>alert(1)</script>")
     view = RolloutView(c.snapshot())
-    model = view.tree
+    model = tv.tree_of(view)
     node = model.nodes[0]
     assert "<img" not in node.hover and "&lt;img" in node.hover
     assert "<script>" not in node.hover
@@ -249,7 +249,7 @@ def test_key_from_selection():
 def test_tree_is_fast_and_compact_at_scale(n_calls):
     view = RolloutView(long_linear(n_calls).snapshot())
     start = time.perf_counter()
-    model = view.tree
+    model = tv.tree_of(view)
     fig = model.figure(selected=model.default_key)
     fig.to_json()
     elapsed = time.perf_counter() - start
@@ -262,16 +262,16 @@ def test_tree_is_fast_and_compact_at_scale(n_calls):
 
 def test_dense_trees_draw_nodes_without_rims():
     # White rims on hundreds of touching markers paint over their fills (the main chain vanished).
-    fig = RolloutView(long_linear(600).snapshot()).tree.figure()
+    fig = tv.tree_of(RolloutView(long_linear(600).snapshot())).figure()
     filled = [t for t in fig.data if t.mode == "markers" and t.name == "main chain (delivered)"]
     assert filled and filled[0].marker.line.width == 0
-    small = RolloutView(kitchen_sink().snapshot()).tree.figure()
+    small = tv.tree_of(RolloutView(kitchen_sink().snapshot())).figure()
     assert next(t for t in small.data if t.name == "main chain (delivered)").marker.line.color == "#ffffff"
 
 
 def test_nodes_frame_lists_every_node_with_its_link(sink):
-    frame = tv.nodes_frame(sink.tree, sink)
-    assert list(frame["key"]) == sink.tree.keys()
+    frame = tv.nodes_frame(tv.tree_of(sink), sink)
+    assert list(frame["key"]) == tv.tree_of(sink).keys()
     links = dict(zip(frame["node"], frame["link"]))
     assert links["c01"] == "root" and links["c02"] == "verified"
     assert links["c05"] == "parent_call_id_missing_recovered" and links["s01"] == "parent_digest_mismatch"
@@ -283,8 +283,8 @@ def test_tree_of_an_unbuilt_rollout_shows_nothing_and_does_not_fail():
     from tokencap import TokenCaptureSnapshot
 
     view = RolloutView(TokenCaptureSnapshot.failed("bad", "bad: line 3: not JSON"))
-    assert len(view.tree) == 0 and view.tree.default_key is None
-    assert view.banner.error == "bad: line 3: not JSON"
+    assert len(tv.tree_of(view)) == 0 and tv.tree_of(view).default_key is None
+    assert vv.banner_of(view).error == "bad: line 3: not JSON"
 
 
 def test_legend_frame_lists_every_mark():
@@ -366,9 +366,9 @@ def test_detail_output_items_text_and_json(sink):
 
 def test_detail_of_refusals_and_ghosts(sink):
     d = dv.call_detail(sink, "refusal:r-end")
-    assert d.link_ok is True and list(d.conditions["holds"]) == ["✓", "✓", "✓"]
+    assert d.link_ok is True and list(d.conditions["met"]) == ["✓", "✓", "✓"]
     early = dv.call_detail(sink, "refusal:r-early")
-    assert early.link_ok is False and list(early.conditions["holds"])[:2] == ["✗", "✗"]
+    assert early.link_ok is False and list(early.conditions["met"])[:2] == ["✗", "✗"]
     ghost = dv.call_detail(sink, "ghost:ghost-parent")
     assert ghost.kind == "ghost" and "g01" in ghost.facts[0]
 
@@ -377,7 +377,7 @@ def test_detail_of_a_conflicting_duplicate():
     view = sample_view("duplicate_call_id.json")
     d = dv.call_detail(view, "call:call-0003")
     assert d.link_ok is False and "copies of this call id agree" in set(d.link_checks["check"])
-    assert "conflict" in view.tree.node("call:call-0003").flags
+    assert "conflict" in tv.tree_of(view).node("call:call-0003").flags
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -391,7 +391,7 @@ def test_banner_trainable_and_masked():
     assert [code for code, _ in masked.reasons] == ["unresolved_parent_calls", "multiple_roots", "multiple_chains"]
     assert all(text and text != code for code, text in masked.reasons)
     metrics = {m.label: m.value for m in masked.metrics}
-    assert metrics["calls"] == "4" and metrics["unresolved"] == "1" and metrics["chains"] == "2"
+    assert metrics["calls"] == "4" and metrics["unproven links"] == "1" and metrics["chains"] == "2"
     length = vv.verdict_banner(sample_view("length_stop.json").result)
     assert length.status_line == "incomplete (max_output_tokens)"
 
@@ -406,11 +406,16 @@ def test_verdict_labels():
 def test_refusal_conditions_one_by_one():
     ended = vv.refusal_views(sample_view("engine_refusal_ended.json").result)
     assert len(ended) == 1 and ended[0].ended_chain
-    assert list(ended[0].conditions["condition"]) == ["context window", "continued the last call", "not recovered"]
+    assert list(ended[0].conditions["question"]) == [
+        "Was it a context-window refusal?", "Did it continue the delivered chain's last call (or a twin of it)?",
+        "Was the last call (or a twin) served again at or after the refusal?"]
+    assert list(ended[0].conditions["answer"]) == ["yes", "yes", "no"]
+    assert not any(q.lower().startswith("not ") for q in ended[0].conditions["question"])  # no double negative
     recovered = vv.refusal_views(sample_view("engine_refusal_recovered.json").result)[0]
-    assert not recovered.ended_chain and list(recovered.conditions["holds"]) == ["✓", "✓", "✗"]
+    assert not recovered.ended_chain and list(recovered.conditions["met"]) == ["✓", "✓", "✗"]
+    assert list(recovered.conditions["answer"]) == ["yes", "yes", "yes"]
     earlier = vv.refusal_views(sample_view("engine_refusal_earlier_call.json").result)[0]
-    assert list(earlier.conditions["holds"])[1] == "✗"
+    assert list(earlier.conditions["met"])[1] == "✗"
 
 
 def test_finish_reason_withheld_when_twins_disagree():
@@ -422,8 +427,11 @@ def test_finish_reason_withheld_when_twins_disagree():
 
 
 def test_notes_frames(sink):
-    notes = dict(zip(*vv.notes_frame(sink.build).T.values))
+    frame = vv.notes_frame(sink.build)
+    notes = dict(zip(frame["note"], frame["value"]))
     assert notes["quarantined calls"] == "c03r" and notes["empty generation calls"] == "c04e"
+    meaning = dict(zip(frame["note"], frame["meaning"]))
+    assert "share of all generated tokens" in meaning["delivered fraction"]  # terms explained where they appear
     failures = vv.failures_frame(sink.build)
     masks = dict(zip(failures["note"], failures["masks"]))
     assert masks["parent_call_id_missing_recovered"] == "no" and masks["parent_digest_mismatch"] == "yes"
@@ -437,7 +445,16 @@ def test_anchor_effect_sentences():
     base = sample_view("final_retry_unresolved.json")
     anchored = sample_view("final_retry_unresolved.json", anchor="call-0004")
     text = vv.anchor_effect(base.result, anchored.result)
-    assert "changes from masked to trainable" in text
+    assert "verdict: masked → trainable" in text and "no longer masked for unresolved_retries" in text
+    # A verdict that stays trainable while the status flips still reports the flip (and the rest).
+    ended = sample_view("engine_refusal_ended.json")
+    cut = sample_view("engine_refusal_ended.json", anchor="call-0002")
+    text = vv.anchor_effect(ended.result, cut.result)
+    assert "verdict" not in text.split("Compared")[1]
+    assert "response status: incomplete (max_output_tokens) → completed" in text
+    assert "generated_tokens_delivered: 84 → 62" in text and "after_terminal_calls: 0 → 1" in text
+    last = sample_view("engine_refusal_ended.json", anchor="call-0003")
+    assert vv.anchor_effect(ended.result, last.result).endswith("Nothing else changes: the verdict stays trainable.")
     quarantined = sample_view("retry_resolved_by_child.json", anchor="call-0002")
     assert "was quarantined" in vv.anchor_effect(base.result, quarantined.result)
     assert vv.anchor_effect(base.result, base.result).startswith("No anchor")
@@ -453,6 +470,70 @@ def test_anchor_options_put_the_main_chain_first():
 def test_rollout_view_caches_masks_and_tree():
     view = sample_view("clean_multiturn_tools.json")
     assert view.mask("main") is view.mask("main")
-    assert view.tree is view.tree
+    assert tv.tree_of(view) is tv.tree_of(view)
     assert view.mask("branch-9") is None
     assert np.array_equal(view.mask("main").token_ids, view.mask().token_ids)
+
+
+# --------------------------------------------------------------------------- long rollouts
+
+
+def test_a_deep_tree_gets_an_overview_and_a_zoomed_window_that_keeps_its_place():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    assert tv.needs_overview(model) and not tv.needs_overview(tv.tree_of(RolloutView(kitchen_sink().snapshot())))
+    key = "call:m00200"
+    window = tv.window_around(model, key)
+    assert window[1] - window[0] == tv.DETAIL_SPAN and window[0] <= model.node(key).depth <= window[1]
+    # A selection inside the window keeps it; one outside moves it, keeping its width.
+    assert tv.keep_in_window(model, "call:m00205", window) == window
+    moved = tv.keep_in_window(model, "call:m00300", (10, 50))
+    assert moved[1] - moved[0] == 40 and moved[0] <= model.node("call:m00300").depth <= moved[1]
+    assert tv.clamp_window(model, (-5, 10)) == (0, 15)
+    assert tv.clamp_window(model, (model.max_depth + 3, model.max_depth + 10)) == (model.max_depth - 7,
+                                                                                  model.max_depth)
+    assert tv.keep_in_window(model, None, None) == tv.window_around(model, None)
+    # The window follows the selection only when the selection changed.
+    assert tv.follow_selection(model, "call:m00200", (10, 40), "call:m00200") == (10, 40)
+    assert tv.follow_selection(model, "call:m00300", (10, 50), "call:m00200") == moved
+
+
+def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    window = (100, 124)
+    fig = model.figure("call:m00110", window=window, legend=False)
+    keys = {row[0] for t in fig.data if t.customdata is not None for row in t.customdata}
+    depths = {model.node(k).depth for k in keys}
+    assert min(depths) >= 100 and max(depths) <= 124 and "call:m00110" in keys
+    assert fig.layout.xaxis.range[0] < 100 < 124 < fig.layout.xaxis.range[1] < 126
+    labels = next(t for t in fig.data if t.name == "call ids")
+    assert "m00110" in labels.text and fig.layout.showlegend is False
+    assert fig.layout.uirevision == "tree:100:124"
+    # The whole tree has no labels: they would only collide.
+    assert not any(t.name == "call ids" for t in model.figure().data)
+
+
+def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    fig = tv.overview_figure(model, (100, 124), "call:m00110")
+    assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
+    assert fig.layout.dragmode == "select"
+    assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    assert tv.window_from_selection(model, {"box": [{"x": [200.4, 251.7], "y": [0, 1]}], "points": []}) == (201, 251)
+    assert tv.window_from_selection(model, {"box": [], "points": [{"customdata": ["call:m00001"]}]}) is None
+    assert tv.window_from_selection(model, {"box": [{"x": [5.2, 5.4]}]}) == (6, 6)
+
+
+def test_search_finds_exact_then_prefix_then_substring():
+    model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
+    assert tv.search(model, "m00120")[0] == "call:m00120"
+    assert tv.search(model, " M0012 ")[:3] == ["call:m00120", "call:m00121", "call:m00122"]
+    assert "call:m00125-retry" in tv.search(model, "125-ret")
+    assert tv.search(model, "") == [] and tv.search(model, "zzz") == []
+
+
+def test_short_labels_keep_short_ids_and_the_telling_end_of_long_ones():
+    assert tv.short_labels(["call-0001", "m00050-retry"]) == ["call-0001", "…050-retry"]
+    assert tv.short_labels(["m00048", "m00050-retry"]) == ["m00048", "…50-retry"]  # shared "m000" dropped
+    assert tv.short_labels(["chatcmpl-8f3a9b2c1d", "chatcmpl-8f3a9b2c2e"]) == ["8f3a9b2c1d", "8f3a9b2c2e"]
+    long = tv.short_labels(["4f9c0d2e-aaaa-bbbb-cccc-000000000001", "4f9c0d2e-aaaa-bbbb-cccc-000000000002"])
+    assert long == ["…000000001", "…000000002"] and len(set(long)) == 2

@@ -122,14 +122,14 @@ def test_export_texts() -> None:
 
 
 def test_the_tree_marks_the_final_answer_and_ambiguous_candidates() -> None:
-    flags = {n.ident: n.flags for n in view("attributed_twins_finish_disagree.json").tree.nodes}
+    flags = {n.ident: n.flags for n in tv.tree_of(view("attributed_twins_finish_disagree.json")).nodes}
     assert {c for c, f in flags.items() if "final_answer" in f} == {"call-0003", "call-0004"}
-    model = view("ambiguous_final_answer.json").tree
+    model = tv.tree_of(view("ambiguous_final_answer.json"))
     assert {n.ident for n in model.nodes if "answer_candidate" in n.flags} == {"call-0003", "call-0005"}
     assert "ambiguous" in model.node("call:call-0003").hover
     assert "matches the final answer, ambiguously" in model.label("call:call-0003")
     names = [t.name for t in model.figure().data]
     assert "matches the final answer, ambiguously" in names
-    plain = view("title_call_after_final_answer.json", with_finals=False).tree
+    plain = tv.tree_of(view("title_call_after_final_answer.json", with_finals=False))
     assert not any({"final_answer", "answer_candidate"} & n.flags for n in plain.nodes)
     assert len(tv.legend_frame()) == len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES)

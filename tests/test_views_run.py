@@ -410,7 +410,7 @@ def test_a_source_naming_a_file_outside_the_run_is_never_located(tmp_path):
     assert rs.locate(origin, "../secret.json") is None
     assert rs.locate(origin, "link.json") is None
     with pytest.raises(FileNotFoundError):
-        src.source_for_run_rollout({"path": str(run), "source": "../secret.json", "rollout_id": "x"})
+        rs.source_for_run_rollout({"path": str(run), "source": "../secret.json", "rollout_id": "x"})
 
 
 def _store_zip(pattern: str) -> bytes:
@@ -495,7 +495,7 @@ def test_open_request_is_plain_data():
 def test_a_store_rollout_of_a_run_opens_as_its_own_files_with_the_verdict_of_its_row(sample_frame):
     request = {"path": str(SAMPLES), "source": "capture_store/store-interrupted.tokens.*",
                "rollout_id": "store-interrupted"}
-    source = src.source_for_run_rollout(request)
+    source = rs.source_for_run_rollout(request)
     assert source.names == ("store-interrupted.tokens.intents", "store-interrupted.tokens.jsonl",
                             "store-interrupted.tokens.state.json")
     loaded = src.load_source(source)
@@ -504,19 +504,19 @@ def test_a_store_rollout_of_a_run_opens_as_its_own_files_with_the_verdict_of_its
     row = _row(sample_frame, "store-interrupted")
     assert result.mask_reasons == ["capture_incomplete"] and row["reasons"] == "capture_incomplete"
     # The same request always gives the same source key (the page caches by it).
-    assert src.source_for_run_rollout(request).key == source.key
+    assert rs.source_for_run_rollout(request).key == source.key
 
 
 def test_a_file_rollout_and_an_uploaded_rollout_open_whole():
-    by_path = src.source_for_run_rollout({"path": str(SAMPLES), "source": "multi_rollout_entries.jsonl"})
+    by_path = rs.source_for_run_rollout({"path": str(SAMPLES), "source": "multi_rollout_entries.jsonl"})
     assert by_path.path == str((SAMPLES / "multi_rollout_entries.jsonl").resolve()) and not by_path.names
-    single = src.source_for_run_rollout({"path": str(SAMPLES / "length_stop.json"), "source": "length_stop.json"})
+    single = rs.source_for_run_rollout({"path": str(SAMPLES / "length_stop.json"), "source": "length_stop.json"})
     assert single.name == "length_stop.json"
     data = (SAMPLES / "length_stop.json").read_bytes()
-    uploaded = src.source_for_run_rollout({"path": None, "source": "x.json", "name": "x.json", "data": data})
+    uploaded = rs.source_for_run_rollout({"path": None, "source": "x.json", "name": "x.json", "data": data})
     assert uploaded.data == data and [s.rollout_id for s in load_snapshots(uploaded.data)] == ["length-stop"]
     with pytest.raises(FileNotFoundError, match="gone.json: not found under"):
-        src.source_for_run_rollout({"path": str(SAMPLES), "source": "gone.json"})
+        rs.source_for_run_rollout({"path": str(SAMPLES), "source": "gone.json"})
 
 
 @settings(max_examples=30, deadline=None)

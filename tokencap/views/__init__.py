@@ -1,23 +1,24 @@
 """Views for the inspection app: pandas frames, plotly figures and plain data, no Streamlit.
 
-`app.py` lays out widgets and calls these; every decision the page shows is computed (and
-unit-tested) here. Modules:
+The app's pages lay out widgets and call these; every decision a page shows is computed
+(and unit-tested) here. The modules form layers, and an import only ever points down
+(tests/test_views_imports.py checks it, counting guarded and function-local imports):
 
-* `sources` -- opening files, directories, uploads and the bundled samples, keyed by content;
-* `model` -- `RolloutView`, one built rollout with its derived views, cached per anchor;
-* `tree` -- the call tree layout and figure;
-* `detail` -- one call's fields, parent-link check, retry/twin group and output items;
-* `mask` -- loss-mask strip, overview, per-link table and log-prob chart;
-* `verdicts` -- the verdict banner, refusal conditions, finish-reason verdict, build notes;
-* `attribution` -- which harness final responses apply, and the terminal attribution they gave;
-* `export` -- the download payloads (byte-identical to `tokencap build`);
-* `run_data` -- the Run page: a scan table as a frame, filters, sort, chart counts, the table shown;
-* `run_charts` -- the Run page's bar charts (a click maps to a filter);
-* `run_source` -- where a run comes from and where each of its rollouts can be opened;
-* `text`, `style` -- escaping, number formats, one palette.
+1. leaves -- `text` (escaping, number formats), `style` (one palette), `words` (every
+   note, rule and term explained once), `sources` (files, directories, uploads, samples);
+2. shared view data -- `model`: `RolloutView`, one built rollout and what is derived from
+   it (memoised per view), and the call-tree node keys; `run_data`: a scan table as a
+   frame, filters, sort and chart counts;
+3. page parts -- `tree` (layout and figure), `detail` (one call: fields, link check,
+   retry group, output items), `mask` (loss-mask strip, overview, per-link table),
+   `verdicts` (banner, refusal and finish-reason verdicts, build notes), `attribution`
+   (which harness final responses apply, and what they attributed), `export` (download
+   payloads, byte-identical to `tokencap build`); for the Run page `run_charts` (bar
+   charts whose clicks map to filters) and `run_source` (where a run and each of its
+   rollouts come from);
+4. page assembly -- `rollout_page`: what the Rollout page decides across parts.
 
-The `run_*` modules import nothing from the Rollout page's modules (`sources` imports
-`run_source` to open a row the Run page hands over).
+The Run page's modules import nothing from the Rollout page's parts.
 """
 
 from .model import RolloutView

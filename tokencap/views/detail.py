@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -27,59 +27,15 @@ from ..builder import (
     PARENT_DIGEST_MISMATCH,
     PARENT_MISSING,
     PARENT_MISSING_RECOVERED,
-    PARENT_UNRESOLVED,
-    RULE_AFTER_TERMINAL,
-    RULE_EXTENDED,
-    RULE_TERMINAL,
-    RULE_TWINS,
-    RULE_UNRESOLVED,
     RetryGroup,
 )
 from ..digest import compute_digest, digest_of_parts
 from ..records import TokenEntry
 from ..verdicts import twins_of
+from .model import CALL, GHOST, REFUSAL, RolloutView, split_key
 from .text import fmt_time, shorten
-from .tree import CALL, GHOST, REFUSAL, split_key
-
-if TYPE_CHECKING:
-    from .model import RolloutView
-
-NOTE_TEXT = {
-    PARENT_UNRESOLVED: "The resolver could not decide this call's parent when the request was made. The call "
-                       "starts a new fragment and is never joined to anything by prefix matching.",
-    PARENT_DIGEST_MISMATCH: "The claimed parent's cumulative tokens do not open this call's prompt (the history "
-                            "was edited, or the claim is stale). The link is rejected and the call starts a new "
-                            "fragment.",
-    PARENT_MISSING: "The claimed parent is not among the chained calls, and no single placed call's full sequence "
-                    "is the longest prefix of this prompt. Nothing is guessed: the call starts a new fragment.",
-    PARENT_MISSING_RECOVERED: "The claimed parent is not among the chained calls (empty generation, excluded or "
-                              "never captured). Exactly one placed call's full sequence is the longest prefix of "
-                              "this prompt, so the call was re-attached to it. This is proven by the tokens, so "
-                              "it does not mask the sample.",
-    MISSING_RESOLUTION: "No request-time parent decision was recorded (a legacy record). No link is trusted without "
-                        "one, so the call starts a new fragment.",
-    DUPLICATE_CONFLICT: "Several records carry this call id with different tokens. The first copy in canonical "
-                        "order is chained, but the id is reported and the sample masked.",
-    DELTA_UNRECONSTRUCTABLE: "This delta record stores only its prompt suffix, and its full prompt could not be "
-                             "rebuilt and verified from its ancestors. It is excluded, with every delta built on it.",
-    ENTRY_DIGEST_MISMATCH: "This record's own tokens disagree with its stamped cum_len or digest, so it was altered "
-                           "after capture. It is excluded from chaining.",
-}
-"""Plain-words explanation of every parent-link note and exclusion reason."""
-
-RULE_TEXT = {
-    RULE_EXTENDED: "The member(s) with a linked child were kept: the conversation went on from them, so that is "
-                   "the generation the harness kept. The others were abandoned and are quarantined.",
-    RULE_TERMINAL: "The call you anchored on was kept; the other retries are quarantined.",
-    RULE_TWINS: "All members generated the very same tokens (token-identical twins), so training on any of them is "
-                "exact. The smallest call id was kept.",
-    RULE_UNRESOLVED: "The retries generated different tokens and none was extended, so nothing shows which one the "
-                     "harness kept. The smallest call id is kept for the projection, but every member is listed "
-                     "as an unresolved retry and the sample is masked.",
-    RULE_AFTER_TERMINAL: "The retries differ, but they hang below the anchored call, where nothing is delivered "
-                         "anyway; the smallest call id is kept without masking the sample.",
-}
-
+from .verdicts import conditions_frame
+from .words import NOTE_TEXT, RULE_TEXT
 
 @dataclass
 class ItemPart:
@@ -193,6 +149,28 @@ def _parent_check_rows(child: TokenEntry, parent: TokenEntry, label: str) -> tup
     rows.append({"check": f"digest vs {label} ({source})", "expected": expected, "found": found,
                  "ok": "✓" if ok else "✗"})
     return rows, long_enough and ok
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def short_digests(checks: pd.DataFrame) -> pd.DataFrame:
+    """The checks with every 64-hex digest cut to its first 12 characters (the page shows them in full below)."""
+    return checks.map(lambda v: f"{v[:12]}…" if _is_digest(v) else v)
+
+
+def digest_lines(checks: pd.DataFrame | None) -> str:
+    """Every digest of the checks in full, one per line, labelled by its check: the copyable proof."""
+    if checks is None:
+        return ""
+    lines = []
+    for row in checks.itertuples(index=False):
+        for side in ("expected", "found"):
+            value = getattr(row, side)
+            if _is_digest(value):
+                lines.append(f"{side:<8} {value}  ({row.check})")
+    return "\n".join(lines)
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame | None:
@@ -499,18 +477,20 @@ def _refusal_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
     return detail
 
 
-def conditions_frame(verdict: Any) -> pd.DataFrame:
-    return pd.DataFrame([{"condition": c.name, "holds": "✓" if c.holds else "✗", "why": c.detail}
-                         for c in verdict.conditions], columns=["condition", "holds", "why"])
-
-
 def _ghost_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
     claimants = sorted(e.model_call_id for e in view.records_by_id.values() if e.parent_call_id == ident)
     claimants += sorted(r.model_call_id for r in view.snapshot.engine_refusals if r.parent_call_id == ident)
+    if ident in view.announced_uncaptured:
+        facts = ["The capture store wrote an intent for this call (the request was started), but no record of it "
+                 "was ever captured: the trajectory may be missing this turn, so the rollout is masked "
+                 "(capture_incomplete)."]
+        if claimants:
+            facts.append(f"Named as parent by: {', '.join(claimants)}.")
+        return CallDetail(key, GHOST, ident, "Announced, never captured", facts=facts)
     facts = [f"Named as parent by: {', '.join(claimants) or 'nobody'}.",
              "No record with this id was captured, so nothing below it can be linked by its claim."]
     return CallDetail(key, GHOST, ident, "Claimed parent, never captured", facts=facts)
 
 
-__all__ = ["CALL", "CallDetail", "ItemPart", "NOTE_TEXT", "RULE_TEXT", "call_detail", "conditions_frame",
-           "entry_fields", "output_item_parts", "twin_ids"]
+__all__ = ["CALL", "CallDetail", "ItemPart", "call_detail", "digest_lines", "entry_fields", "output_item_parts",
+           "short_digests", "twin_ids"]

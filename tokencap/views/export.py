@@ -8,20 +8,194 @@
 * ``results_jsonl`` -- every loaded rollout's build result, one per line, as
   ``tokencap build`` writes JSONL.
 
-Each payload is a function of the built result, so the app can hand Streamlit a callable
-and nothing is serialised until the user asks for it.
+Exports of any size. Every payload can be estimated before it is written (`estimate`,
+from the token counts, within a few per cent), and the page decides by size (`route`):
+
+* ``now`` -- small files are rendered with the page and downloaded in one click;
+* ``prepare`` -- bigger ones are rendered when asked, with a progress bar (`render`
+  writes through a `ProgressWriter`), then the browser download starts by itself;
+* ``disk`` -- above `download_limit` a browser download would hold the bytes in the
+  server and the browser at once, so the file is written to disk instead (`write_file`,
+  atomically, with progress) and the page shows its path and the `tokencap build`
+  command that writes the same bytes.
+
+A rendered payload is one ``bytes`` object (``BytesIO.getvalue`` hands over its buffer
+without copying), and the page gives that very object to Streamlit: one copy.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
 
-from ..export import loss_mask_csv, response_bytes, results_bytes
+import numpy as np
+
+from ..export import loss_mask_csv, response_bytes, results_bytes, write_atomically, write_response, write_results
 from ..rollout import RolloutResult
 from .model import RolloutView
 from .text import safe_file_stem
+
+KINDS = ("response", "result", "mask")
+
+NOW_BYTES = 8_000_000
+"""Files up to this size are rendered with the page: one click downloads them."""
+
+DOWNLOAD_LIMIT = 300_000_000
+"""Above this size a file is written to disk instead of downloaded through the browser.
+``TOKENCAP_DOWNLOAD_LIMIT`` (bytes) overrides it."""
+
+
+PASS_THROUGH_MIME = "application/zip"
+"""The content type prepared downloads are served with. They are attachments with their own
+``.json``/``.jsonl``/``.csv`` names and exactly these bytes; the type only keeps Streamlit's
+gzip middleware (which skips already-compressed types) from compressing 85 MB in one piece
+before the download can start."""
+
+
+def download_limit() -> int:
+    value = os.environ.get("TOKENCAP_DOWNLOAD_LIMIT", "")
+    return int(value) if value.isdigit() else DOWNLOAD_LIMIT
+
+
+def route(size: int, limit: int | None = None, now: int | None = None) -> str:
+    """``now``, ``prepare`` or ``disk`` for a file of about ``size`` bytes (see the module docstring)."""
+    limit = download_limit() if limit is None else limit
+    now = NOW_BYTES if now is None else now
+    if size > limit:
+        return "disk"
+    return "now" if size <= min(now, limit) else "prepare"
+
+
+class ProgressWriter:
+    """A binary file wrapper that reports how much was written, about every ``step`` bytes."""
+
+    def __init__(self, out: BinaryIO, total: int, report: Callable[[int, int], None], step: int | None = None) -> None:
+        self.out, self.total, self.report = out, max(total, 1), report
+        self.step = step if step is not None else max(self.total // 50, 1 << 16)  # about 50 updates
+        self.written = 0
+        self._next = self.step
+
+    def write(self, data: Any) -> int:
+        n = self.out.write(data)
+        self.written += len(data) if n is None else n
+        if self.written >= self._next:
+            self._next = self.written + self.step
+            self.report(self.written, self.total)
+        return n if n is not None else len(data)
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def _json_len_of_ids(ids: np.ndarray) -> int:
+    """Length of ``[a,b,...]`` for non-negative integer ids, from their digit counts."""
+    n = int(ids.size)
+    if n == 0:
+        return 2
+    return int(np.floor(np.log10(np.maximum(np.asarray(ids, dtype=np.float64), 1))).sum()) + n + (n - 1) + 2
+
+
+def _response_estimate(response: Mapping[str, Any]) -> int:
+    total = 200
+    for item in response.get("output", []):
+        total += 120
+        for key, value in item.items():
+            if isinstance(value, np.ndarray):
+                if value.dtype.kind == "f":
+                    total += int(value.size) * 21 + 2  # orjson floats: up to 20 characters and a comma
+                else:
+                    total += _json_len_of_ids(value)
+            elif isinstance(value, str):
+                total += len(value) + len(key) + 6
+            else:
+                total += 80
+    return total
+
+
+def estimate(view: RolloutView, kind: str) -> int:
+    """About how many bytes ``kind`` (response, result, mask) would take, without writing it."""
+    result = view.result
+    response = result.payload  # token fields as arrays: sized from their digits, never converted
+    if kind == "response":
+        return _response_estimate(response) if response is not None else 0
+    if kind == "result":
+        return 2_000 + (_response_estimate(response) if response is not None else 0)
+    if kind == "mask":
+        mask = view.mask("main")
+        return 0 if mask is None else len(mask) * 48
+    raise ValueError(f"unknown export {kind!r}")
+
+
+def estimate_all(views: Iterable[RolloutView]) -> int:
+    return sum(estimate(v, "result") for v in views)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_kind(out: BinaryIO, view: RolloutView, kind: str) -> None:
+    """The bytes of ``kind`` into ``out``: exactly what the download (and `tokencap build`) gives."""
+    if kind == "response":
+        # The array payload, not `rebuilt_response`: the same bytes, without a Python int per token.
+        if view.result.payload is None:
+            raise ValueError("no delivered chain with generated tokens: there is no response to write")
+        write_response(out, view.result.payload)
+        out.write(b"\n")
+    elif kind == "result":
+        write_results(out, [view.result], jsonl=False)
+    elif kind == "mask":
+        data = mask_csv(view)
+        if data is None:
+            raise ValueError("no delivered chain: there is no loss mask to write")
+        out.write(data)
+    else:
+        raise ValueError(f"unknown export {kind!r}")
+
+
+def render(view: RolloutView, kind: str, report: Callable[[int, int], None] | None = None) -> bytes:
+    """``kind`` as one bytes object, reporting progress against the estimate while it is written."""
+    buffer = io.BytesIO()
+    out: Any = ProgressWriter(buffer, estimate(view, kind), report) if report is not None else buffer
+    write_kind(out, view, kind)
+    return buffer.getvalue()
+
+
+def render_all(views: list[RolloutView], report: Callable[[int, int], None] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    out: Any = ProgressWriter(buffer, estimate_all(views), report) if report is not None else buffer
+    write_results(out, [v.result for v in views], jsonl=True)
+    return buffer.getvalue()
+
+
+def write_results_to(out: BinaryIO, results: list[RolloutResult]) -> None:
+    """Every build result, one per line (as `tokencap build` writes JSONL)."""
+    write_results(out, results, jsonl=True)
+
+
+def write_file(path: str | os.PathLike[str], write: Callable[[BinaryIO], None], total: int,
+               report: Callable[[int, int], None] | None = None) -> int:
+    """Write a file atomically (nothing is left at ``path`` on failure), with progress; the bytes written."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    counted: dict[str, int] = {}
+
+    def run(handle: BinaryIO) -> None:
+        writer = ProgressWriter(handle, total, report or (lambda done, of: None))
+        write(writer)  # type: ignore[arg-type]
+        counted["n"] = writer.written
+
+    write_atomically(target, run)
+    return counted["n"]
+
+
+def default_export_dir() -> str:
+    """Where big exports go unless the reader says otherwise: ``tokencap-exports`` in the app's working directory."""
+    return str(Path.cwd() / "tokencap-exports")
 
 
 @dataclass(frozen=True)
@@ -73,7 +247,7 @@ def downloads(view: RolloutView) -> dict[str, Download]:
 
 
 def cli_command(source_label: str, rollout_id: str | None, anchor: str | None, several: bool,
-                final_responses: str | None = None) -> str:
+                final_responses: str | None = None, out: str = "result.json") -> str:
     """The `tokencap build` command that writes the same result (shown next to the downloads)."""
     parts = ["python", "-m", "tokencap", "build", source_label]
     if several and rollout_id is not None:
@@ -82,5 +256,5 @@ def cli_command(source_label: str, rollout_id: str | None, anchor: str | None, s
         parts += ["--terminal-call-id", anchor]
     if final_responses is not None:
         parts += ["--final-responses", final_responses]
-    parts += ["-o", "result.json"]
+    parts += ["-o", out]
     return " ".join(shlex.quote(p) for p in parts)

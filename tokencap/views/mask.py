@@ -26,12 +26,20 @@ from ..builder import Chain
 from ..lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
 from . import style
 from .text import fmt_int, html_text
+from .words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)
 DEFAULT_WINDOW = 2048
 OVERVIEW_BINS = 600
 LOGPROB_POINTS = 4000
 KIND_NAMES = {PROMPT: "prompt", INTERSTITIAL: "interstitial", GENERATED: "generated"}
+
+
+STRIP_LEGEND = (f"Grey: prompt · amber: interstitial ({TERMS['interstitial']}) · coloured: generated (trained, "
+                "mask 1), by log-probability · black ticks: a call's context begins.")
+"""What the strip's colours mean, shown under it."""
+
+CONTEXT_HELP = f"tokens before the call's generation: the root prompt for link 0, else the interstitial ({TERMS['interstitial']})"
 
 
 def columns_for(window: int) -> int:
@@ -80,6 +88,23 @@ def mask_summary(mask: LossMask) -> MaskSummary:
         mean_log_prob=float(gen.mean()) if gen.size else float("nan"),
         min_log_prob=float(gen.min()) if gen.size else float("nan"),
     )
+
+
+def summary_tiles(summary: MaskSummary) -> list[tuple[str, str, str]]:
+    """The loss mask's numbers as (label, value, help) tiles for the compact header of the tab."""
+    return [
+        ("tokens", fmt_int(summary.total), "positions in this chain's training sequence"),
+        ("trained (mask 1)", fmt_int(summary.generated), "generated positions: the only ones the loss sees"),
+        ("context (mask 0)", fmt_int(summary.prompt + summary.interstitial),
+         f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial "
+         f"(interstitial: {TERMS['interstitial']})"),
+        ("links", fmt_int(summary.links), "calls on this chain"),
+        ("mean log-prob", _fmt_lp(summary.mean_log_prob), f"over generated tokens; min {_fmt_lp(summary.min_log_prob)}"),
+    ]
+
+
+def _fmt_lp(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.3f}"
 
 
 def logprob_range(mask: LossMask) -> tuple[float, float]:
@@ -353,6 +378,13 @@ def decode_ids(tokenizer: Any, ids: np.ndarray) -> str:
             tok = tokenizer.id_to_token(v) if v < 2**32 else None
             parts.append(tok if tok is not None else f"⟨{v}⟩")
         return "".join(parts)
+
+
+def token_decoder(tokenizer: Any) -> Any:
+    """A function from one token id to its text, for the link-proof cells."""
+    def decode(token: int) -> str:
+        return decode_ids(tokenizer, np.array([token], dtype=np.int64))
+    return decode
 
 
 def decoded_segments(mask: LossMask, tokenizer: Any, start: int, end: int) -> pd.DataFrame:

@@ -1,16 +1,23 @@
 """`RolloutView`: one rollout built once (per anchor), with everything the page derives from it.
 
 The app caches one `RolloutView` per (source content, rollout, anchor); the derived pieces
-(call roles, the tree layout, loss masks per chain, the verdict banner) are computed on
-first use and kept on the object, so switching tabs, selecting calls or paging a loss
-mask never rebuilds anything.
+(call roles, loss masks per chain, and whatever a page part memoises through `derived`:
+the tree layout, the verdict banner, the culprits) are computed on first use and kept on
+the object, so switching tabs, selecting calls or paging a loss mask never rebuilds
+anything.
+
+This module is the bottom of `tokencap.views`: it imports no other module of the package,
+and every page part (tree, detail, mask, verdicts, export, ...) builds on it. The node
+keys of the call tree (``call:ID``, ``refusal:ID``, ``ghost:ID``) live here because both
+the tree and the detail panel speak them.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Any, TypeVar
 
 from ..builder import BuildOutput, Chain
 from ..lossmask import LossMask, loss_mask
@@ -18,9 +25,40 @@ from ..records import EngineRefusalRecord, TokenCaptureSnapshot, TokenEntry
 from ..report import call_roles
 from ..rollout import RolloutResult, build_rollout
 
-if TYPE_CHECKING:
-    from .tree import TreeModel
-    from .verdicts import Banner
+T = TypeVar("T")
+
+CALL, REFUSAL, GHOST = "call", "refusal", "ghost"
+"""Kinds of call-tree node: a captured call, an engine refusal, a call that was never captured."""
+
+
+def node_key(kind: str, ident: str) -> str:
+    """The key of a call-tree node: ``call:ID``, ``refusal:ID`` or ``ghost:ID``."""
+    return f"{kind}:{ident}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    kind, _, ident = key.partition(":")
+    return kind, ident
+
+
+DANGLING_MARK = "dangling intent"
+
+
+def dangling_intents(notes: Iterable[str]) -> list[str]:
+    """Call ids a capture store announced (an intent line) but never captured, from the loader's notes.
+
+    SPEC 3.3 puts those ids in ``source_notes``, as the list after the last ``": "`` of
+    the note that says "dangling intent"; ids in the order the note gives them, once each.
+    """
+    out: list[str] = []
+    for note in notes:
+        if DANGLING_MARK not in note or ": " not in note:
+            continue
+        for ident in note.rsplit(": ", 1)[1].split(", "):
+            ident = ident.strip()
+            if ident and ident not in out:
+                out.append(ident)
+    return out
 
 
 class RolloutView:
@@ -36,6 +74,7 @@ class RolloutView:
         self.result = result if result is not None else build_rollout(snapshot, terminal_call_id=anchor,
                                                                       final_response=final_response)
         self._masks: dict[str, LossMask] = {}
+        self._derived: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     # -- plain facts -------------------------------------------------------------------
@@ -89,6 +128,12 @@ class RolloutView:
         return {r.model_call_id: r for r in self.snapshot.engine_refusals}
 
     @cached_property
+    def announced_uncaptured(self) -> list[str]:
+        """Calls the store announced but never captured (they make the capture incomplete)."""
+        captured = set(self.records_by_id) | set(self.refusals_by_id)
+        return [c for c in dangling_intents(self.snapshot.source_notes) if c not in captured]
+
+    @cached_property
     def origin_time(self) -> float | None:
         times = [e.created_at for e in self.snapshot.entries]
         return min(times) if times else None
@@ -107,17 +152,18 @@ class RolloutView:
 
     # -- derived views -----------------------------------------------------------------
 
-    @cached_property
-    def tree(self) -> TreeModel:
-        from .tree import build_tree
+    def derived(self, name: str, compute: Callable[[RolloutView], T]) -> T:
+        """``compute(self)``, computed once per view and kept under ``name``.
 
-        return build_tree(self)
-
-    @cached_property
-    def banner(self) -> Banner:
-        from .verdicts import verdict_banner
-
-        return verdict_banner(self.result)
+        Page parts memoise what they derive from a view here (``tree.tree_of`` keeps the
+        layout, ``verdicts.banner_of`` the banner), so this module needs to know none of them.
+        """
+        with self._lock:
+            if name in self._derived:
+                return self._derived[name]  # type: ignore[no-any-return]
+        value = compute(self)
+        with self._lock:
+            return self._derived.setdefault(name, value)  # type: ignore[no-any-return]
 
     def mask(self, chain_id: str = "main") -> LossMask | None:
         with self._lock:

@@ -34,6 +34,7 @@ from ..records import TokenCaptureSnapshot
 from ..run import read_scan, table_of_snapshots
 from ..run.discover import STORE_LABEL
 from ..run.scan import relative_source_path
+from . import sources as src
 
 RUN_UPLOAD_TYPES = ("parquet", "json", "jsonl", "zip")
 """What the Run page's uploader takes: a scan table, or rollouts to scan in memory."""
@@ -299,3 +300,32 @@ __all__ = [
     "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "scan_workers", "sample_run_path", "table_of_parquet", "table_of_uploads",
     "upload_holds", "uploads_key",
 ]
+
+
+def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
+    """What the Rollout page opens for a row of the Run page (``st.session_state["open_rollout"]``).
+
+    ``request`` holds ``source`` (the row's source) and either ``data`` and ``name`` (an
+    uploaded file) or ``path`` (the run's directory, or the rollout's file). A store
+    rollout (``sub/R.tokens.*``) opens as just its own files, so the page builds exactly
+    what the scan built, however many rollouts share the directory. Raises
+    `FileNotFoundError` when the files are gone; the page reports it.
+    """
+    if request.get("data") is not None:
+        return src.source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
+    path, source = Path(str(request.get("path"))), str(request.get("source") or "")
+    if path.is_file():
+        return src.source_from_path(path)
+    files = run_files(path, source)
+    if not files:
+        raise FileNotFoundError(f"{source}: not found under {path} (moved or deleted since the scan?)")
+    if not is_store_source(source):
+        return src.source_from_path(files[0])
+    digest = hashlib.sha256(b"store rollout\0")
+    size = 0
+    for f in files:
+        data = f.read_bytes()
+        digest.update(f.name.encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
+        size += len(data)
+    return src.Source(name=source, key=digest.hexdigest(), size=size, path=str(files[0].parent),
+                  names=tuple(f.name for f in files))

@@ -24,7 +24,6 @@ from ..loading import load_snapshots
 from ..loading.files import DirectorySource, kind_of, open_regular, read_regular
 from ..loading.store import load_store
 from ..records import TokenCaptureSnapshot
-from .run_source import is_store_source, run_files
 
 UPLOAD_TYPES = ("json", "jsonl", "zip")
 """File types the app's uploader accepts."""
@@ -115,35 +114,6 @@ def source_from_path(path: str | os.PathLike[str]) -> Source:
         raise FileNotFoundError(f"{p}: no such file or directory")
     data = bytes(read_regular(p, str(p)))  # a FIFO or a device is refused (LoadError), never read
     return Source(name=p.name, key=content_key(data), size=len(data), path=str(p), data=data)
-
-
-def source_for_run_rollout(request: Mapping[str, Any]) -> Source:
-    """What the Rollout page opens for a row of the Run page (``st.session_state["open_rollout"]``).
-
-    ``request`` holds ``source`` (the row's source) and either ``data`` and ``name`` (an
-    uploaded file) or ``path`` (the run's directory, or the rollout's file). A store
-    rollout (``sub/R.tokens.*``) opens as just its own files, so the page builds exactly
-    what the scan built, however many rollouts share the directory. Raises
-    `FileNotFoundError` when the files are gone; the page reports it.
-    """
-    if request.get("data") is not None:
-        return source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
-    path, source = Path(str(request.get("path"))), str(request.get("source") or "")
-    if path.is_file():
-        return source_from_path(path)
-    files = run_files(path, source)
-    if not files:
-        raise FileNotFoundError(f"{source}: not found under {path} (moved or deleted since the scan?)")
-    if not is_store_source(source):
-        return source_from_path(files[0])
-    digest = hashlib.sha256(b"store rollout\0")
-    size = 0
-    for f in files:
-        data = f.read_bytes()
-        digest.update(f.name.encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
-        size += len(data)
-    return Source(name=source, key=digest.hexdigest(), size=size, path=str(files[0].parent),
-                  names=tuple(f.name for f in files))
 
 
 def path_signature(path: str | os.PathLike[str]) -> tuple[Any, ...]:

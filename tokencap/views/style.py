@@ -45,3 +45,37 @@ BASE_LAYOUT = {
     "hoverlabel": {"font": {"family": "ui-monospace, SFMono-Regular, Menlo, monospace", "size": 12},
                    "bgcolor": "#ffffff", "bordercolor": "#cbd5e1"},
 }
+
+# The page's own CSS (no capture text ever goes in here): a compact header so the tree or
+# the mask starts above the fold at 1280x800, tiles that size to their numbers instead of
+# truncating them, and culprit buttons that read as links.
+PAGE_CSS = """
+[data-testid="stMainBlockContainer"] { padding: 2.6rem 1.6rem 2rem 1.6rem; }
+[data-testid="stMainBlockContainer"] h3 { padding: 0 0 0.1rem 0; }
+.st-key-verdict_masked { background: #fef2f2; border-color: #fecaca !important; padding: 0.55rem 0.8rem !important;
+                         gap: 0.4rem !important; }
+.st-key-verdict_ok { background: #f0fdf4; border-color: #bbf7d0 !important; padding: 0.55rem 0.8rem !important; }
+.st-key-verdict_masked p, .st-key-verdict_ok p { margin-bottom: 0; }
+.st-key-verdict_masked [data-testid="stMarkdownContainer"], .st-key-verdict_ok [data-testid="stMarkdownContainer"] {
+  margin-bottom: 0 !important; }
+div[class*="st-key-culprits_"] { gap: 0.15rem 0.5rem !important; }
+div[class*="st-key-culprit-"] button, div[class*="st-key-more-"] button { min-height: 0; padding: 0 0.15rem;
+                                                                        line-height: 1.4; }
+div[class*="st-key-culprit-"] button p { color: #1d4ed8; text-decoration: underline; text-underline-offset: 2px; }
+.st-key-tiles, .st-key-mask_tiles { gap: 0.35rem !important; }
+.st-key-tiles [data-testid="stElementContainer"], .st-key-mask_tiles [data-testid="stElementContainer"] { border: 1px solid #e5e7eb; border-radius: 0.5rem;
+                                                   padding: 0 0.35rem; background: #ffffff; }
+.st-key-tiles p, .st-key-mask_tiles p { font-size: 0.8rem; white-space: nowrap; }
+.st-key-tiles [data-testid="stTooltipIcon"], .st-key-mask_tiles [data-testid="stTooltipIcon"] { margin-left: 0.1rem; }
+div[class*="st-key-culprits_"] { margin-top: 0.15rem; }
+[data-testid="stTable"] td, [data-testid="stTable"] th { white-space: normal !important; overflow-wrap: anywhere;
+                                                       padding: 0.25rem 0.5rem; font-size: 0.85rem; }
+[data-testid="stTable"] td > div, [data-testid="stTable"] th > div { max-width: none !important; }
+[data-testid="stTable"] td * { overflow-wrap: anywhere !important; white-space: normal !important; }
+[data-testid="stTable"] th * { white-space: nowrap !important; }
+[data-testid="stTableStyledTable"] { width: 100% !important; }
+a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; border: 1px solid #2563eb;
+                border-radius: 0.5rem; color: #ffffff !important; background: #2563eb; text-decoration: none;
+                font-size: 0.9rem; }
+a.tc-download:hover { background: #1d4ed8; }
+"""

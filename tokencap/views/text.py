@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 import string
+from typing import Any
 
 _MD_SPECIAL = frozenset(string.punctuation)
 
@@ -82,3 +83,13 @@ def safe_file_stem(value: str, fallback: str = "rollout") -> str:
     """A file-name stem from a rollout id: letters, digits, ``-_.`` only, never empty or hidden."""
     stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in value).strip("._")
     return stem[:120] or fallback
+
+
+def md_frame(frame: Any) -> Any:
+    """A copy of a pandas frame for a Markdown-rendering table (``st.table``): every cell and column name
+    as `md_escape`d text, so capture strings show as their characters. Missing values show as "–"."""
+    import pandas as pd
+
+    out = frame.map(lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else md_escape(v))
+    out.columns = [md_escape(c) for c in frame.columns]
+    return pd.DataFrame(out)

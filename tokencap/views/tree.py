@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,14 +39,10 @@ from ..builder import (
 )
 from ..records import ParentResolutionStatus
 from . import style
+from .model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
 from .text import fmt_int, html_text
 
-if TYPE_CHECKING:
-    from .model import RolloutView
-
 WEBGL_THRESHOLD = 1000
-
-CALL, REFUSAL, GHOST = "call", "refusal", "ghost"
 
 # Node categories: (legend label, colour, symbol, size factor). The first that applies wins.
 NODE_STYLES: dict[str, tuple[str, str, str, float]] = {
@@ -61,6 +57,8 @@ NODE_STYLES: dict[str, tuple[str, str, str, float]] = {
     "refusal_ended": ("engine refusal that ended the chain", style.REFUSAL, "hexagon", 1.2),
     "refusal": ("engine refusal (does not end the chain)", style.REFUSAL, "hexagon-open", 1.2),
     "ghost": ("claimed parent, never captured", style.GHOST, "square-open", 1.0),
+    "announced": ("announced by the store, never captured (capture incomplete)", style.REFUSAL, "square-x-open",
+                  1.2),
 }
 
 # Overlay marks drawn around a node: (legend label, colour, symbol, size factor, line width).
@@ -147,15 +145,6 @@ def nodes_frame(model: TreeModel, view: RolloutView) -> pd.DataFrame:
                                        "depth", "key"])
 
 
-def node_key(kind: str, ident: str) -> str:
-    return f"{kind}:{ident}"
-
-
-def split_key(key: str) -> tuple[str, str]:
-    kind, _, ident = key.partition(":")
-    return kind, ident
-
-
 @dataclass
 class TreeNode:
     key: str
@@ -222,11 +211,18 @@ class TreeModel:
         prefix = {CALL: "", REFUSAL: "refusal ", GHOST: "never captured "}[n.kind]
         return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "")
 
-    def figure(self, selected: str | None = None, *, webgl: bool | None = None, height: int | None = None) -> go.Figure:
-        return tree_figure(self, selected=selected, webgl=webgl, height=height)
+    def figure(self, selected: str | None = None, *, webgl: bool | None = None, height: int | None = None,
+               window: tuple[int, int] | None = None, labels: bool | None = None, legend: bool = True) -> go.Figure:
+        return tree_figure(self, selected=selected, webgl=webgl, height=height, window=window, labels=labels,
+                           legend=legend)
 
 
 # --------------------------------------------------------------------------- model
+
+
+def tree_of(view: RolloutView) -> TreeModel:
+    """The view's laid-out tree, computed once per view."""
+    return view.derived("tree", build_tree)
 
 
 def build_tree(view: RolloutView) -> TreeModel:
@@ -329,6 +325,14 @@ def build_tree(view: RolloutView) -> TreeModel:
             node.parent = call_key_if_present(refusal.parent_call_id) or ensure_ghost(refusal.parent_call_id)
             node.edge = "refusal"
         nodes[key] = node
+
+    # 4. Calls the store announced (an intent) but never captured: why the capture is incomplete.
+    for ident in view.announced_uncaptured:
+        key = node_key(GHOST, ident)
+        if key in nodes:
+            nodes[key].category = "announced"
+        else:
+            nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
 
     _layout(nodes)
     ordered = sorted(nodes.values(), key=lambda n: (n.lane, n.depth, n.key))
@@ -511,6 +515,8 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
             lines.append(f"resolution {r.parent_resolution.value}{parent}")
             if r.message:
                 lines.append(f"message: {html_text(r.message, 100)}")
+    elif n.category == "announced":
+        lines.append("the store wrote an intent for this call; no record of it was captured")
     else:
         lines.append("claimed as a parent; no record of this id was captured")
     return "<br>".join(lines)
@@ -550,19 +556,38 @@ def _nice_step(span: int) -> int:
     return int(10 * magnitude)  # pragma: no cover
 
 
+def _visible(model: TreeModel, window: Window | None) -> list[int]:
+    """Indices of the nodes whose depth lies in ``window`` (all of them without one)."""
+    if window is None:
+        return list(range(len(model.nodes)))
+    a, b = window
+    return [i for i, n in enumerate(model.nodes) if a <= n.depth <= b]
+
+
 def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | None = None,
-                height: int | None = None) -> go.Figure:
-    """The plotly figure of a laid-out tree; every point carries its node key as ``customdata``."""
-    use_gl = webgl if webgl is not None else len(model) > WEBGL_THRESHOLD
+                height: int | None = None, window: Window | None = None, labels: bool | None = None,
+                legend: bool = True) -> go.Figure:
+    """The plotly figure of a laid-out tree; every point carries its node key as ``customdata``.
+
+    With ``window`` (an inclusive range of depths) only the nodes in it are drawn, with
+    the links that touch them, on an x axis fixed to the window: the zoomed detail of a
+    long rollout. ``labels`` writes each call's (shortened) id beside it; by default when
+    the drawing is sparse enough to read them (`wants_labels`).
+    """
+    visible = _visible(model, window)
+    shown = {model.nodes[i].key for i in visible}
+    use_gl = webgl if webgl is not None else len(visible) > WEBGL_THRESHOLD
     Scatter: Any = go.Scattergl if use_gl else go.Scatter
-    size = _marker_size(len(model))
-    dense = model.max_depth > 120
+    size = _marker_size(len(visible))
+    lo, hi = window if window is not None else (0, model.max_depth)
+    span = max(hi - lo, 1)
+    dense = span > 120
     traces: list[Any] = []
 
-    # Edges, one trace per category (segments separated by gaps).
+    # Edges, one trace per category (segments separated by gaps); those touching a shown node.
     by_edge: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for a, b, kind in model.edges():
-        if a in model.index and b in model.index:
+        if a in model.index and b in model.index and (a in shown or b in shown):
             by_edge[kind].append((a, b))
     for kind, (label, colour, dash, width) in EDGE_STYLES.items():
         pairs = by_edge.get(kind)
@@ -580,8 +605,8 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
 
     # Nodes, one trace per category.
     by_cat: dict[str, list[int]] = defaultdict(list)
-    for i, n in enumerate(model.nodes):
-        by_cat[n.category].append(i)
+    for i in visible:
+        by_cat[model.nodes[i].category].append(i)
     first_node_trace = True
     for cat, (label, colour, symbol, factor) in NODE_STYLES.items():
         idx = by_cat.get(cat)
@@ -607,7 +632,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     # Overlay rings (boundary, recovered, conflict) and the selection.
     first_ring = True
     for flag in ("boundary", "recovered", "conflict", "final_answer", "answer_candidate"):
-        keys = [n.key for n in model.nodes if flag in n.flags]
+        keys = [model.nodes[i].key for i in visible if flag in model.nodes[i].flags]
         if not keys:
             continue
         label, colour, symbol, factor, width = OVERLAY_STYLES[flag]
@@ -621,7 +646,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
             hovertemplate="%{hovertext}<extra></extra>",
         ))
         first_ring = False
-    if selected is not None and selected in model.index:
+    if selected is not None and selected in shown:
         label, colour, symbol, factor, width = OVERLAY_STYLES["selected"]
         x, y = _xy(model, [selected])
         traces.append(Scatter(
@@ -633,28 +658,41 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
             hovertemplate="%{hovertext}<extra></extra>",
         ))
 
+    # Call ids beside the nodes, when they can be read: above on even depths, below on odd
+    # ones, so neighbours never share a line.
+    if labels if labels is not None else wants_labels(model, window):
+        idx = visible
+        keys = [model.nodes[i].key for i in idx]
+        x, y = _xy(model, keys)
+        texts = short_labels([model.nodes[i].ident for i in idx])
+        traces.append(go.Scatter(x=x, y=y, mode="text", text=[html_text(t) for t in texts],
+                                 textposition=["top center" if int(d) % 2 == 0 else "bottom center" for d in x],
+                                 textfont={"size": 11, "color": "#1e293b"}, hoverinfo="skip", showlegend=False,
+                                 name="call ids"))
+
     # Chain labels at each chain's leaf.
-    leaves = list(model.chain_leaves.items())
+    leaves = [(c, k) for c, k in model.chain_leaves.items() if k in shown]
     if len(leaves) > 12:
         leaves = leaves[:1]  # many chains: their labels would only collide; hover names them
     if leaves:
         x, y = _xy(model, [k for _, k in leaves])
-        traces.append(go.Scatter(x=x, y=y + 0.3, mode="text", text=[html_text(c) for c, _ in leaves],
-                                 textposition="top center", textfont={"size": 11, "color": "#334155"},
+        traces.append(go.Scatter(x=x + 0.35, y=y, mode="text", text=[html_text(c) for c, _ in leaves],
+                                 textposition="middle right", textfont={"size": 11, "color": "#334155"},
                                  hoverinfo="skip", showlegend=False, cliponaxis=False))
 
-    lanes = max(model.lanes, 1)
+    lanes_shown = [model.nodes[i].lane for i in visible] or [0]
+    top, bottom = min(lanes_shown), max(lanes_shown)
+    n_lanes = bottom - top + 1
     entries = sum(1 for t in traces if t.showlegend is not False)
     groups = len({t.legendgroup for t in traces if t.showlegend is not False})
-    legend_height = 60 + 22 * entries + 30 * groups
-    fig_height = height or int(min(760, max(300, 150 + 42 * lanes, legend_height)))
-    span = max(model.max_depth, 1)
+    legend_height = 60 + 22 * entries + 30 * groups if legend else 0
+    fig_height = height or int(min(700, max(260, 120 + 46 * n_lanes, legend_height)))
     fig = go.Figure(data=traces)
     fig.update_layout(
         **style.BASE_LAYOUT,
         height=fig_height,
-        margin={"l": 10, "r": 10, "t": 10, "b": 40},
-        showlegend=True,
+        margin={"l": 10, "r": 10, "t": 14, "b": 40},
+        showlegend=legend,
         legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top",
                 "font": {"size": 11}, "itemsizing": "constant", "groupclick": "toggleitem",
                 "tracegroupgap": 8, "bgcolor": "rgba(255,255,255,0.85)"},
@@ -662,11 +700,175 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         clickmode="event+select",
         dragmode="zoom",
         xaxis={"title": {"text": "depth (calls from the root)", "font": {"size": 11}},
-               "range": [-0.5, span + 0.5 + 0.03 * span], "zeroline": False,
+               "range": [lo - 0.6, hi + 0.6 + (0.04 * span if window is None else 0.9)], "zeroline": False,
                "showgrid": True, "gridcolor": "#f1f5f9", "tick0": 0, "dtick": _nice_step(span),
                "fixedrange": False},
-        yaxis={"visible": False, "range": [-(lanes - 1) - 0.6, 0.85], "zeroline": False},
-        uirevision="tree",
+        yaxis={"visible": False, "range": [-bottom - 0.7, -top + 0.8], "zeroline": False},
+        # Plotly keeps a reader's own zoom across reruns while this stays the same: the
+        # selection changing does not reset it, moving the window does.
+        uirevision=f"tree:{lo}:{hi}",
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- long rollouts: window, overview, search
+
+Window = tuple[int, int]
+"""An inclusive range of depths shown in the zoomed view."""
+
+DETAIL_SPAN = 24
+"""Depth columns the zoomed view shows by default: a node every ~36 px at 1280 px wide."""
+
+OVERVIEW_ABOVE = 60
+"""Trees deeper than this get an overview strip above a zoomed detail."""
+
+LABEL_SPAN = 60
+LABEL_NODES = 250
+"""Call ids are written beside the nodes when at most this many depths and nodes are shown."""
+
+
+def needs_overview(model: TreeModel) -> bool:
+    """Whether the tree is too deep to draw whole with nodes one can click (and ids one can read)."""
+    return model.max_depth + 1 > OVERVIEW_ABOVE
+
+
+def wants_labels(model: TreeModel, window: Window | None) -> bool:
+    lo, hi = window if window is not None else (0, model.max_depth)
+    return hi - lo + 1 <= LABEL_SPAN and len(_visible(model, window)) <= LABEL_NODES
+
+
+def clamp_window(model: TreeModel, window: Window) -> Window:
+    """``window`` moved and cut to lie within the tree's depths, never empty."""
+    a, b = int(min(window)), int(max(window))
+    span = min(b - a, model.max_depth)
+    a = max(0, min(a, model.max_depth - span))
+    return a, a + span
+
+
+def window_around(model: TreeModel, key: str | None, span: int = DETAIL_SPAN) -> Window:
+    """A window of ``span + 1`` depths centred on node ``key`` (on the start without one)."""
+    node = model.node(key) if key is not None else None
+    centre = node.depth if node is not None else 0
+    return clamp_window(model, (centre - span // 2, centre - span // 2 + span))
+
+
+def keep_in_window(model: TreeModel, key: str | None, window: Window | None) -> Window:
+    """The window to show with ``key`` selected: unchanged when the node is in it (the reader's zoom
+    is kept), else one of the same width centred on the node."""
+    if window is None:
+        return window_around(model, key)
+    window = clamp_window(model, window)
+    node = model.node(key) if key is not None else None
+    if node is None or window[0] <= node.depth <= window[1]:
+        return window
+    return window_around(model, key, window[1] - window[0])
+
+
+def follow_selection(model: TreeModel, selected: str | None, window: Window | None,
+                     followed: str | None) -> Window:
+    """The zoomed window for this run. It moves only when the selection changed since the window last
+    followed it (``followed``), and then only as far as needed to show it: the reader's own choice of
+    depths (slider, box) stays put while they look around it."""
+    if window is None or selected != followed:
+        return keep_in_window(model, selected, window)
+    return clamp_window(model, window)
+
+
+def window_from_selection(model: TreeModel, selection: Any) -> Window | None:
+    """The depths a box drawn on the overview covers, or None when the event is not a box."""
+    boxes = selection.get("box") if isinstance(selection, Mapping) else getattr(selection, "box", None)
+    if not boxes:
+        return None
+    box = boxes[-1]
+    xs = box.get("x") if isinstance(box, Mapping) else None
+    if not xs or len(xs) < 2:
+        return None
+    a, b = sorted(float(v) for v in xs[:2])
+    return clamp_window(model, (int(np.ceil(a)), max(int(np.floor(b)), int(np.ceil(a)))))
+
+
+def short_labels(idents: Sequence[str], limit: int = 10) -> list[str]:
+    """Readable labels for ids drawn side by side. Ids of at most ``limit`` characters are kept whole;
+    longer ones lose the prefix they all share (up to its last separator, so "call-0012" keeps its
+    number), and what remains is cut to its last ``limit`` characters."""
+    if not idents:
+        return []
+    prefix = idents[0]
+    for ident in idents[1:]:
+        while not ident.startswith(prefix):
+            prefix = prefix[:-1]
+    if len(idents) < 2 or len(prefix) < 3:
+        cut, mark = 0, ""
+    else:
+        # Up to the shared prefix's last separator ("call-0012" keeps "0012"), else the whole prefix.
+        sep = max(prefix.rfind(ch) for ch in "-_.:/")
+        cut, mark = (sep + 1, "") if sep >= 2 else (len(prefix), "…")
+    out = []
+    for ident in idents:
+        if len(ident) <= limit:
+            out.append(ident)
+            continue
+        rest = ident[cut:] or ident
+        out.append(mark + rest if len(rest) <= limit else "…" + rest[-(limit - 1):])
+    return out
+
+
+def search(model: TreeModel, query: str, limit: int = 50) -> list[str]:
+    """Node keys whose id matches ``query`` (case-insensitive): exact first, then prefix, then substring."""
+    q = query.strip().lower()
+    if not q:
+        return []
+    exact, prefix, inside = [], [], []
+    for n in model.nodes:
+        ident = n.ident.lower()
+        if ident == q:
+            exact.append(n.key)
+        elif ident.startswith(q):
+            prefix.append(n.key)
+        elif q in ident:
+            inside.append(n.key)
+    return (exact + prefix + inside)[:limit]
+
+
+def overview_figure(model: TreeModel, window: Window, selected: str | None = None) -> go.Figure:
+    """Every node as a small dot, the zoomed window outlined. Click a dot to go there; drag a box to
+    choose the depths to zoom into."""
+    traces: list[Any] = []
+    by_cat: dict[str, list[int]] = defaultdict(list)
+    for i, n in enumerate(model.nodes):
+        by_cat[n.category].append(i)
+    for cat, (label, colour, symbol, _) in NODE_STYLES.items():
+        idx = by_cat.get(cat)
+        if not idx:
+            continue
+        keys = [model.nodes[i].key for i in idx]
+        x, y = _xy(model, keys)
+        traces.append(go.Scattergl(x=x, y=y, mode="markers", name=label, showlegend=False,
+                                   marker={"color": colour, "size": 5, "symbol": "circle" if "open" not in symbol
+                                           else "circle-open"},
+                                   customdata=np.array(keys, dtype=object).reshape(-1, 1),
+                                   hovertemplate="%{customdata[0]}<extra></extra>"))
+    if selected is not None and selected in model.index:
+        x, y = _xy(model, [selected])
+        traces.append(go.Scattergl(x=x, y=y, mode="markers", name="selected", showlegend=False,
+                                   marker={"color": style.SELECTED, "size": 11, "symbol": "circle-open",
+                                           "line": {"width": 2, "color": style.SELECTED}},
+                                   customdata=np.array([selected], dtype=object).reshape(-1, 1),
+                                   hovertemplate="%{customdata[0]}<extra></extra>"))
+    lanes = max(model.lanes, 1)
+    a, b = window
+    fig = go.Figure(data=traces)
+    fig.update_layout(
+        **style.BASE_LAYOUT,
+        height=int(min(120, 56 + 10 * lanes)),
+        margin={"l": 10, "r": 10, "t": 6, "b": 24},
+        shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": a - 0.5, "x1": b + 0.5, "y0": 0, "y1": 1,
+                 "line": {"color": "#dc2626", "width": 1.5}, "fillcolor": "rgba(220,38,38,0.07)"}],
+        hovermode="closest", clickmode="event+select", dragmode="select", selectdirection="h",
+        xaxis={"range": [-1, model.max_depth + 1], "showgrid": False, "zeroline": False, "fixedrange": True,
+               "tickformat": ",d"},
+        yaxis={"visible": False, "range": [-(lanes - 1) - 0.8, 0.8], "fixedrange": True},
+        uirevision="overview",
     )
     return fig
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..builder import BuildOutput
+from ..builder import RULE_UNRESOLVED, BuildOutput
 from ..rollout import MASK_REASON_TEXT, RolloutResult
-from .detail import NOTE_TEXT, RULE_TEXT, conditions_frame
+from .culprits import ReasonLine, culprits_of
+from .model import RolloutView
 from .text import fmt_fraction, fmt_int
+from .words import NOTE_TEXT, RULE_TEXT, TERMS
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
@@ -47,6 +49,7 @@ class Banner:
     error: str | None = None
     anchor: str | None = None
     terminal_chain: str = ""
+    lines: list[ReasonLine] = field(default_factory=list)  # each reason with its culprits (banner_of)
 
     @property
     def status_line(self) -> str:
@@ -76,20 +79,23 @@ def verdict_banner(result: RolloutResult) -> Banner:
     else:
         status_text = STATUS_TEXT.get(reason or status, "")
     build = result.build
-    failures = sum(m.get("parent_link_failures", {}).values())
+    boundaries = sum(1 for d in build.links.values() if d.boundary) if build is not None else 0
+    excluded = len(build.excluded) + len(build.conflicting_duplicates) if build is not None else 0
+    captured = m.get("generated_tokens_captured")
     metrics = [
         Metric("calls", fmt_int(m.get("n_calls")), "distinct call ids among the snapshot's entries"),
-        Metric("chains", fmt_int(m.get("chains")), "root-to-leaf paths without a quarantined call (main + branches)",
+        Metric("chains", fmt_int(m.get("chains")), TERMS["chain"] + "; more than one masks the rollout",
                alert=(m.get("chains") or 0) > 1),
         Metric("delivered", fmt_fraction(m.get("delivered_fraction")),
-               f"{fmt_int(m.get('generated_tokens_delivered'))} of {fmt_int(m.get('generated_tokens_captured'))} "
-               "generated tokens are on the delivered chain"),
-        Metric("quarantined", fmt_int(m.get("quarantined_calls")), "retries dropped as leaves"),
-        Metric("unresolved", fmt_int(m.get("unresolved_parent_calls")),
-               f"calls whose parent link could not be proven ({failures} link notes in all)",
-               alert=(m.get("unresolved_parent_calls") or 0) > 0),
-        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")), "calls with no generated token (not chained)"),
-        Metric("refusals", fmt_int(m.get("engine_refusals")), "engine refusals recorded for this rollout"),
+               f"delivered fraction: {TERMS['delivered fraction']} ({fmt_int(m.get('generated_tokens_delivered'))} "
+               f"of {fmt_int(captured)} generated tokens)"),
+        Metric("quarantined", fmt_int(m.get("quarantined_calls")), f"quarantined calls: {TERMS['quarantined']}"),
+        Metric("unproven links", fmt_int(boundaries), f"{TERMS['unproven link']}",
+               alert=boundaries > 0),
+        Metric("excluded", fmt_int(excluded), f"excluded records: {TERMS['excluded record']}; conflicting copies "
+               "of one call id count too", alert=excluded > 0),
+        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")), f"empty generations: {TERMS['empty generation']}"),
+        Metric("refusals", fmt_int(m.get("engine_refusals")), f"engine refusals: {TERMS['engine refusal']}"),
     ]
     return Banner(
         trainable=trainable,
@@ -105,6 +111,36 @@ def verdict_banner(result: RolloutResult) -> Banner:
     )
 
 
+def banner_of(view: RolloutView) -> Banner:
+    """The view's banner with every reason's culprits, computed once per view."""
+    def compute(v: RolloutView) -> Banner:
+        banner = verdict_banner(v.result)
+        banner.lines = culprits_of(v)
+        return banner
+    return view.derived("banner", compute)
+
+
+CONDITION_QUESTIONS = {
+    "context window": ("Was it a context-window refusal?", "yes"),
+    "continued the last call": ("Did it continue the delivered chain's last call (or a twin of it)?", "yes"),
+    "not recovered": ("Was the last call (or a twin) served again at or after the refusal?", "no"),
+}
+"""Each condition of SPEC 5.1 as a positively phrased question, with the answer under which the
+refusal ends the run. ("not recovered ✗" would be a double negative.)"""
+
+
+def conditions_frame(verdict: Any) -> pd.DataFrame:
+    """An engine refusal's conditions (SPEC 5.1) as questions: the answer, the answer that would end
+    the run, whether it is met (✓/✗), and why."""
+    rows = []
+    for c in verdict.conditions:
+        question, needed = CONDITION_QUESTIONS.get(c.name, (c.name, "yes"))
+        answer = needed if c.holds else ("no" if needed == "yes" else "yes")
+        rows.append({"question": question, "answer": answer, "ends the run if": needed,
+                     "met": "✓" if c.holds else "✗", "why": c.detail})
+    return pd.DataFrame(rows, columns=["question", "answer", "ends the run if", "met", "why"])
+
+
 def verdict_label(result: RolloutResult) -> str:
     """Short verdict for a rollout picker: '✓ trainable' / '✗ masked: reason, …'."""
     if not result.mask_sample:
@@ -115,8 +151,46 @@ def verdict_label(result: RolloutResult) -> str:
     return f"✗ masked: {shown}"
 
 
+def _status(result: RolloutResult) -> str:
+    status, reason = result.metrics.get("status"), result.metrics.get("incomplete_reason")
+    if status is None:
+        return "no response"
+    return f"{status} ({reason})" if reason else str(status)
+
+
+def verdict_changes(a: RolloutResult, b: RolloutResult) -> list[str]:
+    """Every difference between two results' verdicts, in words: verdict, each mask reason that
+    came or went, the response status, and every metric that moved (nothing is left out)."""
+    out = []
+    verdict_a = "trainable" if not a.mask_sample else "masked"
+    verdict_b = "trainable" if not b.mask_sample else "masked"
+    if verdict_a != verdict_b:
+        out.append(f"verdict: {verdict_a} → {verdict_b}")
+    gone = [r for r in a.mask_reasons if r not in b.mask_reasons]
+    came = [r for r in b.mask_reasons if r not in a.mask_reasons]
+    if gone:
+        out.append("no longer masked for " + ", ".join(gone))
+    if came:
+        out.append("now masked for " + ", ".join(came))
+    if _status(a) != _status(b):
+        out.append(f"response status: {_status(a)} → {_status(b)}")
+    for key in dict.fromkeys(list(a.metrics) + list(b.metrics)):
+        if key in ("status", "incomplete_reason"):
+            continue
+        va, vb = a.metrics.get(key), b.metrics.get(key)
+        if va != vb:
+            out.append(f"{key}: {_metric_text(va)} → {_metric_text(vb)}")
+    return out
+
+
+def _metric_text(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}" if value else "{}"
+    return "null" if value is None else str(value)
+
+
 def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
-    """How anchoring changed the verdict, in one sentence."""
+    """How anchoring changed the result: where the anchor sits, then every change (or that nothing changed)."""
     if anchored.terminal_call_id is None:
         return "No anchor: the delivered chain is the one that starts earliest and ends latest."
     terminal_chain = anchored.build.notes.terminal_chain if anchored.build is not None else ""
@@ -127,10 +201,11 @@ def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
     anchored_on = anchored.build.notes.terminal_call_id if anchored.build is not None else anchored.terminal_call_id
     moved = f" (the anchor moved to its token-identical twin {anchored_on})" \
         if anchored_on is not None and anchored_on != anchored.terminal_call_id else ""
-    before = "trainable" if not base.mask_sample else "masked"
-    after = "trainable" if not anchored.mask_sample else "masked"
-    change = f"The verdict stays {after}." if before == after else f"The verdict changes from {before} to {after}."
-    return f"The terminal call {where}{moved}. {change}"
+    changes = verdict_changes(base, anchored)
+    if not changes:
+        verdict = "trainable" if not anchored.mask_sample else "masked"
+        return f"The terminal call {where}{moved}. Nothing else changes: the verdict stays {verdict}."
+    return f"The terminal call {where}{moved}. Compared with no anchor: " + "; ".join(changes) + "."
 
 
 # --------------------------------------------------------------------------- refusals and finish reason
@@ -185,21 +260,23 @@ def notes_frame(build: BuildOutput) -> pd.DataFrame:
         return ", ".join(values) if values else "—"
 
     rows = [
-        ("builder", n.builder),
-        ("roots", fmt_int(n.roots)),
-        ("chains", fmt_int(n.chains)),
-        ("generated tokens captured", fmt_int(n.generated_tokens_captured)),
-        ("generated tokens delivered", fmt_int(n.generated_tokens_delivered)),
-        ("delivered fraction", fmt_fraction(n.delivered_fraction)),
-        ("terminal call", n.terminal_call_id if n.terminal_call_id is not None else "—"),
-        ("terminal chain", n.terminal_chain or "—"),
-        ("after terminal calls", ids(n.after_terminal_calls)),
-        ("unresolved retries", ids(n.unresolved_retries)),
-        ("unresolved parent calls", ids(n.unresolved_parent_calls)),
-        ("empty generation calls", ids(n.empty_generation_calls)),
-        ("quarantined calls", ids(build.quarantined)),
+        ("builder", n.builder, ""),
+        ("roots", fmt_int(n.roots), "calls with no proven parent that start a fragment"),
+        ("chains", fmt_int(n.chains), TERMS["chain"]),
+        ("generated tokens captured", fmt_int(n.generated_tokens_captured), "generated by every chained call"),
+        ("generated tokens delivered", fmt_int(n.generated_tokens_delivered), "generated on the delivered chain"),
+        ("delivered fraction", fmt_fraction(n.delivered_fraction), TERMS["delivered fraction"]),
+        ("terminal call", n.terminal_call_id if n.terminal_call_id is not None else "—",
+         "the anchor (after a twin swap), when one was given"),
+        ("terminal chain", n.terminal_chain or "—", "where the anchor ended up: main, quarantined or missing"),
+        ("after terminal calls", ids(n.after_terminal_calls), "calls below the anchor: never delivered"),
+        ("unresolved retries", ids(n.unresolved_retries), RULE_TEXT[RULE_UNRESOLVED]),
+        ("unresolved parent calls", ids(n.unresolved_parent_calls),
+         "calls whose parent link is unproven, plus corrupt, unrebuildable or conflicting records"),
+        ("empty generation calls", ids(n.empty_generation_calls), TERMS["empty generation"]),
+        ("quarantined calls", ids(build.quarantined), TERMS["quarantined"]),
     ]
-    return pd.DataFrame(rows, columns=["note", "value"])
+    return pd.DataFrame(rows, columns=["note", "value", "meaning"])
 
 
 def failures_frame(build: BuildOutput) -> pd.DataFrame:

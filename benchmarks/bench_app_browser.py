@@ -1,0 +1,167 @@
+"""Time the Rollout page in a real browser (Streamlit + Debian's Chromium via Playwright).
+
+Generates a linear 300-call full-prompt snapshot (about 85 MB, as bench_build.py does) into
+a temporary directory, starts `streamlit run app.py -- SNAPSHOT` and measures, at 1280x800:
+
+* first render: from opening the page on a freshly started server (nothing cached) until
+  the call tree is drawn and the selected call's detail is shown;
+* a click on a tree node until that call's detail is shown;
+* a tab switch (Call tree -> Loss mask) until the loss-mask strip is drawn;
+* an 85 MB download: from the click on "Build result JSON" until the browser's download
+  starts (and until it is complete).
+
+    python benchmarks/bench_app_browser.py            # 5 runs, medians
+    python benchmarks/bench_app_browser.py --runs 3 --calls 300
+
+Figures are wall-clock medians of the runs; every run of "first render" starts a new server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+sys.path.insert(0, str(HERE))
+from bench_build import make_linear_rollout  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def server(snapshot: Path, log: Path):
+    port = _free_port()
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONPATH": str(REPO)}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port",
+                                 str(port), "--server.address", "127.0.0.1", "--server.headless", "true", "--",
+                                 str(snapshot)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                    if resp.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"streamlit did not start; see {log}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+NODE_XY = """(key) => {
+    const gd = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot');
+    gd.scrollIntoView({block: 'center'});
+    for (const trace of gd._fullData) {
+        if (!trace.customdata || trace.mode !== 'markers') continue;
+        for (let i = 0; i < trace.customdata.length; i++) {
+            const cd = trace.customdata[i];
+            if ((Array.isArray(cd) ? cd[0] : cd) === key) {
+                const L = gd._fullLayout, r = gd.getBoundingClientRect();
+                return [r.left + L._size.l + L.xaxis.l2p(trace.x[i]), r.top + L._size.t + L.yaxis.l2p(trace.y[i])];
+            }
+        }
+    }
+    return null; }"""
+
+
+def measure(snapshot: Path, runs: int, workdir: Path) -> dict[str, list[float]]:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=120_000)
+    times: dict[str, list[float]] = {"first render": [], "click on a node": [], "tab switch": [],
+                                     "85 MB download start": [], "85 MB download complete": []}
+    log = workdir / "streamlit.log"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            for run in range(runs):
+                with server(snapshot, log) as url:
+                    page = browser.new_context(viewport={"width": 1280, "height": 800},
+                                               accept_downloads=True).new_page()
+                    page.set_default_timeout(120_000)
+                    start = time.perf_counter()
+                    page.goto(url)
+                    expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first
+                           ).to_be_attached()
+                    expect(page.get_by_text("call-00299 — On the delivered main chain")).to_be_visible()
+                    times["first render"].append(time.perf_counter() - start)
+
+                    call = f"call-{290 - run:05d}"
+                    x, y = page.evaluate(NODE_XY, f"call:{call}")
+                    page.mouse.move(x, y)
+                    start = time.perf_counter()
+                    page.mouse.click(x, y)
+                    expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
+                    times["click on a node"].append(time.perf_counter() - start)
+
+                    start = time.perf_counter()
+                    page.get_by_role("tab", name="Loss mask").click()
+                    expect(page.locator('[class*="st-key-mask_strip"] .js-plotly-plot').first).to_be_visible()
+                    times["tab switch"].append(time.perf_counter() - start)
+
+                    page.get_by_role("tab", name="Export").click()
+                    button = page.get_by_role("button", name="Build result JSON", exact=True)
+                    expect(button).to_be_visible()
+                    start = time.perf_counter()
+                    with page.expect_download(timeout=300_000) as info:
+                        button.click()
+                    times["85 MB download start"].append(time.perf_counter() - start)
+                    info.value.path()
+                    times["85 MB download complete"].append(time.perf_counter() - start)
+                    page.context.close()
+                print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+        finally:
+            browser.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"{CHROMIUM} is not installed")
+    with tempfile.TemporaryDirectory(prefix="tokencap-bench-") as tmp:
+        work = Path(tmp)
+        snapshot = work / f"linear{args.calls}_full.json"
+        print(f"generating {snapshot.name} ...", flush=True)
+        subprocess.run([sys.executable, str(HERE / "bench_build.py"), "--generate", str(snapshot),
+                        f'{{"n_calls": {args.calls}}}'], check=True)
+        print(f"{snapshot.stat().st_size / 1e6:.1f} MB; {args.runs} runs at 1280x800", flush=True)
+        times = measure(snapshot, args.runs, work)
+    print("medians:")
+    for name, values in times.items():
+        print(f"  {name:<26} {statistics.median(values):6.2f} s   (runs: {', '.join(f'{v:.2f}' for v in values)})")
+
+
+if __name__ == "__main__":
+    main()

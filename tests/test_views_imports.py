@@ -1,0 +1,146 @@
+"""The shape of `tokencap.views`: an acyclic import graph, and no Streamlit anywhere in `tokencap`.
+
+Every import statement counts, wherever it sits: at module level, under
+``if TYPE_CHECKING:`` or inside a function. A cycle hidden behind a type-checking guard
+or a function-local import is still a cycle between the modules' responsibilities.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "tokencap"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, root: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names), from every import statement in it."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            # `from . import style` imports the module `style`, not a name of the package.
+            out.update(f"{target}.{alias.name}" for alias in node.names)
+    return out
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports."""
+    files = sorted(root.rglob("*.py"))
+    modules = {module_name(f, root): f for f in files}
+    graph = {}
+    for name, f in modules.items():
+        graph[name] = {m for m in imported_modules(f, root) if m in modules and m != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        stack = [(start, iter(sorted(graph[start])))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                path.append(child)
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+    return None
+
+
+def views_graph() -> dict[str, set[str]]:
+    graph = import_graph(PACKAGE)
+    views = {m for m in graph if m == "tokencap.views" or m.startswith("tokencap.views.")}
+    # The package's __init__ re-exports; edges into it would make every module look cyclic.
+    return {m: {d for d in graph[m] if d in views and d != "tokencap.views"} for m in views}
+
+
+def test_views_import_graph_has_no_cycle():
+    graph = views_graph()
+    assert len(graph) > 5
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_model_is_the_bottom_and_page_assembly_the_top():
+    graph = views_graph()
+    assert graph["tokencap.views.model"] <= {"tokencap.views.text", "tokencap.views.style"}
+    for leaf in ("text", "style", "words", "sources"):
+        assert graph[f"tokencap.views.{leaf}"] == set(), leaf
+    importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout_page" in deps]
+    assert importers_of_page == []
+
+
+def test_nothing_under_tokencap_imports_streamlit():
+    offenders = []
+    for f in sorted(PACKAGE.rglob("*.py")):
+        mods = imported_modules(f, PACKAGE)
+        if any(m == "streamlit" or m.startswith("streamlit.") for m in mods):
+            offenders.append(str(f.relative_to(REPO)))
+    assert offenders == []
+
+
+# --------------------------------------------------------------------------- the checker itself
+
+
+@pytest.fixture
+def fake_package(tmp_path):
+    root = tmp_path / "pkg"
+    (root / "views").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "views" / "__init__.py").write_text("from .a import A\n")
+    return root
+
+
+def test_checker_sees_cycles_behind_type_checking_and_local_imports(fake_package):
+    v = fake_package / "views"
+    (v / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\nA = 1\n")
+    (v / "b.py").write_text("def f():\n    from . import c\n    return c\n")
+    (v / "c.py").write_text("import pkg.views.a\n")
+    graph = import_graph(fake_package)
+    assert graph["pkg.views.a"] == {"pkg.views.b"}
+    assert graph["pkg.views.b"] == {"pkg.views", "pkg.views.c"}
+    assert graph["pkg.views.c"] == {"pkg.views.a"}
+    cycle = find_cycle({m: d - {"pkg", "pkg.views"} for m, d in graph.items()})
+    assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"pkg.views.a", "pkg.views.b",
+                                                                           "pkg.views.c"}
+
+
+def test_checker_accepts_a_layered_package(fake_package):
+    v = fake_package / "views"
+    (v / "a.py").write_text("from .. import views\nA = 1\n")
+    (v / "b.py").write_text("from .a import A\nfrom ..views import a\n")
+    (v / "c.py").write_text("from . import a, b\nimport streamlit as st\n")
+    graph = {m: d - {"pkg", "pkg.views"} for m, d in import_graph(fake_package).items()}
+    assert find_cycle(graph) is None
+    assert "streamlit" in imported_modules(v / "c.py", fake_package)

@@ -1,0 +1,68 @@
+"""Shareable views: the Rollout page's state as query parameters and back."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokencap.views import links
+from tokencap.views import rollout_page as rp
+from tokencap.views.sources import RolloutRef
+
+ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
+
+
+@given(src=st.one_of(st.none(), ids), rollout=st.one_of(st.none(), ids), call=st.one_of(st.none(), ids),
+       kind=st.sampled_from(["call", "refusal", "ghost"]), tab=st.sampled_from([None, *rp.TABS]),
+       anchor=st.one_of(st.none(), ids),
+       mask=st.one_of(st.none(), st.builds(links.MaskWindow, ids, st.integers(0, 10**7), st.integers(1, 10**5))))
+def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask):
+    if kind == "call" and call is not None and call.startswith(("refusal:", "ghost:")):
+        call = "x" + call  # such a bare call id is read as that node kind (see decode_call)
+    state = links.ViewState(src=src, rollout=rollout, call=f"{kind}:{call}" if call else None, tab=tab,
+                            anchor=anchor, mask=mask)
+    params = links.to_params(state)
+    assert set(params) <= set(links.KEYS)
+    assert links.parse(params) == state
+
+
+def test_a_call_is_its_bare_id_in_the_url():
+    assert links.to_params(links.ViewState(call="call:call-0003")) == {"call": "call-0003"}
+    assert links.to_params(links.ViewState(call="refusal:r-end", tab="Loss mask")) == {"call": "refusal:r-end",
+                                                                                       "tab": "mask"}
+    # With the tree's keys at hand, a call whose id looks like another kind's key is still found.
+    assert links.decode_call("ghost:x", {"call:ghost:x": 0}) == "call:ghost:x"
+    assert links.decode_call("ghost:x", {"ghost:x": 0}) == "ghost:x"
+
+
+def test_parse_drops_what_does_not_fit():
+    state = links.parse({"tab": "nope", "mask": "main:-1:2048", "rollout": "", "call": ["a", "b"],
+                         "src": "x" * 5000, "run_id": "7"})
+    assert state == links.ViewState(call="call:b")
+    assert links.MaskWindow.decode("branch:0:7:4096:1024") == links.MaskWindow("branch:0:7", 4096, 1024)
+    assert links.MaskWindow.decode("main:4096") is None
+
+
+def test_samples_and_paths():
+    state = links.parse({"src": "sample:stale_parent_link.json"})
+    assert state.sample == "stale_parent_link.json" and state.path is None
+    state = links.parse({"src": "/data/run7/store"})
+    assert state.path == "/data/run7/store" and state.sample is None
+    assert rp.path_src("relative/dir").endswith("/relative/dir") and rp.path_src("relative/dir").startswith("/")
+
+
+def test_share_url_and_the_contract_for_other_pages():
+    state = links.ViewState(src="sample:a b.json", rollout="r&1", call="call:c?1", tab="Verdicts")
+    url = links.share_url("http://localhost:8501/rollout", state)
+    assert url == "http://localhost:8501/rollout?src=sample%3Aa+b.json&rollout=r%261&call=c%3F1&tab=verdicts"
+    assert links.share_url(None, links.ViewState()) == ""
+    params = links.open_rollout_params("/runs/7/store", "task-3", call="call-0004", tab="mask")
+    assert params == {"src": "/runs/7/store", "rollout": "task-3", "call": "call-0004", "tab": "mask"}
+    assert links.parse(params).tab == "Loss mask"
+    assert links.ours({"run_id": "1", "call": "c", "tab": ["tree"]}) == {"call": "c", "tab": "tree"}
+
+
+def test_a_link_names_a_rollout_by_id():
+    refs = [RolloutRef("k1", 0, "a", "f.jsonl"), RolloutRef("k1", 1, "b", "f.jsonl")]
+    assert rp.ref_for(refs, "b") is refs[1]
+    assert rp.ref_for(refs, "zzz") is None and rp.ref_for(refs, None) is None

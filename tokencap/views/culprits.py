@@ -1,0 +1,249 @@
+"""Culprits: for every mask reason, the call(s) that caused it, in plain words.
+
+A masked rollout's banner names, under each reason, what caused it ("call-0003's claimed
+parent call-0002 does not open its prompt"), and each culprit carries the key of the tree
+node to select, so the page can make it a link. The page opens a masked rollout on its
+first culprit that is a node.
+
+Words are chosen to say what happened, never to mislead: a record whose tokens disagree
+with its own stamps reads as *corrupt*, not as an unresolved link; a missing parent reads
+as missing. Capture strings (call ids, messages) are kept verbatim here; the page escapes
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..builder import (
+    DELTA_UNRECONSTRUCTABLE,
+    ENTRY_DIGEST_MISMATCH,
+    MISSING_RESOLUTION,
+    PARENT_DIGEST_MISMATCH,
+    PARENT_MISSING,
+    PARENT_UNRESOLVED,
+    RULE_UNRESOLVED,
+)
+from ..rollout import MASK_REASON_TEXT
+from .model import CALL, GHOST, RolloutView, node_key
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """One cause of a mask reason: what happened, and the node to select (None: nothing to point at)."""
+
+    reason: str
+    text: str
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class ReasonLine:
+    """One mask reason with its plain words and its culprits."""
+
+    code: str
+    words: str
+    culprits: list[Culprit] = field(default_factory=list)
+    explanation: str = ""  # the reason at length (what `tokencap inspect` says)
+
+
+def _call(view: RolloutView, ident: str | None) -> str | None:
+    """The node key of a captured call or a never-captured one drawn in the tree, else None."""
+    if ident is None:
+        return None
+    if ident in view.records_by_id:
+        return node_key(CALL, ident)
+    if ident in view.announced_uncaptured:
+        return node_key(GHOST, ident)
+    return None
+
+
+def _absent_parent(view: RolloutView, ident: str) -> str:
+    """Why a claimed parent is not among the chained calls, in a few words."""
+    build = view.build
+    if build is not None and ident in build.excluded:
+        return "was excluded" + (" as corrupt" if build.excluded[ident] == ENTRY_DIGEST_MISMATCH else "")
+    if build is not None and ident in build.notes.empty_generation_calls:
+        return "generated nothing (not chained)"
+    return "was never captured"
+
+
+def _incomplete(view: RolloutView) -> list[Culprit]:
+    announced = view.announced_uncaptured
+    if announced:
+        return [Culprit("capture_incomplete", f"{c} was announced but never captured", node_key(GHOST, c))
+                for c in announced]
+    notes = [n for n in view.snapshot.source_notes if "incomplete" in n]
+    if view.snapshot.load_error is not None:
+        # A rollout that failed to load is incomplete by definition: nothing shows which calls it had.
+        return [Culprit("capture_incomplete", "the rollout could not be loaded, so nothing shows which of its "
+                                              "calls were captured (load_error says why)")]
+    text = ("the capture store marked this rollout incomplete without naming the call that failed"
+            if notes else "the snapshot says incomplete: true without naming the call that failed")
+    return [Culprit("capture_incomplete", text)]
+
+
+def _unresolved_parent(view: RolloutView) -> list[Culprit]:
+    build = view.build
+    assert build is not None
+    out = []
+    for cid in build.notes.unresolved_parent_calls:
+        key = _call(view, cid)
+        excluded = build.excluded.get(cid)
+        decision = build.links.get(cid)
+        claimed = decision.claimed_parent if decision is not None else None
+        if cid in build.conflicting_duplicates:
+            copies = len(view.copies_by_id.get(cid, ()))
+            text = f"{cid} is corrupt: {copies} records carry this id with different tokens"
+        elif excluded == ENTRY_DIGEST_MISMATCH:
+            text = f"{cid} is corrupt: its tokens disagree with its own stamped cum_len or digest"
+        elif excluded == DELTA_UNRECONSTRUCTABLE:
+            text = f"{cid} stores only a prompt suffix, and its full prompt could not be rebuilt and verified"
+        elif decision is None:
+            text = f"{cid}: its parent link could not be proven"
+        elif decision.note == PARENT_DIGEST_MISMATCH:
+            text = f"{cid}'s claimed parent {claimed} does not open its prompt"
+        elif decision.note == PARENT_MISSING:
+            tie = f"; {len(decision.candidates)} calls tie for the longest prefix" if decision.candidates else ""
+            text = (f"{cid}'s claimed parent {claimed} {_absent_parent(view, claimed or '')}, and no single call's "
+                    f"tokens open its prompt{tie}")
+        elif decision.note == PARENT_UNRESOLVED:
+            text = f"{cid}'s parent was left unresolved when the request was made"
+        elif decision.note == MISSING_RESOLUTION:
+            text = f"{cid} records no parent resolution (a legacy record), so no link is trusted"
+        else:
+            text = f"{cid}: {decision.note}"
+        out.append(Culprit("unresolved_parent_calls", text, key))
+    return out
+
+
+def _unresolved_retries(view: RolloutView) -> list[Culprit]:
+    build = view.build
+    assert build is not None
+    out = []
+    for group in build.retry_groups:
+        if group.rule != RULE_UNRESOLVED:
+            continue
+        parent = f"{group.parent}'s request" if group.parent else "one root request"
+        members = " / ".join(group.members)
+        out.append(Culprit("unresolved_retries", f"{members}: retries of {parent} generated different tokens and "
+                           "none was continued", _call(view, group.members[0])))
+    return out
+
+
+def _roots(view: RolloutView) -> list[Culprit]:
+    build = view.build
+    assert build is not None
+    quarantined = set(build.quarantined)
+    main_root = build.main.call_ids[0] if build.main is not None and build.main.links else None
+    roots = sorted((d for cid, d in build.links.items()
+                    if d.linked_parent is None and cid not in quarantined and cid != main_root),
+                   key=lambda d: (build.entries[d.call_id].created_at, d.call_id))
+    out = []
+    for d in roots:
+        if d.note is None:
+            text = f"{d.call_id} was recorded as the start of another conversation"
+        else:
+            text = f"{d.call_id} starts a fragment of its own (its parent link is unproven)"
+        out.append(Culprit("multiple_roots", text, _call(view, d.call_id)))
+    return out
+
+
+def _chains(view: RolloutView) -> list[Culprit]:
+    main = view.chain("main")
+    on_main = set(main.call_ids) if main is not None else set()
+    out = []
+    for chain in view.chains:
+        if chain.chain_id == "main" or not chain.links:
+            continue
+        ids = chain.call_ids
+        first = next((i for i, c in enumerate(ids) if c not in on_main), 0)
+        n = len(ids) - first
+        calls = f"{n} call{'s' if n != 1 else ''}"
+        if first:
+            text = f"{chain.chain_id} forks off {ids[first - 1]} at {ids[first]} ({calls} not delivered)"
+        else:
+            text = f"{chain.chain_id} is a separate fragment from {ids[0]} ({calls} not delivered)"
+        out.append(Culprit("multiple_chains", text, _call(view, ids[first])))
+    return out
+
+
+def _not_delivered(view: RolloutView) -> list[Culprit]:
+    anchor = view.result.terminal_call_id
+    build = view.build
+    where = build.notes.terminal_chain if build is not None else ""
+    text = {"quarantined": f"the anchor {anchor} was quarantined: another retry of its request was kept",
+            "missing": f"the anchor {anchor} is not among the chained calls"}.get(
+        where, f"the anchor {anchor} is not on the delivered chain")
+    return [Culprit("terminal_call_not_delivered", text, _call(view, anchor))]
+
+
+def _no_generated(view: RolloutView) -> list[Culprit]:
+    main = view.chain("main")
+    if main is None or not main.links:
+        return [Culprit("no_generated_tokens", "no chain could be delivered")]
+    last = main.call_ids[-1]
+    return [Culprit("no_generated_tokens", f"the delivered chain (ending at {last}) generated no token",
+                    _call(view, last))]
+
+
+def reason_lines(view: RolloutView) -> list[ReasonLine]:
+    """Every mask reason of the view's result, in the contract's order, with its culprits."""
+    result = view.result
+    error = result.metrics.get("error")
+    out = []
+    for code in result.mask_reasons:
+        culprits: list[Culprit]
+        if code == "capture_incomplete":
+            culprits = _incomplete(view)
+        elif code in ("load_error", "build_error"):
+            culprits = [Culprit(code, str(error))] if error else []
+        elif code == "no_records":
+            culprits = [Culprit(code, "the snapshot holds no token entries")]
+        elif view.build is None:
+            culprits = []
+        elif code == "unresolved_parent_calls":
+            culprits = _unresolved_parent(view)
+        elif code == "unresolved_retries":
+            culprits = _unresolved_retries(view)
+        elif code == "multiple_roots":
+            culprits = _roots(view)
+        elif code == "multiple_chains":
+            culprits = _chains(view)
+        elif code == "no_generated_tokens":
+            culprits = _no_generated(view)
+        elif code == "terminal_call_not_delivered":
+            culprits = _not_delivered(view)
+        else:
+            culprits = []
+        out.append(ReasonLine(code, REASON_WORDS.get(code, code), culprits, MASK_REASON_TEXT.get(code, "")))
+    return out
+
+
+REASON_WORDS = {
+    "load_error": "the snapshot could not be loaded",
+    "capture_incomplete": "a call failed to capture",
+    "no_records": "no token entries",
+    "build_error": "the builder failed",
+    "unresolved_retries": "retries differ and nothing shows which one the harness kept",
+    "unresolved_parent_calls": "a parent link is unproven, or a record is corrupt",
+    "multiple_roots": "the rollout splits into fragments",
+    "multiple_chains": "branches or fragments besides the delivered chain",
+    "no_generated_tokens": "nothing generated to train on",
+    "terminal_call_not_delivered": "the anchor is not delivered",
+}
+"""Short words for the banner; the reason at length is `MASK_REASON_TEXT`."""
+
+
+def culprits_of(view: RolloutView) -> list[ReasonLine]:
+    """The view's reason lines, computed once per view."""
+    return view.derived("culprits", reason_lines)
+
+
+def first_culprit(view: RolloutView) -> str | None:
+    """The node a masked rollout opens on: its first culprit that is a node, else None."""
+    for line in culprits_of(view):
+        for culprit in line.culprits:
+            if culprit.key is not None:
+                return culprit.key
+    return None

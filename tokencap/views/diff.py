@@ -1,0 +1,206 @@
+"""Two builds of one rollout side by side: anchor A against anchor B, or two captures of it.
+
+`compare` puts the two views' verdicts, mask reasons, response status, metrics and
+delivered calls in one table (with what changed marked), lists every change in words
+(`verdicts.verdict_changes`: a status that flips while the verdict stays trainable is a
+change too), and finds the first position where the two delivered training sequences
+(the main chains' tokens, prompt and generation) differ. `sequence_figure` draws that:
+both sequences as bars on one axis, green while they agree, and the tokens around the
+first difference as cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from . import style
+from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, agreement_runs, cell_labels, leading_agreement
+from .model import RolloutView
+from .text import fmt_int, html_text
+from .verdicts import banner_of, verdict_changes
+
+WINDOW_BEFORE = 6
+WINDOW_AFTER = 10
+
+
+@dataclass
+class SequenceDiff:
+    """Where two delivered sequences agree and where they first part."""
+
+    len_a: int
+    len_b: int
+    agree: int                                   # leading positions both hold the same token
+    runs: tuple[tuple[int, int, bool], ...]      # over the overlap
+    window: tuple[int, int]
+    tokens_a: np.ndarray
+    tokens_b: np.ndarray
+    owner_a: str | None = None                   # the call whose tokens hold the first difference, on each side
+    owner_b: str | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.len_a == self.len_b == self.agree
+
+    def summary(self, a: str = "A", b: str = "B") -> str:
+        if self.identical:
+            return f"The delivered sequences are identical ({self.len_a:,} tokens)."
+        if self.agree == min(self.len_a, self.len_b):
+            longer, shorter = (a, b) if self.len_a > self.len_b else (b, a)
+            return (f"{shorter}'s delivered sequence ({min(self.len_a, self.len_b):,} tokens) is the start of "
+                    f"{longer}'s ({max(self.len_a, self.len_b):,}): they part at position {self.agree:,}, where "
+                    f"{shorter}'s ends.")
+        where = ""
+        if self.owner_a or self.owner_b:
+            where = f" (in {self.owner_a or '—'} on {a}, {self.owner_b or '—'} on {b})"
+        i = self.agree - self.window[0]
+        return (f"They agree on the first {self.agree:,} tokens and first differ at position {self.agree:,}{where}: "
+                f"{a} has token {int(self.tokens_a[i])}, {b} has token {int(self.tokens_b[i])}.")
+
+
+@dataclass
+class Comparison:
+    label_a: str
+    label_b: str
+    table: pd.DataFrame                          # what | A | B | changed
+    changes: list[str] = field(default_factory=list)
+    calls_common: int = 0                        # delivered calls both deliver, from the start
+    calls_only_a: list[str] = field(default_factory=list)
+    calls_only_b: list[str] = field(default_factory=list)
+    sequence: SequenceDiff | None = None
+
+
+def _main_tokens(view: RolloutView) -> tuple[np.ndarray, Any]:
+    mask = view.mask("main")
+    if mask is None:
+        return np.zeros(0, dtype=np.int64), None
+    return np.asarray(mask.token_ids), mask
+
+
+def _owner(mask: Any, position: int) -> str | None:
+    if mask is None or position >= len(mask) or not mask.call_ids:
+        return None
+    link = int(np.searchsorted(mask.link_starts, position, side="right")) - 1
+    return mask.call_ids[max(link, 0)]
+
+
+def sequence_diff(a: RolloutView, b: RolloutView) -> SequenceDiff:
+    ta, mask_a = _main_tokens(a)
+    tb, mask_b = _main_tokens(b)
+    agree = leading_agreement(ta, tb)
+    start = max(0, agree - WINDOW_BEFORE)
+    end = max(start + 1, min(max(ta.size, tb.size), agree + WINDOW_AFTER))
+    differs = agree < min(ta.size, tb.size)
+    return SequenceDiff(int(ta.size), int(tb.size), agree, agreement_runs(ta, tb), (start, end), ta[start:end],
+                        tb[start:end], _owner(mask_a, agree) if differs else None,
+                        _owner(mask_b, agree) if differs else None)
+
+
+def _metric(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "null" if value is None else str(value)
+
+
+def compare(a: RolloutView, b: RolloutView, label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Everything that tells two builds of a rollout apart."""
+    ra, rb = a.result, b.result
+    banner_a, banner_b = banner_of(a), banner_of(b)
+    main_a = a.chain("main")
+    main_b = b.chain("main")
+    calls_a = main_a.call_ids if main_a is not None else []
+    calls_b = main_b.call_ids if main_b is not None else []
+    common = 0
+    while common < min(len(calls_a), len(calls_b)) and calls_a[common] == calls_b[common]:
+        common += 1
+    rows: list[tuple[str, str, str]] = [
+        ("verdict", "trainable" if not ra.mask_sample else "masked", "trainable" if not rb.mask_sample else "masked"),
+        ("mask reasons", ", ".join(ra.mask_reasons) or "—", ", ".join(rb.mask_reasons) or "—"),
+        ("response status", banner_a.status_line, banner_b.status_line),
+        ("anchor", a.anchor or "—", b.anchor or "—"),
+        ("snapshot", f"{a.snapshot.snapshot_id or '—'} v{a.snapshot.version}",
+         f"{b.snapshot.snapshot_id or '—'} v{b.snapshot.version}"),
+        ("delivered calls", fmt_int(len(calls_a)), fmt_int(len(calls_b))),
+        ("delivered chain ends at", calls_a[-1] if calls_a else "—", calls_b[-1] if calls_b else "—"),
+    ]
+    for key in dict.fromkeys(list(ra.metrics) + list(rb.metrics)):
+        if key in ("status", "incomplete_reason"):
+            continue
+        rows.append((key, _metric(ra.metrics.get(key)), _metric(rb.metrics.get(key))))
+    table = pd.DataFrame(rows, columns=["what", label_a, label_b])
+    table["changed"] = ["✱" if x != y else "" for _, x, y in rows]
+    changes = verdict_changes(ra, rb)
+    if a.anchor != b.anchor:
+        changes.insert(0, f"anchor: {a.anchor or 'none'} → {b.anchor or 'none'}")
+    if calls_a != calls_b:
+        changes.append(f"delivered calls: {len(calls_a):,} → {len(calls_b):,} ({common:,} in common from the start)")
+    return Comparison(label_a, label_b, table, changes, common, calls_a[common:], calls_b[common:],
+                      sequence_diff(a, b))
+
+
+def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", decode: Any = None) -> go.Figure:
+    """Both delivered sequences on one axis (green: same token, red: different, grey: only one side
+    has it) and the tokens around the first difference as cells."""
+    from plotly.subplots import make_subplots
+
+    rows = [html_text(label_a, 40), html_text(label_b, 40)]
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2)
+    overlap = min(d.len_a, d.len_b)
+    spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for start, end, same in d.runs:
+        for r in (0, 1):
+            spans.setdefault((r, "same token" if same else "different token"), []).append((start, end))
+    for r, n in ((0, d.len_a), (1, d.len_b)):
+        if n > overlap:
+            spans.setdefault((r, "only this side has it"), []).append((overlap, n))
+    colours = {"same token": AGREE, "different token": DIFFER, "only this side has it": ONLY_CHILD}
+    for (r, what), segs in spans.items():
+        starts = np.array([s for s, _ in segs])
+        widths = np.array([e - s for s, e in segs])
+        fig.add_trace(go.Bar(y=[rows[r]] * len(segs), x=widths, base=starts, orientation="h",
+                             marker={"color": colours[what], "line": {"width": 0}},
+                             customdata=np.column_stack((starts, starts + widths - 1)),
+                             hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
+                                           "<extra></extra>", showlegend=False), row=1, col=1)
+    if not d.identical:
+        total = max(d.len_a, d.len_b, 1)
+        fig.add_vline(x=d.agree, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+        fig.add_annotation(x=d.agree, y=1.0, xref="x", yref="y domain", showarrow=False, yanchor="bottom",
+                           xanchor="right" if d.agree > 0.6 * total else "left",
+                           text=f"first difference at {d.agree:,}", font={"size": 11}, row=1, col=1)
+    start, end = d.window
+    width = end - start
+    z = np.full((2, width), np.nan)
+    text = [[""] * width for _ in range(2)]
+    hover = [[""] * width for _ in range(2)]
+    labels = (cell_labels(d.tokens_a, decode), cell_labels(d.tokens_b, decode))
+    for i in range(width):
+        ta = int(d.tokens_a[i]) if i < d.tokens_a.size else None
+        tb = int(d.tokens_b[i]) if i < d.tokens_b.size else None
+        for r, tok in ((0, ta), (1, tb)):
+            if tok is None:
+                z[r, i], text[r][i], hover[r][i] = 0.0, "—", f"pos {start + i:,}: this sequence ended"
+                continue
+            z[r, i] = 1.0 if ta == tb else (2.0 if ta is not None and tb is not None else 3.0)
+            text[r][i] = html_text(labels[r][i], 14)
+            hover[r][i] = f"pos {start + i:,} · token {tok}"
+    scale = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
+             [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
+    fig.add_trace(go.Heatmap(z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
+                             showscale=False, text=text, texttemplate="%{text}",
+                             textfont={"size": 10, "color": "#111827"}, hovertext=hover,
+                             hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2), row=2, col=1)
+    fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
+                      barmode="overlay")
+    fig.update_xaxes(range=[0, max(d.len_a, d.len_b, 1) * 1.01 + 1], row=1, col=1, showgrid=False, tickformat=",d")
+    fig.update_xaxes(title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}}, row=2,
+                     col=1, dtick=1 if width <= 20 else None, tickformat=",d")
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    return fig

@@ -1,0 +1,256 @@
+"""A parent link's proof, drawn: the parent's cumulative tokens against the child's prompt.
+
+A link holds when the parent's whole cumulative sequence (prompt + generation, length L)
+opens the child's prompt. Two 64-character digests say whether it does, not where it
+stops doing so; this module finds out and draws it as an aligned strip:
+
+* two bars on one position axis: the parent's L tokens and the child's prompt, green as
+  far as they agree, red where the parent's sequence goes on without the child, grey
+  where the child's prompt goes on past the parent (its interstitial);
+* a zoomed window of token cells around the first position where they diverge (or
+  around the end of the parent's sequence when they agree all the way), each cell the
+  token id, or its decoded text when a tokenizer is loaded;
+* the lengths, and the digests in full (the page shows them copyable below the strip).
+
+Everything is vectorised; a 100k-token prompt is one comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..digest import compute_digest, digest_of_parts
+from ..records import TokenEntry
+from . import style
+from .model import RolloutView
+from .text import html_text
+
+WINDOW_BEFORE = 6
+WINDOW_AFTER = 10
+MAX_RUNS = 400
+
+AGREE = "#16a34a"
+DIFFER = "#dc2626"
+ONLY_CHILD = "#cbd5e1"
+CELL = {"absent": "#f8fafc", "agree": "#bbf7d0", "differ": "#fecaca", "only_child": "#e2e8f0"}
+
+
+@dataclass(frozen=True)
+class LinkProof:
+    """The claimed (or linked) parent's cumulative sequence against the child's prompt."""
+
+    child: str
+    parent: str
+    relation: str                 # "linked parent", "claimed parent", "recovered parent"
+    parent_len: int               # L: the parent's prompt + generation
+    prompt_len: int               # the child's full prompt
+    agree: int                    # leading positions where both hold the same token
+    window: tuple[int, int]       # [start, end) of the zoomed token cells
+    parent_tokens: np.ndarray     # parent's tokens in the window (shorter where it ends)
+    child_tokens: np.ndarray      # child's prompt tokens in the window
+    expected_digest: str          # the parent's digest (stamped, else computed)
+    digest_source: str            # "stamped" or "computed"
+    found_digest: str | None      # digest of the child's first L prompt tokens (None: prompt too short)
+    runs: tuple[tuple[int, int, bool], ...] = ()  # (start, end, same) over the overlap, at most MAX_RUNS
+    same_after: int = 0           # positions after the first difference where the two agree again
+
+    @property
+    def holds(self) -> bool:
+        """Whether the parent's whole sequence opens the child's prompt."""
+        return self.agree == self.parent_len and self.prompt_len >= self.parent_len
+
+    @property
+    def diverges_at(self) -> int | None:
+        """The first position where the two differ (or where the child's prompt ends first); None when it holds."""
+        return None if self.holds else self.agree
+
+    def summary(self) -> str:
+        """One sentence: where they agree and where they part."""
+        n = self.parent_len
+        if self.holds:
+            return (f"All {n:,} tokens of {self.parent}'s cumulative sequence open {self.child}'s prompt "
+                    f"({self.prompt_len:,} tokens; the next {self.prompt_len - n:,} are its interstitial).")
+        if self.agree >= self.prompt_len:
+            return (f"{self.child}'s prompt ({self.prompt_len:,} tokens) ends before {self.parent}'s cumulative "
+                    f"sequence ({n:,} tokens): they agree on all {self.agree:,} positions it has, but the parent's "
+                    "sequence cannot open a shorter prompt.")
+        overlap = min(n, self.prompt_len)
+        again = (f" Of the {overlap - self.agree - 1:,} positions after it that both have, {self.same_after:,} agree "
+                 "again; a link needs every one of them." if self.same_after else "")
+        return (f"They agree on the first {self.agree:,} of {n:,} tokens of {self.parent}'s cumulative sequence, "
+                f"then differ at position {self.agree:,}: the parent has {_tok(self.parent_tokens, self)}, "
+                f"{self.child}'s prompt has {_tok(self.child_tokens, self)}.{again}")
+
+
+def _tok(tokens: np.ndarray, proof: LinkProof) -> str:
+    i = proof.agree - proof.window[0]
+    return f"token {int(tokens[i])}" if 0 <= i < tokens.size else "nothing (it ended)"
+
+
+def _sequence(entry: TokenEntry) -> np.ndarray:
+    return np.concatenate((entry.prompt_token_ids, entry.generation_token_ids))
+
+
+def leading_agreement(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading positions ``a`` and ``b`` share."""
+    n = min(a.size, b.size)
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+def agreement_runs(a: np.ndarray, b: np.ndarray, max_runs: int = MAX_RUNS) -> tuple[tuple[int, int, bool], ...]:
+    """Runs of agreeing / differing positions over the overlap of ``a`` and ``b``: (start, end, same).
+
+    Beyond ``max_runs`` runs the overlap is cut into ``max_runs`` equal bins instead, a bin
+    agreeing only when every position in it does, so a difference is never hidden.
+    """
+    n = min(a.size, b.size)
+    if n == 0:
+        return ()
+    same = np.asarray(a[:n]) == np.asarray(b[:n])
+    cuts = np.flatnonzero(np.diff(same.astype(np.int8))) + 1
+    if cuts.size + 1 > max_runs:
+        edges = np.unique(np.linspace(0, n, max_runs + 1).astype(np.int64))
+        all_same = np.logical_and.reduceat(same, edges[:-1])
+        return tuple((int(x), int(y), bool(v)) for x, y, v in zip(edges[:-1], edges[1:], all_same))
+    bounds = np.concatenate(([0], cuts, [n]))
+    return tuple((int(x), int(y), bool(same[x])) for x, y in zip(bounds[:-1], bounds[1:]))
+
+
+def prove(child: TokenEntry, parent: TokenEntry, relation: str = "claimed parent") -> LinkProof:
+    """Compare ``parent``'s full sequence with the start of ``child``'s (full) prompt."""
+    seq = _sequence(parent)
+    prompt = child.prompt_token_ids
+    agree = leading_agreement(seq, prompt)
+    overlap = min(seq.size, prompt.size)
+    same_after = int(np.count_nonzero(np.asarray(seq[agree + 1:overlap]) == np.asarray(prompt[agree + 1:overlap])))
+    holds = agree == seq.size and prompt.size >= seq.size
+    centre = seq.size if holds else agree
+    start = max(0, centre - WINDOW_BEFORE)
+    end = max(start + 1, min(max(seq.size, prompt.size), centre + WINDOW_AFTER))
+    if parent.digest is not None:
+        expected, source = parent.digest, "stamped"
+    else:
+        expected, source = digest_of_parts(parent.prompt_token_ids, parent.generation_token_ids), "computed"
+    found = compute_digest(prompt[: seq.size]) if prompt.size >= seq.size else None
+    return LinkProof(child.model_call_id, parent.model_call_id, relation, int(seq.size), int(prompt.size), agree,
+                     (start, end), np.asarray(seq[start:end]), np.asarray(prompt[start:end]), expected, source, found,
+                     agreement_runs(seq, prompt), same_after if agree < overlap else 0)
+
+
+def link_proof(view: RolloutView, call_id: str) -> LinkProof | None:
+    """The proof of a call's link to its linked parent, else to the parent it claimed (when that was captured
+    and chained); None for a root, an excluded record, or a parent with no tokens to compare."""
+    build = view.build
+    if build is None or call_id not in build.entries or call_id in build.excluded:
+        return None
+    child = build.entries[call_id]
+    decision = build.links.get(call_id)
+    linked = decision.linked_parent if decision is not None else None
+    claimed = child.parent_call_id
+    if linked is not None and linked in build.entries:
+        relation = "recovered parent" if linked != claimed else "linked parent"
+        return prove(child, build.entries[linked], relation)
+    if claimed is not None and claimed in build.entries:
+        return prove(child, build.entries[claimed], "claimed parent")
+    return None
+
+
+def cell_labels(tokens: np.ndarray, decode: Callable[[int], str] | None = None) -> list[str]:
+    """What each token cell shows: its id, or its decoded text (quoted, so spaces show) when a decoder is given."""
+    if decode is None:
+        return [str(int(t)) for t in tokens]
+    out = []
+    for t in tokens:
+        try:
+            text = decode(int(t))
+        except Exception:  # noqa: BLE001 -- an id outside the vocabulary shows as its number
+            text = f"⟨{int(t)}⟩"
+        out.append(repr(text)[1:-1] if text else "∅")
+    return out
+
+
+def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -> go.Figure:
+    """The aligned strip: both sequences as bars (top), the window's token cells (bottom)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2)
+    rows = [f"{proof.relation} {proof.parent}", f"this call {proof.child}"]
+    rows_short = [html_text(r, 40) for r in rows]
+    n_parent, n_child, agree = proof.parent_len, proof.prompt_len, proof.agree
+    # Bars on one position axis: over the overlap, green where both hold the same token and
+    # red where they differ; past the overlap, the parent's leftover tokens are red (they
+    # never appear in the child's prompt) and the child's are grey (its interstitial).
+    overlap = min(n_parent, n_child)
+    segments: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for a, b, same in proof.runs:
+        for r in (0, 1):
+            segments.setdefault((r, "agree" if same else "differ"), []).append((a, b))
+    if n_parent > overlap:
+        segments.setdefault((0, "parent only: not in the child's prompt"), []).append((overlap, n_parent))
+    if n_child > overlap:
+        segments.setdefault((1, "child's interstitial (after the parent's sequence)"), []).append((overlap, n_child))
+    colour_of = {"agree": AGREE, "differ": DIFFER}
+    for (r, what), spans in segments.items():
+        colour = colour_of.get(what, DIFFER if r == 0 else ONLY_CHILD)
+        starts = np.array([a for a, _ in spans])
+        widths = np.array([b - a for a, b in spans])
+        fig.add_trace(go.Bar(y=[rows_short[r]] * len(spans), x=widths, base=starts, orientation="h",
+                             marker={"color": colour, "line": {"width": 0}},
+                             customdata=np.column_stack((starts, starts + widths - 1)),
+                             hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
+                                           "<extra></extra>", showlegend=False), row=1, col=1)
+    mark = n_parent if proof.holds else agree
+    label = f"parent ends at {n_parent:,}" if proof.holds else f"first difference at {agree:,}"
+    fig.add_vline(x=mark, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+    right = mark > 0.6 * max(n_parent, n_child, 1)
+    fig.add_annotation(x=mark, y=1.0, yref="y domain", xref="x", text=html_text(label), showarrow=False,
+                       yanchor="bottom", xanchor="right" if right else "left", font={"size": 11}, row=1, col=1)
+
+    # Token cells of the window.
+    start, end = proof.window
+    width = end - start
+    z = np.full((2, width), np.nan)
+    text = [[""] * width for _ in range(2)]
+    hover = [[""] * width for _ in range(2)]
+    p_labels = cell_labels(proof.parent_tokens, decode)
+    c_labels = cell_labels(proof.child_tokens, decode)
+    for i in range(width):
+        pos = start + i
+        p = int(proof.parent_tokens[i]) if i < proof.parent_tokens.size else None
+        c = int(proof.child_tokens[i]) if i < proof.child_tokens.size else None
+        for r, (tok, lab) in enumerate(((p, p_labels), (c, c_labels))):
+            if tok is None:
+                z[r, i] = 0.0
+                text[r][i] = "—"
+                hover[r][i] = f"pos {pos:,}: no token (the sequence ended)"
+                continue
+            if p is not None and c is not None:
+                z[r, i] = 1.0 if p == c else 2.0
+            else:
+                # One side ended: the parent's tokens past the child's prompt are a difference,
+                # the child's tokens past the parent's sequence are its interstitial.
+                z[r, i] = 2.0 if c is None else 3.0
+            text[r][i] = html_text(lab[i], 14)
+            hover[r][i] = f"pos {pos:,} · token {tok}" + (f" · {html_text(lab[i], 40)}" if decode else "")
+    colours = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
+               [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
+    fig.add_trace(go.Heatmap(z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
+                             showscale=False, text=text, texttemplate="%{text}",
+                             textfont={"size": 10, "color": "#111827"},
+                             hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
+                  row=2, col=1)
+    fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
+                      barmode="overlay")
+    fig.update_xaxes(range=[0, max(n_parent, n_child) * 1.01 + 1], row=1, col=1, showgrid=False, tickformat=",d")
+    fig.update_xaxes(title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}}, row=2,
+                     col=1, dtick=1 if width <= 20 else None, tickformat=",d")
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    return fig

@@ -1,0 +1,93 @@
+"""The Rollout page, assembled: what the page decides beyond any one page part.
+
+The top of `tokencap.views`: it may use every page part (tree, detail, mask, verdicts,
+export) and nothing imports it but the Streamlit page (`app_pages/rollout.py`), which
+only lays out what this module and the page parts compute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+
+from .culprits import first_culprit
+from .model import RolloutView
+from .sources import RolloutRef
+from .text import fmt_bytes
+from .tree import tree_of
+
+TABS = ("Call tree", "Loss mask", "Verdicts", "Export", "Compare")
+"""The page's tabs, in order."""
+
+PROGRESS_BYTES = 4 << 20
+"""Loading more new bytes than this shows a progress box in place of the page."""
+
+
+def needs_progress(pending_sizes: Sequence[int]) -> bool:
+    """Whether loading sources of these sizes (not loaded before) gets a progress box."""
+    return bool(pending_sizes) and sum(pending_sizes) >= PROGRESS_BYTES
+
+
+def loading_label(files: int, size: int) -> str:
+    return f"Loading {files} file{'s' if files != 1 else ''} ({fmt_bytes(size)})…"
+
+
+def valid_anchor(base: RolloutView, anchor: str | None) -> str | None:
+    """``anchor`` when the unanchored build offers it as a terminal call, else None."""
+    return anchor if anchor is not None and anchor in base.anchor_options() else None
+
+
+def opening_node(view: RolloutView) -> str | None:
+    """The node a rollout opens on: a masked rollout's first culprit, else the delivered chain's last call."""
+    model = tree_of(view)
+    if view.result.mask_sample:
+        culprit = first_culprit(view)
+        if culprit is not None and culprit in model.index:
+            return culprit
+    return model.default_key
+
+
+def selected_node(view: RolloutView, remembered: str | None) -> str | None:
+    """The node the tree and the detail panel show: the remembered one while it exists, else the opening one."""
+    model = tree_of(view)
+    return remembered if remembered in model.index else opening_node(view)
+
+
+def export_source_label(source_name: str, source_label: str, uploaded: bool) -> str:
+    """The SOURCE of the `tokencap build` command shown beside the downloads."""
+    return source_name if uploaded else source_label
+
+
+def ref_for(refs: Sequence[RolloutRef], rollout_id: str | None) -> RolloutRef | None:
+    """The first loaded rollout with this id (a link names rollouts by id), or None."""
+    if rollout_id is None:
+        return None
+    return next((r for r in refs if r.rollout_id == rollout_id), None)
+
+
+def path_src(path: str) -> str:
+    """A path as a link's ``src``: absolute, so the link works from any working directory."""
+    return os.path.abspath(path)
+
+
+def export_key(parts: Iterable[str]) -> str:
+    """A short stable key for an export of several rollouts (their ids and anchors)."""
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"all:{digest}"
+
+
+def other_captures(refs: Sequence[RolloutRef], ref: RolloutRef) -> list[RolloutRef]:
+    """Other loaded captures of the same rollout (another upload, another snapshot version)."""
+    return [r for r in refs if r.rollout_id == ref.rollout_id and r.key != ref.key]
+
+
+def default_anchor_pair(base: RolloutView, anchor: str | None) -> tuple[str | None, str | None]:
+    """What the anchor comparison opens on: no anchor against the page's anchor, else against the
+    delivered chain's second-to-last call (the question "what if the harness had stopped one call
+    earlier?")."""
+    if anchor is not None:
+        return None, anchor
+    main = base.chain("main")
+    calls = main.call_ids if main is not None else []
+    return None, (calls[-2] if len(calls) >= 2 else (calls[-1] if calls else None))
