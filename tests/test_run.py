@@ -575,3 +575,18 @@ def test_a_store_file_that_is_a_symlink_fails_its_rollout_as_build_does(tmp_path
     built = {s.rollout_id: s for s in load_snapshots(run)}
     # the same words as `tokencap build`, labelled by the directory's name rather than its absolute path
     assert table["store-complete"]["error"].split(": ", 1)[1] == built["store-complete"].load_error.split(": ", 1)[1]
+
+
+def _die(units, options):
+    os._exit(9)  # a worker killed mid-shard (out of memory, a native crash)
+
+
+def test_a_worker_that_dies_is_one_clear_error_and_no_result(tmp_path, monkeypatch, capsys):
+    scan_module = sys.modules["tokencap.run.scan"]  # the package re-exports a function of that name
+    monkeypatch.setattr(scan_module, "scan_shard", _die)
+    out = tmp_path / "r.parquet"
+    code = main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--workers", "2"])
+    err = capsys.readouterr().err
+    assert code == 1 and "worker process died" in err and "--workers 1" in err
+    assert "Traceback" not in err
+    assert os.listdir(tmp_path) == []

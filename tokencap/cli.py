@@ -19,12 +19,13 @@ from typing import Any
 
 from .interrupts import Run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
-from .run import DiscoveryError, EngineUnavailable, ScanTableError
+from .run import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+EXIT_CRASHED = 1  # a worker process died: not the input's fault, as far as anyone can tell
 
 
 class _UsageError(Exception):
@@ -323,6 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code(exc)
     except (LoadError, RecordError, _UsageError, DiscoveryError, ScanTableError, EngineUnavailable) as exc:
         return _fail(str(exc))
+    except WorkerCrashed as exc:
+        _PROGRESS.done()
+        print(f"tokencap: error: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
         return _fail(f"{args.source}: {type(exc).__name__}: {exc}")

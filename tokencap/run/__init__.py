@@ -7,13 +7,13 @@ Ray; results in order) -> `scan` (plans, streams and writes parquet or JSONL ato
 """
 
 from .discover import DiscoveryError, RolloutUnit, discover
-from .engines import ENGINES, EngineUnavailable, default_workers
+from .engines import ENGINES, EngineUnavailable, WorkerCrashed, default_workers
 from .scan import (RunSummary, ScanTableError, export, read_scan, scan, scan_batches, scan_table,
                    table_of_snapshots)
 from .table import COLUMNS, LINK_NOTES, REASON_COLUMNS, SCHEMA
 
 __all__ = [
     "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "SCHEMA", "DiscoveryError", "EngineUnavailable",
-    "RolloutUnit", "RunSummary", "ScanTableError", "default_workers", "discover", "export", "read_scan", "scan",
+    "RolloutUnit", "RunSummary", "ScanTableError", "WorkerCrashed", "default_workers", "discover", "export", "read_scan", "scan",
     "scan_batches", "scan_table", "table_of_snapshots",
 ]

@@ -16,6 +16,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 import multiprocessing
@@ -27,6 +28,10 @@ ENGINES = ("local", "ray")
 
 class EngineUnavailable(RuntimeError):
     """The requested engine cannot run here (Ray not installed, cluster unreachable)."""
+
+
+class WorkerCrashed(RuntimeError):
+    """A worker process died while building (killed, out of memory, a crash in native code)."""
 
 
 def default_workers() -> int:
@@ -51,6 +56,8 @@ def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers
     # forkserver: workers start from a clean interpreter, not a copy of a threaded parent
     # (the app's server, a progress bar's monitor thread).
     context = multiprocessing.get_context("forkserver")
+    # Import the work once in the fork server; every worker forks from it ready to build.
+    context.set_forkserver_preload([fn.__module__])
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_ignore_sigint)
     pending: deque[Future] = deque()
     window = 2 * workers
@@ -58,9 +65,9 @@ def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers
         for shard in shards:
             pending.append(pool.submit(fn, shard, *extra))
             while len(pending) >= window:
-                yield pending.popleft().result()
+                yield _result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield _result(pending.popleft())
     finally:
         if pending:  # interrupted or failed: stop now, do not finish the queued shards
             for future in pending:
@@ -68,6 +75,16 @@ def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _result(future: Future) -> Any:
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        # Rollout errors never get here (each is a row); only a process that died does.
+        raise WorkerCrashed("a worker process died while building (killed, or out of memory?); nothing was "
+                            "written. Run again with --workers 1 to see which rollout it was, or with fewer "
+                            "workers to give each more memory") from None
 
 
 def _import_ray() -> Any:

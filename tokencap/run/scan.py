@@ -36,7 +36,7 @@ Progress = Callable[[int, int], None]
 
 META_KEY = b"tokencap"
 ROW_GROUP = 50_000
-MAX_SHARD_UNITS = 64
+MAX_SHARD_UNITS = 32
 MAX_SHARD_BYTES = 64 << 20
 
 
@@ -59,7 +59,7 @@ def _shards(units: list[RolloutUnit], workers: int) -> list[list[RolloutUnit]]:
     """Consecutive units cut into shards: big enough to amortise a task, small enough to balance."""
     if not units:
         return []
-    per_shard = max(1, min(MAX_SHARD_UNITS, math.ceil(len(units) / (8 * max(1, workers)))))
+    per_shard = max(1, min(MAX_SHARD_UNITS, math.ceil(len(units) / (16 * max(1, workers)))))
     shards: list[list[RolloutUnit]] = []
     current: list[RolloutUnit] = []
     size = 0
