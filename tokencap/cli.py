@@ -19,7 +19,7 @@ from typing import Any
 
 from .interrupts import Run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
-from .run import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
+from .run.errors import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..loading.files import kind_of
 from ..loading.store import _STORE_SUFFIXES
+from .errors import DiscoveryError
 
 STORE_LABEL = ".tokens.*"
 """How a store rollout's ``source`` reads: ``sub/dir/R.tokens.*`` (every file of prefix R)."""
@@ -64,10 +65,6 @@ class RolloutUnit:
     @property
     def paths(self) -> list[str]:
         return [os.path.join(self.directory, n) for n in self.names]
-
-
-class DiscoveryError(ValueError):
-    """SOURCE itself cannot be scanned (missing, unreadable, holds nothing)."""
 
 
 def _stat_sum(paths: list[str]) -> tuple[int, float]:

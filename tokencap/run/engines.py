@@ -21,17 +21,13 @@ from typing import Any, TypeVar
 
 import multiprocessing
 
+from .errors import EngineUnavailable, WorkerCrashed
+
 T = TypeVar("T")
 
 ENGINES = ("local", "ray")
 
 
-class EngineUnavailable(RuntimeError):
-    """The requested engine cannot run here (Ray not installed, cluster unreachable)."""
-
-
-class WorkerCrashed(RuntimeError):
-    """A worker process died while building (killed, out of memory, a crash in native code)."""
 
 
 def default_workers() -> int:

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from ..export import write_atomically
 from .discover import RolloutUnit, discover
+from .errors import ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
@@ -38,10 +39,6 @@ META_KEY = b"tokencap"
 ROW_GROUP = 50_000
 MAX_SHARD_UNITS = 32
 MAX_SHARD_BYTES = 64 << 20
-
-
-class ScanTableError(ValueError):
-    """A ``--since`` table that is not a tokencap scan table."""
 
 
 @dataclass

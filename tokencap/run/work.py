@@ -24,7 +24,7 @@ from ..loading.text import read_jsonl_records, snapshots_from_records
 from ..records import RecordError, TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
 from .discover import RolloutUnit, readable, spans_of
-from .table import Row, row_of
+from .rows import Row, row_of
 
 
 @dataclass(frozen=True)

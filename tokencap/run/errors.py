@@ -1,0 +1,18 @@
+"""The errors a run can end with, in a module that imports nothing heavy (the CLI catches
+them without paying for pyarrow or Ray on every command)."""
+
+
+class DiscoveryError(ValueError):
+    """SOURCE itself cannot be scanned (missing, unreadable, holds nothing)."""
+
+
+class ScanTableError(ValueError):
+    """A ``--since`` or uploaded table that is not a tokencap scan table."""
+
+
+class EngineUnavailable(RuntimeError):
+    """The requested engine cannot run here (Ray not installed, cluster unreachable)."""
+
+
+class WorkerCrashed(RuntimeError):
+    """A worker process died while building (killed, out of memory, a crash in native code)."""
