@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import zipfile
 from pathlib import Path
 
@@ -246,15 +245,13 @@ def test_key_from_selection():
 
 
 @pytest.mark.parametrize("n_calls", [600, 1500])
-def test_tree_is_fast_and_compact_at_scale(n_calls):
+def test_tree_is_compact_at_scale(n_calls):
+    # Speed is measured by benchmarks/bench_app_browser.py, never asserted here.
     view = RolloutView(long_linear(n_calls).snapshot())
-    start = time.perf_counter()
     model = tv.tree_of(view)
     fig = model.figure(selected=model.default_key)
     fig.to_json()
-    elapsed = time.perf_counter() - start
     assert len(model) == n_calls
-    assert elapsed < 1.0, elapsed
     assert model.lanes <= 4  # retries and side branches pack into a few lanes
     assert len(fig.data) < 20
     assert (type(fig.data[0]).__name__ == "Scattergl") == (n_calls > tv.WEBGL_THRESHOLD)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -57,9 +56,7 @@ def test_paging_covers_the_sequence_exactly(long_view):
 def test_strip_figure_draws_one_cell_per_token_of_the_window(long_view):
     mask = long_view.mask()
     start, end = mv.page_bounds(mask, 1, 2048)
-    start_t = time.perf_counter()
     fig = mv.strip_figure(mask, start, end, columns=64)
-    assert time.perf_counter() - start_t < 1.0
     ctx, gen, ticks = fig.data
     z_ctx, z_gen = np.array(ctx.z, dtype=float), np.array(gen.z, dtype=float)
     assert z_ctx.shape == (32, 64)
