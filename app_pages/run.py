@@ -52,7 +52,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from tokencap.run import DiscoveryError, ScanTableError, default_workers, read_scan, scan_table
+from tokencap.run import DiscoveryError, ScanTableError, read_scan, scan_table
 from tokencap.views import run_charts as rc
 from tokencap.views import run_data as rd
 from tokencap.views import run_source as rs
@@ -142,7 +142,11 @@ def load_path(path: str, fp: rs.Fingerprint) -> LoadedRun:
     bar, update = _progress_bar(f"Scanning {md_escape(path)}")
     start = time.perf_counter()
     try:
-        table = scan_table(path, workers=rs.scan_workers(fp, default_workers()), progress=update)
+        # In this process: a worker pool started from inside the Streamlit server would re-run the
+        # page script in every worker (multiprocessing re-imports __main__). Big runs are scanned on
+        # the command line (`tokencap scan RUN -o run.parquet --workers N`, or on Ray) and the table
+        # opened here.
+        table = scan_table(path, workers=1, progress=update)
     except DiscoveryError as exc:
         bar.empty()
         return LoadedRun(None, None, error=str(exc))  # not cached: the path may appear

@@ -388,8 +388,6 @@ def test_a_fingerprint_changes_when_a_file_changes(tmp_path):
     (tmp_path / ".hidden").write_text("changed")
     assert rs.fingerprint(tmp_path).files == 1
     assert not rs.fingerprint(tmp_path / "nope").exists
-    assert rs.scan_workers(first, 8) == 1
-    assert rs.scan_workers(rs.Fingerprint("x", 10, rs.IN_PROCESS_BYTES), 8) == 8
 
 
 def test_rows_of_a_scanned_directory_are_located_under_it():

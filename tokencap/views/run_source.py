@@ -64,7 +64,6 @@ class Fingerprint:
     exists: bool = True
 
 
-IN_PROCESS_BYTES = 32 << 20
 """Runs smaller than this are scanned in the app's own process: starting worker processes
 costs more (about a second) than building a few hundred small rollouts."""
 
@@ -94,11 +93,6 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
             size += fst.st_size
             digest.update(f"\0{rel}/{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
     return Fingerprint(digest.hexdigest(), files, size)
-
-
-def scan_workers(fp: Fingerprint, available: int) -> int:
-    """Worker processes for scanning a path: none for a small run, every core for a big one."""
-    return 1 if fp.size < IN_PROCESS_BYTES else max(1, available)
 
 
 # --------------------------------------------------------------------------- uploads
@@ -297,7 +291,7 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 __all__ = [
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
-    "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "scan_workers", "sample_run_path", "table_of_parquet", "table_of_uploads",
+    "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path", "table_of_parquet", "table_of_uploads",
     "upload_holds", "uploads_key",
 ]
 
