@@ -19,61 +19,29 @@ Figures are wall-clock medians of the runs; every run of "first render" starts a
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 
 sys.path.insert(0, str(HERE))
-from bench_build import make_linear_rollout  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
 
 
 @contextmanager
 def server(snapshot: Path, log: Path):
-    port = _free_port()
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONPATH": str(REPO)}
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port",
-                                 str(port), "--server.address", "127.0.0.1", "--server.headless", "true", "--",
-                                 str(snapshot)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"streamlit did not start; see {log}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            with streamlit_app(str(snapshot), log=out) as url:
+                yield url
+        except AppDidNotStart as exc:
+            raise SystemExit(f"{exc}; see {log}") from None
 
 
 NODE_XY = """(key) => {
@@ -92,7 +60,7 @@ NODE_XY = """(key) => {
     return null; }"""
 
 
-def measure(snapshot: Path, runs: int, workdir: Path) -> dict[str, list[float]]:
+def measure(snapshot: Path, runs: int, workdir: Path, calls: int = 300) -> dict[str, list[float]]:
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=120_000)
@@ -100,7 +68,7 @@ def measure(snapshot: Path, runs: int, workdir: Path) -> dict[str, list[float]]:
                                      "85 MB download start": [], "85 MB download complete": []}
     log = workdir / "streamlit.log"
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch_chromium(pw)
         try:
             for run in range(runs):
                 with server(snapshot, log) as url:
@@ -111,10 +79,10 @@ def measure(snapshot: Path, runs: int, workdir: Path) -> dict[str, list[float]]:
                     page.goto(url)
                     expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first
                            ).to_be_attached()
-                    expect(page.get_by_text("call-00299 — On the delivered main chain")).to_be_visible()
+                    expect(page.get_by_text(f"call-{calls - 1:05d} — On the delivered main chain")).to_be_visible()
                     times["first render"].append(time.perf_counter() - start)
 
-                    call = f"call-{290 - run:05d}"
+                    call = f"call-{max(calls - 10 - run, 0):05d}"  # a node in the zoomed window
                     x, y = page.evaluate(NODE_XY, f"call:{call}")
                     page.mouse.move(x, y)
                     start = time.perf_counter()
@@ -157,7 +125,7 @@ def main() -> None:
         subprocess.run([sys.executable, str(HERE / "bench_build.py"), "--generate", str(snapshot),
                         f'{{"n_calls": {args.calls}}}'], check=True)
         print(f"{snapshot.stat().st_size / 1e6:.1f} MB; {args.runs} runs at 1280x800", flush=True)
-        times = measure(snapshot, args.runs, work)
+        times = measure(snapshot, args.runs, work, args.calls)
     print("medians:")
     for name, values in times.items():
         print(f"  {name:<26} {statistics.median(values):6.2f} s   (runs: {', '.join(f'{v:.2f}' for v in values)})")

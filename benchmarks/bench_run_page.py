@@ -26,33 +26,23 @@ change: masks, sort, every chart's bars, the table frame), and repeats everythin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 import pyarrow.parquet as pq  # noqa: E402
 
+from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
 from synth_run import synthetic_scan_table  # noqa: E402
 from tokencap.views import run_data as rd  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def views_only(table, repeat: int) -> dict[str, float]:
@@ -106,32 +96,19 @@ def _bar(page, dimension: str, key: str) -> tuple[float, float]:
 def in_browser(path: Path, total: int, by_status: int, masked: int, repeat: int) -> dict[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONPATH": str(REPO)}
     log = tempfile.TemporaryFile()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--", str(path)],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
     out: dict[str, list[float]] = {"cold load": [], "first render, new browser": [],
                                    "first render, browser cache warm": [], "filter change (bar click)": [],
                                    "filter change (clear by click)": [], "filter change (verdict control)": []}
+    stack = contextlib.ExitStack()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError("streamlit did not start:\n" + log.read().decode(errors="replace"))
-            time.sleep(0.2)
+        try:
+            url = stack.enter_context(streamlit_app(str(path), log=log))
+        except AppDidNotStart:
+            log.seek(0)
+            raise RuntimeError("streamlit did not start:\n" + log.read().decode(errors="replace")) from None
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_chromium(pw)
             try:
                 for i in range(repeat + 1):
                     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -179,11 +156,7 @@ def in_browser(path: Path, total: int, by_status: int, masked: int, repeat: int)
             finally:
                 browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stack.close()
     return out
 
 

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,17 +25,10 @@ import pytest
 from synth_snapshots import kitchen_sink
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
 
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -47,37 +37,13 @@ def streamlit_server(tmp_path: Path, *args: str, env: dict[str, str] | None = No
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed")
     pytest.importorskip("playwright.sync_api")
-    port = _free_port()
-    log_path = tmp_path / f"streamlit-{port}.log"
-    log = open(log_path, "wb")
-    full_env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", **(env or {})}
-    command = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--server.headless", "true"]
-    if args:
-        command += ["--", *args]
-    proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=full_env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                pytest.fail("streamlit did not start:\n" + log_path.read_text())
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
+    log_path = tmp_path / f"streamlit-{time.monotonic_ns()}.log"
+    with open(log_path, "wb") as log:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            with streamlit_app(*args, log=log, env=env) as url:
+                yield url
+        except AppDidNotStart as exc:
+            pytest.fail(f"{exc}:\n" + log_path.read_text())
 
 
 @pytest.fixture
@@ -92,7 +58,7 @@ def chromium_page(**context_options):
 
     expect.set_options(timeout=30_000)  # a cold server and browser take a few seconds on first paint
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw)
         try:
             context = browser.new_context(**{"viewport": {"width": 1280, "height": 800}, **context_options})
             page = context.new_page()
@@ -129,7 +95,7 @@ def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]
 
 
 def _launch(pw):
-    return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    return launch_chromium(pw)
 
 
 def test_upload_click_and_download_in_chromium(server, tmp_path):
@@ -289,7 +255,6 @@ def _x_range(page, chart: str) -> list[float]:
 def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_path):
     from playwright.sync_api import expect
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_build import make_linear_rollout
 
     path = tmp_path / "linear1500.json"
@@ -347,7 +312,6 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
     (with progress) and downloads by itself. Both are the bytes `tokencap build` writes."""
     from playwright.sync_api import expect
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_build import make_linear_rollout
 
     path = tmp_path / "linear120.json"
