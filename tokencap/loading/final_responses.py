@@ -31,6 +31,7 @@ import numpy as np
 import simdjson
 
 from ..digest import checked_token_ids
+from ..records import type_name
 from .text import LoadError, is_blank, iter_lines
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
@@ -207,7 +208,7 @@ def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str |
     if "rollout_id" in record:
         value = _value(record["rollout_id"], "rollout_id")
         if value is not None and not isinstance(value, str):
-            raise _Bad("rollout_id", f"must be a string, got {_kind(value)}")
+            raise _Bad("rollout_id", f"must be a string, got {type_name(value)}")
         rollout_id = value
     if "response" in record:
         try:
@@ -267,7 +268,7 @@ def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray 
         return fast
     value = _value(raw, path)
     if not isinstance(value, list):
-        raise _Bad(path, f"must be a list of token ids, got {_kind(value)}")
+        raise _Bad(path, f"must be a list of token ids, got {type_name(value)}")
     try:
         return checked_token_ids(value)
     except ValueError as exc:
@@ -278,36 +279,20 @@ def _check_item(item: dict[str, Any], path: str) -> None:
     """Types of the fields attribution compares (anything else in an item is ignored)."""
     for name in ("type", "role", "name"):
         if name in item and item[name] is not None and not isinstance(item[name], str):
-            raise _Bad(f"{path}.{name}", f"must be a string, got {_kind(item[name])}")
+            raise _Bad(f"{path}.{name}", f"must be a string, got {type_name(item[name])}")
     if "arguments" in item and item["arguments"] is not None and not isinstance(item["arguments"], (str, dict)):
-        raise _Bad(f"{path}.arguments", f"must be a JSON string or an object, got {_kind(item['arguments'])}")
+        raise _Bad(f"{path}.arguments", f"must be a JSON string or an object, got {type_name(item['arguments'])}")
     for name in ("content", "summary"):
         value = item.get(name)
         if value is None or (name == "content" and isinstance(value, str)):
             continue
         if not isinstance(value, list):
-            raise _Bad(f"{path}.{name}", f"must be a list of parts, got {_kind(value)}")
+            raise _Bad(f"{path}.{name}", f"must be a list of parts, got {type_name(value)}")
         for j, part in enumerate(value):
             if not isinstance(part, dict):
-                raise _Bad(f"{path}.{name}[{j}]", f"must be an object, got {_kind(part)}")
+                raise _Bad(f"{path}.{name}[{j}]", f"must be an object, got {type_name(part)}")
             if "text" in part and part["text"] is not None and not isinstance(part["text"], str):
-                raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {_kind(part['text'])}")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+                raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
 __all__ = ["FinalResponses", "load_final_responses"]
