@@ -50,20 +50,26 @@ class _StoreRollout:
     files: dict[str, str] = field(default_factory=dict)  # suffix -> file name
 
 
+def store_file(name: str) -> tuple[str, str] | None:
+    """(rollout id, store suffix) when ``name`` is one of a store rollout's files, else None."""
+    for suffix in _STORE_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], suffix
+    return None
+
+
 def _classify(names: Iterable[str]) -> tuple[dict[str, _StoreRollout], list[str]]:
     rollouts: dict[str, _StoreRollout] = {}
     loose: list[str] = []
     for name in names:
         if name.endswith(".lock"):
             continue  # writer's lock files carry no records
-        for suffix in _STORE_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                rid = name[: -len(suffix)]
-                rollouts.setdefault(rid, _StoreRollout(rid)).files[suffix] = name
-                break
-        else:
-            if name.endswith((".json", ".jsonl")):
-                loose.append(name)
+        found = store_file(name)
+        if found is not None:
+            rid, suffix = found
+            rollouts.setdefault(rid, _StoreRollout(rid)).files[suffix] = name
+        elif name.endswith((".json", ".jsonl")):
+            loose.append(name)
     return rollouts, loose
 
 
@@ -161,7 +167,7 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
     )
 
 
-def _message(exc: Exception, name: str | None = None) -> str:
+def error_message(exc: BaseException, name: str | None = None) -> str:
     """Our own errors already say where; anything else gets its type and the file."""
     if isinstance(exc, (LoadError, RecordError)):
         return str(exc)
@@ -169,7 +175,8 @@ def _message(exc: Exception, name: str | None = None) -> str:
     return f"{prefix}{type(exc).__name__}: {exc}"
 
 
-def _base_name(name: str) -> str:
+def base_name(name: str) -> str:
+    """A loose file's name without ``.json``/``.jsonl``: the rollout id a failed file is reported under."""
     for ext in (".jsonl", ".json"):
         if name.endswith(ext):
             return name[: -len(ext)]
@@ -189,8 +196,8 @@ def _load_loose(source: FileSource, name: str) -> dict[str, TokenCaptureSnapshot
     try:
         return {snap.rollout_id: snap for snap in load_text(source.read(name), name)}
     except Exception as exc:  # noqa: BLE001 -- one bad file must not hide the others
-        base = _base_name(name)
-        return {base: TokenCaptureSnapshot.failed(base, _message(exc, name))}
+        base = base_name(name)
+        return {base: TokenCaptureSnapshot.failed(base, error_message(exc, name))}
 
 
 def _peek(source: FileSource, name: str) -> set[str]:
@@ -247,12 +254,12 @@ def _plan(source: FileSource) -> _Plan:
                        "is loaded only when all its store files are regular files (a skipped marker, intents or "
                        "records file could hide an incomplete capture)")
     for name in skipped_loose:
-        failed.setdefault(_base_name(name), f"{name}: was not read ({reasons[name]})")
-        failed_notes.setdefault(_base_name(name), []).append(f"{name}: not read ({reasons[name]})")
+        failed.setdefault(base_name(name), f"{name}: was not read ({reasons[name]})")
+        failed_notes.setdefault(base_name(name), []).append(f"{name}: not read ({reasons[name]})")
 
     loose_by_id: dict[str, list[_Loose]] = {}
     for name in loose_names:
-        item = _Loose(name, _peek(source, name) | {_base_name(name)})
+        item = _Loose(name, _peek(source, name) | {base_name(name)})
         for rid in item.candidates:
             loose_by_id.setdefault(rid, []).append(item)
     ids = sorted(set(rollouts) | set(failed) | set(loose_by_id))
@@ -308,7 +315,7 @@ def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnaps
     try:
         return _load_store_rollout(source, plan.rollouts[rid])
     except Exception as exc:  # noqa: BLE001 -- one bad rollout must not hide the others
-        return TokenCaptureSnapshot.failed(rid, _message(exc))
+        return TokenCaptureSnapshot.failed(rid, error_message(exc))
 
 
 def _with_notes(snap: TokenCaptureSnapshot, notes: list[str]) -> TokenCaptureSnapshot:

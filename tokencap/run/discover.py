@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ..loading.files import kind_of
-from ..loading.store import _STORE_SUFFIXES
+from ..loading.files import kind_of, printable
+from ..loading.store import base_name, store_file
 from .errors import DiscoveryError
 
 STORE_LABEL = ".tokens.*"
@@ -86,7 +87,7 @@ _decode_id = msgspec.json.Decoder(_IdOnly).decode
 def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[RolloutUnit]:
     """One unit per rollout of a JSONL file, each with the spans of its lines."""
     directory, name = os.path.split(path)
-    shown = readable(name)
+    shown = printable(name)
     if size == 0:
         return [RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)]
     with open(path, "rb") as handle:
@@ -133,31 +134,14 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
 
 
 def _failed_file(source: str, directory: str, name: str, size: int, mtime: float, error: str) -> RolloutUnit:
-    name = readable(name)
-    base = name[:-6] if name.endswith(".jsonl") else name[:-5] if name.endswith(".json") else name
+    name = printable(name)
+    base = base_name(name)
     return RolloutUnit(source, "failed", directory, (name,), base, size=size, mtime=mtime, error=error)
 
 
 def spans_of(unit: RolloutUnit) -> np.ndarray:
     """The (offset, length, line number) rows of a ``jsonl`` unit."""
     return np.frombuffer(unit.spans, dtype=np.int64).reshape(-1, 3)
-
-
-def readable(name: str) -> str:
-    """A file name as text that can be stored and shown: bytes that are not UTF-8 (kept by
-    the OS as surrogates) are written as backslash escapes."""
-    try:
-        name.encode("utf-8")
-        return name
-    except UnicodeEncodeError:
-        return os.fsencode(name).decode("utf-8", "backslashreplace")
-
-
-def _store_prefix(name: str) -> str | None:
-    for suffix in _STORE_SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return None
 
 
 def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, float]],
@@ -170,12 +154,12 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
     for name, size, mtime in names:
         if name.endswith(".lock") or name.startswith("."):
             continue  # a writer's lock files and hidden files carry no records
-        prefix = _store_prefix(name)
-        if prefix is not None:
-            stores.setdefault(prefix, []).append((name, size, mtime))
+        found = store_file(name)
+        if found is not None:
+            stores.setdefault(found[0], []).append((name, size, mtime))
         else:
             if name.endswith((".json", ".jsonl")):
-                source = f"{rel}{readable(name)}"
+                source = f"{rel}{printable(name)}"
                 if not keep(source, size, mtime):
                     yield RolloutUnit(source, "reused", directory, (name,), size=size, mtime=mtime)
                 elif name.endswith(".jsonl"):
@@ -183,7 +167,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                 else:
                     yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
     for prefix, files in stores.items():
-        label = readable(prefix)
+        label = printable(prefix)
         source = f"{rel}{label}{STORE_LABEL}"
         size = sum(f[1] for f in files)
         mtime = max((f[2] for f in files), default=0.0)
@@ -222,8 +206,8 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
         units = []
         for directory, subdirs, files in os.walk(root, onerror=_raise_walk_error):
             rel = os.path.relpath(directory, root)
-            rel = "" if rel == "." else readable(rel.replace(os.sep, "/")) + "/"
-            skipped.extend(f"{rel}{readable(d)}/" for d in subdirs
+            rel = "" if rel == "." else printable(rel.replace(os.sep, "/")) + "/"
+            skipped.extend(f"{rel}{printable(d)}/" for d in subdirs
                            if os.path.islink(os.path.join(directory, d)))  # os.walk never follows these
             subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             entries = []
@@ -235,19 +219,19 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
                 except OSError as exc:
                     reason = f"it cannot be examined ({exc.strerror or exc})"
                 else:
-                    if _is_regular(fst.st_mode):
+                    if stat.S_ISREG(fst.st_mode):
                         entries.append((name, fst.st_size, fst.st_mtime))
                         continue
                     # Symlinks could leave the run (or loop); pipes and devices block or never end.
                     reason = f"it is {kind_of(fst.st_mode)}, not a regular file"
-                skipped.append(f"{rel}{readable(name)}")
-                prefix = _store_prefix(name)
-                if prefix is not None and readable(prefix) == prefix:
-                    not_read.setdefault(prefix, []).append((name, reason))
+                skipped.append(f"{rel}{printable(name)}")
+                found = store_file(name)
+                if found is not None and printable(found[0]) == found[0]:
+                    not_read.setdefault(found[0], []).append((name, reason))
             units.extend(_units_in_directory(directory, rel, entries, keep, not_read))
-    elif _is_regular(st.st_mode):
+    elif stat.S_ISREG(st.st_mode):
         directory, name = os.path.split(os.path.abspath(root))
-        label = readable(name)
+        label = printable(name)
         if not keep(label, st.st_size, st.st_mtime):
             units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif name.endswith(".jsonl"):
@@ -258,12 +242,6 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
         raise DiscoveryError(f"{source}: not a regular file or directory (a pipe or device is never read)")
     units.sort(key=lambda u: u.sort_key)
     return units
-
-
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
 
 
 def _raise_walk_error(exc: OSError) -> None:

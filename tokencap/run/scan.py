@@ -29,7 +29,8 @@ from .errors import ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
-from .table import COLUMNS, SCHEMA, Row, row_of, to_batch
+from .rows import Row, row_of
+from .table import COLUMNS, SCHEMA, to_batch
 from .work import RunOptions, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
@@ -113,14 +114,7 @@ class _Previous:
 
 
 def _read_previous(path: str, final_responses_path: str | None, notes: list[str]) -> _Previous | None:
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
-        raise ScanTableError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
-    if table.schema.names != list(COLUMNS):
-        raise ScanTableError(f"{path}: not a tokencap scan table (its columns differ from SPEC 11's)")
-    meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
-    table = table.replace_schema_metadata(None).cast(SCHEMA)
+    table, meta = _read_table(path)
     current = orjson.loads(_metadata(final_responses_path)[META_KEY])
     if meta != current:
         notes.append(f"{path} was written by another tokencap version or with other final responses; "
@@ -300,15 +294,21 @@ def read_scan(path: str | os.PathLike[str] | bytes, *, name: str | None = None) 
 
     ``name`` labels bytes in the error message (an uploaded file's name).
     """
+    return _read_table(path, name)[0]
+
+
+def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -> tuple[pa.Table, dict]:
+    """The checked table and the tokencap metadata it was written with."""
     label = name or (path if not isinstance(path, (bytes, bytearray, memoryview)) else "uploaded table")
     try:
         table = pq.read_table(pa.BufferReader(path) if isinstance(path, (bytes, bytearray, memoryview)) else path)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
         raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
     if table.schema.names != list(COLUMNS):
         raise ScanTableError(f"{label}: not a tokencap scan table (its columns differ from SPEC 11's)")
+    meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     try:
-        return table.replace_schema_metadata(None).cast(SCHEMA)
+        return table.replace_schema_metadata(None).cast(SCHEMA), meta
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise ScanTableError(f"{label}: not a tokencap scan table (a column has another type: {exc})") from None
 

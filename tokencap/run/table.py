@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .rows import LINK_COLUMNS, LINK_NOTES, REASON_COLUMNS, Row, row_of
+from .rows import LINK_COLUMNS, REASON_COLUMNS, Row
 
 _STR, _INT, _FLOAT, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _STRS = pa.list_(pa.string())

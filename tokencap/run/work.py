@@ -18,12 +18,12 @@ from typing import Any
 
 from ..export import write_summary
 from ..loading import LoadError, load_snapshots
-from ..loading.files import DirectorySource, Skipped
-from ..loading.store import load_store
+from ..loading.files import DirectorySource, Skipped, printable
+from ..loading.store import base_name, error_message, load_store
 from ..loading.text import read_jsonl_records, snapshots_from_records
-from ..records import RecordError, TokenCaptureSnapshot
+from ..records import TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
-from .discover import RolloutUnit, readable, spans_of
+from .discover import RolloutUnit, spans_of
 from .rows import Row, row_of
 
 
@@ -36,26 +36,13 @@ class RunOptions:
     only_trainable: bool = False  # export: skip masked rollouts
 
 
-def _base_name(name: str) -> str:
-    for ext in (".jsonl", ".json"):
-        if name.endswith(ext):
-            return name[: -len(ext)]
-    return name
-
-
-def _message(exc: BaseException, name: str) -> str:
-    if isinstance(exc, (LoadError, RecordError)):
-        return str(exc)
-    return f"{name}: {type(exc).__name__}: {exc}"
-
-
 def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
     """The snapshots of one unit, sorted by rollout id; a failure is a failed snapshot, never an exception."""
     name = unit.names[0] if unit.names else unit.source
-    label = readable(name)
+    label = printable(name)
     try:
         if unit.kind == "failed":
-            return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(label), unit.error or "")]
+            return [TokenCaptureSnapshot.failed(unit.rollout_id or base_name(label), unit.error or "")]
         if unit.kind == "store":
             snapshots = load_store(_unit_source(unit))
         elif unit.kind == "jsonl":
@@ -63,7 +50,7 @@ def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
         else:
             snapshots = load_snapshots(os.path.join(unit.directory, name), name=label)
     except Exception as exc:  # noqa: BLE001 -- one bad rollout is a row with its error; the run goes on
-        return [TokenCaptureSnapshot.failed(unit.rollout_id or _base_name(label), _message(exc, label))]
+        return [TokenCaptureSnapshot.failed(unit.rollout_id or base_name(label), error_message(exc, label))]
     return sorted(snapshots, key=lambda s: s.rollout_id)
 
 
@@ -72,7 +59,7 @@ def _unit_source(unit: RolloutUnit) -> DirectorySource:
     directory's own name, not its absolute path, so the table does not depend on where the
     run happens to be mounted."""
     return DirectorySource.of_names(Path(unit.directory), list(unit.names),
-                                    readable(os.path.basename(unit.directory)),
+                                    printable(os.path.basename(unit.directory)),
                                     [Skipped(name, reason) for name, reason in unit.skipped])
 
 

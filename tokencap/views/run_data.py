@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
-from ..run.table import LINK_NOTES
+from ..run.rows import LINK_NOTES
 
 PARAM_PREFIX = "run_"
 
