@@ -9,8 +9,9 @@ Where the run comes from (sidebar), first match wins:
    SPEC 11), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
 2. the path given on the command line (``streamlit run app.py -- RUN_DIR``,
-   ``tokencap app RUN_DIR``), scanned with a progress bar -- or, for a ``.parquet``
-   file, read as a scan table;
+   ``tokencap app RUN_DIR``), scanned with a progress bar (a big run by a child process
+   on every core, its table kept on disk; `tokencap.views.run_source.scan_directory`) --
+   or, for a ``.parquet`` file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
 A scan is cached for the whole server per (absolute path, fingerprint of its files); the
 fingerprint is taken once per session and path ("Rescan" takes it again), so a rerun
@@ -52,7 +53,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from tokencap.run import DiscoveryError, ScanTableError, read_scan, scan_table
+from tokencap.run import DiscoveryError, ScanTableError, read_scan
 from tokencap.views import run_charts as rc
 from tokencap.views import run_data as rd
 from tokencap.views import run_source as rs
@@ -142,11 +143,9 @@ def load_path(path: str, fp: rs.Fingerprint) -> LoadedRun:
     bar, update = _progress_bar(f"Scanning {md_escape(path)}")
     start = time.perf_counter()
     try:
-        # In this process: a worker pool started from inside the Streamlit server would re-run the
-        # page script in every worker (multiprocessing re-imports __main__). Big runs are scanned on
-        # the command line (`tokencap scan RUN -o run.parquet --workers N`, or on Ray) and the table
-        # opened here.
-        table = scan_table(path, workers=1, progress=update)
+        # A big run is scanned by a child process on every core and its table kept on disk per
+        # fingerprint; leaving the page stops the child (the progress update raises).
+        table = rs.scan_directory(path, fp, progress=update)
     except DiscoveryError as exc:
         bar.empty()
         return LoadedRun(None, None, error=str(exc))  # not cached: the path may appear

@@ -20,7 +20,7 @@ from .errors import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCra
 from .rows import LINK_NOTES, REASON_COLUMNS
 
 _LAZY = {
-    "RunSummary": "scan", "export": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
+    "RunSummary": "scan", "export": "scan", "read_current_scan": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
     "scan_table": "scan", "table_of_snapshots": "scan", "COLUMNS": "table", "SCHEMA": "table",
 }
 
@@ -40,5 +40,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "SCHEMA", "DiscoveryError", "EngineUnavailable",
     "RolloutUnit", "RunSummary", "ScanTableError", "WorkerCrashed", "default_workers", "discover", "export",
-    "read_scan", "scan", "scan_batches", "scan_table", "table_of_snapshots",
+    "read_current_scan", "read_scan", "scan", "scan_batches", "scan_table", "table_of_snapshots",
 ]
