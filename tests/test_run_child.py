@@ -171,3 +171,31 @@ def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert int(done.stdout) == scan_table(run, workers=1).num_rows
     assert len(marks.read_text().splitlines()) == 1
+
+
+def test_a_server_killed_outright_takes_its_child_scan_along(tmp_path):
+    # SIGKILL cannot be caught, so nothing in the server can stop the child. The kernel does
+    # (PR_SET_PDEATHSIG: SIGTERM), and so does its next progress line, into a pipe nobody
+    # reads any more; either way the child stops its own workers and leaves no file.
+    server = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from tokencap.run.child import ChildScan
+        child = ChildScan({str(SAMPLE_RUN)!r}, {str(tmp_path / "scan.parquet")!r}, workers=2).start()
+        print(child.process.pid, flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    pid = int(server.stdout.readline())
+    spawned = {pid}
+    for _ in range(100):  # until its workers are up (a bound, not a speed)
+        spawned |= descendants(pid)
+        if len(spawned) >= 3:
+            break
+        time.sleep(0.1)
+    server.kill()
+    server.wait()
+    for _ in range(200):
+        if not [p for p in spawned if alive(p)]:
+            break
+        time.sleep(0.1)
+    assert not [p for p in spawned if alive(p)]
+    assert list(tmp_path.iterdir()) == []  # no table, no part file
