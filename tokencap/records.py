@@ -162,18 +162,22 @@ def carried_problem(value: Any, field: str) -> str | None:
             if depth >= MAX_CARRIED_DEPTH:
                 return (f"{_carried_path(field, link)} is nested deeper than {MAX_CARRIED_DEPTH} levels, the limit "
                         "for a carried field")
+            # Strings, booleans and nulls always pass: they are not pushed (most of an output
+            # item's nodes are strings).
             if is_list:
                 if node and type(node[0]) in _PLAIN_NUMBERS and _numbers_fit(node):
                     continue
                 for i in range(len(node) - 1, -1, -1):
-                    push((node[i], depth + 1, (link, i)))
+                    if type(node[i]) not in _SCALARS:
+                        push((node[i], depth + 1, (link, i)))
             else:
                 keys = list(node)
                 for key in keys:
                     if type(key) is not str:
                         return f"{_carried_path(field, link)} has a key that is {type_name(key)}; keys must be strings"
                 for key in reversed(keys):
-                    push((node[key], depth + 1, (link, key)))
+                    if type(node[key]) not in _SCALARS:
+                        push((node[key], depth + 1, (link, key)))
             continue
         if isinstance(node, np.ndarray):
             if node.dtype.kind not in "biuf" or depth + node.ndim > MAX_CARRIED_DEPTH:
