@@ -192,6 +192,9 @@ class FileSource:
     label: str
     names: list[str]
     skipped: list[Skipped] = field(default_factory=list)
+    packed = False
+    """True when someone chose these files (a zip, one uploaded file), so a rollout's store
+    siblings may have been left behind; False for a directory the store itself wrote."""
 
     def read(self, name: str) -> Buffer:
         """The whole file (bounded: a regular file, or a member within the zip limits)."""
@@ -274,11 +277,45 @@ class DirectorySource(FileSource):
         return iter_lines(body)
 
 
+class MemorySource(FileSource):
+    """One file's bytes under its name (an uploaded store file): nothing beside it can be read."""
+
+    packed = True
+
+    def __init__(self, label: str, name: str, data: Buffer) -> None:
+        super().__init__(label, [name])
+        self.data = data
+
+    def read(self, name: str) -> Buffer:
+        return self.data
+
+    def lines(self, name: str, notes: list[str]) -> Iterator[tuple[int, Buffer]]:
+        view = memoryview(self.data)
+        cut = _last_newline_in(view) + 1
+        if cut < len(view):
+            notes.append(torn_note(name, len(view) - cut))
+        return iter_lines(view[:cut])
+
+
+def _last_newline_in(view: memoryview) -> int:
+    """Offset of the last b"\\n" in a buffer, or -1; read backwards a block at a time."""
+    hi = len(view)
+    while hi > 0:
+        lo = max(0, hi - _CHUNK)
+        found = bytes(view[lo:hi]).rfind(b"\n")
+        if found >= 0:
+            return lo + found
+        hi = lo
+    return -1
+
+
 _S_IFMT = 0o170000
 
 
 class ZipSource(FileSource):
     """The members of a zip, by base name, checked against the limits before anything is inflated."""
+
+    packed = True
 
     def __init__(self, handle: BinaryIO, size: int, label: str) -> None:
         try:
@@ -383,5 +420,5 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-__all__ = ["DirectorySource", "FileSource", "Skipped", "ZipSource", "kind_of", "last_newline", "open_regular",
+__all__ = ["DirectorySource", "FileSource", "MemorySource", "Skipped", "ZipSource", "kind_of", "last_newline", "open_regular",
            "pread", "printable", "read_regular", "zip_source"]

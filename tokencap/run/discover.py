@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from ..loading.files import kind_of, printable
-from ..loading.store import base_name, store_file
+from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
 from .errors import DiscoveryError
 
 STORE_LABEL = ".tokens.*"
@@ -232,7 +232,10 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
     elif stat.S_ISREG(st.st_mode):
         directory, name = os.path.split(os.path.abspath(root))
         label = printable(name)
-        if not keep(label, st.st_size, st.st_mtime):
+        found = store_file(name)
+        if found is not None:
+            units = list(_lone_store_file(directory, name, found, keep))
+        elif not keep(label, st.st_size, st.st_mtime):
             units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif name.endswith(".jsonl"):
             units = index_jsonl(str(root), label, st.st_size, st.st_mtime)
@@ -242,6 +245,19 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
         raise DiscoveryError(f"{source}: not a regular file or directory (a pipe or device is never read)")
     units.sort(key=lambda u: u.sort_key)
     return units
+
+
+def _lone_store_file(directory: str, name: str, found: tuple[str, str], keep: callable) -> Iterator[RolloutUnit]:
+    """A store file given alone: its rollout, with every store sibling beside it, exactly as
+    scanning the directory finds it (never its records alone, which would hide an
+    incomplete marker, intents or refusals)."""
+    rollout_id, suffix = found
+    if suffix != ENTRIES_SUFFIX:
+        raise DiscoveryError(sibling_alone_message(printable(name), rollout_id, suffix))
+    files, skipped = store_siblings(directory, rollout_id)
+    not_read = {rollout_id: [(s.name, s.reason) for s in skipped]} if skipped else {}
+    entries = [(n, st.st_size, st.st_mtime) for n, st in files]
+    return _units_in_directory(directory, "", entries, keep, not_read)
 
 
 def _raise_walk_error(exc: OSError) -> None:
