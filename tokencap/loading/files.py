@@ -38,7 +38,7 @@ from typing import BinaryIO
 
 from ..limits import (MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW,
                       ZIP_RATIO_ALLOWANCE_BYTES)
-from .text import LoadError, iter_lines, iter_stream_lines
+from .text import SNIFF_BYTES, LoadError, binary_problem, control_byte_at, iter_lines, iter_stream_lines
 
 _CHUNK = 1 << 20
 
@@ -267,6 +267,7 @@ class DirectorySource(FileSource):
         try:
             size = os.fstat(fd).st_size
             cut = last_newline(fd, size) + 1
+            _refuse_binary(name, pread(fd, min(cut, SNIFF_BYTES), 0))  # before mapping gigabytes of it
             if cut < size:
                 notes.append(torn_note(name, size - cut))
             body = read_descriptor(fd, 0, cut)
@@ -292,9 +293,18 @@ class MemorySource(FileSource):
     def lines(self, name: str, notes: list[str]) -> Iterator[tuple[int, Buffer]]:
         view = memoryview(self.data)
         cut = _last_newline_in(view) + 1
+        _refuse_binary(name, view[:min(cut, SNIFF_BYTES)])
         if cut < len(view):
             notes.append(torn_note(name, len(view) - cut))
         return iter_lines(view[:cut])
+
+
+def _refuse_binary(name: str, head: bytes | memoryview) -> None:
+    """A store ``.jsonl`` whose acknowledged lines start with binary data is refused at once
+    (a torn tail is skipped whatever it holds, so only bytes before the last newline count)."""
+    problem = binary_problem(head)
+    if problem is not None:
+        raise LoadError(f"{name}: {problem}")
 
 
 def _last_newline_in(view: memoryview) -> int:
@@ -388,7 +398,20 @@ class ZipSource(FileSource):
         def torn(count: int) -> None:
             notes.append(torn_note(name, count))
 
-        return iter_stream_lines(self._chunks(name), torn)
+        return iter_stream_lines(self._sniffed(name), torn)
+
+    def _sniffed(self, name: str) -> Iterator[bytes]:
+        """The member's chunks; binary data in its first bytes is refused as soon as a newline
+        after it shows it is acknowledged (a torn tail is skipped whatever it holds)."""
+        head, seen, at = b"", 0, -1
+        for chunk in self._chunks(name):
+            if at < 0 and seen < SNIFF_BYTES:
+                head += chunk[:SNIFF_BYTES - seen]
+                at = control_byte_at(head)
+            if at >= 0 and chunk.find(b"\n", max(0, at - seen)) >= 0:
+                raise LoadError(f"{self.label}: member {self.members[name].filename!r}: {binary_problem(head)}")
+            seen += len(chunk)
+            yield chunk
 
     def close(self) -> None:
         self.archive.close()

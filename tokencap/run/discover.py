@@ -31,6 +31,7 @@ import msgspec
 import numpy as np
 
 from ..loading.files import kind_of, printable
+from ..loading.text import SNIFF_BYTES, binary_problem
 from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
 from .errors import DiscoveryError
 
@@ -93,6 +94,9 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
     with open(path, "rb") as handle:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
+        problem = binary_problem(data[:SNIFF_BYTES])
+        if problem is not None:  # refused before a line index of gigabytes is made
+            return [_failed_file(source, directory, name, size, mtime, f"{shown}: {problem}")]
         raw = np.frombuffer(data, dtype=np.uint8)
         ends = np.flatnonzero(raw == 0x0A)
         if not ends.size or ends[-1] != len(raw) - 1:
