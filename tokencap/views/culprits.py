@@ -172,9 +172,9 @@ def _not_delivered(view: RolloutView) -> list[Culprit]:
     anchor = view.result.terminal_call_id
     build = view.build
     where = build.notes.terminal_chain if build is not None else ""
+    missing = view.result.notes[0] if view.result.notes else f"the anchor {anchor} is not among the chained calls"
     text = {"quarantined": f"the anchor {anchor} was quarantined: another retry of its request was kept",
-            "missing": f"the anchor {anchor} is not among the chained calls"}.get(
-        where, f"the anchor {anchor} is not on the delivered chain")
+            "missing": missing}.get(where, f"the anchor {anchor} is not on the delivered chain")
     return [Culprit("terminal_call_not_delivered", text, _call(view, anchor))]
 
 
