@@ -9,15 +9,13 @@ run discovery -- without reading the rest; a torn tail stays skipped whatever it
 
 from __future__ import annotations
 
-import io
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import tokencap.loading.text as text_module
-from helpers import Conv, jsonl_bytes, snapshot_dict
+from helpers import Conv, jsonl_bytes, zip_bytes, snapshot_dict
 from tokencap import load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError
@@ -147,16 +145,8 @@ def test_binary_data_past_the_first_kilobyte_is_a_line_error_as_before() -> None
     assert "not valid JSON" in load_error(data, "late.jsonl")
 
 
-def zip_of(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buffer.getvalue()
-
-
 def test_a_binary_zip_member_fails_its_rollout_and_the_others_load() -> None:
-    data = zip_of({"good.tokens.jsonl": jsonl_bytes(records("good")), "good.tokens.intents": b"c1\nc2\n",
+    data = zip_bytes({"good.tokens.jsonl": jsonl_bytes(records("good")), "good.tokens.intents": b"c1\nc2\n",
                    "bad.tokens.jsonl": b"\0" * 5000 + b"\n", "bad.tokens.intents": b"",
                    "loose.json": b"\0\0{}"})
     snaps = {s.rollout_id: s for s in load_snapshots(data, name="run.zip")}
@@ -170,11 +160,11 @@ def test_a_torn_tail_of_zeros_is_skipped_not_refused(tmp_path: Path) -> None:
     tail = b"\0" * 300  # a writer that died after preallocating: never acknowledged
     (tmp_path / "r1.tokens.jsonl").write_bytes(body + tail)
     (tmp_path / "r1.tokens.intents").write_bytes(b"c1\nc2\n")
-    zipped = zip_of({"r1.tokens.jsonl": body + tail, "r1.tokens.intents": b"c1\nc2\n"})
+    zipped = zip_bytes({"r1.tokens.jsonl": body + tail, "r1.tokens.intents": b"c1\nc2\n"})
     for snap in (*load_snapshots(tmp_path), *load_snapshots(zipped, name="r.zip")):
         assert snap.load_error is None and len(snap.entries) == 2
         assert any("torn" in note and "300 bytes" in note for note in snap.source_notes)
-    only_zeros = zip_of({"r1.tokens.jsonl": tail, "r1.tokens.intents": b""})
+    only_zeros = zip_bytes({"r1.tokens.jsonl": tail, "r1.tokens.intents": b""})
     (snap,) = load_snapshots(only_zeros, name="z.zip")
     assert snap.load_error is None and any("torn" in note for note in snap.source_notes)
 

@@ -10,17 +10,15 @@ are masked `capture_incomplete` with a note saying what to give instead. Every e
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
-import zipfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import Conv, jsonl_bytes
+from helpers import Conv, jsonl_bytes, zip_bytes
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError
@@ -142,16 +140,8 @@ def test_a_torn_tail_of_uploaded_records_is_skipped_as_in_a_store() -> None:
     assert len(snap.entries) == 1 and any("torn" in n for n in snap.source_notes)
 
 
-def zip_of(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buffer.getvalue()
-
-
 def test_a_zip_holding_only_the_records_file_is_masked() -> None:
-    data = zip_of({f"run/{INCOMPLETE}.tokens.jsonl": (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()})
+    data = zip_bytes({f"run/{INCOMPLETE}.tokens.jsonl": (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()})
     (snap,) = load_snapshots(data, name="one.zip")
     assert snap.incomplete and build_rollout(snap).mask_reasons[:1] == ["capture_incomplete"]
     assert snap.source_notes[-1].startswith(f"one.zip: {INCOMPLETE}.tokens.jsonl was read without")
@@ -160,7 +150,7 @@ def test_a_zip_holding_only_the_records_file_is_masked() -> None:
 def test_a_zip_of_the_whole_store_builds_as_the_directory(tmp_path: Path) -> None:
     rid = "task0003-rollout0-attempt0"
     members = {name: (RUN / name).read_bytes() for name in os.listdir(RUN) if name.startswith(rid)}
-    (tmp_path / "r.zip").write_bytes(zip_of(members))
+    (tmp_path / "r.zip").write_bytes(zip_bytes(members))
     assert build_bytes(tmp_path, "zip.json", str(tmp_path / "r.zip")) == \
         build_bytes(tmp_path, "dir.json", str(RUN), "--rollout", rid)
 
