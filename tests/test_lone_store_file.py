@@ -23,6 +23,7 @@ from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError
 from tokencap.loading.files import DirectorySource
+from tokencap.run import scan_table
 from tokencap.run.discover import discover
 from tokencap.run.errors import DiscoveryError
 from tokencap.views import sources as src
@@ -177,6 +178,19 @@ def test_discovery_of_a_records_file_finds_its_store_rollout() -> None:
     (whole,) = [u for u in discover(RUN) if u.rollout_id == REFUSED]
     assert unit == whole
     assert f"{REFUSED}.tokens.refusals.jsonl" in unit.names
+
+
+def test_discovery_follows_a_link_to_the_real_store_and_masks_a_link_to_another_file(tmp_path: Path) -> None:
+    link = tmp_path / f"{INCOMPLETE}.tokens.jsonl"
+    link.symlink_to(RUN / f"{INCOMPLETE}.tokens.jsonl")
+    (unit,) = discover(link)
+    assert unit.kind == "store" and f"{INCOMPLETE}.tokens.incomplete" in unit.names
+    conv = Conv("r1")
+    conv.root("c1")
+    (tmp_path / "plain.jsonl").write_bytes(jsonl_bytes(conv.records))
+    (tmp_path / "r1.tokens.jsonl").symlink_to(tmp_path / "plain.jsonl")
+    rows = scan_table(tmp_path / "r1.tokens.jsonl", workers=1).to_pylist()
+    assert [r["reason_capture_incomplete"] for r in rows] == [True]
 
 
 @pytest.mark.parametrize("command", ["scan", "export"])

@@ -237,8 +237,15 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
         directory, name = os.path.split(os.path.abspath(root))
         label = printable(name)
         found = store_file(name)
-        if found is not None:
-            units = list(_lone_store_file(directory, name, found, keep))
+        real_directory, real_name = os.path.split(os.path.realpath(root))
+        if found is not None and found[1] != ENTRIES_SUFFIX:
+            raise DiscoveryError(sibling_alone_message(label, found[0], found[1]))
+        if found is not None and store_file(real_name) == found:
+            units = list(_lone_store_file(real_directory, found[0], keep))
+        elif found is not None:
+            # A link under a store name to another file: loaded as that file's bytes, which
+            # the loader masks (its store siblings cannot be known).
+            units = [RolloutUnit(label, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif not keep(label, st.st_size, st.st_mtime):
             units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif name.endswith(".jsonl"):
@@ -251,13 +258,10 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
     return units
 
 
-def _lone_store_file(directory: str, name: str, found: tuple[str, str], keep: callable) -> Iterator[RolloutUnit]:
-    """A store file given alone: its rollout, with every store sibling beside it, exactly as
-    scanning the directory finds it (never its records alone, which would hide an
-    incomplete marker, intents or refusals)."""
-    rollout_id, suffix = found
-    if suffix != ENTRIES_SUFFIX:
-        raise DiscoveryError(sibling_alone_message(printable(name), rollout_id, suffix))
+def _lone_store_file(directory: str, rollout_id: str, keep: callable) -> Iterator[RolloutUnit]:
+    """A store records file given alone: its rollout, with every store sibling beside it,
+    exactly as scanning the directory finds it (never its records alone, which would hide
+    an incomplete marker, intents or refusals)."""
     files, skipped = store_siblings(directory, rollout_id)
     not_read = {rollout_id: [(s.name, s.reason) for s in skipped]} if skipped else {}
     entries = [(n, st.st_size, st.st_mtime) for n, st in files]
