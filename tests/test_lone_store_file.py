@@ -27,6 +27,8 @@ from tokencap.run import scan_table
 from tokencap.run.discover import discover
 from tokencap.run.errors import DiscoveryError
 from tokencap.views import sources as src
+from tokencap.views.culprits import reason_lines
+from tokencap.views.model import RolloutView
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "sample_data" / "run"
@@ -234,3 +236,11 @@ def test_an_uploaded_records_file_is_masked_in_the_app() -> None:
     loaded = src.load_source(src.source_from_bytes(f"{INCOMPLETE}.tokens.jsonl", data))
     assert loaded.ok and loaded.snapshots[0].incomplete
     assert "whole store directory" in loaded.snapshots[0].source_notes[-1]
+
+
+def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> None:
+    data = (RUN / f"{REFUSED}.tokens.jsonl").read_bytes()
+    (snap,) = load_snapshots(data, name=f"{REFUSED}.tokens.jsonl")
+    (line,) = [ln for ln in reason_lines(RolloutView(snap)) if ln.code == "capture_incomplete"]
+    (culprit,) = line.culprits
+    assert "without the rollout's other store files" in culprit.text and "zip" in culprit.text

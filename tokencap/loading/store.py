@@ -220,9 +220,13 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
     )
 
 
+WITHOUT_SIBLINGS = "was read without the other capture-store files"
+"""The words of the note on a rollout whose store siblings could not be read (the app finds it by them)."""
+
+
 def _without_siblings_note(source: FileSource, name: str, rid: str) -> str:
     held = name if os.path.basename(source.label) == name else f"{source.label}: {name}"
-    return (f"{held} was read without the other capture-store files of rollout {rid!r} (its {INTENTS_SUFFIX}, "
+    return (f"{held} {WITHOUT_SIBLINGS} of rollout {rid!r} (its {INTENTS_SUFFIX}, "
             f"{STATE_SUFFIX}, {INCOMPLETE_SUFFIX}), so whether a call failed to capture cannot be known: masked "
             "as capture_incomplete. Give the whole store directory, or a zip of it")
 
