@@ -189,3 +189,12 @@ def test_run_discovery_refuses_a_binary_jsonl_without_indexing_it(tmp_path: Path
     by_source = {r["source"]: r for r in rows}
     assert by_source["r1.jsonl"]["error"] is None
     assert "hole.jsonl: binary data" in by_source["hole.jsonl"]["error"]
+
+
+def test_a_binary_final_responses_file_is_refused_from_its_first_bytes(tmp_path: Path, capsys) -> None:
+    finals = tmp_path / "finals.jsonl"
+    with open(finals, "wb") as out:
+        out.truncate(64 << 20)
+    assert main(["build", str(SAMPLES / "clean_multiturn_tools.json"), "--final-responses", str(finals)]) == 2
+    err = capsys.readouterr().err
+    assert "finals.jsonl: binary data (a NUL byte at byte 0)" in err and "expected final responses" in err

@@ -70,7 +70,10 @@ SNIFF_BYTES = 1024
 """How much of an input's start is looked at to tell binary data from JSON text."""
 
 
-def binary_problem(head: bytes | memoryview) -> str | None:
+CAPTURE_INPUTS = "a snapshot JSON object, entries JSONL (one record a line), a capture-store directory or a zip of one"
+
+
+def binary_problem(head: bytes | memoryview, expected: str = CAPTURE_INPUTS) -> str | None:
     """Why ``head`` (an input's first bytes) cannot start a JSON or JSON-lines text, or None.
 
     JSON text never holds a raw NUL or other control byte (only tab, newline and carriage
@@ -83,8 +86,7 @@ def binary_problem(head: bytes | memoryview) -> str | None:
     if at < 0:
         return None
     what = "a NUL byte" if sniff[at] == 0 else f"the control byte 0x{sniff[at]:02x}"
-    return (f"binary data ({what} at byte {at}), not JSON text; expected a snapshot JSON object, "
-            "entries JSONL (one record a line), a capture-store directory or a zip of one")
+    return f"binary data ({what} at byte {at}), not JSON text; expected {expected}"
 
 
 def control_byte_at(head: bytes | memoryview) -> int:
