@@ -443,5 +443,5 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-__all__ = ["DirectorySource", "FileSource", "MemorySource", "Skipped", "ZipSource", "kind_of", "last_newline", "open_regular",
-           "pread", "printable", "read_regular", "zip_source"]
+__all__ = ["DirectorySource", "FileSource", "MemorySource", "Skipped", "ZipSource", "kind_of", "last_newline",
+           "open_regular", "pread", "printable", "read_regular", "zip_source"]
