@@ -200,6 +200,9 @@ def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], term
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
         result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
         del snapshot, final  # one rollout in memory at a time: neither is held while the next loads
+        for note in result.notes:  # e.g. a terminal call id the rollout does not have
+            _PROGRESS.done()
+            print(f"tokencap: warning: {' '.join(note.split())}", file=sys.stderr)
         yield result
         del result
     _PROGRESS.done()
