@@ -25,12 +25,12 @@ import pyarrow.parquet as pq
 
 from ..export import write_atomically
 from .discover import RolloutUnit, discover
-from .errors import ScanTableError
+from .errors import DiscoveryError, ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
 from .rows import Row, row_of
-from .table import COLUMNS, SCHEMA, to_batch
+from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences
 from .work import RunOptions, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
@@ -139,6 +139,10 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
     previous = _read_previous(since, final_responses, summary.notes) if since else None
     skipped: list[str] = []
     units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped)
+    if not units and since is None:
+        # As `tokencap build` says of it: a run with nothing to scan is a mistake, not an empty
+        # table (with --since it is a run whose files all went away since the earlier scan).
+        raise DiscoveryError(f"{source}: no capture-store files and no .json/.jsonl files found")
     if skipped:
         shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
         summary.notes.append(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that "
@@ -305,12 +309,14 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
         raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
     if table.schema.names != list(COLUMNS):
-        raise ScanTableError(f"{label}: not a tokencap scan table (its columns differ from SPEC 11's)")
+        raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
+                             "write one with `tokencap scan RUN -o TABLE.parquet`")
     meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     try:
         return table.replace_schema_metadata(None).cast(SCHEMA), meta
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise ScanTableError(f"{label}: not a tokencap scan table (a column has another type: {exc})") from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise ScanTableError(f"{label}: not a tokencap scan table ({type_differences(table)}); "
+                             "write one with `tokencap scan RUN -o TABLE.parquet`") from None
 
 
 def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,
