@@ -161,6 +161,19 @@ def test_an_unusable_output_is_named_in_plain_words_before_any_work(command: str
 
 
 @pytest.mark.parametrize("command", WRITERS)
+@pytest.mark.parametrize("out", ["", "sub/"])
+def test_an_output_that_names_no_file_is_refused(command: str, out: str, tmp_path: Path, monkeypatch,
+                                                 capsys) -> None:
+    (tmp_path / "sub").mkdir()
+    run = small_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path)
+    assert main(writer_args(command, run, out)) == 2
+    assert capsys.readouterr().err == f"tokencap: error: cannot write {out!r}: that names no file; give a file name\n"
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", WRITERS)
 def test_a_device_as_output_is_refused_not_replaced(command: str, tmp_path: Path, capsys) -> None:
     # The rename would swap the device node for a regular file (as root: /dev/null itself).
     fifo = tmp_path / "pipe"

@@ -399,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                "app": _cmd_app}[args.command]
     run = Run()
     try:
-        if getattr(args, "output", None):  # every command that writes: a bad -o fails before any work
+        if getattr(args, "output", None) is not None:  # every command that writes: a bad -o fails before any work
             check_output_path(args.output)
         if args.command == "app":  # _serve passes SIGINT and SIGTERM on to the app's server
             return handler(args)

@@ -176,6 +176,8 @@ def check_output_path(path: str | os.PathLike[str]) -> None:
     would be replaced by the rename, not written into).
     """
     text = os.fspath(path)
+    if not text or text.endswith(os.sep):
+        raise OutputPathError(f"cannot write {text!r}: that names no file; give a file name")
     directory = os.path.dirname(text) or "."
     if not os.path.exists(directory):
         raise OutputPathError(f"cannot write {text}: directory {directory} does not exist")
