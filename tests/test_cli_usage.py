@@ -19,6 +19,7 @@ import pytest
 
 from helpers import default_sigint, linear_chain, snapshot_dict
 from tokencap.cli import _parser, main
+from tokencap.export import write_atomically
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_RUN = REPO / "sample_data" / "run"
@@ -215,6 +216,14 @@ def test_an_output_directory_that_is_not_writable_is_named(command: str) -> None
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr == f"tokencap: error: cannot write {out}: directory {locked} is not writable\n"
         assert list(locked.iterdir()) == []
+
+
+def test_a_part_file_that_cannot_be_created_is_blamed_on_the_output(tmp_path: Path) -> None:
+    # What a caller that skipped the check (the app's disk export) or a directory removed
+    # after it sees: an OSError naming the output, not the part file alone.
+    out = tmp_path / "gone" / "x.json"
+    with pytest.raises(OSError, match=rf"^cannot write {re.escape(str(out))}: No such file or directory"):
+        write_atomically(out, lambda handle: handle.write(b"{}"))
 
 
 def test_a_relative_output_in_the_current_directory_is_fine(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -163,8 +163,11 @@ _PART_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _PART_RANDOM = "[a-z0-9_]{8}"  # what `_create_part` (like tempfile before it) puts between prefix and suffix
 
 
-class OutputPathError(ValueError):
-    """An output path (``-o``) that cannot be written: says which and why, in plain words."""
+class OutputPathError(OSError):
+    """An output path (``-o``) that cannot be written: says which and why, in plain words.
+
+    An `OSError`, so callers that already handle a failed write (the app's disk export) handle it.
+    """
 
 
 def check_output_path(path: str | os.PathLike[str]) -> None:
@@ -217,8 +220,10 @@ def _create_part(target: Path) -> tuple[int, Path]:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise OutputPathError(f"cannot write {os.fspath(target)}: {exc.strerror or exc} "
-                                  f"(creating {part.name} in {directory})") from None
+            reason = f"{exc.strerror or exc} (creating {part.name} in {directory})"
+            error = OutputPathError(f"cannot write {os.fspath(target)}: {reason}")
+            error.strerror = reason  # what a caller that names the path itself shows
+            raise error from None
         if keep_mode is not None:
             os.fchmod(fd, keep_mode)
         return fd, part
