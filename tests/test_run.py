@@ -251,6 +251,17 @@ def test_an_empty_directory_is_refused_by_scan_and_export_as_by_build(capsys, tm
         assert not out.exists()
 
 
+def test_a_run_of_only_entries_that_are_never_read_is_refused_naming_them(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "elsewhere.json").symlink_to(SAMPLES / "length_stop.json")
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(run), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tokencap: error: {run}: no rollout to scan; skipped 1 entry") and err.count("\n") == 1
+    assert "elsewhere.json" in err and not out.exists()
+
+
 def test_an_empty_directory_with_since_is_an_empty_table(capsys, tmp_path):
     run = tmp_path / "run"
     run.mkdir()

@@ -139,15 +139,15 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
     previous = _read_previous(since, final_responses, summary.notes) if since else None
     skipped: list[str] = []
     units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped)
-    if not units and since is None:
-        # As `tokencap build` says of it: a run with nothing to scan is a mistake, not an empty
-        # table (with --since it is a run whose files all went away since the earlier scan).
-        raise DiscoveryError(f"{source}: no capture-store files and no .json/.jsonl files found")
     if skipped:
         shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
         summary.notes.append(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that "
                              f"{'is' if len(skipped) == 1 else 'are'} not a regular file or directory "
                              f"(symlinks, pipes, devices are never read): {shown}")
+    if not units and since is None:
+        # A run with nothing to scan is a mistake, as `tokencap build` says of it, not an empty
+        # table (with --since it is a run whose files all went away since the earlier scan).
+        raise _nothing_to_scan(source, summary.notes[-1] if skipped else "")
     plan: list[Any] = []
     fresh: list[RolloutUnit] = []
     total = 0
@@ -169,6 +169,18 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
     flush()
     single = len(units) == 1 and units[0].kind != "reused"
     return plan, previous, total, single
+
+
+def _nothing_to_scan(source: str | os.PathLike[str], skipped_note: str) -> DiscoveryError:
+    """The error for a run without a rollout: the loader's words (those `tokencap build` prints)
+    when it finds nothing either, else what the scan skipped."""
+    from ..loading import LoadError, iter_snapshots
+
+    try:
+        next(iter(iter_snapshots(source)), None)
+    except LoadError as exc:
+        return DiscoveryError(str(exc))
+    return DiscoveryError(f"{source}: no rollout to scan; {skipped_note or 'nothing in it can be read'}")
 
 
 def _ordered_results(fn: Callable, plan: list[Any], options: RunOptions, engine: str, workers: int,
