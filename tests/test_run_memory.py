@@ -105,5 +105,6 @@ def test_read_scan_rejects_a_table_with_the_right_names_and_wrong_types():
     out = io.BytesIO()
     pq.write_table(wrong, out)
     with pytest.raises(ScanTableError, match=r"^t\.parquet: not a tokencap scan table \(n_calls is string, "
-                                             r"expected int64\); write one with `tokencap scan RUN -o TABLE\.parquet`$"):
+                                             r"expected int64\); write one with `tokencap scan RUN -o "
+                                             r"TABLE\.parquet`$"):
         read_scan(out.getvalue(), name="t.parquet")

@@ -214,7 +214,8 @@ def _create_part(target: Path) -> tuple[int, Path]:
         keep_mode = None
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
-        part = directory / f".{target.name}.{''.join(secrets.choice(_PART_LETTERS) for _ in range(8))}{_PART_SUFFIX}"
+        random = "".join(secrets.choice(_PART_LETTERS) for _ in range(8))
+        part = directory / f".{target.name}.{random}{_PART_SUFFIX}"
         try:
             fd = os.open(part, flags, 0o666)
         except FileExistsError:
@@ -282,7 +283,8 @@ def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
     part file. A part file a killed earlier write left behind (SIGKILL cannot be caught)
     is removed by the next write to the same ``path``. The rename runs in
     `tokencap.interrupts.critical`, so it is never cut in two: once it is done the output
-    is recorded as committed, and an interrupt after that does not undo the run.
+    is recorded as committed, and an interrupt after that does not undo the run. The
+    output gets the permissions a plain ``open`` would give it (see `_create_part`).
     """
     target = Path(path)
     remove_stale_parts(target)

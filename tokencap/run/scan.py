@@ -313,6 +313,9 @@ def read_scan(path: str | os.PathLike[str] | bytes, *, name: str | None = None) 
     return _read_table(path, name)[0]
 
 
+_WRITE_ONE = "write one with `tokencap scan RUN -o TABLE.parquet`"
+
+
 def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -> tuple[pa.Table, dict]:
     """The checked table and the tokencap metadata it was written with."""
     label = name or (path if not isinstance(path, (bytes, bytearray, memoryview)) else "uploaded table")
@@ -322,13 +325,12 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
     if table.schema.names != list(COLUMNS):
         raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
-                             "write one with `tokencap scan RUN -o TABLE.parquet`")
+                             f"{_WRITE_ONE}")
     meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     try:
         return table.replace_schema_metadata(None).cast(SCHEMA), meta
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        raise ScanTableError(f"{label}: not a tokencap scan table ({type_differences(table)}); "
-                             "write one with `tokencap scan RUN -o TABLE.parquet`") from None
+        raise ScanTableError(f"{label}: not a tokencap scan table ({type_differences(table)}); {_WRITE_ONE}") from None
 
 
 def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,
