@@ -11,9 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable, Sequence
 
@@ -517,27 +514,3 @@ def reference_build(records: list[dict], terminal: str | None) -> dict[str, Any]
             "unresolved_parent_calls": sorted(unresolved),
         },
     }
-
-
-# --------------------------------------------------------------------------- signals in tests
-
-
-def default_sigint() -> None:
-    """``preexec_fn`` for a child process a test interrupts with SIGINT.
-
-    A child inherits an ignored SIGINT (the test run started under ``nohup``, as a
-    background job ``&``, or from a shell that ran ``trap "" INT``), and Python then never
-    turns SIGINT into KeyboardInterrupt. Restoring the default before the child's program
-    starts makes Ctrl-C reach it as it would reach a program started from a terminal.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-@contextmanager
-def sigint_handler(handler: object) -> Iterator[None]:
-    """SIGINT handled by ``handler`` in this process for the length of the block."""
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import default_sigint, linear_chain, snapshot_dict
+from helpers import linear_chain, snapshot_dict
+from sigint import default_sigint
 from tokencap.cli import _parser, main
 from tokencap.export import write_atomically
 

@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tokencap.loading.files as files_module
-from helpers import Conv, default_sigint, jsonl_bytes, sigint_handler, snapshot_dict
+from helpers import Conv, jsonl_bytes, snapshot_dict
+from sigint import default_sigint, sigint_handler
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes, write_atomically

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import default_sigint, jsonl_bytes, linear_chain, sigint_handler, snapshot_dict
+from helpers import jsonl_bytes, linear_chain, snapshot_dict
+from sigint import default_sigint, sigint_handler
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes
