@@ -5,8 +5,8 @@ session state; the frame, filters, counts, figures and where a rollout lives com
 `tokencap.views.run_data`, `run_charts` and `run_source`, unit-tested without Streamlit.
 
 Where the run comes from (sidebar), first match wins:
-1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked against
-   SPEC 11), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
+1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked to have the
+   scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
 2. the path given on the command line (``streamlit run app.py -- RUN_DIR``,
    ``tokencap app RUN_DIR``), scanned with a progress bar (a big run by a child process

@@ -16,9 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import jsonl_bytes, linear_chain, snapshot_dict
+from sigint import default_sigint, sigint_handler
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes
+from tokencap.interrupts import Terminated
 from tokencap.run import COLUMNS, discover, export, read_scan, scan, scan_table
 from tokencap.run.engines import run_local
 from tokencap.run.table import SCHEMA
@@ -237,6 +239,42 @@ def test_a_missing_source_is_a_one_line_error(capsys, tmp_path):
     assert not (tmp_path / "r.parquet").exists()
 
 
+def test_an_empty_directory_is_refused_by_scan_and_export_as_by_build(capsys, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["build", str(empty)]) == 2
+    refused = capsys.readouterr().err
+    assert refused.startswith("tokencap: error: ")
+    for command in ("scan", "export"):
+        out = tmp_path / f"out.{command}"
+        assert main([command, str(empty), "-o", str(out), "--workers", "1"]) == 2
+        assert capsys.readouterr().err == refused, command
+        assert not out.exists()
+
+
+def test_a_run_of_only_entries_that_are_never_read_is_refused_naming_them(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "elsewhere.json").symlink_to(SAMPLES / "length_stop.json")
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(run), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tokencap: error: {run}: no rollout to scan; skipped 1 entry") and err.count("\n") == 1
+    assert "elsewhere.json" in err and not out.exists()
+
+
+def test_an_empty_directory_with_since_is_an_empty_table(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.json").write_text(json.dumps(snapshot_dict(linear_chain(2, rollout_id="a").records)))
+    first = tmp_path / "first.parquet"
+    assert main(["scan", str(run), "-o", str(first), "--workers", "1"]) == 0
+    (run / "a.json").unlink()  # every file of the run went away since the first scan
+    again = tmp_path / "again.parquet"
+    assert main(["scan", str(run), "-o", str(again), "--since", str(first), "--workers", "1"]) == 0
+    assert read_scan(again).num_rows == 0
+
+
 # =========================================================================== engines
 
 
@@ -344,19 +382,22 @@ def test_ctrl_c_on_the_command_line_exits_130_and_writes_nothing(tmp_path):
     many_rollouts_jsonl(run, 400)
     out = tmp_path / "r.parquet"
     proc = subprocess.Popen([sys.executable, "-m", "tokencap", "scan", str(run), "-o", str(out), "--workers", "2"],
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+                            stderr=subprocess.PIPE, cwd=tmp_path, preexec_fn=default_sigint)
     # wait until the scan is under way (the progress line shows the total), then interrupt it
     deadline = time.monotonic() + 60
     seen = b""
     while b"/400" not in seen and time.monotonic() < deadline:
         seen += proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.read(1)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    _, rest = proc.communicate(timeout=60)
     if proc.returncode == 0:
         pytest.skip("the scan finished before the interrupt arrived")
     assert proc.returncode == 130
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]
+    last = (seen + rest).decode().strip().splitlines()[-1]
+    assert last.startswith("scan:") and "/400" in last
+    assert last.endswith("interrupted; nothing written"), last
 
 
 # =========================================================================== --since
@@ -449,6 +490,78 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert lines[0].startswith("scan:") and "0/2" in lines[0]
     assert any("2/2" in line for line in lines)
     assert lines[-1].startswith("tokencap: scanned 2 rollouts (1 trainable, 1 masked)")
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+@pytest.mark.parametrize(("stop", "code", "word"), [(KeyboardInterrupt, 130, "interrupted"),
+                                                    (Terminated, 143, "terminated")])
+def test_a_stopped_run_ends_its_progress_saying_nothing_was_written(command, stop, code, word, tmp_path,
+                                                                     monkeypatch, capsys):
+    from tokencap.progress import RunProgress
+
+    follow = RunProgress.__call__
+
+    def stopped_half_way(self, done, total):
+        follow(self, done, total)
+        if done:
+            raise stop()  # Ctrl-C (or SIGTERM) arrives while the run is being worked
+
+    monkeypatch.setattr(RunProgress, "__call__", stopped_half_way)
+    run = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(run, 40)
+    out = tmp_path / "out"
+    assert main([command, str(run), "-o", str(out), "--workers", "1"]) == code
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{command}:") and "0/40" in lines[0]
+    assert lines[-1].startswith(f"{command}:") and "/40 [" in lines[-1]
+    assert lines[-1].endswith(f"] {word}; nothing written")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
+
+
+def test_an_interrupt_after_the_table_is_written_says_so_and_succeeds(tmp_path, monkeypatch, capsys):
+    import tokencap.export as export_module
+
+    rename = os.replace
+
+    def rename_then_ctrl_c(source, target):
+        rename(source, target)
+        os.kill(os.getpid(), signal.SIGINT)  # held until the rename is recorded, then raised
+
+    monkeypatch.setattr(export_module.os, "replace", rename_then_ctrl_c)
+    out = tmp_path / "r.parquet"
+    with sigint_handler(signal.default_int_handler):
+        assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--workers", "1"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"] interrupted after {out} was written")
+    assert read_scan(out).num_rows == 2
+
+
+@pytest.mark.parametrize("interactive", [True, False], ids=["terminal", "plain lines"])
+def test_progress_closed_with_an_ending_ends_its_last_line_with_it(interactive):
+    import io
+
+    from tokencap.progress import RunProgress
+
+    stream = io.StringIO()
+    progress = RunProgress("scan", stream=stream, interactive=interactive)
+    progress(0, 400)
+    progress(84, 400)
+    progress.close("interrupted; nothing written")
+    progress.close()  # the clean-up close after it writes nothing more
+    last = stream.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("scan:") and "21%" in last and "84/400" in last
+    assert last.endswith("] interrupted; nothing written")
+    assert stream.getvalue().endswith("interrupted; nothing written\n")
+
+
+@pytest.mark.parametrize("interactive", [True, False], ids=["terminal", "plain lines"])
+def test_progress_stopped_before_it_started_still_says_so(interactive):
+    import io
+
+    from tokencap.progress import RunProgress
+
+    stream = io.StringIO()
+    RunProgress("export", stream=stream, interactive=interactive).close("interrupted; nothing written")
+    assert stream.getvalue().startswith("export:") and stream.getvalue().endswith(" interrupted; nothing written\n")
 
 
 def test_progress_bar_on_a_terminal_uses_tqdm():

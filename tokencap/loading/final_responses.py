@@ -32,7 +32,7 @@ import simdjson
 
 from ..digest import checked_token_ids
 from ..records import type_name
-from .text import LoadError, is_blank, iter_lines
+from .text import LoadError, binary_problem, is_blank, iter_lines
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
@@ -142,6 +142,10 @@ def load_final_responses(source: str | os.PathLike[str] | bytes | bytearray | me
 
 
 def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
+    problem = binary_problem(data, "final responses (a JSON object with 'response', JSON lines of them, or a "
+                                   "bare Responses object)")
+    if problem is not None:  # said from the first bytes, not after decoding gigabytes
+        raise LoadError(f"{label}: {problem}")
     if is_blank(data):
         raise LoadError(f"{label}: the file is empty; expected final responses (a JSON object with 'response', "
                         "JSON lines of them, or a bare Responses object)")

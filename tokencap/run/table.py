@@ -33,6 +33,46 @@ SCHEMA = pa.schema(
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
+
+def _names(names: Sequence[str], shown: int = 10) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def column_differences(names: Sequence[str]) -> str:
+    """How a table's column names differ from a scan table's, in words (missing, extra, order)."""
+    have = set(names)
+    if not have & set(COLUMNS):
+        return f"it has none of the scan table's columns; its own: {_names(list(dict.fromkeys(names)))}"
+    missing = [c for c in COLUMNS if c not in have]
+    extra = [c for c in dict.fromkeys(names) if c not in set(COLUMNS)]
+    parts = []
+    if missing:
+        parts.append(f"missing column{'s' if len(missing) > 1 else ''}: {_names(missing)}")
+    if extra:
+        parts.append(f"extra column{'s' if len(extra) > 1 else ''}: {_names(extra)}")
+    repeated = [c for c in dict.fromkeys(names) if list(names).count(c) > 1]
+    if repeated:
+        parts.append(f"repeated column{'s' if len(repeated) > 1 else ''}: {_names(repeated)}")
+    if not parts:
+        first = next(i for i, (a, b) in enumerate(zip(names, COLUMNS)) if a != b)
+        parts.append(f"the columns are in another order: column {first + 1} is {names[first]}, "
+                     f"expected {COLUMNS[first]}")
+    return "; ".join(parts)
+
+
+def type_differences(table: pa.Table) -> str:
+    """Which columns of a table with the scan table's names do not convert to their scan-table type."""
+    wrong = []
+    for name, column in zip(table.column_names, table.columns):
+        expected = SCHEMA.field(name).type
+        try:
+            column.cast(expected)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            wrong.append(f"{name} is {column.type}, expected {expected}")
+    return "; ".join(wrong) or "a column's values do not convert to the scan table's types"
+
+
 def to_batch(rows: Sequence[Row]) -> pa.RecordBatch:
     """Rows (tuples in column order) as one Arrow record batch of `SCHEMA`."""
     columns = list(zip(*rows)) if rows else [()] * len(COLUMNS)
