@@ -128,15 +128,8 @@ class RunDiff:
 
     @cached_property
     def table(self) -> pd.DataFrame:
-        """The diff table as a pandas frame (lists as Python lists; null as None or NaN)."""
-        return _frame(self.arrow)
-
-
-def _frame(table: pa.Table) -> pd.DataFrame:
-    frame = table.to_pandas()
-    for name in ("mask_reasons_a", "mask_reasons_b", "reasons_gained", "reasons_lost"):
-        frame[name] = table.column(name).to_pylist()
-    return frame
+        """The diff table as a pandas frame (a list cell is a numpy array of str; null is None or NaN)."""
+        return self.arrow.to_pandas()
 
 
 def _share(count: int, total: int) -> float:
