@@ -305,10 +305,10 @@ def _run_inputs(args: argparse.Namespace) -> None:
 def _run_command(args: argparse.Namespace, label: str, work) -> Any:
     """Check a run command's inputs, run ``work(progress)`` under a progress bar, print its notes."""
     _run_inputs(args)
-    return _with_progress(label, work)
+    return _with_progress(label, work, args.output)
 
 
-def _with_progress(label: str, work: Callable[[Any], Any], note_prefix: str = "") -> Any:
+def _with_progress(label: str, work: Callable[[Any], Any], output: str | None, note_prefix: str = "") -> Any:
     """``work(progress)`` under a progress bar; the notes of the summary it returns go to stderr."""
     from .progress import RunProgress
 
@@ -316,7 +316,7 @@ def _with_progress(label: str, work: Callable[[Any], Any], note_prefix: str = ""
     try:
         summary = work(progress)
     except KeyboardInterrupt as exc:
-        progress.close(_stopped(exc, args.output))
+        progress.close(_stopped(exc, output))
         raise
     finally:
         progress.close()
@@ -325,11 +325,11 @@ def _with_progress(label: str, work: Callable[[Any], Any], note_prefix: str = ""
     return summary
 
 
-def _stopped(exc: KeyboardInterrupt, output: str) -> str:
+def _stopped(exc: KeyboardInterrupt, output: str | None) -> str:
     """What a person reads at the end of the progress line when Ctrl-C or SIGTERM stopped the work."""
     how = "terminated" if isinstance(exc, Terminated) else "interrupted"
     run = current_run()
-    if run is not None and os.fspath(Path(output)) in run.committed:
+    if output and run is not None and os.fspath(Path(output)) in run.committed:
         return f"{how} after {output} was written"
     return f"{how}; nothing written"
 
@@ -399,7 +399,7 @@ def _diff_side(args: argparse.Namespace, side: str) -> Any:
                                  final_responses=finals, progress=progress, summary=summary))
         return summary
 
-    _with_progress(f"scan {name}", work, f"{name}: ")
+    _with_progress(f"scan {name}", work, args.output, f"{name}: ")
     return tables[0]
 
 
