@@ -45,7 +45,7 @@ from tokencap.views import linkproof as lp
 from tokencap.views import links
 from tokencap.views import mask as mv
 from tokencap.views import rollout_page as rp
-from tokencap.views import run_source as rs
+from tokencap.views.run import source as rs
 from tokencap.views import sources as src
 from tokencap.views import style
 from tokencap.views import tree as tv

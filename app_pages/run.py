@@ -2,7 +2,7 @@
 
 Run through `app.py` (the navigation entry point). This file lays out widgets and keeps
 session state; the frame, filters, counts, figures and where a rollout lives come from
-`tokencap.views.run_data`, `run_charts` and `run_source`, unit-tested without Streamlit.
+`tokencap.views.run` (`data`, `charts`, `source`), unit-tested without Streamlit.
 
 Where the run comes from (sidebar), first match wins:
 1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked against
@@ -53,9 +53,9 @@ import pyarrow as pa
 import streamlit as st
 
 from tokencap.run import DiscoveryError, ScanTableError, read_scan, scan_table
-from tokencap.views import run_charts as rc
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
+from tokencap.views.run import charts as rc
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
 from tokencap.views.text import fmt_bytes, md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent

@@ -27,8 +27,8 @@ from streamlit.testing.v1 import AppTest
 import tokencap.run
 from synth_snapshots import Capture
 from tokencap.run import scan_table
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"

@@ -193,8 +193,8 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
     from tokencap.run import scan_table
-    from tokencap.views import run_data as rd
-    from tokencap.views import run_source as rs
+    from tokencap.views.run import data as rd
+    from tokencap.views.run import source as rs
 
     expect.set_options(timeout=30_000)
     table = scan_table(rs.sample_run_path(REPO), workers=1)

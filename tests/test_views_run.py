@@ -23,9 +23,9 @@ from synth_run import synthetic_scan_table
 from tokencap import build_rollout, load_snapshots
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import LINK_NOTES, scan_table
-from tokencap.views import run_charts as rc
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
+from tokencap.views.run import charts as rc
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
 from tokencap.views import sources as src
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The Run page's charts: one small plotly bar chart per `run_data.Bars`.
+"""The Run page's charts: one small plotly bar chart per `data.Bars`.
 
 Every bar carries ``[dimension, key]`` in its ``customdata``: the `RunFilter` field a
 click sets and the value it sets it to. Keys are fixed per chart (every mask reason,
@@ -16,9 +16,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from . import style
-from .run_data import Bars
-from .text import html_text
+from .. import style
+from ..text import html_text
+from .data import Bars
 
 BAR = {
     "reasons": style.QUARANTINED,

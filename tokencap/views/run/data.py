@@ -27,8 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
-from ..run.rows import LINK_NOTES
+from ...rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
+from ...run.rows import LINK_NOTES
 
 PARAM_PREFIX = "run_"
 

@@ -29,12 +29,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..loading import load_snapshots
-from ..records import TokenCaptureSnapshot
-from ..run import read_scan, table_of_snapshots
-from ..run.discover import STORE_LABEL
-from ..run.scan import relative_source_path
-from . import sources as src
+from ...loading import load_snapshots
+from ...records import TokenCaptureSnapshot
+from ...run import read_scan, table_of_snapshots
+from ...run.discover import STORE_LABEL
+from ...run.scan import relative_source_path
+from .. import sources as src
 
 RUN_UPLOAD_TYPES = ("parquet", "json", "jsonl", "zip")
 """What the Run page's uploader takes: a scan table, or rollouts to scan in memory."""
