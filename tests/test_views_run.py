@@ -152,6 +152,8 @@ def test_delivered_bins_hold_their_fraction(x):
 
 filters = hs.builds(
     rd.RunFilter,
+    change=hs.lists(hs.sampled_from(rd.CHANGES), max_size=3).map(tuple),
+    groups=hs.sampled_from(("", "few", "flat", "starved")),
     verdict=hs.sampled_from(("",) + rd.VERDICTS),
     reasons=hs.lists(hs.sampled_from(MASK_REASON_ORDER), max_size=3).map(tuple),
     statuses=hs.lists(hs.sampled_from(rd.STATUSES), max_size=2).map(tuple),
