@@ -46,7 +46,7 @@ SPEC_COLUMNS = [
     ("engine_refusals", "int64"), ("context_refusals", "int64"), ("refusal_ended_chain", "bool"),
     ("capture_incomplete", "bool"), ("terminal_call_id", "string"), ("terminal_attribution", "string"),
     ("error", "string"), ("source_notes", "list<item: string>"), ("source_bytes", "int64"),
-    ("source_mtime", "double"),
+    ("source_mtime", "double"), ("reward", "double"), ("task_index", "int64"), ("rollout_index", "int64"),
 ]
 
 
