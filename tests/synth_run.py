@@ -81,6 +81,7 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
         "capture_incomplete": reasons["capture_incomplete"], "terminal_call_id": [None] * n,
         "terminal_attribution": [None] * n, "error": error.tolist(), "source_notes": [[] for _ in range(n)],
         "source_bytes": rng.integers(1_000, 2_000_000, n), "source_mtime": np.full(n, 1.7e9),
+        "reward": [None] * n, "task_index": [None] * n, "rollout_index": [None] * n,
     }
     assert list(columns) == list(COLUMNS)
     return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)

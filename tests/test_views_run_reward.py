@@ -18,9 +18,10 @@ def with_records(table: pa.Table, reward, task, index=None) -> pa.Table:
     """``table`` with the SPEC 11.1 columns (None = null)."""
     n = table.num_rows
     index = index if index is not None else [None] * n
-    return (table.append_column("reward", pa.array(reward, pa.float64()))
-            .append_column("task_index", pa.array(task, pa.int64()))
-            .append_column("rollout_index", pa.array(index, pa.int64())))
+    for name, values, kind in (("reward", reward, pa.float64()), ("task_index", task, pa.int64()),
+                               ("rollout_index", index, pa.int64())):
+        table = table.set_column(table.column_names.index(name), name, pa.array(values, kind))
+    return table
 
 
 def small(masked: list[bool], reward: list, task: list) -> pd.DataFrame:
@@ -154,7 +155,9 @@ def test_reward_bias_calls_a_shifted_masked_slice_biased_and_an_even_one_not():
 
 
 def test_a_table_without_record_columns_reads_as_no_rewards_and_no_groups():
-    frame = rd.run_frame(synthetic_scan_table(50, seed=2))
+    table = synthetic_scan_table(50, seed=2)
+    frame = rd.run_frame(table.drop_columns(["reward", "task_index", "rollout_index"]))
+    assert frame["reward"].isna().all() and rd.run_frame(table)["task_index"].isna().all()
     assert not rw.has_rewards(frame) and not rw.has_groups(frame)
     assert frame["reward"].isna().all() and frame["task_index"].isna().all()
     assert set(frame["group"].astype(str)) == {"none"}

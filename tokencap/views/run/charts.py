@@ -34,22 +34,24 @@ KEY_BAR = {
     "refusal": {"none": style.EXCLUDED, "other": style.REFUSAL_SOFT, "context": style.QUARANTINED,
                 "ended": style.REFUSAL},
     "link": {"parent_call_id_missing_recovered": style.RECOVERED},
+    "change": {"fixed": style.RECOVERED, "broke": style.REFUSAL, "reasons_changed": style.QUARANTINED,
+               "only_a": style.EXCLUDED, "only_b": style.EXCLUDED, "same": style.GHOST},
 }
 """Bars whose key has a meaning of its own (a recovered link is proven, not a failure)."""
 FADED = "#e2e8f0"
-HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link"})
+HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link", "change"})
 ROWS = (("reasons", "statuses"), ("delivered", "calls"), ("link", "refusal"))
 """The page's grid of charts, two a row (a third column leaves no room for the bar labels at 1280 px)."""
-HEIGHTS = {"reasons": 290, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250}
+HEIGHTS = {"change": 230, "reasons": 290, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250}
 CONFIG = {"displayModeBar": False}
 """plotly config for these charts: nothing to zoom or pan, a click is the only interaction."""
 
 
-def _colors(bars: Bars, active: tuple[str, ...]) -> list[str]:
+def _colors(bars: Bars, active: tuple[str, ...], color: str | None = None, faded: str = FADED) -> list[str]:
     out = []
     for key in bars.keys:
-        base = KEY_BAR.get(bars.dimension, {}).get(key) or BAR.get(bars.dimension, style.MAIN)
-        out.append(base if not active or key in active else FADED)
+        base = color or KEY_BAR.get(bars.dimension, {}).get(key) or BAR.get(bars.dimension, style.MAIN)
+        out.append(base if not active or key in active else faded)
     return out
 
 
@@ -62,8 +64,39 @@ def _text(count: int, total: int) -> str:
     return f"{count:,} · {_pct(count, total)}" if count else "0"
 
 
-def bar_figure(bars: Bars, active: tuple[str, ...] = ()) -> dict[str, Any]:
+RUN_COLORS = ("#94a3b8", style.MAIN)
+"""Run A and run B when two runs are compared (every chart, every legend)."""
+RUN_FADED = ("#e2e8f0", "#dbeafe")
+CHART_WIDTH = 470
+"""The width (px) a chart is laid out for (half the main area at 1280 px): the in-plot label column's share."""
+LABEL_FONT = 11
+
+
+def _hover(bars: Bars, runs: list[tuple[str, Bars]]) -> list[str]:
+    out = []
+    for i, label in enumerate(bars.labels):
+        lines = [f"<b>{html_text(label)}</b>"]
+        for name, b in runs:
+            who = f"{html_text(name)}: " if len(runs) > 1 else ""
+            lines.append(f"{who}{b.counts[i]:,} of {b.total:,} rollouts ({_pct(b.counts[i], b.total)})"
+                         + (f" · {b.extra[i]:,} occurrences" if b.extra else ""))
+        if bars.hover:
+            lines.append(html_text(bars.hover[i], limit=110))
+        lines.append("<i>click the bar, its label or its count to filter the table</i>")
+        out.append("<br>".join(lines))
+    return out
+
+
+def bar_figure(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = None,
+               names: tuple[str, str] = ("A", "B")) -> dict[str, Any]:
     """One chart: count (and share of the rollouts it counts) per key; ``active`` keys are the filter.
+
+    With ``versus`` (the same chart of a second run: the same keys in the same order), the
+    runs' bars are grouped side by side, in `RUN_COLORS`, with a legend of ``names``.
+
+    Every key is clickable over its whole row (column, for vertical charts): a transparent
+    "hit" bar on an axis of its own spans the plot and carries the key's label as its text,
+    so a category with a 2 px bar is selected by a click on its label or its count too.
 
     A plotly figure as plain data (``{"data": [...], "layout": {...}}``), which
     ``st.plotly_chart`` takes as it is: building a ``go.Figure`` validates every property
@@ -71,57 +104,79 @@ def bar_figure(bars: Bars, active: tuple[str, ...] = ()) -> dict[str, Any]:
     """
     horizontal = bars.dimension in HORIZONTAL
     labels = list(bars.labels)
-    counts = list(bars.counts)
-    hover = []
-    for i, (label, count) in enumerate(zip(bars.labels, bars.counts)):
-        lines = [f"<b>{html_text(label)}</b>", f"{count:,} of {bars.total:,} rollouts ({_pct(count, bars.total)})"]
-        if bars.extra:
-            lines.append(f"{bars.extra[i]:,} occurrences")
-        if bars.hover:
-            lines.append(html_text(bars.hover[i], limit=110))
-        lines.append("<i>click to filter the table</i>")
-        hover.append("<br>".join(lines))
-    trace = {
-        "type": "bar",
-        "x": counts if horizontal else labels,
-        "y": labels if horizontal else counts,
-        "orientation": "h" if horizontal else "v",
-        "marker": {"color": _colors(bars, active), "line": {"width": 0}},
-        "text": [_text(c, bars.total) if horizontal else f"{c:,}" if c else "" for c in counts],
-        "textposition": "outside",
-        "textangle": 0,
-        "cliponaxis": False,
-        "textfont": {"size": 11 if horizontal else 10},
-        "customdata": [[bars.dimension, key] for key in bars.keys],
-        "hovertext": hover,
-        "hoverinfo": "text",
-        "selected": {"marker": {"opacity": 1}},
-        "unselected": {"marker": {"opacity": 1}},
-    }
+    paired = versus is not None
+    runs = [(names[0], bars)] + ([(names[1], versus)] if versus is not None else [])
+    if versus is not None and versus.keys != bars.keys:
+        raise ValueError(f"{bars.dimension}: the two runs' bars have different keys")
+    customdata = [[bars.dimension, key] for key in bars.keys]
+    hover = _hover(bars, runs)
+    value_axis, label_axis, hit_axis = ("x", "y", "x2") if horizontal else ("y", "x", "y2")
+    traces = []
+    for i, (name, b) in enumerate(runs):
+        counts = list(b.counts)
+        traces.append({
+            "type": "bar", "name": name, "showlegend": paired,
+            value_axis: counts, label_axis: labels,
+            "orientation": "h" if horizontal else "v",
+            "marker": {"color": _colors(b, active, RUN_COLORS[i], RUN_FADED[i]) if paired else _colors(b, active),
+                       "line": {"width": 0}},
+            "text": [(f"{c:,}" if paired else _text(c, b.total)) if horizontal else f"{c:,}" if c else ""
+                     for c in counts],
+            "textposition": "outside", "textangle": 0, "cliponaxis": False,
+            "textfont": {"size": 11 if horizontal else 10},
+            "customdata": customdata, "hovertext": hover, "hoverinfo": "text",
+            "selected": {"marker": {"opacity": 1}}, "unselected": {"marker": {"opacity": 1}},
+        })
     longest = max((len(s) for s in labels), default=4)
-    top = max(counts, default=0)
+    height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
+    rotated = not horizontal and len(labels) > 8
+    label_px = (10 + LABEL_FONT * 0.6 * longest) if horizontal or rotated else 20
+    share = min(0.5, label_px / (CHART_WIDTH if horizontal else height - 38))
+    traces.append({  # the hit area and the labels (see the docstring)
+        "type": "bar", "name": "", "showlegend": False, value_axis + "axis": hit_axis,
+        value_axis: [1] * len(labels), label_axis: labels,
+        "orientation": "h" if horizontal else "v", "width": 1,
+        "marker": {"color": "rgba(0,0,0,0)", "line": {"width": 0}},
+        "text": labels, "textposition": "inside", "insidetextanchor": "start", "constraintext": "none",
+        "textangle": -90 if rotated else 0,
+        "textfont": {"size": LABEL_FONT if horizontal else 10, "color": "#334155"},
+        "customdata": customdata, "hovertext": hover, "hoverinfo": "text",
+        "selected": {"marker": {"opacity": 1}, "textfont": {"color": "#334155"}},
+        "unselected": {"marker": {"opacity": 1}, "textfont": {"color": "#334155"}},
+    })
+    top = max((max(b.counts, default=0) for _, b in runs), default=0)
     # Room beyond the longest bar for its "count · share" label.
-    value_axis = {"visible": False, "range": [0, top * (1.55 if horizontal else 1.2) + 1], "fixedrange": True}
-    label_axis = {"fixedrange": True, "tickfont": {"size": 11}, "automargin": True, "type": "category",
-                  "categoryorder": "array", "categoryarray": labels}
+    values = {"visible": False, "range": [0, top * (1.55 if horizontal else 1.2) + 1], "fixedrange": True,
+              "domain": [share, 1]}
+    hits = {"visible": False, "range": [0, 1], "fixedrange": True, "domain": [0, 1],
+            "anchor": label_axis}
+    categories = {"fixedrange": True, "showticklabels": False, "type": "category", "categoryorder": "array",
+                  "categoryarray": labels, "showgrid": False, "zeroline": False}
+    totals = " · ".join(f"{html_text(n)} {b.total:,}" for n, b in runs) if paired else f"{bars.total:,} rollouts"
     layout = {
         **style.BASE_LAYOUT,
-        "title": {"text": f"<b>{html_text(bars.title)}</b> <span style='color:#64748b'>· {bars.total:,} rollouts</span>",
+        "plot_bgcolor": "rgba(0,0,0,0)",  # the hit axis's plot lies over the bars' plot
+        "title": {"text": f"<b>{html_text(bars.title)}</b> <span style='color:#64748b'>· {totals}</span>",
                   "x": 0, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 13}},
-        "height": HEIGHTS.get(bars.dimension, 250),
-        "margin": {"l": min(8 + 6 * longest, 200) if horizontal else 8, "r": 8, "t": 30, "b": 8},
-        "showlegend": False,
+        "height": height,
+        "margin": {"l": 8, "r": 8, "t": 48 if paired else 30, "b": 8},
+        "showlegend": paired,
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                   "font": {"size": 11}},
         "clickmode": "event+select",
         "dragmode": False,
+        "hovermode": "closest",
+        "barmode": "group",
         "bargap": 0.25,
+        "bargroupgap": 0.05,
     }
     if horizontal:
-        layout["xaxis"] = value_axis
-        layout["yaxis"] = {**label_axis, "autorange": "reversed"}
+        layout["xaxis"], layout["xaxis2"] = values, hits
+        layout["yaxis"] = {**categories, "autorange": "reversed"}
     else:
-        layout["yaxis"] = value_axis
-        layout["xaxis"] = {**label_axis, "tickangle": 0 if len(labels) <= 8 else -45}
-    return {"data": [trace], "layout": layout}
+        layout["yaxis"], layout["yaxis2"] = values, hits
+        layout["xaxis"] = categories
+    return {"data": traces, "layout": layout}
 
 
 def as_figure(spec: dict[str, Any]) -> go.Figure:
@@ -150,4 +205,4 @@ def clicked(selection: Any) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["CONFIG", "HEIGHTS", "ROWS", "as_figure", "bar_figure", "clicked"]
+__all__ = ["CONFIG", "HEIGHTS", "ROWS", "RUN_COLORS", "as_figure", "bar_figure", "clicked"]
