@@ -175,3 +175,15 @@ def test_reward_figure_is_valid_plotly_with_both_runs(big):
     assert list(fig.data[0].y)[:2] == ["trainable", "masked"]
     one = go.Figure(rw.reward_figure([("<b>run</b>", frame)]))
     assert not one.layout.showlegend and "<b>run</b>" not in one.data[0].hovertext[0]
+
+
+def test_groups_figure_stacks_starved_groups_under_the_others_for_each_run(big):
+    frame, _, _ = big
+    per = rw.trainable_per_group(frame)
+    fig = go.Figure(rw.groups_figure([("A", frame), ("B", frame)]))
+    assert len(fig.data) == 4
+    starved, signal = fig.data[0], fig.data[1]
+    assert list(starved.y) == per["starved"].tolist()
+    assert list(signal.y) == (per["groups"] - per["starved"]).tolist() and list(signal.base) == list(starved.y)
+    assert fig.data[2].offsetgroup != starved.offsetgroup and fig.data[0].name.startswith("A: ")
+    assert go.Figure(rw.groups_figure([("run", frame)])).data[0].name == "no learning signal"

@@ -168,6 +168,45 @@ def trainable_per_group(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"trainable": np.arange(top + 1), "groups": groups, "starved": starved_n})
 
 
+def groups_figure(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
+    """Groups by trainable rollouts kept, split into those with and without a learning signal.
+
+    ``runs`` is ``[(name, frame)]``; with two runs, their bars stand side by side (one
+    offset group per run, its starved part stacked on its part with a signal).
+    """
+    traces = []
+    top = 0
+    paired = len(runs) > 1
+    for i, (name, frame) in enumerate(runs):
+        per = trainable_per_group(frame)
+        top = max(top, len(per))
+        signal = (per["groups"] - per["starved"]).tolist()
+        prefix = f"{name}: " if paired else ""
+        for part, values, color in (("no learning signal", per["starved"].tolist(), style.REFUSAL),
+                                    ("learning signal", signal, style.MAIN if i == 0 or not paired else style.BRANCH)):
+            traces.append({
+                "type": "bar", "name": prefix + part, "x": per["trainable"].tolist(), "y": values,
+                "offsetgroup": str(i), "marker": {"color": color, "opacity": 1.0 if i == 0 or not paired else 0.6},
+                "hovertemplate": f"{html_text(prefix)}%{{y:,}} groups keep %{{x}} trainable rollouts"
+                                 f" ({part})<extra></extra>",
+            })
+    # Stack each run's two parts: the starved part at the bottom, the rest on top of it.
+    for i in range(0, len(traces), 2):
+        traces[i + 1]["base"] = traces[i]["y"]
+    layout = {
+        **style.BASE_LAYOUT,
+        "title": {"text": "<b>Groups (tasks) by trainable rollouts kept</b>", "x": 0, "xanchor": "left",
+                  "y": 0.98, "yanchor": "top", "font": {"size": 13}},
+        "height": 260, "margin": {"l": 8, "r": 8, "t": 30, "b": 36}, "barmode": "group", "bargap": 0.2,
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
+        "xaxis": {"title": {"text": "trainable rollouts in the group"}, "dtick": 1, "fixedrange": True,
+                  "range": [-0.5, max(top, 1) - 0.5]},
+        "yaxis": {"title": {"text": "groups"}, "fixedrange": True, "rangemode": "tozero"},
+        "dragmode": False,
+    }
+    return {"data": traces, "layout": layout}
+
+
 # --------------------------------------------------------------------------- rewards
 
 
@@ -307,6 +346,6 @@ def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] 
 
 __all__ = [
     "BIAS_THRESHOLD", "GROUP_FILTERS", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
-    "group_filter_mask", "group_summary", "has_groups", "has_rewards", "reward_bias", "reward_figure",
+    "group_filter_mask", "group_summary", "groups_figure", "has_groups", "has_rewards", "reward_bias", "reward_figure",
     "reward_slices", "trainable_per_group",
 ]

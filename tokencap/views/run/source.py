@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...export import write_atomically
 from ...loading import load_snapshots
 from ...records import TokenCaptureSnapshot
 from ...run import read_scan, table_of_snapshots
@@ -47,6 +48,62 @@ def sample_run_path(app_dir: str | os.PathLike[str]) -> Path:
     base = Path(app_dir) / "sample_data"
     run = base / "run"
     return run if run.is_dir() else base
+
+
+RECORDS_OPTION = "--final-responses"
+
+
+@dataclass(frozen=True)
+class AppArguments:
+    """What the command line gives the app: ``[PATH] [--final-responses RECORDS]``."""
+
+    path: str | None = None
+    records: str | None = None
+
+
+def app_arguments(argv: Iterable[str]) -> AppArguments:
+    """``streamlit run app.py -- RUN --final-responses FILE`` (``tokencap app RUN --final-responses FILE``)."""
+    path = records = None
+    args = [a for a in argv if a.strip()]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == RECORDS_OPTION and i + 1 < len(args):
+            records = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith(RECORDS_OPTION + "="):
+            records = arg.split("=", 1)[1] or None
+        elif path is None and not arg.startswith("--"):
+            path = arg
+        i += 1
+    return AppArguments(path, records)
+
+
+def sample_records(app_dir: str | os.PathLike[str], run: str | os.PathLike[str]) -> Path | None:
+    """The bundled rollout records of a bundled run (``sample_data/rollout_records/NAME.jsonl``), if any."""
+    records = Path(app_dir) / "sample_data" / "rollout_records" / f"{Path(run).name}.jsonl"
+    return records if records.is_file() else None
+
+
+def sample_after_fix_path(app_dir: str | os.PathLike[str]) -> Path | None:
+    """The bundled second version of the sample run, "after a fix" (``sample_data/run_after_fix``), if any."""
+    run = Path(app_dir) / "sample_data" / "run_after_fix"
+    return run if run.is_dir() else None
+
+
+def stored_upload(upload: Upload, directory: str | os.PathLike[str]) -> Path:
+    """An uploaded records file as a file on disk (a scan reads records from a path).
+
+    Named by its content's digest, so the same upload is one file and its path a stable
+    cache key; written atomically (a reader never sees half a file).
+    """
+    suffix = ".jsonl" if upload.name.lower().endswith(".jsonl") else ".json"
+    target = Path(directory) / f"{hashlib.sha256(upload.data).hexdigest()[:32]}{suffix}"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, lambda handle: handle.write(upload.data))
+    return target
 
 
 @dataclass(frozen=True)
@@ -290,7 +347,7 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
-    "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
+    "AppArguments", "app_arguments", "sample_after_fix_path", "sample_records", "stored_upload", "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
     "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path", "table_of_parquet", "table_of_uploads",
     "upload_holds", "uploads_key",
 ]
