@@ -19,7 +19,7 @@ from typing import Any
 
 from .interrupts import Run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
-from .run.errors import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
+from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 
@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "build":
             cmd.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (atomically)")
     _add_run_commands(sub)
+    _add_diff_command(sub)
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
     app.add_argument("source", nargs="?",
                      help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
@@ -83,6 +84,29 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                              help="reuse the rows of rollouts whose files did not change since this earlier scan")
         else:
             cmd.add_argument("--only-trainable", action="store_true", help="write only rollouts that are not masked")
+
+
+def _add_diff_command(sub: argparse._SubParsersAction) -> None:
+    from .run import ENGINES
+
+    cmd = sub.add_parser("diff", help="compare two runs (scan tables or run directories): what a change fixed "
+                                      "and broke, and how the mask reasons moved")
+    for side in ("a", "b"):
+        cmd.add_argument(side, metavar=side.upper(),
+                         help=f"run {side.upper()}: a scan table (.parquet) or a run directory (scanned first)")
+    cmd.add_argument("-o", "--output", metavar="DIFF.parquet",
+                     help="write one row per joined rollout here (parquet, atomically)")
+    cmd.add_argument("--join", choices=("auto", "id", "task"), default="auto",
+                     help="pair rollouts by rollout id, or by task and rollout index (default: by id, unless the "
+                          "ids share nothing and both runs carry the indices)")
+    for side in ("a", "b"):
+        cmd.add_argument(f"--final-responses-{side}", metavar="FILE",
+                         help=f"rollout records of run {side.upper()} (reward, indices, final answers), when "
+                              f"{side.upper()} is a run directory")
+    cmd.add_argument("--workers", type=_positive_int, metavar="N",
+                     help="worker processes or Ray CPUs for scanning a run directory (default: CPU count)")
+    cmd.add_argument("--engine", choices=ENGINES, default="local", help="local processes (default) or Ray tasks")
+    cmd.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join ('auto': the running one)")
 
 
 def _positive_int(text: str) -> int:
@@ -285,6 +309,76 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _is_parquet(path: Path) -> bool:
+    """A regular file that starts like parquet (a scan table); anything else is a run source."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def _diff_side(args: argparse.Namespace, side: str) -> Any:
+    """Run A or B as a scan table: read, or scanned as `tokencap scan` would."""
+    from .progress import RunProgress
+    from .run import RunSummary, read_scan, scan_table
+
+    source: str = getattr(args, side)
+    finals: str | None = getattr(args, f"final_responses_{side}")
+    name = side.upper()
+    if not Path(source).exists():
+        raise _UsageError(f"{source}: no such file or directory (run {name})")
+    if finals and not Path(finals).is_file():
+        raise _UsageError(f"{finals}: no such file (--final-responses-{side})")
+    if _is_parquet(Path(source)):
+        if finals:
+            raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
+                              f"--final-responses-{side} applies only to a run directory")
+        return read_scan(source)
+    summary = RunSummary()
+    progress = RunProgress(f"scan {name}")
+    try:
+        table = scan_table(source, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
+                           final_responses=finals, progress=progress, summary=summary)
+    finally:
+        progress.close()
+    for note in summary.notes:
+        print(f"tokencap: note: {name}: {' '.join(note.split())}", file=sys.stderr)
+    return table
+
+
+def _check_diff_output(args: argparse.Namespace) -> None:
+    """``-o`` must name a new or replaceable file, never one of the inputs."""
+    if not args.output:
+        return
+    out = Path(args.output)
+    if out.is_dir():
+        raise _UsageError(f"{args.output}: is a directory; -o takes the path of the DIFF.parquet to write")
+    if not out.parent.is_dir():
+        raise _UsageError(f"{args.output}: the directory {out.parent} does not exist; create it or choose another -o")
+    for side in (args.a, args.b):
+        if out.exists() and Path(side).exists() and out.resolve() == Path(side).resolve():
+            raise _UsageError(f"{args.output}: is one of the runs being compared; choose another -o")
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    from .export import write_atomically
+    from .run.diff import diff_tables, summary_text
+
+    if args.ray_address and args.engine != "ray":
+        raise _UsageError("--ray-address needs --engine ray")
+    _check_diff_output(args)
+    a, b = _diff_side(args, "a"), _diff_side(args, "b")
+    diff = diff_tables(a, b, args.join, names=(args.a, args.b))
+    if args.output:
+        write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
+    sys.stdout.write(summary_text(diff, args.a, args.b))
+    if args.output:
+        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_app(args: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not app.exists():
@@ -303,14 +397,14 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-_DONE_WHEN_WRITTEN = {"build", "scan", "export"}
+_DONE_WHEN_WRITTEN = {"build", "scan", "export", "diff"}
 """Commands whose run is complete once their (one) output file is renamed into place."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "scan": _cmd_scan, "export": _cmd_export,
-               "app": _cmd_app}[args.command]
+               "diff": _cmd_diff, "app": _cmd_app}[args.command]
     run = Run()
     try:
         if args.command == "app":  # the app's own server handles its signals
@@ -322,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if run.committed and args.command in _DONE_WHEN_WRITTEN:
             return EXIT_OK  # the output was complete before the interrupt: the run succeeded
         return exit_code(exc)
-    except (LoadError, RecordError, _UsageError, DiscoveryError, ScanTableError, EngineUnavailable) as exc:
+    except (LoadError, RecordError, _UsageError, DiscoveryError, ScanTableError, EngineUnavailable,
+            DiffError) as exc:
         return _fail(str(exc))
     except WorkerCrashed as exc:
         _PROGRESS.done()
@@ -330,7 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CRASHED
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
-        return _fail(f"{args.source}: {type(exc).__name__}: {exc}")
+        where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
+        return _fail(f"{where}: {type(exc).__name__}: {exc}")
     except BrokenPipeError:
         return EXIT_OK
 
