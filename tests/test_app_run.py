@@ -39,10 +39,14 @@ TIMEOUT = 60
 RUN_PAGE = "app_pages/run.py"
 
 
+SAMPLE_RECORDS = rs.sample_records(REPO, SAMPLE_RUN)
+AFTER_FIX = rs.sample_after_fix_path(REPO)
+
+
 @pytest.fixture(scope="module")
 def sample():
-    """The bundled sample run as the page should show it: (table, frame)."""
-    table = scan_table(SAMPLE_RUN, workers=1)
+    """The bundled sample run as the page should show it (with its bundled rollout records): (table, frame)."""
+    table = scan_table(SAMPLE_RUN, workers=1, **({"final_responses": str(SAMPLE_RECORDS)} if SAMPLE_RECORDS else {}))
     return table, rd.run_frame(table)
 
 
@@ -151,7 +155,7 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert metrics["masked"] == f"{int(table.column('mask_sample').to_numpy().sum()):,}"
     assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
     assert shown_count(at) == (len(frame), len(frame))
-    assert len(at.get("plotly_chart")) == 6
+    assert len([c for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]) == 6
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL
@@ -454,3 +458,135 @@ def test_capture_strings_on_the_run_page_are_never_markup(monkeypatch):
     assert any(u.label.startswith("Upload the file holding \\<img") for u in at.file_uploader)
     check(e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning))
     check(u.label for u in at.file_uploader)
+
+
+# --------------------------------------------------------------------------- rewards, groups and a second run
+
+
+def chart_ids(at: AppTest) -> list[str]:
+    return [c.proto.id for c in at.get("plotly_chart")]
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([c.value for c in at.caption] + [w.value for w in at.warning] + [i.value for i in at.info])
+
+
+def test_the_default_page_shows_rewards_and_groups_from_the_bundled_records(monkeypatch, sample):
+    from tokencap.views.run import reward as rw
+
+    assert SAMPLE_RECORDS is not None
+    _, frame = sample
+    at = run_app(monkeypatch)
+    assert any("run_reward_figure" in i for i in chart_ids(at)) and any("run_groups_figure" in i for i in chart_ids(at))
+    assert rw.reward_bias(frame).words() in texts(at).replace("\\", "")
+    assert rw.group_summary(frame).words() in texts(at).replace("\\", "")
+    assert any(f"Rollout records: {SAMPLE_RECORDS.name}" in c.value.replace("\\", "") for c in at.sidebar.caption)
+    # The group filter keeps the rollouts of the groups left without a learning signal, and goes in the URL.
+    at.segmented_control(key="run_w_groups").set_value("starved")
+    rerun(at)
+    starved = frame["group"].isin(["few", "flat"]).to_numpy()
+    assert shown_count(at) == (int(starved.sum()), len(frame))
+    assert set(run_table(at).value["rollout"]) == set(frame["rollout_id"][starved])
+    assert at.query_params["run_group"] == "starved"
+
+
+def test_without_records_the_reward_views_say_what_enables_them(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch, str(run))
+    hint = next(i.value for i in at.info if "rollout records" in i.value)
+    assert "--final-responses records.jsonl" in hint and "add the records file" in hint
+    assert not [i for i in chart_ids(at) if "run_reward_figure" in i or "run_groups_figure" in i]
+
+
+def test_records_given_on_the_command_line_fill_the_reward_views(monkeypatch, tmp_path):
+    assert SAMPLE_RECORDS is not None
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    at = run_app(monkeypatch, str(run), "--final-responses", str(SAMPLE_RECORDS))
+    assert any("run_reward_figure" in i for i in chart_ids(at))
+    assert not at.error
+
+
+def test_an_uploaded_records_file_rescans_the_run_with_it(monkeypatch, tmp_path):
+    assert SAMPLE_RECORDS is not None
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    at = run_app(monkeypatch, str(run))
+    assert not any("run_reward_figure" in i for i in chart_ids(at))
+    at.file_uploader(key="run_records_uploader").set_value(
+        [("records.jsonl", SAMPLE_RECORDS.read_bytes(), "application/octet-stream")])
+    rerun(at)
+    assert any("run_reward_figure" in i for i in chart_ids(at))
+
+
+def test_a_bad_records_file_is_one_error_naming_it(monkeypatch, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rollout_id": "x", "response": {"object": "response", "output": []}, "reward": "high"}\n')
+    at = run_app(monkeypatch, str(run), "--final-responses", str(bad))
+    message = at.error[0].value.replace("\\", "")
+    assert len(at.error) == 1 and "bad.jsonl, line 1" in message and "'reward'" in message
+
+
+def _compare_with_the_sample_after_fix(monkeypatch) -> AppTest:
+    assert AFTER_FIX is not None
+    at = run_app(monkeypatch)
+    at.toggle(key="run_w_vs_sample").set_value(True)
+    return rerun(at)
+
+
+def test_comparing_with_the_sample_after_fix_shows_both_runs_and_filters_by_change(monkeypatch):
+    declared = json.loads((SAMPLES / "rollout_records" / "expected.json").read_text())["diff"]
+    at = _compare_with_the_sample_after_fix(monkeypatch)
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles["trainable"] == f"{declared['trainable']['a']:,} → {declared['trainable']['b']:,}"
+    assert tiles["fixed · broke"] == f"{declared['counts']['fixed']} · {declared['counts']['broke']}"
+    assert any("paired by rollout id" in m.value for m in at.markdown)
+    assert any("run_chart:change:" in i for i in chart_ids(at))
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    counts = declared["counts"]
+    assert len(pairs.value) == counts["both"] + counts["only_a"] + counts["only_b"]
+    at.multiselect(key="run_w_change").set_value(["fixed"])
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["fixed"])
+    assert (pairs.value["verdict A"] == "masked").all() and (pairs.value["verdict B"] == "trainable").all()
+    assert at.query_params["run_change"] == "fixed"
+    # A click on the change chart's "only in B" bar filters on that change instead.
+    chart = next(c for c in at.get("plotly_chart") if "run_chart:change:" in c.proto.id)
+    send_selection(at, chart, {"points": [{"customdata": ["change", "only_b"]}], "point_indices": [0],
+                               "box": [], "lasso": []})
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout B"]) == sorted(declared["rollouts"]["only_b"])
+    assert pairs.value["rollout A"].isna().all()
+
+
+def test_a_joined_row_opens_on_the_rollout_page_compare_tab_with_both_captures(monkeypatch):
+    declared = json.loads((SAMPLES / "rollout_records" / "expected.json").read_text())["diff"]
+    at = _compare_with_the_sample_after_fix(monkeypatch)
+    at.multiselect(key="run_w_change").set_value(["fixed"])
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    target = pairs.value["rollout A"].iloc[0]
+    at = send_selection(at, pairs, {"rows": [0], "columns": [], "cells": []})
+    at.button(key="run_open_A").click()
+    rerun(at)
+    request = at.session_state["open_rollout"]
+    assert request["rollout_id"] == target and request["vs"]["rollout_id"] == target
+    assert Path(request["vs"]["path"]) == AFTER_FIX.resolve() and Path(request["path"]) == SAMPLE_RUN.resolve()
+    assert target in declared["rollouts"]["fixed"]
+    assert at.session_state["tab"] == "Compare"
+    other = next(s for s in at.selectbox if s.key.startswith("cmp_other:"))
+    assert "run_after_fix" in other.format_func(other.value) or target in other.format_func(other.value)
+    assert any(m.value == "**What changes from A to B**" for m in at.markdown)
+    changes = "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+    assert "mask\\_sample" in changes or "verdict" in changes.lower()
+
+
+def test_a_run_that_cannot_be_compared_is_one_error(monkeypatch, tmp_path):
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_vs_path").set_value(str(tmp_path / "missing"))
+    rerun(at)
+    assert len(at.error) == 1 and "missing" in at.error[0].value
+    assert any("run_table:" in d.proto.id for d in at.dataframe)  # the run itself still shows

@@ -187,3 +187,27 @@ def test_groups_figure_stacks_starved_groups_under_the_others_for_each_run(big):
     assert list(signal.y) == (per["groups"] - per["starved"]).tolist() and list(signal.base) == list(starved.y)
     assert fig.data[2].offsetgroup != starved.offsetgroup and fig.data[0].name.startswith("A: ")
     assert go.Figure(rw.groups_figure([("run", frame)])).data[0].name == "no learning signal"
+
+
+@pytest.mark.parametrize("name", ["run", "run_after_fix"])
+def test_the_bundled_sample_runs_show_the_declared_reward_and_group_facts(name):
+    """scripts/make_sample_run.py declares what the reward and group views must show
+    (sample_data/rollout_records/expected.json), from the rewards it drew, never from tokencap."""
+    import json
+    from pathlib import Path
+
+    from tokencap.run import scan_table
+
+    samples = Path(__file__).resolve().parent.parent / "sample_data"
+    declared = json.loads((samples / "rollout_records" / "expected.json").read_text())["rewards"][name]
+    table = scan_table(samples / name, workers=1, final_responses=str(samples / "rollout_records" / f"{name}.jsonl"))
+    frame = rd.run_frame(table)
+    bias, groups = rw.reward_bias(frame), rw.group_summary(frame)
+    assert int(frame["reward"].notna().sum()) == declared["rollouts_with_reward"]
+    assert rw.reward_slices(frame).set_index("slice").loc["all rollouts", "mean"] == pytest.approx(
+        declared["mean_reward"], abs=1e-6)
+    assert bias.trainable_mean == pytest.approx(declared["mean_reward_trainable"], abs=1e-6)
+    assert bias.masked_mean == pytest.approx(declared["mean_reward_masked"], abs=1e-6)
+    assert (groups.groups, groups.few_groups, groups.flat_groups) == (
+        declared["groups"], declared["groups_under_2_trainable"], declared["groups_one_reward"])
+    assert bias.biased  # the sample run masks long, high-reward rollouts more often
