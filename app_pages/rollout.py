@@ -112,8 +112,7 @@ def view_of(ls: src.LoadedSource, index: int, anchor: str | None) -> RolloutView
 
 
 def cli_argument() -> str | None:
-    args = [a for a in sys.argv[1:] if a.strip()]
-    return args[0] if args else None
+    return rs.app_arguments(sys.argv[1:]).path  # the path; --final-responses is the Run page's
 
 
 def source_path() -> str | None:

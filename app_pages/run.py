@@ -290,7 +290,9 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
-    for col, m in zip(st.columns(len(metrics)), metrics):
+    per_row = len(metrics) if cmp is None else 3  # "241 → 259" needs a third of the width
+    columns = [c for i in range(0, len(metrics), per_row) for c in st.columns(per_row)]
+    for col, m in zip(columns, metrics):
         col.metric(m.label, m.value, delta=m.share or None, delta_color="off", delta_arrow="off",
                    help=md_escape(m.help) or None, border=True, height="stretch")
     warning = rd.single_call_warning(frame)

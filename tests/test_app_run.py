@@ -590,3 +590,20 @@ def test_a_run_that_cannot_be_compared_is_one_error(monkeypatch, tmp_path):
     rerun(at)
     assert len(at.error) == 1 and "missing" in at.error[0].value
     assert any("run_table:" in d.proto.id for d in at.dataframe)  # the run itself still shows
+
+
+def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
+    import subprocess
+
+    from tokencap import cli
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    records = tmp_path / "records.jsonl"
+    records.write_text("")
+    assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0
+    cmd = calls[-1]
+    assert cmd[cmd.index("--") + 1:] == [str(tmp_path), "--final-responses", str(records)]
+    assert rs.app_arguments(cmd[cmd.index("--") + 1:]) == rs.AppArguments(str(tmp_path), str(records))
+    assert cli.main(["app", str(tmp_path), "--final-responses", str(tmp_path / "nope.jsonl")]) == 2
+    assert len(calls) == 1

@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
                           "Rollout page (default: the bundled sample run)")
     app.add_argument("--port", type=int, default=8501)
+    app.add_argument("--final-responses", metavar="FILE",
+                     help="the run's rollout records (JSONL with rollout_id, response, reward, task and rollout "
+                          "index): the Run page scans the run with them and shows rewards and task groups")
     return parser
 
 
@@ -387,6 +390,10 @@ def _cmd_app(args: argparse.Namespace) -> int:
            "--server.port", str(args.port), "--"]
     if args.source:
         cmd.append(os.path.abspath(args.source))
+    if args.final_responses:
+        if not Path(args.final_responses).is_file():
+            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        cmd += ["--final-responses", os.path.abspath(args.final_responses)]
     return subprocess.call(cmd)
 
 

@@ -67,8 +67,9 @@ def _text(count: int, total: int) -> str:
 RUN_COLORS = ("#94a3b8", style.MAIN)
 """Run A and run B when two runs are compared (every chart, every legend)."""
 RUN_FADED = ("#e2e8f0", "#dbeafe")
-CHART_WIDTH = 470
-"""The width (px) a chart is laid out for (half the main area at 1280 px): the in-plot label column's share."""
+CHART_WIDTH = 390
+"""The plot width (px) a chart is laid out for (half the main area at 1280 px with the sidebar open):
+sets the in-plot label column's share. Wider screens only leave the labels more room."""
 LABEL_FONT = 11
 
 
@@ -130,8 +131,8 @@ def bar_figure(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = N
     longest = max((len(s) for s in labels), default=4)
     height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
     rotated = not horizontal and len(labels) > 8
-    label_px = (10 + LABEL_FONT * 0.6 * longest) if horizontal or rotated else 20
-    share = min(0.5, label_px / (CHART_WIDTH if horizontal else height - 38))
+    label_px = (12 + LABEL_FONT * 0.62 * longest) if horizontal or rotated else 20
+    share = min(0.55, label_px / (CHART_WIDTH if horizontal else height - 38))
     traces.append({  # the hit area and the labels (see the docstring)
         "type": "bar", "name": "", "showlegend": False, value_axis + "axis": hit_axis,
         value_axis: [1] * len(labels), label_axis: labels,

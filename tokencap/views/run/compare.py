@@ -190,7 +190,7 @@ def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
     changes = cmp.summary.changes
     out.append(rd.Metric("fixed · broke", f"{changes.get('fixed', 0):,} · {changes.get('broke', 0):,}",
                          "fixed: masked in A, trainable in B; broke: the reverse",
-                         f"{changes.get('reasons_changed', 0):,} reasons changed"))
+                         f"{changes.get('reasons_changed', 0):,} masked for other reasons"))
     return out
 
 

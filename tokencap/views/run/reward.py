@@ -196,9 +196,10 @@ def groups_figure(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
     layout = {
         **style.BASE_LAYOUT,
         "title": {"text": "<b>Groups (tasks) by trainable rollouts kept</b>", "x": 0, "xanchor": "left",
-                  "y": 0.98, "yanchor": "top", "font": {"size": 13}},
-        "height": 260, "margin": {"l": 8, "r": 8, "t": 30, "b": 36}, "barmode": "group", "bargap": 0.2,
-        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
+                  "y": 0.99, "yanchor": "top", "font": {"size": 13}},
+        "height": 290 if paired else 270, "margin": {"l": 8, "r": 8, "t": 74 if paired else 52, "b": 36},
+        "barmode": "group", "bargap": 0.2,
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
         "xaxis": {"title": {"text": "trainable rollouts in the group"}, "dtick": 1, "fixedrange": True,
                   "range": [-0.5, max(top, 1) - 0.5]},
         "yaxis": {"title": {"text": "groups"}, "fixedrange": True, "rangemode": "tozero"},
@@ -326,14 +327,14 @@ def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] 
         })
     layout = {
         **style.BASE_LAYOUT,
-        "title": {"text": "<b>Reward, trainable vs masked</b> <span style='color:#64748b'>· box: quartiles, "
-                          "whiskers: range, dashed: mean</span>",
-                  "x": 0, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 13}},
-        "height": 80 + 34 * max(len(order), 1) * (1 if len(runs) == 1 else 1.6),
-        "margin": {"l": 8, "r": 8, "t": 30, "b": 30},
+        "title": {"text": "<b>Reward, trainable vs masked</b> <span style='color:#64748b'>· quartiles, range, "
+                          "mean (dashed)</span>",
+                  "x": 0, "xanchor": "left", "y": 0.99, "yanchor": "top", "font": {"size": 13}},
+        "height": (80 if len(runs) == 1 else 100) + 34 * max(len(order), 1) * (1 if len(runs) == 1 else 1.6),
+        "margin": {"l": 8, "r": 8, "t": 30 if len(runs) == 1 else 52, "b": 30},
         "boxmode": "group",
         "showlegend": len(runs) > 1,
-        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
         "xaxis": {"title": {"text": "reward"}, "zeroline": False, "fixedrange": True},
         "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": order, "autorange": "reversed",
                   "automargin": True, "fixedrange": True},
