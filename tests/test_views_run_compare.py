@@ -8,46 +8,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from synth_run import synthetic_scan_table
-from tokencap.rollout import MASK_REASON_ORDER
+from synth_run import after_a_fix, synthetic_scan_table
 from tokencap.run import DiffError
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
-
-
-def _set(table: pa.Table, name: str, values) -> pa.Table:
-    return table.set_column(table.column_names.index(name), name, pa.array(values, table.schema.field(name).type))
-
-
-def after_a_fix(a: pa.Table, seed: int = 1) -> pa.Table:
-    """Run B: some masked rollouts of A trainable now (every reason cleared), some trainable ones masked,
-    a few rollouts gone and a few new ones."""
-    rng = np.random.default_rng(seed)
-    n = a.num_rows
-    masked = a.column("mask_sample").to_numpy(zero_copy_only=False).copy()
-    fix = masked & (rng.random(n) < 0.3)
-    broke = ~masked & (rng.random(n) < 0.02)
-    b = a
-    reasons = {r: a.column(f"reason_{r}").to_numpy(zero_copy_only=False).copy() for r in MASK_REASON_ORDER}
-    for r in MASK_REASON_ORDER:
-        reasons[r][fix] = False
-    reasons["unresolved_retries"][broke] = True
-    moved = masked & ~fix & (rng.random(n) < 0.2)
-    reasons["multiple_chains"][moved] = ~reasons["multiple_chains"][moved]
-    still = np.zeros(n, dtype=bool)
-    for r in MASK_REASON_ORDER:
-        still |= reasons[r]
-    new_masked = (masked & ~fix & still) | broke
-    b = _set(b, "mask_sample", new_masked)
-    for r in MASK_REASON_ORDER:
-        b = _set(b, f"reason_{r}", reasons[r])
-    b = _set(b, "mask_reasons", [[r for r in MASK_REASON_ORDER if reasons[r][i]] for i in range(n)])
-    keep = rng.random(n) > 0.01
-    b = b.filter(pa.array(keep))
-    extra = synthetic_scan_table(25, seed=seed + 100)
-    extra = _set(extra, "rollout_id", [f"new-{i:04d}" for i in range(extra.num_rows)])
-    return pa.concat_tables([b, extra]).sort_by([("source", "ascending"), ("rollout_id", "ascending")])
 
 
 @pytest.fixture(scope="module")
