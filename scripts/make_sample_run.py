@@ -19,9 +19,16 @@ a snapshot (SPEC 3), and the expectations are not a rollout.
 Deterministic: every random choice comes from seeded ``random.Random`` instances and the
 clock is fixed, so re-running writes byte-identical files.
 
+With it, the same run after a harness fix (``sample_data/run_after_fix/``) and both runs'
+rollout records (``sample_data/rollout_records/``: reward, task and rollout index, final
+response), with what ``tokencap diff`` of the two must report and the reward and group
+facts of each, declared in ``rollout_records/expected.json`` (see "The run after a fix").
+
 Usage::
 
-    python scripts/make_sample_run.py [OUTPUT_DIR]     # default: sample_data/run/
+    python scripts/make_sample_run.py                  # sample_data/run, run_after_fix, rollout_records
+    python scripts/make_sample_run.py OUTPUT_DIR       # only the run
+    python scripts/make_sample_run.py --pair ROOT      # all three under ROOT
 """
 
 from __future__ import annotations

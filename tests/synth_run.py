@@ -81,7 +81,9 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
         "capture_incomplete": reasons["capture_incomplete"], "terminal_call_id": [None] * n,
         "terminal_attribution": [None] * n, "error": error.tolist(), "source_notes": [[] for _ in range(n)],
         "source_bytes": rng.integers(1_000, 2_000_000, n), "source_mtime": np.full(n, 1.7e9),
-        "reward": [None] * n, "task_index": [None] * n, "rollout_index": [None] * n,
+        # SPEC 11.1: groups of 4 rollouts per task; pass/fail rewards, passing more often when masked
+        "reward": (rng.random(n) < np.where(masked, 0.7, 0.4)).astype(np.float64),
+        "task_index": idx // 4, "rollout_index": idx % 4,
     }
     assert list(columns) == list(COLUMNS)
     return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from tokencap.cli import main
 from tokencap.run.diff import DIFF_SCHEMA, DiffError, diff_tables, summary_text
 from tokencap.run.table import SCHEMA
 
@@ -210,3 +214,76 @@ def test_empty_tables():
     diff = diff_tables(empty, B)
     assert diff.summary.only_b == 6 and diff.summary.trainable_share_a == 0.0
     assert diff_tables(empty, empty).arrow.num_rows == 0
+
+
+# --------------------------------------------------------------------------- tokencap diff
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
+
+
+def _write(table: pa.Table, path: Path) -> Path:
+    pq.write_table(table, path)
+    return path
+
+
+def test_cli_diff_of_two_tables_prints_the_summary_and_writes_the_table(tmp_path, capsys):
+    a, b = _write(A, tmp_path / "a.parquet"), _write(B, tmp_path / "b.parquet")
+    out = tmp_path / "diff.parquet"
+    assert main(["diff", str(a), str(b), "-o", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == summary_text(diff_tables(A, B), str(a), str(b))
+    assert "5 in both, 1 only in A, 1 only in B" in printed.out
+    assert pq.read_table(out).equals(diff_tables(A, B).arrow)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no part file left
+
+
+def test_cli_diff_scans_run_directories_without_records_as_null_rewards(tmp_path, capsys):
+    run = SAMPLES / "capture_store"
+    assert main(["diff", str(run), str(run), "--workers", "1", "-o", str(tmp_path / "d.parquet")]) == 0
+    rows = pq.read_table(tmp_path / "d.parquet").to_pylist()
+    assert [r["change"] for r in rows] == ["same", "same"]
+    assert all(r["reward_a"] is None and r["reward_b"] is None for r in rows)
+    assert "2 in both, 0 only in A, 0 only in B" in capsys.readouterr().out
+
+
+def test_cli_diff_of_a_table_and_a_directory(tmp_path, capsys):
+    table = tmp_path / "store.parquet"
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(table), str(SAMPLES / "capture_store"), "--workers", "1"]) == 0
+    assert "2 same" in capsys.readouterr().out
+
+
+def _one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tokencap: error: "), err
+    return err[0]
+
+
+def test_cli_diff_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    a = _write(A, tmp_path / "a.parquet")
+    assert main(["diff", str(a), str(tmp_path / "missing")]) == 2
+    assert "missing: no such file or directory (run B)" in _one_error(capsys)
+    other = _write(pa.table({"x": [1]}), tmp_path / "other.parquet")
+    assert main(["diff", str(a), str(other)]) == 2
+    assert "other.parquet: not a tokencap scan table" in _one_error(capsys)
+    twice = _write(table(row("r1"), row("r1")), tmp_path / "twice.parquet")
+    assert main(["diff", str(twice), str(a)]) == 2
+    assert "twice.parquet: rollout id 'r1' is on 2 rows" in _one_error(capsys)
+    assert main(["diff", str(a), str(a), "--final-responses-b", str(a)]) == 2
+    assert "is a scan table" in _one_error(capsys)
+    assert main(["diff", str(a), str(a), "--join", "task"]) == 2
+    assert "cannot be joined by task" in _one_error(capsys)
+
+
+def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):
+    a, b = _write(A, tmp_path / "a.parquet"), _write(B, tmp_path / "b.parquet")
+    before = a.read_bytes()
+    assert main(["diff", str(a), str(b), "-o", str(a)]) == 2
+    assert "is one of the runs being compared" in _one_error(capsys)
+    assert a.read_bytes() == before
+    assert main(["diff", str(a), str(b), "-o", str(tmp_path / "no" / "d.parquet")]) == 2
+    assert "does not exist" in _one_error(capsys)
+    assert main(["diff", str(a), str(b), "-o", str(tmp_path)]) == 2
+    assert "is a directory" in _one_error(capsys)

@@ -41,7 +41,8 @@ def sample_table(tmp_path_factory):
     needs_finals = {name for name, spec in declared.items() if "final_responses" in json.dumps(spec)}
     run = tmp_path_factory.mktemp("samples") / "sample_data"
     shutil.copytree(SAMPLES, run, ignore=lambda d, names: [n for n in names if n in needs_finals
-                                                           or n in ("run", "final_responses", "README.md")])
+                                                           or n in ("run", "run_after_fix", "rollout_records",
+                                                                     "final_responses", "README.md")])
     return scan_table(run, workers=1)
 
 

@@ -276,16 +276,21 @@ def _run_inputs(args: argparse.Namespace) -> None:
 
 def _run_command(args: argparse.Namespace, label: str, work) -> Any:
     """Check a run command's inputs, run ``work(progress)`` under a progress bar, print its notes."""
+    _run_inputs(args)
+    return _with_progress(label, work)
+
+
+def _with_progress(label: str, work, note_prefix: str = "") -> Any:
+    """``work(progress)`` under a progress bar; the notes of the summary it returns go to stderr."""
     from .progress import RunProgress
 
-    _run_inputs(args)
     progress = RunProgress(label)
     try:
         summary = work(progress)
     finally:
         progress.close()
     for note in summary.notes:
-        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
+        print(f"tokencap: note: {note_prefix}{' '.join(note.split())}", file=sys.stderr)
     return summary
 
 
@@ -322,7 +327,6 @@ def _is_parquet(path: Path) -> bool:
 
 def _diff_side(args: argparse.Namespace, side: str) -> Any:
     """Run A or B as a scan table: read, or scanned as `tokencap scan` would."""
-    from .progress import RunProgress
     from .run import RunSummary, read_scan, scan_table
 
     source: str = getattr(args, side)
@@ -337,16 +341,16 @@ def _diff_side(args: argparse.Namespace, side: str) -> Any:
             raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
                               f"--final-responses-{side} applies only to a run directory")
         return read_scan(source)
-    summary = RunSummary()
-    progress = RunProgress(f"scan {name}")
-    try:
-        table = scan_table(source, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
-                           final_responses=finals, progress=progress, summary=summary)
-    finally:
-        progress.close()
-    for note in summary.notes:
-        print(f"tokencap: note: {name}: {' '.join(note.split())}", file=sys.stderr)
-    return table
+    tables = []
+
+    def work(progress: Any) -> Any:
+        summary = RunSummary()
+        tables.append(scan_table(source, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
+                                 final_responses=finals, progress=progress, summary=summary))
+        return summary
+
+    _with_progress(f"scan {name}", work, f"{name}: ")
+    return tables[0]
 
 
 def _check_diff_output(args: argparse.Namespace) -> None:

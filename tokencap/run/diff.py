@@ -213,6 +213,8 @@ def choose_join(a: pa.Table, b: pa.Table, join: Join = "auto", names: tuple[str,
 
 def _no_duplicates(table: pa.Table, rows: np.ndarray, key: tuple[str, ...], label: str) -> None:
     keyed = table.take(pa.array(rows)).select(list(key))
+    if key == ("rollout_id",) and pc.count_distinct(keyed.column(0), mode="all").as_py() == keyed.num_rows:
+        return  # the common case, without grouping
     counts = keyed.group_by(list(key)).aggregate([([], "count_all")])
     if counts.num_rows == keyed.num_rows:
         return
@@ -355,14 +357,15 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     status_b = tb.column("status").fill_null(NO_STATUS)
     statuses = _shares(status_a, status_b, _status_keys(status_a, status_b), n_a, n_b)
     statuses.index.name = "status"
-    counted = dict(zip(*np.unique(change.astype(str), return_counts=True))) if change.size else {}
+    counted = {"fixed": int(fixed.sum()), "broke": int(broke.sum()), "reasons_changed": int(moved.sum()),
+               "same": int((both & ~fixed & ~broke & ~moved).sum())}
+    counted["only_a"], counted["only_b"] = int(((ia >= 0) & (ib < 0)).sum()), int((ia < 0).sum())
     summary = DiffSummary(
-        rollouts_a=n_a, rollouts_b=n_b, both=int(both.sum()), only_a=int((side == "only_a").sum()),
-        only_b=int((side == "only_b").sum()),
+        rollouts_a=n_a, rollouts_b=n_b, both=int(both.sum()), only_a=counted["only_a"], only_b=counted["only_b"],
         trainable_a=n_a - int(pc.sum(ta.column("mask_sample")).as_py() or 0),
         trainable_b=n_b - int(pc.sum(tb.column("mask_sample")).as_py() or 0),
         reasons=_with_shares(reasons, n_a, n_b), statuses=statuses,
-        changes={c: int(counted.get(c, 0)) for c in CHANGES})
+        changes={c: counted.get(c, 0) for c in CHANGES})
     return RunDiff(arrow=arrow, join=choice, summary=summary)
 
 
