@@ -12,6 +12,10 @@ Where the run comes from (sidebar), first match wins:
    ``tokencap app RUN_DIR``), scanned with a progress bar -- or, for a ``.parquet``
    file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
+A path is scanned with its rollout records (rewards, task groups): the sidebar's upload or
+path, else ``--final-responses FILE`` on the command line, else the sample run's bundled
+records. "Compare with another run" (``run_parts``) adds run B: charts, tiles and the table
+then show both, joined as ``tokencap diff`` joins them.
 A scan is cached for the whole server per (absolute path, fingerprint of its files); the
 fingerprint is taken once per session and path ("Rescan" takes it again), so a rerun
 never walks the run. An upload's table is cached per its content.
@@ -30,6 +34,8 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
         "seq": a number new at every opening (the Rollout page selects the rollout once per seq),
         "back_params": the ``run_*`` query parameters of the current filters,
         "name", "data": the uploaded file's name and bytes (only when "path" is None),
+        "vs": (a joined row of a comparison, when both runs hold it) the other run's capture, a
+              dict of the same shape: the Rollout page opens its Compare tab on the two,
     }
 
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
