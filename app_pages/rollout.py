@@ -183,16 +183,11 @@ def versus_sources(request: dict[str, Any] | None) -> list[src.Source]:
     STATE["vs_source_key"] = None
     vs = request.get("vs") if request is not None else None
     if isinstance(vs, dict):
-        memo = STATE.get("open_rollout_vs_source")
-        if memo is not None and memo[0] == request.get("seq"):
-            source = memo[1]
-        else:
-            try:
-                source = rs.source_for_run_rollout(vs)
-            except (OSError, ValueError) as exc:
-                st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
-                return []
-            STATE["open_rollout_vs_source"] = (request.get("seq"), source)
+        try:
+            source = source_once(vs, request.get("seq"), "open_rollout_vs_source")
+        except (OSError, ValueError) as exc:
+            st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
+            return []
         st.sidebar.caption(f"Compared with {md_escape(vs.get('rollout_id'))} ({md_escape(vs.get('source'))})")
     elif request is None and STATE.get("vs_src"):
         named = links.ViewState(vs_src=STATE["vs_src"])
@@ -275,21 +270,26 @@ def _close_run_rollout() -> None:
     STATE.pop("open_rollout", None)
 
 
+def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
+    """The source of a rollout handed over by the Run page, built once per opening (``seq``)."""
+    kept = STATE.get(memo)
+    if kept is not None and kept[0] == seq:
+        return kept[1]
+    source = rs.source_for_run_rollout(request)
+    STATE[memo] = (seq, source)
+    return source
+
+
 def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
     """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
     st.sidebar.markdown("**Opened from the run**")
     st.sidebar.code(str(request.get("source")), language=None, wrap_lines=True)
     st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
                       help="Back to the samples (or the command-line file) on this page.")
-    memo = STATE.get("open_rollout_source")
-    if memo is not None and memo[0] == request.get("seq"):
-        source = memo[1]
-    else:
-        try:
-            source = rs.source_for_run_rollout(request)
-        except (OSError, ValueError) as exc:
-            return [], str(request.get("source")), str(exc)
-        STATE["open_rollout_source"] = (request.get("seq"), source)
+    try:
+        source = source_once(request, request.get("seq"), "open_rollout_source")
+    except (OSError, ValueError) as exc:
+        return [], str(request.get("source")), str(exc)
     label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
     return [source], label, None
 

@@ -161,12 +161,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     left, right = st.columns([1.15, 1], gap="small")
     with left, st.container(border=True):
         if rewarded:
-            st.plotly_chart(rc.as_figure(rw.reward_figure(rewarded)), config=rc.CONFIG, width="stretch",
-                            key="run_reward_figure")
-            for name, f in rewarded:
-                bias = rw.reward_bias(f)
-                (st.warning if bias.biased else st.caption)(
-                    (f"{md_escape(name)}: " if cmp is not None else "") + md_escape(bias.words()))
+            _figure_and_words(rw.reward_figure(rewarded), "run_reward_figure", rewarded, rw.reward_bias, cmp)
             with st.expander("Reward per slice (trainable, masked, each mask reason)"):
                 for name, f in rewarded:
                     st.dataframe(rw.reward_slices(f), hide_index=True, width="stretch", key=f"run_reward_slices:{name}",
@@ -175,16 +170,21 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
             st.info("No reward in the rollout records: the trainable/masked reward comparison needs `reward`.")
     with right, st.container(border=True):
         if grouped:
-            st.plotly_chart(rc.as_figure(rw.groups_figure(grouped)), config=rc.CONFIG, width="stretch",
-                            key="run_groups_figure")
-            for name, f in grouped:
-                summary = rw.group_summary(f)
-                (st.warning if summary.starved_groups else st.caption)(
-                    (f"{md_escape(name)}: " if cmp is not None else "") + md_escape(summary.words()))
+            _figure_and_words(rw.groups_figure(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
             st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key="run_w_groups",
                                  format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
+
+
+def _figure_and_words(figure: dict[str, Any], key: str, runs: list[tuple[str, pd.DataFrame]],
+                      verdict: Callable[[pd.DataFrame], Any], cmp: cv.Comparison | None) -> None:
+    """A figure, then each run's verdict in words (a warning when it flags something)."""
+    st.plotly_chart(rc.as_figure(figure), config=rc.CONFIG, width="stretch", key=key)
+    for name, frame in runs:
+        said = verdict(frame)
+        (st.warning if said.flagged else st.caption)((f"{md_escape(name)}: " if cmp is not None else "")
+                                                + md_escape(said.words()))
 
 
 # --------------------------------------------------------------------------- joined rollouts

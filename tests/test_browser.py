@@ -171,9 +171,9 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
     print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
 
 
-def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
-    """Page coordinates of the middle of a Run-page chart's bar (found by its customdata)."""
-    box = page.evaluate(
+def _bar_box(page, dimension: str, key: str) -> dict | None:
+    """Where a Run-page chart's bar (the first run's) is drawn on the page (found by its customdata)."""
+    return page.evaluate(
         """([dimension, key]) => {
             for (const gd of document.querySelectorAll('.js-plotly-plot')) {
                 const trace = gd._fullData && gd._fullData[0];
@@ -181,12 +181,17 @@ def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
                 const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
                 if (i < 0) continue;
                 const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
-                return [r.left + r.width / 2, r.top + r.height / 2];
+                return {x: r.left, y: r.top, width: r.width, height: r.height, horizontal: trace.orientation === 'h'};
             }
             return null;
         }""", [dimension, key])
+
+
+def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
+    """Page coordinates of the middle of a Run-page chart's bar."""
+    box = _bar_box(page, dimension, key)
     assert box is not None, f"no bar {dimension}={key}"
-    return box[0], box[1]
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
 
 def _sample_table(name: str = "run"):
@@ -222,18 +227,9 @@ def _label_pixel(page, dimension: str, key: str) -> tuple[float, float]:
 
 def _bar_width(page, dimension: str, key: str) -> float:
     """Drawn length (px) of a Run-page chart's bar (the first run's)."""
-    return page.evaluate(
-        """([dimension, key]) => {
-            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-                const trace = gd._fullData && gd._fullData[0];
-                if (!trace || !trace.customdata) continue;
-                const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
-                if (i < 0) continue;
-                const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
-                return trace.orientation === 'h' ? r.width : r.height;
-            }
-            return -1;
-        }""", [dimension, key])
+    box = _bar_box(page, dimension, key)
+    assert box is not None, f"no bar {dimension}={key}"
+    return box["width"] if box["horizontal"] else box["height"]
 
 
 def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):

@@ -75,6 +75,7 @@ def test_group_states_of_a_small_run():
     assert (summary.groups, summary.rollouts, summary.total) == (4, 9, 10)
     assert (summary.few_groups, summary.few_rollouts, summary.flat_groups, summary.flat_rollouts) == (2, 3, 1, 3)
     assert summary.starved_groups == 3 and summary.share(summary.starved_rollouts) == pytest.approx(0.6)
+    assert summary.flagged
     assert "3 of 4 groups" in summary.words() and "60%" in summary.words()
 
 
@@ -147,7 +148,7 @@ def test_reward_bias_calls_a_shifted_masked_slice_biased_and_an_even_one_not():
     shifted = small(masked, [0.0, 1.0] * 5 + [1.0] * 10, [None] * 20)
     bias = rw.reward_bias(shifted)
     assert bias.trainable_mean == pytest.approx(0.5) and bias.masked_mean == pytest.approx(1.0)
-    assert bias.biased and "removes a higher-reward slice" in bias.words()
+    assert bias.biased and bias.flagged and "removes a higher-reward slice" in bias.words()
     even = small(masked, [0.0, 1.0] * 10, [None] * 20)
     assert not rw.reward_bias(even).biased and "does not visibly shift" in rw.reward_bias(even).words()
     few = small([False] * 10 + [True] * 2, [0.0] * 10 + [1.0] * 2, [None] * 12)
@@ -162,7 +163,7 @@ def test_a_table_without_record_columns_reads_as_no_rewards_and_no_groups():
     assert frame["reward"].isna().all() and frame["task_index"].isna().all()
     assert set(frame["group"].astype(str)) == {"none"}
     assert rw.group_summary(frame).words().startswith("No rollout carries a task index")
-    assert rw.trainable_per_group(frame).empty
+    assert rw.trainable_per_group(frame).empty and not rw.group_summary(frame).flagged
     assert "--final-responses" in rw.RECORDS_HINT
 
 

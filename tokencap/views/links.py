@@ -61,6 +61,14 @@ class MaskWindow:
         return cls(parts[0], start, window)
 
 
+def _sample_name(src: str | None) -> str | None:
+    return src[len(SAMPLE_PREFIX):] if src and src.startswith(SAMPLE_PREFIX) else None
+
+
+def _path(src: str | None) -> str | None:
+    return src if src and not src.startswith(SAMPLE_PREFIX) else None
+
+
 @dataclass(frozen=True)
 class ViewState:
     """What the Rollout page shows, as far as a URL can say it."""
@@ -77,22 +85,22 @@ class ViewState:
     @property
     def vs_sample(self) -> str | None:
         """The bundled sample's name when ``vs_src`` names one."""
-        return self.vs_src[len(SAMPLE_PREFIX):] if self.vs_src and self.vs_src.startswith(SAMPLE_PREFIX) else None
+        return _sample_name(self.vs_src)
 
     @property
     def vs_path(self) -> str | None:
         """The path ``vs_src`` names, when it is not a sample."""
-        return self.vs_src if self.vs_src and not self.vs_src.startswith(SAMPLE_PREFIX) else None
+        return _path(self.vs_src)
 
     @property
     def sample(self) -> str | None:
         """The bundled sample's name when ``src`` names one."""
-        return self.src[len(SAMPLE_PREFIX):] if self.src and self.src.startswith(SAMPLE_PREFIX) else None
+        return _sample_name(self.src)
 
     @property
     def path(self) -> str | None:
         """The path ``src`` names, when it is not a sample."""
-        return self.src if self.src and not self.src.startswith(SAMPLE_PREFIX) else None
+        return _path(self.src)
 
     def with_(self, **changes: object) -> ViewState:
         return replace(self, **changes)  # type: ignore[arg-type]

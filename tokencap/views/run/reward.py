@@ -121,6 +121,11 @@ class GroupSummary:
     def starved_rollouts(self) -> int:
         return self.few_rollouts + self.flat_rollouts
 
+    @property
+    def flagged(self) -> bool:
+        """Whether the page warns: some group has no learning signal left."""
+        return self.starved_groups > 0
+
     def share(self, rollouts: int) -> float:
         return rollouts / self.total if self.total else 0.0
 
@@ -265,6 +270,11 @@ class RewardBias:
     def effect(self) -> float:
         """The difference in the run's standard deviations (NaN when rewards do not vary)."""
         return self.difference / self.spread if self.spread > 0 else float("nan")
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the page warns: masking removes a biased slice."""
+        return self.biased
 
     @property
     def biased(self) -> bool:
