@@ -102,12 +102,16 @@ def parsed_final_responses(key: str, name: str, _data: bytes) -> tuple[Any, str 
 
 # The harness final responses in use for this run of the page (set first thing in main).
 _FINALS = av.FinalResponsesChoice()
+# Per source (cache key): the rollout records a run was scanned with, for rollouts the Run page
+# hands over (without an upload here, they build with them, so a verdict is its row's).
+_RUN_FINALS: dict[str, av.FinalResponsesChoice] = {}
 
 
 def view_of(ls: src.LoadedSource, index: int, anchor: str | None) -> RolloutView:
     """The cached view of one rollout, built with its harness final response when one applies
     (matched by rollout id; an unnamed response only when the file holds a single rollout)."""
-    final, finals_key = _FINALS.response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
+    choice = _RUN_FINALS.get(ls.source.cache_key, _FINALS)
+    final, finals_key = choice.response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
     return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final)
 
 
@@ -1129,16 +1133,35 @@ def show_prepared(pkey: str, d: ev.Download, data: bytes, autoclick: bool) -> No
 # --------------------------------------------------------------------------- page
 
 
+def run_records() -> dict[str, av.FinalResponsesChoice]:
+    """The rollout records of the rollouts handed over by the Run page, per source (none under an upload)."""
+    request = run_request()
+    if request is None or STATE.get("final_responses_uploader") is not None:
+        return {}
+    out = {}
+    for handed, memo in ((request, "open_rollout_source"), (request.get("vs"), "open_rollout_vs_source")):
+        kept = STATE.get(memo)
+        records = handed.get("final_responses") if isinstance(handed, dict) else None
+        if records and kept is not None and kept[0] == request.get("seq"):
+            out[kept[1].cache_key] = av.final_responses_choice(None, Path(records), _parse_final_responses)
+    for choice in out.values():
+        if choice.error:
+            st.sidebar.error(f"**Rollout records not used.** {md_escape(choice.error)}", icon=":material/error:")
+        else:
+            st.sidebar.caption(f"Built with the run's rollout records: {md_escape(Path(choice.label).name)}")
+    return {key: choice for key, choice in out.items() if not choice.error}
+
+
+def _parse_final_responses(name: str, data: bytes) -> tuple[Any, str | None]:
+    return parsed_final_responses(av.content_key(name, data), name, data)
+
+
 def final_responses_choice() -> av.FinalResponsesChoice:
     """The uploaded final responses, else the file bundled with the sample scenario, else none."""
     upload = STATE.get("final_responses_uploader")
     bundled = STATE.get("bundled_final_responses")
-
-    def parse(name: str, data: bytes) -> tuple[Any, str | None]:
-        return parsed_final_responses(av.content_key(name, data), name, data)
-
     return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
-                                     Path(bundled) if bundled else None, parse)
+                                     Path(bundled) if bundled else None, _parse_final_responses)
 
 
 def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:
@@ -1164,6 +1187,8 @@ def main() -> None:
     sources, source_label, path_error = sidebar_sources()
     sources += [s for s in versus_sources(run_request()) if s.cache_key not in {x.cache_key for x in sources}]
     _FINALS = final_responses_choice()  # before loading: every view is built with its final response
+    _RUN_FINALS.clear()
+    _RUN_FINALS.update(run_records())
     loaded = load_sources(sources, page, progress)
     with page.container():
         show_page(loaded, source_label, path_error)

@@ -34,6 +34,8 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
         "seq": a number new at every opening (the Rollout page selects the rollout once per seq),
         "back_params": the ``run_*`` query parameters of the current filters,
         "name", "data": the uploaded file's name and bytes (only when "path" is None),
+        "final_responses": the rollout records the run was scanned with (a path), if any: the
+                           Rollout page builds the rollout with them, so its verdict is its row's,
         "vs": (a joined row of a comparison, when both runs hold it) the other run's capture, a
               dict of the same shape: the Rollout page opens its Compare tab on the two,
     }
@@ -145,7 +147,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     parts.sidebar_records()
     records = records_for(path, sample)
     parts.records_caption(records)
-    return rs.RunOrigin(kind, label, root=path), load_any_path(path, fp, records)
+    return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
 
 
 def _remember_root() -> None:
@@ -365,10 +367,11 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
             open_row(origin, frame, row, flt)
 
 
-def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter,
-          vs: dict | None = None) -> None:
+def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
+          records: str | None = None) -> None:
     STATE["open_rollout_seq"] += 1
-    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=flt.to_params())
+    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=flt.to_params(),
+                              records=records)
     if vs is not None:
         request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
     STATE["open_rollout"] = request
@@ -380,7 +383,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
     rollout_id = str(frame["rollout_id"].iloc[row])
     located = rs.locate(origin, source)
     if located is not None:
-        _open(located, source, rollout_id, flt)
+        _open(located, source, rollout_id, flt, records=origin.records)
         return
     # A table uploaded alone names files this machine does not have: say so, offer an upload.
     with st.container(border=True):

@@ -115,7 +115,8 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
         fps[path] = rs.fingerprint(path)
     run = load_any_path(path, fps[path], records or None)
     kind = "parquet" if path.lower().endswith(".parquet") else "directory" if Path(path).is_dir() else "file"
-    origin = rs.RunOrigin(kind, path, root=None if kind == "parquet" else path)
+    origin = rs.RunOrigin(kind, path, root=None if kind == "parquet" else path,
+                          records=None if kind == "parquet" else records or None)
     return Versus(origin, run, f"B ({Path(path).name})")
 
 
@@ -237,6 +238,6 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
                 continue
             if col.button(f"Open {side}: {rollout_id}", key=f"run_open_{side}", icon=":material/open_in_new:",
                           width="stretch"):
-                vs = rs.open_request(other[3], other[1], other[2]) if other is not None and other[3] is not None \
-                    else None
-                open_rollout(located, source, rollout_id, flt, vs)
+                vs = rs.open_request(other[3], other[1], other[2], records=other[4].records) \
+                    if other is not None and other[3] is not None else None
+                open_rollout(located, source, rollout_id, flt, vs, where.records)

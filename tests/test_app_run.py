@@ -243,6 +243,27 @@ def test_selecting_a_row_opens_that_rollout_and_back_keeps_the_filters(monkeypat
     assert at.query_params["run_reason"] == reason
 
 
+@pytest.mark.parametrize("reason", ["terminal_call_not_delivered"])
+def test_a_row_masked_by_its_rollout_records_opens_with_that_verdict(monkeypatch, sample, reason):
+    """The default page scans the sample run with its records; the Rollout page builds the row's
+    rollout with the same records, so a verdict that comes from them is the same there."""
+    table, frame = sample
+    assert frame[f"reason_{reason}"].any()
+    at = run_app(monkeypatch)
+    at.multiselect(key="run_w_reasons").set_value([reason])
+    rerun(at)
+    shown = run_table(at).value
+    loads = ~frame["reason_load_error"].to_numpy()
+    position = next(i for i, r in enumerate(shown["rollout"]) if loads[int(np.flatnonzero(frame["rollout_id"] == r)[0])])
+    rollout_id = shown["rollout"].iat[position]
+    select_row(at, position)
+    assert at.session_state["open_rollout"]["final_responses"] == str(SAMPLE_RECORDS)
+    assert headings(at) == [f"{escaped(rollout_id)}"]
+    banner = rollout_banner(at)
+    assert "**Masked" in banner and reason.replace("_", "\\_") in banner
+    assert any("Built with the run's rollout records: run.jsonl" in c.value.replace("\\", "") for c in at.sidebar.caption)
+
+
 def test_a_store_rollout_of_a_run_directory_opens_as_its_own_files(monkeypatch, tmp_path):
     run = make_run(tmp_path)
     at = run_app(monkeypatch, str(run))
@@ -575,6 +596,8 @@ def test_a_joined_row_opens_on_the_rollout_page_compare_tab_with_both_captures(m
     request = at.session_state["open_rollout"]
     assert request["rollout_id"] == target and request["vs"]["rollout_id"] == target
     assert Path(request["vs"]["path"]) == AFTER_FIX.resolve() and Path(request["path"]) == SAMPLE_RUN.resolve()
+    assert Path(request["final_responses"]).name == "run.jsonl"
+    assert Path(request["vs"]["final_responses"]).name == "run_after_fix.jsonl"
     assert target in declared["rollouts"]["fixed"]
     assert at.session_state["tab"] == "Compare"
     other = next(s for s in at.selectbox if s.key.startswith("cmp_other:"))

@@ -163,3 +163,15 @@ def test_a_pair_of_runs_is_drawn_as_two_named_traces_in_the_run_colours(runs):
     assert "before: " in fig.data[-1].hovertext[0] and "after: " in fig.data[-1].hovertext[0]
     with pytest.raises(ValueError):
         rc.bar_figure(a, versus=rd.Bars(a.dimension, a.title, a.keys[:-1], a.labels[:-1], a.counts[:-1], a.total))
+
+
+def test_an_open_request_carries_the_records_the_run_was_scanned_with():
+    from tokencap.views.run import source as rs
+
+    located = rs.Located(path="/runs/7")
+    assert "final_responses" not in rs.open_request(located, "a.json", "r")
+    request = rs.open_request(located, "a.json", "r", records="/runs/7.records.jsonl")
+    assert request["final_responses"] == "/runs/7.records.jsonl"
+    assert rs.app_arguments(["RUN", "--final-responses", "R.jsonl"]) == rs.AppArguments("RUN", "R.jsonl")
+    assert rs.app_arguments(["--final-responses=R.jsonl"]) == rs.AppArguments(None, "R.jsonl")
+    assert rs.app_arguments(["--final-responses"]) == rs.AppArguments(None, None)

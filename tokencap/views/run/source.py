@@ -229,6 +229,7 @@ class RunOrigin:
     root: str | None = None
     roots: tuple[str, ...] = ()
     uploads: tuple[Upload, ...] = ()
+    records: str | None = None  # the rollout records the run was scanned with (a path)
 
     @property
     def from_table_alone(self) -> bool:
@@ -307,10 +308,16 @@ def locate(origin: RunOrigin, source: str) -> Located | None:
 
 
 def open_request(located: Located, source: str, rollout_id: str, seq: int = 0,
-                 back_params: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``open_rollout`` dict the Rollout page reads (the contract in ``app_pages/run.py``)."""
+                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> dict[str, Any]:
+    """The ``open_rollout`` dict the Rollout page reads (the contract in ``app_pages/run.py``).
+
+    ``records`` is the rollout-records file the run was scanned with: the Rollout page
+    builds the rollout with it, so its verdict is its row's.
+    """
     request: dict[str, Any] = {"path": located.path, "source": source, "rollout_id": rollout_id, "seq": seq,
                                "back_params": dict(back_params or {})}
+    if records:
+        request["final_responses"] = records
     if located.data is not None:
         request["name"] = located.name
         request["data"] = located.data
