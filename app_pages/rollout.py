@@ -23,8 +23,9 @@ with what it shows. Uploaded files cannot be named in a URL.
 
 Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
-uploaded file; with ``vs``, a dict of the same shape naming another run's capture to
-compare with; the contract is in ``app_pages/run.py``) makes that rollout's file the
+uploaded file; ``final_responses``, the rollout records the run was scanned with, which
+build it unless final responses are uploaded here; with ``vs``, a dict of the same shape
+naming another run's capture to compare with; the contract is in ``app_pages/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. (The one
 ``st.html`` with a script is a constant that scrolls to the top.)

@@ -175,3 +175,14 @@ def test_an_open_request_carries_the_records_the_run_was_scanned_with():
     assert rs.app_arguments(["RUN", "--final-responses", "R.jsonl"]) == rs.AppArguments("RUN", "R.jsonl")
     assert rs.app_arguments(["--final-responses=R.jsonl"]) == rs.AppArguments(None, "R.jsonl")
     assert rs.app_arguments(["--final-responses"]) == rs.AppArguments(None, None)
+
+
+def test_an_uploaded_records_file_is_stored_once_by_its_content(tmp_path):
+    from tokencap.views.run import source as rs
+
+    first = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
+    again = rs.stored_upload(rs.Upload("other-name.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
+    other = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "b"}\n'), tmp_path)
+    assert first == again != other and first.suffix == ".jsonl"
+    assert first.read_bytes() == b'{"rollout_id": "a"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])  # no part files left
