@@ -13,7 +13,7 @@ import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -280,7 +280,7 @@ def _run_command(args: argparse.Namespace, label: str, work) -> Any:
     return _with_progress(label, work)
 
 
-def _with_progress(label: str, work, note_prefix: str = "") -> Any:
+def _with_progress(label: str, work: Callable[[Any], Any], note_prefix: str = "") -> Any:
     """``work(progress)`` under a progress bar; the notes of the summary it returns go to stderr."""
     from .progress import RunProgress
 

@@ -96,11 +96,10 @@ class DiffSummary:
     only_b: int
     trainable_a: int
     trainable_b: int
-    reasons: pd.DataFrame
-    """One row per mask reason (SPEC 7 order, index ``reason``): ``count_a``, ``count_b``,
-    ``share_a``, ``share_b``, ``change_pp``."""
-    statuses: pd.DataFrame
-    """One row per status (index ``status``; a null status is `NO_STATUS`), same columns."""
+    reason_counts: dict[str, tuple[int, int]]
+    """Mask reason (SPEC 7 order) -> (rollouts of A, rollouts of B) masked with it."""
+    status_counts: dict[str, tuple[int, int]]
+    """Status (a null status is `NO_STATUS`) -> (rollouts of A, rollouts of B)."""
     changes: dict[str, int] = field(default_factory=dict)
     """Rows of the diff per ``change`` value, every value of `CHANGES` in that order."""
 
@@ -116,6 +115,32 @@ class DiffSummary:
     def trainable_change_pp(self) -> float:
         return 100.0 * (self.trainable_share_b - self.trainable_share_a)
 
+    def shares(self, counts: dict[str, tuple[int, int]]) -> list[tuple[str, int, int, float, float, float]]:
+        """(key, count_a, count_b, share_a, share_b, change_pp) per key of ``counts``."""
+        out = []
+        for key, (a, b) in counts.items():
+            share_a, share_b = _share(a, self.rollouts_a), _share(b, self.rollouts_b)
+            out.append((key, a, b, share_a, share_b, 100.0 * (share_b - share_a)))
+        return out
+
+    @property
+    def reasons(self) -> pd.DataFrame:
+        """One row per mask reason (SPEC 7 order, index ``reason``): ``count_a``, ``count_b``,
+        ``share_a``, ``share_b``, ``change_pp``."""
+        return self._frame(self.reason_counts, "reason")
+
+    @property
+    def statuses(self) -> pd.DataFrame:
+        """One row per status (index ``status``), the same columns as `reasons`."""
+        return self._frame(self.status_counts, "status")
+
+    def _frame(self, counts: dict[str, tuple[int, int]], name: str) -> pd.DataFrame:
+        rows = self.shares(counts)
+        frame = pd.DataFrame([r[1:] for r in rows], columns=["count_a", "count_b", "share_a", "share_b", "change_pp"],
+                             index=pd.Index([r[0] for r in rows], name=name))
+        return frame.astype({"count_a": "int64", "count_b": "int64", "share_a": "float64", "share_b": "float64",
+                             "change_pp": "float64"})
+
 
 @dataclass
 class RunDiff:
@@ -128,15 +153,8 @@ class RunDiff:
 
     @cached_property
     def table(self) -> pd.DataFrame:
-        """The diff table as a pandas frame (lists as Python lists; null as None or NaN)."""
-        return _frame(self.arrow)
-
-
-def _frame(table: pa.Table) -> pd.DataFrame:
-    frame = table.to_pandas()
-    for name in ("mask_reasons_a", "mask_reasons_b", "reasons_gained", "reasons_lost"):
-        frame[name] = table.column(name).to_pylist()
-    return frame
+        """The diff table as a pandas frame (a list cell is a numpy array of str; null is None or NaN)."""
+        return self.arrow.to_pandas()
 
 
 def _share(count: int, total: int) -> float:
@@ -288,26 +306,11 @@ def _reason_lists(matrix: np.ndarray, valid: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~valid))
 
 
-def _shares(a: pa.ChunkedArray, b: pa.ChunkedArray, keys: list[str], total_a: int, total_b: int) -> pd.DataFrame:
-    """count_a, count_b, share_a, share_b, change_pp per key (counts from value counts of a column)."""
-    counts = []
-    for column in (a, b):
-        found = {row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()}
-        counts.append(found)
-    frame = pd.DataFrame({"count_a": [counts[0].get(k, 0) for k in keys],
-                          "count_b": [counts[1].get(k, 0) for k in keys]}, index=pd.Index(keys))
-    return _with_shares(frame, total_a, total_b)
+def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
+    return {row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()}
 
 
-def _with_shares(frame: pd.DataFrame, total_a: int, total_b: int) -> pd.DataFrame:
-    frame["share_a"] = frame["count_a"] / total_a if total_a else 0.0
-    frame["share_b"] = frame["count_b"] / total_b if total_b else 0.0
-    frame["change_pp"] = 100.0 * (frame["share_b"] - frame["share_a"])
-    return frame
-
-
-def _status_keys(a: pa.ChunkedArray, b: pa.ChunkedArray) -> list[str]:
-    found = set(pc.unique(a).to_pylist()) | set(pc.unique(b).to_pylist())
+def _status_keys(found: set[str]) -> list[str]:
     known = [s for s in ("completed", "incomplete", NO_STATUS) if s in found]
     return known + sorted(s for s in found if s not in known)
 
@@ -350,13 +353,11 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     arrow = pa.Table.from_arrays([columns[f.name].cast(f.type) for f in DIFF_SCHEMA], schema=DIFF_SCHEMA)
 
     n_a, n_b = ta.num_rows, tb.num_rows
-    reasons = pd.DataFrame({"count_a": _reason_matrix(ta, np.arange(n_a)).sum(axis=0),
-                            "count_b": _reason_matrix(tb, np.arange(n_b)).sum(axis=0)},
-                           index=pd.Index(list(MASK_REASON_ORDER), name="reason"))
-    status_a = ta.column("status").fill_null(NO_STATUS)
-    status_b = tb.column("status").fill_null(NO_STATUS)
-    statuses = _shares(status_a, status_b, _status_keys(status_a, status_b), n_a, n_b)
-    statuses.index.name = "status"
+    reason_a = _reason_matrix(ta, np.arange(n_a)).sum(axis=0).tolist()
+    reason_b = _reason_matrix(tb, np.arange(n_b)).sum(axis=0).tolist()
+    status_a = _value_counts(ta.column("status").fill_null(NO_STATUS))
+    status_b = _value_counts(tb.column("status").fill_null(NO_STATUS))
+    statuses = {k: (status_a.get(k, 0), status_b.get(k, 0)) for k in _status_keys(set(status_a) | set(status_b))}
     counted = {"fixed": int(fixed.sum()), "broke": int(broke.sum()), "reasons_changed": int(moved.sum()),
                "same": int((both & ~fixed & ~broke & ~moved).sum())}
     counted["only_a"], counted["only_b"] = int(((ia >= 0) & (ib < 0)).sum()), int((ia < 0).sum())
@@ -364,7 +365,8 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
         rollouts_a=n_a, rollouts_b=n_b, both=int(both.sum()), only_a=counted["only_a"], only_b=counted["only_b"],
         trainable_a=n_a - int(pc.sum(ta.column("mask_sample")).as_py() or 0),
         trainable_b=n_b - int(pc.sum(tb.column("mask_sample")).as_py() or 0),
-        reasons=_with_shares(reasons, n_a, n_b), statuses=statuses,
+        reason_counts={r: (int(a), int(b)) for r, a, b in zip(MASK_REASON_ORDER, reason_a, reason_b)},
+        status_counts=statuses,
         changes={c: counted.get(c, 0) for c in CHANGES})
     return RunDiff(arrow=arrow, join=choice, summary=summary)
 
@@ -396,11 +398,11 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
               f"reasons_changed (masked in both, for other reasons), {s.changes['same']:,} same"]
     width = max(len(r) for r in MASK_REASON_ORDER)
     lines.append(f"{'mask reasons (share of rollouts)':<{width + 2}}  {'A':>7}  {'B':>7}  {'change':>10}")
-    for reason, row in s.reasons.iterrows():
-        lines.append(f"  {reason:<{width}}  {_pct(row.share_a):>7}  {_pct(row.share_b):>7}  {_pp(row.change_pp):>10}")
-    lines.append("status (share of rollouts)")
-    for status, row in s.statuses.iterrows():
-        lines.append(f"  {status:<{width}}  {_pct(row.share_a):>7}  {_pct(row.share_b):>7}  {_pp(row.change_pp):>10}")
+    for title, counts in ((None, s.reason_counts), ("status (share of rollouts)", s.status_counts)):
+        if title:
+            lines.append(title)
+        for key, _, _, share_a, share_b, change in s.shares(counts):
+            lines.append(f"  {key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
     return "\n".join(lines) + "\n"
 
 

@@ -35,7 +35,8 @@ Row = tuple
 
 
 def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, source_bytes: int,
-           source_mtime: float, facts: tuple = (None, None, None, None)) -> Row:
+           source_mtime: float,
+           facts: tuple[float | None, int | None, int | None, str | None] = (None, None, None, None)) -> Row:
     """The table row of one built rollout; ``facts`` are what its rollout record says
     (reward, task index, rollout index, a note: `RecordFacts`), SPEC 11.1."""
     m = result.metrics
