@@ -180,8 +180,13 @@ def _set_filter(flt: rd.RunFilter) -> None:
     STATE["run_filter"] = flt
 
 
+def _params(flt: rd.RunFilter) -> dict[str, str]:
+    """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
+    return {**flt.to_params(), **parts.compare_params()}
+
+
 def _sync_url(flt: rd.RunFilter) -> None:
-    wanted = flt.to_params()
+    wanted = _params(flt)
     present = {k: st.query_params[k] for k in st.query_params if k.startswith(rd.PARAM_PREFIX)}
     if present == wanted:
         return
@@ -370,7 +375,7 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
 def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
           records: str | None = None) -> None:
     STATE["open_rollout_seq"] += 1
-    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=flt.to_params(),
+    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=_params(flt),
                               records=records)
     if vs is not None:
         request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two

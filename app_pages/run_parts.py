@@ -81,9 +81,24 @@ def _remember_vs(field: str, widget: str) -> None:
     STATE["run_vs"] = {**STATE.get("run_vs", {}), field: value}
 
 
+COMPARE_PARAM = "run_vs"
+"""The run compared with, in the URL: ``sample`` (the bundled run after a fix) or a path; an upload is not named."""
+
+
+def compare_params() -> dict[str, str]:
+    chosen: dict[str, Any] = STATE.get("run_vs") or {}
+    if chosen.get("upload") is not None:
+        return {}
+    value = chosen.get("path") or ("sample" if chosen.get("sample") else "")
+    return {COMPARE_PARAM: value} if value else {}
+
+
 def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
     """The "compare with" inputs (the bundled run after a fix, a path, a table upload) and run B."""
-    chosen: dict[str, Any] = STATE.get("run_vs", {})
+    if "run_vs" not in STATE:  # first visit in this session: a link may name the run compared with
+        named = str(st.query_params.get(COMPARE_PARAM, "")).strip()
+        STATE["run_vs"] = {"sample": True} if named == "sample" else {"path": named} if named else {}
+    chosen: dict[str, Any] = STATE["run_vs"]
     after = rs.sample_after_fix_path(app_dir) if default_page else None
     for field, widget in (("sample", "run_w_vs_sample"), ("path", "run_w_vs_path"), ("records", "run_w_vs_records")):
         if STATE.get(widget) != chosen.get(field, False if field == "sample" else ""):

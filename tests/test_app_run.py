@@ -573,7 +573,7 @@ def test_comparing_with_the_sample_after_fix_shows_both_runs_and_filters_by_chan
     pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
     assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["fixed"])
     assert (pairs.value["verdict A"] == "masked").all() and (pairs.value["verdict B"] == "trainable").all()
-    assert at.query_params["run_change"] == "fixed"
+    assert at.query_params["run_change"] == "fixed" and at.query_params["run_vs"] == "sample"
     # A click on the change chart's "only in B" bar filters on that change instead.
     chart = next(c for c in at.get("plotly_chart") if "run_chart:change:" in c.proto.id)
     send_selection(at, chart, {"points": [{"customdata": ["change", "only_b"]}], "point_indices": [0],
@@ -630,3 +630,14 @@ def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
     assert rs.app_arguments(cmd[cmd.index("--") + 1:]) == rs.AppArguments(str(tmp_path), str(records))
     assert cli.main(["app", str(tmp_path), "--final-responses", str(tmp_path / "nope.jsonl")]) == 2
     assert len(calls) == 1
+
+
+def test_a_link_naming_the_run_compared_with_and_a_change_opens_that_view(monkeypatch):
+    declared = json.loads((SAMPLES / "rollout_records" / "expected.json").read_text())["diff"]
+    at = run_app(monkeypatch, params={"run_vs": "sample", "run_change": "broke"})
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["broke"])
+    assert at.toggle(key="run_w_vs_sample").value
+    at.toggle(key="run_w_vs_sample").set_value(False)
+    rerun(at)
+    assert "run_vs" not in at.query_params and not any("run_pairs:" in d.proto.id for d in at.dataframe)
