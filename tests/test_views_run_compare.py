@@ -186,3 +186,17 @@ def test_an_uploaded_records_file_is_stored_once_by_its_content(tmp_path):
     assert first == again != other and first.suffix == ".jsonl"
     assert first.read_bytes() == b'{"rollout_id": "a"}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])  # no part files left
+
+
+def test_run_names_from_paths_are_plain_text_in_every_figure(runs):
+    from tokencap.views.run import reward as rw
+
+    _, _, cmp = runs
+    (a, b), *_ = cv.paired_bars(cmp, {}, {})
+    names = ("A (<img src=x onerror=alert(1)>)", "B (<b>run</b>)")
+    specs = [rc.bar_figure(a, versus=b, names=names), rw.reward_figure([(names[0], cmp.a), (names[1], cmp.b)]),
+             rw.groups_figure([(names[0], cmp.a), (names[1], cmp.b)])]
+    for spec in specs:
+        text = str([(t.get("name"), t.get("hovertext"), t.get("hovertemplate")) for t in spec["data"]]) + str(
+            spec["layout"].get("title"))
+        assert "<img" not in text and "<b>run" not in text and "&lt;img" in text

@@ -116,7 +116,7 @@ def bar_figure(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = N
     for i, (name, b) in enumerate(runs):
         counts = list(b.counts)
         traces.append({
-            "type": "bar", "name": name, "showlegend": paired,
+            "type": "bar", "name": html_text(name, limit=60), "showlegend": paired,
             value_axis: counts, label_axis: labels,
             "orientation": "h" if horizontal else "v",
             "marker": {"color": _colors(b, active, RUN_COLORS[i], RUN_FADED[i]) if paired else _colors(b, active),

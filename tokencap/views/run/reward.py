@@ -190,7 +190,7 @@ def groups_figure(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
         for part, values, color in (("no learning signal", per["starved"].tolist(), style.REFUSAL),
                                     ("learning signal", signal, style.MAIN if i == 0 or not paired else style.BRANCH)):
             traces.append({
-                "type": "bar", "name": prefix + part, "x": per["trainable"].tolist(), "y": values,
+                "type": "bar", "name": html_text(prefix + part, limit=80), "x": per["trainable"].tolist(), "y": values,
                 "offsetgroup": str(i), "marker": {"color": color, "opacity": 1.0 if i == 0 or not paired else 0.6},
                 "hovertemplate": f"{html_text(prefix)}%{{y:,}} groups keep %{{x}} trainable rollouts"
                                  f" ({part})<extra></extra>",
@@ -329,7 +329,7 @@ def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] 
                                                            table["mean"], table["median"], table["q1"], table["q3"],
                                                            table["min"], table["max"])]
         traces.append({
-            "type": "box", "name": name, "orientation": "h", "y": list(table["slice"]),
+            "type": "box", "name": html_text(name, limit=60), "orientation": "h", "y": list(table["slice"]),
             "q1": list(table["q1"]), "median": list(table["median"]), "q3": list(table["q3"]),
             "lowerfence": list(table["min"]), "upperfence": list(table["max"]), "mean": list(table["mean"]),
             "marker": {"color": color}, "line": {"color": color, "width": 1.5}, "fillcolor": color + "33",
