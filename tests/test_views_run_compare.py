@@ -200,3 +200,15 @@ def test_run_names_from_paths_are_plain_text_in_every_figure(runs):
         text = str([(t.get("name"), t.get("hovertext"), t.get("hovertemplate")) for t in spec["data"]]) + str(
             spec["layout"].get("title"))
         assert "<img" not in text and "<b>run" not in text and "&lt;img" in text
+
+
+@pytest.mark.parametrize("sort", [s for s in rd.SORTS if s])
+@pytest.mark.parametrize("descending", [False, True])
+def test_every_sort_orders_joined_rollouts_by_a_then_b(runs, sort, descending):
+    _, _, cmp = runs
+    positions = cv.passing_rows(cmp, np.ones(len(cmp.a), bool), np.ones(len(cmp.b), bool))
+    ordered = cv.sorted_pairs(cmp, positions, rd.RunFilter(sort=sort, descending=descending))
+    assert sorted(ordered.tolist()) == positions.tolist()
+    ra, rb = cmp.rows["row_a"].to_numpy()[ordered], cmp.rows["row_b"].to_numpy()[ordered]
+    values = [cmp.a[sort].iloc[i] if i >= 0 else cmp.b[sort].iloc[j] for i, j in zip(ra, rb)]
+    assert values == sorted(values, reverse=descending)
