@@ -641,3 +641,24 @@ def test_a_link_naming_the_run_compared_with_and_a_change_opens_that_view(monkey
     at.toggle(key="run_w_vs_sample").set_value(False)
     rerun(at)
     assert "run_vs" not in at.query_params and not any("run_pairs:" in d.proto.id for d in at.dataframe)
+
+
+def test_capture_strings_of_a_comparison_are_never_markup(monkeypatch, tmp_path):
+    hostile = "<img src=x onerror=alert(1)>[x](javascript:alert(1)):red[boo]"
+    c = Capture(hostile)
+    c.call("c1", new=5)
+    path = tmp_path / "hostile.json"
+    path.write_bytes(c.json_bytes())
+    at = run_app(monkeypatch)
+    upload_run(at, ("**bold** <b>.json", c.json_bytes()))
+    at.file_uploader(key="run_vs_uploader").set_value(
+        [("<b>b</b>.parquet", parquet_of(scan_table(path, workers=1)), "application/octet-stream")])
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert pairs.value["rollout A"].tolist() == [hostile] == pairs.value["rollout B"].tolist()
+    send_selection(at, pairs, {"rows": [0], "columns": [], "cells": []})
+    button = at.button(key="run_open_A")
+    assert button.label.startswith("Open A: \\<img") and "](" not in button.label
+    for value in [e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning)]:
+        assert not re.search(r"(?<!\\)<", value), value
+        assert "](" not in value and ":red[" not in value, value
