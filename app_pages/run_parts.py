@@ -85,6 +85,10 @@ COMPARE_PARAM = "run_vs"
 """The run compared with, in the URL: ``sample`` (the bundled run after a fix) or a path; an upload is not named."""
 
 
+def _stop_comparing() -> None:
+    STATE["run_vs"] = {}
+
+
 def compare_params() -> dict[str, str]:
     chosen: dict[str, Any] = STATE.get("run_vs") or {}
     if chosen.get("upload") is not None:
@@ -115,6 +119,8 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
                       args=("records", "run_w_vs_records"))
         st.file_uploader("or upload its scan table", type=["parquet"], key="run_vs_uploader",
                          on_change=_remember_vs, args=("upload", "run_vs_uploader"))
+        if any(chosen.values()):
+            st.button("Stop comparing", icon=":material/close:", key="run_vs_close", on_click=_stop_comparing)
     upload: rs.Upload | None = chosen.get("upload")
     if upload is not None:
         return Versus(rs.RunOrigin("parquet", upload.name, uploads=(upload,)), load_uploads((upload,)),

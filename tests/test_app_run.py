@@ -641,6 +641,15 @@ def test_a_link_naming_the_run_compared_with_and_a_change_opens_that_view(monkey
     at.toggle(key="run_w_vs_sample").set_value(False)
     rerun(at)
     assert "run_vs" not in at.query_params and not any("run_pairs:" in d.proto.id for d in at.dataframe)
+    # An uploaded table to compare with cannot be removed from its uploader after a trip away: "Stop comparing".
+    table = scan_table(AFTER_FIX, workers=1, final_responses=str(SAMPLES / "rollout_records" / "run_after_fix.jsonl"))
+    at.file_uploader(key="run_vs_uploader").set_value(
+        [("after.parquet", parquet_of(table), "application/octet-stream")])
+    rerun(at)
+    assert any("run_pairs:" in d.proto.id for d in at.dataframe) and "run_vs" not in at.query_params
+    at.button(key="run_vs_close").click()
+    rerun(at)
+    assert not any("run_pairs:" in d.proto.id for d in at.dataframe)
 
 
 def test_capture_strings_of_a_comparison_are_never_markup(monkeypatch, tmp_path):
