@@ -605,6 +605,12 @@ def test_a_joined_row_opens_on_the_rollout_page_compare_tab_with_both_captures(m
     assert any(m.value == "**What changes from A to B**" for m in at.markdown)
     changes = "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
     assert "mask\\_sample" in changes or "verdict" in changes.lower()
+    back = next(p for p in at.get("page_link") if "Back to the run" in p.proto.label)
+    assert back.proto.query_string == "run_change=fixed&run_vs=sample"
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["fixed"])
 
 
 def test_a_run_that_cannot_be_compared_is_one_error(monkeypatch, tmp_path):

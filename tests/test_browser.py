@@ -343,6 +343,19 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
         expect(page.get_by_text(f"{counts['fixed']:,} of {joined:,} joined rollouts")).to_be_visible()
         expect(page).to_have_url(re.compile("run_change=fixed"))
         page.screenshot(path=str(tmp_path / "run-compare-fixed.png"), full_page=True)
+        # A fixed rollout opens on the Rollout page's Compare tab with its two captures.
+        page.wait_for_timeout(800)
+        grid = page.locator("[data-testid='stDataFrame']").last
+        grid.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        box = grid.bounding_box()
+        page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)
+        first = sorted(declared["rollouts"]["fixed"])[0]
+        page.get_by_role("button", name=f"Open A: {first}").click()
+        expect(page.get_by_role("heading", name=first, exact=True)).to_be_visible()
+        expect(page.get_by_role("tab", name="Compare")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_text("verdict: masked → trainable")).to_be_visible()
+        page.screenshot(path=str(tmp_path / "run-compare-opened.png"))
     print(f"screenshot: {tmp_path / 'run-compare-fixed.png'}")
 
 
