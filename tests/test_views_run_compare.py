@@ -212,3 +212,16 @@ def test_every_sort_orders_joined_rollouts_by_a_then_b(runs, sort, descending):
     ra, rb = cmp.rows["row_a"].to_numpy()[ordered], cmp.rows["row_b"].to_numpy()[ordered]
     values = [cmp.a[sort].iloc[i] if i >= 0 else cmp.b[sort].iloc[j] for i, j in zip(ra, rb)]
     assert values == sorted(values, reverse=descending)
+
+
+def test_calls_bins_of_two_runs_are_padded_to_the_larger_run():
+    small = synthetic_scan_table(200, seed=1)
+    n_calls = small.column("n_calls").to_numpy()
+    small = small.set_column(small.column_names.index("n_calls"), "n_calls", pa.array(np.minimum(n_calls, 2)))
+    large = small.set_column(small.column_names.index("n_calls"), "n_calls",
+                             pa.array(np.where(np.arange(200) == 0, 300, np.minimum(n_calls, 2))))
+    cmp = cv.compare_runs(small, rd.run_frame(small), large, rd.run_frame(large))
+    a, b = next((x, y) for x, y in cv.paired_bars(cmp, {}, {}) if x.dimension == "calls")
+    assert a.keys == b.keys == rd.CALLS_BINS[:len(b.keys)] and b.keys[-1] == "257-512"
+    assert sum(a.counts) == sum(b.counts) == 200 and a.counts[-1] == 0 and b.counts[-1] == 1
+    assert a.labels == b.labels
