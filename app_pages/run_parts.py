@@ -257,8 +257,8 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
             if located is None:
                 col.caption(md_escape(rs.missing_message(where, source)))
                 continue
-            if col.button(f"Open {side}: {md_escape(rollout_id)}", key=f"run_open_{side}", icon=":material/open_in_new:",
-                          width="stretch"):
+            label = f"Open {side}: {md_escape(rollout_id)}"
+            if col.button(label, key=f"run_open_{side}", icon=":material/open_in_new:", width="stretch"):
                 vs = rs.open_request(other[3], other[1], other[2], records=other[4].records) \
                     if other is not None and other[3] is not None else None
                 open_rollout(located, source, rollout_id, flt, vs, where.records)

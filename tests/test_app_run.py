@@ -254,14 +254,16 @@ def test_a_row_masked_by_its_rollout_records_opens_with_that_verdict(monkeypatch
     rerun(at)
     shown = run_table(at).value
     loads = ~frame["reason_load_error"].to_numpy()
-    position = next(i for i, r in enumerate(shown["rollout"]) if loads[int(np.flatnonzero(frame["rollout_id"] == r)[0])])
+    row_of = {r: i for i, r in enumerate(frame["rollout_id"])}
+    position = next(i for i, r in enumerate(shown["rollout"]) if loads[row_of[r]])
     rollout_id = shown["rollout"].iat[position]
     select_row(at, position)
     assert at.session_state["open_rollout"]["final_responses"] == str(SAMPLE_RECORDS)
     assert headings(at) == [f"{escaped(rollout_id)}"]
     banner = rollout_banner(at)
     assert "**Masked" in banner and reason.replace("_", "\\_") in banner
-    assert any("Built with the run's rollout records: run.jsonl" in c.value.replace("\\", "") for c in at.sidebar.caption)
+    captions = [c.value.replace("\\", "") for c in at.sidebar.caption]
+    assert any("Built with the run's rollout records: run.jsonl" in c for c in captions)
 
 
 def test_a_store_rollout_of_a_run_directory_opens_as_its_own_files(monkeypatch, tmp_path):

@@ -131,7 +131,8 @@ def test_reward_slices_match_numpy_per_slice(big):
         assert row["mean"] == pytest.approx(values.mean())
         assert [row["min"], row["q1"], row["median"], row["q3"], row["max"]] == pytest.approx(
             np.quantile(values, [0, 0.25, 0.5, 0.75, 1]))
-    assert table.loc["masked", "vs trainable"] == pytest.approx(table.loc["masked", "mean"] - table.loc["trainable", "mean"])
+    difference = table.loc["masked", "mean"] - table.loc["trainable", "mean"]
+    assert table.loc["masked", "vs trainable"] == pytest.approx(difference)
     assert not any(n.startswith("masked: ") and not frame[f"reason_{n[8:]}"].any() for n in table.index)
 
 

@@ -256,9 +256,9 @@ CHANGE_TEXT = {
     "same": "the same verdict and mask reasons in both",
 }
 
-_PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons": "reason", "statuses": "status", "delivered": "delivered",
-           "calls": "calls", "link": "link", "refusal": "refusal", "source": "source", "query": "q",
-           "sort": "sort", "descending": "desc"}
+_PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons": "reason", "statuses": "status",
+           "delivered": "delivered", "calls": "calls", "link": "link", "refusal": "refusal", "source": "source",
+           "query": "q", "sort": "sort", "descending": "desc"}
 
 
 @dataclass(frozen=True)

@@ -354,7 +354,8 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
-    "AppArguments", "app_arguments", "sample_after_fix_path", "sample_records", "stored_upload", "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
+    "AppArguments", "app_arguments", "sample_after_fix_path", "sample_records", "stored_upload",
+    "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
     "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path", "table_of_parquet", "table_of_uploads",
     "upload_holds", "uploads_key",
 ]
