@@ -413,7 +413,7 @@ def test_a_table_written_before_the_record_columns_still_opens_with_them_null(tm
     assert table.drop_columns(["reward", "task_index", "rollout_index"]).equals(
         read_scan(out).drop_columns(["reward", "task_index", "rollout_index"]))
     assert read_scan(old.read_bytes(), name="old.parquet").equals(table)  # an upload in the app
-    from tokencap.views.run_data import run_frame
+    from tokencap.views.run.data import run_frame
 
     assert len(run_frame(table)) == 2
 

@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                           "Rollout page (default: the bundled sample run)")
     app.add_argument("--port", type=_port, default=8501,
                      help="the port the app's server listens on, on localhost only (default: 8501)")
+    app.add_argument("--final-responses", metavar="FILE",
+                     help="the run's rollout records (JSONL with rollout_id, response, reward, task and rollout "
+                          "index): the Run page scans the run with them and shows rewards and task groups")
     return parser
 
 
@@ -440,6 +443,10 @@ def _cmd_app(args: argparse.Namespace) -> int:
            "--server.port", str(args.port), "--"]
     if args.source:
         cmd.append(_app_source(args.source))
+    if args.final_responses:
+        if not Path(args.final_responses).is_file():
+            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        cmd += ["--final-responses", os.path.abspath(args.final_responses)]
     return _serve(cmd)
 
 

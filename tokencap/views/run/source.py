@@ -29,12 +29,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..loading import load_snapshots
-from ..records import TokenCaptureSnapshot
-from ..run import read_scan, table_of_snapshots
-from ..run.discover import STORE_LABEL
-from ..run.scan import relative_source_path
-from . import sources as src
+from ...export import write_atomically
+from ...loading import load_snapshots
+from ...records import TokenCaptureSnapshot
+from ...run import read_scan, table_of_snapshots
+from ...run.discover import STORE_LABEL
+from ...run.scan import relative_source_path
+from .. import sources as src
 
 RUN_UPLOAD_TYPES = ("parquet", "json", "jsonl", "zip")
 """What the Run page's uploader takes: a scan table, or rollouts to scan in memory."""
@@ -47,6 +48,62 @@ def sample_run_path(app_dir: str | os.PathLike[str]) -> Path:
     base = Path(app_dir) / "sample_data"
     run = base / "run"
     return run if run.is_dir() else base
+
+
+RECORDS_OPTION = "--final-responses"
+
+
+@dataclass(frozen=True)
+class AppArguments:
+    """What the command line gives the app: ``[PATH] [--final-responses RECORDS]``."""
+
+    path: str | None = None
+    records: str | None = None
+
+
+def app_arguments(argv: Iterable[str]) -> AppArguments:
+    """``streamlit run app.py -- RUN --final-responses FILE`` (``tokencap app RUN --final-responses FILE``)."""
+    path = records = None
+    args = [a for a in argv if a.strip()]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == RECORDS_OPTION and i + 1 < len(args):
+            records = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith(RECORDS_OPTION + "="):
+            records = arg.split("=", 1)[1] or None
+        elif path is None and not arg.startswith("--"):
+            path = arg
+        i += 1
+    return AppArguments(path, records)
+
+
+def sample_records(app_dir: str | os.PathLike[str], run: str | os.PathLike[str]) -> Path | None:
+    """The bundled rollout records of a bundled run (``sample_data/rollout_records/NAME.jsonl``), if any."""
+    records = Path(app_dir) / "sample_data" / "rollout_records" / f"{Path(run).name}.jsonl"
+    return records if records.is_file() else None
+
+
+def sample_after_fix_path(app_dir: str | os.PathLike[str]) -> Path | None:
+    """The bundled second version of the sample run, "after a fix" (``sample_data/run_after_fix``), if any."""
+    run = Path(app_dir) / "sample_data" / "run_after_fix"
+    return run if run.is_dir() else None
+
+
+def stored_upload(upload: Upload, directory: str | os.PathLike[str]) -> Path:
+    """An uploaded records file as a file on disk (a scan reads records from a path).
+
+    Named by its content's digest, so the same upload is one file and its path a stable
+    cache key; written atomically (a reader never sees half a file).
+    """
+    suffix = ".jsonl" if upload.name.lower().endswith(".jsonl") else ".json"
+    target = Path(directory) / f"{hashlib.sha256(upload.data).hexdigest()[:32]}{suffix}"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, lambda handle: handle.write(upload.data))
+    return target
 
 
 @dataclass(frozen=True)
@@ -172,6 +229,7 @@ class RunOrigin:
     root: str | None = None
     roots: tuple[str, ...] = ()
     uploads: tuple[Upload, ...] = ()
+    records: str | None = None  # the rollout records the run was scanned with (a path)
 
     @property
     def from_table_alone(self) -> bool:
@@ -250,10 +308,16 @@ def locate(origin: RunOrigin, source: str) -> Located | None:
 
 
 def open_request(located: Located, source: str, rollout_id: str, seq: int = 0,
-                 back_params: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``open_rollout`` dict the Rollout page reads (the contract in ``app_pages/run.py``)."""
+                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> dict[str, Any]:
+    """The ``open_rollout`` dict the Rollout page reads (the contract in ``app_pages/run.py``).
+
+    ``records`` is the rollout-records file the run was scanned with: the Rollout page
+    builds the rollout with it, so its verdict is its row's.
+    """
     request: dict[str, Any] = {"path": located.path, "source": source, "rollout_id": rollout_id, "seq": seq,
                                "back_params": dict(back_params or {})}
+    if records:
+        request["final_responses"] = records
     if located.data is not None:
         request["name"] = located.name
         request["data"] = located.data
@@ -290,6 +354,7 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
+    "AppArguments", "app_arguments", "sample_after_fix_path", "sample_records", "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
     "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path", "table_of_parquet", "table_of_uploads",
     "upload_holds", "uploads_key",

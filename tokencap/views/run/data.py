@@ -27,8 +27,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
-from ..run.rows import LINK_NOTES
+from ...rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
+from ...run.rows import LINK_NOTES
+from . import reward as rw
 
 PARAM_PREFIX = "run_"
 
@@ -150,6 +151,17 @@ def _strings(table: pa.Table, name: str) -> pd.api.extensions.ExtensionArray:
     return pd.array(table.column(name).combine_chunks(), dtype=pd.ArrowDtype(pa.string()))
 
 
+def _nullable(table: pa.Table, name: str, dtype: Any) -> Any:
+    """A nullable column of SPEC 11.1 (rollout records): all null when the table predates it."""
+    n = table.num_rows
+    if name not in table.column_names:
+        return np.full(n, np.nan) if dtype is np.float64 else pd.array([pd.NA] * n, dtype=dtype)
+    column = table.column(name).combine_chunks()
+    if dtype is np.float64:
+        return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    return pd.array(column.cast(pa.int64()).to_pandas(types_mapper=pd.ArrowDtype).astype("Int64"), dtype="Int64")
+
+
 def reason_text(mask: np.ndarray) -> str:
     return ", ".join(r for r, on in zip(MASK_REASON_ORDER, mask) if on)
 
@@ -203,6 +215,10 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
     out["refusal"] = _categorical(refusal, REFUSALS)
     out["calls_bin"] = _categorical(calls_bin_codes(out["n_calls"]), CALLS_BINS)
     out["delivered_bin"] = _categorical(delivered_bin_codes(out["delivered_fraction"]), DELIVERED_BINS)
+    out["reward"] = _nullable(table, "reward", np.float64)
+    out["task_index"] = _nullable(table, "task_index", "Int64")
+    out["rollout_index"] = _nullable(table, "rollout_index", "Int64")
+    out["group"] = _categorical(rw.group_codes(out["task_index"], ~masked, out["reward"]), rw.GROUP_STATES)
     out["error"] = _strings(table, "error")
     out["snapshot_id"] = _strings(table, "snapshot_id")
     return pd.DataFrame(out, index=pd.RangeIndex(n, name="row"))
@@ -223,12 +239,26 @@ SORTS = {
 }
 """Columns the table can be sorted by (key -> label); "" is the scan's own order."""
 
-DIMENSIONS = ("verdict", "reasons", "statuses", "delivered", "calls", "link", "refusal", "source", "query")
+DIMENSIONS = ("change", "verdict", "reasons", "statuses", "delivered", "calls", "link", "refusal", "groups", "source",
+              "query")
 """Every filter of `RunFilter`, each one `filter_masks` entry."""
 
-_PARAMS = {"verdict": "verdict", "reasons": "reason", "statuses": "status", "delivered": "delivered",
-           "calls": "calls", "link": "link", "refusal": "refusal", "source": "source", "query": "q",
-           "sort": "sort", "descending": "desc"}
+CHANGES = ("fixed", "broke", "reasons_changed", "only_a", "only_b", "same")
+"""A joined row's change from run A to run B (SPEC 11.2), in the page's order."""
+CHANGE_LABELS = {"fixed": "fixed", "broke": "broke", "reasons_changed": "reasons changed", "only_a": "only in A",
+                 "only_b": "only in B", "same": "same"}
+CHANGE_TEXT = {
+    "fixed": "masked in A, trainable in B",
+    "broke": "trainable in A, masked in B",
+    "reasons_changed": "masked in both, for different reasons",
+    "only_a": "in run A only",
+    "only_b": "in run B only",
+    "same": "the same verdict and mask reasons in both",
+}
+
+_PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons": "reason", "statuses": "status",
+           "delivered": "delivered", "calls": "calls", "link": "link", "refusal": "refusal", "source": "source",
+           "query": "q", "sort": "sort", "descending": "desc"}
 
 
 @dataclass(frozen=True)
@@ -237,8 +267,11 @@ class RunFilter:
 
     ``reasons`` and ``statuses`` keep a row having any of the listed values; ``source``
     and ``query`` are case-insensitive substrings of the source path and the rollout id.
+    ``change`` (a comparison's `CHANGES`) keeps rows having any of the listed changes;
+    ``groups`` (`reward.GROUP_FILTERS`) keeps the rollouts of groups left without a learning signal.
     """
 
+    change: tuple[str, ...] = ()
     verdict: str = ""
     reasons: tuple[str, ...] = ()
     statuses: tuple[str, ...] = ()
@@ -246,6 +279,7 @@ class RunFilter:
     calls: str = ""
     link: str = ""
     refusal: str = ""
+    groups: str = ""
     source: str = ""
     query: str = ""
     sort: str = ""
@@ -254,6 +288,7 @@ class RunFilter:
     def __post_init__(self) -> None:
         # A filter comes from the URL or a widget: anything unknown is dropped, never raised.
         fix = object.__setattr__
+        fix(self, "change", tuple(c for c in CHANGES if c in set(self.change)))
         fix(self, "verdict", self.verdict if self.verdict in VERDICTS else "")
         fix(self, "reasons", tuple(r for r in MASK_REASON_ORDER if r in set(self.reasons)))
         fix(self, "statuses", tuple(s for s in STATUSES if s in set(self.statuses)))
@@ -261,6 +296,7 @@ class RunFilter:
         fix(self, "calls", self.calls if self.calls in CALLS_BINS else "")
         fix(self, "link", self.link if self.link in LINK_NOTES else "")
         fix(self, "refusal", self.refusal if self.refusal in REFUSALS else "")
+        fix(self, "groups", self.groups if self.groups in rw.GROUP_FILTERS else "")
         fix(self, "source", " ".join(str(self.source).split())[:200])
         fix(self, "query", " ".join(str(self.query).split())[:200])
         fix(self, "sort", self.sort if self.sort in SORTS else "")
@@ -291,7 +327,7 @@ class RunFilter:
         values: dict[str, Any] = {}
         for f in fields(cls):
             text = get(_PARAMS[f.name])
-            if f.name in ("reasons", "statuses"):
+            if f.name in ("reasons", "statuses", "change"):
                 values[f.name] = tuple(t.strip() for t in text.split(",") if t.strip())
             elif f.name == "descending":
                 values[f.name] = text in ("1", "true", "yes")
@@ -306,10 +342,10 @@ class RunFilter:
 
     def toggle(self, dimension: str, key: str) -> RunFilter:
         """What a click on a chart bar does: filter on that bar, or clear it when it is the filter."""
-        if dimension in ("reasons", "statuses"):
+        if dimension in ("reasons", "statuses", "change"):
             current = getattr(self, dimension)
             return replace(self, **{dimension: () if current == (key,) else (key,)})
-        if dimension in ("verdict", "delivered", "calls", "link", "refusal"):
+        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups"):
             return replace(self, **{dimension: "" if getattr(self, dimension) == key else key})
         raise ValueError(f"no chart filters on {dimension!r}")
 
@@ -341,7 +377,11 @@ class RunFilter:
         out = []
         for d in self.active:
             value = getattr(self, d)
-            if d == "verdict":
+            if d == "change":
+                text = "change: " + " or ".join(CHANGE_LABELS[c] for c in value)
+            elif d == "groups":
+                text = f"groups: {rw.GROUP_FILTERS[value]}"
+            elif d == "verdict":
                 text = f"verdict: {value}"
             elif d == "reasons":
                 text = "mask reason: " + " or ".join(value)
@@ -386,6 +426,11 @@ def _code_of(column: pd.Series, key: str) -> int:
 def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     """One boolean array (rows kept) per active filter dimension."""
     masks: dict[str, np.ndarray] = {}
+    if flt.change and "change" in frame:
+        codes = frame["change"].cat.codes.to_numpy()
+        masks["change"] = np.isin(codes, [CHANGES.index(c) for c in flt.change])
+    if flt.groups:
+        masks["groups"] = rw.group_filter_mask(frame["group"].cat.codes.to_numpy(), flt.groups)
     if flt.verdict:
         masks["verdict"] = frame["verdict"].cat.codes.to_numpy() == VERDICTS.index(flt.verdict)
     if flt.reasons:
