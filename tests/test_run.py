@@ -48,7 +48,7 @@ SPEC_COLUMNS = [
     ("engine_refusals", "int64"), ("context_refusals", "int64"), ("refusal_ended_chain", "bool"),
     ("capture_incomplete", "bool"), ("terminal_call_id", "string"), ("terminal_attribution", "string"),
     ("error", "string"), ("source_notes", "list<item: string>"), ("source_bytes", "int64"),
-    ("source_mtime", "double"),
+    ("source_mtime", "double"), ("reward", "double"), ("task_index", "int64"), ("rollout_index", "int64"),
 ]
 
 
@@ -59,7 +59,8 @@ def rows(table: pa.Table) -> list[dict]:
 def copy_samples(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(SAMPLES, run, ignore=shutil.ignore_patterns("expected.json", "README.md", "run",
-                                                               "final_responses"))
+                                                               "final_responses", "run_after_fix",
+                                                               "rollout_records"))
     return run
 
 
@@ -326,6 +327,108 @@ def test_ray_engine_on_two_cpus_gives_the_same_table_as_local_on_the_sample_run(
     on_ray = scan_table(SAMPLE_RUN, workers=2, engine="ray")
     assert on_ray.equals(local)
     assert local_ray.is_initialized()  # a Ray the scan joined is left running
+
+
+def test_ray_engine_fills_the_record_columns_as_local_does(local_ray):
+    local = scan_table(SAMPLE_RUN, workers=1, final_responses=str(SAMPLE_RECORDS))
+    on_ray = scan_table(SAMPLE_RUN, workers=2, engine="ray", final_responses=str(SAMPLE_RECORDS))
+    assert on_ray.equals(local)
+    assert on_ray.column("reward").null_count < on_ray.num_rows
+
+
+# =========================================================================== facts of rollout records (SPEC 11.1)
+
+SAMPLE_RECORDS = SAMPLES / "rollout_records" / "run.jsonl"
+
+
+def _records_by_id(path: Path) -> dict[str, dict]:
+    return {r["rollout_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_record_facts_fill_the_same_columns_on_every_worker_count():
+    one = scan_table(SAMPLE_RUN, workers=1, final_responses=str(SAMPLE_RECORDS))
+    assert scan_table(SAMPLE_RUN, workers=2, final_responses=str(SAMPLE_RECORDS)).equals(one)
+    assert scan_table(SAMPLE_RUN, workers=3, final_responses=str(SAMPLE_RECORDS)).equals(one)
+    records = _records_by_id(SAMPLE_RECORDS)
+    table = rows(one)
+    for row in table:
+        record = records.get(row["rollout_id"])
+        want = (None, None, None) if record is None else (
+            record["reward"], record["_ng_task_index"], record["_ng_rollout_index"])
+        assert (row["reward"], row["task_index"], row["rollout_index"]) == want, row["rollout_id"]
+    assert sum(r["reward"] is not None for r in table) == len(records)
+    assert sum(r["reward"] is None for r in table) > 0  # a re-run attempt's first try has no record of its own
+
+
+def test_record_columns_are_null_without_rollout_records():
+    table = scan_table(SAMPLES / "capture_store", workers=1)
+    assert [table.column(c).null_count for c in ("reward", "task_index", "rollout_index")] == [2, 2, 2]
+
+
+def test_a_task_id_name_is_a_source_note_of_its_row(tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"rollout_id": "store-complete", "task_id": "swe-42", "reward": 0.5,
+                                   "response": {"object": "response", "output": [
+                                       {"type": "message", "role": "assistant",
+                                        "content": [{"type": "output_text", "text": "x"}]}]}}) + "\n")
+    row = next(r for r in rows(scan_table(SAMPLES / "capture_store", workers=1, final_responses=str(records)))
+               if r["rollout_id"] == "store-complete")
+    assert row["reward"] == 0.5 and row["task_index"] is None
+    assert any("'swe-42'" in note and "not an index" in note for note in row["source_notes"])
+
+
+def test_since_is_not_reused_when_a_reward_changed(tmp_path):
+    records = tmp_path / "records.jsonl"
+    shutil.copy(SAMPLE_RECORDS, records)
+    first = tmp_path / "first.parquet"
+    scan(SAMPLE_RUN, first, workers=1, final_responses=str(records))
+    same = scan(SAMPLE_RUN, tmp_path / "same.parquet", workers=1, final_responses=str(records), since=str(first))
+    assert same.reused == read_scan(first).num_rows  # nothing changed: every row reused
+    lines = records.read_text().splitlines()
+    changed = json.loads(lines[0])
+    changed["reward"] = 1.0 - changed["reward"]  # only a reward: no capture file changed
+    records.write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n")
+    again = tmp_path / "again.parquet"
+    summary = scan(SAMPLE_RUN, again, workers=1, final_responses=str(records), since=str(first))
+    assert summary.reused == 0 and any("other final responses" in n for n in summary.notes)
+    row = next(r for r in rows(read_scan(again)) if r["rollout_id"] == changed["rollout_id"])
+    assert row["reward"] == changed["reward"]
+
+
+def _old_schema(table: pa.Table, path: Path) -> Path:
+    """``table`` written as a tokencap from before SPEC 11.1 wrote it: no record columns."""
+    old = table.drop_columns(["reward", "task_index", "rollout_index"])
+    pq.write_table(old, path)
+    return path
+
+
+def test_a_table_written_before_the_record_columns_still_opens_with_them_null(tmp_path):
+    out = tmp_path / "new.parquet"
+    scan(SAMPLES / "capture_store", out, workers=1)
+    old = _old_schema(pq.read_table(out), tmp_path / "old.parquet")
+    assert "reward" not in pq.read_table(old).column_names
+    table = read_scan(old)
+    assert table.schema.names == list(COLUMNS)
+    assert table.column("reward").null_count == table.num_rows == 2
+    assert table.drop_columns(["reward", "task_index", "rollout_index"]).equals(
+        read_scan(out).drop_columns(["reward", "task_index", "rollout_index"]))
+    assert read_scan(old.read_bytes(), name="old.parquet").equals(table)  # an upload in the app
+    from tokencap.views.run.data import run_frame
+
+    assert len(run_frame(table)) == 2
+
+
+def test_since_with_a_table_from_before_the_record_columns_builds_again(tmp_path):
+    # The same records and the same version as now, but written before the reward columns:
+    # reusing its rows would leave the rewards out.
+    out = tmp_path / "new.parquet"
+    scan(SAMPLE_RUN, out, workers=1, final_responses=str(SAMPLE_RECORDS))
+    old = _old_schema(pq.read_table(out), tmp_path / "old.parquet")
+    assert pq.read_table(old).schema.metadata == pq.read_table(out).schema.metadata
+    again = tmp_path / "again.parquet"
+    summary = scan(SAMPLE_RUN, again, workers=1, final_responses=str(SAMPLE_RECORDS), since=str(old))
+    assert summary.reused == 0 and any("before the reward columns" in n for n in summary.notes)
+    assert read_scan(again).column("reward").null_count < summary.rollouts
 
 
 def test_ray_export_equals_local_export(local_ray, tmp_path):

@@ -1,5 +1,5 @@
 """The app's directory scan: a child process on every core, its table cached per fingerprint,
-stopped with the page (tokencap.run.child, tokencap.views.run_source.scan_directory)."""
+stopped with the page (tokencap.run.child, tokencap.views.run.source.scan_directory)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import tokencap
 import tokencap.run.child as child_module
 from tokencap.run import DiscoveryError, read_current_scan, scan, scan_table
 from tokencap.run.child import ChildScan, scan_in_child
-from tokencap.views import run_source as rs
+from tokencap.views.run import source as rs
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_RUN = rs.sample_run_path(REPO)
@@ -161,7 +161,7 @@ def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
         import os
         with open({str(marks)!r}, "a") as handle:
             handle.write(f"{{os.getpid()}}\\n")
-        from tokencap.views import run_source as rs
+        from tokencap.views.run import source as rs
         rs.IN_PROCESS_BYTES = 0
         table = rs.scan_directory({str(run)!r}, rs.fingerprint({str(run)!r}), workers=2,
                                   cache_dir={str(tmp_path / "cache")!r})
@@ -199,3 +199,14 @@ def test_a_server_killed_outright_takes_its_child_scan_along(tmp_path):
         time.sleep(0.1)
     assert not [p for p in spawned if alive(p)]
     assert list(tmp_path.iterdir()) == []  # no table, no part file
+
+
+def test_a_run_scanned_with_its_rollout_records_is_cached_apart_and_has_their_columns(tmp_path, big):
+    records = rs.sample_records(REPO, SAMPLE_RUN)
+    assert records is not None
+    want = scan_table(SAMPLE_RUN, workers=1, final_responses=records)
+    assert rs.scan_directory(SAMPLE_RUN, rs.fingerprint(SAMPLE_RUN), final_responses=records).equals(want)
+    with_records = rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN), final_responses=records)
+    assert with_records.exists() and not rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN)).exists()
+    assert read_current_scan(with_records) is None  # written with records: not the table of a scan without
+    assert read_current_scan(with_records, records).equals(want)

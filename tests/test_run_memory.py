@@ -81,8 +81,8 @@ def _refusal(table: pa.Table) -> str:
 
 
 def test_a_refused_table_lists_the_missing_and_extra_columns_by_name():
-    table = SCHEMA.empty_table().drop(["error", "source_bytes"]).append_column("reward", pa.array([], pa.float64()))
-    assert "(missing columns: error, source_bytes; extra column: reward)" in _refusal(table)
+    table = SCHEMA.empty_table().drop(["error", "source_bytes"]).append_column("score", pa.array([], pa.float64()))
+    assert "(missing columns: error, source_bytes; extra column: score)" in _refusal(table)
     older = SCHEMA.empty_table().drop(["source_mtime"])
     assert "(missing column: source_mtime)" in _refusal(older)
 

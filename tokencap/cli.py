@@ -16,14 +16,14 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .export import OutputPathError, check_output_path
 from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
-from .run.errors import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
+from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 
@@ -57,12 +57,16 @@ def _parser() -> argparse.ArgumentParser:
                              help="write the result to this file instead of stdout: one JSON object for one "
                                   "rollout, JSONL (one object a line) for several; written atomically")
     _add_run_commands(sub)
+    _add_diff_command(sub)
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
     app.add_argument("source", nargs="?",
                      help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
                           "Rollout page (default: the bundled sample run)")
     app.add_argument("--port", type=_port, default=8501,
                      help="the port the app's server listens on, on localhost only (default: 8501)")
+    app.add_argument("--final-responses", metavar="FILE",
+                     help="the run's rollout records (JSONL with rollout_id, response, reward, task and rollout "
+                          "index): the Run page scans the run with them and shows rewards and task groups")
     return parser
 
 
@@ -106,6 +110,29 @@ def _port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port number (1 to 65535)")
     return value
+
+
+def _add_diff_command(sub: argparse._SubParsersAction) -> None:
+    from .run import ENGINES
+
+    cmd = sub.add_parser("diff", help="compare two runs (scan tables or run directories): what a change fixed "
+                                      "and broke, and how the mask reasons moved")
+    for side in ("a", "b"):
+        cmd.add_argument(side, metavar=side.upper(),
+                         help=f"run {side.upper()}: a scan table (.parquet) or a run directory (scanned first)")
+    cmd.add_argument("-o", "--output", metavar="DIFF.parquet",
+                     help="write one row per joined rollout here (parquet, atomically)")
+    cmd.add_argument("--join", choices=("auto", "id", "task"), default="auto",
+                     help="pair rollouts by rollout id, or by task and rollout index (default: by id, unless the "
+                          "ids share nothing and both runs carry the indices)")
+    for side in ("a", "b"):
+        cmd.add_argument(f"--final-responses-{side}", metavar="FILE",
+                         help=f"rollout records of run {side.upper()} (reward, indices, final answers), when "
+                              f"{side.upper()} is a run directory")
+    cmd.add_argument("--workers", type=_positive_int, metavar="N",
+                     help="worker processes or Ray CPUs for scanning a run directory (default: CPU count)")
+    cmd.add_argument("--engine", choices=ENGINES, default="local", help="local processes (default) or Ray tasks")
+    cmd.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join ('auto': the running one)")
 
 
 def _positive_int(text: str) -> int:
@@ -280,27 +307,32 @@ def _run_inputs(args: argparse.Namespace) -> None:
 
 def _run_command(args: argparse.Namespace, label: str, work) -> Any:
     """Check a run command's inputs, run ``work(progress)`` under a progress bar, print its notes."""
+    _run_inputs(args)
+    return _with_progress(label, work, args.output)
+
+
+def _with_progress(label: str, work: Callable[[Any], Any], output: str | None, note_prefix: str = "") -> Any:
+    """``work(progress)`` under a progress bar; the notes of the summary it returns go to stderr."""
     from .progress import RunProgress
 
-    _run_inputs(args)
     progress = RunProgress(label)
     try:
         summary = work(progress)
     except KeyboardInterrupt as exc:
-        progress.close(_stopped(exc, args.output))
+        progress.close(_stopped(exc, output))
         raise
     finally:
         progress.close()
     for note in summary.notes:
-        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
+        print(f"tokencap: note: {note_prefix}{' '.join(note.split())}", file=sys.stderr)
     return summary
 
 
-def _stopped(exc: KeyboardInterrupt, output: str) -> str:
+def _stopped(exc: KeyboardInterrupt, output: str | None) -> str:
     """What a person reads at the end of the progress line when Ctrl-C or SIGTERM stopped the work."""
     how = "terminated" if isinstance(exc, Terminated) else "interrupted"
     run = current_run()
-    if run is not None and os.fspath(Path(output)) in run.committed:
+    if output and run is not None and os.fspath(Path(output)) in run.committed:
         return f"{how} after {output} was written"
     return f"{how}; nothing written"
 
@@ -338,6 +370,71 @@ def _app_source(source: str) -> str:
     return os.path.abspath(source)
 
 
+def _is_parquet(path: Path) -> bool:
+    """A regular file that starts like parquet (a scan table); anything else is a run source."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def _diff_side(args: argparse.Namespace, side: str) -> Any:
+    """Run A or B as a scan table: read, or scanned as `tokencap scan` would."""
+    from .run import RunSummary, read_scan, scan_table
+
+    source: str = getattr(args, side)
+    finals: str | None = getattr(args, f"final_responses_{side}")
+    name = side.upper()
+    if not Path(source).exists():
+        raise _UsageError(f"{source}: no such file or directory (run {name})")
+    if finals and not Path(finals).is_file():
+        raise _UsageError(f"{finals}: no such file (--final-responses-{side})")
+    if _is_parquet(Path(source)):
+        if finals:
+            raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
+                              f"--final-responses-{side} applies only to a run directory")
+        return read_scan(source)
+    tables = []
+
+    def work(progress: Any) -> Any:
+        summary = RunSummary()
+        tables.append(scan_table(source, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
+                                 final_responses=finals, progress=progress, summary=summary))
+        return summary
+
+    _with_progress(f"scan {name}", work, args.output, f"{name}: ")
+    return tables[0]
+
+
+def _check_diff_output(args: argparse.Namespace) -> None:
+    """``-o`` must never be one of the inputs (main() has already checked that it can be written)."""
+    if not args.output:
+        return
+    out = Path(args.output)
+    for side in (args.a, args.b):
+        if out.exists() and Path(side).exists() and out.resolve() == Path(side).resolve():
+            raise _UsageError(f"{args.output}: is one of the runs being compared; choose another -o")
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    from .export import write_atomically
+    from .run.diff import diff_tables, summary_text
+
+    if args.ray_address and args.engine != "ray":
+        raise _UsageError("--ray-address needs --engine ray")
+    _check_diff_output(args)
+    a, b = _diff_side(args, "a"), _diff_side(args, "b")
+    diff = diff_tables(a, b, args.join, names=(args.a, args.b))
+    if args.output:
+        write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
+    sys.stdout.write(summary_text(diff, args.a, args.b))
+    if args.output:
+        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_app(args: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not app.exists():
@@ -346,6 +443,10 @@ def _cmd_app(args: argparse.Namespace) -> int:
            "--server.port", str(args.port), "--"]
     if args.source:
         cmd.append(_app_source(args.source))
+    if args.final_responses:
+        if not Path(args.final_responses).is_file():
+            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        cmd += ["--final-responses", os.path.abspath(args.final_responses)]
     return _serve(cmd)
 
 
@@ -388,7 +489,7 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-_DONE_WHEN_WRITTEN = {"build", "scan", "export"}
+_DONE_WHEN_WRITTEN = {"build", "scan", "export", "diff"}
 """Commands whose run is complete once their (one) output file is renamed into place."""
 
 
@@ -399,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "scan": _cmd_scan, "export": _cmd_export,
-               "app": _cmd_app}[args.command]
+               "diff": _cmd_diff, "app": _cmd_app}[args.command]
     run = Run()
     try:
         if getattr(args, "output", None) is not None:  # every command that writes: a bad -o fails before any work
@@ -414,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK  # the output was complete before the interrupt: the run succeeded
         return exit_code(exc)
     except (LoadError, RecordError, _UsageError, OutputPathError, DiscoveryError, ScanTableError,
-            EngineUnavailable) as exc:
+            EngineUnavailable, DiffError) as exc:
         return _fail(str(exc))
     except WorkerCrashed as exc:
         _PROGRESS.done()
@@ -422,7 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CRASHED
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
-        return _fail(f"{args.source}: {type(exc).__name__}: {exc}")
+        where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
+        return _fail(f"{where}: {type(exc).__name__}: {exc}")
     except BrokenPipeError:
         return EXIT_OK
 

@@ -4,9 +4,9 @@ A worker pool started inside the Streamlit server would re-run the page script i
 worker (multiprocessing re-imports ``__main__``), and a scan in the server's own thread
 uses one core. So the app starts this module as its own Python process,
 
-    python -m tokencap.run.child SOURCE OUT --workers N --parent PID
+    python -m tokencap.run.child SOURCE OUT --workers N [--final-responses RECORDS] --parent PID
 
-which is `tokencap scan SOURCE -o OUT --workers N` (the same `scan`, the same atomic
+which is `tokencap scan SOURCE -o OUT --workers N [--final-responses RECORDS]` (the same `scan`, the same atomic
 parquet) with its progress written to stdout as ``DONE TOTAL`` lines. Its ``__main__`` is
 this module, whose work is guarded by ``if __name__ == "__main__"``: a worker that
 re-imports it runs nothing.
@@ -58,13 +58,16 @@ class ChildScan:
     """
 
     def __init__(self, source: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, final_responses: str | os.PathLike[str] | None = None) -> None:
         self.source, self.out, self.workers = str(source), str(out), workers
+        self.final_responses = os.path.abspath(final_responses) if final_responses else None
         self.process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "tokencap.run.child", self.source, self.out, "--parent", str(os.getpid())]
-        return cmd + (["--workers", str(self.workers)] if self.workers else [])
+        cmd = [sys.executable, "-m", "tokencap.run.child", os.path.abspath(self.source), os.path.abspath(self.out),
+               "--parent", str(os.getpid())]
+        cmd += ["--workers", str(self.workers)] if self.workers else []
+        return cmd + (["--final-responses", self.final_responses] if self.final_responses else [])
 
     def start(self) -> ChildScan:
         env = dict(os.environ)
@@ -153,9 +156,10 @@ class ChildScan:
 
 
 def scan_in_child(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
+                  final_responses: str | os.PathLike[str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> None:
     """Write the scan table of ``source`` to ``out`` from a child process (see the module docstring)."""
-    with ChildScan(source, out, workers=workers) as child:
+    with ChildScan(source, out, workers=workers, final_responses=final_responses) as child:
         child.wait(progress)
 
 
@@ -184,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out")
     parser.add_argument("--workers", type=int)
     parser.add_argument("--parent", type=int, default=0)
+    parser.add_argument("--final-responses")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
 
@@ -197,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with handling_interrupts():
-            scan(args.source, args.out, workers=args.workers, progress=report)
+            scan(args.source, args.out, workers=args.workers, final_responses=args.final_responses, progress=report)
     except KeyboardInterrupt as exc:
         return exit_code(exc)
     except (DiscoveryError, LoadError) as exc:

@@ -30,7 +30,7 @@ from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
 from .rows import Row, row_of
-from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences
+from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences, with_record_columns
 from .work import RunOptions, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
@@ -132,8 +132,8 @@ def read_current_scan(path: str | os.PathLike[str], final_responses: str | None 
 def _read_previous(path: str, final_responses_path: str | None, notes: list[str]) -> _Previous | None:
     table, meta = _read_table(path)
     if not _is_current(meta, final_responses_path):
-        notes.append(f"{path} was written by another tokencap version or with other final responses; "
-                     "every rollout was built again")
+        notes.append(f"{path} was written by another tokencap version, with other final responses or before "
+                     "the reward columns; every rollout was built again")
         return None
     sources = table.column("source").to_pylist()
     sizes = table.column("source_bytes").to_pylist()
@@ -338,10 +338,14 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         table = pq.read_table(pa.BufferReader(path) if isinstance(path, (bytes, bytearray, memoryview)) else path)
     except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
         raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+    meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
+    upgraded = with_record_columns(table)
+    if upgraded is not table:
+        table = upgraded
+        meta = {**meta, "record_columns": False}  # written before SPEC 11.1: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
         raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
                              f"{_WRITE_ONE}")
-    meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     try:
         return table.replace_schema_metadata(None).cast(SCHEMA), meta
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

@@ -27,9 +27,10 @@ SCHEMA = pa.schema(
     + [("unresolved_parent_calls", _INT), ("empty_generation_calls", _INT), ("after_terminal_calls", _INT),
        ("engine_refusals", _INT), ("context_refusals", _INT), ("refusal_ended_chain", _BOOL),
        ("capture_incomplete", _BOOL), ("terminal_call_id", _STR), ("terminal_attribution", _STR),
-       ("error", _STR), ("source_notes", _STRS), ("source_bytes", _INT), ("source_mtime", _FLOAT)]
+       ("error", _STR), ("source_notes", _STRS), ("source_bytes", _INT), ("source_mtime", _FLOAT),
+       ("reward", _FLOAT), ("task_index", _INT), ("rollout_index", _INT)]
 )
-"""Every column of the scan table, in order (SPEC 11)."""
+"""Every column of the scan table, in order (SPEC 11, 11.1)."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
@@ -71,6 +72,21 @@ def type_differences(table: pa.Table) -> str:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             wrong.append(f"{name} is {column.type}, expected {expected}")
     return "; ".join(wrong) or "a column's values do not convert to the scan table's types"
+
+
+RECORD_COLUMNS: tuple[str, ...] = ("reward", "task_index", "rollout_index")
+"""Facts from rollout records (SPEC 11.1): added after the first tables were written, so a
+table without them is read with them null (`with_record_columns`)."""
+
+
+def with_record_columns(table: pa.Table) -> pa.Table:
+    """``table`` with the record columns appended as nulls when it was written before them
+    (its columns are exactly SPEC 11's without them); any other table is returned unchanged."""
+    if tuple(table.schema.names) != COLUMNS[: -len(RECORD_COLUMNS)]:
+        return table
+    for name in RECORD_COLUMNS:
+        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+    return table
 
 
 def to_batch(rows: Sequence[Row]) -> pa.RecordBatch:

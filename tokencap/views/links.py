@@ -11,6 +11,9 @@ The page keeps what a reader needs to see the same thing again in the URL:
 ``tab``     ``tree``, ``mask``, ``verdicts``, ``export`` or ``compare``
 ``anchor``  the terminal call the build is anchored on
 ``mask``    the loss-mask window: ``CHAIN:START:WINDOW`` (chain id, first position, tokens)
+``vs_src``  another capture to compare with (a path or ``sample:NAME``, as ``src``):
+            the page loads it beside ``src`` and opens the Compare tab on the two
+``vs_rollout`` that capture's rollout id (another run's id for the same task, say)
 ==========  =====================================================================
 
 Other pages own other keys (the Run page uses ``run_*``); this module only ever reads or
@@ -25,7 +28,7 @@ from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
 
-KEYS = ("src", "rollout", "call", "tab", "anchor", "mask")
+KEYS = ("src", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
 """The query parameters the Rollout page owns."""
 
 SAMPLE_PREFIX = "sample:"
@@ -58,6 +61,14 @@ class MaskWindow:
         return cls(parts[0], start, window)
 
 
+def _sample_name(src: str | None) -> str | None:
+    return src[len(SAMPLE_PREFIX):] if src and src.startswith(SAMPLE_PREFIX) else None
+
+
+def _path(src: str | None) -> str | None:
+    return src if src and not src.startswith(SAMPLE_PREFIX) else None
+
+
 @dataclass(frozen=True)
 class ViewState:
     """What the Rollout page shows, as far as a URL can say it."""
@@ -68,16 +79,28 @@ class ViewState:
     tab: str | None = None         # a tab name ("Call tree", ...)
     anchor: str | None = None
     mask: MaskWindow | None = None
+    vs_src: str | None = None      # the other capture of a comparison (a path or sample:NAME)
+    vs_rollout: str | None = None
+
+    @property
+    def vs_sample(self) -> str | None:
+        """The bundled sample's name when ``vs_src`` names one."""
+        return _sample_name(self.vs_src)
+
+    @property
+    def vs_path(self) -> str | None:
+        """The path ``vs_src`` names, when it is not a sample."""
+        return _path(self.vs_src)
 
     @property
     def sample(self) -> str | None:
         """The bundled sample's name when ``src`` names one."""
-        return self.src[len(SAMPLE_PREFIX):] if self.src and self.src.startswith(SAMPLE_PREFIX) else None
+        return _sample_name(self.src)
 
     @property
     def path(self) -> str | None:
         """The path ``src`` names, when it is not a sample."""
-        return self.src if self.src and not self.src.startswith(SAMPLE_PREFIX) else None
+        return _path(self.src)
 
     def with_(self, **changes: object) -> ViewState:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -121,6 +144,8 @@ def parse(params: Mapping[str, object]) -> ViewState:
         tab=TAB_NAMES.get(tab) if tab else None,
         anchor=_value(params, "anchor"),
         mask=MaskWindow.decode(mask) if mask else None,
+        vs_src=_value(params, "vs_src"),
+        vs_rollout=_value(params, "vs_rollout"),
     )
 
 
@@ -139,6 +164,10 @@ def to_params(state: ViewState) -> dict[str, str]:
         out["anchor"] = state.anchor
     if state.mask is not None:
         out["mask"] = state.mask.encode()
+    if state.vs_src:
+        out["vs_src"] = state.vs_src
+    if state.vs_rollout:
+        out["vs_rollout"] = state.vs_rollout
     return out
 
 
@@ -164,13 +193,16 @@ def share_url(base: str | None, state: ViewState) -> str:
 
 
 def open_rollout_params(src: str, rollout: str | None = None, call: str | None = None, tab: str | None = None,
-                        anchor: str | None = None) -> dict[str, str]:
+                        anchor: str | None = None, vs_src: str | None = None,
+                        vs_rollout: str | None = None) -> dict[str, str]:
     """Query parameters that open rollout ``rollout`` of source ``src`` on the Rollout page.
 
     ``src`` is a path (file or capture-store directory) or ``sample:NAME``; ``call`` a call
     id; ``tab`` a tab name or slug. For another page: ``st.switch_page(ROLLOUT_PAGE,
-    query_params=open_rollout_params(path, rollout_id))``.
+    query_params=open_rollout_params(path, rollout_id))``. With ``vs_src`` (and
+    ``vs_rollout``), the page loads that capture too and opens the Compare tab on the two
+    (unless ``tab`` says otherwise).
     """
-    name = TAB_NAMES.get(tab, tab) if tab else None
+    name = TAB_NAMES.get(tab, tab) if tab else ("Compare" if vs_src else None)
     return to_params(ViewState(src=src, rollout=rollout, call=node_key(CALL, call) if call else None,
-                               tab=name, anchor=anchor))
+                               tab=name, anchor=anchor, vs_src=vs_src, vs_rollout=vs_rollout))

@@ -77,9 +77,11 @@ def export_key(parts: Iterable[str]) -> str:
     return f"all:{digest}"
 
 
-def other_captures(refs: Sequence[RolloutRef], ref: RolloutRef) -> list[RolloutRef]:
-    """Other loaded captures of the same rollout (another upload, another snapshot version)."""
-    return [r for r in refs if r.rollout_id == ref.rollout_id and r.key != ref.key]
+def other_captures(refs: Sequence[RolloutRef], ref: RolloutRef, also: str | None = None) -> list[RolloutRef]:
+    """Other loaded captures of the same rollout (another upload, another snapshot version), and the
+    capture keyed ``also`` whatever its id (another run's rollout of the same task, handed over by
+    the Run page's comparison or a ``vs_rollout`` link)."""
+    return [r for r in refs if r.key != ref.key and (r.rollout_id == ref.rollout_id or r.key == also)]
 
 
 def default_anchor_pair(base: RolloutView, anchor: str | None) -> tuple[str | None, str | None]:

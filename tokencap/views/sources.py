@@ -29,7 +29,9 @@ UPLOAD_TYPES = ("json", "jsonl", "zip")
 """File types the app's uploader accepts."""
 
 _HASH_CHUNK = 1 << 20
-_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses"}
+_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses", "run_after_fix", "rollout_records"}
+"""Entries of sample_data/ that are not a scenario to open on the Rollout page (the run after a fix
+and the rollout records are for comparing runs)."""
 
 
 @dataclass(frozen=True, eq=False)
