@@ -813,10 +813,16 @@ def test_a_scan_never_projects_a_payload(monkeypatch):
     # delivered output item) is never built, and the table is the one a full build gives.
     import tokencap.rollout as rollout_module
 
+    from tokencap.run import table_of_snapshots
+
     expected = scan_table(SAMPLE_RUN, workers=1)
+    snapshots = load_snapshots(SAMPLES / "multi_rollout_entries.jsonl")
+    uploaded = table_of_snapshots(snapshots, "multi_rollout_entries.jsonl")
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("a scan projected a payload")
 
     monkeypatch.setattr(rollout_module, "main_chain_payload", refuse)
     assert scan_table(SAMPLE_RUN, workers=1).equals(expected)
+    assert table_of_snapshots(snapshots, "multi_rollout_entries.jsonl").equals(uploaded)
+    assert not any(uploaded.column("reason_build_error").to_pylist())

@@ -126,15 +126,18 @@ def test_leaving_the_page_stops_the_child_and_its_workers(tmp_path):
     class PageLeft(BaseException):
         pass
 
+    run = tmp_path / "run"
+    for copy in range(3):  # ~900 rollouts: the scan is still running when the page is left
+        shutil.copytree(SAMPLE_RUN, run / f"part{copy}")
     out = tmp_path / "cache" / "scan.parquet"
     out.parent.mkdir()
     spawned: set[int] = set()
-    child = ChildScan(SAMPLE_RUN, out, workers=2)
+    child = ChildScan(run, out, workers=2)
 
     def progress(done: int, total: int) -> None:
         assert child.process is not None
         spawned.update({child.process.pid} | descendants(child.process.pid))
-        if done:
+        if len(spawned) >= 3 and 0 < total and done < total:  # workers up, scan under way
             raise PageLeft
 
     with pytest.raises(PageLeft):

@@ -314,7 +314,8 @@ def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: 
         progress(0, len(ordered))
     rows: list[Row] = []
     for n, snapshot in enumerate(ordered, 1):
-        rows.append(row_of(build_rollout(snapshot), snapshot, source_label, source_bytes, source_mtime))
+        rows.append(row_of(build_rollout(snapshot, project=False), snapshot, source_label, source_bytes,
+                           source_mtime))  # a row reads no payload
         if progress:
             progress(n, len(ordered))
     return pa.Table.from_batches([to_batch(rows)], schema=SCHEMA)
