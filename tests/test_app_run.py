@@ -646,12 +646,10 @@ def test_a_run_that_cannot_be_compared_is_one_error(monkeypatch, tmp_path):
 
 
 def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
-    import subprocess
-
     from tokencap import cli
 
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(cli, "_serve", lambda cmd: calls.append(cmd) or 0)
     records = tmp_path / "records.jsonl"
     records.write_text("")
     assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0

@@ -290,6 +290,21 @@ def test_local_engine_keeps_shard_order():
     assert list(run_local(_slow_identity, [3, 1, 2, 0], (), 2)) == [3, 1, 2, 0]
 
 
+def test_local_workers_never_re_run_a_page_script_that_stands_as_main(tmp_path, monkeypatch):
+    # Inside Streamlit (and after an AppTest in this process) __main__ is the page script;
+    # multiprocessing would re-run it in every worker it starts, where it raises.
+    import types
+
+    page = tmp_path / "page.py"
+    page.write_text("raise RuntimeError('a page script ran in a scan worker')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    main.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert list(run_local(_slow_identity, [1, 0, 2], (), 2)) == [1, 0, 2]
+    assert sys.modules["__main__"] is main
+
+
 def _slow_identity(x: int) -> int:
     time.sleep(0.05 * x)
     return x

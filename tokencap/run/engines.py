@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -28,8 +31,6 @@ T = TypeVar("T")
 ENGINES = ("local", "ray")
 
 
-
-
 def default_workers() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -41,6 +42,27 @@ def _ignore_sigint() -> None:
     # Only the coordinating process reacts to Ctrl-C; it stops the workers itself. A
     # worker that died of its own KeyboardInterrupt would surface as a broken pool.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _no_main_for_workers() -> Iterator[None]:
+    """While worker processes start, they are told of no ``__main__`` to re-run.
+
+    multiprocessing re-runs the parent's ``__main__`` script in every worker it starts with
+    forkserver or spawn. The shard functions live in tokencap, so workers never need it, and
+    re-running it is wrong wherever ``__main__`` is not a plain script: inside a Streamlit
+    server (or its AppTest) ``__main__`` is the page script, which re-runs the page in each
+    worker or raises outside a session, killing the pool. A bare module stands in while a
+    worker starts; the real one is put back unless someone else replaced it meanwhile.
+    """
+    real = sys.modules.get("__main__")
+    stand_in = types.ModuleType("__main__")
+    sys.modules["__main__"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("__main__") is stand_in and real is not None:
+            sys.modules["__main__"] = real
 
 
 def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int) -> Iterator[T]:
@@ -59,7 +81,8 @@ def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers
     window = 2 * workers
     try:
         for shard in shards:
-            pending.append(pool.submit(fn, shard, *extra))
+            with _no_main_for_workers():  # a submit may start a worker
+                pending.append(pool.submit(fn, shard, *extra))
             while len(pending) >= window:
                 yield _result(pending.popleft())
         while pending:
