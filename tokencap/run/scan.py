@@ -82,9 +82,9 @@ def _final_responses_digest(path: str | None) -> str:
 
 
 def _metadata(final_responses_path: str | None) -> dict[bytes, bytes]:
-    from .. import __version__
+    from ..identity import code_identity
 
-    return {META_KEY: orjson.dumps({"version": __version__,
+    return {META_KEY: orjson.dumps({"version": code_identity(),
                                     "final_responses_sha256": _final_responses_digest(final_responses_path)})}
 
 
@@ -114,7 +114,7 @@ class _Previous:
 
 
 def _is_current(meta: dict, final_responses_path: str | None) -> bool:
-    """Whether a table's metadata says this tokencap version wrote it, with these final responses
+    """Whether a table's metadata says this tokencap (`code_identity`) wrote it, with these final responses
     (either can change a row)."""
     return meta == orjson.loads(_metadata(final_responses_path)[META_KEY])
 
@@ -132,7 +132,7 @@ def read_current_scan(path: str | os.PathLike[str], final_responses: str | None 
 def _read_previous(path: str, final_responses_path: str | None, notes: list[str]) -> _Previous | None:
     table, meta = _read_table(path)
     if not _is_current(meta, final_responses_path):
-        notes.append(f"{path} was written by another tokencap version, with other final responses or before "
+        notes.append(f"{path} was written by another tokencap (version or code), with other final responses or before "
                      "the reward columns; every rollout was built again")
         return None
     sources = table.column("source").to_pylist()

@@ -171,12 +171,12 @@ def scan_cache_dir() -> Path:
 
 def cached_scan_path(fp: Fingerprint, cache_dir: str | os.PathLike[str] | None = None,
                      final_responses: str | os.PathLike[str] | None = None) -> Path:
-    """The cache file of a run's scan table: one per (directory, fingerprint, tokencap version,
+    """The cache file of a run's scan table: one per (directory, fingerprint, tokencap code (`code_identity`),
     rollout records and their fingerprint)."""
-    from ... import __version__
+    from ...identity import code_identity
 
     records = f"{os.path.abspath(final_responses)}\0{fingerprint(final_responses).signature}" if final_responses else ""
-    key = hashlib.sha256(f"{fp.signature}\0{__version__}\0{records}".encode("utf-8", "surrogateescape"))
+    key = hashlib.sha256(f"{fp.signature}\0{code_identity()}\0{records}".encode("utf-8", "surrogateescape"))
     return Path(cache_dir if cache_dir is not None else scan_cache_dir()) / f"scan-{key.hexdigest()[:32]}.parquet"
 
 
