@@ -521,12 +521,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         _PROGRESS.done()
         print(f"tokencap: error: {exc}", file=sys.stderr)
         return EXIT_CRASHED
+    except BrokenPipeError:  # the reader went away (`tokencap build RUN | head`): not an error
+        _quiet_stdout()
+        return EXIT_OK
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
         where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
         return _fail(f"{where}: {type(exc).__name__}: {exc}")
-    except BrokenPipeError:
-        return EXIT_OK
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not hit the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (captured in a test): nothing will be flushed to a pipe
+        pass
 
 
 if __name__ == "__main__":
