@@ -277,6 +277,18 @@ def test_cli_diff_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "cannot be joined by task" in _one_error(capsys)
 
 
+def test_cli_diff_of_a_parquet_name_that_is_not_parquet_is_refused_not_scanned_as_a_run(tmp_path, capsys):
+    """A half-copied or mis-named table is one error, not a run of one unreadable rollout compared as if real."""
+    a = _write(A, tmp_path / "a.parquet")
+    for name, data in (("text.parquet", b"hello\n"), ("cut.PARQUET", a.read_bytes()[4:])):
+        broken = tmp_path / name
+        broken.write_bytes(data)
+        assert main(["diff", str(broken), str(a)]) == 2
+        error = _one_error(capsys)
+        assert f"{name}: not a readable parquet file" in error and "tokencap scan RUN -o" in error
+        assert capsys.readouterr().out == ""
+
+
 def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):
     a, b = _write(A, tmp_path / "a.parquet"), _write(B, tmp_path / "b.parquet")
     before = a.read_bytes()

@@ -371,9 +371,12 @@ def _app_source(source: str) -> str:
 
 
 def _is_parquet(path: Path) -> bool:
-    """A regular file that starts like parquet (a scan table); anything else is a run source."""
+    """A regular file named ``.parquet`` or starting like parquet (a scan table); anything else is a run
+    source. A ``.parquet`` that is not parquet is thus refused as a table, never scanned as one broken rollout."""
     if not path.is_file():
         return False
+    if path.suffix.lower() == ".parquet":
+        return True
     with open(path, "rb") as handle:
         return handle.read(4) == b"PAR1"
 

@@ -322,7 +322,8 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     try:
         table = pq.read_table(pa.BufferReader(path) if isinstance(path, (bytes, bytearray, memoryview)) else path)
     except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
-        raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+        raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc}); "
+                             f"{_WRITE_ONE}") from None
     meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     upgraded = with_record_columns(table)
     if upgraded is not table:
