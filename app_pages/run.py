@@ -146,7 +146,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     kind = "directory" if Path(path).is_dir() else "file"
     parts.sidebar_records()
     records = records_for(path, sample)
-    parts.records_caption(records)
+    parts.records_caption(rs.records_name(records, STATE.get("run_records_upload")))
     return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
 
 
@@ -413,7 +413,8 @@ def main() -> None:
     versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_uploads"])
     if run.error or run.frame is None:
         st.markdown("## Run")
-        st.error(f"**Could not open the run.** {md_escape(run.error or 'no table')}", icon=":material/error:")
+        title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
+        st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
         return
     frame = run.frame
     flt = current_filter()

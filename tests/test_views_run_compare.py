@@ -225,3 +225,20 @@ def test_calls_bins_of_two_runs_are_padded_to_the_larger_run():
     assert a.keys == b.keys == rd.CALLS_BINS[:len(b.keys)] and b.keys[-1] == "257-512"
     assert sum(a.counts) == sum(b.counts) == 200 and a.counts[-1] == 0 and b.counts[-1] == 1
     assert a.labels == b.labels
+
+
+def test_a_scan_error_about_the_records_is_theirs_and_names_an_upload_as_uploaded(tmp_path):
+    from tokencap.views.run import source as rs
+
+    upload = rs.Upload("mine.jsonl", b'{"rollout_id": "a", "reward": "x"}\n')
+    stored = str(rs.stored_upload(upload, tmp_path))
+    title, message = rs.scan_problem(f"{stored}, line 1: field 'reward': must be a finite number", stored, upload)
+    assert title == "Could not read the rollout records."
+    assert message.startswith("mine.jsonl (uploaded), line 1: field 'reward'") and stored not in message
+    assert "remove it under Rollout records" in message
+    assert rs.records_name(stored, upload) == "mine.jsonl" and rs.records_name("/r/run.jsonl") == "run.jsonl"
+    title, message = rs.scan_problem("/r/run.jsonl, line 3: not valid JSON.", "/r/run.jsonl")
+    assert title == "Could not read the rollout records." and message.startswith("/r/run.jsonl, line 3: not valid JSON. Fix")
+    assert "--final-responses" in message
+    assert rs.scan_problem("/runs/x: no capture-store files", "/r/run.jsonl") == (
+        "Could not open the run.", "/runs/x: no capture-store files")
