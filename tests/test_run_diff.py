@@ -216,6 +216,16 @@ def test_empty_tables():
     assert diff_tables(empty, empty).arrow.num_rows == 0
 
 
+def test_a_row_without_a_verdict_counts_as_masked_never_as_trainable():
+    """Fail closed: a null mask_sample (a frame edited by hand, a concatenation with gaps) is not trainable."""
+    a = table(row("r1"), row("r2"))
+    b = table(row("r1"), row("r2")).set_column(
+        SCHEMA.get_field_index("mask_sample"), "mask_sample", pa.array([None, False], pa.bool_()))
+    diff = diff_tables(a, b)
+    assert diff.summary.trainable_b == 1 and diff.summary.changes["broke"] == 1
+    assert by_a(diff)["r1"]["change"] == "broke"
+
+
 # --------------------------------------------------------------------------- tokencap diff
 
 
@@ -287,6 +297,17 @@ def test_cli_diff_of_a_parquet_name_that_is_not_parquet_is_refused_not_scanned_a
         error = _one_error(capsys)
         assert f"{name}: not a readable parquet file" in error and "tokencap scan RUN -o" in error
         assert capsys.readouterr().out == ""
+
+
+def test_cli_diff_refuses_a_table_with_rows_without_a_verdict(tmp_path, capsys):
+    a = _write(A, tmp_path / "a.parquet")
+    gap = A.set_column(SCHEMA.get_field_index("mask_sample"), "mask_sample",
+                       pa.array([True, None, True, False, True, None], pa.bool_()))
+    b = _write(gap, tmp_path / "gap.parquet")
+    assert main(["diff", str(a), str(b)]) == 2
+    error = _one_error(capsys)
+    assert "gap.parquet: column 'mask_sample' is null on 2 rows (first: rollout 'r2')" in error
+    assert "tokencap scan RUN -o" in error
 
 
 def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):

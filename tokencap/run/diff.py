@@ -286,6 +286,17 @@ def _take(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
         if len(column) else pa.nulls(rows.size, column.type)
 
 
+def _masked(table: pa.Table, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per row (of ``rows``; False where -1): masked, or without a verdict (null), which is never trainable."""
+    trainable = pc.equal(table.column("mask_sample"), False).fill_null(False)
+    masked = ~np.asarray(trainable.to_numpy(zero_copy_only=False), dtype=bool)
+    if rows is None:
+        return masked
+    out = np.zeros(rows.size, dtype=bool)
+    out[rows >= 0] = masked[rows[rows >= 0]]
+    return out
+
+
 def _reason_matrix(table: pa.Table, rows: np.ndarray) -> np.ndarray:
     """(rows, reasons) booleans from the ``reason_*`` columns; False where ``rows`` is -1."""
     out = np.zeros((rows.size, len(REASON_COLUMNS)), dtype=bool)
@@ -329,8 +340,7 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     side = np.where(both, "both", np.where(ia >= 0, "only_a", "only_b")).astype(object)
     ra, rb = _reason_matrix(ta, ia), _reason_matrix(tb, ib)
     gained, lost = rb & ~ra, ra & ~rb
-    masked_a = _take(ta.column("mask_sample"), ia).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-    masked_b = _take(tb.column("mask_sample"), ib).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+    masked_a, masked_b = _masked(ta, ia), _masked(tb, ib)
     fixed = both & masked_a & ~masked_b
     broke = both & ~masked_a & masked_b
     moved = both & ~fixed & ~broke & (gained.any(axis=1) | lost.any(axis=1))
@@ -363,8 +373,7 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     counted["only_a"], counted["only_b"] = int(((ia >= 0) & (ib < 0)).sum()), int((ia < 0).sum())
     summary = DiffSummary(
         rollouts_a=n_a, rollouts_b=n_b, both=int(both.sum()), only_a=counted["only_a"], only_b=counted["only_b"],
-        trainable_a=n_a - int(pc.sum(ta.column("mask_sample")).as_py() or 0),
-        trainable_b=n_b - int(pc.sum(tb.column("mask_sample")).as_py() or 0),
+        trainable_a=n_a - int(_masked(ta).sum()), trainable_b=n_b - int(_masked(tb).sum()),
         reason_counts={r: (int(a), int(b)) for r, a, b in zip(MASK_REASON_ORDER, reason_a, reason_b)},
         status_counts=statuses,
         changes={c: counted.get(c, 0) for c in CHANGES})
