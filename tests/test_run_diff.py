@@ -310,6 +310,19 @@ def test_cli_diff_refuses_a_table_with_rows_without_a_verdict(tmp_path, capsys):
     assert "tokencap scan RUN -o" in error
 
 
+def test_cli_diff_of_a_run_with_itself_says_so(tmp_path, capsys):
+    """The same table (or directory) twice is almost always a typo: the summary still prints, and a note says why
+    nothing changed."""
+    a = _write(A, tmp_path / "a.parquet")
+    assert main(["diff", str(a), str(tmp_path / "." / "a.parquet")]) == 0
+    printed = capsys.readouterr()
+    assert "6 same" in printed.out
+    assert f"tokencap: note: A and B are the same run ({a}): every rollout is compared with itself" in printed.err
+    b = _write(B, tmp_path / "b.parquet")
+    assert main(["diff", str(a), str(b)]) == 0
+    assert "same run" not in capsys.readouterr().err
+
+
 def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):
     a, b = _write(A, tmp_path / "a.parquet"), _write(B, tmp_path / "b.parquet")
     before = a.read_bytes()

@@ -433,6 +433,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
     sys.stdout.write(summary_text(diff, args.a, args.b))
+    if Path(args.a).resolve() == Path(args.b).resolve():
+        print(f"tokencap: note: A and B are the same run ({args.a}): every rollout is compared with itself",
+              file=sys.stderr)
     if args.output:
         print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
     return EXIT_OK
