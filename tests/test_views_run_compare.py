@@ -242,3 +242,20 @@ def test_a_scan_error_about_the_records_is_theirs_and_names_an_upload_as_uploade
     assert "--final-responses" in message
     assert rs.scan_problem("/runs/x: no capture-store files", "/r/run.jsonl") == (
         "Could not open the run.", "/runs/x: no capture-store files")
+
+
+def test_run_a_and_run_b_have_the_same_colours_in_every_compared_figure(runs):
+    """Blue is B in the bar charts, so it is B in the reward and group charts too (never A)."""
+    from tokencap.views.run import reward as rw
+
+    _, _, cmp = runs
+    (a, b), *_ = cv.paired_bars(cmp, {}, {})
+    pair = [("A", cmp.a), ("B", cmp.b)]
+    bars = rc.bar_figure(a, versus=b, names=("A", "B"))["data"]
+    colour_a, colour_b = ({c for c in t["marker"]["color"]} if isinstance(t["marker"]["color"], list)
+                          else {t["marker"]["color"]} for t in bars[:2])
+    assert rc.RUN_COLORS[0] in colour_a and rc.RUN_COLORS[1] in colour_b
+    boxes = rw.reward_figure(pair)["data"]
+    assert [t["marker"]["color"] for t in boxes] == list(rc.RUN_COLORS)
+    signal = [t for t in rw.groups_figure(pair)["data"] if t["name"].endswith(": learning signal")]
+    assert [t["marker"]["color"] for t in signal] == list(rc.RUN_COLORS)
