@@ -692,3 +692,15 @@ def test_a_bad_uploaded_records_file_is_named_as_uploaded_and_says_what_to_do(mo
     assert "tokencap-records-" not in message and "Could not read the rollout records" in message
     assert "remove it under Rollout records" in message
     assert any("Rollout records: badrec.jsonl" in c.value.replace("\\", "") for c in at.sidebar.caption)
+
+
+def test_comparing_with_a_run_scanned_without_records_warns_that_verdicts_may_differ_for_that_alone(monkeypatch,
+                                                                                                     tmp_path):
+    assert AFTER_FIX is not None
+    after = tmp_path / "after"
+    shutil.copytree(AFTER_FIX, after)  # a copy: the bundled run after a fix would get its bundled records
+    at = run_app(monkeypatch)  # the sample run, scanned with its bundled records
+    at.text_input(key="run_w_vs_path").set_value(str(after))
+    rerun(at)
+    warning = next(w.value for w in at.warning if "rollout records" in w.value).replace("\\", "")
+    assert warning.startswith("Only A was scanned with rollout records")

@@ -226,6 +226,30 @@ def test_a_row_without_a_verdict_counts_as_masked_never_as_trainable():
     assert by_a(diff)["r1"]["change"] == "broke"
 
 
+def _with_attribution(t: pa.Table, outcome: str | None) -> pa.Table:
+    """``t`` as if scanned with records that attributed every rollout (``outcome``), or without any (None)."""
+    i, r = SCHEMA.get_field_index("terminal_attribution"), SCHEMA.get_field_index("reward")
+    t = t.set_column(r, "reward", pa.nulls(t.num_rows, pa.float64()))
+    return t.set_column(i, "terminal_attribution", pa.array([outcome] * t.num_rows, pa.string()))
+
+
+def test_a_run_scanned_with_records_against_one_without_is_a_note_not_a_silent_change():
+    """Verdicts resting on the records (an unattributed final answer) flip when only one side has them: say so."""
+    with_records, bare_b = _with_attribution(A, "attributed"), _with_attribution(B, None)
+    diff = diff_tables(with_records, bare_b)
+    assert diff.summary.records == (True, False)
+    note = diff.summary.records_note
+    assert note is not None and note.startswith("only A was scanned with rollout records")
+    assert "note: " + note in summary_text(diff)
+    assert diff_tables(bare_b, with_records).summary.records_note.startswith("only B was scanned")
+    both = diff_tables(with_records, _with_attribution(B, "unattributed"))
+    assert both.summary.records == (True, True) and both.summary.records_note is None
+    assert "note:" not in summary_text(both)
+    assert diff_tables(_with_attribution(A, None), bare_b).summary.records_note is None
+    rewarded = table(row("r1", reward=1.0))  # a reward alone says the records were there
+    assert diff_tables(rewarded, table(row("r1"))).summary.records == (True, False)
+
+
 # --------------------------------------------------------------------------- tokencap diff
 
 
