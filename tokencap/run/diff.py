@@ -115,8 +115,7 @@ class DiffSummary:
         having, lacking = ("A", "B") if self.records[0] else ("B", "A")
         return (f"only {having} was scanned with rollout records: verdicts that rest on them (a final answer "
                 f"matching no call, retries the final answer settles) can differ for that reason alone, not "
-                f"because of a change in the run; scan {lacking} with its records too (--final-responses-"
-                f"{lacking.lower()}), or neither")
+                f"because of a change in the run; scan {lacking} with its rollout records too, or neither")
 
     @property
     def trainable_share_a(self) -> float:
@@ -433,7 +432,8 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
         for key, _, _, share_a, share_b, change in s.shares(counts):
             lines.append(f"  {key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
     if s.records_note:
-        lines.append(f"note: {s.records_note}")
+        lacking = "b" if s.records[0] else "a"
+        lines.append(f"note: {s.records_note} (--final-responses-{lacking})")
     return "\n".join(lines) + "\n"
 
 
