@@ -9,8 +9,9 @@ Where the run comes from (sidebar), first match wins:
    scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
 2. the path given on the command line (``streamlit run app.py -- RUN_DIR``,
-   ``tokencap app RUN_DIR``), scanned with a progress bar -- or, for a ``.parquet``
-   file, read as a scan table;
+   ``tokencap app RUN_DIR``), scanned with a progress bar (a big run by a child process
+   on every core, its table kept on disk; `tokencap.views.run.source.scan_directory`) --
+   or, for a ``.parquet`` file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
 A path is scanned with its rollout records (rewards, task groups): the sidebar's upload or
 path, else ``--final-responses FILE`` on the command line, else the sample run's bundled

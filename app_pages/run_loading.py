@@ -107,11 +107,9 @@ def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> Load
     bar, update = _progress_bar(f"Scanning {md_escape(path)}")
     start = time.perf_counter()
     try:
-        # In this process: a worker pool started from inside the Streamlit server would re-run the
-        # page script in every worker (multiprocessing re-imports __main__). Big runs are scanned on
-        # the command line (`tokencap scan RUN -o run.parquet --workers N`, or on Ray) and the table
-        # opened here.
-        table = tr.scan_table(path, workers=1, progress=update, **({"final_responses": records} if records else {}))
+        # A big run is scanned by a child process on every core and its table kept on disk per
+        # fingerprint; leaving the page stops the child (the progress update raises).
+        table = rs.scan_directory(path, fp, final_responses=records, progress=update)
     except (tr.DiscoveryError, LoadError) as exc:
         bar.empty()
         return LoadedRun(None, None, error=str(exc))  # not cached: the path (or the records) may be fixed

@@ -10,6 +10,8 @@ never committed):
   next to a small valid rollout;
 - ``blank.jsonl``: two records with 32 MiB of blank lines between them;
 - ``many.zip``: 10,000 small snapshot JSON files (three calls each), ~21 MB zipped;
+- ``renamed.zip``: the same members named ``f{i}.json`` holding rollout ``r{i}`` (names that are
+  not rollout ids, so each member's name sorts before every rollout id);
 - ``many.jsonl``: the same records as one JSONL file (what the same bytes cost without
   the per-file overhead).
 - ``sparse.jsonl``: a 3 GiB sparse file (all zero bytes, no disk blocks), as SOURCE: binary
@@ -111,6 +113,19 @@ def make_many(path: Path, count: int = 10_000) -> None:
                                                      "entries": linear_records(rid, 3, 70, 35, rng)}))
 
 
+def make_renamed(path: Path, count: int = 10_000) -> None:
+    """``many.zip`` with member names that are not rollout ids (``f{i}.json`` holds ``r{i}``):
+    every member's name sorts before every rollout id, the order a lazy loader must not follow."""
+    import numpy as np
+    import orjson
+
+    rng = np.random.default_rng(3)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(count):
+            rid = f"r{i}"
+            zf.writestr(f"f{i}.json", orjson.dumps({"rollout_id": rid, "entries": linear_records(rid, 3, 70, 35, rng)}))
+
+
 def make_many_jsonl(path: Path, count: int = 10_000) -> None:
     """The same records as ``many.zip``, as one JSONL file: the per-file cost is the difference."""
     import numpy as np
@@ -150,8 +165,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tokencap-hostile-"))
     try:
         inputs = {"bomb": (work / "bomb.zip", None), "blank": (work / "blank.jsonl", None),
-                  "many": (work / "many.zip", None), "many-jsonl": (work / "many.jsonl", None),
-                  "sparse": (work / "sparse.jsonl", None)}
+                  "many": (work / "many.zip", None), "renamed": (work / "renamed.zip", None),
+                  "many-jsonl": (work / "many.jsonl", None), "sparse": (work / "sparse.jsonl", None)}
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tokencap")], check=True)
         env_py = [sys.executable, "-m", "tokencap", "build"]
         for label in args.only or list(inputs):
@@ -183,8 +198,8 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-MAKERS = {"bomb": make_bomb, "blank": make_blank_lines, "many": make_many, "many-jsonl": make_many_jsonl,
-          "sparse": make_sparse}
+MAKERS = {"bomb": make_bomb, "blank": make_blank_lines, "many": make_many, "renamed": make_renamed,
+          "many-jsonl": make_many_jsonl, "sparse": make_sparse}
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--generate":

@@ -11,6 +11,11 @@ peak memory from one more run that samples it):
 - peak memory of the whole process tree (the scan and its workers, sampled from /proc
   every 20 ms) for runs of 500 and 2,000 rollouts, and how much it grows between them.
 
+With ``--floor``: in one process, `scan_shard` over a run's units against a floor that
+reads every file of the run and parses every line with orjson, interleaved, median of the
+runs, and the ratio (``--floor-rollouts``/``--floor-calls`` pick the run; default 500 × 80,
+about 95 MB).
+
 Runs are generated into benchmarks/out/ (git-ignored) by `make_big_run.py`.
 """
 
@@ -97,14 +102,74 @@ def median_scan(source: Path, runs: int, *args: str) -> tuple[float, int]:
     return statistics.median(times), peak
 
 
+def parse_floor(source: Path) -> int:
+    """Read every file of the run and parse every line with orjson: what any scan must pay."""
+    import orjson
+
+    lines = 0
+    for entry in sorted(os.scandir(source), key=lambda e: e.name):
+        with open(entry.path, "rb") as handle:
+            data = handle.read()
+        if entry.name.endswith((".jsonl", ".json")):
+            for line in data.splitlines():
+                if line.strip():
+                    try:
+                        orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        pass  # a torn tail or a hostile line of the sample mix
+                    lines += 1
+    return lines
+
+
+def scan_in_process(source: Path) -> int:
+    """`scan_shard` over every unit of the run, in this process (no pool, no parquet)."""
+    from tokencap.run.discover import discover
+    from tokencap.run.work import RunOptions, scan_shard
+
+    units = discover(source)
+    return len(scan_shard(units, RunOptions(single_rollout=len(units) == 1)))
+
+
+def floor_ratio(source: Path, runs: int) -> None:
+    import gc
+
+    scan_in_process(source)  # imports and page cache warm, for both
+    parse_floor(source)
+    floors, scans = [], []
+    for _ in range(runs):
+        for fn, times in ((parse_floor, floors), (scan_in_process, scans)):
+            gc.collect()
+            started = time.process_time()
+            fn(source)
+            times.append(time.process_time() - started)
+    floor, scan = statistics.median(floors), statistics.median(scans)
+    print(f"{source.name}: floor (read + orjson every line) {floor:.2f} s CPU, scan_shard {scan:.2f} s CPU, "
+          f"ratio {scan / floor:.2f}x (median of {runs}; runs: floor {', '.join(f'{t:.2f}' for t in floors)}; "
+          f"scan {', '.join(f'{t:.2f}' for t in scans)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rollouts", type=int, default=2000)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--ray", action="store_true", help="also time --engine ray on a local 2-CPU Ray")
+    parser.add_argument("--floor", action="store_true", help="only the in-process scan against the parse floor")
+    parser.add_argument("--floor-rollouts", type=int, default=500)
+    parser.add_argument("--floor-calls", type=int, default=80)
+    parser.add_argument("--floor-run", type=Path, help="an existing run directory for --floor")
     args = parser.parse_args()
 
+    if args.floor:
+        sys.path.insert(0, str(HERE.parent))  # this checkout's tokencap, in this process
+        source = args.floor_run
+        if source is None:
+            OUT.mkdir(exist_ok=True)
+            source = OUT / f"run-{args.floor_rollouts}x{args.floor_calls}"
+            if not source.exists():
+                write_run(source, args.floor_rollouts, args.floor_calls)
+        floor_ratio(source, args.runs)
+        return
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(HERE.parent / "tokencap")], check=True)
     OUT.mkdir(exist_ok=True)
     big = OUT / f"run-{args.rollouts}x{args.calls}"

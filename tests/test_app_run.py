@@ -328,6 +328,28 @@ def test_a_directory_argument_is_scanned_with_progress_once(monkeypatch, tmp_pat
     assert len(calls) == 2 and shown_count(at) == (want.num_rows + 1, want.num_rows + 1)
 
 
+def test_a_big_directory_is_scanned_by_a_child_on_every_core_and_its_table_kept(monkeypatch, tmp_path):
+    import tokencap.run.child as child_module
+
+    run = make_run(tmp_path)
+    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 0)  # every run is big
+    monkeypatch.setenv(rs.CACHE_ENV, str(tmp_path / "cache"))
+    children: list[tuple[int, int]] = []
+    real = child_module.scan_in_child
+
+    def spy(source, out, **kwargs):
+        progress = kwargs.pop("progress")
+        real(source, out, progress=lambda d, t: (children.append((d, t)), progress(d, t)), **kwargs)
+
+    monkeypatch.setattr(child_module, "scan_in_child", spy)
+    at = run_app(monkeypatch, str(run))
+    want = scan_table(run, workers=1)
+    assert children and children[-1] == (want.num_rows, want.num_rows)
+    assert shown_count(at) == (want.num_rows, want.num_rows)
+    assert sorted(run_table(at).value["rollout"]) == sorted(want.column("rollout_id").to_pylist())
+    assert rs.cached_scan_path(rs.fingerprint(run)).exists()
+
+
 def test_a_scan_table_argument_opens_the_run_page_on_it(monkeypatch, tmp_path):
     run = make_run(tmp_path)
     table = scan_table(run, workers=1)

@@ -496,6 +496,35 @@ def test_11_a_store_yields_one_rollout_at_a_time(tmp_path: Path) -> None:
     assert seen == [f"r{i:02d}" for i in range(12)] + ["z"]
 
 
+def test_11_loose_members_not_named_by_their_rollout_are_not_held_ahead(monkeypatch) -> None:
+    # Issue 13.18: "f{i}.json" holds rollout "r{i}", so every member's name sorts before every
+    # rollout id. A failed member is reported under its name ("g"), so each is checked when
+    # its name is due -- but what a good member loads must not be kept until its rollout is.
+    import tokencap.loading.store as store_module
+
+    members = {f"f{i}.json": json.dumps(snapshot_dict(two_calls(f"r{i}"))).encode() for i in range(8)}
+    members["g.json"] = json.dumps({"rollout_id": "r9", "entries": [{"rollout_id": "r9", "model_call_id": 5}]}).encode()
+    loaded: weakref.WeakSet = weakref.WeakSet()
+    real = store_module.load_text
+
+    def tracking(data, name=None):
+        snaps = real(data, name)
+        loaded.update(snaps)
+        return snaps
+
+    monkeypatch.setattr(store_module, "load_text", tracking)
+    seen = []
+    for snap in iter_snapshots(zip_of(members)):
+        gc.collect()
+        assert set(loaded) <= {snap}, f"rollouts loaded ahead of their turn are held: {sorted(s.rollout_id for s in loaded)}"
+        seen.append((snap.rollout_id, snap.load_error is not None))
+        del snap
+    assert seen == [("g", True)] + [(f"r{i}", False) for i in range(8)]
+    monkeypatch.undo()
+    assert [(s.rollout_id, s.load_error) for s in load_snapshots(zip_of(members))] == [
+        (s.rollout_id, s.load_error) for s in (iter_snapshots(zip_of(members)))]
+
+
 def test_11_build_writes_each_rollout_before_building_the_next(tmp_path: Path, monkeypatch, capsys) -> None:
     import tokencap.cli as cli
 

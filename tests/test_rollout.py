@@ -385,3 +385,44 @@ def test_excluded_or_empty_calls_are_not_twins() -> None:
     assert "call-3" not in r["build"].entries
     assert r["metrics"]["status"] == "incomplete"
     assert r["metrics"]["incomplete_reason"] == "max_output_tokens"
+
+
+# =========================================================================== scan builds (no payload)
+
+
+def test_unprojected_build_has_every_verdict_and_metric_of_the_projected_one() -> None:
+    # A scan row reads the verdict and metrics only; `project=False` skips the payload and
+    # must change nothing else, on every situation of the bundled sample run.
+    from pathlib import Path
+
+    from tokencap.loading import iter_snapshots
+
+    run_dir = Path(__file__).resolve().parent.parent / "sample_data" / "run"
+    statuses = set()
+    for snapshot in iter_snapshots(run_dir):
+        full, bare = build_rollout(snapshot), build_rollout(snapshot, project=False)
+        assert bare.payload is None and bare.rebuilt_response is None
+        assert (bare.mask_sample, bare.mask_reasons, bare.metrics) == (full.mask_sample, full.mask_reasons,
+                                                                        full.metrics), snapshot.rollout_id
+        statuses.add((full.metrics["status"], full.metrics["incomplete_reason"]))
+    assert {("completed", None), ("incomplete", "max_output_tokens"), (None, None)} <= statuses
+
+
+def test_a_delta_rebuild_does_not_validate_its_records_again(monkeypatch) -> None:
+    # Records are validated once, when loaded; a delta record given its rebuilt full prompt
+    # is the same record with other token arrays, not a new record to check.
+    from tokencap.records import TokenEntry
+
+    conv = Conv()
+    conv.root("c1")
+    conv.child("c2", "c1", delta=True)
+    conv.child("c3", "c2", delta=True)
+    snapshot = snap(conv)
+    checks = []
+    real = TokenEntry.__post_init__
+    monkeypatch.setattr(TokenEntry, "__post_init__", lambda self: checks.append(self.model_call_id) or real(self))
+    result = build_rollout(snapshot)
+    assert not result.mask_sample and result.metrics["n_calls"] == 3
+    assert result.build.entries["c3"].prompt_is_delta is False
+    assert result.build.entries["c3"].prompt_token_ids.tolist() == conv.full["c2"] + conv.records[2]["prompt_token_ids"]
+    assert checks == []

@@ -821,3 +821,23 @@ def test_a_worker_that_dies_is_one_clear_error_and_no_result(tmp_path, monkeypat
     assert code == 1 and "worker process died" in err and "--workers 1" in err
     assert "Traceback" not in err
     assert os.listdir(tmp_path) == []
+
+
+def test_a_scan_never_projects_a_payload(monkeypatch):
+    # A row reads the verdict and metrics only: the Responses payload (a deep copy of every
+    # delivered output item) is never built, and the table is the one a full build gives.
+    import tokencap.rollout as rollout_module
+
+    from tokencap.run import table_of_snapshots
+
+    expected = scan_table(SAMPLE_RUN, workers=1)
+    snapshots = load_snapshots(SAMPLES / "multi_rollout_entries.jsonl")
+    uploaded = table_of_snapshots(snapshots, "multi_rollout_entries.jsonl")
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a scan projected a payload")
+
+    monkeypatch.setattr(rollout_module, "main_chain_payload", refuse)
+    assert scan_table(SAMPLE_RUN, workers=1).equals(expected)
+    assert table_of_snapshots(snapshots, "multi_rollout_entries.jsonl").equals(uploaded)
+    assert not any(uploaded.column("reason_build_error").to_pylist())

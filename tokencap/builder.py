@@ -18,7 +18,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from functools import partial
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -308,8 +308,7 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             continue
         delta, seq = kept[c], sequences[c]
         prompt_len = seq.size - delta.generation_token_ids.size
-        full[c] = replace(delta, prompt_token_ids=seq[:prompt_len], generation_token_ids=seq[prompt_len:],
-                          prompt_is_delta=False)
+        full[c] = delta.with_full_prompt(seq[:prompt_len], seq[prompt_len:])
     return full, excluded
 
 

@@ -98,6 +98,18 @@ def incomplete_status(chain: Chain, finish_reason_resolved: bool, refusal_ended:
     return "completed", None
 
 
+def main_chain_status(out: BuildOutput, finish_reason_resolved: bool = True,
+                      engine_refusals: Iterable[EngineRefusalRecord] = ()) -> tuple[str, str | None]:
+    """(status, incomplete reason) of the delivered chain's payload, without projecting it
+    (what a scan row reads). ``out.main`` must be a chain with links."""
+    from .verdicts import refusal_ended_chain  # verdicts reads projection helpers too
+
+    main = out.main
+    assert main is not None and main.links
+    ended = any(refusal_ended_chain(r, main.links[-1].entry, out) for r in engine_refusals)
+    return incomplete_status(main, finish_reason_resolved, ended)
+
+
 def project_main_chain_response(rollout_id: str, out: BuildOutput, model: str = "",
                                 finish_reason_resolved: bool = True,
                                 engine_refusals: Iterable[EngineRefusalRecord] = ()) -> dict[str, Any]:
@@ -110,8 +122,6 @@ def project_main_chain_response(rollout_id: str, out: BuildOutput, model: str = 
 def main_chain_payload(rollout_id: str, out: BuildOutput, model: str = "", finish_reason_resolved: bool = True,
                        engine_refusals: Iterable[EngineRefusalRecord] = ()) -> dict[str, Any]:
     """`project_main_chain_response` with token fields as numpy views (internal, for the writer)."""
-    from .verdicts import refusal_ended_chain  # verdicts reads projection helpers too
-
     main = out.main
     if main is None:
         raise ValueError(f"rollout {rollout_id!r}: there is no delivered chain to project")
@@ -120,8 +130,7 @@ def main_chain_payload(rollout_id: str, out: BuildOutput, model: str = "", finis
     generated = sum(int(item["generation_token_ids"].size) for item in token_items)
     if not generated:
         raise ValueError(f"rollout {rollout_id!r}: the delivered chain has no generated token")
-    ended = any(refusal_ended_chain(r, main.links[-1].entry, out) for r in engine_refusals)
-    status, reason = incomplete_status(main, finish_reason_resolved, ended)
+    status, reason = main_chain_status(out, finish_reason_resolved, engine_refusals)
     response: dict[str, Any] = {
         "id": f"proj-{rollout_id}",
         "object": "response",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -162,18 +162,22 @@ def carried_problem(value: Any, field: str) -> str | None:
             if depth >= MAX_CARRIED_DEPTH:
                 return (f"{_carried_path(field, link)} is nested deeper than {MAX_CARRIED_DEPTH} levels, the limit "
                         "for a carried field")
+            # Strings, booleans and nulls always pass: they are not pushed (most of an output
+            # item's nodes are strings).
             if is_list:
                 if node and type(node[0]) in _PLAIN_NUMBERS and _numbers_fit(node):
                     continue
                 for i in range(len(node) - 1, -1, -1):
-                    push((node[i], depth + 1, (link, i)))
+                    if type(node[i]) not in _SCALARS:
+                        push((node[i], depth + 1, (link, i)))
             else:
                 keys = list(node)
                 for key in keys:
                     if type(key) is not str:
                         return f"{_carried_path(field, link)} has a key that is {type_name(key)}; keys must be strings"
                 for key in reversed(keys):
-                    push((node[key], depth + 1, (link, key)))
+                    if type(node[key]) not in _SCALARS:
+                        push((node[key], depth + 1, (link, key)))
             continue
         if isinstance(node, np.ndarray):
             if node.dtype.kind not in "biuf" or depth + node.ndim > MAX_CARRIED_DEPTH:
@@ -270,10 +274,12 @@ class _Checker:
         """Every carried field (and every unknown one) must survive the trip to JSON output."""
         for name in names:
             value = getattr(record, name)
-            if value is not None and type(value) is not str:
-                problem = carried_problem(value, name)
-                if problem is not None:
-                    raise self.fail(name, problem)
+            kind = type(value)
+            if kind in _SCALARS or (kind is int and CARRIED_INT_MIN <= value <= CARRIED_INT_MAX):
+                continue  # what carried_problem passes first, without the call
+            problem = carried_problem(value, name)
+            if problem is not None:
+                raise self.fail(name, problem)
         if not isinstance(record.extra, Mapping):
             raise self.fail("extra", f"must be a mapping of unknown fields, got {type_name(record.extra)}")
         for name, value in record.extra.items():
@@ -473,6 +479,25 @@ class TokenEntry:
         out.update(self.extra)
         return out
 
+    def with_full_prompt(self, prompt: np.ndarray, generation: np.ndarray) -> TokenEntry:
+        """This delta record with its rebuilt full prompt (``prompt_is_delta`` false).
+
+        Only the token arrays change, and a rebuilt sequence is uint64 tokens by
+        construction, so the record is not validated again (`dataclasses.replace` would
+        re-run every check of the record for nothing). ``generation`` must hold this
+        record's generated tokens.
+        """
+        if generation.size != self.generation_token_ids.size:
+            raise ValueError("the rebuilt generation must be the record's own")
+        copy = object.__new__(TokenEntry)
+        put = object.__setattr__
+        for name in _TOKEN_ENTRY_SLOTS:
+            put(copy, name, getattr(self, name))
+        put(copy, "prompt_token_ids", _frozen(np.asarray(prompt, dtype=np.uint64)))
+        put(copy, "generation_token_ids", _frozen(np.asarray(generation, dtype=np.uint64)))
+        put(copy, "prompt_is_delta", False)
+        return copy
+
     # -- derived facts -------------------------------------------------------------
 
     @property
@@ -480,6 +505,9 @@ class TokenEntry:
         """Length of prompt + generation as stored (for a delta record: suffix + generation)."""
         return int(self.prompt_token_ids.size + self.generation_token_ids.size)
 
+
+
+_TOKEN_ENTRY_SLOTS = tuple(f.name for f in fields(TokenEntry))
 
 
 # --------------------------------------------------------------------------- EngineRefusalRecord

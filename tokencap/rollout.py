@@ -14,7 +14,7 @@ from typing import Any
 
 from .attribution import TerminalAttribution, attribute_terminal, given_metric
 from .builder import BuildOutput, chain_prepared, prepare_entries
-from .projection import json_native, main_chain_payload
+from .projection import json_native, main_chain_payload, main_chain_status
 from .records import TokenCaptureSnapshot
 from .verdicts import FinishReasonVerdict, RefusalVerdict, judge_finish_reason, judge_refusals, twins_of
 
@@ -98,7 +98,7 @@ def _ordered(reasons: set[str]) -> list[str]:
     return [r for r in MASK_REASON_ORDER if r in reasons]
 
 
-def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, response: dict | None,
+def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, status: tuple[str, str | None] | None,
              error: str | None, attribution: dict[str, Any] | None = None) -> dict[str, Any]:
     n_calls = len({getattr(e, "model_call_id", None) for e in snapshot.entries})
     notes = build.notes if build is not None else None
@@ -118,16 +118,20 @@ def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, response
         "after_terminal_calls": len(notes.after_terminal_calls) if notes else 0,
         "engine_refusals": len(snapshot.engine_refusals),
         "capture_incomplete": bool(snapshot.incomplete),
-        "status": response["status"] if response else None,
-        "incomplete_reason": response["incomplete_details"]["reason"] if response and "incomplete_details" in response else None,
+        "status": status[0] if status else None,
+        "incomplete_reason": status[1] if status else None,
         "error": error,
         "terminal_attribution": attribution,
     }
 
 
 def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None = None, model: str = "",
-                  final_response: Mapping[str, Any] | None = None) -> RolloutResult:
+                  final_response: Mapping[str, Any] | None = None, *, project: bool = True) -> RolloutResult:
     """Build, judge and project one snapshot. Never raises on bad data (SPEC 7).
+
+    ``project=False`` skips the Responses payload (``payload`` and ``rebuilt_response`` are
+    None) and changes nothing else: the verdict and every metric, status included, are the
+    same. A run scan, which reads only those, builds this way.
 
     With the harness's ``final_response`` (a Responses object) and no ``terminal_call_id``,
     the terminal call is attributed from it first and the build is anchored there (SPEC
@@ -143,7 +147,7 @@ def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None =
                              _metrics(snapshot, None, None, snapshot.load_error), None, None,
                              terminal_call_id=terminal_call_id)
     try:
-        return _build_checked(snapshot, terminal_call_id, model, set(reasons), final_response)
+        return _build_checked(snapshot, terminal_call_id, model, set(reasons), final_response, project)
     except Exception as exc:  # noqa: BLE001 -- fail closed: a bug or a malformed record masks, never crashes a run
         reasons.add("build_error")
         message = f"{type(exc).__name__}: {exc}"
@@ -152,7 +156,7 @@ def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None =
 
 
 def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None, model: str,
-                   reasons: set[str], final_response: Mapping[str, Any] | None) -> RolloutResult:
+                   reasons: set[str], final_response: Mapping[str, Any] | None, project: bool = True) -> RolloutResult:
     prepared = prepare_entries(snapshot.entries)
     attribution: TerminalAttribution | None = None
     attribution_metric: dict[str, Any] | None = None
@@ -207,17 +211,22 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
                                              {**finish_verdict.finish_reasons, **disagreeing}, False)
     finish_resolved = finish_verdict.resolved
     payload = None
+    status = None
     if main is None or main.generated_tokens == 0:
         reasons.add("no_generated_tokens")
     else:
-        payload = main_chain_payload(
-            snapshot.rollout_id, build, model=model or terminal.model,  # type: ignore[union-attr]
-            finish_reason_resolved=finish_resolved, engine_refusals=snapshot.engine_refusals)
+        if project:
+            payload = main_chain_payload(
+                snapshot.rollout_id, build, model=model or terminal.model,  # type: ignore[union-attr]
+                finish_reason_resolved=finish_resolved, engine_refusals=snapshot.engine_refusals)
+            status = (payload["status"], payload.get("incomplete_details", {}).get("reason"))
+        else:
+            status = main_chain_status(build, finish_resolved, snapshot.engine_refusals)
     return RolloutResult(
         rollout_id=snapshot.rollout_id,
         mask_sample=bool(reasons),
         mask_reasons=_ordered(reasons),
-        metrics=_metrics(snapshot, build, payload, None, attribution_metric),
+        metrics=_metrics(snapshot, build, status, None, attribution_metric),
         payload=payload,
         build=build,
         refusal_verdicts=refusal_verdicts,

@@ -19,7 +19,8 @@ The rules that matter, each with its reason:
 A directory or a zip is read through a `FileSource`, so a zip of a store is read the same
 way without ever extracting it to disk. Rollouts come out lazily, in rollout-id order:
 only one rollout's records are built at a time (a loose JSON/JSONL file is loaded whole
-when the first of its rollouts is due, its other rollouts kept until theirs are).
+when the first of its rollouts is due, its other rollouts kept until theirs are; a file
+due only under its base name is checked then and loaded again when its rollouts are due).
 """
 
 from __future__ import annotations
@@ -254,6 +255,7 @@ class _Loose:
     name: str
     candidates: set[str]
     loaded: dict[str, TokenCaptureSnapshot] | None = None
+    peeked: frozenset[str] = frozenset()  # the ids a successful load can yield (the base name is not one)
 
 
 def _load_loose(source: FileSource, name: str) -> dict[str, TokenCaptureSnapshot]:
@@ -323,7 +325,8 @@ def _plan(source: FileSource) -> _Plan:
 
     loose_by_id: dict[str, list[_Loose]] = {}
     for name in loose_names:
-        item = _Loose(name, _peek(source, name) | {base_name(name)})
+        peeked = _peek(source, name)
+        item = _Loose(name, peeked | {base_name(name)}, peeked=frozenset(peeked))
         for rid in item.candidates:
             loose_by_id.setdefault(rid, []).append(item)
     ids = sorted(set(rollouts) | set(failed) | set(loose_by_id))
@@ -362,7 +365,16 @@ def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnaps
     for item in plan.loose_by_id.get(rid, ()):
         # Loaded when its first candidate id is due: every rollout it yields comes at or after it.
         if item.loaded is None:
-            item.loaded = _load_loose(source, item.name)
+            loaded = _load_loose(source, item.name)
+            if rid in item.peeked or rid in loaded:
+                item.loaded = loaded
+            # else: ``rid`` is only the file's base name, due because a failed load is reported
+            # under it, and the file loaded. Its rollouts are dropped now and loaded again when
+            # the first of them is due: holding them until then would hold every loose file of
+            # a zip whose member names sort before the rollout ids they hold.
+            del loaded
+            if item.loaded is None:
+                continue
         snap = item.loaded.pop(rid, None)
         if snap is not None:
             origins.append(item.name)

@@ -69,16 +69,16 @@ def decode_field(record: RawRecord, name: str) -> Any:
 
 
 class _Text:
-    """A JSON array's text as a zero-copy uint8 view, with the bounds of its body."""
+    """A JSON array's text as a zero-copy byte view, with the bounds of its body."""
 
-    __slots__ = ("u8", "start", "end")
+    __slots__ = ("view", "start", "end")
 
     def __init__(self, raw: bytes | msgspec.Raw) -> None:
-        self.u8 = np.frombuffer(raw, dtype=np.uint8)
-        start, end = 1, self.u8.size - 1  # inside the brackets
-        while start < end and self.u8[start] in _WHITESPACE:
+        view = self.view = memoryview(raw).cast("B")  # indexing a memoryview gives ints, cheaply
+        start, end = 1, len(view) - 1  # inside the brackets
+        while start < end and view[start] in _WHITESPACE:
             start += 1
-        while end > start and self.u8[end - 1] in _WHITESPACE:
+        while end > start and view[end - 1] in _WHITESPACE:
             end -= 1
         self.start, self.end = start, end
 
@@ -89,8 +89,8 @@ class _Text:
     def is_flat_array(self) -> bool:
         # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
         # log-probs are plain numbers, and any string inside fails the typed read anyway).
-        u8 = self.u8
-        return u8.size >= 2 and u8[0] == 91 and u8[-1] == 93 and not (u8[1:] == 91).any()
+        view = self.view
+        return len(view) >= 2 and view[0] == 91 and view[-1] == 93 and view.tobytes().find(b"[", 1) < 0
 
 
 class _ArrayParser:
@@ -126,9 +126,9 @@ class _ParsedTokens:
     generation_text: _Text
 
 
-def _skip_ws(u8: np.ndarray, pos: int) -> int:
-    n = u8.size
-    while pos < n and u8[pos] in _WHITESPACE:
+def _skip_ws(view: memoryview, pos: int) -> int:
+    n = len(view)
+    while pos < n and view[pos] in _WHITESPACE:
         pos += 1
     return pos
 
@@ -136,27 +136,28 @@ def _skip_ws(u8: np.ndarray, pos: int) -> int:
 def _match_segments(text: _Text, segments: Iterable[_Text]) -> int | None:
     """Offset in ``text`` just past the bodies of ``segments`` (in order) at its start.
 
-    Compares bytes (numpy views, no copies). The match must end on a token boundary (the
-    next non-blank byte is ',' or ']'), so "[12,34" never matches inside "[12,345".
+    Compares bytes (memoryview slices, no copies). The match must end on a token boundary
+    (the next non-blank byte is ',' or ']'), so "[12,34" never matches inside "[12,345".
     """
-    u8 = text.u8
+    view = text.view
+    size = len(view)
     pos = 1
     first = True
     for seg in segments:
         n = seg.body_len
         if n <= 0:
             continue
-        pos = _skip_ws(u8, pos)
+        pos = _skip_ws(view, pos)
         if not first:
-            if pos >= u8.size or u8[pos] != 44:  # ','
+            if pos >= size or view[pos] != 44:  # ','
                 return None
-            pos = _skip_ws(u8, pos + 1)
-        if pos + n > u8.size or not np.array_equal(u8[pos: pos + n], seg.u8[seg.start: seg.end]):
+            pos = _skip_ws(view, pos + 1)
+        if pos + n > size or view[pos: pos + n] != seg.view[seg.start: seg.end]:
             return None
         pos += n
         first = False
-    end = _skip_ws(u8, pos)
-    if end >= u8.size or u8[end] not in b",]":
+    end = _skip_ws(view, pos)
+    if end >= size or view[end] not in b",]":
         return None
     return pos
 
@@ -240,14 +241,15 @@ class RecordDecoder:
             return None
         parent_id = data.get("parent_call_id")
         parent = parsed.get(parent_id) if isinstance(parent_id, str) and data.get("prompt_is_delta") is not True else None
-        if parent is not None and prompt_text.u8.size and prompt_text.u8[0] == 91:
+        prompt_view = prompt_text.view
+        if parent is not None and len(prompt_view) and prompt_view[0] == 91:
             end = _match_segments(prompt_text, (parent.prompt_text, parent.generation_text))
             if end is not None:
-                rest_start = _skip_ws(prompt_text.u8, end)
-                if prompt_text.u8[rest_start] == 93:  # ']': nothing beyond the parent
+                rest_start = _skip_ws(prompt_view, end)
+                if prompt_view[rest_start] == 93:  # ']': nothing beyond the parent
                     rest = np.zeros(0, dtype=TOKEN_DTYPE)
                 else:  # ',' then the new tokens: parse just those
-                    rest = self._arrays.parse(b"[" + prompt_text.u8[rest_start + 1:].tobytes(), "u")
+                    rest = self._arrays.parse(b"[" + prompt_view[rest_start + 1:].tobytes(), "u")
                 if rest is not None:
                     full = self.arena.extend(parent.full, rest, generation)
                     return _ParsedTokens(full, parent.full.size + rest.size, prompt_text, gen_text)

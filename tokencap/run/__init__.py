@@ -21,7 +21,7 @@ from .errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError
 from .rows import LINK_NOTES, REASON_COLUMNS
 
 _LAZY = {
-    "RunSummary": "scan", "export": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
+    "RunSummary": "scan", "export": "scan", "read_current_scan": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
     "scan_table": "scan", "table_of_snapshots": "scan", "COLUMNS": "table", "SCHEMA": "table",
     "RECORD_COLUMNS": "table", "RunDiff": "diff", "diff_tables": "diff",
 }
@@ -43,5 +43,5 @@ __all__ = [
     "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "RECORD_COLUMNS", "SCHEMA", "DiffError", "DiscoveryError",
     "EngineUnavailable", "RunDiff", "diff_tables",
     "RolloutUnit", "RunSummary", "ScanTableError", "WorkerCrashed", "default_workers", "discover", "export",
-    "read_scan", "scan", "scan_batches", "scan_table", "table_of_snapshots",
+    "read_current_scan", "read_scan", "scan", "scan_batches", "scan_table", "table_of_snapshots",
 ]

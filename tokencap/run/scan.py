@@ -83,9 +83,9 @@ def _final_responses_digest(path: str | None) -> str:
 
 
 def _metadata(final_responses_path: str | None) -> dict[bytes, bytes]:
-    from .. import __version__
+    from ..identity import code_identity
 
-    return {META_KEY: orjson.dumps({"version": __version__,
+    return {META_KEY: orjson.dumps({"version": code_identity(),
                                     "final_responses_sha256": _final_responses_digest(final_responses_path)})}
 
 
@@ -114,11 +114,26 @@ class _Previous:
         return self.table.slice(start, count)
 
 
+def _is_current(meta: dict, final_responses_path: str | None) -> bool:
+    """Whether a table's metadata says this tokencap (`code_identity`) wrote it, with these final responses
+    (either can change a row)."""
+    return meta == orjson.loads(_metadata(final_responses_path)[META_KEY])
+
+
+def read_current_scan(path: str | os.PathLike[str], final_responses: str | None = None) -> pa.Table | None:
+    """The scan table at ``path`` when this tokencap version wrote it with these final
+    responses; None when it was not (or is not a readable scan table)."""
+    try:
+        table, meta = _read_table(path)
+    except ScanTableError:
+        return None
+    return table if _is_current(meta, final_responses) else None
+
+
 def _read_previous(path: str, final_responses_path: str | None, notes: list[str]) -> _Previous | None:
     table, meta = _read_table(path)
-    current = orjson.loads(_metadata(final_responses_path)[META_KEY])
-    if meta != current:
-        notes.append(f"{path} was written by another tokencap version, with other final responses or before "
+    if not _is_current(meta, final_responses_path):
+        notes.append(f"{path} was written by another tokencap (version or code), with other final responses or before "
                      "the reward columns; every rollout was built again")
         return None
     sources = table.column("source").to_pylist()
@@ -300,7 +315,8 @@ def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: 
         progress(0, len(ordered))
     rows: list[Row] = []
     for n, snapshot in enumerate(ordered, 1):
-        rows.append(row_of(build_rollout(snapshot), snapshot, source_label, source_bytes, source_mtime))
+        rows.append(row_of(build_rollout(snapshot, project=False), snapshot, source_label, source_bytes,
+                           source_mtime))  # a row reads no payload
         if progress:
             progress(n, len(ordered))
     return pa.Table.from_batches([to_batch(rows)], schema=SCHEMA)

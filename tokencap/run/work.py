@@ -79,9 +79,10 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
         data.close()
 
 
-def build_unit(unit: RolloutUnit, options: RunOptions
+def build_unit(unit: RolloutUnit, options: RunOptions, *, project: bool = True
                ) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts]]:
-    """Each rollout of a unit with its build result and its record's facts, one at a time."""
+    """Each rollout of a unit with its build result and its record's facts, one at a time
+    (``project=False``: no payload, see `build_rollout`)."""
     snapshots = load_unit(unit)
     # A final response without a rollout id applies only when the whole source is one rollout.
     single = options.single_rollout and len(snapshots) == 1
@@ -90,10 +91,7 @@ def build_unit(unit: RolloutUnit, options: RunOptions
         if options.final_responses is not None:
             final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=single)
             facts = options.final_responses.facts_for(snapshot.rollout_id, single_rollout=single)
-        if final is not None:
-            result = build_rollout(snapshot, final_response=final)
-        else:
-            result = build_rollout(snapshot)
+        result = build_rollout(snapshot, final_response=final, project=project)
         yield snapshot, result, facts
 
 
@@ -101,7 +99,7 @@ def scan_shard(units: list[RolloutUnit], options: RunOptions) -> list[Row]:
     """The table rows of a shard of units, in unit order."""
     rows: list[Row] = []
     for unit in units:
-        for snapshot, result, facts in build_unit(unit, options):
+        for snapshot, result, facts in build_unit(unit, options, project=False):  # a row reads no payload
             rows.append(row_of(result, snapshot, unit.source, unit.size, unit.mtime, facts))
     return rows
 

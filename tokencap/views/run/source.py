@@ -147,10 +147,6 @@ class Fingerprint:
     exists: bool = True
 
 
-"""Runs smaller than this are scanned in the app's own process: starting worker processes
-costs more (about a second) than building a few hundred small rollouts."""
-
-
 def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
     p = Path(path)
     digest = hashlib.sha1(str(p.resolve()).encode("utf-8", "surrogateescape"))
@@ -176,6 +172,88 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
             size += fst.st_size
             digest.update(f"\0{rel}/{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
     return Fingerprint(digest.hexdigest(), files, size)
+
+
+# --------------------------------------------------------------------------- scanning a directory
+
+IN_PROCESS_BYTES = 16 << 20
+"""Runs smaller than this are scanned in the app's own process: starting a child and its
+workers costs about a second, more than building a few hundred small rollouts."""
+
+CACHED_SCANS = 16
+"""Scan tables kept in the cache directory (the oldest beyond this are removed)."""
+
+CACHE_ENV = "TOKENCAP_CACHE_DIR"
+
+
+def scan_cache_dir() -> Path:
+    """Where the app keeps scan tables: ``$TOKENCAP_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokencap/scans``
+    (``~/.cache/tokencap/scans``)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tokencap" / "scans"
+
+
+def cached_scan_path(fp: Fingerprint, cache_dir: str | os.PathLike[str] | None = None,
+                     final_responses: str | os.PathLike[str] | None = None) -> Path:
+    """The cache file of a run's scan table: one per (directory, fingerprint, tokencap code (`code_identity`),
+    rollout records and their fingerprint)."""
+    from ...identity import code_identity
+
+    records = f"{os.path.abspath(final_responses)}\0{fingerprint(final_responses).signature}" if final_responses else ""
+    key = hashlib.sha256(f"{fp.signature}\0{code_identity()}\0{records}".encode("utf-8", "surrogateescape"))
+    return Path(cache_dir if cache_dir is not None else scan_cache_dir()) / f"scan-{key.hexdigest()[:32]}.parquet"
+
+
+def _prune(cache_dir: Path, keep: int) -> None:
+    try:
+        tables = sorted(cache_dir.glob("scan-*.parquet"), key=lambda f: f.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in tables[keep:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass
+
+
+def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_responses: str | None = None,
+                   progress: Progress | None = None, workers: int | None = None,
+                   cache_dir: str | os.PathLike[str] | None = None) -> pa.Table:
+    """The run table of a path on this machine, as `tokencap scan PATH --workers N
+    [--final-responses RECORDS]` makes it.
+
+    A run of `IN_PROCESS_BYTES` or more is scanned by a child process on every core
+    (`tokencap.run.child`: a pool started inside the app's server would re-run the page
+    script in each worker) into a parquet in the cache directory, and read back; the same
+    directory with the same fingerprint (names, sizes, mtimes) and the same rollout records
+    then opens from that table, when this tokencap version wrote it with those records (its
+    metadata says so). A table is kept only when the run did not change while it was
+    scanned. A smaller run is scanned here. Raises `DiscoveryError` or `LoadError` when the
+    run or its records cannot be read, `ScanFailed` when the scan stopped.
+    """
+    from ...run import read_current_scan, scan_table
+    from ...run.child import scan_in_child
+
+    records = {"final_responses": final_responses} if final_responses else {}
+    if fp.size < IN_PROCESS_BYTES:
+        return scan_table(path, workers=1, progress=progress, **records)
+    target = cached_scan_path(fp, cache_dir, final_responses)
+    if target.exists():
+        table = read_current_scan(target, final_responses)
+        if table is not None:
+            os.utime(target)  # most recently used: pruned last
+            if progress:
+                progress(table.num_rows, table.num_rows)
+            return table
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scan_in_child(path, target, workers=workers, progress=progress, **records)
+    table = read_scan(target)
+    if fingerprint(path) != fp:  # the run changed while it was scanned: the table is not this fingerprint's
+        target.unlink(missing_ok=True)
+    _prune(target.parent, CACHED_SCANS)
+    return table
 
 
 # --------------------------------------------------------------------------- uploads
@@ -382,8 +460,9 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 __all__ = [
     "AppArguments", "app_arguments", "records_name", "sample_after_fix_path", "sample_records", "scan_problem",
     "stored_upload",
-    "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
-    "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path", "table_of_parquet", "table_of_uploads",
+    "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
+    "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
+    "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads",
     "upload_holds", "uploads_key",
 ]
 

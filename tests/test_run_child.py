@@ -1,0 +1,215 @@
+"""The app's directory scan: a child process on every core, its table cached per fingerprint,
+stopped with the page (tokencap.run.child, tokencap.views.run.source.scan_directory)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import tokencap
+import tokencap.run.child as child_module
+from tokencap.run import DiscoveryError, read_current_scan, scan, scan_table
+from tokencap.run.child import ChildScan, scan_in_child
+from tokencap.views.run import source as rs
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_RUN = rs.sample_run_path(REPO)
+
+
+@pytest.fixture
+def big(monkeypatch, tmp_path):
+    """Every run counts as big (scanned by a child), with the cache under tmp_path."""
+    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 0)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(rs.CACHE_ENV, str(cache))
+    return cache
+
+
+def small_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "sample_data" / "capture_store", run / "store")
+    shutil.copy(REPO / "sample_data" / "length_stop.json", run / "length_stop.json")
+    return run
+
+
+def descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, stack = set(), [pid]
+    while stack:
+        parent = stack.pop()
+        for child, of in parents.items():
+            if of == parent and child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_a_child_scan_writes_the_table_the_command_line_writes(tmp_path):
+    run = small_run(tmp_path)
+    seen: list[tuple[int, int]] = []
+    scan_in_child(run, tmp_path / "child.parquet", workers=2, progress=lambda d, t: seen.append((d, t)))
+    scan(run, tmp_path / "cli.parquet", workers=1)
+    assert read_current_scan(tmp_path / "child.parquet").equals(read_current_scan(tmp_path / "cli.parquet"))
+    rows = read_current_scan(tmp_path / "cli.parquet").num_rows
+    assert seen[-1] == (rows, rows)
+
+
+def test_a_source_that_is_not_a_run_is_a_discovery_error_with_its_message(tmp_path):
+    with pytest.raises(DiscoveryError, match="no such file or directory"):
+        scan_in_child(tmp_path / "nowhere", tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_scan_directory_reuses_the_table_of_the_same_fingerprint_only(monkeypatch, tmp_path, big):
+    run = small_run(tmp_path)
+    children: list[str] = []
+    real = child_module.scan_in_child
+
+    def counting(source, out, **kwargs):
+        children.append(str(out))
+        return real(source, out, **kwargs)
+
+    monkeypatch.setattr(child_module, "scan_in_child", counting)
+    want = scan_table(run, workers=1)
+    fp = rs.fingerprint(run)
+    assert rs.scan_directory(run, fp).equals(want)
+    assert rs.scan_directory(run, rs.fingerprint(run)).equals(want)
+    assert len(children) == 1 and Path(children[0]).parent == big  # the second open read the cached table
+
+    shutil.copy(REPO / "sample_data" / "content_filter_stop.json", run / "content_filter_stop.json")
+    changed = rs.scan_directory(run, rs.fingerprint(run))
+    assert len(children) == 2 and changed.num_rows == want.num_rows + 1
+
+    # A table another tokencap version wrote is never reused, whatever its file is called.
+    monkeypatch.setattr(tokencap, "__version__", "0.0.0-other")
+    assert read_current_scan(children[1]) is None
+
+
+def test_a_table_of_a_run_that_changed_while_it_was_scanned_is_not_kept(monkeypatch, tmp_path, big):
+    run = small_run(tmp_path)
+    fp = rs.fingerprint(run)
+    real = child_module.scan_in_child
+
+    def and_change(source, out, **kwargs):
+        real(source, out, **kwargs)
+        (run / "late.json").write_bytes((REPO / "sample_data" / "content_filter_stop.json").read_bytes())
+
+    monkeypatch.setattr(child_module, "scan_in_child", and_change)
+    rs.scan_directory(run, fp)
+    assert not rs.cached_scan_path(fp).exists()
+
+
+def test_leaving_the_page_stops_the_child_and_its_workers(tmp_path):
+    # Streamlit stops a page's script by raising inside its next call -- here, a progress update.
+    class PageLeft(BaseException):
+        pass
+
+    run = tmp_path / "run"
+    for copy in range(3):  # ~900 rollouts: the scan is still running when the page is left
+        shutil.copytree(SAMPLE_RUN, run / f"part{copy}")
+    out = tmp_path / "cache" / "scan.parquet"
+    out.parent.mkdir()
+    spawned: set[int] = set()
+    child = ChildScan(run, out, workers=2)
+
+    def progress(done: int, total: int) -> None:
+        assert child.process is not None
+        spawned.update({child.process.pid} | descendants(child.process.pid))
+        if len(spawned) >= 3 and 0 < total and done < total:  # workers up, scan under way
+            raise PageLeft
+
+    with pytest.raises(PageLeft):
+        with child:
+            child.wait(progress)
+    assert len(spawned) >= 3  # the scan, its fork server and at least one worker were running
+    assert child.process.returncode == 143  # stopped by SIGTERM, cleanly
+    for _ in range(100):  # a bound, not a speed: the fork server may take a moment to see its end
+        if not [pid for pid in spawned if alive(pid)]:
+            break
+        time.sleep(0.1)
+    assert not [pid for pid in spawned if alive(pid)]
+    assert list(out.parent.iterdir()) == []  # no table, no part file
+
+
+def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
+    # A Streamlit page runs top to bottom with no __main__ guard. A worker pool started from it
+    # would import it again in every worker (multiprocessing re-imports __main__); the child
+    # scan never does, so the page's body runs once.
+    run = small_run(tmp_path)
+    marks = tmp_path / "marks.txt"
+    page = tmp_path / "page.py"
+    page.write_text(textwrap.dedent(f"""
+        import os
+        with open({str(marks)!r}, "a") as handle:
+            handle.write(f"{{os.getpid()}}\\n")
+        from tokencap.views.run import source as rs
+        rs.IN_PROCESS_BYTES = 0
+        table = rs.scan_directory({str(run)!r}, rs.fingerprint({str(run)!r}), workers=2,
+                                  cache_dir={str(tmp_path / "cache")!r})
+        print(table.num_rows)
+    """))
+    done = subprocess.run([sys.executable, str(page)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert int(done.stdout) == scan_table(run, workers=1).num_rows
+    assert len(marks.read_text().splitlines()) == 1
+
+
+def test_a_server_killed_outright_takes_its_child_scan_along(tmp_path):
+    # SIGKILL cannot be caught, so nothing in the server can stop the child. The kernel does
+    # (PR_SET_PDEATHSIG: SIGTERM), and so does its next progress line, into a pipe nobody
+    # reads any more; either way the child stops its own workers and leaves no file.
+    server = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from tokencap.run.child import ChildScan
+        child = ChildScan({str(SAMPLE_RUN)!r}, {str(tmp_path / "scan.parquet")!r}, workers=2).start()
+        print(child.process.pid, flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    pid = int(server.stdout.readline())
+    spawned = {pid}
+    for _ in range(100):  # until its workers are up (a bound, not a speed)
+        spawned |= descendants(pid)
+        if len(spawned) >= 3:
+            break
+        time.sleep(0.1)
+    server.kill()
+    server.wait()
+    for _ in range(200):
+        if not [p for p in spawned if alive(p)]:
+            break
+        time.sleep(0.1)
+    assert not [p for p in spawned if alive(p)]
+    assert list(tmp_path.iterdir()) == []  # no table, no part file
+
+
+def test_a_run_scanned_with_its_rollout_records_is_cached_apart_and_has_their_columns(tmp_path, big):
+    records = rs.sample_records(REPO, SAMPLE_RUN)
+    assert records is not None
+    want = scan_table(SAMPLE_RUN, workers=1, final_responses=records)
+    assert rs.scan_directory(SAMPLE_RUN, rs.fingerprint(SAMPLE_RUN), final_responses=records).equals(want)
+    with_records = rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN), final_responses=records)
+    assert with_records.exists() and not rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN)).exists()
+    assert read_current_scan(with_records) is None  # written with records: not the table of a scan without
+    assert read_current_scan(with_records, records).equals(want)

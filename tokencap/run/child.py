@@ -1,0 +1,221 @@
+"""A run scan in a child process, with its progress read back: how the app scans a directory.
+
+A worker pool started inside the Streamlit server would re-run the page script in every
+worker (multiprocessing re-imports ``__main__``), and a scan in the server's own thread
+uses one core. So the app starts this module as its own Python process,
+
+    python -m tokencap.run.child SOURCE OUT --workers N [--final-responses RECORDS] --parent PID
+
+which is `tokencap scan SOURCE -o OUT --workers N [--final-responses RECORDS]` (the same `scan`, the same atomic
+parquet) with its progress written to stdout as ``DONE TOTAL`` lines. Its ``__main__`` is
+this module, whose work is guarded by ``if __name__ == "__main__"``: a worker that
+re-imports it runs nothing.
+
+The child ends with the page: `ChildScan.stop` (the page was left, the server stops) sends
+SIGTERM, which the scan turns into a clean stop (workers stopped, no part file left), and
+SIGKILL after a grace period; then SIGTERM to its process group, for a fork server or
+worker still on its way out. If the server itself dies, the kernel sends the child
+SIGTERM (``PR_SET_PDEATHSIG``), so a scan never outlives the thread that started it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .errors import DiscoveryError, WorkerCrashed
+
+STOP_GRACE = 5.0
+"""Seconds a stopped child has to stop its workers and remove its part file before SIGKILL."""
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+_MAX_ERROR_BYTES = 4096
+_PR_SET_PDEATHSIG = 1
+_LIVE: set[ChildScan] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+class ScanFailed(RuntimeError):
+    """The child scan stopped without a table (a crashed worker, a signal); the message says why."""
+
+
+class ChildScan:
+    """One child scan: `start`, then `wait` (progress as it comes), `stop` to cancel.
+
+    Use as a context manager: leaving the block stops a child that is still running, so
+    an exception in the caller (Streamlit stopping the page's script) never leaves it behind.
+    """
+
+    def __init__(self, source: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                 workers: int | None = None, final_responses: str | os.PathLike[str] | None = None) -> None:
+        self.source, self.out, self.workers = str(source), str(out), workers
+        self.final_responses = os.path.abspath(final_responses) if final_responses else None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "tokencap.run.child", os.path.abspath(self.source), os.path.abspath(self.out),
+               "--parent", str(os.getpid())]
+        cmd += ["--workers", str(self.workers)] if self.workers else []
+        return cmd + (["--final-responses", self.final_responses] if self.final_responses else [])
+
+    def start(self) -> ChildScan:
+        env = dict(os.environ)
+        # The child imports this checkout's tokencap, whatever the server's working directory.
+        package_root = str(Path(__file__).resolve().parent.parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        # A session of its own: the scan, its fork server and its workers are one process
+        # group, which `stop` can end as a whole.
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env=env, cwd=os.path.dirname(self.out) or ".",
+                                        start_new_session=True)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        return self
+
+    def wait(self, progress: Callable[[int, int], None] | None = None, tick: float = 0.25) -> None:
+        """Until the child ends, calling ``progress(done, total)`` at least every ``tick`` seconds
+        (so a caller that can be interrupted only inside a call -- a Streamlit page -- can be).
+        Raises `DiscoveryError` (the source is not a run) or `ScanFailed` when there is no table."""
+        process = self.process
+        assert process is not None and process.stdout is not None and process.stderr is not None
+        done = total = 0
+        pending = b""
+        errors = bytearray()  # read as it comes: a full stderr pipe would stall the child
+        last = 0.0
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select(timeout=tick):
+                    chunk = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is process.stderr:
+                        errors += chunk[: max(0, _MAX_ERROR_BYTES - len(errors))]
+                    else:
+                        pending += chunk
+                        *lines, pending = pending.split(b"\n")
+                        for line in lines:
+                            parts = line.split()
+                            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                                done, total = int(parts[0]), int(parts[1])
+                now = time.monotonic()
+                if progress is not None and now - last >= tick:
+                    progress(done, total)
+                    last = now
+        code = process.wait()
+        message = " ".join(errors.decode("utf-8", "replace").split())
+        self._forget()
+        if code == EXIT_BAD_INPUT:
+            raise DiscoveryError(message or f"{self.source}: cannot be scanned")
+        if code != EXIT_OK:
+            raise ScanFailed(message or f"the scan of {self.source} ended with exit code {code}")
+        if progress is not None:
+            progress(done, total)
+
+    def stop(self) -> None:
+        """Stop the child (and so its workers) if it still runs: SIGTERM, then SIGKILL after `STOP_GRACE`."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            try:  # what the scan started and has not ended yet (its fork server, a worker)
+                os.killpg(process.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._forget()
+
+    def _forget(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if self.process is not None:
+            for stream in (self.process.stdout, self.process.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def __enter__(self) -> ChildScan:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def scan_in_child(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
+                  final_responses: str | os.PathLike[str] | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> None:
+    """Write the scan table of ``source`` to ``out`` from a child process (see the module docstring)."""
+    with ChildScan(source, out, workers=workers, final_responses=final_responses) as child:
+        child.wait(progress)
+
+
+@atexit.register
+def _stop_live_children() -> None:
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for child in live:
+        child.stop()
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGTERM this process when the thread that started it ends (Linux); exit now if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's stop() and atexit still end the child
+    if parent and os.getppid() != parent:
+        raise SystemExit(EXIT_FAILED)  # the parent died before the signal was armed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tokencap.run.child")
+    parser.add_argument("source")
+    parser.add_argument("out")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--parent", type=int, default=0)
+    parser.add_argument("--final-responses")
+    args = parser.parse_args(argv)
+    _die_with_parent(args.parent)
+
+    from ..interrupts import exit_code, handling_interrupts
+    from ..loading import LoadError
+    from .scan import scan
+
+    def report(done: int, total: int) -> None:
+        sys.stdout.write(f"{done} {total}\n")
+        sys.stdout.flush()
+
+    try:
+        with handling_interrupts():
+            scan(args.source, args.out, workers=args.workers, final_responses=args.final_responses, progress=report)
+    except KeyboardInterrupt as exc:
+        return exit_code(exc)
+    except (DiscoveryError, LoadError) as exc:
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except WorkerCrashed as exc:
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 -- one line for the page, never a traceback
+        print(f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
