@@ -147,7 +147,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     kind = "directory" if Path(path).is_dir() else "file"
     parts.sidebar_records()
     records = records_for(path, sample)
-    parts.records_caption(records)
+    parts.records_caption(rs.records_name(records, STATE.get("run_records_upload")))
     return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
 
 
@@ -303,6 +303,9 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
                  "to filter the table.")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
+        if cmp.summary.records_note:
+            note = cmp.summary.records_note
+            st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
     per_row = len(metrics) if cmp is None else 3  # "241 → 259" needs a third of the width
     columns = [c for i in range(0, len(metrics), per_row) for c in st.columns(per_row)]
@@ -414,7 +417,8 @@ def main() -> None:
     versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_uploads"])
     if run.error or run.frame is None:
         st.markdown("## Run")
-        st.error(f"**Could not open the run.** {md_escape(run.error or 'no table')}", icon=":material/error:")
+        title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
+        st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
         return
     frame = run.frame
     flt = current_filter()

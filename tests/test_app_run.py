@@ -699,3 +699,30 @@ def test_capture_strings_of_a_comparison_are_never_markup(monkeypatch, tmp_path)
     for value in [e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning)]:
         assert not re.search(r"(?<!\\)<", value), value
         assert "](" not in value and ":red[" not in value, value
+
+
+def test_a_bad_uploaded_records_file_is_named_as_uploaded_and_says_what_to_do(monkeypatch, tmp_path):
+    """The scan reads an upload from a file named by its digest; the page names the upload and never that file."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    at = run_app(monkeypatch, str(run))
+    bad = b'{"rollout_id": "x", "response": {"object": "response", "output": []}, "reward": "high"}\n'
+    at.file_uploader(key="run_records_uploader").set_value([("badrec.jsonl", bad, "application/octet-stream")])
+    rerun(at)
+    message = at.error[0].value.replace("\\", "")
+    assert len(at.error) == 1 and "badrec.jsonl (uploaded), line 1" in message and "'reward'" in message
+    assert "tokencap-records-" not in message and "Could not read the rollout records" in message
+    assert "remove it under Rollout records" in message
+    assert any("Rollout records: badrec.jsonl" in c.value.replace("\\", "") for c in at.sidebar.caption)
+
+
+def test_comparing_with_a_run_scanned_without_records_warns_that_verdicts_may_differ_for_that_alone(monkeypatch,
+                                                                                                     tmp_path):
+    assert AFTER_FIX is not None
+    after = tmp_path / "after"
+    shutil.copytree(AFTER_FIX, after)  # a copy: the bundled run after a fix would get its bundled records
+    at = run_app(monkeypatch)  # the sample run, scanned with its bundled records
+    at.text_input(key="run_w_vs_path").set_value(str(after))
+    rerun(at)
+    warning = next(w.value for w in at.warning if "rollout records" in w.value).replace("\\", "")
+    assert warning.startswith("Only A was scanned with rollout records")
