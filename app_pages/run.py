@@ -303,8 +303,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
                  "to filter the table.")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
-        if cmp.summary.records_note:
-            note = cmp.summary.records_note
+        for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
     per_row = len(metrics) if cmp is None else 3  # "241 → 259" needs a third of the width

@@ -250,6 +250,19 @@ def test_a_run_scanned_with_records_against_one_without_is_a_note_not_a_silent_c
     assert diff_tables(rewarded, table(row("r1"))).summary.records == (True, False)
 
 
+def test_runs_with_nothing_paired_say_so_instead_of_reading_as_a_comparison():
+    a, b = table(row("a1"), row("a2", ("capture_incomplete",))), table(row("b1"))
+    diff = diff_tables(a, b)
+    assert diff.summary.both == 0
+    note = diff.summary.unpaired_note
+    assert note is not None and note.startswith("no rollout of A could be paired") and "--join task" in note
+    assert diff.summary.notes == [note]
+    text = summary_text(diff)
+    assert "note: " + note in text and "(2 rollouts)" in text and "(1 rollout)\n" in text
+    assert diff_tables(a, a).summary.unpaired_note is None
+    assert diff_tables(a, table()).summary.unpaired_note is None  # an empty side has nothing to pair
+
+
 # --------------------------------------------------------------------------- tokencap diff
 
 

@@ -118,6 +118,20 @@ class DiffSummary:
                 f"because of a change in the run; scan {lacking} with its rollout records too, or neither")
 
     @property
+    def unpaired_note(self) -> str | None:
+        """When both runs have rollouts but none could be paired: every change then reads only_a / only_b."""
+        if self.both or not (self.rollouts_a and self.rollouts_b):
+            return None
+        return ("no rollout of A could be paired with one of B, so nothing here compares a rollout with "
+                "itself; if the runs hold the same tasks, scan both with their rollout records (task and "
+                "rollout index) and join by task (--join task)")
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader must know before trusting the comparison (one-sided records, nothing paired)."""
+        return [n for n in (self.unpaired_note, self.records_note) if n]
+
+    @property
     def trainable_share_a(self) -> float:
         return _share(self.trainable_a, self.rollouts_a)
 
@@ -413,7 +427,7 @@ def _pp(change: float) -> str:
 def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
     """The summary `tokencap diff` prints: plain lines, A before B, changes in percentage points."""
     s, j = diff.summary, diff.join
-    lines = [f"A: {name_a} ({s.rollouts_a:,} rollouts)", f"B: {name_b} ({s.rollouts_b:,} rollouts)",
+    lines = [f"A: {name_a} ({_rollouts(s.rollouts_a)})", f"B: {name_b} ({_rollouts(s.rollouts_b)})",
              f"joined {j.label}: {j.why}"]
     if j.unkeyed_a or j.unkeyed_b:
         lines.append(f"  without task and rollout index (on their own side): {j.unkeyed_a:,} in A, "
@@ -431,10 +445,16 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
             lines.append(title)
         for key, _, _, share_a, share_b, change in s.shares(counts):
             lines.append(f"  {key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
+    if s.unpaired_note:
+        lines.append(f"note: {s.unpaired_note}")
     if s.records_note:
         lacking = "b" if s.records[0] else "a"
         lines.append(f"note: {s.records_note} (--final-responses-{lacking})")
     return "\n".join(lines) + "\n"
+
+
+def _rollouts(n: int) -> str:
+    return f"{n:,} rollout{'' if n == 1 else 's'}"
 
 
 __all__ = ["CHANGES", "DIFF_SCHEMA", "JOINS", "NO_STATUS", "SIDES", "DiffError", "DiffSummary", "Join",
