@@ -123,14 +123,16 @@ def source_path() -> str | None:
 
 
 def take_url_state() -> links.ViewState | None:
-    """The view the URL asks for, when it is not the one this page wrote last (a first load, a
-    reload, a shared link, another page's `st.switch_page`); None otherwise. A sample or a path
+    """The view the URL asks for, when it came from outside (a first load, a reload, a shared link,
+    another page's `st.switch_page`); None for a URL this page applied or wrote before in this
+    session, which a rerun may carry late (`links.UrlHistory`). A sample or a path
     it names is applied at once (before the sidebar's widgets); the rest waits in
     ``url_pending`` until the rollouts are loaded."""
     current = links.ours(st.query_params.to_dict())
-    if STATE.get("url_written") == current:
-        return None
-    STATE["url_written"] = current
+    history: links.UrlHistory = STATE.setdefault("url_history", links.UrlHistory())
+    if not history.is_new(current):
+        return None  # this page's own URL, possibly a late echo of an earlier one: not a request
+    history.remember(current)
     state = links.parse(current)
     if state.sample is not None:
         STATE.pop("src_path", None)
@@ -161,15 +163,13 @@ def apply_url_state(refs: list[src.RolloutRef]) -> None:
 
 
 def write_url_state(state: links.ViewState) -> None:
-    """Put the page's state in the URL, touching only this page's keys."""
+    """Put the page's state in the URL, touching only this page's keys, in one update (the browser
+    never holds a half-written URL it could send back with the next rerun)."""
     params = links.to_params(state)
-    for key in links.KEYS:
-        if key in params:
-            if st.query_params.get(key) != params[key]:
-                st.query_params[key] = params[key]
-        elif key in st.query_params:
-            del st.query_params[key]
-    STATE["url_written"] = params
+    STATE["url_history"].remember(params)
+    if links.ours(st.query_params.to_dict()) != params:
+        current = {key: st.query_params.get_all(key) for key in st.query_params}
+        st.query_params.from_dict(links.with_ours(current, params))
 
 
 def load_sources(sources: list[src.Source], page: Any, progress: Any) -> list[src.LoadedSource]:

@@ -66,3 +66,24 @@ def test_a_link_names_a_rollout_by_id():
     refs = [RolloutRef("k1", 0, "a", "f.jsonl"), RolloutRef("k1", 1, "b", "f.jsonl")]
     assert rp.ref_for(refs, "b") is refs[1]
     assert rp.ref_for(refs, "zzz") is None and rp.ref_for(refs, None) is None
+
+
+def test_a_late_echo_of_the_pages_own_url_is_not_a_request():
+    history = links.UrlHistory(limit=3)
+    first = {"src": "sample:a.json", "tab": "verdicts"}          # a shared link, applied
+    assert history.is_new(first)
+    history.remember(first)
+    written = {**first, "rollout": "a"}                            # the page then writes the rollout
+    history.remember(written)
+    # A rerun that left the browser before the written URL arrived carries `first` again.
+    assert not history.is_new(first) and not history.is_new(dict(reversed(list(written.items()))))
+    assert history.is_new({"src": "sample:b.json"})                # another page's switch, a new link
+    for n in range(3):
+        history.remember({"call": str(n)})
+    assert history.is_new(first)                                   # only the last few are kept
+
+
+def test_the_whole_query_string_is_written_with_other_pages_keys_kept():
+    current = {"run_reason": ["multiple_chains"], "tab": ["tree"], "call": ["c1"], "run_q": ["a", "b"]}
+    assert links.with_ours(current, {"tab": "mask", "rollout": "r"}) == {
+        "run_reason": ["multiple_chains"], "run_q": ["a", "b"], "tab": ["mask"], "rollout": ["r"]}

@@ -15,12 +15,20 @@ The page keeps what a reader needs to see the same thing again in the URL:
 
 Other pages own other keys (the Run page uses ``run_*``); this module only ever reads or
 writes its own (`KEYS`). Parsing never raises: a value that does not parse is dropped.
+
+`UrlHistory` tells a URL from outside (a first load, a reload, a shared link, another
+page's `st.switch_page`) from a late echo of the page's own earlier URL. The browser's
+query string reaches the server with every rerun, and a rerun can leave the browser
+before the page's last URL update arrived there (a busy machine makes this common).
+Such a query string is not a request: applying it would undo what the user just did
+(a tab switched back, a selection lost). `with_ours` gives the whole new query string,
+so the page writes it in one update and the browser never holds a half-written one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
@@ -174,3 +182,43 @@ def open_rollout_params(src: str, rollout: str | None = None, call: str | None =
     name = TAB_NAMES.get(tab, tab) if tab else None
     return to_params(ViewState(src=src, rollout=rollout, call=node_key(CALL, call) if call else None,
                                tab=name, anchor=anchor))
+
+
+Query = tuple[tuple[str, str], ...]
+"""This page's query parameters in a comparable, hashable form."""
+
+
+def query_of(params: Mapping[str, str]) -> Query:
+    return tuple(sorted(params.items()))
+
+
+@dataclass
+class UrlHistory:
+    """The query strings (this page's keys) the page has applied or written in one session.
+
+    A rerun's query string that is one of them is the browser echoing an earlier state of
+    the page, never a request; anything else came from outside and is applied. Only the
+    last ``limit`` are kept: an echo is at most a few reruns old.
+    """
+
+    limit: int = 64
+    known: list[Query] = field(default_factory=list)
+
+    def is_new(self, params: Mapping[str, str]) -> bool:
+        """Whether these parameters (this page's keys) ask for a view the page has not had."""
+        return query_of(params) not in self.known
+
+    def remember(self, params: Mapping[str, str]) -> None:
+        query = query_of(params)
+        if query in self.known:
+            self.known.remove(query)
+        self.known.append(query)
+        del self.known[:-self.limit]
+
+
+def with_ours(current: Mapping[str, list[str]], params: Mapping[str, str]) -> dict[str, list[str]]:
+    """The whole query string with this page's keys replaced by ``params`` (other pages' keys kept,
+    in their order); ``current`` maps every key to all its values."""
+    out = {key: list(values) for key, values in current.items() if key not in KEYS}
+    out.update({key: [value] for key, value in params.items()})
+    return out
