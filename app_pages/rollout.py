@@ -18,14 +18,17 @@ The page's view lives in the URL query parameters ``src``, ``rollout``, ``call``
 optionally with ``call=``, ``tab=`` ("tree", "mask", "verdicts", "export") and
 ``anchor=``. The page applies any query parameters it did not write itself (a first
 load, a reload, a shared link, a switch from another page), then keeps them in step
-with what it shows. Uploaded files cannot be named in a URL.
+with what it shows. Uploaded files cannot be named in a URL. A URL that names a rollout its
+source does not hold says so and shows no rollout (never another one in its place).
 
 Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
 uploaded file; the contract is in ``app_pages/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
-``seq``, and "Back to the run" returns to the Run page with its filters. (The one
-``st.html`` with a script is a constant that scrolls to the top.)
+``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
+and the row's source (``src``, ``part``; `rp.run_link`), so a reload or a shared link opens that
+very rollout wherever the run is reachable (a URL with ``part`` becomes the same request). (The
+one ``st.html`` with a script is a constant that scrolls to the top.)
 """
 
 from __future__ import annotations
@@ -134,21 +137,38 @@ def take_url_state() -> links.ViewState | None:
         return None  # this page's own URL, possibly a late echo of an earlier one: not a request
     history.remember(current)
     state = links.parse(current)
-    if state.sample is not None:
+    STATE.pop("link_error", None)
+    if state.part is not None and state.src is not None:
+        # A rollout of a run (opened from the Run page, reloaded or shared): exactly that row's files.
+        if not rp.same_run_rollout(run_request(), state, SAMPLE_DIR):
+            STATE.pop("open_rollout", None)
+            STATE["open_rollout_seq"] = seq = STATE.get("open_rollout_seq", 0) + 1
+            try:
+                STATE["open_rollout"] = rp.run_request_of_link(state, SAMPLE_DIR, seq)
+            except ValueError as exc:
+                STATE["link_error"] = str(exc)
+    elif state.sample is not None:
+        STATE.pop("open_rollout", None)  # a link to another source: not the run's rollout any more
         STATE.pop("src_path", None)
         STATE["scenario"] = state.sample
     elif state.path is not None:
+        STATE.pop("open_rollout", None)
         STATE["src_path"] = state.path
     STATE["url_pending"] = state
     return state
 
 
-def apply_url_state(refs: list[src.RolloutRef]) -> None:
-    """Select the rollout, anchor, call, tab and mask window a URL asked for (once)."""
+def apply_url_state(refs: list[src.RolloutRef], good: list[src.LoadedSource]) -> None:
+    """Select the rollout, anchor, call, tab and mask window a URL asked for (once). A rollout the
+    loaded sources do not hold is remembered as missing (`show_missing_rollout`), never replaced."""
     state: links.ViewState | None = STATE.pop("url_pending", None)
     if state is None:
         return
     ref = rp.ref_for(refs, state.rollout)
+    if ref is None and state.rollout is not None:
+        where = state.part or state.src or "the source shown"
+        STATE["rollout_missing"] = (state.rollout, where, loaded_keys(good))
+        return
     if ref is not None and len(refs) > 1:
         STATE["rollout"] = ref.key
     rk = (ref or refs[0]).key
@@ -262,7 +282,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     if uploaded:
         below.caption(f"Showing {len(uploaded)} uploaded file{'s' if len(uploaded) > 1 else ''}. "
                       "Remove them to go back.")
-        STATE["src_param"] = None  # an upload cannot be named in a URL
+        STATE["src_param"] = STATE["part_param"] = None  # an upload cannot be named in a URL
         return uploaded, "uploaded files", None
     with below.container():
         return _sidebar_path_or_sample()
@@ -273,10 +293,11 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     (written into the sidebar container in use)."""
     request = run_request()
     if request is not None:
-        STATE["src_param"] = None  # handed over by the Run page, not named in this page's URL
+        # The run and the row's source, so a reload or a shared link opens this very rollout (not an upload's).
+        STATE["src_param"], STATE["part_param"] = rp.run_link(request, SAMPLE_DIR)
         return opened_from_run(request)
     path = source_path()
-    STATE["src_param"] = None
+    STATE["src_param"] = STATE["part_param"] = None
     if path is not None and path.lower().endswith(".parquet"):
         path = None  # a run's scan table: the Run page reads it, there is no rollout in it
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
@@ -1119,6 +1140,14 @@ def main() -> None:
 
 def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str | None) -> None:
     global _FINALS
+    request = run_request()
+    if request is not None and "back_params" in request:  # opened from the Run page in this session
+        # First, so a rollout that fails to load still has its way back to the run.
+        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
+                     query_params=request.get("back_params") or None)
+    if STATE.get("link_error"):
+        st.error(f"**Could not open the link.** {md_escape(STATE['link_error'])}", icon=":material/error:")
+        return
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
     for ls in loaded:
@@ -1134,18 +1163,19 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         return
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
-    apply_url_state(refs)
-    request = run_request()
+    apply_url_state(refs, good)
     if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
         STATE["open_rollout_selected"] = request.get("seq")
         # Streamlit keeps the scroll position across pages; a rollout opened from far down
         # the run's table would open mid-page, below its verdict. A constant script, no data.
         st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
-        wanted = next((r for r in refs if r.rollout_id == request["rollout_id"]), None)
+        wanted = rp.ref_for(refs, request["rollout_id"])
         if wanted is not None:
             STATE["rollout"] = wanted.key
         else:
-            st.warning(f"{md_escape(request['rollout_id'])} is not in {md_escape(request.get('source'))} any more.")
+            STATE["rollout_missing"] = (request["rollout_id"], str(request.get("source")), loaded_keys(good))
+    if show_missing_rollout(good):
+        return
     ref = sidebar_rollout(refs, by_key, several_sources)
     rk = ref.key
     ls = by_key[ref.source_key]
@@ -1155,9 +1185,6 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
 
     if STATE.get("tab") not in TABS:
         STATE["tab"] = TABS[0]
-    if request is not None:
-        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
-                     query_params=request.get("back_params") or None)
     show_banner(view, ref, rk)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
@@ -1182,10 +1209,34 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     write_url_state(current_view_state(view, ref, rk))
 
 
+def loaded_keys(good: list[src.LoadedSource]) -> tuple[str, ...]:
+    return tuple(ls.source.cache_key for ls in good)
+
+
+def show_missing_rollout(good: list[src.LoadedSource]) -> bool:
+    """Say plainly that the rollout a link (or a run's row) names is not in its source, and show
+    nothing else: never another rollout in its place. True while that is what the page shows
+    (until another source is opened, or the user asks for this source's rollouts)."""
+    missing = STATE.get("rollout_missing")
+    if missing is None:
+        return False
+    rollout_id, where, keys = missing
+    if keys != loaded_keys(good):
+        STATE.pop("rollout_missing", None)
+        return False
+    st.markdown("### tokencap rollout inspector")
+    st.error(f"**{md_escape(rollout_id)} is not in {md_escape(where)}.** The link names a rollout this source does "
+             "not hold (moved, renamed, or another run), so no rollout is shown in its place.",
+             icon=":material/search_off:")
+    st.button("Show the rollouts this source holds", key="show_other_rollouts",
+              on_click=lambda: STATE.pop("rollout_missing", None))
+    return True
+
+
 def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:
     mask = STATE["mask_view"].get(rk)
     return links.ViewState(
-        src=STATE.get("src_param"), rollout=ref.rollout_id,
+        src=STATE.get("src_param"), part=STATE.get("part_param"), rollout=ref.rollout_id,
         call=rp.selected_node(view, STATE["selected"].get(rk)), tab=STATE.get("tab"), anchor=view.anchor,
         mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
 

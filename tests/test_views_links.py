@@ -15,12 +15,13 @@ ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size
 @given(src=st.one_of(st.none(), ids), rollout=st.one_of(st.none(), ids), call=st.one_of(st.none(), ids),
        kind=st.sampled_from(["call", "refusal", "ghost"]), tab=st.sampled_from([None, *rp.TABS]),
        anchor=st.one_of(st.none(), ids),
-       mask=st.one_of(st.none(), st.builds(links.MaskWindow, ids, st.integers(0, 10**7), st.integers(1, 10**5))))
-def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask):
+       mask=st.one_of(st.none(), st.builds(links.MaskWindow, ids, st.integers(0, 10**7), st.integers(1, 10**5))),
+       part=st.one_of(st.none(), ids))
+def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask, part):
     if kind == "call" and call is not None and call.startswith(("refusal:", "ghost:")):
         call = "x" + call  # such a bare call id is read as that node kind (see decode_call)
     state = links.ViewState(src=src, rollout=rollout, call=f"{kind}:{call}" if call else None, tab=tab,
-                            anchor=anchor, mask=mask)
+                            anchor=anchor, mask=mask, part=part)
     params = links.to_params(state)
     assert set(params) <= set(links.KEYS)
     assert links.parse(params) == state
@@ -87,3 +88,28 @@ def test_the_whole_query_string_is_written_with_other_pages_keys_kept():
     current = {"run_reason": ["multiple_chains"], "tab": ["tree"], "call": ["c1"], "run_q": ["a", "b"]}
     assert links.with_ours(current, {"tab": "mask", "rollout": "r"}) == {
         "run_reason": ["multiple_chains"], "run_q": ["a", "b"], "tab": ["mask"], "rollout": ["r"]}
+
+
+def test_a_rollout_of_a_run_is_named_by_the_run_and_its_row_source(tmp_path):
+    samples = tmp_path / "sample_data"
+    (samples / "run").mkdir(parents=True)
+    store = {"path": str(samples / "run"), "source": "a/R.tokens.*", "rollout_id": "R", "seq": 3,
+             "back_params": {"run_q": "R"}}
+    assert rp.run_link(store, samples) == ("sample:run", "a/R.tokens.*")      # the bundled sample run
+    elsewhere = {**store, "path": str(tmp_path / "runs" / ".." / "run7")}
+    assert rp.run_link(elsewhere, samples) == (str(tmp_path / "run7"), "a/R.tokens.*")
+    assert rp.run_link({**store, "path": None, "name": "x.json", "data": b"{}"}, samples) == (None, None)
+    # The link, opened in a new session, stands for the same request (without the Run page's filter).
+    state = links.parse(links.to_params(links.ViewState(src="sample:run", part="a/R.tokens.*", rollout="R")))
+    request = rp.run_request_of_link(state, samples, seq=9)
+    assert request == {"path": str(samples / "run"), "source": "a/R.tokens.*", "rollout_id": "R", "seq": 9}
+    assert rp.same_run_rollout(store, state, samples) and rp.same_run_rollout(request, state, samples)
+    assert not rp.same_run_rollout({**store, "rollout_id": "S"}, state, samples)
+    assert not rp.same_run_rollout(None, state, samples)
+    for name in ("..", "run/..", "nope", ""):
+        try:
+            rp.run_request_of_link(links.ViewState(src=f"sample:{name}", part="p", rollout="R"), samples, 1)
+        except ValueError as exc:
+            assert "does not bundle" in str(exc)
+        else:
+            raise AssertionError(name)

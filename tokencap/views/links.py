@@ -11,6 +11,10 @@ The page keeps what a reader needs to see the same thing again in the URL:
 ``tab``     ``tree``, ``mask``, ``verdicts``, ``export`` or ``compare``
 ``anchor``  the terminal call the build is anchored on
 ``mask``    the loss-mask window: ``CHAIN:START:WINDOW`` (chain id, first position, tokens)
+``part``    a rollout of a run: the run's row ``source`` inside the run ``src`` names
+            (a file, or a store rollout ``sub/R.tokens.*``). Only those files are opened,
+            as the Run page opens the row; ``src`` is then the run's directory (or file),
+            or ``sample:run`` for the bundled sample run.
 ==========  =====================================================================
 
 Other pages own other keys (the Run page uses ``run_*``); this module only ever reads or
@@ -33,7 +37,7 @@ from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
 
-KEYS = ("src", "rollout", "call", "tab", "anchor", "mask")
+KEYS = ("src", "part", "rollout", "call", "tab", "anchor", "mask")
 """The query parameters the Rollout page owns."""
 
 SAMPLE_PREFIX = "sample:"
@@ -76,6 +80,7 @@ class ViewState:
     tab: str | None = None         # a tab name ("Call tree", ...)
     anchor: str | None = None
     mask: MaskWindow | None = None
+    part: str | None = None        # a run's row source inside the run ``src`` names
 
     @property
     def sample(self) -> str | None:
@@ -129,6 +134,7 @@ def parse(params: Mapping[str, object]) -> ViewState:
         tab=TAB_NAMES.get(tab) if tab else None,
         anchor=_value(params, "anchor"),
         mask=MaskWindow.decode(mask) if mask else None,
+        part=_value(params, "part"),
     )
 
 
@@ -137,6 +143,8 @@ def to_params(state: ViewState) -> dict[str, str]:
     out: dict[str, str] = {}
     if state.src:
         out["src"] = state.src
+    if state.part:
+        out["part"] = state.part
     if state.rollout:
         out["rollout"] = state.rollout
     if state.call:
@@ -172,16 +180,17 @@ def share_url(base: str | None, state: ViewState) -> str:
 
 
 def open_rollout_params(src: str, rollout: str | None = None, call: str | None = None, tab: str | None = None,
-                        anchor: str | None = None) -> dict[str, str]:
+                        anchor: str | None = None, part: str | None = None) -> dict[str, str]:
     """Query parameters that open rollout ``rollout`` of source ``src`` on the Rollout page.
 
     ``src`` is a path (file or capture-store directory) or ``sample:NAME``; ``call`` a call
-    id; ``tab`` a tab name or slug. For another page: ``st.switch_page(ROLLOUT_PAGE,
-    query_params=open_rollout_params(path, rollout_id))``.
+    id; ``tab`` a tab name or slug; ``part`` a run row's ``source`` when ``src`` is a run.
+    For another page: ``st.switch_page(ROLLOUT_PAGE, query_params=open_rollout_params(path,
+    rollout_id))``.
     """
     name = TAB_NAMES.get(tab, tab) if tab else None
     return to_params(ViewState(src=src, rollout=rollout, call=node_key(CALL, call) if call else None,
-                               tab=name, anchor=anchor))
+                               tab=name, anchor=anchor, part=part))
 
 
 Query = tuple[tuple[str, str], ...]
