@@ -48,10 +48,12 @@ from tokencap.views import linkproof as lp
 from tokencap.views import links
 from tokencap.views import mask as mv
 from tokencap.views import rollout_page as rp
+from tokencap.views import run_data as rd
 from tokencap.views import run_source as rs
 from tokencap.views import sources as src
 from tokencap.views import style
 from tokencap.views import tree as tv
+from tokencap.views import triage as tr
 from tokencap.views import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_bytes, fmt_int, md_escape, md_frame
@@ -1142,9 +1144,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     global _FINALS
     request = run_request()
     if request is not None and "back_params" in request:  # opened from the Run page in this session
-        # First, so a rollout that fails to load still has its way back to the run.
-        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
-                     query_params=request.get("back_params") or None)
+        # First, so a rollout that fails to load still has its way back and on.
+        show_triage(request)
     if STATE.get("link_error"):
         st.error(f"**Could not open the link.** {md_escape(STATE['link_error'])}", icon=":material/error:")
         return
@@ -1207,6 +1208,49 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     if STATE.get("tab") != "Export":
         STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
     write_url_state(current_view_state(view, ref, rk))
+
+
+def triage_order(request: dict[str, Any]) -> tr.RunOrder | None:
+    """The Run page's table (its filter and sort) this rollout was opened from, computed once per run and filter."""
+    key = (id(request.get("frame")), tuple(sorted((request.get("back_params") or {}).items())))
+    memo = STATE.get("triage_order")
+    if memo is None or memo[0] != key:
+        memo = STATE["triage_order"] = (key, tr.order_of(request))
+    return memo[1]
+
+
+def _step(delta: int) -> None:
+    """Previous / next: open the rollout ``delta`` rows away in the run's table."""
+    request, order = run_request(), None
+    if request is not None:
+        order = triage_order(request)
+    if request is None or order is None:
+        return
+    STATE["open_rollout_seq"] = seq = STATE.get("open_rollout_seq", 0) + 1
+    step = tr.step_request(request, order, delta, seq)
+    if step is not None and step.request is not None:
+        STATE["open_rollout"] = step.request
+    elif step is not None:
+        STATE["triage_problem"] = step.problem
+
+
+def show_triage(request: dict[str, Any]) -> None:
+    """Back to the run, and previous / next in its filter (buttons, and the keys K and J)."""
+    order = triage_order(request)
+    row = request.get("row")
+    with st.container(horizontal=True, vertical_alignment="center", gap="small", key="triage"):
+        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
+                     query_params=request.get("back_params") or None)
+        if order is not None and isinstance(row, int):
+            st.button("Previous", icon=":material/arrow_upward:", key="triage_prev", shortcut="K", on_click=_step,
+                      args=(-1,), disabled=order.step(row, -1) is None, help="The rollout above in the run's table")
+            scope = "in this filter" if rd.RunFilter.from_params(request.get("back_params") or {}).active else "in the run"
+            st.markdown(f"Rollout **{order.where(row)}** {scope}", width="content")
+            st.button("Next", icon=":material/arrow_downward:", key="triage_next", shortcut="J", on_click=_step,
+                      args=(1,), disabled=order.step(row, 1) is None, help="The rollout below in the run's table")
+    problem = STATE.pop("triage_problem", None)
+    if problem:
+        st.warning(md_escape(problem), icon=":material/folder_off:")
 
 
 def loaded_keys(good: list[src.LoadedSource]) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from synth_snapshots import Capture
 from tokencap.run import scan_table
 from tokencap.views import run_data as rd
 from tokencap.views import run_source as rs
+from tokencap.views import triage as tr
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"
@@ -556,3 +557,47 @@ def test_a_broken_upload_opened_from_the_run_has_a_way_back(monkeypatch):
     back = next(p for p in at.get("page_link") if "Back to the run" in p.proto.label)
     assert back.proto.page_script_hash
     assert copy_link_warnings(at) == [] and "part" not in at.query_params  # an upload: no URL names it
+
+
+# --------------------------------------------------------------------------- triage: previous / next, and back
+
+
+def triage_text(at: AppTest) -> str:
+    return next(m.value for m in at.get_by_key("triage").markdown)
+
+
+def test_previous_and_next_walk_the_runs_filtered_sorted_table_and_back_lands_on_the_row(monkeypatch, sample):
+    table, frame = sample
+    reason = a_reason(frame)
+    at = run_app(monkeypatch)
+    at.multiselect(key="run_w_reasons").set_value([reason])
+    at.selectbox(key="run_w_sort").set_value("n_calls")
+    rerun(at)
+    at.toggle(key="run_w_desc").set_value(True)
+    rerun(at)
+    ids = run_table(at).value["rollout"].tolist()
+    order = tr.run_order(frame, rd.RunFilter(reasons=(reason,), sort="n_calls", descending=True))
+    assert len(ids) >= 3 and ids == [order.entry(int(r))[1] for r in order.rows]
+    select_row(at, 1)
+    assert headings(at) == [escaped(ids[1])]
+    assert triage_text(at) == f"Rollout **2 of {len(ids)}** in this filter"
+    at.button(key="triage_next").click()
+    rerun(at)
+    assert headings(at) == [escaped(ids[2])] and triage_text(at) == f"Rollout **3 of {len(ids)}** in this filter"
+    assert at.query_params["rollout"] == ids[2]  # the URL follows (a reload opens this one)
+    for _ in range(2):
+        at.button(key="triage_prev").click()
+        rerun(at)
+    assert headings(at) == [escaped(ids[0])] and at.button(key="triage_prev").disabled
+    assert at.button(key="triage_next").proto.shortcut and at.button(key="triage_prev").proto.shortcut
+    # Back on the run: the table of that filter, with the rollout last inspected selected (not reopened).
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    assert headings(at)[0].startswith("Run")
+    grid = run_table(at)
+    assert json.loads(grid.proto.selection_default)["selection"]["rows"] == [0]
+    assert [h for h in at.html if "dvn-scroller" in h.proto.body]
+    rerun(at)
+    assert headings(at)[0].startswith("Run")  # still here: the row shown selected does not open again
+    select_row(at, 2)
+    assert headings(at) == [escaped(ids[2])]

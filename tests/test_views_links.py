@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokencap.views import links
@@ -12,6 +12,7 @@ from tokencap.views.sources import RolloutRef
 ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # two cores shared with other work
 @given(src=st.one_of(st.none(), ids), rollout=st.one_of(st.none(), ids), call=st.one_of(st.none(), ids),
        kind=st.sampled_from(["call", "refusal", "ghost"]), tab=st.sampled_from([None, *rp.TABS]),
        anchor=st.one_of(st.none(), ids),
