@@ -66,7 +66,6 @@ SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scr
 TABS = list(rp.TABS)
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
-OVERVIEW_CONFIG = {"displaylogo": False, "displayModeBar": False, "scrollZoom": False}
 
 STATE = st.session_state
 RUN: dict[str, Any] = {"export_dir_shown": False}  # facts about this run only (the script re-runs from the top)
@@ -510,11 +509,11 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         STATE[window_key], STATE[followed_key] = window, selected
         overview_key = f"tree_overview:{rk}:{view.anchor}"
         st.caption(f"{fmt_int(len(model))} nodes in {lanes}, depths 0–{fmt_int(model.max_depth)}. Overview (all "
-                   f"nodes): drag a box to zoom into those depths, or click a dot to go there. Below: depths "
-                   f"{window[0]:,}–{window[1]:,}; click a node to inspect it.")
+                   "nodes): click a dot to go there, or take the box tool (top right) and drag across depths to "
+                   f"zoom into them. Below: depths {window[0]:,}–{window[1]:,}; click a node to inspect it.")
         st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
                         on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
-                        selection_mode=("points", "box"), config=OVERVIEW_CONFIG, width="stretch")
+                        selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
     else:
         st.caption(f"{fmt_int(len(model))} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
                    "double-click to reset.")

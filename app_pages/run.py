@@ -453,9 +453,13 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     picked = list(event.selection.rows) if event is not None else []
     if back and STATE.pop("run_back_scroll", None) == back[0]:
         st.html(scroll_to_row(back[1]), unsafe_allow_javascript=True)
-    # Open a row when the selection changes (not the row shown selected on the way back).
-    seen, STATE["run_table_seen"] = STATE.get("run_table_seen"), (table_key, picked)
-    if picked and seen != (table_key, picked) and not (back and picked == [back[1]] and seen is None):
+        STATE["run_back_hold"] = (table_key, [back[1]])
+    # The row shown selected on the way back is not a request to open it again (until it changes).
+    hold = STATE.get("run_back_hold")
+    if hold is not None and hold != (table_key, picked):
+        STATE.pop("run_back_hold", None)
+        hold = None
+    if picked and hold is None:
         row = rd.row_at(frame, rows, int(picked[0]))
         if row is not None:
             open_row(origin, frame, row, flt)
@@ -475,7 +479,6 @@ def _back_position(frame: pd.DataFrame, rows: np.ndarray) -> tuple[int, int] | N
         return None
     if STATE.get("run_back_seen") != request.get("seq"):
         STATE["run_back_seen"] = STATE["run_back_scroll"] = request.get("seq")
-        STATE.pop("run_table_seen", None)
     return int(request.get("seq") or 0), int(hits[0])
 
 

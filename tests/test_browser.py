@@ -454,3 +454,45 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
         page.wait_for_function("() => location.search.includes('part=')")
         _opened_in_a_fresh_browser(page, "jsonl-refusal-ended")
     print(f"screenshots: {tmp_path / 'triage-rollout.png'} {tmp_path / 'triage-back.png'}")
+
+
+def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_the_box_tool(tmp_path):
+    from playwright.sync_api import expect
+
+    from bench_build import make_linear_rollout
+
+    path = tmp_path / "linear1500.json"
+    make_linear_rollout(path, 1500, tool_tokens=20, gen_tokens=10, delta=True)
+    with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
+        page.goto(url)
+        expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
+        overview = page.locator('[class*="st-key-tree_overview-"] .js-plotly-plot')
+        expect(overview.locator(".scatterlayer, .gl-container").first).to_be_attached()
+        page.wait_for_timeout(500)
+        hover = page.evaluate("""() => document.querySelector('[class*="st-key-tree_overview-"] .js-plotly-plot')
+            ._fullData.flatMap(t => t.hovertext || [])""")
+        assert "call-00749 · depth 749" in hover and not any("call:" in h for h in hover)
+        # A click on a dot far from the zoomed window goes there.
+        x, y = _node_pixel(page, "call:call-00300", chart="tree_overview")
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        picked = page.get_by_text(re.compile(r"call-0029\d|call-0030\d|call-0031\d")).filter(
+            has_text="On the delivered main chain").first
+        expect(picked).to_be_visible()
+        caption = page.get_by_text(re.compile(r"Below: depths ([\d,]+)–([\d,]+)"))
+        low, high = (int(v.replace(",", "")) for v in re.search(r"depths ([\d,]+)–([\d,]+)", caption.inner_text()).groups())
+        assert low <= 300 <= high
+        # The box tool: drag across depths 1,000-1,100 to zoom into them.
+        page.wait_for_timeout(1000)  # the rerun after the click redraws the overview
+        overview.hover()
+        page.locator('[class*="st-key-tree_overview-"] [data-title="Box Select"]').click()
+        x1, y1 = _node_pixel(page, "call:call-01000", chart="tree_overview")
+        x2, _ = _node_pixel(page, "call:call-01100", chart="tree_overview")
+        page.mouse.move(x1, y1 - 4)
+        page.mouse.down()
+        page.mouse.move((x1 + x2) / 2, y1 + 4, steps=5)
+        page.mouse.move(x2, y1 + 4, steps=5)
+        page.mouse.up()
+        page.screenshot(path=str(tmp_path / "overview-box.png"))
+        expect(page.get_by_text(re.compile(r"Below: depths (99\d|1,0\d\d)–1,(09|10)\d"))).to_be_visible()
+        page.screenshot(path=str(tmp_path / "overview.png"))

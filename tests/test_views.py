@@ -513,8 +513,11 @@ def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
     fig = tv.overview_figure(model, (100, 124), "call:m00110")
     assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
-    assert fig.layout.dragmode == "select"
+    # No drag mode, so a click on a dot is a selection; the box is the toolbar's one tool.
+    assert fig.layout.dragmode is False and tv.OVERVIEW_CONFIG["modeBarButtons"] == [["select2d"]]
     assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    hover = [h for t in fig.data for h in t.hovertext]
+    assert "m00110 · depth 110" in hover and not any(h.startswith("call:") for h in hover)
     assert tv.window_from_selection(model, {"box": [{"x": [200.4, 251.7], "y": [0, 1]}], "points": []}) == (201, 251)
     assert tv.window_from_selection(model, {"box": [], "points": [{"customdata": ["call:m00001"]}]}) is None
     assert tv.window_from_selection(model, {"box": [{"x": [5.2, 5.4]}]}) == (6, 6)

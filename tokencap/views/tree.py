@@ -831,8 +831,10 @@ def search(model: TreeModel, query: str, limit: int = 50) -> list[str]:
 
 
 def overview_figure(model: TreeModel, window: Window, selected: str | None = None) -> go.Figure:
-    """Every node as a small dot, the zoomed window outlined. Click a dot to go there; drag a box to
-    choose the depths to zoom into."""
+    """Every node as a small dot, the zoomed window outlined. Click a dot to go there; with the box tool
+    (`OVERVIEW_CONFIG`'s one button) drag across depths to zoom into them. A click selects only while
+    no drag mode is on: in plotly's select mode a click is not a selection event for Streamlit.
+    Hovering a dot names its call (or refusal, or missing parent) and depth, never the internal key."""
     traces: list[Any] = []
     by_cat: dict[str, list[int]] = defaultdict(list)
     for i, n in enumerate(model.nodes):
@@ -847,14 +849,16 @@ def overview_figure(model: TreeModel, window: Window, selected: str | None = Non
                                    marker={"color": colour, "size": 5, "symbol": "circle" if "open" not in symbol
                                            else "circle-open"},
                                    customdata=np.array(keys, dtype=object).reshape(-1, 1),
-                                   hovertemplate="%{customdata[0]}<extra></extra>"))
+                                   hovertext=[overview_hover(model, k) for k in keys],
+                                   hovertemplate="%{hovertext}<extra></extra>"))
     if selected is not None and selected in model.index:
         x, y = _xy(model, [selected])
         traces.append(go.Scattergl(x=x, y=y, mode="markers", name="selected", showlegend=False,
                                    marker={"color": style.SELECTED, "size": 11, "symbol": "circle-open",
                                            "line": {"width": 2, "color": style.SELECTED}},
                                    customdata=np.array([selected], dtype=object).reshape(-1, 1),
-                                   hovertemplate="%{customdata[0]}<extra></extra>"))
+                                   hovertext=[overview_hover(model, selected)],
+                                   hovertemplate="%{hovertext}<extra></extra>"))
     lanes = max(model.lanes, 1)
     a, b = window
     fig = go.Figure(data=traces)
@@ -864,13 +868,24 @@ def overview_figure(model: TreeModel, window: Window, selected: str | None = Non
         margin={"l": 10, "r": 10, "t": 6, "b": 24},
         shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": a - 0.5, "x1": b + 0.5, "y0": 0, "y1": 1,
                  "line": {"color": "#dc2626", "width": 1.5}, "fillcolor": "rgba(220,38,38,0.07)"}],
-        hovermode="closest", clickmode="event+select", dragmode="select", selectdirection="h",
+        hovermode="closest", clickmode="event+select", dragmode=False, selectdirection="h",
         xaxis={"range": [-1, model.max_depth + 1], "showgrid": False, "zeroline": False, "fixedrange": True,
                "tickformat": ",d"},
         yaxis={"visible": False, "range": [-(lanes - 1) - 0.8, 0.8], "fixedrange": True},
         uirevision="overview",
     )
     return fig
+
+
+OVERVIEW_CONFIG = {"displaylogo": False, "scrollZoom": False, "modeBarButtons": [["select2d"]]}
+"""The overview's plotly config: one toolbar button, the box tool (a click on a dot needs no drag mode)."""
+
+
+def overview_hover(model: TreeModel, key: str) -> str:
+    """What hovering an overview dot says: the call id (or the refusal / missing parent) and its depth."""
+    node = model.nodes[model.index[key]]
+    what = node.ident if node.kind == CALL else f"{node.kind} {node.ident}"
+    return f"{html_text(what, 80)} · depth {node.depth:,}"
 
 
 def key_from_selection(selection: Any) -> str | None:
