@@ -957,6 +957,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
         st.error(f"**{banner.headline}** · status {md_escape(banner.status_line)}\n\n{reasons}", icon=":material/block:")
     st.caption(md_escape(av.anchor_summary(base.result, view.result, view.anchor)))
 
+    size_exports([view] + [v for v in all_views if v is not view])
     files = ev.downloads(view)
     cols = st.columns(3)
     for col, kind in zip(cols, ev.KINDS):
@@ -984,6 +985,21 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
                   ev.cli_command(source_label, None, None, False, out="OUT"))
 
 
+def size_exports(views: list[RolloutView]) -> None:
+    """Size every export once per rollout and anchor (`ev.sizes`, kept on the view), with a progress
+    bar while that runs; later visits and reruns reuse the sizes."""
+    todo = [v for v in views if not ev.sized(v)]
+    if not todo:
+        return
+    bar = st.progress(0.0, text="sizing the exports")
+    for n, v in enumerate(todo):
+        def report(done: int, total: int, n: int = n, name: str = md_escape(v.rollout_id)) -> None:
+            bar.progress(min((n + done / max(total, 1)) / len(todo), 0.99),
+                         text=f"sizing the exports: {done:,} of {total:,} calls of {name}")
+        ev.sizes(v, report)
+    bar.empty()
+
+
 def _progress(bar: Any, verb: str) -> Any:
     def report(done: int, total: int) -> None:
         bar.progress(min(done / total, 0.99), text=f"{verb} {fmt_bytes(done)} of about {fmt_bytes(total)}")
@@ -1000,7 +1016,8 @@ def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, com
     how = ev.route(size)
     dl_key = f"dl:{pkey}"
     if how == "now":
-        st.download_button(d.label, render(None), file_name=d.file_name, mime=d.mime, key=dl_key,
+        # Rendered when clicked (a deferred download), not on every rerun of the page.
+        st.download_button(d.label, lambda: render(None), file_name=d.file_name, mime=d.mime, key=dl_key,
                            icon=":material/download:", on_click="ignore", width="stretch")
         st.caption(d.what)
         return

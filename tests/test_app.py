@@ -630,6 +630,27 @@ def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
 # --------------------------------------------------------------------------- exports of any size
 
 
+def test_the_exports_are_sized_once_per_rollout_and_anchor_with_progress(monkeypatch):
+    from tokencap.views import export as ev
+
+    sized: list[str] = []
+    estimate = ev._response_estimate
+
+    def counting(response, report=None):
+        sized.append(response["id"] if "id" in response else "?")
+        return estimate(response, report)
+
+    monkeypatch.setattr(ev, "_response_estimate", counting)
+    at = open_app(monkeypatch, str(SAMPLES / "long_rollout_delta.json"), tab="Export")
+    assert len(sized) == 1
+    for tab in ("Call tree", "Export", "Export"):
+        rerun(at, tab)
+    assert len(sized) == 1  # every later visit and rerun reuses the sizes
+    next(s for s in at.selectbox if s.key.startswith("anchor_w:")).set_value("call-0100")
+    rerun(at)
+    assert len(sized) == 2  # another anchor is another build: sized once more
+
+
 def test_a_bigger_export_is_prepared_with_progress_then_downloads_by_itself(monkeypatch, downloads, tmp_path):
     from tokencap.views import export as ev
 
