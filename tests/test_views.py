@@ -222,7 +222,7 @@ def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
     assert keys == set(model.keys())
     names = {t.name for t in fig.data}
     assert "selected" in names and "recovered link" in names and "unresolved boundary (fragment root)" in names
-    assert all(isinstance(t, type(fig.data[0])) or t.mode == "text" for t in fig.data)
+    assert all(isinstance(t, type(fig.data[0])) or "text" in t.mode for t in fig.data)
 
 
 def test_tree_hover_and_labels_escape_capture_strings():
@@ -504,6 +504,10 @@ def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range()
     assert fig.layout.xaxis.range[0] < 100 < 124 < fig.layout.xaxis.range[1] < 126
     labels = next(t for t in fig.data if t.name == "call ids")
     assert "m00110" in labels.text and fig.layout.showlegend is False
+    # Labels are set off by an invisible marker wider than any ring, so they never sit on a node.
+    widest = max(t.marker.size for t in fig.data if t.mode == "markers" and not isinstance(t.marker.size, tuple))
+    assert labels.mode == "markers+text" and labels.marker.size > widest and labels.marker.color == "rgba(0,0,0,0)"
+    assert labels.hoverinfo == "skip" and labels.customdata is None  # a click goes to the node, not the label
     assert fig.layout.uirevision == "tree:100:124"
     # The whole tree has no labels: they would only collide.
     assert not any(t.name == "call ids" for t in model.figure().data)

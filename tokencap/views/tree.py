@@ -529,6 +529,16 @@ def _time(t: float, origin: float | None) -> str:
 # --------------------------------------------------------------------------- figure
 
 
+LABEL_CLEARANCE = max(ring[3] for ring in OVERLAY_STYLES.values())
+"""Labels keep clear of the widest mark a node can carry (the rings drawn over it)."""
+
+
+def _label_clearance(size: float) -> dict[str, Any]:
+    """An invisible marker as wide as a node's widest ring: plotly sets a trace's text off by its
+    marker's radius, so a label never sits on a node, its ring or the selection."""
+    return {"size": size * LABEL_CLEARANCE + 4, "color": "rgba(0,0,0,0)", "line": {"width": 0}}
+
+
 def _marker_size(n: int) -> float:
     if n <= 40:
         return 15
@@ -665,7 +675,8 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         keys = [model.nodes[i].key for i in idx]
         x, y = _xy(model, keys)
         texts = short_labels([model.nodes[i].ident for i in idx])
-        traces.append(go.Scatter(x=x, y=y, mode="text", text=[html_text(t) for t in texts],
+        traces.append(go.Scatter(x=x, y=y, mode="markers+text", text=[html_text(t) for t in texts],
+                                 marker=_label_clearance(size),
                                  textposition=["top center" if int(d) % 2 == 0 else "bottom center" for d in x],
                                  textfont={"size": 11, "color": "#1e293b"}, hoverinfo="skip", showlegend=False,
                                  name="call ids"))
@@ -676,9 +687,10 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         leaves = leaves[:1]  # many chains: their labels would only collide; hover names them
     if leaves:
         x, y = _xy(model, [k for _, k in leaves])
-        traces.append(go.Scatter(x=x + 0.35, y=y, mode="text", text=[html_text(c) for c, _ in leaves],
-                                 textposition="middle right", textfont={"size": 11, "color": "#334155"},
-                                 hoverinfo="skip", showlegend=False, cliponaxis=False))
+        traces.append(go.Scatter(x=x, y=y, mode="markers+text", text=[html_text(c) for c, _ in leaves],
+                                 marker=_label_clearance(size), textposition="middle right",
+                                 textfont={"size": 11, "color": "#334155"}, hoverinfo="skip", showlegend=False,
+                                 cliponaxis=False, name="chain labels"))
 
     lanes_shown = [model.nodes[i].lane for i in visible] or [0]
     top, bottom = min(lanes_shown), max(lanes_shown)
