@@ -5,6 +5,7 @@
     streamlit run app.py -- RESULT.parquet  # a run's scan table (tokencap scan RUN -o RESULT.parquet)
     streamlit run app.py -- FILE          # one snapshot JSON / entries JSONL, on the Rollout page
     tokencap app [PATH]                   # the same, through the command line
+    tokencap app RUN_DIR --final-responses RECORDS.jsonl  # a run with its rollout records (rewards, groups)
 
 This file is the navigation entry point only: page config and the list of pages. The Run
 page (a whole run's charts and table) comes first and is the default; the Rollout page
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from tokencap.views.run.source import app_arguments
+
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 
 
@@ -30,8 +33,8 @@ def file_argument() -> bool:
 
     A directory (a run) and a ``.parquet`` scan table open on the Run page.
     """
-    args = [a for a in sys.argv[1:] if a.strip()]
-    return bool(args) and Path(args[0]).is_file() and not args[0].lower().endswith(".parquet")
+    path = app_arguments(sys.argv[1:]).path
+    return path is not None and Path(path).is_file() and not path.lower().endswith(".parquet")
 
 
 st.set_page_config(page_title="tokencap", page_icon="🧵", layout="wide", initial_sidebar_state="expanded")

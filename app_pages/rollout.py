@@ -16,14 +16,17 @@ The page's view lives in the URL query parameters ``src``, ``rollout``, ``call``
     st.switch_page(ROLLOUT_PAGE, query_params=open_rollout_params(S, R))   # S: a path or "sample:NAME"
 
 optionally with ``call=``, ``tab=`` ("tree", "mask", "verdicts", "export") and
-``anchor=``. The page applies any query parameters it did not write itself (a first
+``anchor=``; with ``vs_src=`` / ``vs_rollout=`` the page loads that capture too and opens
+the Compare tab on the two. The page applies any query parameters it did not write itself (a first
 load, a reload, a shared link, a switch from another page), then keeps them in step
 with what it shows. Uploaded files cannot be named in a URL. A URL that names a rollout its
 source does not hold says so and shows no rollout (never another one in its place).
 
 Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
-uploaded file; the contract is in ``app_pages/run.py``) makes that rollout's file the
+uploaded file; ``final_responses``, the rollout records the run was scanned with, which
+build it unless final responses are uploaded here; with ``vs``, a dict of the same shape
+naming another run's capture to compare with; the contract is in ``app_pages/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
 and the row's source (``src``, ``part``; `rp.run_link`), so a reload or a shared link opens that
@@ -48,12 +51,12 @@ from tokencap.views import linkproof as lp
 from tokencap.views import links
 from tokencap.views import mask as mv
 from tokencap.views import rollout_page as rp
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
 from tokencap.views import sources as src
 from tokencap.views import style
 from tokencap.views import tree as tv
-from tokencap.views import triage as tr
 from tokencap.views import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_bytes, fmt_int, md_escape, md_frame
@@ -104,18 +107,21 @@ def parsed_final_responses(key: str, name: str, _data: bytes) -> tuple[Any, str 
 
 # The harness final responses in use for this run of the page (set first thing in main).
 _FINALS = av.FinalResponsesChoice()
+# Per source (cache key): the rollout records a run was scanned with, for rollouts the Run page
+# hands over (without an upload here, they build with them, so a verdict is its row's).
+_RUN_FINALS: dict[str, av.FinalResponsesChoice] = {}
 
 
 def view_of(ls: src.LoadedSource, index: int, anchor: str | None) -> RolloutView:
     """The cached view of one rollout, built with its harness final response when one applies
     (matched by rollout id; an unnamed response only when the file holds a single rollout)."""
-    final, finals_key = _FINALS.response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
+    choice = _RUN_FINALS.get(ls.source.cache_key, _FINALS)
+    final, finals_key = choice.response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
     return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final)
 
 
 def cli_argument() -> str | None:
-    args = [a for a in sys.argv[1:] if a.strip()]
-    return args[0] if args else None
+    return rs.app_arguments(sys.argv[1:]).path  # the path; --final-responses is the Run page's
 
 
 def source_path() -> str | None:
@@ -155,6 +161,7 @@ def take_url_state() -> links.ViewState | None:
     elif state.path is not None:
         STATE.pop("open_rollout", None)
         STATE["src_path"] = state.path
+    STATE["vs_src"], STATE["vs_rollout"] = state.vs_src, state.vs_rollout
     STATE["url_pending"] = state
     return state
 
@@ -181,6 +188,51 @@ def apply_url_state(refs: list[src.RolloutRef], good: list[src.LoadedSource]) ->
         STATE["tab"] = state.tab
     if state.mask is not None:
         STATE["mask_url"] = (rk, state.mask)
+    if state.vs_src and ref is not None:
+        vs_key = STATE.get("vs_source_key")
+        wanted = state.vs_rollout or ref.rollout_id
+        pin_comparison(refs, ref, next((r for r in refs if r.source_key == vs_key and r.rollout_id == wanted
+                                        and r.key != ref.key), None))
+
+
+def pin_comparison(refs: list[src.RolloutRef], ref: src.RolloutRef, other: src.RolloutRef | None) -> None:
+    """Open the Compare tab on ``ref`` against ``other`` (the capture a link or the Run page named)."""
+    if other is None:
+        return
+    STATE["tab"] = "Compare"
+    STATE["rollout"] = ref.key
+    STATE[f"cmp_mode:{ref.key}"] = "Two captures of this rollout"
+    STATE[f"cmp_other:{ref.key}"] = other.key
+    STATE[f"cmp_pinned:{ref.key}"] = other.key
+
+
+def versus_sources(request: dict[str, Any] | None) -> list[src.Source]:
+    """The capture to compare with: the Run page's ``open_rollout["vs"]``, or the URL's ``vs_src``."""
+    STATE["vs_source_key"] = None
+    vs = request.get("vs") if request is not None else None
+    if isinstance(vs, dict):
+        try:
+            source = source_once(vs, request.get("seq"), "open_rollout_vs_source")
+        except (OSError, ValueError) as exc:
+            st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
+            return []
+        st.sidebar.caption(f"Compared with {md_escape(vs.get('rollout_id'))} ({md_escape(vs.get('source'))})")
+    elif request is None and STATE.get("vs_src"):
+        named = links.ViewState(vs_src=STATE["vs_src"])
+        scenario = next((s for s in src.sample_scenarios(SAMPLE_DIR) if s.name == named.vs_sample), None)
+        path = str(scenario.path) if scenario is not None else named.vs_path
+        if not path:
+            return []
+        try:
+            source = path_source(path, src.path_signature(path))
+        except (OSError, ValueError) as exc:
+            st.sidebar.warning(f"Cannot open {md_escape(path)} to compare with: {md_escape(str(exc))}")
+            return []
+        st.sidebar.caption(f"Compared with {md_escape(path)}")
+    else:
+        return []
+    STATE["vs_source_key"] = source.cache_key
+    return [source]
 
 
 def write_url_state(state: links.ViewState) -> None:
@@ -244,21 +296,26 @@ def _close_run_rollout() -> None:
     STATE.pop("open_rollout", None)
 
 
+def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
+    """The source of a rollout handed over by the Run page, built once per opening (``seq``)."""
+    kept = STATE.get(memo)
+    if kept is not None and kept[0] == seq:
+        return kept[1]
+    source = rs.source_for_run_rollout(request)
+    STATE[memo] = (seq, source)
+    return source
+
+
 def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
     """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
     st.sidebar.markdown("**Opened from the run**")
     st.sidebar.code(str(request.get("source")), language=None, wrap_lines=True)
     st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
                       help="Back to the samples (or the command-line file) on this page.")
-    memo = STATE.get("open_rollout_source")
-    if memo is not None and memo[0] == request.get("seq"):
-        source = memo[1]
-    else:
-        try:
-            source = rs.source_for_run_rollout(request)
-        except (OSError, ValueError) as exc:
-            return [], str(request.get("source")), str(exc)
-        STATE["open_rollout_source"] = (request.get("seq"), source)
+    try:
+        source = source_once(request, request.get("seq"), "open_rollout_source")
+    except (OSError, ValueError) as exc:
+        return [], str(request.get("source")), str(exc)
     label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
     return [source], label, None
 
@@ -874,7 +931,7 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         name_a = f"A (anchored on {anchor_a})" if anchor_a else "A (no anchor)"
         name_b = f"B (anchored on {anchor_b})" if anchor_b else "B (no anchor)"
     else:
-        others = rp.other_captures(refs, ref)
+        others = rp.other_captures(refs, ref, also=STATE.get(f"cmp_pinned:{rk}"))
         if not others:
             st.info(f"Only one capture of {md_escape(ref.rollout_id)} is loaded. Upload another (a later snapshot "
                     "version, or the same rollout from another store) in the sidebar, next to this one, to compare "
@@ -1116,16 +1173,35 @@ def show_prepared(pkey: str, d: ev.Download, data: bytes, autoclick: bool) -> No
 # --------------------------------------------------------------------------- page
 
 
+def run_records() -> dict[str, av.FinalResponsesChoice]:
+    """The rollout records of the rollouts handed over by the Run page, per source (none under an upload)."""
+    request = run_request()
+    if request is None or STATE.get("final_responses_uploader") is not None:
+        return {}
+    out = {}
+    for handed, memo in ((request, "open_rollout_source"), (request.get("vs"), "open_rollout_vs_source")):
+        kept = STATE.get(memo)
+        records = handed.get("final_responses") if isinstance(handed, dict) else None
+        if records and kept is not None and kept[0] == request.get("seq"):
+            out[kept[1].cache_key] = av.final_responses_choice(None, Path(records), _parse_final_responses)
+    for choice in out.values():
+        if choice.error:
+            st.sidebar.error(f"**Rollout records not used.** {md_escape(choice.error)}", icon=":material/error:")
+        else:
+            st.sidebar.caption(f"Built with the run's rollout records: {md_escape(Path(choice.label).name)}")
+    return {key: choice for key, choice in out.items() if not choice.error}
+
+
+def _parse_final_responses(name: str, data: bytes) -> tuple[Any, str | None]:
+    return parsed_final_responses(av.content_key(name, data), name, data)
+
+
 def final_responses_choice() -> av.FinalResponsesChoice:
     """The uploaded final responses, else the file bundled with the sample scenario, else none."""
     upload = STATE.get("final_responses_uploader")
     bundled = STATE.get("bundled_final_responses")
-
-    def parse(name: str, data: bytes) -> tuple[Any, str | None]:
-        return parsed_final_responses(av.content_key(name, data), name, data)
-
     return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
-                                     Path(bundled) if bundled else None, parse)
+                                     Path(bundled) if bundled else None, _parse_final_responses)
 
 
 def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:
@@ -1149,7 +1225,10 @@ def main() -> None:
     page = st.empty()
     take_url_state()
     sources, source_label, path_error = sidebar_sources()
+    sources += [s for s in versus_sources(run_request()) if s.cache_key not in {x.cache_key for x in sources}]
     _FINALS = final_responses_choice()  # before loading: every view is built with its final response
+    _RUN_FINALS.clear()
+    _RUN_FINALS.update(run_records())
     loaded = load_sources(sources, page, progress)
     with page.container():
         show_page(loaded, source_label, path_error)
@@ -1186,9 +1265,13 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         # Streamlit keeps the scroll position across pages; a rollout opened from far down
         # the run's table would open mid-page, below its verdict. A constant script, no data.
         st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
-        wanted = rp.ref_for(refs, request["rollout_id"])
+        wanted = next((r for r in refs if r.rollout_id == request["rollout_id"]
+                       and r.source_key != STATE.get("vs_source_key")), None)
         if wanted is not None:
             STATE["rollout"] = wanted.key
+            vs = request.get("vs") or {}
+            pin_comparison(refs, wanted, next((r for r in refs if r.source_key == STATE.get("vs_source_key")
+                                               and r.rollout_id == vs.get("rollout_id")), None))
         else:
             STATE["rollout_missing"] = (request["rollout_id"], str(request.get("source")), loaded_keys(good))
     if show_missing_rollout(good):
@@ -1296,6 +1379,8 @@ def show_missing_rollout(good: list[src.LoadedSource]) -> bool:
 def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:
     mask = STATE["mask_view"].get(rk)
     return links.ViewState(
+        vs_src=STATE.get("vs_src") if run_request() is None else None,
+        vs_rollout=STATE.get("vs_rollout") if STATE.get("vs_src") else None,
         src=STATE.get("src_param"), part=STATE.get("part_param"), rollout=ref.rollout_id,
         call=rp.selected_node(view, STATE["selected"].get(rk)), tab=STATE.get("tab"), anchor=view.anchor,
         mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)

@@ -2,16 +2,20 @@
 
 Run through `app.py` (the navigation entry point). This file lays out widgets and keeps
 session state; the frame, filters, counts, figures and where a rollout lives come from
-`tokencap.views.run_data`, `run_charts` and `run_source`, unit-tested without Streamlit.
+`tokencap.views.run` (`data`, `charts`, `source`), unit-tested without Streamlit.
 
 Where the run comes from (sidebar), first match wins:
-1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked against
-   SPEC 11), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
+1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked to have the
+   scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
 2. the path given on the command line (``streamlit run app.py -- RUN_DIR``,
    ``tokencap app RUN_DIR``), scanned with a progress bar -- or, for a ``.parquet``
    file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
+A path is scanned with its rollout records (rewards, task groups): the sidebar's upload or
+path, else ``--final-responses FILE`` on the command line, else the sample run's bundled
+records. "Compare with another run" (``run_parts``) adds run B: charts, tiles and the table
+then show both, joined as ``tokencap diff`` joins them.
 A scan is cached for the whole server per (absolute path, fingerprint of its files); the
 fingerprint is taken once per session and path ("Rescan" takes it again), so a rerun
 never walks the run. An upload's table is cached per its content.
@@ -30,8 +34,12 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
         "seq": a number new at every opening (the Rollout page selects the rollout once per seq),
         "back_params": the ``run_*`` query parameters of the current filters,
         "name", "data": the uploaded file's name and bytes (only when "path" is None),
+        "final_responses": the rollout records the run was scanned with (a path), if any: the
+                           Rollout page builds the rollout with them, so its verdict is its row's,
+        "vs": (a joined row of a comparison, when both runs hold it) the other run's capture, a
+              dict of the same shape: the Rollout page opens its Compare tab on the two,
         "frame", "row", "origin": the run's frame, the row number and the `RunOrigin`
-                (previous / next in this filter, `tokencap.views.triage`),
+                (previous / next in this filter, `tokencap.views.run.triage`),
     }
 
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
@@ -41,30 +49,24 @@ and that row (the last one opened) selected and scrolled into view.
 
 from __future__ import annotations
 
-import hashlib
 import sys
-import threading
-import time
-from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import streamlit as st
 
-from tokencap.run import DiscoveryError, ScanTableError, read_scan, scan_table
-from tokencap.views import run_charts as rc
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
-from tokencap.views import triage as tr
+from app_pages import run_parts as parts
+from app_pages.run_loading import LoadedRun, load_any_path, load_uploads, records_directory
+from tokencap.views.run import charts as rc
+from tokencap.views.run import compare as cv
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
 from tokencap.views.text import fmt_bytes, md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent
 ROLLOUT_PAGE = "app_pages/rollout.py"
-CACHED_RUNS = 6
 
 STATE = st.session_state
 for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0),
@@ -73,134 +75,24 @@ for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_ro
         STATE[_name] = _default
 
 
-# --------------------------------------------------------------------------- loading a run
+def cli_arguments() -> rs.AppArguments:
+    return rs.app_arguments(sys.argv[1:])
 
 
-@dataclass(frozen=True, eq=False)
-class LoadedRun:
-    """A run's table and frame (or why there is none), as cached for every session."""
-
-    table: pa.Table | None
-    frame: pd.DataFrame | None
-    seconds: float = 0.0
-    error: str | None = None
-    key: str = ""  # short digest of the cache key: widget keys of this run's table and charts
-
-
-@dataclass
-class RunCache:
-    """Scanned runs for the whole server, most recent last (at most `CACHED_RUNS`).
-
-    A plain mapping behind `st.cache_resource`, not a cached function, so the progress bar
-    is drawn while a scan runs and never replayed from the cache. Sessions run in threads
-    of their own, so every access holds the lock.
-    """
-
-    runs: OrderedDict[tuple, LoadedRun]
-    lock: threading.Lock
-
-    def get(self, key: tuple) -> LoadedRun | None:
-        with self.lock:
-            run = self.runs.get(key)
-            if run is not None:
-                self.runs.move_to_end(key)
-            return run
-
-    def put(self, key: tuple, run: LoadedRun) -> LoadedRun:
-        run = LoadedRun(run.table, run.frame, run.seconds, run.error,
-                        hashlib.sha1(repr(key).encode("utf-8", "surrogateescape")).hexdigest()[:10])
-        with self.lock:
-            self.runs[key] = run
-            while len(self.runs) > CACHED_RUNS:
-                self.runs.popitem(last=False)
-        return run
-
-
-@st.cache_resource(show_spinner=False)
-def run_cache() -> RunCache:
-    return RunCache(OrderedDict(), threading.Lock())
-
-
-def _remember(key: tuple, run: LoadedRun) -> LoadedRun:
-    return run_cache().put(key, run)
-
-
-def _cached(key: tuple) -> LoadedRun | None:
-    return run_cache().get(key)
-
-
-def _progress_bar(what: str) -> tuple[Any, Any]:
-    bar = st.progress(0.0, text=f"{what}…")
-
-    def update(done: int, total: int) -> None:
-        bar.progress(min(1.0, done / total) if total else 0.0, text=f"{what}: {done:,} of {total:,} rollouts")
-
-    return bar, update
-
-
-def load_path(path: str, fp: rs.Fingerprint) -> LoadedRun:
-    key = ("path", path, fp.signature)
-    run = _cached(key)
-    if run is not None:
-        return run
-    bar, update = _progress_bar(f"Scanning {md_escape(path)}")
-    start = time.perf_counter()
-    try:
-        # In this process: a worker pool started from inside the Streamlit server would re-run the
-        # page script in every worker (multiprocessing re-imports __main__). Big runs are scanned on
-        # the command line (`tokencap scan RUN -o run.parquet --workers N`, or on Ray) and the table
-        # opened here.
-        table = scan_table(path, workers=1, progress=update)
-    except DiscoveryError as exc:
-        bar.empty()
-        return LoadedRun(None, None, error=str(exc))  # not cached: the path may appear
-    except Exception as exc:  # noqa: BLE001 -- a worker that died, a file that vanished: one message, no traceback
-        bar.empty()
-        return LoadedRun(None, None, error=f"{path}: the scan stopped ({type(exc).__name__}: {exc}); "
-                                           "try Rescan, or scan it with tokencap scan to see which rollout")
-    bar.empty()
-    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
-
-
-def load_table_file(path: str, fp: rs.Fingerprint) -> LoadedRun:
-    """A scan table named on the command line (``tokencap app RESULT.parquet``)."""
-    key = ("table", path, fp.signature)
-    run = _cached(key)
-    if run is not None:
-        return run
-    start = time.perf_counter()
-    try:
-        table = read_scan(path)
-    except ScanTableError as exc:
-        return LoadedRun(None, None, error=f"{exc}. Give a table written by: tokencap scan RUN -o RESULT.parquet")
-    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
-
-
-def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
-    key = ("upload", rs.uploads_key(uploads))
-    run = _cached(key)
-    if run is not None:
-        return run
-    start = time.perf_counter()
-    tables = [u for u in uploads if u.is_table]
-    if len(tables) > 1:
-        return LoadedRun(None, None, error="Upload one scan table (.parquet) at a time; "
-                                           f"these are several: {', '.join(u.name for u in tables)}.")
-    if tables:
-        try:
-            table = rs.table_of_parquet(tables[0])
-        except ScanTableError as exc:
-            return LoadedRun(None, None, error=f"{exc}. Upload a table written by: tokencap scan RUN -o RESULT.parquet")
-    else:
-        bar, update = _progress_bar("Scanning the uploaded files")
-        table = rs.table_of_uploads(uploads, progress=update)
-        bar.empty()
-    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
-
-
-def cli_argument() -> str | None:
-    args = [a for a in sys.argv[1:] if a.strip()]
-    return args[0] if args else None
+def records_for(path: str, sample: Path) -> str | None:
+    """The rollout records a scan of ``path`` uses: the sidebar's (upload or path), the command
+    line's, else the bundled records of a bundled run."""
+    upload: rs.Upload | None = STATE.get("run_records_upload")
+    if upload is not None:
+        return str(rs.stored_upload(upload, records_directory()))
+    typed = (STATE.get("run_records_path") or "").strip()
+    if typed:
+        return str(Path(typed).expanduser().resolve())
+    cli = cli_arguments().records
+    if cli:
+        return str(Path(cli).resolve())
+    bundled = rs.sample_records(APP_DIR, path) if Path(path).resolve().parent == sample.parent.resolve() else None
+    return str(bundled) if bundled else None
 
 
 def _remember_uploads() -> None:
@@ -227,7 +119,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
         on_change=_remember_uploads,
         help="A scan table (`tokencap scan RUN -o RESULT.parquet`), optionally with some of its rollouts' files; "
              "or rollouts to scan here: JSON, entries JSONL, or a zip of a capture-store directory.")
-    cli = cli_argument()
+    cli = cli_arguments().path
     uploads: tuple[rs.Upload, ...] = STATE["run_uploads"]
     if uploads:
         names = ", ".join(u.name for u in uploads)
@@ -254,9 +146,12 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
                       help="Scan again (files added or changed since this session first scanned the run).")
     label = path if cli else f"sample run ({sample.relative_to(APP_DIR)})"
     if path.lower().endswith(".parquet") and Path(path).is_file():
-        return rs.RunOrigin("parquet", label, roots=_run_root_input()), load_table_file(path, fp)
+        return rs.RunOrigin("parquet", label, roots=_run_root_input()), load_any_path(path, fp)
     kind = "directory" if Path(path).is_dir() else "file"
-    return rs.RunOrigin(kind, label, root=path), load_path(path, fp)
+    parts.sidebar_records()
+    records = records_for(path, sample)
+    parts.records_caption(records)
+    return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
 
 
 def _remember_root() -> None:
@@ -289,8 +184,13 @@ def _set_filter(flt: rd.RunFilter) -> None:
     STATE["run_filter"] = flt
 
 
+def _params(flt: rd.RunFilter) -> dict[str, str]:
+    """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
+    return {**flt.to_params(), **parts.compare_params()}
+
+
 def _sync_url(flt: rd.RunFilter) -> None:
-    wanted = flt.to_params()
+    wanted = _params(flt)
     present = {k: st.query_params[k] for k in st.query_params if k.startswith(rd.PARAM_PREFIX)}
     if present == wanted:
         return
@@ -301,6 +201,8 @@ def _sync_url(flt: rd.RunFilter) -> None:
 
 
 WIDGETS = {  # widget key -> RunFilter field
+    "run_w_change": "change",
+    "run_w_groups": "groups",
     "run_w_verdict": "verdict",
     "run_w_reasons": "reasons",
     "run_w_statuses": "statuses",
@@ -314,7 +216,7 @@ WIDGETS = {  # widget key -> RunFilter field
 def _widget_changed(key: str) -> None:
     name = WIDGETS[key]
     value = STATE.get(key)
-    if name in ("reasons", "statuses"):
+    if name in ("reasons", "statuses", "change"):
         value = tuple(value or ())
     elif name == "descending":
         value = bool(value)
@@ -327,7 +229,8 @@ def _show_filter_in_widgets(flt: rd.RunFilter) -> None:
     """Widgets show the filter (chart clicks and the way back change it behind them)."""
     for key, name in WIDGETS.items():
         value = getattr(flt, name)
-        value = list(value) if isinstance(value, tuple) else (value or None) if name == "verdict" else value
+        value = list(value) if isinstance(value, tuple) else (value or None) if name in ("verdict", "groups") \
+            else value
         if STATE.get(key) != value:
             STATE[key] = value
 
@@ -344,8 +247,11 @@ def _chart_clicked(chart_key: str, dimension: str) -> None:
         _set_filter(current_filter().toggle(bar_dimension, key))
 
 
-def filter_controls(flt: rd.RunFilter) -> None:
-    _show_filter_in_widgets(flt)
+def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
+    if comparing:
+        st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key="run_w_change",
+                       format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=("run_w_change",),
+                       placeholder="any")
     top = st.columns([1.5, 2.6, 2.2], gap="small", vertical_alignment="bottom")
     with top[0]:
         st.segmented_control("Verdict", list(rd.VERDICTS), key="run_w_verdict", on_change=_widget_changed,
@@ -371,11 +277,11 @@ def filter_controls(flt: rd.RunFilter) -> None:
                   disabled=not flt.sort)
 
 
-def table_heading(flt: rd.RunFilter, shown: int, total: int) -> None:
+def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollouts") -> None:
     described = flt.describe()
     cols = st.columns([8, 1.6], vertical_alignment="center")
     with cols[0]:
-        text = f"**{shown:,} of {total:,} rollouts**"
+        text = f"**{shown:,} of {total:,} {what}**"
         if described:
             text += " · filtered on " + " · ".join(f"*{md_escape(t)}*" for _, t in described)
         st.markdown(text + " · select a row to open it on the Rollout page")
@@ -388,7 +294,7 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int) -> None:
 # --------------------------------------------------------------------------- page parts
 
 
-def show_header(origin: rs.RunOrigin, run: LoadedRun) -> None:
+def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None) -> None:
     st.markdown(f"## Run · {md_escape(origin.label)}")
     frame = run.frame
     assert frame is not None
@@ -396,26 +302,42 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun) -> None:
            "parquet": "read from the scan table"}[origin.kind]
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
-               + " · charts count the rollouts passing every other filter; click a bar to filter the table.")
-    metrics = rd.run_metrics(frame)
-    for col, m in zip(st.columns(len(metrics)), metrics):
+               + " · charts count the rollouts passing every other filter; click a bar, its label or its count "
+                 "to filter the table.")
+    if cmp is not None:
+        st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
+    metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
+    per_row = len(metrics) if cmp is None else 3  # "241 → 259" needs a third of the width
+    columns = [c for i in range(0, len(metrics), per_row) for c in st.columns(per_row)]
+    for col, m in zip(columns, metrics):
         col.metric(m.label, m.value, delta=m.share or None, delta_color="off", delta_arrow="off",
-                   help=m.help or None, border=True, height="stretch")
+                   help=md_escape(m.help) or None, border=True, height="stretch")
     warning = rd.single_call_warning(frame)
     if warning:
         st.warning(md_escape(warning), icon=":material/build:")
 
 
-def show_charts(frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndarray], run_key: str) -> None:
-    bars = {b.dimension: b for b in rd.chart_bars(frame, masks)}
+def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | None = None,
+           names: tuple[str, str] = ("A", "B")) -> None:
+    key = f"run_chart:{bars.dimension}:{run_key}:{STATE['run_chart_nonce'].get(bars.dimension, 0)}"
+    with st.container(border=True):
+        st.plotly_chart(rc.as_figure(rc.bar_figure(bars, flt.active_keys(bars.dimension), versus, names)), key=key,
+                        on_select=lambda k=key, d=bars.dimension: _chart_clicked(k, d),
+                        selection_mode="points", config=rc.CONFIG, width="stretch")
+
+
+def show_charts(frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndarray], run_key: str,
+                cmp: cv.Comparison | None = None, masks_b: dict[str, np.ndarray] | None = None) -> None:
+    if cmp is None:
+        pairs = {b.dimension: (b, None) for b in rd.chart_bars(frame, masks)}
+    else:
+        pairs = {a.dimension: (a, b) for a, b in cv.paired_bars(cmp, masks, masks_b or {})}
+        _chart(cv.change_bars(cmp, masks, masks_b or {}), flt, run_key)
+    names = (cmp.name_a, cmp.name_b) if cmp is not None else ("A", "B")
     for row in rc.ROWS:
-        cols = st.columns(len(row), gap="small")
-        for col, b in zip(cols, (bars[d] for d in row)):
-            key = f"run_chart:{b.dimension}:{run_key}:{STATE['run_chart_nonce'].get(b.dimension, 0)}"
-            with col, st.container(border=True):
-                st.plotly_chart(rc.as_figure(rc.bar_figure(b, flt.active_keys(b.dimension))), key=key,
-                                on_select=lambda k=key, d=b.dimension: _chart_clicked(k, d),
-                                selection_mode="points", config=rc.CONFIG, width="stretch")
+        for col, d in zip(st.columns(len(row), gap="small"), row):
+            with col:
+                _chart(pairs[d][0], flt, run_key, pairs[d][1], names)
 
 
 COLUMN_CONFIG = {
@@ -497,9 +419,16 @@ def scroll_to_row(position: int) -> str:
     }})(50);</script>"""
 
 
-def _open(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, located: rs.Located, flt: rd.RunFilter) -> None:
+def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
+          records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
     STATE["open_rollout_seq"] += 1
-    STATE["open_rollout"] = tr.row_request(origin, frame, row, located, flt.to_params(), STATE["open_rollout_seq"])
+    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=_params(flt),
+                              records=records)
+    if vs is not None:
+        request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
+    if place is not None:
+        request = tr.with_place(request, *place)  # previous / next, and the way back to this row
+    STATE["open_rollout"] = request
     st.switch_page(ROLLOUT_PAGE)
 
 
@@ -508,7 +437,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
     rollout_id = str(frame["rollout_id"].iloc[row])
     located = rs.locate(origin, source)
     if located is not None:
-        _open(origin, frame, row, located, flt)
+        _open(located, source, rollout_id, flt, records=origin.records, place=(origin, frame, row))
         return
     # A table uploaded alone names files this machine does not have: say so, offer an upload.
     with st.container(border=True):
@@ -522,7 +451,8 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
             if problem:
                 st.error(md_escape(problem), icon=":material/error:")
             else:
-                _open(origin, frame, row, rs.Located(name=candidate.name, data=candidate.data), flt)
+                _open(rs.Located(name=candidate.name, data=candidate.data), source, rollout_id, flt,
+                      records=origin.records, place=(origin, frame, row))
 
 
 # --------------------------------------------------------------------------- page
@@ -530,6 +460,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
 
 def main() -> None:
     origin, run = sidebar_origin()
+    versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_uploads"])
     if run.error or run.frame is None:
         st.markdown("## Run")
         st.error(f"**Could not open the run.** {md_escape(run.error or 'no table')}", icon=":material/error:")
@@ -537,15 +468,26 @@ def main() -> None:
     frame = run.frame
     flt = current_filter()
     _sync_url(flt)
-    show_header(origin, run)
+    cmp = parts.comparison(origin, run, versus) if versus is not None else None
+    if cmp is None:
+        flt = flt.set(change=())  # nothing to compare with: no change to filter on
+    show_header(origin, run, cmp)
     if not len(frame):
         st.info("This run holds no rollout.")
         return
-    masks = rd.filter_masks(frame, flt)
-    run_key = run.key
-    show_charts(frame, flt, masks, run_key)
-    filter_controls(flt)
-    show_table(origin, frame, flt, masks, run_key)
+    masks = rd.filter_masks(cmp.a if cmp is not None else frame, flt)
+    masks_b = rd.filter_masks(cmp.b, flt) if cmp is not None else None
+    run_key = run.key + (versus.run.key if versus is not None and cmp is not None else "")
+    _show_filter_in_widgets(flt)
+    show_charts(frame, flt, masks, run_key, cmp, masks_b)
+    parts.show_rewards(origin, frame, cmp, flt, lambda: _widget_changed("run_w_groups"))
+    filter_controls(flt, cmp is not None)
+    if cmp is None:
+        show_table(origin, frame, flt, masks, run_key)
+    else:
+        picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG)
+        if picked is not None:
+            parts.open_pair(origin, versus, cmp, picked, flt, _open)
 
 
 main()

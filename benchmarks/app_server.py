@@ -50,18 +50,7 @@ def streamlit_app(*args: str, log: BinaryIO, env: dict[str, str] | None = None) 
     proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=full_env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise AppDidNotStart(f"streamlit did not start on {url}")
-            time.sleep(0.2)
+        wait_until_serving(proc, url, log)
         yield url
     finally:
         proc.terminate()
@@ -69,6 +58,23 @@ def streamlit_app(*args: str, log: BinaryIO, env: dict[str, str] | None = None) 
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, log: BinaryIO) -> None:
+    """Return once the app at ``url`` answers its health check; `AppDidNotStart` if ``proc`` exits first
+    or `START_TIMEOUT` passes."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
+                if resp.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            log.flush()
+            raise AppDidNotStart(f"streamlit did not start on {url}")
+        time.sleep(0.2)
 
 
 def launch_chromium(playwright: Any) -> Any:

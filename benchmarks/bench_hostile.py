@@ -12,6 +12,8 @@ never committed):
 - ``many.zip``: 10,000 small snapshot JSON files (three calls each), ~21 MB zipped;
 - ``many.jsonl``: the same records as one JSONL file (what the same bytes cost without
   the per-file overhead).
+- ``sparse.jsonl``: a 3 GiB sparse file (all zero bytes, no disk blocks), as SOURCE: binary
+  input that must be refused from its first bytes, not after scanning it for line ends.
 
 Each run is a fresh ``python -m tokencap build INPUT -o OUT``; the figures are wall time
 and CPU time (user + system; steadier than wall time on a shared machine), medians of the
@@ -121,6 +123,11 @@ def make_many_jsonl(path: Path, count: int = 10_000) -> None:
                 out.write(orjson.dumps(record) + b"\n")
 
 
+def make_sparse(path: Path, size: int = 3 << 30) -> None:
+    with open(path, "wb") as out:
+        out.truncate(size)  # a hole: no blocks on disk, reads as zeros
+
+
 def run_once(cmd: list[str]) -> tuple[float, float, int, int, str]:
     start = time.perf_counter()
     # From a neutral directory: `python -m` puts the working directory first on sys.path.
@@ -143,7 +150,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tokencap-hostile-"))
     try:
         inputs = {"bomb": (work / "bomb.zip", None), "blank": (work / "blank.jsonl", None),
-                  "many": (work / "many.zip", None), "many-jsonl": (work / "many.jsonl", None)}
+                  "many": (work / "many.zip", None), "many-jsonl": (work / "many.jsonl", None),
+                  "sparse": (work / "sparse.jsonl", None)}
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tokencap")], check=True)
         env_py = [sys.executable, "-m", "tokencap", "build"]
         for label in args.only or list(inputs):
@@ -175,7 +183,8 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-MAKERS = {"bomb": make_bomb, "blank": make_blank_lines, "many": make_many, "many-jsonl": make_many_jsonl}
+MAKERS = {"bomb": make_bomb, "blank": make_blank_lines, "many": make_many, "many-jsonl": make_many_jsonl,
+          "sparse": make_sparse}
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--generate":

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
 from synth_run import synthetic_scan_table  # noqa: E402
-from tokencap.views import run_data as rd  # noqa: E402
+from tokencap.views.run import data as rd  # noqa: E402
 
 
 

@@ -59,9 +59,13 @@ def _tree_rss_kib(root: int) -> int:
 
 
 def timed_scan(source: Path, out: Path, *args: str, sample: bool = True) -> tuple[float, int]:
-    """Wall seconds and peak process-tree RSS (KiB) of one `tokencap scan`. Sampling /proc
-    costs CPU on a 2-core machine, so timing runs leave it off (``sample=False``)."""
-    command = [sys.executable, "-m", "tokencap", "scan", str(source), "-o", str(out), *args]
+    """Wall seconds and peak process-tree RSS (KiB) of one `tokencap scan`."""
+    return timed_command([sys.executable, "-m", "tokencap", "scan", str(source), "-o", str(out), *args], sample)
+
+
+def timed_command(command: list[str], sample: bool = True) -> tuple[float, int]:
+    """Wall seconds and peak process-tree RSS (KiB) of one command. Sampling /proc costs CPU
+    on a 2-core machine, so timing runs leave it off (``sample=False``)."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
@@ -82,7 +86,7 @@ def timed_scan(source: Path, out: Path, *args: str, sample: bool = True) -> tupl
     if sample:
         sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"scan failed ({proc.returncode}): {err.decode()[-2000:]}")
+        raise SystemExit(f"{' '.join(command[2:4])} failed ({proc.returncode}): {err.decode()[-2000:]}")
     return elapsed, peak
 
 

@@ -1220,8 +1220,39 @@ loads every other `*.json` file in it as a snapshot.
 
 ```
 python -m tokencap build sample_data/run -o /tmp/run.jsonl
-python scripts/make_sample_run.py              # rewrites sample_data/run/
-python scripts/make_sample_run.py /tmp/run     # or anywhere else
+python scripts/make_sample_run.py              # rewrites run/, run_after_fix/ and rollout_records/
+python scripts/make_sample_run.py /tmp/run     # only the run, anywhere else
+python scripts/make_sample_run.py --pair /tmp/samples   # all three, anywhere else
+```
+
+## The same run after a fix: `run_after_fix/`, and rollout records: `rollout_records/`
+
+`run_after_fix/` is the same tasks run again after a harness release, for `tokencap diff`:
+the same rollout ids and most files byte for byte the same. What changed: the harness now
+records its parent decision and stops re-rendering history (every
+`unresolved_continuation` and `stale_parent_link` rollout is a clean loop now), and its
+rollout records carry the server's token ids (in `run/`, two long tasks' records carry a
+re-tokenized answer, so nothing matches and those rollouts are masked
+`terminal_call_not_delivered`). One rollout regressed (its capture died mid-write), one
+changed its reasons (a sub-agent instead of a compaction), and two rollouts were re-run
+under a new attempt id (only in A / only in B by id; paired by `--join task`).
+`run_after_fix/expected.json.txt` declares its verdicts as `run/` does.
+
+`rollout_records/run.jsonl` and `run_after_fix.jsonl` are the harness's rollout records
+(one per task and rollout index; a re-run attempt's record replaces the first attempt's):
+`rollout_id`, `_ng_task_index`, `_ng_rollout_index`, a pass/fail `reward`, and the final
+`response` with the generated token ids of the answer. Rewards are the same in both runs
+and deliberately biased: rollouts masked in `run/`, and long ones, pass more often, so
+dropping masked rollouts shifts the reward a trainer sees; tasks come in groups of 4, some
+with fewer than 2 trainable rollouts, some whose trainable rollouts all share one reward.
+`rollout_records/expected.json` declares, from the generator's own draws, what
+`tokencap diff` reports (counts and rollout ids per change), how a record changes a
+situation's verdict, and the reward and group facts of each run.
+
+```
+python -m tokencap diff sample_data/run sample_data/run_after_fix \\
+    --final-responses-a sample_data/rollout_records/run.jsonl \\
+    --final-responses-b sample_data/rollout_records/run_after_fix.jsonl -o /tmp/diff.parquet
 ```
 
 ## Final responses (terminal attribution)

@@ -19,17 +19,25 @@ a snapshot (SPEC 3), and the expectations are not a rollout.
 Deterministic: every random choice comes from seeded ``random.Random`` instances and the
 clock is fixed, so re-running writes byte-identical files.
 
+With it, the same run after a harness fix (``sample_data/run_after_fix/``) and both runs'
+rollout records (``sample_data/rollout_records/``: reward, task and rollout index, final
+response), with what ``tokencap diff`` of the two must report and the reward and group
+facts of each, declared in ``rollout_records/expected.json`` (see "The run after a fix").
+
 Usage::
 
-    python scripts/make_sample_run.py [OUTPUT_DIR]     # default: sample_data/run/
+    python scripts/make_sample_run.py                  # sample_data/run, run_after_fix, rollout_records
+    python scripts/make_sample_run.py OUTPUT_DIR       # only the run
+    python scripts/make_sample_run.py --pair ROOT      # all three under ROOT
 """
 
 from __future__ import annotations
 
 import random
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +102,7 @@ class StoreRollout(RolloutWriter):
         self.line_edits: list[Callable[[list[bytes]], None]] = []  # damage to the committed lines
         self.state_edit: Callable[[bytes], bytes] | None = None
         self.last_record: dict[str, Any] = {}
+        self.answer: dict[str, Any] | None = None  # the harness's final call, when not the last recorded one
 
     def next_id(self) -> str:
         self.n_ids += 1
@@ -431,6 +440,7 @@ def s_interrupted(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     ids = w.run(None, n, delta=True, ends=False)
     # The process died while writing the next call: its intent is there, its line is torn.
     c = w.turn(ids[-1], kind="text", finish="stop", delta=True, record=False)
+    w.answer = w.last_record  # the harness finished on it; the capture never stored it
     line = orjson.dumps(w.last_record, option=orjson.OPT_SORT_KEYS)
     w.torn = line[: w.rng.randint(40, len(line) - 1)]
     w.frozen = False
@@ -624,19 +634,43 @@ class Planned:
     situation: str
     files: dict[str, bytes]  # file name -> bytes, in the store directory
     declared: dict[str, Any]
+    answer: dict[str, Any] | None = None  # the harness's final answer: output items and generated tokens
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One rollout of a run before it is written: everything `make_rollout` needs."""
+
+    rollout_id: str
+    situation: str
+    n_calls: int
+    seed: int
+    t0: float
+    ctx: Ctx
+
+
+def final_answer(w: StoreRollout) -> dict[str, Any] | None:
+    """What the harness finished on, as its rollout record stores it: the output items and
+    generated tokens of the last call it made (``w.answer`` when a situation says otherwise,
+    e.g. a call whose record never reached the store)."""
+    record = w.answer or next((w.records[r["model_call_id"]] for r in reversed(w.entries)
+                               if r["generation_token_ids"]), None)
+    if record is None:
+        return None
+    return {"items": record["output_items"], "generation_token_ids": list(record["generation_token_ids"])}
 
 
 def make_rollout(rid: str, situation: str, n_calls: int, seed: int, t0: float, ctx: Ctx) -> Planned:
     w = StoreRollout(rid, seed, t0)
     declared = SITUATION_BY_NAME[situation].build(w, n_calls, ctx)
     declared = {"situation": situation, "load_fails": "load_error" in declared["mask_reasons"], **declared}
-    return Planned(rid, situation, w.files(), declared)
+    return Planned(rid, situation, w.files(), declared, final_answer(w))
 
 
-def iter_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
-             tasks: int = 1000, spread: float = 3600.0) -> Iterator[Planned]:
-    """Every rollout of a run, one at a time: ids, situations shuffled over them, each rollout
-    built from its own seed. ``calls`` picks a rollout's number of calls for its situation."""
+def plan_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
+             tasks: int = 1000, spread: float = 3600.0) -> Iterator[Slot]:
+    """Every rollout of a run as a `Slot`: ids, situations shuffled over them, each with its own
+    seed. ``calls`` picks a rollout's number of calls for its situation."""
     rng = random.Random(seed)
     names = [name for name, k in counts.items() for _ in range(k)]
     ids = rollout_ids(rng, len(names), tasks=tasks)
@@ -647,7 +681,14 @@ def iter_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Rando
         n = calls(rng, SITUATION_BY_NAME[name])
         t0 = round(T0 + rng.uniform(0.0, spread), 3)  # rollouts of a run overlap in time
         seen[name] = seen.get(name, 0) + 1
-        yield make_rollout(rid, name, n, seed * 1_000_003 + i, t0, Ctx(ids, seen[name] - 1))
+        yield Slot(rid, name, n, seed * 1_000_003 + i, t0, Ctx(ids, seen[name] - 1))
+
+
+def iter_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
+             tasks: int = 1000, spread: float = 3600.0) -> Iterator[Planned]:
+    """Every rollout of a run, one at a time (`plan_run`, each slot made by `make_rollout`)."""
+    for slot in plan_run(counts, seed=seed, calls=calls, tasks=tasks, spread=spread):
+        yield make_rollout(slot.rollout_id, slot.situation, slot.n_calls, slot.seed, slot.t0, slot.ctx)
 
 
 def summarize(planned: Sequence[Planned]) -> dict[str, Any]:
@@ -731,16 +772,266 @@ def generate(out_dir: Path, seed: int = RUN_SEED) -> dict[str, Any]:
                      seed=seed)
 
 
+# --------------------------------------------------------------------------- the run after a fix
+#
+# The same tasks run again after a harness fix, to compare with `tokencap diff`: most rollouts
+# are byte-identical (same seed), the fix makes two kinds of lineage trouble go away, one
+# rollout regresses, one changes its reasons, and two rollouts were re-run under a new
+# attempt id. Both runs come with the harness's rollout records (reward, task and rollout
+# index, final response), written next to them, never inside them.
+
+RUN_NAME, AFTER_FIX_NAME, RECORDS_NAME = "run", "run_after_fix", "rollout_records"
+RECORDS_EXPECTED = "expected.json"
+AFTER_FIX_SALT = 7_919  # a changed rollout is drawn from another seed
+FIXED_BY_THE_HARNESS = ("unresolved_continuation", "stale_parent_link")
+"""Situations the fix removes (the harness records its parent decision and stops re-rendering
+history): these rollouts are clean agent loops after the fix."""
+
+WITH_RECORDS: dict[str, tuple[list[str] | None, list[str], str]] = {
+    # situation -> (reasons without the record to drop (None: all), reasons to add, why)
+    "final_retry_unresolved": (None, [], "the record carries the generated tokens of the answer the harness kept, "
+                               "so that call anchors and the retry group is decided (SPEC 10, 4.6): trainable"),
+    "capture_interrupted": ([], ["terminal_call_not_delivered"],
+                            "the harness's final answer is the call whose line was torn: no captured call matches "
+                            "it (unattributed)"),
+    "broken_delta_chain": ([], ["terminal_call_not_delivered"],
+                           "the final answer is on a delta that cannot be rebuilt: no built call matches it "
+                           "(unattributed)"),
+}
+"""How a rollout record changes a situation's declared verdict (the status never changes)."""
+
+ID_PARTS = re.compile(r"task(\d+)-rollout(\d+)-attempt(\d+)")
+
+
+def indices_of(rollout_id: str) -> tuple[int, int, int]:
+    """(task index, rollout index, attempt) of a sample rollout id."""
+    match = ID_PARTS.fullmatch(rollout_id)
+    assert match, rollout_id
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+def with_records(declared: dict[str, Any], *, retokenized: bool = False) -> list[str]:
+    """The declared mask reasons of a rollout scanned with its rollout record. A record whose
+    tokens were re-tokenized by the harness matches no call: unattributed, so
+    `terminal_call_not_delivered` (SPEC 10), and the record decides nothing."""
+    if declared["load_fails"]:
+        return list(declared["mask_reasons"])  # not built: the record is never read
+    if retokenized:
+        return [r for r in MASK_REASON_ORDER if r in declared["mask_reasons"] or r == "terminal_call_not_delivered"]
+    drop, add, _ = WITH_RECORDS.get(declared["situation"], ([], [], ""))
+    kept = [] if drop is None else [r for r in declared["mask_reasons"] if r not in drop]
+    return [r for r in MASK_REASON_ORDER if r in kept or r in add]
+
+
+RETOKENIZED_TASKS = 2
+"""Tasks whose rollout records in the first run carry re-tokenized answers (the harness bug the
+fix removes): the longest tasks whose rollouts are otherwise all trainable."""
+
+
+def retokenized_tasks(planned: Sequence[Planned], avoid: set[str]) -> set[int]:
+    tasks: dict[int, list[Planned]] = {}
+    for p in planned:
+        tasks.setdefault(indices_of(p.rollout_id)[0], []).append(p)
+    clean = [(sum(p.declared["metrics"]["n_calls"] for p in group), task) for task, group in tasks.items()
+             if len(group) == 4 and not any(p.declared["mask_reasons"] or p.rollout_id in avoid for p in group)]
+    return {task for _, task in sorted(clean, reverse=True)[:RETOKENIZED_TASKS]}
+
+
+def plan_after_fix(slots: Sequence[Slot]) -> tuple[list[Slot], dict[str, list[str]]]:
+    """The run after the fix, slot for slot, and which rollout ids each change touched (the
+    rollouts of re-tokenized tasks are added to ``fixed`` by the caller)."""
+    rerun = {indices_of(s.rollout_id)[:2] for s in slots if indices_of(s.rollout_id)[2] > 0}
+    ordered = sorted(slots, key=lambda s: s.rollout_id)
+    plain = [s for s in ordered if s.situation == "delta_records" and indices_of(s.rollout_id)[:2] not in rerun]
+    regressed, moved = plain[0], plain[-2:]
+    compaction = next(s for s in ordered if s.situation == "compaction_new_root" and s.n_calls >= 3)
+    story: dict[str, list[str]] = {"fixed": [], "broke": [regressed.rollout_id],
+                                   "reasons_changed": [compaction.rollout_id],
+                                   "only_a": sorted(s.rollout_id for s in moved), "only_b": []}
+    out: list[Slot] = []
+    for slot in slots:
+        again = replace(slot, seed=slot.seed + AFTER_FIX_SALT)
+        if slot.situation in FIXED_BY_THE_HARNESS:
+            out.append(replace(again, situation="delta_records"))
+            story["fixed"].append(slot.rollout_id)
+        elif slot is regressed:  # the capture died mid-write this time
+            out.append(replace(again, situation="capture_interrupted"))
+        elif slot is compaction:  # no compaction this time, but a sub-agent
+            out.append(replace(again, situation="subagent_branch"))
+        elif slot in moved:  # the trainer re-ran it: a new attempt id, the same task and rollout index
+            new_id = slot.rollout_id.replace("-attempt0", "-attempt1")
+            out.append(replace(again, rollout_id=new_id))
+            story["only_b"].append(new_id)
+        else:
+            out.append(slot)
+    story["fixed"].sort()
+    story["only_b"].sort()
+    return out, story
+
+
+def reward_of(task: int, index: int, masked: bool, n_calls: int) -> float:
+    """A pass/fail reward for one task and rollout index, the same in both runs. Rewards are
+    biased on purpose: rollouts masked in the first run (and long ones) pass more often, so
+    dropping masked rollouts shifts the reward a trainer sees."""
+    rng = random.Random(f"reward:{task}:{index}")
+    p = 0.3 + (0.4 if masked else 0.0) + (0.15 if n_calls >= 12 else 0.0)
+    return 1.0 if rng.random() < p else 0.0
+
+
+def records_bytes(planned: Sequence[Planned], rewards: dict[tuple[int, int], float],
+                  retokenized: set[int] = frozenset()) -> bytes:  # type: ignore[assignment]
+    """The harness's rollout records of a run (JSONL, by rollout id): one per task and rollout
+    index -- a re-run attempt replaces the earlier attempt's record. For the ``retokenized``
+    tasks the answer's tokens are the harness's own re-tokenization, not the server's."""
+    latest: dict[tuple[int, int], Planned] = {}
+    for p in sorted(planned, key=lambda p: p.rollout_id):
+        latest[indices_of(p.rollout_id)[:2]] = p  # attempts sort in order: the last one wins
+    lines = []
+    for (task, index), p in sorted(latest.items(), key=lambda kv: kv[1].rollout_id):
+        assert p.answer is not None, p.rollout_id
+        items = [dict(item) for item in p.answer["items"]]
+        tokens = list(p.answer["generation_token_ids"])
+        if task in retokenized:  # the harness re-tokenized the text: one token came out split in two
+            at = len(tokens) // 2
+            tokens[at:at + 1] = [tokens[at] // 2, tokens[at] - tokens[at] // 2]
+        items[-1]["generation_token_ids"] = tokens
+        record = {"rollout_id": p.rollout_id, "_ng_task_index": task, "_ng_rollout_index": index,
+                  "reward": rewards[(task, index)],
+                  "response": {"id": f"resp_{task:04d}_{index}", "object": "response", "status": "completed",
+                               "output": items}}
+        lines.append(orjson.dumps(record) + b"\n")
+    return b"".join(lines)
+
+
+def reward_facts(planned: Sequence[Planned], rewards: dict[tuple[int, int], float],
+                 retokenized: set[int] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    """What the reward and group views of a run must show, from the declarations alone."""
+    latest: dict[tuple[int, int], Planned] = {}
+    for p in sorted(planned, key=lambda p: p.rollout_id):
+        latest[indices_of(p.rollout_id)[:2]] = p
+    trainable: dict[int, list[float]] = {}
+    kept, dropped = [], []
+    for (task, index), p in latest.items():
+        reward = rewards[(task, index)]
+        trainable.setdefault(task, [])
+        if with_records(p.declared, retokenized=task in retokenized):
+            dropped.append(reward)
+        else:
+            kept.append(reward)
+            trainable[task].append(reward)
+    return {
+        "rollouts_with_reward": len(latest),
+        "mean_reward": round(sum(kept + dropped) / len(latest), 6),
+        "mean_reward_trainable": round(sum(kept) / len(kept), 6),
+        "mean_reward_masked": round(sum(dropped) / len(dropped), 6),
+        "groups": len(trainable),
+        "groups_under_2_trainable": sum(len(r) < 2 for r in trainable.values()),
+        "groups_one_reward": sum(len(r) >= 2 and len(set(r)) == 1 for r in trainable.values()),
+    }
+
+
+def diff_facts(a: Sequence[Planned], b: Sequence[Planned], story: dict[str, list[str]],
+               retokenized: set[int]) -> dict[str, Any]:
+    """The declared result of `tokencap diff` on the two runs (each scanned with its records)."""
+    reasons_a = {p.rollout_id: with_records(p.declared, retokenized=indices_of(p.rollout_id)[0] in retokenized)
+                 for p in a}
+    reasons_b = {p.rollout_id: with_records(p.declared) for p in b}
+    both = sorted(set(reasons_a) & set(reasons_b))
+    change: dict[str, list[str]] = {"fixed": [], "broke": [], "reasons_changed": [], "same": []}
+    for rid in both:
+        ra, rb = reasons_a[rid], reasons_b[rid]
+        key = "fixed" if ra and not rb else "broke" if rb and not ra else "reasons_changed" if ra != rb else "same"
+        change[key].append(rid)
+    only_a, only_b = sorted(set(reasons_a) - set(reasons_b)), sorted(set(reasons_b) - set(reasons_a))
+    for key in ("fixed", "broke", "reasons_changed"):
+        assert change[key] == story[key], (key, change[key], story[key])  # the story is what the data says
+    assert (only_a, only_b) == (story["only_a"], story["only_b"])
+    return {
+        "join": "id",
+        "counts": {"both": len(both), "only_a": len(only_a), "only_b": len(only_b),
+                   **{k: len(v) for k, v in change.items()}},
+        "rollouts": {"fixed": change["fixed"], "broke": change["broke"],
+                     "reasons_changed": change["reasons_changed"], "only_a": only_a, "only_b": only_b},
+        "trainable": {"a": sum(not r for r in reasons_a.values()), "b": sum(not r for r in reasons_b.values())},
+        "mask_reasons": {side: {r: sum(r in v for v in reasons.values()) for r in MASK_REASON_ORDER}
+                         for side, reasons in (("a", reasons_a), ("b", reasons_b))},
+    }
+
+
+AFTER_FIX_ABOUT = ("Declared verdicts of the sample run after a harness fix (the same tasks as run/), written by "
+                   "scripts/make_sample_run.py from the situation that built each rollout.")
+
+
+def generate_pair(root: Path, seed: int = RUN_SEED) -> dict[str, Any]:
+    """Write ``root/run``, ``root/run_after_fix`` and ``root/rollout_records``; returns the
+    records' expectations (diff counts, reward and group facts)."""
+    counts = {s.name: s.count for s in SITUATIONS}
+    slots = list(plan_run(counts, seed=seed, calls=sample_calls))
+    after, story = plan_after_fix(slots)
+    runs: dict[str, list[Planned]] = {}
+    for name, plan, about in ((RUN_NAME, slots, ABOUT), (AFTER_FIX_NAME, after, AFTER_FIX_ABOUT)):
+        made = [make_rollout(s.rollout_id, s.situation, s.n_calls, s.seed, s.t0, s.ctx) for s in plan]
+        write_run(root / name, made, seed=seed, about=about)
+        runs[name] = made
+    avoid = {rid for ids in story.values() for rid in ids}
+    retokenized = retokenized_tasks(runs[RUN_NAME], avoid)
+    story["fixed"] = sorted(story["fixed"] + [p.rollout_id for p in runs[RUN_NAME]
+                                              if indices_of(p.rollout_id)[0] in retokenized])
+    rewards: dict[tuple[int, int], float] = {}
+    for p in sorted(runs[RUN_NAME], key=lambda p: p.rollout_id):  # the last attempt decides
+        task, index, _ = indices_of(p.rollout_id)
+        masked = bool(with_records(p.declared, retokenized=task in retokenized))
+        rewards[(task, index)] = reward_of(task, index, masked, p.declared["metrics"].get("n_calls", 1))
+    records = root / RECORDS_NAME
+    records.mkdir(parents=True, exist_ok=True)
+    for name, made in runs.items():
+        (records / f"{name}.jsonl").write_bytes(
+            records_bytes(made, rewards, retokenized if name == RUN_NAME else set()))
+    doc = {
+        "about": ("Declared facts of the two sample runs scanned with their rollout records (tokencap scan RUN "
+                  "--final-responses rollout_records/RUN.jsonl), written by scripts/make_sample_run.py from the "
+                  "situations and rewards it drew, never by running tokencap. `diff` is what `tokencap diff` of "
+                  "run/ (A) and run_after_fix/ (B) must report; `rewards` what the reward and group views show "
+                  "(groups are a task's rollouts; a group with fewer than 2 trainable rollouts, or whose trainable "
+                  "rollouts all share one reward, gives no learning signal)."),
+        "with_records": {s: {"drops": d, "adds": a, "why": w} for s, (d, a, w) in WITH_RECORDS.items()},
+        "fixed_by_the_harness": list(FIXED_BY_THE_HARNESS),
+        "retokenized_tasks_in_run": sorted(retokenized),
+        "diff": diff_facts(runs[RUN_NAME], runs[AFTER_FIX_NAME], story, retokenized),
+        "rewards": {RUN_NAME: reward_facts(runs[RUN_NAME], rewards, retokenized),
+                    AFTER_FIX_NAME: reward_facts(runs[AFTER_FIX_NAME], rewards)},
+    }
+    facts = doc["rewards"][RUN_NAME]
+    assert facts["mean_reward_masked"] > facts["mean_reward_trainable"], facts
+    assert facts["groups_under_2_trainable"] and facts["groups_one_reward"], facts
+    (records / RECORDS_EXPECTED).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    return doc
+
+
+USAGE = """usage: python scripts/make_sample_run.py                 # sample_data/run, run_after_fix, rollout_records
+       python scripts/make_sample_run.py OUTPUT_DIR      # only the run, into OUTPUT_DIR
+       python scripts/make_sample_run.py --pair ROOT     # all three, under ROOT"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) > 1 or (argv and argv[0] in ("-h", "--help")):
+    if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip().splitlines()[0])
-        print("usage: python scripts/make_sample_run.py [OUTPUT_DIR]   (default: sample_data/run/)")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    out_dir = Path(argv[0]) if argv else REPO_ROOT / "sample_data" / "run"
-    summary = generate(out_dir)["summary"]
-    print(f"wrote {summary['rollouts']} rollouts ({summary['trainable']} trainable, {summary['masked']} masked, "
-          f"{summary['load_errors']} unloadable) to {out_dir}")
+        print(USAGE)
+        return 0
+    if len(argv) > 2 or (len(argv) == 2 and argv[0] != "--pair") or argv == ["--pair"]:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if len(argv) == 1:
+        summary = generate(Path(argv[0]))["summary"]
+        print(f"wrote {summary['rollouts']} rollouts ({summary['trainable']} trainable, {summary['masked']} masked, "
+              f"{summary['load_errors']} unloadable) to {argv[0]}")
+        return 0
+    root = Path(argv[1]) if argv else REPO_ROOT / "sample_data"
+    doc = generate_pair(root)
+    counts = doc["diff"]["counts"]
+    print(f"wrote {root / RUN_NAME}, {root / AFTER_FIX_NAME} and {root / RECORDS_NAME}: "
+          + ", ".join(f"{v} {k}" for k, v in counts.items()))
     return 0
 
 

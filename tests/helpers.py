@@ -9,8 +9,10 @@ so two calls only share tokens when a test says so (no accidental prefix matches
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
+import zipfile
 from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable, Sequence
 
@@ -219,6 +221,15 @@ def snapshot_dict(entries: Sequence[dict], refusals: Sequence[dict] = (), **fiel
 def jsonl_bytes(records: Iterable[dict], *, final_newline: bool = True) -> bytes:
     text = "\n".join(json.dumps(r) for r in records)
     return (text + ("\n" if final_newline else "")).encode()
+
+
+def zip_bytes(members: dict[str, bytes]) -> bytes:
+    """A deflated zip of ``members`` (name -> content), as an upload would hold it."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
 
 
 def as_refusal_line(d: dict) -> dict:

@@ -81,6 +81,43 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
         "capture_incomplete": reasons["capture_incomplete"], "terminal_call_id": [None] * n,
         "terminal_attribution": [None] * n, "error": error.tolist(), "source_notes": [[] for _ in range(n)],
         "source_bytes": rng.integers(1_000, 2_000_000, n), "source_mtime": np.full(n, 1.7e9),
+        # SPEC 11.1: groups of 4 rollouts per task; pass/fail rewards, passing more often when masked
+        "reward": (rng.random(n) < np.where(masked, 0.7, 0.4)).astype(np.float64),
+        "task_index": idx // 4, "rollout_index": idx % 4,
     }
     assert list(columns) == list(COLUMNS)
     return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)
+
+
+def _set_column(table: pa.Table, name: str, values) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, pa.array(values, table.schema.field(name).type))
+
+
+def after_a_fix(a: pa.Table, seed: int = 1) -> pa.Table:
+    """Run B: some masked rollouts of A trainable now (every reason cleared), some trainable ones masked,
+    a few rollouts gone and a few new ones."""
+    rng = np.random.default_rng(seed)
+    n = a.num_rows
+    masked = a.column("mask_sample").to_numpy(zero_copy_only=False).copy()
+    fix = masked & (rng.random(n) < 0.3)
+    broke = ~masked & (rng.random(n) < 0.02)
+    b = a
+    reasons = {r: a.column(f"reason_{r}").to_numpy(zero_copy_only=False).copy() for r in MASK_REASON_ORDER}
+    for r in MASK_REASON_ORDER:
+        reasons[r][fix] = False
+    reasons["unresolved_retries"][broke] = True
+    moved = masked & ~fix & (rng.random(n) < 0.2)
+    reasons["multiple_chains"][moved] = ~reasons["multiple_chains"][moved]
+    still = np.zeros(n, dtype=bool)
+    for r in MASK_REASON_ORDER:
+        still |= reasons[r]
+    new_masked = (masked & ~fix & still) | broke
+    b = _set_column(b, "mask_sample", new_masked)
+    for r in MASK_REASON_ORDER:
+        b = _set_column(b, f"reason_{r}", reasons[r])
+    b = _set_column(b, "mask_reasons", [[r for r in MASK_REASON_ORDER if reasons[r][i]] for i in range(n)])
+    keep = rng.random(n) > 0.01
+    b = b.filter(pa.array(keep))
+    extra = synthetic_scan_table(25, seed=seed + 100)
+    extra = _set_column(extra, "rollout_id", [f"new-{i:04d}" for i in range(extra.num_rows)])
+    return pa.concat_tables([b, extra]).sort_by([("source", "ascending"), ("rollout_id", "ascending")])

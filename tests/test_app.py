@@ -748,6 +748,24 @@ def test_compare_two_captures_of_one_rollout(monkeypatch):
     assert any("Only one capture" in i.value for i in at.info)
 
 
+def test_a_link_naming_a_second_capture_opens_the_compare_tab_on_the_two(monkeypatch):
+    """``vs_src`` / ``vs_rollout`` (the Run page's comparison, or a shared link): both captures load,
+    and the Compare tab opens on them even when their rollout ids differ (a task join)."""
+    from tokencap.views.links import open_rollout_params
+
+    at = open_app(monkeypatch, query=open_rollout_params("sample:length_stop.json", "length-stop",
+                                                         vs_src="sample:subagent_branch.json",
+                                                         vs_rollout="subagent-branch"))
+    assert heading(at) == "### length\\-stop"
+    assert at.session_state["tab"] == "Compare"
+    mode = next(r for r in at.radio if r.key.startswith("cmp_mode:"))
+    assert mode.value == "Two captures of this rollout"
+    other = next(s for s in at.selectbox if s.key.startswith("cmp_other:"))
+    assert "subagent_branch.json" in other.format_func(other.value)
+    assert any(m.value == "**What changes from A to B**" for m in at.markdown)
+    assert at.query_params["vs_src"] == "sample:subagent_branch.json" and at.query_params["tab"] == "compare"
+
+
 def test_query_parameters_set_by_another_page_open_that_rollout(monkeypatch):
     """What the Run page does (`st.switch_page(..., query_params=open_rollout_params(...))`): new
     parameters in a running session are applied like a fresh link."""

@@ -27,9 +27,9 @@ from streamlit.testing.v1 import AppTest
 import tokencap.run
 from synth_snapshots import Capture
 from tokencap.run import scan_table
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
-from tokencap.views import triage as tr
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"
@@ -40,10 +40,14 @@ TIMEOUT = 60
 RUN_PAGE = "app_pages/run.py"
 
 
+SAMPLE_RECORDS = rs.sample_records(REPO, SAMPLE_RUN)
+AFTER_FIX = rs.sample_after_fix_path(REPO)
+
+
 @pytest.fixture(scope="module")
 def sample():
-    """The bundled sample run as the page should show it: (table, frame)."""
-    table = scan_table(SAMPLE_RUN, workers=1)
+    """The bundled sample run as the page should show it (with its bundled rollout records): (table, frame)."""
+    table = scan_table(SAMPLE_RUN, workers=1, **({"final_responses": str(SAMPLE_RECORDS)} if SAMPLE_RECORDS else {}))
     return table, rd.run_frame(table)
 
 
@@ -152,7 +156,7 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert metrics["masked"] == f"{int(table.column('mask_sample').to_numpy().sum()):,}"
     assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
     assert shown_count(at) == (len(frame), len(frame))
-    assert len(at.get("plotly_chart")) == 6
+    assert len([c for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]) == 6
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL
@@ -238,6 +242,29 @@ def test_selecting_a_row_opens_that_rollout_and_back_keeps_the_filters(monkeypat
     assert at.multiselect(key="run_w_reasons").value == [reason]
     assert run_table(at).value["rollout"].tolist() == shown["rollout"].tolist()
     assert at.query_params["run_reason"] == reason
+
+
+@pytest.mark.parametrize("reason", ["terminal_call_not_delivered"])
+def test_a_row_masked_by_its_rollout_records_opens_with_that_verdict(monkeypatch, sample, reason):
+    """The default page scans the sample run with its records; the Rollout page builds the row's
+    rollout with the same records, so a verdict that comes from them is the same there."""
+    table, frame = sample
+    assert frame[f"reason_{reason}"].any()
+    at = run_app(monkeypatch)
+    at.multiselect(key="run_w_reasons").set_value([reason])
+    rerun(at)
+    shown = run_table(at).value
+    loads = ~frame["reason_load_error"].to_numpy()
+    row_of = {r: i for i, r in enumerate(frame["rollout_id"])}
+    position = next(i for i, r in enumerate(shown["rollout"]) if loads[row_of[r]])
+    rollout_id = shown["rollout"].iat[position]
+    select_row(at, position)
+    assert at.session_state["open_rollout"]["final_responses"] == str(SAMPLE_RECORDS)
+    assert headings(at) == [f"{escaped(rollout_id)}"]
+    banner = rollout_banner(at)
+    assert "**Masked" in banner and reason.replace("_", "\\_") in banner
+    captions = [c.value.replace("\\", "") for c in at.sidebar.caption]
+    assert any("Built with the run's rollout records: run.jsonl" in c for c in captions)
 
 
 def test_a_store_rollout_of_a_run_directory_opens_as_its_own_files(monkeypatch, tmp_path):
@@ -455,6 +482,204 @@ def test_capture_strings_on_the_run_page_are_never_markup(monkeypatch):
     assert any(u.label.startswith("Upload the file holding \\<img") for u in at.file_uploader)
     check(e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning))
     check(u.label for u in at.file_uploader)
+
+
+# --------------------------------------------------------------------------- rewards, groups and a second run
+
+
+def chart_ids(at: AppTest) -> list[str]:
+    return [c.proto.id for c in at.get("plotly_chart")]
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([c.value for c in at.caption] + [w.value for w in at.warning] + [i.value for i in at.info])
+
+
+def test_the_default_page_shows_rewards_and_groups_from_the_bundled_records(monkeypatch, sample):
+    from tokencap.views.run import reward as rw
+
+    assert SAMPLE_RECORDS is not None
+    _, frame = sample
+    at = run_app(monkeypatch)
+    assert any("run_reward_figure" in i for i in chart_ids(at)) and any("run_groups_figure" in i for i in chart_ids(at))
+    assert rw.reward_bias(frame).words() in texts(at).replace("\\", "")
+    assert rw.group_summary(frame).words() in texts(at).replace("\\", "")
+    assert any(f"Rollout records: {SAMPLE_RECORDS.name}" in c.value.replace("\\", "") for c in at.sidebar.caption)
+    # The group filter keeps the rollouts of the groups left without a learning signal, and goes in the URL.
+    at.segmented_control(key="run_w_groups").set_value("starved")
+    rerun(at)
+    starved = frame["group"].isin(["few", "flat"]).to_numpy()
+    assert shown_count(at) == (int(starved.sum()), len(frame))
+    assert set(run_table(at).value["rollout"]) == set(frame["rollout_id"][starved])
+    assert at.query_params["run_group"] == "starved"
+
+
+def test_without_records_the_reward_views_say_what_enables_them(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch, str(run))
+    hint = next(i.value for i in at.info if "rollout records" in i.value)
+    assert "--final-responses records.jsonl" in hint and "add the records file" in hint
+    assert not [i for i in chart_ids(at) if "run_reward_figure" in i or "run_groups_figure" in i]
+
+
+def test_records_given_on_the_command_line_fill_the_reward_views(monkeypatch, tmp_path):
+    assert SAMPLE_RECORDS is not None
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    at = run_app(monkeypatch, str(run), "--final-responses", str(SAMPLE_RECORDS))
+    assert any("run_reward_figure" in i for i in chart_ids(at))
+    assert not at.error
+
+
+def test_an_uploaded_records_file_rescans_the_run_with_it(monkeypatch, tmp_path):
+    assert SAMPLE_RECORDS is not None
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    at = run_app(monkeypatch, str(run))
+    assert not any("run_reward_figure" in i for i in chart_ids(at))
+    at.file_uploader(key="run_records_uploader").set_value(
+        [("records.jsonl", SAMPLE_RECORDS.read_bytes(), "application/octet-stream")])
+    rerun(at)
+    assert any("run_reward_figure" in i for i in chart_ids(at))
+
+
+def test_a_bad_records_file_is_one_error_naming_it(monkeypatch, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rollout_id": "x", "response": {"object": "response", "output": []}, "reward": "high"}\n')
+    at = run_app(monkeypatch, str(run), "--final-responses", str(bad))
+    message = at.error[0].value.replace("\\", "")
+    assert len(at.error) == 1 and "bad.jsonl, line 1" in message and "'reward'" in message
+
+
+def _compare_with_the_sample_after_fix(monkeypatch) -> AppTest:
+    assert AFTER_FIX is not None
+    at = run_app(monkeypatch)
+    at.toggle(key="run_w_vs_sample").set_value(True)
+    return rerun(at)
+
+
+def test_comparing_with_the_sample_after_fix_shows_both_runs_and_filters_by_change(monkeypatch):
+    declared = json.loads((SAMPLES / "rollout_records" / "expected.json").read_text())["diff"]
+    at = _compare_with_the_sample_after_fix(monkeypatch)
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles["trainable"] == f"{declared['trainable']['a']:,} → {declared['trainable']['b']:,}"
+    assert tiles["fixed · broke"] == f"{declared['counts']['fixed']} · {declared['counts']['broke']}"
+    assert any("paired by rollout id" in m.value for m in at.markdown)
+    assert any("run_chart:change:" in i for i in chart_ids(at))
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    counts = declared["counts"]
+    assert len(pairs.value) == counts["both"] + counts["only_a"] + counts["only_b"]
+    at.multiselect(key="run_w_change").set_value(["fixed"])
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["fixed"])
+    assert (pairs.value["verdict A"] == "masked").all() and (pairs.value["verdict B"] == "trainable").all()
+    assert at.query_params["run_change"] == "fixed" and at.query_params["run_vs"] == "sample"
+    # A click on the change chart's "only in B" bar filters on that change instead.
+    chart = next(c for c in at.get("plotly_chart") if "run_chart:change:" in c.proto.id)
+    send_selection(at, chart, {"points": [{"customdata": ["change", "only_b"]}], "point_indices": [0],
+                               "box": [], "lasso": []})
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout B"]) == sorted(declared["rollouts"]["only_b"])
+    assert pairs.value["rollout A"].isna().all()
+
+
+def test_a_joined_row_opens_on_the_rollout_page_compare_tab_with_both_captures(monkeypatch):
+    declared = json.loads((SAMPLES / "rollout_records" / "expected.json").read_text())["diff"]
+    at = _compare_with_the_sample_after_fix(monkeypatch)
+    at.multiselect(key="run_w_change").set_value(["fixed"])
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    target = pairs.value["rollout A"].iloc[0]
+    at = send_selection(at, pairs, {"rows": [0], "columns": [], "cells": []})
+    at.button(key="run_open_A").click()
+    rerun(at)
+    request = at.session_state["open_rollout"]
+    assert request["rollout_id"] == target and request["vs"]["rollout_id"] == target
+    assert Path(request["vs"]["path"]) == AFTER_FIX.resolve() and Path(request["path"]) == SAMPLE_RUN.resolve()
+    assert Path(request["final_responses"]).name == "run.jsonl"
+    assert Path(request["vs"]["final_responses"]).name == "run_after_fix.jsonl"
+    assert target in declared["rollouts"]["fixed"]
+    assert at.session_state["tab"] == "Compare"
+    other = next(s for s in at.selectbox if s.key.startswith("cmp_other:"))
+    assert "run_after_fix" in other.format_func(other.value) or target in other.format_func(other.value)
+    assert any(m.value == "**What changes from A to B**" for m in at.markdown)
+    changes = "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+    assert "mask\\_sample" in changes or "verdict" in changes.lower()
+    back = next(p for p in at.get("page_link") if "Back to the run" in p.proto.label)
+    assert back.proto.query_string == "run_change=fixed&run_vs=sample"
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["fixed"])
+
+
+def test_a_run_that_cannot_be_compared_is_one_error(monkeypatch, tmp_path):
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_vs_path").set_value(str(tmp_path / "missing"))
+    rerun(at)
+    assert len(at.error) == 1 and "missing" in at.error[0].value
+    assert any("run_table:" in d.proto.id for d in at.dataframe)  # the run itself still shows
+
+
+def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
+    import subprocess
+
+    from tokencap import cli
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    records = tmp_path / "records.jsonl"
+    records.write_text("")
+    assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0
+    cmd = calls[-1]
+    assert cmd[cmd.index("--") + 1:] == [str(tmp_path), "--final-responses", str(records)]
+    assert rs.app_arguments(cmd[cmd.index("--") + 1:]) == rs.AppArguments(str(tmp_path), str(records))
+    assert cli.main(["app", str(tmp_path), "--final-responses", str(tmp_path / "nope.jsonl")]) == 2
+    assert len(calls) == 1
+
+
+def test_a_link_naming_the_run_compared_with_and_a_change_opens_that_view(monkeypatch):
+    declared = json.loads((SAMPLES / "rollout_records" / "expected.json").read_text())["diff"]
+    at = run_app(monkeypatch, params={"run_vs": "sample", "run_change": "broke"})
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert sorted(pairs.value["rollout A"]) == sorted(declared["rollouts"]["broke"])
+    assert at.toggle(key="run_w_vs_sample").value
+    at.toggle(key="run_w_vs_sample").set_value(False)
+    rerun(at)
+    assert "run_vs" not in at.query_params and not any("run_pairs:" in d.proto.id for d in at.dataframe)
+    # An uploaded table to compare with cannot be removed from its uploader after a trip away: "Stop comparing".
+    table = scan_table(AFTER_FIX, workers=1, final_responses=str(SAMPLES / "rollout_records" / "run_after_fix.jsonl"))
+    at.file_uploader(key="run_vs_uploader").set_value(
+        [("after.parquet", parquet_of(table), "application/octet-stream")])
+    rerun(at)
+    assert any("run_pairs:" in d.proto.id for d in at.dataframe) and "run_vs" not in at.query_params
+    at.button(key="run_vs_close").click()
+    rerun(at)
+    assert not any("run_pairs:" in d.proto.id for d in at.dataframe)
+
+
+def test_capture_strings_of_a_comparison_are_never_markup(monkeypatch, tmp_path):
+    hostile = "<img src=x onerror=alert(1)>[x](javascript:alert(1)):red[boo]"
+    c = Capture(hostile)
+    c.call("c1", new=5)
+    path = tmp_path / "hostile.json"
+    path.write_bytes(c.json_bytes())
+    at = run_app(monkeypatch)
+    upload_run(at, ("**bold** <b>.json", c.json_bytes()))
+    at.file_uploader(key="run_vs_uploader").set_value(
+        [("<b>b</b>.parquet", parquet_of(scan_table(path, workers=1)), "application/octet-stream")])
+    rerun(at)
+    pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
+    assert pairs.value["rollout A"].tolist() == [hostile] == pairs.value["rollout B"].tolist()
+    send_selection(at, pairs, {"rows": [0], "columns": [], "cells": []})
+    button = at.button(key="run_open_A")
+    assert button.label.startswith("Open A: \\<img") and "](" not in button.label
+    for value in [e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning)]:
+        assert not re.search(r"(?<!\\)<", value), value
+        assert "](" not in value and ":red[" not in value, value
 
 
 # --------------------------------------------------------------------------- a run's rollout in a URL

@@ -171,9 +171,9 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
     print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
 
 
-def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
-    """Page coordinates of the middle of a Run-page chart's bar (found by its customdata)."""
-    box = page.evaluate(
+def _bar_box(page, dimension: str, key: str) -> dict | None:
+    """Where a Run-page chart's bar (the first run's) is drawn on the page (found by its customdata)."""
+    return page.evaluate(
         """([dimension, key]) => {
             for (const gd of document.querySelectorAll('.js-plotly-plot')) {
                 const trace = gd._fullData && gd._fullData[0];
@@ -181,23 +181,66 @@ def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
                 const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
                 if (i < 0) continue;
                 const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
-                return [r.left + r.width / 2, r.top + r.height / 2];
+                return {x: r.left, y: r.top, width: r.width, height: r.height, horizontal: trace.orientation === 'h'};
             }
             return null;
         }""", [dimension, key])
+
+
+def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
+    """Page coordinates of the middle of a Run-page chart's bar."""
+    box = _bar_box(page, dimension, key)
     assert box is not None, f"no bar {dimension}={key}"
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def _sample_table(name: str = "run"):
+    """A bundled sample run as the Run page scans it: with its bundled rollout records."""
+    from tokencap.run import scan_table
+
+    records = REPO / "sample_data" / "rollout_records" / f"{name}.jsonl"
+    return scan_table(REPO / "sample_data" / name, workers=1, final_responses=str(records))
+
+
+def _label_pixel(page, dimension: str, key: str) -> tuple[float, float]:
+    """Page coordinates of a few pixels into the label of a Run-page chart's category (drawn in the plot)."""
+    box = page.evaluate(
+        """([dimension, key]) => {
+            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+                const data = gd._fullData || [];
+                const hit = data[data.length - 1];
+                if (!hit || !hit.customdata) continue;
+                const i = hit.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
+                if (i < 0) continue;
+                gd.scrollIntoView({block: 'center'});
+                const L = gd._fullLayout, r = gd.getBoundingClientRect();
+                if (hit.orientation === 'h') {
+                    return [r.left + L.xaxis2._offset + 14, r.top + L.yaxis._offset + L.yaxis.l2p(i)];
+                }
+                return [r.left + L.xaxis._offset + L.xaxis.l2p(i), r.top + L.yaxis2._offset + L.yaxis2._length - 6];
+            }
+            return null;
+        }""", [dimension, key])
+    assert box is not None, f"no label {dimension}={key}"
     return box[0], box[1]
+
+
+def _bar_width(page, dimension: str, key: str) -> float:
+    """Drawn length (px) of a Run-page chart's bar (the first run's)."""
+    box = _bar_box(page, dimension, key)
+    assert box is not None, f"no bar {dimension}={key}"
+    return box["width"] if box["horizontal"] else box["height"]
 
 
 def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
     from tokencap.run import scan_table
-    from tokencap.views import run_data as rd
-    from tokencap.views import run_source as rs
+    from tokencap.views.run import data as rd
+    from tokencap.views.run import source as rs
 
     expect.set_options(timeout=30_000)
-    table = scan_table(rs.sample_run_path(REPO), workers=1)
+    table = _sample_table()
     rows = table.to_pylist()
     # A mask reason with rollouts that load (so their verdict is drawn), the most common one.
     counts = {r: sum(1 for x in rows if r in x["mask_reasons"] and not x["reason_load_error"])
@@ -223,7 +266,7 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
             expect(page).to_have_url(re.compile(f"run_reason={reason}"))
             page.wait_for_timeout(800)  # the filtered table replaces the old one: let it settle
-            grid = page.locator("[data-testid='stDataFrame']").first
+            grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
             expect(grid).to_be_visible()
             grid.scroll_into_view_if_needed()
             page.wait_for_timeout(300)
@@ -244,6 +287,76 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
         finally:
             browser.close()
     print(f"screenshots: {tmp_path / 'run-filtered.png'} {tmp_path / 'run-opened.png'}")
+
+
+def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromium(server, tmp_path):
+    from playwright.sync_api import expect
+
+    from tokencap.views.run import data as rd
+    from tokencap.views.run import reward as rw
+
+    table = _sample_table()
+    frame = rd.run_frame(table)
+    total = len(frame)
+    # The smallest non-empty bar of the refusal outcomes (a few rollouts next to ~290 without refusal).
+    counts = frame["refusal"].value_counts()
+    key = min((k for k in rd.REFUSALS if counts[k] > 0), key=lambda k: counts[k])
+    with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
+        page.goto(server)
+        expect(page.get_by_text(f"{total:,} of {total:,} rollouts")).to_be_visible()
+        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        # The reward and group views, filled from the bundled rollout records.
+        expect(page.get_by_text("Reward, trainable vs masked")).to_be_visible()
+        expect(page.get_by_text("Groups (tasks) by trainable rollouts kept")).to_be_visible()
+        expect(page.get_by_text(rw.reward_bias(frame).words()[:60])).to_be_visible()
+        expect(page.get_by_text(rw.group_summary(frame).words()[:60])).to_be_visible()
+        page.wait_for_timeout(500)
+        assert 0 < _bar_width(page, "refusal", key) < 4  # a bar too thin to aim at
+        x, y = _label_pixel(page, "refusal", key)
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        expect(page.get_by_text(f"{int(counts[key]):,} of {total:,} rollouts")).to_be_visible()
+        expect(page).to_have_url(re.compile(f"run_refusal={key}"))
+        page.screenshot(path=str(tmp_path / "run-tiny-bar.png"), full_page=True)
+    print(f"screenshot: {tmp_path / 'run-tiny-bar.png'}")
+
+
+def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, tmp_path):
+    from playwright.sync_api import expect
+
+    declared = json.loads((REPO / "sample_data" / "rollout_records" / "expected.json").read_text())["diff"]
+    counts = declared["counts"]
+    joined = counts["both"] + counts["only_a"] + counts["only_b"]
+    with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
+        page.goto(server)
+        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        page.get_by_text("Compare with another run").click()
+        page.get_by_text("The sample run after a fix").click()
+        expect(page.get_by_text(f"{joined:,} of {joined:,} joined rollouts")).to_be_visible()
+        expect(page.get_by_text("Rollouts are paired by rollout id")).to_be_visible()
+        expect(page.locator(".js-plotly-plot .legend").first).to_be_attached()
+        page.wait_for_timeout(800)
+        # "fixed" by its label in the change chart (a click on the label selects its bar).
+        x, y = _label_pixel(page, "change", "fixed")
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        expect(page.get_by_text(f"{counts['fixed']:,} of {joined:,} joined rollouts")).to_be_visible()
+        expect(page).to_have_url(re.compile("run_change=fixed"))
+        page.screenshot(path=str(tmp_path / "run-compare-fixed.png"), full_page=True)
+        # A fixed rollout opens on the Rollout page's Compare tab with its two captures.
+        page.wait_for_timeout(800)
+        grid = page.locator("[data-testid='stDataFrame']").last
+        grid.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        box = grid.bounding_box()
+        page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)
+        first = sorted(declared["rollouts"]["fixed"])[0]
+        page.get_by_role("button", name=f"Open A: {first}").click()
+        expect(page.get_by_role("heading", name=first, exact=True)).to_be_visible()
+        expect(page.get_by_role("tab", name="Compare")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_text("verdict: masked → trainable")).to_be_visible()
+        page.screenshot(path=str(tmp_path / "run-compare-opened.png"))
+    print(f"screenshot: {tmp_path / 'run-compare-fixed.png'}")
 
 
 def _x_range(page, chart: str) -> list[float]:
@@ -380,9 +493,9 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
     from playwright.sync_api import expect
 
     from tokencap.run import scan_table
-    from tokencap.views import run_data as rd
-    from tokencap.views import run_source as rs
-    from tokencap.views import triage as tr
+    from tokencap.views.run import data as rd
+    from tokencap.views.run import source as rs
+    from tokencap.views.run import triage as tr
 
     frame = rd.run_frame(scan_table(rs.sample_run_path(REPO), workers=1))
     flt = rd.RunFilter(reasons=("multiple_chains",))

@@ -12,6 +12,7 @@ import pytest
 from helpers import Conv
 from tokencap import FinalResponses, LoadError, TokenCaptureSnapshot, build_rollout, load_final_responses
 from tokencap.loading import FinalResponses as FromLoading, load_final_responses as from_loading
+from tokencap.loading.final_responses import NO_FACTS, RecordFacts
 
 
 def resp(text: str = "done", **token_fields) -> dict:
@@ -213,3 +214,65 @@ def test_a_missing_file_or_a_directory(tmp_path: Path) -> None:
         load_final_responses(tmp_path / "nope.json")
     with pytest.raises(LoadError, match="is a directory"):
         load_final_responses(tmp_path)
+
+
+# =========================================================================== facts of rollout records (SPEC 11.1)
+
+
+def test_reward_and_indices_are_kept_from_rollout_records() -> None:
+    data = lines(
+        {"rollout_id": "a", "reward": 1, "_ng_task_index": 7, "_ng_rollout_index": 2, "task_index": 99,
+         "rollout_index": 98, "response": resp("A")},
+        {"rollout_id": "b", "reward": -0.25, "task_index": 3, "rollout_index": 0, "response": resp("B")},
+        {"rollout_id": "c", "response": resp("C")},
+        {"rollout_id": "d", "_ng_task_index": None, "task_index": 4, "response": resp("D")},
+    )
+    finals = load_final_responses(data, name="records.jsonl")
+    assert finals.facts_for("a", single_rollout=False) == RecordFacts(1.0, 7, 2)  # _ng_ wins over the plain names
+    assert isinstance(finals.facts_for("a", single_rollout=False).reward, float)
+    assert finals.facts_for("b", single_rollout=False) == RecordFacts(-0.25, 3, 0)
+    assert finals.facts_for("c", single_rollout=False) == NO_FACTS
+    assert finals.facts_for("d", single_rollout=False) == RecordFacts(None, 4, None)  # null: the next name
+    assert finals.facts_for("unknown", single_rollout=True) == NO_FACTS
+
+
+def test_a_string_task_id_is_a_note_never_an_index() -> None:
+    data = lines({"rollout_id": "a", "task_id": "swe-1234", "reward": 0.0, "response": resp("A")})
+    facts = load_final_responses(data, name="records.jsonl").facts_for("a", single_rollout=False)
+    assert facts.task_index is None and facts.reward == 0.0
+    assert facts.note is not None and "records.jsonl, line 1" in facts.note and "'swe-1234'" in facts.note
+
+
+def test_the_facts_of_an_unnamed_response_apply_like_the_response() -> None:
+    finals = load_final_responses(json.dumps({"reward": 0.5, "_ng_task_index": 1, "response": resp()}).encode())
+    assert finals.facts_for("r", single_rollout=True) == RecordFacts(0.5, 1, None)
+    assert finals.facts_for("r", single_rollout=False) == NO_FACTS
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), [
+    ("reward", "high", "'high'"), ("reward", True, "True"), ("reward", None, "None"), ("reward", [1], "a list"),
+    ("_ng_task_index", 1.5, "1.5"), ("_ng_task_index", -1, "-1"),
+    ("rollout_index", "3", "'3'"), ("_ng_rollout_index", False, "False"),
+])
+def test_a_bad_reward_or_index_is_one_line_naming_file_line_and_field(field, value, shown) -> None:
+    good = {"rollout_id": "a", "response": resp()}
+    data = lines(good | {"rollout_id": "z"}, good | {field: value})
+    with pytest.raises(LoadError) as err:
+        load_final_responses(data, name="records.jsonl")
+    message = str(err.value)
+    assert message.startswith(f"records.jsonl, line 2: field '{field}': must be ")
+    assert shown in message and "\n" not in message
+
+
+def test_a_reward_too_big_for_a_float_is_an_error_too() -> None:
+    data = b'{"rollout_id": "a", "reward": 1e400, "response": ' + json.dumps(resp()).encode() + b"}\n"
+    with pytest.raises(LoadError, match=r"^records.jsonl, line 1: field 'reward': .*out of range"):
+        load_final_responses(data, name="records.jsonl")
+
+
+def test_facts_pickle_with_the_responses() -> None:
+    data = lines({"rollout_id": "a", "reward": 2.5, "_ng_task_index": 1, "_ng_rollout_index": 0, "task_id": "t",
+                  "response": resp()})
+    finals = load_final_responses(data, name="f.jsonl")
+    back = pickle.loads(pickle.dumps(finals))
+    assert back.facts == finals.facts and back.facts_for("a", single_rollout=False).reward == 2.5

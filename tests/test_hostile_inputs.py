@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 import tokencap.loading.files as files_module
 from helpers import Conv, jsonl_bytes, snapshot_dict
+from sigint import default_sigint, sigint_handler
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes, write_atomically
@@ -616,7 +617,8 @@ def _child(tmp_path: Path, mode: str, source: Path, out: Path) -> subprocess.Pop
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     return subprocess.Popen([sys.executable, str(script), mode, str(source), str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=default_sigint)
 
 
 def _parts(out: Path) -> list[str]:
@@ -625,6 +627,17 @@ def _parts(out: Path) -> list[str]:
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_13_sigterm_and_sigint_remove_the_part_file(signum: int, code: int, tmp_path: Path) -> None:
+    _interrupt_a_build(tmp_path, signum, code)
+
+
+def test_13_sigint_reaches_the_child_when_the_tests_run_with_sigint_ignored(tmp_path: Path) -> None:
+    # As under `nohup`, a background job `&` or `bash -c 'trap "" INT; pytest ...'`: the
+    # child would inherit the ignored SIGINT and never stop.
+    with sigint_handler(signal.SIG_IGN):
+        _interrupt_a_build(tmp_path, signal.SIGINT, 130)
+
+
+def _interrupt_a_build(tmp_path: Path, signum: int, code: int) -> None:
     store = store_dir(tmp_path / "s", {"a": two_calls("a"), "b": two_calls("b")})
     out = tmp_path / "out.jsonl"
     proc = _child(tmp_path, "block", store, out)
@@ -684,11 +697,20 @@ def test_14_sigint_after_the_rename_is_a_success(tmp_path: Path) -> None:
 
 def test_critical_section_delays_an_interrupt_and_never_loses_it() -> None:
     events = []
-    with pytest.raises(KeyboardInterrupt):
+    # SIGINT as Python turns it into Ctrl-C, also when the test run inherited it ignored.
+    with sigint_handler(signal.default_int_handler):
+        with pytest.raises(KeyboardInterrupt):
+            with critical():
+                os.kill(os.getpid(), signal.SIGINT)
+                events.append("finished the critical step")
+    assert events == ["finished the critical step"]
+
+
+def test_critical_section_keeps_an_ignored_sigint_ignored() -> None:
+    with sigint_handler(signal.SIG_IGN):
         with critical():
             os.kill(os.getpid(), signal.SIGINT)
-            events.append("finished the critical step")
-    assert events == ["finished the critical step"]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # held, then delivered to "ignore"
 
 
 def test_handling_interrupts_turns_sigterm_into_terminated_and_restores_the_handler(tmp_path: Path) -> None:

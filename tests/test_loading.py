@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from helpers import Conv, as_refusal_line, jsonl_bytes, refusal_dict, snapshot_dict
+from helpers import Conv, as_refusal_line, jsonl_bytes, refusal_dict, snapshot_dict, zip_bytes
 from tokencap import build_rollout, load_snapshots
 
 UPSTREAM = Path(__file__).resolve().parent / "data" / "upstream_store"
@@ -569,12 +567,7 @@ def test_upstream_task4_is_masked_incomplete_but_builds() -> None:
 # --------------------------------------------------------------------------- zip archives
 
 
-def _zip_of(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-    return buf.getvalue()
+_zip_of = zip_bytes
 
 
 def _summary(snaps) -> dict:

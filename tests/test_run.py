@@ -16,9 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import jsonl_bytes, linear_chain, snapshot_dict
+from sigint import default_sigint, sigint_handler
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes
+from tokencap.interrupts import Terminated
 from tokencap.run import COLUMNS, discover, export, read_scan, scan, scan_table
 from tokencap.run.engines import run_local
 from tokencap.run.table import SCHEMA
@@ -46,7 +48,7 @@ SPEC_COLUMNS = [
     ("engine_refusals", "int64"), ("context_refusals", "int64"), ("refusal_ended_chain", "bool"),
     ("capture_incomplete", "bool"), ("terminal_call_id", "string"), ("terminal_attribution", "string"),
     ("error", "string"), ("source_notes", "list<item: string>"), ("source_bytes", "int64"),
-    ("source_mtime", "double"),
+    ("source_mtime", "double"), ("reward", "double"), ("task_index", "int64"), ("rollout_index", "int64"),
 ]
 
 
@@ -57,7 +59,8 @@ def rows(table: pa.Table) -> list[dict]:
 def copy_samples(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(SAMPLES, run, ignore=shutil.ignore_patterns("expected.json", "README.md", "run",
-                                                               "final_responses"))
+                                                               "final_responses", "run_after_fix",
+                                                               "rollout_records"))
     return run
 
 
@@ -237,6 +240,42 @@ def test_a_missing_source_is_a_one_line_error(capsys, tmp_path):
     assert not (tmp_path / "r.parquet").exists()
 
 
+def test_an_empty_directory_is_refused_by_scan_and_export_as_by_build(capsys, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["build", str(empty)]) == 2
+    refused = capsys.readouterr().err
+    assert refused.startswith("tokencap: error: ")
+    for command in ("scan", "export"):
+        out = tmp_path / f"out.{command}"
+        assert main([command, str(empty), "-o", str(out), "--workers", "1"]) == 2
+        assert capsys.readouterr().err == refused, command
+        assert not out.exists()
+
+
+def test_a_run_of_only_entries_that_are_never_read_is_refused_naming_them(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "elsewhere.json").symlink_to(SAMPLES / "length_stop.json")
+    out = tmp_path / "r.parquet"
+    assert main(["scan", str(run), "-o", str(out), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tokencap: error: {run}: no rollout to scan; skipped 1 entry") and err.count("\n") == 1
+    assert "elsewhere.json" in err and not out.exists()
+
+
+def test_an_empty_directory_with_since_is_an_empty_table(capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.json").write_text(json.dumps(snapshot_dict(linear_chain(2, rollout_id="a").records)))
+    first = tmp_path / "first.parquet"
+    assert main(["scan", str(run), "-o", str(first), "--workers", "1"]) == 0
+    (run / "a.json").unlink()  # every file of the run went away since the first scan
+    again = tmp_path / "again.parquet"
+    assert main(["scan", str(run), "-o", str(again), "--since", str(first), "--workers", "1"]) == 0
+    assert read_scan(again).num_rows == 0
+
+
 # =========================================================================== engines
 
 
@@ -288,6 +327,108 @@ def test_ray_engine_on_two_cpus_gives_the_same_table_as_local_on_the_sample_run(
     on_ray = scan_table(SAMPLE_RUN, workers=2, engine="ray")
     assert on_ray.equals(local)
     assert local_ray.is_initialized()  # a Ray the scan joined is left running
+
+
+def test_ray_engine_fills_the_record_columns_as_local_does(local_ray):
+    local = scan_table(SAMPLE_RUN, workers=1, final_responses=str(SAMPLE_RECORDS))
+    on_ray = scan_table(SAMPLE_RUN, workers=2, engine="ray", final_responses=str(SAMPLE_RECORDS))
+    assert on_ray.equals(local)
+    assert on_ray.column("reward").null_count < on_ray.num_rows
+
+
+# =========================================================================== facts of rollout records (SPEC 11.1)
+
+SAMPLE_RECORDS = SAMPLES / "rollout_records" / "run.jsonl"
+
+
+def _records_by_id(path: Path) -> dict[str, dict]:
+    return {r["rollout_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_record_facts_fill_the_same_columns_on_every_worker_count():
+    one = scan_table(SAMPLE_RUN, workers=1, final_responses=str(SAMPLE_RECORDS))
+    assert scan_table(SAMPLE_RUN, workers=2, final_responses=str(SAMPLE_RECORDS)).equals(one)
+    assert scan_table(SAMPLE_RUN, workers=3, final_responses=str(SAMPLE_RECORDS)).equals(one)
+    records = _records_by_id(SAMPLE_RECORDS)
+    table = rows(one)
+    for row in table:
+        record = records.get(row["rollout_id"])
+        want = (None, None, None) if record is None else (
+            record["reward"], record["_ng_task_index"], record["_ng_rollout_index"])
+        assert (row["reward"], row["task_index"], row["rollout_index"]) == want, row["rollout_id"]
+    assert sum(r["reward"] is not None for r in table) == len(records)
+    assert sum(r["reward"] is None for r in table) > 0  # a re-run attempt's first try has no record of its own
+
+
+def test_record_columns_are_null_without_rollout_records():
+    table = scan_table(SAMPLES / "capture_store", workers=1)
+    assert [table.column(c).null_count for c in ("reward", "task_index", "rollout_index")] == [2, 2, 2]
+
+
+def test_a_task_id_name_is_a_source_note_of_its_row(tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"rollout_id": "store-complete", "task_id": "swe-42", "reward": 0.5,
+                                   "response": {"object": "response", "output": [
+                                       {"type": "message", "role": "assistant",
+                                        "content": [{"type": "output_text", "text": "x"}]}]}}) + "\n")
+    row = next(r for r in rows(scan_table(SAMPLES / "capture_store", workers=1, final_responses=str(records)))
+               if r["rollout_id"] == "store-complete")
+    assert row["reward"] == 0.5 and row["task_index"] is None
+    assert any("'swe-42'" in note and "not an index" in note for note in row["source_notes"])
+
+
+def test_since_is_not_reused_when_a_reward_changed(tmp_path):
+    records = tmp_path / "records.jsonl"
+    shutil.copy(SAMPLE_RECORDS, records)
+    first = tmp_path / "first.parquet"
+    scan(SAMPLE_RUN, first, workers=1, final_responses=str(records))
+    same = scan(SAMPLE_RUN, tmp_path / "same.parquet", workers=1, final_responses=str(records), since=str(first))
+    assert same.reused == read_scan(first).num_rows  # nothing changed: every row reused
+    lines = records.read_text().splitlines()
+    changed = json.loads(lines[0])
+    changed["reward"] = 1.0 - changed["reward"]  # only a reward: no capture file changed
+    records.write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n")
+    again = tmp_path / "again.parquet"
+    summary = scan(SAMPLE_RUN, again, workers=1, final_responses=str(records), since=str(first))
+    assert summary.reused == 0 and any("other final responses" in n for n in summary.notes)
+    row = next(r for r in rows(read_scan(again)) if r["rollout_id"] == changed["rollout_id"])
+    assert row["reward"] == changed["reward"]
+
+
+def _old_schema(table: pa.Table, path: Path) -> Path:
+    """``table`` written as a tokencap from before SPEC 11.1 wrote it: no record columns."""
+    old = table.drop_columns(["reward", "task_index", "rollout_index"])
+    pq.write_table(old, path)
+    return path
+
+
+def test_a_table_written_before_the_record_columns_still_opens_with_them_null(tmp_path):
+    out = tmp_path / "new.parquet"
+    scan(SAMPLES / "capture_store", out, workers=1)
+    old = _old_schema(pq.read_table(out), tmp_path / "old.parquet")
+    assert "reward" not in pq.read_table(old).column_names
+    table = read_scan(old)
+    assert table.schema.names == list(COLUMNS)
+    assert table.column("reward").null_count == table.num_rows == 2
+    assert table.drop_columns(["reward", "task_index", "rollout_index"]).equals(
+        read_scan(out).drop_columns(["reward", "task_index", "rollout_index"]))
+    assert read_scan(old.read_bytes(), name="old.parquet").equals(table)  # an upload in the app
+    from tokencap.views.run.data import run_frame
+
+    assert len(run_frame(table)) == 2
+
+
+def test_since_with_a_table_from_before_the_record_columns_builds_again(tmp_path):
+    # The same records and the same version as now, but written before the reward columns:
+    # reusing its rows would leave the rewards out.
+    out = tmp_path / "new.parquet"
+    scan(SAMPLE_RUN, out, workers=1, final_responses=str(SAMPLE_RECORDS))
+    old = _old_schema(pq.read_table(out), tmp_path / "old.parquet")
+    assert pq.read_table(old).schema.metadata == pq.read_table(out).schema.metadata
+    again = tmp_path / "again.parquet"
+    summary = scan(SAMPLE_RUN, again, workers=1, final_responses=str(SAMPLE_RECORDS), since=str(old))
+    assert summary.reused == 0 and any("before the reward columns" in n for n in summary.notes)
+    assert read_scan(again).column("reward").null_count < summary.rollouts
 
 
 def test_ray_export_equals_local_export(local_ray, tmp_path):
@@ -344,19 +485,22 @@ def test_ctrl_c_on_the_command_line_exits_130_and_writes_nothing(tmp_path):
     many_rollouts_jsonl(run, 400)
     out = tmp_path / "r.parquet"
     proc = subprocess.Popen([sys.executable, "-m", "tokencap", "scan", str(run), "-o", str(out), "--workers", "2"],
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+                            stderr=subprocess.PIPE, cwd=tmp_path, preexec_fn=default_sigint)
     # wait until the scan is under way (the progress line shows the total), then interrupt it
     deadline = time.monotonic() + 60
     seen = b""
     while b"/400" not in seen and time.monotonic() < deadline:
         seen += proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.read(1)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    _, rest = proc.communicate(timeout=60)
     if proc.returncode == 0:
         pytest.skip("the scan finished before the interrupt arrived")
     assert proc.returncode == 130
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]
+    last = (seen + rest).decode().strip().splitlines()[-1]
+    assert last.startswith("scan:") and "/400" in last
+    assert last.endswith("interrupted; nothing written"), last
 
 
 # =========================================================================== --since
@@ -449,6 +593,78 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert lines[0].startswith("scan:") and "0/2" in lines[0]
     assert any("2/2" in line for line in lines)
     assert lines[-1].startswith("tokencap: scanned 2 rollouts (1 trainable, 1 masked)")
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+@pytest.mark.parametrize(("stop", "code", "word"), [(KeyboardInterrupt, 130, "interrupted"),
+                                                    (Terminated, 143, "terminated")])
+def test_a_stopped_run_ends_its_progress_saying_nothing_was_written(command, stop, code, word, tmp_path,
+                                                                     monkeypatch, capsys):
+    from tokencap.progress import RunProgress
+
+    follow = RunProgress.__call__
+
+    def stopped_half_way(self, done, total):
+        follow(self, done, total)
+        if done:
+            raise stop()  # Ctrl-C (or SIGTERM) arrives while the run is being worked
+
+    monkeypatch.setattr(RunProgress, "__call__", stopped_half_way)
+    run = tmp_path / "run.jsonl"
+    many_rollouts_jsonl(run, 40)
+    out = tmp_path / "out"
+    assert main([command, str(run), "-o", str(out), "--workers", "1"]) == code
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{command}:") and "0/40" in lines[0]
+    assert lines[-1].startswith(f"{command}:") and "/40 [" in lines[-1]
+    assert lines[-1].endswith(f"] {word}; nothing written")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
+
+
+def test_an_interrupt_after_the_table_is_written_says_so_and_succeeds(tmp_path, monkeypatch, capsys):
+    import tokencap.export as export_module
+
+    rename = os.replace
+
+    def rename_then_ctrl_c(source, target):
+        rename(source, target)
+        os.kill(os.getpid(), signal.SIGINT)  # held until the rename is recorded, then raised
+
+    monkeypatch.setattr(export_module.os, "replace", rename_then_ctrl_c)
+    out = tmp_path / "r.parquet"
+    with sigint_handler(signal.default_int_handler):
+        assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--workers", "1"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"] interrupted after {out} was written")
+    assert read_scan(out).num_rows == 2
+
+
+@pytest.mark.parametrize("interactive", [True, False], ids=["terminal", "plain lines"])
+def test_progress_closed_with_an_ending_ends_its_last_line_with_it(interactive):
+    import io
+
+    from tokencap.progress import RunProgress
+
+    stream = io.StringIO()
+    progress = RunProgress("scan", stream=stream, interactive=interactive)
+    progress(0, 400)
+    progress(84, 400)
+    progress.close("interrupted; nothing written")
+    progress.close()  # the clean-up close after it writes nothing more
+    last = stream.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("scan:") and "21%" in last and "84/400" in last
+    assert last.endswith("] interrupted; nothing written")
+    assert stream.getvalue().endswith("interrupted; nothing written\n")
+
+
+@pytest.mark.parametrize("interactive", [True, False], ids=["terminal", "plain lines"])
+def test_progress_stopped_before_it_started_still_says_so(interactive):
+    import io
+
+    from tokencap.progress import RunProgress
+
+    stream = io.StringIO()
+    RunProgress("export", stream=stream, interactive=interactive).close("interrupted; nothing written")
+    assert stream.getvalue().startswith("export:") and stream.getvalue().endswith(" interrupted; nothing written\n")
 
 
 def test_progress_bar_on_a_terminal_uses_tqdm():

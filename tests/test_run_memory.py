@@ -64,8 +64,39 @@ def test_read_scan_names_the_upload_in_its_errors():
         read_scan(b"PAR1 not really", name="run.parquet")
     other = io.BytesIO()
     pq.write_table(pa.table({"a": [1]}), other)
-    with pytest.raises(ScanTableError, match=r"^x\.parquet: not a tokencap scan table \(its columns differ"):
+    with pytest.raises(ScanTableError, match=r"^x\.parquet: not a tokencap scan table \(it has none of the scan "
+                                             r"table's columns; its own: a\); write one with `tokencap scan"):
         read_scan(other.getvalue(), name="x.parquet")
+
+
+def _refusal(table: pa.Table) -> str:
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    with pytest.raises(ScanTableError) as refused:
+        read_scan(out.getvalue(), name="t.parquet")
+    message = str(refused.value)
+    assert message.startswith("t.parquet: not a tokencap scan table (") and "\n" not in message
+    assert "SPEC" not in message
+    return message
+
+
+def test_a_refused_table_lists_the_missing_and_extra_columns_by_name():
+    table = SCHEMA.empty_table().drop(["error", "source_bytes"]).append_column("score", pa.array([], pa.float64()))
+    assert "(missing columns: error, source_bytes; extra column: score)" in _refusal(table)
+    older = SCHEMA.empty_table().drop(["source_mtime"])
+    assert "(missing column: source_mtime)" in _refusal(older)
+
+
+def test_a_refused_table_with_many_missing_columns_names_some_and_counts_the_rest():
+    kept = ["rollout_id", "source"]
+    message = _refusal(SCHEMA.empty_table().select(kept))
+    missing = [c for c in COLUMNS if c not in kept]
+    assert f"missing columns: {', '.join(missing[:10])} and {len(missing) - 10} more)" in message
+
+
+def test_a_refused_table_with_the_columns_in_another_order_says_where():
+    table = SCHEMA.empty_table().select([COLUMNS[1], COLUMNS[0], *COLUMNS[2:]])
+    assert "(the columns are in another order: column 1 is source, expected rollout_id)" in _refusal(table)
 
 
 def test_read_scan_rejects_a_table_with_the_right_names_and_wrong_types():
@@ -73,5 +104,7 @@ def test_read_scan_rejects_a_table_with_the_right_names_and_wrong_types():
     wrong = table.set_column(COLUMNS.index("n_calls"), "n_calls", pa.array(["many"] * table.num_rows))
     out = io.BytesIO()
     pq.write_table(wrong, out)
-    with pytest.raises(ScanTableError, match=r"^t\.parquet: not a tokencap scan table \(a column has another type"):
+    with pytest.raises(ScanTableError, match=r"^t\.parquet: not a tokencap scan table \(n_calls is string, "
+                                             r"expected int64\); write one with `tokencap scan RUN -o "
+                                             r"TABLE\.parquet`$"):
         read_scan(out.getvalue(), name="t.parquet")

@@ -246,3 +246,140 @@ def test_big_run_is_deterministic_and_scales_the_sample_mix(tmp_path: Path) -> N
     # Scaled by largest remainders: the most common situation of the sample stays the most common.
     assert max(summary["situations"], key=summary["situations"].get) == max(
         SUMMARY["situations"], key=SUMMARY["situations"].get)
+
+
+# --------------------------------------------------------------------------- the run after a fix, and rollout records
+
+AFTER_FIX_DIR = REPO_ROOT / "sample_data" / "run_after_fix"
+RECORDS_DIR = REPO_ROOT / "sample_data" / "rollout_records"
+RECORDS_EXPECTED: dict = json.loads((RECORDS_DIR / "expected.json").read_text(encoding="utf-8"))
+
+
+@cache
+def _scanned(name: str):
+    """The scan table of a sample run with its rollout records, as `tokencap scan --final-responses` makes it."""
+    from tokencap.run import scan_table
+
+    return scan_table(REPO_ROOT / "sample_data" / name, workers=2, final_responses=str(RECORDS_DIR / f"{name}.jsonl"))
+
+
+def test_the_run_after_the_fix_scans_to_its_declared_verdicts() -> None:
+    from tokencap.run import scan_table
+
+    declared = json.loads((AFTER_FIX_DIR / EXPECTED_NAME).read_text(encoding="utf-8"))
+    table = scan_table(AFTER_FIX_DIR, workers=2).to_pylist()
+    assert sorted(r["rollout_id"] for r in table) == sorted(declared["rollouts"])
+    for row in table:
+        want = declared["rollouts"][row["rollout_id"]]
+        assert (row["mask_sample"], row["mask_reasons"], row["status"], row["incomplete_reason"]) == (
+            want["mask_sample"], want["mask_reasons"], want["status"], want["incomplete_reason"]), row["rollout_id"]
+
+
+def test_most_rollouts_of_the_two_runs_are_the_same_files() -> None:
+    same = sum((AFTER_FIX_DIR / p.name).is_file() and (AFTER_FIX_DIR / p.name).read_bytes() == p.read_bytes()
+               for p in RUN_DIR.iterdir() if p.name != EXPECTED_NAME)
+    assert same >= 0.9 * (len(list(RUN_DIR.iterdir())) - 1)
+
+
+@pytest.mark.parametrize("name", ["run", "run_after_fix"])
+def test_rollout_records_are_harness_records_of_their_run(name: str) -> None:
+    from tokencap import load_final_responses
+
+    path = RECORDS_DIR / f"{name}.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    run_ids = set(json.loads((REPO_ROOT / "sample_data" / name / EXPECTED_NAME).read_text())["rollouts"])
+    assert {r["rollout_id"] for r in records} <= run_ids
+    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in records]
+    assert len(set(keys)) == len(keys), "one record per task and rollout index"
+    assert {r["reward"] for r in records} == {0.0, 1.0}
+    assert Counter(k[0] for k in keys).most_common(1)[0][1] == 4  # groups of 4 rollouts per task
+    for r in records:
+        assert r["response"]["object"] == "response" and r["response"]["output"]
+        assert r["response"]["output"][-1]["generation_token_ids"]
+    finals = load_final_responses(path)
+    assert finals.notes(run_ids) == []  # every record names a rollout of its run
+
+
+def _diff_cli(tmp_path: Path, *extra: str) -> tuple[str, Path]:
+    out = tmp_path / "diff.parquet"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokencap", "diff", str(RUN_DIR), str(AFTER_FIX_DIR), "--final-responses-a",
+         str(RECORDS_DIR / "run.jsonl"), "--final-responses-b", str(RECORDS_DIR / "run_after_fix.jsonl"),
+         "--workers", "2", "-o", str(out), *extra], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, out
+
+
+def test_tokencap_diff_of_the_sample_runs_reports_the_declared_counts(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    declared = RECORDS_EXPECTED["diff"]
+    counts = declared["counts"]
+    stdout, out = _diff_cli(tmp_path)
+    assert "joined by rollout id" in stdout
+    assert f"rollouts: {counts['both']} in both, {counts['only_a']} only in A, {counts['only_b']} only in B" in stdout
+    assert (f"{counts['fixed']} fixed" in stdout and f"{counts['broke']} broke" in stdout
+            and f"{counts['reasons_changed']} reasons_changed" in stdout and f"{counts['same']} same" in stdout)
+    trainable = declared["trainable"]
+    assert f"of A ({trainable['a']})" in stdout and f"of B ({trainable['b']})" in stdout
+    rows = pq.read_table(out).to_pylist()
+    assert Counter(r["change"] for r in rows) == {k: v for k, v in counts.items() if k != "both"}
+    assert len(rows) == counts["both"] + counts["only_a"] + counts["only_b"]
+    for change in ("fixed", "broke", "reasons_changed"):
+        assert sorted(r["rollout_id_a"] for r in rows if r["change"] == change) == declared["rollouts"][change]
+    only_a = [r for r in rows if r["side"] == "only_a"]
+    only_b = [r for r in rows if r["side"] == "only_b"]
+    assert [r["rollout_id_a"] for r in only_a] == declared["rollouts"]["only_a"]
+    assert [r["rollout_id_b"] for r in only_b] == declared["rollouts"]["only_b"]
+    assert all(r["rollout_id_b"] is None and r["mask_sample_b"] is None and r["source_b"] is None for r in only_a)
+    assert all(r["rollout_id_a"] is None and r["reward_a"] is None and r["reward_b"] is not None for r in only_b)
+    assert [r["side"] for r in rows] == sorted(r["side"] for r in rows)  # both, only_a, only_b
+
+
+def test_a_task_join_pairs_the_re_run_attempts_of_the_sample_runs(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    stdout, out = _diff_cli(tmp_path, "--join", "task")
+    assert "joined by task and rollout index: asked for (--join task)" in stdout
+    rows = pq.read_table(out).to_pylist()
+    moved = dict(zip(RECORDS_EXPECTED["diff"]["rollouts"]["only_a"], RECORDS_EXPECTED["diff"]["rollouts"]["only_b"]))
+    paired = {r["rollout_id_a"]: r["rollout_id_b"] for r in rows if r["side"] == "both"}
+    assert all(paired[a] == b for a, b in moved.items())  # attempt0 in A is attempt1 in B
+    # A first attempt replaced by a re-run has no record: no indices, on its own side.
+    unkeyed = [r for r in rows if r["side"] != "both"]
+    assert unkeyed and all(r["reward_a"] is None and r["reward_b"] is None for r in unkeyed)
+
+
+@pytest.mark.parametrize("name", ["run", "run_after_fix"])
+def test_reward_and_group_facts_of_the_sample_runs(name: str) -> None:
+    declared = RECORDS_EXPECTED["rewards"][name]
+    frame = _scanned(name).to_pandas()
+    frame = frame[frame["reward"].notna()]
+    assert len(frame) == declared["rollouts_with_reward"]
+    assert frame["reward"].mean() == pytest.approx(declared["mean_reward"], abs=1e-6)
+    assert frame.loc[~frame["mask_sample"], "reward"].mean() == pytest.approx(declared["mean_reward_trainable"],
+                                                                              abs=1e-6)
+    assert frame.loc[frame["mask_sample"], "reward"].mean() == pytest.approx(declared["mean_reward_masked"], abs=1e-6)
+    trainable = frame[~frame["mask_sample"]].groupby("task_index")["reward"]
+    per_group = trainable.size().reindex(frame["task_index"].unique(), fill_value=0)
+    assert frame["task_index"].nunique() == declared["groups"]
+    assert int((per_group < 2).sum()) == declared["groups_under_2_trainable"]
+    assert int(((trainable.size() >= 2) & (trainable.nunique() == 1)).sum()) == declared["groups_one_reward"]
+
+
+def test_masking_is_biased_towards_high_reward_in_the_first_run() -> None:
+    facts = RECORDS_EXPECTED["rewards"]
+    assert facts["run"]["mean_reward_masked"] > facts["run"]["mean_reward_trainable"] + 0.2
+    assert facts["run"]["groups_under_2_trainable"] >= 2 and facts["run"]["groups_one_reward"] >= 2
+    assert facts["run_after_fix"]["groups_under_2_trainable"] < facts["run"]["groups_under_2_trainable"]
+
+
+def test_generator_reproduces_both_runs_and_the_records(tmp_path: Path) -> None:
+    out = tmp_path / "samples"
+    subprocess.run([sys.executable, str(GENERATOR), "--pair", str(out)], check=True, capture_output=True,
+                   cwd=tmp_path)
+    for name in ("run", "run_after_fix", "rollout_records"):
+        bundled, fresh = _tree(REPO_ROOT / "sample_data" / name), _tree(out / name)
+        assert sorted(fresh) == sorted(bundled), name
+        changed = [n for n in bundled if bundled[n] != fresh[n]]
+        assert not changed, f"regenerating changed {name}/{changed[:5]}; run `python scripts/make_sample_run.py`"

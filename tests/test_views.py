@@ -137,6 +137,7 @@ def test_sample_scenarios_follow_expected_json():
     expected = list(json.loads((SAMPLES / "expected.json").read_text()))
     assert names[: len(expected)] == [n.rstrip("/") for n in expected]
     assert "expected.json" not in names and "README.md" not in names
+    assert "rollout_records" not in names and "run_after_fix" not in names  # for comparing runs, not scenarios
     by_name = {s.name: s for s in scenarios}
     assert by_name["subagent_branch.json"].situation
     assert "masked: multiple_chains" in by_name["subagent_branch.json"].expectation

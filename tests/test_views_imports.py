@@ -101,6 +101,20 @@ def test_model_is_the_bottom_and_page_assembly_the_top():
     assert importers_of_page == []
 
 
+def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the_bridge():
+    graph = views_graph()
+    run = {m for m in graph if m.startswith("tokencap.views.run.")}
+    assert {"tokencap.views.run.data", "tokencap.views.run.source", "tokencap.views.run.charts"} <= run
+    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources")}
+    for module in run:
+        outside = {d for d in graph[module] if not d.startswith("tokencap.views.run")}
+        assert outside <= leaves, (module, outside - leaves)
+    # Only the Rollout page's app file opens a Run-page row; no Rollout-page view imports the run package.
+    users = sorted(m for m, deps in graph.items()
+                   if not m.startswith("tokencap.views.run") and any(d.startswith("tokencap.views.run") for d in deps))
+    assert users == []
+
+
 def test_nothing_under_tokencap_imports_streamlit():
     offenders = []
     for f in sorted(PACKAGE.rglob("*.py")):

@@ -17,12 +17,13 @@ ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size
        kind=st.sampled_from(["call", "refusal", "ghost"]), tab=st.sampled_from([None, *rp.TABS]),
        anchor=st.one_of(st.none(), ids),
        mask=st.one_of(st.none(), st.builds(links.MaskWindow, ids, st.integers(0, 10**7), st.integers(1, 10**5))),
-       part=st.one_of(st.none(), ids))
-def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask, part):
+       vs_src=st.one_of(st.none(), ids), vs_rollout=st.one_of(st.none(), ids), part=st.one_of(st.none(), ids))
+def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask, vs_src, vs_rollout,
+                                                    part):
     if kind == "call" and call is not None and call.startswith(("refusal:", "ghost:")):
         call = "x" + call  # such a bare call id is read as that node kind (see decode_call)
     state = links.ViewState(src=src, rollout=rollout, call=f"{kind}:{call}" if call else None, tab=tab,
-                            anchor=anchor, mask=mask, part=part)
+                            anchor=anchor, mask=mask, vs_src=vs_src, vs_rollout=vs_rollout, part=part)
     params = links.to_params(state)
     assert set(params) <= set(links.KEYS)
     assert links.parse(params) == state
@@ -114,3 +115,18 @@ def test_a_rollout_of_a_run_is_named_by_the_run_and_its_row_source(tmp_path):
             assert "does not bundle" in str(exc)
         else:
             raise AssertionError(name)
+
+
+def test_a_link_can_name_a_second_capture_to_compare_with():
+    params = links.open_rollout_params("/runs/7", "task-3", vs_src="/runs/8", vs_rollout="task-3-again")
+    assert params == {"src": "/runs/7", "rollout": "task-3", "tab": "compare", "vs_src": "/runs/8",
+                      "vs_rollout": "task-3-again"}
+    state = links.parse(params)
+    assert state.tab == "Compare" and state.vs_path == "/runs/8" and state.vs_sample is None
+    assert links.parse({"vs_src": "sample:a.json"}).vs_sample == "a.json"
+    assert links.open_rollout_params("/runs/7", "r", tab="tree", vs_src="/runs/8")["tab"] == "tree"
+    assert "vs_src" not in links.open_rollout_params("/runs/7", "r")
+    assert links.ours({"vs_src": "/x", "vs_rollout": "y", "run_vs": "z"}) == {"vs_src": "/x", "vs_rollout": "y"}
+    refs = [RolloutRef("k1", 0, "a", "f.jsonl"), RolloutRef("k2", 0, "a", "g.jsonl"), RolloutRef("k2", 1, "b", "g.jsonl")]
+    assert rp.other_captures(refs, refs[0]) == [refs[1]]
+    assert rp.other_captures(refs, refs[0], also=refs[2].key) == [refs[1], refs[2]]

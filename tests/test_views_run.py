@@ -23,9 +23,9 @@ from synth_run import synthetic_scan_table
 from tokencap import build_rollout, load_snapshots
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import LINK_NOTES, scan_table
-from tokencap.views import run_charts as rc
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
+from tokencap.views.run import charts as rc
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
 from tokencap.views import sources as src
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,7 +41,8 @@ def sample_table(tmp_path_factory):
     needs_finals = {name for name, spec in declared.items() if "final_responses" in json.dumps(spec)}
     run = tmp_path_factory.mktemp("samples") / "sample_data"
     shutil.copytree(SAMPLES, run, ignore=lambda d, names: [n for n in names if n in needs_finals
-                                                           or n in ("run", "final_responses", "README.md")])
+                                                           or n in ("run", "run_after_fix", "rollout_records",
+                                                                     "final_responses", "README.md")])
     return scan_table(run, workers=1)
 
 
@@ -152,6 +153,8 @@ def test_delivered_bins_hold_their_fraction(x):
 
 filters = hs.builds(
     rd.RunFilter,
+    change=hs.lists(hs.sampled_from(rd.CHANGES), max_size=3).map(tuple),
+    groups=hs.sampled_from(("", "few", "flat", "starved")),
     verdict=hs.sampled_from(("",) + rd.VERDICTS),
     reasons=hs.lists(hs.sampled_from(MASK_REASON_ORDER), max_size=3).map(tuple),
     statuses=hs.lists(hs.sampled_from(rd.STATUSES), max_size=2).map(tuple),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokencap.views import run_data as rd
-from tokencap.views import run_source as rs
-from tokencap.views import triage as tr
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 
@@ -40,7 +40,9 @@ def test_next_opens_the_neighbour_as_the_run_page_opens_a_row_and_says_when_its_
     order = tr.run_order(frame, flt)
     row = int(order.rows[0])
     located = rs.locate(origin, order.entry(row)[0])
-    request = tr.row_request(origin, frame, row, located, flt.to_params(), seq=1)
+    source = order.entry(row)[0]
+    request = tr.with_place(rs.open_request(located, source, order.entry(row)[1], seq=1, back_params=flt.to_params()),
+                            origin, frame, row)
     assert tr.order_of(request).rows.tolist() == order.rows.tolist()
     step = tr.step_request(request, order, 1, seq=2)
     source, rollout_id = order.entry(int(order.rows[1]))

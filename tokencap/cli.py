@@ -1,9 +1,10 @@
-"""Command line: `python -m tokencap build|inspect|app`.
+"""Command line: `python -m tokencap build|inspect|scan|export|app`.
 
-Exit codes: 0 when the input was built (masked or not), 2 for unreadable input or bad
-arguments -- with one line on stderr saying what and where, and nothing written at -o;
-130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o -- unless the
-output had already been renamed into place, in which case the run succeeded (0).
+Exit codes: 0 when the input was built (masked or not), 2 for unreadable input, an
+unusable -o or bad arguments -- with one line on stderr saying what and where, and nothing
+written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o --
+unless the output had already been renamed into place, in which case the run succeeded (0).
+`app` runs the Streamlit server as a child process and passes SIGINT/SIGTERM on to it.
 """
 
 from __future__ import annotations
@@ -11,15 +12,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .interrupts import Run, exit_code, handling_interrupts
+from .export import OutputPathError, check_output_path
+from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
-from .run.errors import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
+from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
 
@@ -38,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"tokencap {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in (("build", "build each rollout and write the result as JSON (one rollout) or JSONL"),
                             ("inspect", "print the call tree, notes, verdicts and mask reasons")):
         cmd = sub.add_parser(name, help=help_text)
@@ -49,14 +53,28 @@ def _parser() -> argparse.ArgumentParser:
                          help="the harness's final responses (JSON, JSONL, or a bare Responses object): anchor each "
                               "rollout it names on the call its final answer came from")
         if name == "build":
-            cmd.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (atomically)")
+            cmd.add_argument("-o", "--output", metavar="OUT",
+                             help="write the result to this file instead of stdout: one JSON object for one "
+                                  "rollout, JSONL (one object a line) for several; written atomically")
     _add_run_commands(sub)
+    _add_diff_command(sub)
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
     app.add_argument("source", nargs="?",
                      help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
                           "Rollout page (default: the bundled sample run)")
-    app.add_argument("--port", type=int, default=8501)
+    app.add_argument("--port", type=_port, default=8501,
+                     help="the port the app's server listens on, on localhost only (default: 8501)")
+    app.add_argument("--final-responses", metavar="FILE",
+                     help="the run's rollout records (JSONL with rollout_id, response, reward, task and rollout "
+                          "index): the Run page scans the run with them and shows rewards and task groups")
     return parser
+
+
+_RUN_OUTPUT_HELP = {
+    "scan": "the table to write (parquet, e.g. run.parquet): one row per rollout; written atomically",
+    "export": "the trajectories to write (JSONL, e.g. trajectories.jsonl): one rollout's build result a line, "
+              "as `tokencap build` writes it; written atomically",
+}
 
 
 def _add_run_commands(sub: argparse._SubParsersAction) -> None:
@@ -68,8 +86,7 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("source", help="a capture-store directory, a directory tree of snapshot/JSONL files, "
                                         "or one JSONL holding many rollouts")
-        cmd.add_argument("-o", "--output", metavar="OUT", required=True,
-                         help="RESULT.parquet (scan) or TRAJECTORIES.jsonl (export), written atomically")
+        cmd.add_argument("-o", "--output", metavar="OUT", required=True, help=_RUN_OUTPUT_HELP[name])
         cmd.add_argument("--workers", type=_positive_int, metavar="N",
                          help="worker processes or Ray CPUs (default: this machine's CPU count)")
         cmd.add_argument("--engine", choices=ENGINES, default="local",
@@ -83,6 +100,39 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                              help="reuse the rows of rollouts whose files did not change since this earlier scan")
         else:
             cmd.add_argument("--only-trainable", action="store_true", help="write only rollouts that are not masked")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (1 to 65535)")
+    return value
+
+
+def _add_diff_command(sub: argparse._SubParsersAction) -> None:
+    from .run import ENGINES
+
+    cmd = sub.add_parser("diff", help="compare two runs (scan tables or run directories): what a change fixed "
+                                      "and broke, and how the mask reasons moved")
+    for side in ("a", "b"):
+        cmd.add_argument(side, metavar=side.upper(),
+                         help=f"run {side.upper()}: a scan table (.parquet) or a run directory (scanned first)")
+    cmd.add_argument("-o", "--output", metavar="DIFF.parquet",
+                     help="write one row per joined rollout here (parquet, atomically)")
+    cmd.add_argument("--join", choices=("auto", "id", "task"), default="auto",
+                     help="pair rollouts by rollout id, or by task and rollout index (default: by id, unless the "
+                          "ids share nothing and both runs carry the indices)")
+    for side in ("a", "b"):
+        cmd.add_argument(f"--final-responses-{side}", metavar="FILE",
+                         help=f"rollout records of run {side.upper()} (reward, indices, final answers), when "
+                              f"{side.upper()} is a run directory")
+    cmd.add_argument("--workers", type=_positive_int, metavar="N",
+                     help="worker processes or Ray CPUs for scanning a run directory (default: CPU count)")
+    cmd.add_argument("--engine", choices=ENGINES, default="local", help="local processes (default) or Ray tasks")
+    cmd.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join ('auto': the running one)")
 
 
 def _positive_int(text: str) -> int:
@@ -117,13 +167,19 @@ class _Progress:
 _PROGRESS = _Progress()
 
 
+def _existing(source: str) -> Path:
+    """``source`` as a path, or a `_UsageError` when there is nothing there to read."""
+    path = Path(source)
+    if not path.exists():
+        raise _UsageError(f"{source}: no such file or directory")
+    return path
+
+
 def _snapshots(source: str, rollout: str | None) -> Iterator[TokenCaptureSnapshot]:
     """The source's snapshots, lazily (a directory or zip: one rollout at a time).
 
     Errors about the source as a whole are raised here, before anything is built."""
-    path = Path(source)
-    if not path.exists():
-        raise _UsageError(f"{source}: no such file or directory")
+    path = _existing(source)
     if path.is_file():
         _PROGRESS.say(f"tokencap: loading {path.name} ({path.stat().st_size / 1e6:.1f} MB) ...")
     else:
@@ -200,6 +256,9 @@ def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], term
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
         result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
         del snapshot, final  # one rollout in memory at a time: neither is held while the next loads
+        for note in result.notes:  # e.g. a terminal call id the rollout does not have
+            _PROGRESS.done()
+            print(f"tokencap: warning: {' '.join(note.split())}", file=sys.stderr)
         yield result
         del result
     _PROGRESS.done()
@@ -236,8 +295,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _run_inputs(args: argparse.Namespace) -> None:
-    if not Path(args.source).exists():
-        raise _UsageError(f"{args.source}: no such file or directory")
+    _existing(args.source)
     if args.final_responses and not Path(args.final_responses).is_file():
         raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
     since = getattr(args, "since", None)
@@ -249,17 +307,34 @@ def _run_inputs(args: argparse.Namespace) -> None:
 
 def _run_command(args: argparse.Namespace, label: str, work) -> Any:
     """Check a run command's inputs, run ``work(progress)`` under a progress bar, print its notes."""
+    _run_inputs(args)
+    return _with_progress(label, work, args.output)
+
+
+def _with_progress(label: str, work: Callable[[Any], Any], output: str | None, note_prefix: str = "") -> Any:
+    """``work(progress)`` under a progress bar; the notes of the summary it returns go to stderr."""
     from .progress import RunProgress
 
-    _run_inputs(args)
     progress = RunProgress(label)
     try:
         summary = work(progress)
+    except KeyboardInterrupt as exc:
+        progress.close(_stopped(exc, output))
+        raise
     finally:
         progress.close()
     for note in summary.notes:
-        print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
+        print(f"tokencap: note: {note_prefix}{' '.join(note.split())}", file=sys.stderr)
     return summary
+
+
+def _stopped(exc: KeyboardInterrupt, output: str | None) -> str:
+    """What a person reads at the end of the progress line when Ctrl-C or SIGTERM stopped the work."""
+    how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+    run = current_run()
+    if output and run is not None and os.fspath(Path(output)) in run.committed:
+        return f"{how} after {output} was written"
+    return f"{how}; nothing written"
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
@@ -285,6 +360,81 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _app_source(source: str) -> str:
+    """The app's command-line source as an absolute path, checked here so a bad one never starts a server."""
+    path = _existing(source)
+    if not (path.is_dir() or path.is_file()):
+        raise _UsageError(f"{source}: not a regular file or directory (a pipe or device is never read)")
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise _UsageError(f"{source}: permission denied (the app could not read it)")
+    return os.path.abspath(source)
+
+
+def _is_parquet(path: Path) -> bool:
+    """A regular file that starts like parquet (a scan table); anything else is a run source."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def _diff_side(args: argparse.Namespace, side: str) -> Any:
+    """Run A or B as a scan table: read, or scanned as `tokencap scan` would."""
+    from .run import RunSummary, read_scan, scan_table
+
+    source: str = getattr(args, side)
+    finals: str | None = getattr(args, f"final_responses_{side}")
+    name = side.upper()
+    if not Path(source).exists():
+        raise _UsageError(f"{source}: no such file or directory (run {name})")
+    if finals and not Path(finals).is_file():
+        raise _UsageError(f"{finals}: no such file (--final-responses-{side})")
+    if _is_parquet(Path(source)):
+        if finals:
+            raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
+                              f"--final-responses-{side} applies only to a run directory")
+        return read_scan(source)
+    tables = []
+
+    def work(progress: Any) -> Any:
+        summary = RunSummary()
+        tables.append(scan_table(source, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
+                                 final_responses=finals, progress=progress, summary=summary))
+        return summary
+
+    _with_progress(f"scan {name}", work, args.output, f"{name}: ")
+    return tables[0]
+
+
+def _check_diff_output(args: argparse.Namespace) -> None:
+    """``-o`` must never be one of the inputs (main() has already checked that it can be written)."""
+    if not args.output:
+        return
+    out = Path(args.output)
+    for side in (args.a, args.b):
+        if out.exists() and Path(side).exists() and out.resolve() == Path(side).resolve():
+            raise _UsageError(f"{args.output}: is one of the runs being compared; choose another -o")
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
+    from .export import write_atomically
+    from .run.diff import diff_tables, summary_text
+
+    if args.ray_address and args.engine != "ray":
+        raise _UsageError("--ray-address needs --engine ray")
+    _check_diff_output(args)
+    a, b = _diff_side(args, "a"), _diff_side(args, "b")
+    diff = diff_tables(a, b, args.join, names=(args.a, args.b))
+    if args.output:
+        write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
+    sys.stdout.write(summary_text(diff, args.a, args.b))
+    if args.output:
+        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_app(args: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not app.exists():
@@ -292,8 +442,44 @@ def _cmd_app(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "localhost",
            "--server.port", str(args.port), "--"]
     if args.source:
-        cmd.append(os.path.abspath(args.source))
-    return subprocess.call(cmd)
+        cmd.append(_app_source(args.source))
+    if args.final_responses:
+        if not Path(args.final_responses).is_file():
+            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        cmd += ["--final-responses", os.path.abspath(args.final_responses)]
+    return _serve(cmd)
+
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM)
+
+
+def _serve(cmd: list[str]) -> int:
+    """Run the server ``cmd`` until it exits; SIGINT and SIGTERM sent to this process are passed on to it.
+
+    So stopping `tokencap app` stops the server: it is never left serving on its own.
+    Returns the server's exit status, or 130 / 143 when a signal stopped it.
+    """
+    child: subprocess.Popen | None = None
+    received: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        received.append(signum)
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = {signum: signal.signal(signum, forward) for signum in _FORWARDED} if in_main_thread else {}
+    try:
+        child = subprocess.Popen(cmd)
+        if received and child.poll() is None:  # a signal arrived while it was being started
+            child.send_signal(received[0])
+        code = child.wait()  # a forwarded signal does not end the wait: the server is waited for
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        return 128 + received[0]
+    return 128 - code if code < 0 else code
 
 
 def _fail(message: str) -> int:
@@ -303,17 +489,23 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-_DONE_WHEN_WRITTEN = {"build", "scan", "export"}
+_DONE_WHEN_WRITTEN = {"build", "scan", "export", "diff"}
 """Commands whose run is complete once their (one) output file is renamed into place."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
     handler = {"build": _cmd_build, "inspect": _cmd_inspect, "scan": _cmd_scan, "export": _cmd_export,
-               "app": _cmd_app}[args.command]
+               "diff": _cmd_diff, "app": _cmd_app}[args.command]
     run = Run()
     try:
-        if args.command == "app":  # the app's own server handles its signals
+        if getattr(args, "output", None) is not None:  # every command that writes: a bad -o fails before any work
+            check_output_path(args.output)
+        if args.command == "app":  # _serve passes SIGINT and SIGTERM on to the app's server
             return handler(args)
         with handling_interrupts(run):  # SIGTERM stops a run like Ctrl-C: part files removed
             return handler(args)
@@ -322,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if run.committed and args.command in _DONE_WHEN_WRITTEN:
             return EXIT_OK  # the output was complete before the interrupt: the run succeeded
         return exit_code(exc)
-    except (LoadError, RecordError, _UsageError, DiscoveryError, ScanTableError, EngineUnavailable) as exc:
+    except (LoadError, RecordError, _UsageError, OutputPathError, DiscoveryError, ScanTableError,
+            EngineUnavailable, DiffError) as exc:
         return _fail(str(exc))
     except WorkerCrashed as exc:
         _PROGRESS.done()
@@ -330,7 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CRASHED
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
-        return _fail(f"{args.source}: {type(exc).__name__}: {exc}")
+        where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
+        return _fail(f"{where}: {type(exc).__name__}: {exc}")
     except BrokenPipeError:
         return EXIT_OK
 

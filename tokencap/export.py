@@ -14,8 +14,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -159,11 +159,80 @@ def response_bytes(response: Mapping[str, Any]) -> bytes:
 
 
 _PART_SUFFIX = ".part"
-_MKSTEMP_RANDOM = "[a-z0-9_]{8}"  # what tempfile.mkstemp puts between prefix and suffix
+_PART_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+_PART_RANDOM = "[a-z0-9_]{8}"  # what `_create_part` (like tempfile before it) puts between prefix and suffix
+
+
+class OutputPathError(OSError):
+    """An output path (``-o``) that cannot be written: says which and why, in plain words.
+
+    An `OSError`, so callers that already handle a failed write (the app's disk export) handle it.
+    """
+
+
+def check_output_path(path: str | os.PathLike[str]) -> None:
+    """Raise `OutputPathError` unless `write_atomically` can put a file at ``path``.
+
+    For commands that write: call it before any work, so a bad ``-o`` costs nothing and
+    is blamed on itself. Checks that the directory exists, is a directory and is writable,
+    and that ``path`` is not a directory or another non-regular file (a device or a pipe
+    would be replaced by the rename, not written into).
+    """
+    text = os.fspath(path)
+    if not text or text.endswith(os.sep):
+        raise OutputPathError(f"cannot write {text!r}: that names no file; give a file name")
+    directory = os.path.dirname(text) or "."
+    if not os.path.exists(directory):
+        raise OutputPathError(f"cannot write {text}: directory {directory} does not exist")
+    if not os.path.isdir(directory):
+        raise OutputPathError(f"cannot write {text}: {directory} is not a directory")
+    try:
+        st = os.stat(text)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {text}: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputPathError(f"cannot write {text}: it is a directory; give a file name inside it")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputPathError(f"cannot write {text}: it is not a regular file (a device or a pipe); "
+                              "give a file name")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputPathError(f"cannot write {text}: directory {directory} is not writable")
+
+
+def _create_part(target: Path) -> tuple[int, Path]:
+    """A new, empty part file beside ``target``, created as a plain ``open`` would create ``target``.
+
+    Mode 0666 less the umask (the kernel applies it), or the mode of the file it will
+    replace: so the output's permissions do not depend on it having been written atomically.
+    """
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        keep_mode = stat.S_IMODE(os.stat(target).st_mode) if target.is_file() else None
+    except OSError:
+        keep_mode = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        random = "".join(secrets.choice(_PART_LETTERS) for _ in range(8))
+        part = directory / f".{target.name}.{random}{_PART_SUFFIX}"
+        try:
+            fd = os.open(part, flags, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} (creating {part.name} in {directory})"
+            error = OutputPathError(f"cannot write {os.fspath(target)}: {reason}")
+            error.strerror = reason  # what a caller that names the path itself shows
+            raise error from None
+        if keep_mode is not None:
+            os.fchmod(fd, keep_mode)
+        return fd, part
+    raise OutputPathError(f"cannot write {os.fspath(target)}: no free part-file name in {directory}")
 
 
 def _part_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"\.{re.escape(name)}\.{_MKSTEMP_RANDOM}{re.escape(_PART_SUFFIX)}")
+    return re.compile(rf"\.{re.escape(name)}\.{_PART_RANDOM}{re.escape(_PART_SUFFIX)}")
 
 
 def remove_stale_parts(path: str | os.PathLike[str]) -> list[str]:
@@ -214,12 +283,12 @@ def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
     part file. A part file a killed earlier write left behind (SIGKILL cannot be caught)
     is removed by the next write to the same ``path``. The rename runs in
     `tokencap.interrupts.critical`, so it is never cut in two: once it is done the output
-    is recorded as committed, and an interrupt after that does not undo the run.
+    is recorded as committed, and an interrupt after that does not undo the run. The
+    output gets the permissions a plain ``open`` would give it (see `_create_part`).
     """
     target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
     remove_stale_parts(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=_PART_SUFFIX, dir=directory)
+    fd, tmp = _create_part(target)
     committed = False
     try:
         if fcntl is not None:

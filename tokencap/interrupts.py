@@ -108,11 +108,16 @@ def critical() -> Iterator[None]:
             signal.raise_signal(held[0])  # runs the restored handler: raises here
 
 
+def current_run() -> Run | None:
+    """The record of the innermost `handling_interrupts` block running now, if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
 def note_committed(path: str | os.PathLike[str]) -> None:
     """Record that ``path`` is in place (call inside `critical()`, right after the rename)."""
     for run in _ACTIVE:
         run.committed.append(os.fspath(path))
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "Run", "Terminated", "critical", "exit_code",
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "Run", "Terminated", "critical", "current_run", "exit_code",
            "handling_interrupts", "note_committed"]

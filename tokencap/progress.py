@@ -17,7 +17,7 @@ PLAIN_INTERVAL = 10.0
 
 
 class RunProgress:
-    """A ``progress(done, total)`` callable; `close()` when the work is over."""
+    """A ``progress(done, total)`` callable; `close()` when the work is over (or stopped)."""
 
     def __init__(self, label: str, unit: str = "rollout", stream: TextIO | None = None,
                  interactive: bool | None = None, interval: float = PLAIN_INTERVAL) -> None:
@@ -31,6 +31,7 @@ class RunProgress:
         self.done = 0
         self.total = 0
         self.bar: tqdm | None = None
+        self.closed = False
 
     def __call__(self, done: int, total: int) -> None:
         self.done, self.total = done, total
@@ -46,16 +47,31 @@ class RunProgress:
         if now - self.last_line >= self.interval:
             self._line(now)
 
-    def _line(self, now: float) -> None:
+    def _line(self, now: float, ending: str = "") -> None:
         self.last_line = now
         text = tqdm.format_meter(self.done, self.total or None, now - self.started, prefix=self.label,
                                  unit=self.unit, ncols=0)
-        self.stream.write(text.strip() + "\n")
+        self.stream.write(text.strip() + (f" {ending}" if ending else "") + "\n")
         self.stream.flush()
 
-    def close(self) -> None:
+    def close(self, ending: str = "") -> None:
+        """End the progress; ``ending`` (say, "interrupted; nothing written") ends its last line.
+
+        Closing twice is harmless: only the first call writes.
+        """
+        if self.closed:
+            return
+        self.closed = True
         if self.bar is not None:
+            if ending:
+                self.bar.bar_format = "{l_bar}{bar}{r_bar} " + ending.replace("{", "{{").replace("}", "}}")
             self.bar.close()
             self.bar = None
+        elif ending:
+            if self.interactive:
+                self.stream.write(f"{self.label}: {ending}\n")
+                self.stream.flush()
+            else:
+                self._line(time.monotonic(), ending)
         elif not self.interactive and self.done:
             self._line(time.monotonic())

@@ -61,6 +61,11 @@ class RolloutResult:
     """The call the build was anchored on: the given terminal id, else the attributed one."""
     terminal_attribution: TerminalAttribution | None = None
     """What the harness's final response attributed (kept even when a given id overrode it)."""
+    notes: list[str] = field(default_factory=list)
+    """What a person must be told about this build that the verdict alone does not say (a
+    given terminal call id that names no call of the rollout). Not part of `summary`: the
+    build's JSON is fixed by the contract; the command line prints these on stderr and the
+    app shows them with the verdict."""
 
     @cached_property
     def rebuilt_response(self) -> dict[str, Any] | None:
@@ -184,6 +189,8 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
         reasons.add("multiple_chains")
     if anchor is not None and notes.terminal_chain != "main":
         reasons.add("terminal_call_not_delivered")
+    said = [] if terminal_call_id is None or notes.terminal_chain != "missing" else \
+        [terminal_not_chained_note(snapshot, build, terminal_call_id)]
 
     main = build.main
     terminal = main.links[-1].entry if main is not None and main.links else None
@@ -217,4 +224,24 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
         finish_reason_verdict=finish_verdict,
         terminal_call_id=anchor,
         terminal_attribution=attribution,
+        notes=said,
     )
+
+
+_LISTED_CALLS = 5
+
+
+def terminal_not_chained_note(snapshot: TokenCaptureSnapshot, build: BuildOutput, call_id: str) -> str:
+    """Why a given terminal call id anchors nothing: no call of the rollout has it, or it is
+    not among the chained calls (no generated token, or excluded as unverifiable)."""
+    masked = "the rollout is masked (terminal_call_not_delivered)"
+    ids = sorted({e.model_call_id for e in snapshot.entries})
+    if call_id not in ids:
+        listed = ", ".join(ids[:_LISTED_CALLS]) + (f" and {len(ids) - _LISTED_CALLS} more"
+                                                   if len(ids) > _LISTED_CALLS else "")
+        return f"terminal call {call_id} is not in rollout {snapshot.rollout_id}; {masked} (its calls: {listed})"
+    if call_id in build.notes.empty_generation_calls:
+        why = "it generated no token, so it is not chained"
+    else:
+        why = f"it was excluded ({build.excluded.get(call_id, 'not chained')})"
+    return f"terminal call {call_id} of rollout {snapshot.rollout_id} is not delivered: {why}; {masked}"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
 from .final_responses import FinalResponses, load_final_responses
-from .files import (Buffer, DirectorySource, kind_of, open_regular, pread, printable, read_descriptor,
-                    zip_source)
-from .store import iter_store
+from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable,
+                    read_descriptor, zip_source)
+from .store import ENTRIES_SUFFIX, iter_store, sibling_alone_message, store_file, store_rollout_source
 from .text import LoadError, load_text
 from .wire import TOO_DEEP
 
@@ -73,6 +73,9 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
         # Refused before opening: a FIFO would block, /dev/zero would never end.
         raise LoadError(f"{label}: is {kind_of(mode)}, not a regular file; tokencap reads regular files "
                         "(snapshot JSON, entries JSONL, a zip) and capture-store directories")
+    lone = _lone_store_file(path, label)
+    if lone is not None:
+        return iter_store(lone, rollout_id)
     fd = open_regular(path, label)
     try:
         magic = pread(fd, len(ZIP_MAGIC), 0)
@@ -84,10 +87,40 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
     return _from_buffer(data, label, path, rollout_id)
 
 
+def _lone_store_file(path: Path, label: str) -> DirectorySource | None:
+    """The store rollout a records file ``R.tokens.jsonl`` belongs to, read from its directory
+    with every sibling exactly as loading the directory would; None for any other file.
+
+    Read alone, the records file would hide the siblings that say a capture is incomplete
+    (``R.tokens.incomplete``, ``.intents``, ``.state.json``) or that a refusal ended it. A
+    path given through a symbolic link is followed to the real store; when the link's
+    target is not that rollout's records file, the bytes are read as an upload (masked).
+    """
+    found = store_file(path.name)
+    if found is None:
+        return None
+    rollout_id, suffix = found
+    if suffix != ENTRIES_SUFFIX:
+        raise LoadError(sibling_alone_message(label, rollout_id, suffix))
+    if printable(rollout_id) != rollout_id:
+        raise LoadError(f"{label}: the file name is not valid UTF-8, so it cannot name a rollout; rename the "
+                        "store's files to the rollout id")
+    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if store_file(real.name) != found:
+        return None
+    return store_rollout_source(real.parent, rollout_id)
+
+
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
                  rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
     if data is None or data[:4] == ZIP_MAGIC:
         return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
+    found = store_file(os.path.basename(name or ""))
+    if found is not None:
+        # A store file's bytes without its directory (an upload): its siblings cannot be read.
+        if found[1] != ENTRIES_SUFFIX:
+            raise LoadError(sibling_alone_message(name, found[0], found[1]))  # type: ignore[arg-type]
+        return iter_store(MemorySource(name, os.path.basename(name), data), rollout_id)  # type: ignore[arg-type]
     try:
         return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where

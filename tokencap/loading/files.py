@@ -38,7 +38,7 @@ from typing import BinaryIO
 
 from ..limits import (MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW,
                       ZIP_RATIO_ALLOWANCE_BYTES)
-from .text import LoadError, iter_lines, iter_stream_lines
+from .text import SNIFF_BYTES, LoadError, binary_problem, control_byte_at, iter_lines, iter_stream_lines
 
 _CHUNK = 1 << 20
 
@@ -192,6 +192,9 @@ class FileSource:
     label: str
     names: list[str]
     skipped: list[Skipped] = field(default_factory=list)
+    packed = False
+    """True when someone chose these files (a zip, one uploaded file), so a rollout's store
+    siblings may have been left behind; False for a directory the store itself wrote."""
 
     def read(self, name: str) -> Buffer:
         """The whole file (bounded: a regular file, or a member within the zip limits)."""
@@ -264,6 +267,7 @@ class DirectorySource(FileSource):
         try:
             size = os.fstat(fd).st_size
             cut = last_newline(fd, size) + 1
+            _refuse_binary(name, pread(fd, min(cut, SNIFF_BYTES), 0))  # before mapping gigabytes of it
             if cut < size:
                 notes.append(torn_note(name, size - cut))
             body = read_descriptor(fd, 0, cut)
@@ -274,11 +278,54 @@ class DirectorySource(FileSource):
         return iter_lines(body)
 
 
+class MemorySource(FileSource):
+    """One file's bytes under its name (an uploaded store file): nothing beside it can be read."""
+
+    packed = True
+
+    def __init__(self, label: str, name: str, data: Buffer) -> None:
+        super().__init__(label, [name])
+        self.data = data
+
+    def read(self, name: str) -> Buffer:
+        return self.data
+
+    def lines(self, name: str, notes: list[str]) -> Iterator[tuple[int, Buffer]]:
+        view = memoryview(self.data)
+        cut = _last_newline_in(view) + 1
+        _refuse_binary(name, view[:min(cut, SNIFF_BYTES)])
+        if cut < len(view):
+            notes.append(torn_note(name, len(view) - cut))
+        return iter_lines(view[:cut])
+
+
+def _refuse_binary(name: str, head: bytes | memoryview) -> None:
+    """A store ``.jsonl`` whose acknowledged lines start with binary data is refused at once
+    (a torn tail is skipped whatever it holds, so only bytes before the last newline count)."""
+    problem = binary_problem(head)
+    if problem is not None:
+        raise LoadError(f"{name}: {problem}")
+
+
+def _last_newline_in(view: memoryview) -> int:
+    """Offset of the last b"\\n" in a buffer, or -1; read backwards a block at a time."""
+    hi = len(view)
+    while hi > 0:
+        lo = max(0, hi - _CHUNK)
+        found = bytes(view[lo:hi]).rfind(b"\n")
+        if found >= 0:
+            return lo + found
+        hi = lo
+    return -1
+
+
 _S_IFMT = 0o170000
 
 
 class ZipSource(FileSource):
     """The members of a zip, by base name, checked against the limits before anything is inflated."""
+
+    packed = True
 
     def __init__(self, handle: BinaryIO, size: int, label: str) -> None:
         try:
@@ -351,7 +398,20 @@ class ZipSource(FileSource):
         def torn(count: int) -> None:
             notes.append(torn_note(name, count))
 
-        return iter_stream_lines(self._chunks(name), torn)
+        return iter_stream_lines(self._sniffed(name), torn)
+
+    def _sniffed(self, name: str) -> Iterator[bytes]:
+        """The member's chunks; binary data in its first bytes is refused as soon as a newline
+        after it shows it is acknowledged (a torn tail is skipped whatever it holds)."""
+        head, seen, at = b"", 0, -1
+        for chunk in self._chunks(name):
+            if at < 0 and seen < SNIFF_BYTES:
+                head += chunk[:SNIFF_BYTES - seen]
+                at = control_byte_at(head)
+            if at >= 0 and chunk.find(b"\n", max(0, at - seen)) >= 0:
+                raise LoadError(f"{self.label}: member {self.members[name].filename!r}: {binary_problem(head)}")
+            seen += len(chunk)
+            yield chunk
 
     def close(self) -> None:
         self.archive.close()
@@ -383,5 +443,5 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-__all__ = ["DirectorySource", "FileSource", "Skipped", "ZipSource", "kind_of", "last_newline", "open_regular",
-           "pread", "printable", "read_regular", "zip_source"]
+__all__ = ["DirectorySource", "FileSource", "MemorySource", "Skipped", "ZipSource", "kind_of", "last_newline",
+           "open_regular", "pread", "printable", "read_regular", "zip_source"]

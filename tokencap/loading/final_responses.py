@@ -9,6 +9,11 @@ Three shapes are read:
 
 A response without ``rollout_id`` applies only when the source holds a single rollout.
 
+Three facts of a rollout record are kept too, when present (SPEC 11.1): ``reward`` (a
+finite number), the task index (``_ng_task_index``, else ``task_index``) and the rollout
+index (``_ng_rollout_index``, else ``rollout_index``). A ``task_id`` is a name, not an
+index: it becomes a note on the rollout, never its task index.
+
 Only what attribution reads is kept per response: each output item's type, role, text,
 tool-call name and arguments and reasoning summary, and the token ids of the one item
 attribution matches by tokens (the last one that carries generated tokens). A rollout
@@ -19,20 +24,21 @@ prompts are never parsed. Everything kept is checked here, so a malformed file i
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
 import simdjson
 
 from ..digest import checked_token_ids
-from ..records import type_name
-from .text import LoadError, is_blank, iter_lines
+from ..records import shown, type_name
+from .text import LoadError, binary_problem, is_blank, iter_lines
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
@@ -69,6 +75,22 @@ class _Bad(Exception):
         self.problem = problem
 
 
+class RecordFacts(NamedTuple):
+    """What a rollout record says about its rollout besides the response (SPEC 11.1)."""
+
+    reward: float | None = None
+    task_index: int | None = None
+    rollout_index: int | None = None
+    note: str | None = None
+    """A note for the rollout's ``source_notes`` (a ``task_id`` that is a name, not an index)."""
+
+
+NO_FACTS = RecordFacts()
+
+_INDEX_FIELDS = (("task_index", ("_ng_task_index", "task_index")),
+                 ("rollout_index", ("_ng_rollout_index", "rollout_index")))
+
+
 @dataclass
 class FinalResponses:
     """Final responses by rollout id, plus at most one that names no rollout.
@@ -83,6 +105,9 @@ class FinalResponses:
     unnamed: dict[str, Any] | None = None
     """The response without a ``rollout_id``, if any."""
     unnamed_line: int | None = None
+    facts: dict[str, RecordFacts] = field(default_factory=dict)
+    """Rollout id -> reward and indices of its record (only records that carry any)."""
+    unnamed_facts: RecordFacts = NO_FACTS
 
     def __len__(self) -> int:
         return len(self.by_rollout) + (self.unnamed is not None)
@@ -98,6 +123,12 @@ class FinalResponses:
         if response is None and single_rollout:
             response = self.unnamed
         return response
+
+    def facts_for(self, rollout_id: str, *, single_rollout: bool) -> RecordFacts:
+        """Reward and indices for ``rollout_id``, by the same rule as `for_rollout`."""
+        if rollout_id in self.by_rollout:
+            return self.facts.get(rollout_id, NO_FACTS)
+        return self.unnamed_facts if single_rollout and self.unnamed is not None else NO_FACTS
 
     def unmatched(self, rollout_ids: Iterable[str]) -> list[str]:
         """Rollout ids this file names that are not among ``rollout_ids`` (sorted)."""
@@ -142,6 +173,10 @@ def load_final_responses(source: str | os.PathLike[str] | bytes | bytearray | me
 
 
 def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
+    problem = binary_problem(data, "final responses (a JSON object with 'response', JSON lines of them, or a "
+                                   "bare Responses object)")
+    if problem is not None:  # said from the first bytes, not after decoding gigabytes
+        raise LoadError(f"{label}: {problem}")
     if is_blank(data):
         raise LoadError(f"{label}: the file is empty; expected final responses (a JSON object with 'response', "
                         "JSON lines of them, or a bare Responses object)")
@@ -180,19 +215,22 @@ def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: 
     where = f"{label}, line {line}"
     try:
         rollout_id, response = _record(record, parser)
+        facts = _facts(record, where)
     except _Bad as bad:
         raise LoadError(f"{where}: field {bad.field_path!r}: {bad.problem}") from None
     if rollout_id is None:
         if out.unnamed is not None:
             raise LoadError(f"{where}: field 'rollout_id' is missing, and line {out.unnamed_line} has no rollout_id "
                             "either; with several final responses every one must name its rollout")
-        out.unnamed, out.unnamed_line = response, line
+        out.unnamed, out.unnamed_line, out.unnamed_facts = response, line, facts
         return
     if rollout_id in out.by_rollout:
         raise LoadError(f"{where}: field 'rollout_id': rollout {rollout_id!r} already has a final response "
                         f"(line {out.lines[rollout_id]}); keep one per rollout")
     out.by_rollout[rollout_id] = response
     out.lines[rollout_id] = line
+    if facts != NO_FACTS:
+        out.facts[rollout_id] = facts
 
 
 def _value(raw: msgspec.Raw, path: str) -> Any:
@@ -200,6 +238,33 @@ def _value(raw: msgspec.Raw, path: str) -> Any:
         return _decode_any(raw)
     except msgspec.MsgspecError as exc:
         raise _Bad(path, f"the value cannot be read: {str(exc).split(' - at ')[0]}") from None
+
+
+def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
+    """Reward, task and rollout index of a rollout record, checked (SPEC 11.1)."""
+    reward = None
+    if "reward" in record:
+        value = _value(record["reward"], "reward")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise _Bad("reward", f"must be a finite number, got {shown(value)}")
+        reward = float(value)
+    indices: dict[str, int | None] = {}
+    for kept, names in _INDEX_FIELDS:
+        indices[kept] = None
+        for name in names:
+            value = _value(record[name], name) if name in record else None
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 63:
+                    raise _Bad(name, f"must be a whole number from 0 up, got {shown(value)}")
+                indices[kept] = value
+                break
+    note = None
+    if "task_id" in record:
+        task_id = _value(record["task_id"], "task_id")
+        if task_id is not None:
+            note = (f"{where}: task_id {shown(task_id)} names the task but is not an index "
+                    "(task_index comes from _ng_task_index or task_index)")
+    return RecordFacts(reward, indices["task_index"], indices["rollout_index"], note)
 
 
 def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str | None, dict[str, Any]]:
@@ -295,4 +360,4 @@ def _check_item(item: dict[str, Any], path: str) -> None:
                 raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
-__all__ = ["FinalResponses", "load_final_responses"]
+__all__ = ["NO_FACTS", "FinalResponses", "RecordFacts", "load_final_responses"]

@@ -24,13 +24,16 @@ when the first of its rollouts is due, its other rollouts kept until theirs are)
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot, type_name
-from .files import FileSource, Skipped
+from .files import DirectorySource, FileSource, Skipped, kind_of, printable
 from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
 from .wire import TOO_DEEP, decode_value
 
@@ -56,6 +59,53 @@ def store_file(name: str) -> tuple[str, str] | None:
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)], suffix
     return None
+
+
+_SIBLING_WORDS = {
+    REFUSALS_SUFFIX: "engine-refusals file (the rollout's refused requests, not its calls)",
+    INTENTS_SUFFIX: "intents file (one call id a line, written before each call)",
+    STATE_SUFFIX: "state file (the store's snapshot id, version and incomplete flag)",
+    INCOMPLETE_SUFFIX: "incomplete marker",
+}
+COMPLETENESS_SUFFIXES = (INTENTS_SUFFIX, STATE_SUFFIX, INCOMPLETE_SUFFIX)
+"""The store files that can say a rollout's capture is incomplete."""
+
+
+def sibling_alone_message(label: str, rollout_id: str, suffix: str) -> str:
+    """Why a store file other than the records file cannot be a source on its own."""
+    return (f"{label}: this is the {_SIBLING_WORDS[suffix]} of capture-store rollout {rollout_id!r}; alone it "
+            f"holds no calls to build. Give the store directory (or a zip of it), or {rollout_id}{ENTRIES_SUFFIX} "
+            "(read with the rollout's other store files)")
+
+
+def store_siblings(directory: str | os.PathLike[str], rollout_id: str
+                   ) -> tuple[list[tuple[str, os.stat_result]], list[Skipped]]:
+    """The store files of ``rollout_id`` in ``directory`` -- one ``lstat`` per possible name,
+    no listing -- as the directory load sees them: regular files (with their stat), and
+    the others (links, pipes, unexaminable) as `Skipped`, which fail the rollout there."""
+    found: list[tuple[str, os.stat_result]] = []
+    skipped: list[Skipped] = []
+    for suffix in _STORE_SUFFIXES:
+        name = rollout_id + suffix
+        try:
+            st = os.lstat(os.path.join(directory, name))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            skipped.append(Skipped(name, f"it cannot be examined ({exc.strerror or exc})"))
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append((name, st))
+        else:
+            skipped.append(Skipped(name, f"it is {kind_of(st.st_mode)}, not a regular file"))
+    return found, skipped
+
+
+def store_rollout_source(directory: Path, rollout_id: str) -> DirectorySource:
+    """One store rollout's files in ``directory``, read exactly as loading the whole directory
+    reads them (same label, same skipped entries): the source for one store file given alone."""
+    found, skipped = store_siblings(directory, rollout_id)
+    return DirectorySource.of_names(directory, [name for name, _ in found], printable(str(directory)), skipped)
 
 
 def _classify(names: Iterable[str]) -> tuple[dict[str, _StoreRollout], list[str]]:
@@ -161,10 +211,24 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
             incomplete = True
             notes.append(f"{name}: {len(dangling)} dangling intent(s) with no captured entry or refusal "
                          f"(the call was started but never captured): {_listing(dangling)}")
+    if source.packed and not any(suffix in files for suffix in COMPLETENESS_SUFFIXES):
+        incomplete = True
+        notes.append(_without_siblings_note(source, where, rid))
     return TokenCaptureSnapshot(
         rollout_id=rid, entries=snapshot.entries, engine_refusals=snapshot.engine_refusals,
         snapshot_id=snapshot.snapshot_id, version=snapshot.version, incomplete=incomplete, source_notes=notes,
     )
+
+
+WITHOUT_SIBLINGS = "was read without the other capture-store files"
+"""The words of the note on a rollout whose store siblings could not be read (the app finds it by them)."""
+
+
+def _without_siblings_note(source: FileSource, name: str, rid: str) -> str:
+    held = name if os.path.basename(source.label) == name else f"{source.label}: {name}"
+    return (f"{held} {WITHOUT_SIBLINGS} of rollout {rid!r} (its {INTENTS_SUFFIX}, "
+            f"{STATE_SUFFIX}, {INCOMPLETE_SUFFIX}), so whether a call failed to capture cannot be known: masked "
+            "as capture_incomplete. Give the whole store directory, or a zip of it")
 
 
 def error_message(exc: BaseException, name: str | None = None) -> str:

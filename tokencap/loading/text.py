@@ -64,6 +64,35 @@ def _json_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str:
 
 
 _NON_BLANK = re.compile(rb"[^ \t\r\n]")
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+SNIFF_BYTES = 1024
+"""How much of an input's start is looked at to tell binary data from JSON text."""
+
+
+CAPTURE_INPUTS = "a snapshot JSON object, entries JSONL (one record a line), a capture-store directory or a zip of one"
+
+
+def binary_problem(head: bytes | memoryview, expected: str = CAPTURE_INPUTS) -> str | None:
+    """Why ``head`` (an input's first bytes) cannot start a JSON or JSON-lines text, or None.
+
+    JSON text never holds a raw NUL or other control byte (only tab, newline and carriage
+    return, as whitespace), so one in the first bytes means binary data: an image, a
+    sparse or preallocated file, UTF-16 text. Said at once, instead of after scanning
+    gigabytes for a line end.
+    """
+    sniff = bytes(head[:SNIFF_BYTES])
+    at = control_byte_at(sniff)
+    if at < 0:
+        return None
+    what = "a NUL byte" if sniff[at] == 0 else f"the control byte 0x{sniff[at]:02x}"
+    return f"binary data ({what} at byte {at}), not JSON text; expected {expected}"
+
+
+def control_byte_at(head: bytes | memoryview) -> int:
+    """Offset of the first control byte JSON text cannot hold, within the first `SNIFF_BYTES`; -1 if none."""
+    found = _CONTROL.search(bytes(head[:SNIFF_BYTES]))
+    return -1 if found is None else found.start()
 
 
 def is_blank(data: bytes | memoryview) -> bool:
@@ -73,8 +102,16 @@ def is_blank(data: bytes | memoryview) -> bool:
 
 def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCaptureSnapshot]:
     """Load one snapshot JSON or entries JSONL text. Raises LoadError with a precise message."""
+    if bytes(data[:len(PARQUET_MAGIC)]) == PARQUET_MAGIC:
+        raise LoadError(f"{_where(name)}: a parquet file (a scan table, as `tokencap scan` writes it), not captured "
+                        "calls; open it with `tokencap app FILE` (or upload it on the app's Run page), and give "
+                        "the run it was scanned from as SOURCE")
+    problem = binary_problem(data)
+    if problem is not None:
+        raise LoadError(f"{_where(name)}: {problem}")
     if is_blank(data):
         raise LoadError(f"{_where(name)}: the input is empty; expected a snapshot JSON object or JSON lines")
+    whole_value = True  # the text is one JSON value (not necessarily an object)
     try:
         wire = _decode_snapshot(data)
     except RecursionError:
@@ -83,12 +120,67 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
         if "$.entries" in str(exc):
             raise LoadError(f"{_where(name)}: snapshot JSON: {_json_problem(exc, data)}; 'entries' must be a list "
                             "of token-entry objects") from None
-        wire = None  # not an object: JSONL (which reports its own line errors)
+        wire = None  # not an object
     except msgspec.DecodeError:
-        wire = None  # several values or not JSON as a whole: read it line by line
+        wire, whole_value = None, False  # several values or not JSON as a whole: read it line by line
     if wire is not None and wire.entries is not UNSET:
         return [_snapshot_from_wire(wire, name)]
+    if whole_value and (wire is None or _spans_lines(data)):
+        # One JSON value that is not a snapshot, and not a one-line JSONL record either:
+        # say what it is rather than report its first line as broken JSON.
+        raise LoadError(f"{_where(name)}: {_not_a_snapshot(data)}")
     return load_jsonl(data, name)
+
+
+PARQUET_MAGIC = b"PAR1"
+_EXPECTED = ("expected a snapshot (a JSON object with 'entries'), entries JSONL (one record a line), or a "
+             "capture-store directory")
+_FIRST_BYTE_KIND = {ord("["): "a JSON array", ord('"'): "a JSON string", ord("t"): "a JSON boolean",
+                    ord("f"): "a JSON boolean", ord("n"): "JSON null"}
+_RECORD_KEYS = ("response", "responses_create_params", "reward")
+"""Keys of a rollout record (or a bare Responses object's ``object``) that captured calls never have."""
+
+FINAL_RESPONSES_HINT = ("the harness's final responses go to --final-responses (or the app's final-responses "
+                        "upload); SOURCE is the capture of the model calls")
+
+
+def _spans_lines(data: bytes | memoryview) -> bool:
+    """Whether the text's non-blank content runs over more than one line."""
+    start = _NON_BLANK.search(data)
+    newline = _NEWLINE.search(data, start.start()) if start is not None else None
+    return newline is not None and _NON_BLANK.search(data, newline.end()) is not None
+
+
+def looks_like_rollout_record(raw: dict[str, Raw]) -> bool:
+    """A rollout record or a Responses object, not a captured call."""
+    if "model_call_id" in raw or "prompt_token_ids" in raw:
+        return False
+    if any(key in raw for key in _RECORD_KEYS):
+        return True
+    try:
+        return "object" in raw and decode_value(raw["object"]) == "response"
+    except (msgspec.MsgspecError, RecursionError):
+        return False
+
+
+def _not_a_snapshot(data: bytes | memoryview) -> str:
+    first = bytes(data[_NON_BLANK.search(data).start():][:1])[0]  # type: ignore[union-attr]
+    if first != ord("{"):
+        kind = _FIRST_BYTE_KIND.get(first, "a JSON number")
+        return f"{kind}, not a snapshot: {_EXPECTED}"
+    try:
+        raw = decode_raw_object(data)
+    except (msgspec.MsgspecError, RecursionError):
+        raw = {}
+    if looks_like_rollout_record(raw):
+        return f"a JSON object that looks like a rollout record or a Responses object, not captured calls; " \
+               f"{FINAL_RESPONSES_HINT}"
+    keys = ", ".join(repr(k) for k in list(raw)[:_LISTED_KEYS]) + (", ..." if len(raw) > _LISTED_KEYS else "")
+    held = f" (its keys: {keys})" if keys else " (it is empty)"
+    return f"a JSON object without 'entries'{held}: {_EXPECTED}"
+
+
+_LISTED_KEYS = 6
 
 
 def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
@@ -100,6 +192,8 @@ def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
     A directory uses this to load its loose files lazily, in rollout order.
     """
     ids: set[str] = set()
+    if binary_problem(data) is not None:
+        return ids  # load_text refuses it at once
 
     def add(raw: Raw | UnsetType | None) -> None:
         if raw is not None and raw is not UNSET:
@@ -324,6 +418,9 @@ def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int
             raise LoadError(f"{where}, line {line}: expected one JSON object per line") from None
         except msgspec.DecodeError as exc:
             raise LoadError(f"{where}, line {line}: not valid JSON ({exc})") from None
+        if looks_like_rollout_record(raw):
+            raise LoadError(f"{where}, line {line}: a rollout record or Responses object, not a captured call; "
+                            f"{FINAL_RESPONSES_HINT}")
         try:
             record_type = decode_field(raw, "record_type") if "record_type" in raw else None
             rollout = decode_field(raw, "rollout_id") if "rollout_id" in raw else None

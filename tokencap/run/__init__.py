@@ -3,7 +3,8 @@
 Layers, bottom up: `discover` (find rollouts without loading them) -> `rows` and `work`
 (load, build and summarise one unit; runs in workers) -> `engines` (this process, local
 processes or Ray; results in order) -> `table` (the Arrow schema) and `scan` (plans,
-streams and writes parquet or JSONL atomically). `errors` holds what a run can end with.
+streams and writes parquet or JSONL atomically); `diff` compares two scan tables. `errors`
+holds what a run can end with.
 
 The table and scan names are imported on first use: `tokencap build` and the workers never
 pay for pyarrow.
@@ -16,12 +17,13 @@ from typing import Any
 
 from .discover import RolloutUnit, discover
 from .engines import ENGINES, default_workers
-from .errors import DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
+from .errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .rows import LINK_NOTES, REASON_COLUMNS
 
 _LAZY = {
     "RunSummary": "scan", "export": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
     "scan_table": "scan", "table_of_snapshots": "scan", "COLUMNS": "table", "SCHEMA": "table",
+    "RECORD_COLUMNS": "table", "RunDiff": "diff", "diff_tables": "diff",
 }
 
 
@@ -38,7 +40,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "SCHEMA", "DiscoveryError", "EngineUnavailable",
+    "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "RECORD_COLUMNS", "SCHEMA", "DiffError", "DiscoveryError",
+    "EngineUnavailable", "RunDiff", "diff_tables",
     "RolloutUnit", "RunSummary", "ScanTableError", "WorkerCrashed", "default_workers", "discover", "export",
     "read_scan", "scan", "scan_batches", "scan_table", "table_of_snapshots",
 ]

@@ -31,7 +31,8 @@ import msgspec
 import numpy as np
 
 from ..loading.files import kind_of, printable
-from ..loading.store import base_name, store_file
+from ..loading.text import SNIFF_BYTES, binary_problem
+from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
 from .errors import DiscoveryError
 
 STORE_LABEL = ".tokens.*"
@@ -93,6 +94,9 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
     with open(path, "rb") as handle:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
+        problem = binary_problem(data[:SNIFF_BYTES])
+        if problem is not None:  # refused before a line index of gigabytes is made
+            return [_failed_file(source, directory, name, size, mtime, f"{shown}: {problem}")]
         raw = np.frombuffer(data, dtype=np.uint8)
         ends = np.flatnonzero(raw == 0x0A)
         if not ends.size or ends[-1] != len(raw) - 1:
@@ -232,7 +236,17 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
     elif stat.S_ISREG(st.st_mode):
         directory, name = os.path.split(os.path.abspath(root))
         label = printable(name)
-        if not keep(label, st.st_size, st.st_mtime):
+        found = store_file(name)
+        real_directory, real_name = os.path.split(os.path.realpath(root))
+        if found is not None and found[1] != ENTRIES_SUFFIX:
+            raise DiscoveryError(sibling_alone_message(label, found[0], found[1]))
+        if found is not None and store_file(real_name) == found:
+            units = list(_lone_store_file(real_directory, found[0], keep))
+        elif found is not None:
+            # A link under a store name to another file: loaded as that file's bytes, which
+            # the loader masks (its store siblings cannot be known).
+            units = [RolloutUnit(label, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
+        elif not keep(label, st.st_size, st.st_mtime):
             units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif name.endswith(".jsonl"):
             units = index_jsonl(str(root), label, st.st_size, st.st_mtime)
@@ -242,6 +256,16 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
         raise DiscoveryError(f"{source}: not a regular file or directory (a pipe or device is never read)")
     units.sort(key=lambda u: u.sort_key)
     return units
+
+
+def _lone_store_file(directory: str, rollout_id: str, keep: callable) -> Iterator[RolloutUnit]:
+    """A store records file given alone: its rollout, with every store sibling beside it,
+    exactly as scanning the directory finds it (never its records alone, which would hide
+    an incomplete marker, intents or refusals)."""
+    files, skipped = store_siblings(directory, rollout_id)
+    not_read = {rollout_id: [(s.name, s.reason) for s in skipped]} if skipped else {}
+    entries = [(n, st.st_size, st.st_mtime) for n, st in files]
+    return _units_in_directory(directory, "", entries, keep, not_read)
 
 
 def _raise_walk_error(exc: OSError) -> None:

@@ -16,3 +16,7 @@ class EngineUnavailable(RuntimeError):
 
 class WorkerCrashed(RuntimeError):
     """A worker process died while building (killed, out of memory, a crash in native code)."""
+
+
+class DiffError(ValueError):
+    """Two tables that cannot be compared (not scan tables, a key on two rows, no indices for a task join)."""

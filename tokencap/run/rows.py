@@ -35,8 +35,10 @@ Row = tuple
 
 
 def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, source_bytes: int,
-           source_mtime: float) -> Row:
-    """The table row of one built rollout."""
+           source_mtime: float,
+           facts: tuple[float | None, int | None, int | None, str | None] = (None, None, None, None)) -> Row:
+    """The table row of one built rollout; ``facts`` are what its rollout record says
+    (reward, task index, rollout index, a note: `RecordFacts`), SPEC 11.1."""
     m = result.metrics
     reasons = set(result.mask_reasons)
     links = m.get("parent_link_failures") or {}
@@ -56,5 +58,6 @@ def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, s
         any(v.ended_chain for v in result.refusal_verdicts),
         bool(m["capture_incomplete"]), terminal,
         attribution.get("outcome") if isinstance(attribution, dict) else None,
-        m["error"], list(snapshot.source_notes), int(source_bytes), float(source_mtime),
+        m["error"], [*snapshot.source_notes, *([facts[3]] if facts[3] else [])], int(source_bytes),
+        float(source_mtime), facts[0], facts[1], facts[2],
     )

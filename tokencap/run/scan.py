@@ -25,12 +25,12 @@ import pyarrow.parquet as pq
 
 from ..export import write_atomically
 from .discover import RolloutUnit, discover
-from .errors import ScanTableError
+from .errors import DiscoveryError, ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
 from .rows import Row, row_of
-from .table import COLUMNS, SCHEMA, to_batch
+from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences, with_record_columns
 from .work import RunOptions, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
@@ -117,8 +117,8 @@ def _read_previous(path: str, final_responses_path: str | None, notes: list[str]
     table, meta = _read_table(path)
     current = orjson.loads(_metadata(final_responses_path)[META_KEY])
     if meta != current:
-        notes.append(f"{path} was written by another tokencap version or with other final responses; "
-                     "every rollout was built again")
+        notes.append(f"{path} was written by another tokencap version, with other final responses or before "
+                     "the reward columns; every rollout was built again")
         return None
     sources = table.column("source").to_pylist()
     sizes = table.column("source_bytes").to_pylist()
@@ -144,6 +144,10 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
         summary.notes.append(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that "
                              f"{'is' if len(skipped) == 1 else 'are'} not a regular file or directory "
                              f"(symlinks, pipes, devices are never read): {shown}")
+    if not units and since is None:
+        # A run with nothing to scan is a mistake, as `tokencap build` says of it, not an empty
+        # table (with --since it is a run whose files all went away since the earlier scan).
+        raise _nothing_to_scan(source, summary.notes[-1] if skipped else "")
     plan: list[Any] = []
     fresh: list[RolloutUnit] = []
     total = 0
@@ -165,6 +169,18 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
     flush()
     single = len(units) == 1 and units[0].kind != "reused"
     return plan, previous, total, single
+
+
+def _nothing_to_scan(source: str | os.PathLike[str], skipped_note: str) -> DiscoveryError:
+    """The error for a run without a rollout: the loader's words (those `tokencap build` prints)
+    when it finds nothing either, else what the scan skipped."""
+    from ..loading import LoadError, iter_snapshots
+
+    try:
+        next(iter(iter_snapshots(source)), None)
+    except LoadError as exc:
+        return DiscoveryError(str(exc))
+    return DiscoveryError(f"{source}: no rollout to scan; {skipped_note or 'nothing in it can be read'}")
 
 
 def _ordered_results(fn: Callable, plan: list[Any], options: RunOptions, engine: str, workers: int,
@@ -297,6 +313,9 @@ def read_scan(path: str | os.PathLike[str] | bytes, *, name: str | None = None) 
     return _read_table(path, name)[0]
 
 
+_WRITE_ONE = "write one with `tokencap scan RUN -o TABLE.parquet`"
+
+
 def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -> tuple[pa.Table, dict]:
     """The checked table and the tokencap metadata it was written with."""
     label = name or (path if not isinstance(path, (bytes, bytearray, memoryview)) else "uploaded table")
@@ -304,13 +323,18 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         table = pq.read_table(pa.BufferReader(path) if isinstance(path, (bytes, bytearray, memoryview)) else path)
     except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
         raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
-    if table.schema.names != list(COLUMNS):
-        raise ScanTableError(f"{label}: not a tokencap scan table (its columns differ from SPEC 11's)")
     meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
+    upgraded = with_record_columns(table)
+    if upgraded is not table:
+        table = upgraded
+        meta = {**meta, "record_columns": False}  # written before SPEC 11.1: never equal to a current scan's
+    if table.schema.names != list(COLUMNS):
+        raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
+                             f"{_WRITE_ONE}")
     try:
         return table.replace_schema_metadata(None).cast(SCHEMA), meta
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise ScanTableError(f"{label}: not a tokencap scan table (a column has another type: {exc})") from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise ScanTableError(f"{label}: not a tokencap scan table ({type_differences(table)}); {_WRITE_ONE}") from None
 
 
 def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,

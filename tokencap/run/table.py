@@ -27,11 +27,67 @@ SCHEMA = pa.schema(
     + [("unresolved_parent_calls", _INT), ("empty_generation_calls", _INT), ("after_terminal_calls", _INT),
        ("engine_refusals", _INT), ("context_refusals", _INT), ("refusal_ended_chain", _BOOL),
        ("capture_incomplete", _BOOL), ("terminal_call_id", _STR), ("terminal_attribution", _STR),
-       ("error", _STR), ("source_notes", _STRS), ("source_bytes", _INT), ("source_mtime", _FLOAT)]
+       ("error", _STR), ("source_notes", _STRS), ("source_bytes", _INT), ("source_mtime", _FLOAT),
+       ("reward", _FLOAT), ("task_index", _INT), ("rollout_index", _INT)]
 )
-"""Every column of the scan table, in order (SPEC 11)."""
+"""Every column of the scan table, in order (SPEC 11, 11.1)."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+
+
+def _names(names: Sequence[str], shown: int = 10) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def column_differences(names: Sequence[str]) -> str:
+    """How a table's column names differ from a scan table's, in words (missing, extra, order)."""
+    have = set(names)
+    if not have & set(COLUMNS):
+        return f"it has none of the scan table's columns; its own: {_names(list(dict.fromkeys(names)))}"
+    missing = [c for c in COLUMNS if c not in have]
+    extra = [c for c in dict.fromkeys(names) if c not in set(COLUMNS)]
+    parts = []
+    if missing:
+        parts.append(f"missing column{'s' if len(missing) > 1 else ''}: {_names(missing)}")
+    if extra:
+        parts.append(f"extra column{'s' if len(extra) > 1 else ''}: {_names(extra)}")
+    repeated = [c for c in dict.fromkeys(names) if list(names).count(c) > 1]
+    if repeated:
+        parts.append(f"repeated column{'s' if len(repeated) > 1 else ''}: {_names(repeated)}")
+    if not parts:
+        first = next(i for i, (a, b) in enumerate(zip(names, COLUMNS)) if a != b)
+        parts.append(f"the columns are in another order: column {first + 1} is {names[first]}, "
+                     f"expected {COLUMNS[first]}")
+    return "; ".join(parts)
+
+
+def type_differences(table: pa.Table) -> str:
+    """Which columns of a table with the scan table's names do not convert to their scan-table type."""
+    wrong = []
+    for name, column in zip(table.column_names, table.columns):
+        expected = SCHEMA.field(name).type
+        try:
+            column.cast(expected)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            wrong.append(f"{name} is {column.type}, expected {expected}")
+    return "; ".join(wrong) or "a column's values do not convert to the scan table's types"
+
+
+RECORD_COLUMNS: tuple[str, ...] = ("reward", "task_index", "rollout_index")
+"""Facts from rollout records (SPEC 11.1): added after the first tables were written, so a
+table without them is read with them null (`with_record_columns`)."""
+
+
+def with_record_columns(table: pa.Table) -> pa.Table:
+    """``table`` with the record columns appended as nulls when it was written before them
+    (its columns are exactly SPEC 11's without them); any other table is returned unchanged."""
+    if tuple(table.schema.names) != COLUMNS[: -len(RECORD_COLUMNS)]:
+        return table
+    for name in RECORD_COLUMNS:
+        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+    return table
+
 
 def to_batch(rows: Sequence[Row]) -> pa.RecordBatch:
     """Rows (tuples in column order) as one Arrow record batch of `SCHEMA`."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..export import write_summary
 from ..loading import LoadError, load_snapshots
+from ..loading.final_responses import NO_FACTS, RecordFacts
 from ..loading.files import DirectorySource, Skipped, printable
 from ..loading.store import base_name, error_message, load_store
 from ..loading.text import read_jsonl_records, snapshots_from_records
@@ -78,28 +79,30 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
         data.close()
 
 
-def build_unit(unit: RolloutUnit, options: RunOptions) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult]]:
-    """Each rollout of a unit with its build result, one at a time."""
+def build_unit(unit: RolloutUnit, options: RunOptions
+               ) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts]]:
+    """Each rollout of a unit with its build result and its record's facts, one at a time."""
     snapshots = load_unit(unit)
     # A final response without a rollout id applies only when the whole source is one rollout.
     single = options.single_rollout and len(snapshots) == 1
     for snapshot in snapshots:
-        final = None
+        final, facts = None, NO_FACTS
         if options.final_responses is not None:
             final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=single)
+            facts = options.final_responses.facts_for(snapshot.rollout_id, single_rollout=single)
         if final is not None:
             result = build_rollout(snapshot, final_response=final)
         else:
             result = build_rollout(snapshot)
-        yield snapshot, result
+        yield snapshot, result, facts
 
 
 def scan_shard(units: list[RolloutUnit], options: RunOptions) -> list[Row]:
     """The table rows of a shard of units, in unit order."""
     rows: list[Row] = []
     for unit in units:
-        for snapshot, result in build_unit(unit, options):
-            rows.append(row_of(result, snapshot, unit.source, unit.size, unit.mtime))
+        for snapshot, result, facts in build_unit(unit, options):
+            rows.append(row_of(result, snapshot, unit.source, unit.size, unit.mtime, facts))
     return rows
 
 
@@ -110,7 +113,7 @@ def export_shard(units: list[RolloutUnit], options: RunOptions) -> tuple[list[st
     seen: list[str] = []
     trainable = 0
     for unit in units:
-        for snapshot, result in build_unit(unit, options):
+        for snapshot, result, _facts in build_unit(unit, options):
             seen.append(snapshot.rollout_id)
             trainable += not result.mask_sample
             if options.only_trainable and result.mask_sample:

@@ -7,18 +7,16 @@ The app's pages lay out widgets and call these; every decision a page shows is c
 1. leaves -- `text` (escaping, number formats), `style` (one palette), `words` (every
    note, rule and term explained once), `sources` (files, directories, uploads, samples);
 2. shared view data -- `model`: `RolloutView`, one built rollout and what is derived from
-   it (memoised per view), and the call-tree node keys; `run_data`: a scan table as a
-   frame, filters, sort and chart counts;
+   it (memoised per view), and the call-tree node keys;
 3. page parts -- `tree` (layout and figure), `detail` (one call: fields, link check,
    retry group, output items), `mask` (loss-mask strip, overview, per-link table),
    `verdicts` (banner, refusal and finish-reason verdicts, build notes), `attribution`
    (which harness final responses apply, and what they attributed), `export` (download
-   payloads, byte-identical to `tokencap build`); for the Run page `run_charts` (bar
-   charts whose clicks map to filters) and `run_source` (where a run and each of its
-   rollouts come from);
+   payloads, byte-identical to `tokencap build`); the Run page's parts live in the
+   subpackage `run` (`run.data`, `run.source`, `run.charts`: see its docstring);
 4. page assembly -- `rollout_page`: what the Rollout page decides across parts.
 
-The Run page's modules import nothing from the Rollout page's parts.
+The Run page's modules (`tokencap.views.run`) import nothing from the Rollout page's parts.
 """
 
 from .model import RolloutView

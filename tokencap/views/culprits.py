@@ -24,6 +24,7 @@ from ..builder import (
     PARENT_UNRESOLVED,
     RULE_UNRESOLVED,
 )
+from ..loading.store import WITHOUT_SIBLINGS
 from ..rollout import MASK_REASON_TEXT
 from .model import CALL, GHOST, RolloutView, node_key
 
@@ -78,6 +79,11 @@ def _incomplete(view: RolloutView) -> list[Culprit]:
         # A rollout that failed to load is incomplete by definition: nothing shows which calls it had.
         return [Culprit("capture_incomplete", "the rollout could not be loaded, so nothing shows which of its "
                                               "calls were captured (load_error says why)")]
+    alone = [n for n in notes if WITHOUT_SIBLINGS in n]
+    if alone:
+        return [Culprit("capture_incomplete", "the store file was read without the rollout's other store files, "
+                                              "so nothing shows whether a call failed to capture; open the whole "
+                                              "store directory, or upload a zip of it")]
     text = ("the capture store marked this rollout incomplete without naming the call that failed"
             if notes else "the snapshot says incomplete: true without naming the call that failed")
     return [Culprit("capture_incomplete", text)]
@@ -172,9 +178,9 @@ def _not_delivered(view: RolloutView) -> list[Culprit]:
     anchor = view.result.terminal_call_id
     build = view.build
     where = build.notes.terminal_chain if build is not None else ""
+    missing = view.result.notes[0] if view.result.notes else f"the anchor {anchor} is not among the chained calls"
     text = {"quarantined": f"the anchor {anchor} was quarantined: another retry of its request was kept",
-            "missing": f"the anchor {anchor} is not among the chained calls"}.get(
-        where, f"the anchor {anchor} is not on the delivered chain")
+            "missing": missing}.get(where, f"the anchor {anchor} is not on the delivered chain")
     return [Culprit("terminal_call_not_delivered", text, _call(view, anchor))]
 
 

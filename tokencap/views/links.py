@@ -11,6 +11,9 @@ The page keeps what a reader needs to see the same thing again in the URL:
 ``tab``     ``tree``, ``mask``, ``verdicts``, ``export`` or ``compare``
 ``anchor``  the terminal call the build is anchored on
 ``mask``    the loss-mask window: ``CHAIN:START:WINDOW`` (chain id, first position, tokens)
+``vs_src``  another capture to compare with (a path or ``sample:NAME``, as ``src``):
+            the page loads it beside ``src`` and opens the Compare tab on the two
+``vs_rollout`` that capture's rollout id (another run's id for the same task, say)
 ``part``    a rollout of a run: the run's row ``source`` inside the run ``src`` names
             (a file, or a store rollout ``sub/R.tokens.*``). Only those files are opened,
             as the Run page opens the row; ``src`` is then the run's directory (or file),
@@ -37,7 +40,7 @@ from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
 
-KEYS = ("src", "part", "rollout", "call", "tab", "anchor", "mask")
+KEYS = ("src", "part", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
 """The query parameters the Rollout page owns."""
 
 SAMPLE_PREFIX = "sample:"
@@ -70,6 +73,14 @@ class MaskWindow:
         return cls(parts[0], start, window)
 
 
+def _sample_name(src: str | None) -> str | None:
+    return src[len(SAMPLE_PREFIX):] if src and src.startswith(SAMPLE_PREFIX) else None
+
+
+def _path(src: str | None) -> str | None:
+    return src if src and not src.startswith(SAMPLE_PREFIX) else None
+
+
 @dataclass(frozen=True)
 class ViewState:
     """What the Rollout page shows, as far as a URL can say it."""
@@ -80,17 +91,29 @@ class ViewState:
     tab: str | None = None         # a tab name ("Call tree", ...)
     anchor: str | None = None
     mask: MaskWindow | None = None
+    vs_src: str | None = None      # the other capture of a comparison (a path or sample:NAME)
+    vs_rollout: str | None = None
     part: str | None = None        # a run's row source inside the run ``src`` names
+
+    @property
+    def vs_sample(self) -> str | None:
+        """The bundled sample's name when ``vs_src`` names one."""
+        return _sample_name(self.vs_src)
+
+    @property
+    def vs_path(self) -> str | None:
+        """The path ``vs_src`` names, when it is not a sample."""
+        return _path(self.vs_src)
 
     @property
     def sample(self) -> str | None:
         """The bundled sample's name when ``src`` names one."""
-        return self.src[len(SAMPLE_PREFIX):] if self.src and self.src.startswith(SAMPLE_PREFIX) else None
+        return _sample_name(self.src)
 
     @property
     def path(self) -> str | None:
         """The path ``src`` names, when it is not a sample."""
-        return self.src if self.src and not self.src.startswith(SAMPLE_PREFIX) else None
+        return _path(self.src)
 
     def with_(self, **changes: object) -> ViewState:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -134,6 +157,8 @@ def parse(params: Mapping[str, object]) -> ViewState:
         tab=TAB_NAMES.get(tab) if tab else None,
         anchor=_value(params, "anchor"),
         mask=MaskWindow.decode(mask) if mask else None,
+        vs_src=_value(params, "vs_src"),
+        vs_rollout=_value(params, "vs_rollout"),
         part=_value(params, "part"),
     )
 
@@ -155,6 +180,10 @@ def to_params(state: ViewState) -> dict[str, str]:
         out["anchor"] = state.anchor
     if state.mask is not None:
         out["mask"] = state.mask.encode()
+    if state.vs_src:
+        out["vs_src"] = state.vs_src
+    if state.vs_rollout:
+        out["vs_rollout"] = state.vs_rollout
     return out
 
 
@@ -180,17 +209,20 @@ def share_url(base: str | None, state: ViewState) -> str:
 
 
 def open_rollout_params(src: str, rollout: str | None = None, call: str | None = None, tab: str | None = None,
-                        anchor: str | None = None, part: str | None = None) -> dict[str, str]:
+                        anchor: str | None = None, vs_src: str | None = None,
+                        vs_rollout: str | None = None, part: str | None = None) -> dict[str, str]:
     """Query parameters that open rollout ``rollout`` of source ``src`` on the Rollout page.
 
     ``src`` is a path (file or capture-store directory) or ``sample:NAME``; ``call`` a call
-    id; ``tab`` a tab name or slug; ``part`` a run row's ``source`` when ``src`` is a run.
-    For another page: ``st.switch_page(ROLLOUT_PAGE, query_params=open_rollout_params(path,
-    rollout_id))``.
+    id; ``tab`` a tab name or slug. For another page: ``st.switch_page(ROLLOUT_PAGE,
+    query_params=open_rollout_params(path, rollout_id))``. With ``vs_src`` (and
+    ``vs_rollout``), the page loads that capture too and opens the Compare tab on the two
+    (unless ``tab`` says otherwise). ``part`` is a run row's ``source`` when ``src`` is a run.
     """
-    name = TAB_NAMES.get(tab, tab) if tab else None
+    name = TAB_NAMES.get(tab, tab) if tab else ("Compare" if vs_src else None)
     return to_params(ViewState(src=src, rollout=rollout, call=node_key(CALL, call) if call else None,
-                               tab=name, anchor=anchor, part=part))
+                               tab=name, anchor=anchor, vs_src=vs_src, vs_rollout=vs_rollout,
+                               part=part))
 
 
 Query = tuple[tuple[str, str], ...]

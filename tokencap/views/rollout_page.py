@@ -80,9 +80,11 @@ def export_key(parts: Iterable[str]) -> str:
     return f"all:{digest}"
 
 
-def other_captures(refs: Sequence[RolloutRef], ref: RolloutRef) -> list[RolloutRef]:
-    """Other loaded captures of the same rollout (another upload, another snapshot version)."""
-    return [r for r in refs if r.rollout_id == ref.rollout_id and r.key != ref.key]
+def other_captures(refs: Sequence[RolloutRef], ref: RolloutRef, also: str | None = None) -> list[RolloutRef]:
+    """Other loaded captures of the same rollout (another upload, another snapshot version), and the
+    capture keyed ``also`` whatever its id (another run's rollout of the same task, handed over by
+    the Run page's comparison or a ``vs_rollout`` link)."""
+    return [r for r in refs if r.key != ref.key and (r.rollout_id == ref.rollout_id or r.key == also)]
 
 
 def default_anchor_pair(base: RolloutView, anchor: str | None) -> tuple[str | None, str | None]:
@@ -117,7 +119,7 @@ def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[st
 
     Raises `ValueError` with plain words when the URL names a sample run this app does not
     bundle; the files themselves are checked when the rollout is opened
-    (`run_source.source_for_run_rollout`, which never leaves the run's directory).
+    (`run.source.source_for_run_rollout`, which never leaves the run's directory).
     """
     if state.sample is not None:
         name = state.sample

@@ -22,14 +22,16 @@ from typing import Any, Protocol
 
 from ..loading import load_snapshots
 from ..loading.files import DirectorySource, kind_of, open_regular, read_regular
-from ..loading.store import load_store
+from ..loading.store import ENTRIES_SUFFIX, load_store, store_file, store_siblings
 from ..records import TokenCaptureSnapshot
 
 UPLOAD_TYPES = ("json", "jsonl", "zip")
 """File types the app's uploader accepts."""
 
 _HASH_CHUNK = 1 << 20
-_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses"}
+_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses", "run_after_fix", "rollout_records"}
+"""Entries of sample_data/ that are not a scenario to open on the Rollout page (the run after a fix
+and the rollout records are for comparing runs)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +115,27 @@ def source_from_path(path: str | os.PathLike[str]) -> Source:
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file or directory")
     data = bytes(read_regular(p, str(p)))  # a FIFO or a device is refused (LoadError), never read
-    return Source(name=p.name, key=content_key(data), size=len(data), path=str(p), data=data)
+    key = content_key(data)
+    siblings = _store_siblings(p)
+    if siblings:
+        # A store's records file is loaded with its siblings (load_source): they are part of its content.
+        digest = hashlib.sha256(b"store rollout\0")
+        for name, content in siblings:
+            digest.update(name.encode("utf-8", "surrogateescape") + b"\0" + content + b"\0")
+        key = digest.hexdigest()
+    return Source(name=p.name, key=key, size=len(data), path=str(p), data=data)
+
+
+def _store_siblings(path: Path) -> list[tuple[str, bytes]]:
+    """The store files of the rollout whose records file is ``path`` (with their content), or
+    [] when ``path`` is not a store's records file. Links and pipes among them are named,
+    never opened: the loader fails such a rollout."""
+    found = store_file(path.name)
+    if found is None or found[1] != ENTRIES_SUFFIX:
+        return []
+    regular, skipped = store_siblings(path.parent, found[0])
+    out = [(name, bytes(read_regular(path.parent / name, name, follow_symlinks=False))) for name, _ in regular]
+    return sorted(out + [(s.name, s.reason.encode()) for s in skipped])
 
 
 def path_signature(path: str | os.PathLike[str]) -> tuple[Any, ...]:
@@ -124,6 +146,11 @@ def path_signature(path: str | os.PathLike[str]) -> tuple[Any, ...]:
                                         for f in _directory_files(p)))
     if p.exists():
         st = p.stat()
+        found = store_file(p.name)
+        if found is not None:  # a store file is loaded with its siblings: any of them may change
+            regular, skipped = store_siblings(p.parent, found[0])
+            return (str(p.resolve()), st.st_size, st.st_mtime_ns,
+                    tuple((n, s.st_size, s.st_mtime_ns) for n, s in regular), tuple(s.name for s in skipped))
         return (str(p.resolve()), st.st_size, st.st_mtime_ns)
     return (str(p), None)
 
@@ -132,7 +159,9 @@ def load_source(source: Source) -> LoadedSource:
     """Load every rollout of ``source``; never raises (the message goes to ``error``)."""
     start = time.perf_counter()
     try:
-        if source.data is not None:
+        if source.data is not None and source.path is not None and store_file(source.name):
+            snapshots = load_snapshots(source.path)  # a store file on disk: read with its siblings
+        elif source.data is not None:
             snapshots = load_snapshots(source.data, name=source.name)
         elif source.names:
             directory = Path(source.path)  # type: ignore[arg-type]

@@ -1,0 +1,166 @@
+"""Loading a run for the Run page: scans and tables, cached for the whole server.
+
+A helper of ``app_pages/run.py`` (not a page): a scan of a path is cached per (absolute
+path, fingerprint of its files, rollout records); an upload's table per its content. The
+page shows a progress bar while a scan runs, never replayed from the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import streamlit as st
+
+import tokencap.run as tr
+from tokencap.loading import LoadError
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
+from tokencap.views.text import md_escape
+
+CACHED_RUNS = 6
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedRun:
+    """A run's table and frame (or why there is none), as cached for every session."""
+
+    table: pa.Table | None
+    frame: pd.DataFrame | None
+    seconds: float = 0.0
+    error: str | None = None
+    key: str = ""  # short digest of the cache key: widget keys of this run's table and charts
+
+
+@dataclass
+class RunCache:
+    """Scanned runs for the whole server, most recent last (at most `CACHED_RUNS`).
+
+    A plain mapping behind `st.cache_resource`, not a cached function, so the progress bar
+    is drawn while a scan runs and never replayed from the cache. Sessions run in threads
+    of their own, so every access holds the lock.
+    """
+
+    runs: OrderedDict[tuple, LoadedRun]
+    lock: threading.Lock
+
+    def get(self, key: tuple) -> LoadedRun | None:
+        with self.lock:
+            run = self.runs.get(key)
+            if run is not None:
+                self.runs.move_to_end(key)
+            return run
+
+    def put(self, key: tuple, run: LoadedRun) -> LoadedRun:
+        run = LoadedRun(run.table, run.frame, run.seconds, run.error,
+                        hashlib.sha1(repr(key).encode("utf-8", "surrogateescape")).hexdigest()[:10])
+        with self.lock:
+            self.runs[key] = run
+            while len(self.runs) > CACHED_RUNS:
+                self.runs.popitem(last=False)
+        return run
+
+
+@st.cache_resource(show_spinner=False)
+def run_cache() -> RunCache:
+    return RunCache(OrderedDict(), threading.Lock())
+
+
+@st.cache_resource(show_spinner=False)
+def records_directory() -> str:
+    """Where uploaded rollout records are kept as files for the server's life (a scan reads a path)."""
+    return tempfile.mkdtemp(prefix="tokencap-records-")
+
+
+def _remember(key: tuple, run: LoadedRun) -> LoadedRun:
+    return run_cache().put(key, run)
+
+
+def _cached(key: tuple) -> LoadedRun | None:
+    return run_cache().get(key)
+
+
+def _progress_bar(what: str) -> tuple[Any, Any]:
+    bar = st.progress(0.0, text=f"{what}…")
+
+    def update(done: int, total: int) -> None:
+        bar.progress(min(1.0, done / total) if total else 0.0, text=f"{what}: {done:,} of {total:,} rollouts")
+
+    return bar, update
+
+
+def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> LoadedRun:
+    """A run directory (or one file) scanned here, with its rollout records when given."""
+    records_fp = rs.fingerprint(records).signature if records else ""
+    key = ("path", path, fp.signature, records or "", records_fp)
+    run = _cached(key)
+    if run is not None:
+        return run
+    bar, update = _progress_bar(f"Scanning {md_escape(path)}")
+    start = time.perf_counter()
+    try:
+        # In this process: a worker pool started from inside the Streamlit server would re-run the
+        # page script in every worker (multiprocessing re-imports __main__). Big runs are scanned on
+        # the command line (`tokencap scan RUN -o run.parquet --workers N`, or on Ray) and the table
+        # opened here.
+        table = tr.scan_table(path, workers=1, progress=update, **({"final_responses": records} if records else {}))
+    except (tr.DiscoveryError, LoadError) as exc:
+        bar.empty()
+        return LoadedRun(None, None, error=str(exc))  # not cached: the path (or the records) may be fixed
+    except Exception as exc:  # noqa: BLE001 -- a worker that died, a file that vanished: one message, no traceback
+        bar.empty()
+        return LoadedRun(None, None, error=f"{path}: the scan stopped ({type(exc).__name__}: {exc}); "
+                                           "try Rescan, or scan it with tokencap scan to see which rollout")
+    bar.empty()
+    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
+
+
+def load_table_file(path: str, fp: rs.Fingerprint) -> LoadedRun:
+    """A scan table named on the command line (``tokencap app RESULT.parquet``)."""
+    key = ("table", path, fp.signature)
+    run = _cached(key)
+    if run is not None:
+        return run
+    start = time.perf_counter()
+    try:
+        table = tr.read_scan(path)
+    except tr.ScanTableError as exc:
+        return LoadedRun(None, None, error=f"{exc}. Give a table written by: tokencap scan RUN -o RESULT.parquet")
+    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
+
+
+def load_any_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> LoadedRun:
+    """A ``.parquet`` scan table, or a directory / file to scan."""
+    if path.lower().endswith(".parquet") and Path(path).is_file():
+        return load_table_file(path, fp)
+    return load_path(path, fp, records)
+
+
+def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
+    key = ("upload", rs.uploads_key(uploads))
+    run = _cached(key)
+    if run is not None:
+        return run
+    start = time.perf_counter()
+    tables = [u for u in uploads if u.is_table]
+    if len(tables) > 1:
+        return LoadedRun(None, None, error="Upload one scan table (.parquet) at a time; "
+                                           f"these are several: {', '.join(u.name for u in tables)}.")
+    if tables:
+        try:
+            table = rs.table_of_parquet(tables[0])
+        except tr.ScanTableError as exc:
+            return LoadedRun(None, None, error=f"{exc}. Upload a table written by: tokencap scan RUN -o RESULT.parquet")
+    else:
+        bar, update = _progress_bar("Scanning the uploaded files")
+        table = rs.table_of_uploads(uploads, progress=update)
+        bar.empty()
+    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))

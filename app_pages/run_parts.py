@@ -1,0 +1,264 @@
+"""Parts of the Run page: rollout records, the run compared with, rewards and groups, joined rows.
+
+A helper of ``app_pages/run.py`` (not a page): layout and session state only; every number
+comes from `tokencap.views.run` (`compare`, `reward`). Widget values that must outlive the
+page (a trip to the Rollout page and back) are copied into plain session-state keys in
+callbacks, as the page does for its other inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app_pages.run_loading import LoadedRun, load_any_path, load_uploads
+from tokencap.run import DiffError
+from tokencap.views.run import charts as rc
+from tokencap.views.run import compare as cv
+from tokencap.views.run import data as rd
+from tokencap.views.run import reward as rw
+from tokencap.views.run import source as rs
+from tokencap.views.text import md_escape
+
+STATE = st.session_state
+RECORD_TYPES = ("jsonl", "json")
+
+
+# --------------------------------------------------------------------------- rollout records
+
+
+def _remember_records_upload() -> None:
+    upload = STATE.get("run_records_uploader")
+    STATE["run_records_upload"] = rs.Upload(upload.name, upload.getvalue()) if upload is not None else None
+
+
+def _remember_records_path() -> None:
+    STATE["run_records_path"] = (STATE.get("run_w_records_path") or "").strip()
+
+
+def sidebar_records() -> None:
+    """Rollout records for the run (rewards, task groups, terminal attribution): an upload or a path."""
+    if STATE.get("run_w_records_path") != STATE.get("run_records_path", ""):
+        STATE["run_w_records_path"] = STATE.get("run_records_path", "")
+    with st.sidebar.expander("Rollout records", icon=":material/emoji_events:"):
+        st.file_uploader("Records file (JSONL)", type=list(RECORD_TYPES), key="run_records_uploader",
+                         on_change=_remember_records_upload,
+                         help="The harness's rollout records: one JSON object a line with rollout_id, response, "
+                              "reward, _ng_task_index, _ng_rollout_index. The run is scanned again with them "
+                              "(tokencap scan RUN --final-responses FILE).")
+        st.text_input("or its path on this machine", key="run_w_records_path", on_change=_remember_records_path)
+
+
+def records_caption(records: str | None) -> None:
+    if records:
+        st.sidebar.caption(f"Rollout records: {md_escape(Path(records).name)}")
+
+
+# --------------------------------------------------------------------------- the run compared with
+
+
+@dataclass(frozen=True, eq=False)
+class Versus:
+    """Run B: where it comes from, its table, its name on the page."""
+
+    origin: rs.RunOrigin
+    run: LoadedRun
+    name: str
+
+
+def _remember_vs(field: str, widget: str) -> None:
+    value = STATE.get(widget)
+    if field == "upload":
+        value = rs.Upload(value.name, value.getvalue()) if value is not None else None
+    elif isinstance(value, str):
+        value = value.strip()
+    STATE["run_vs"] = {**STATE.get("run_vs", {}), field: value}
+
+
+COMPARE_PARAM = "run_vs"
+"""The run compared with, in the URL: ``sample`` (the bundled run after a fix) or a path; an upload is not named."""
+
+
+def _stop_comparing() -> None:
+    STATE["run_vs"] = {}
+
+
+def compare_params() -> dict[str, str]:
+    chosen: dict[str, Any] = STATE.get("run_vs") or {}
+    if chosen.get("upload") is not None:
+        return {}
+    value = chosen.get("path") or ("sample" if chosen.get("sample") else "")
+    return {COMPARE_PARAM: value} if value else {}
+
+
+def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
+    """The "compare with" inputs (the bundled run after a fix, a path, a table upload) and run B."""
+    if "run_vs" not in STATE:  # first visit in this session: a link may name the run compared with
+        named = str(st.query_params.get(COMPARE_PARAM, "")).strip()
+        STATE["run_vs"] = {"sample": True} if named == "sample" else {"path": named} if named else {}
+    chosen: dict[str, Any] = STATE["run_vs"]
+    after = rs.sample_after_fix_path(app_dir) if default_page else None
+    for field, widget in (("sample", "run_w_vs_sample"), ("path", "run_w_vs_path"), ("records", "run_w_vs_records")):
+        if STATE.get(widget) != chosen.get(field, False if field == "sample" else ""):
+            STATE[widget] = chosen.get(field, False if field == "sample" else "")
+    with st.sidebar.expander("Compare with another run", icon=":material/compare_arrows:",
+                             expanded=any(chosen.values())):
+        if after is not None:
+            st.toggle("The sample run after a fix", key="run_w_vs_sample", on_change=_remember_vs,
+                      args=("sample", "run_w_vs_sample"),
+                      help=f"{after.relative_to(app_dir)}: the same tasks captured again after a harness fix.")
+        st.text_input("Run directory or scan table (.parquet)", key="run_w_vs_path", on_change=_remember_vs,
+                      args=("path", "run_w_vs_path"))
+        st.text_input("Its rollout records (optional)", key="run_w_vs_records", on_change=_remember_vs,
+                      args=("records", "run_w_vs_records"))
+        st.file_uploader("or upload its scan table", type=["parquet"], key="run_vs_uploader",
+                         on_change=_remember_vs, args=("upload", "run_vs_uploader"))
+        if any(chosen.values()):
+            st.button("Stop comparing", icon=":material/close:", key="run_vs_close", on_click=_stop_comparing)
+    upload: rs.Upload | None = chosen.get("upload")
+    if upload is not None:
+        return Versus(rs.RunOrigin("parquet", upload.name, uploads=(upload,)), load_uploads((upload,)),
+                      f"B ({upload.name})")
+    path = chosen.get("path") or (str(after) if after is not None and chosen.get("sample") else "")
+    if not path:
+        return None
+    path = str(Path(path).expanduser().resolve())
+    records = chosen.get("records") or (str(rs.sample_records(app_dir, path) or "") if after is not None
+                                        and Path(path) == after.resolve() else "")
+    fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
+    if path not in fps:
+        fps[path] = rs.fingerprint(path)
+    run = load_any_path(path, fps[path], records or None)
+    kind = "parquet" if path.lower().endswith(".parquet") else "directory" if Path(path).is_dir() else "file"
+    origin = rs.RunOrigin(kind, path, root=None if kind == "parquet" else path,
+                          records=None if kind == "parquet" else records or None)
+    return Versus(origin, run, f"B ({Path(path).name})")
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _compared(key_a: str, key_b: str, names: tuple[str, str], _a: LoadedRun, _b: LoadedRun) -> cv.Comparison | str:
+    try:
+        return cv.compare_runs(_a.table, _a.frame, _b.table, _b.frame, names=names)
+    except DiffError as exc:
+        return str(exc)
+
+
+def comparison(origin: rs.RunOrigin, run: LoadedRun, versus: Versus) -> cv.Comparison | None:
+    """Run A against run B (cached per pair of runs), or None with the reason on the page."""
+    if versus.run.error or versus.run.frame is None:
+        st.error(f"**Could not open the run to compare with.** {md_escape(versus.run.error or 'no table')}",
+                 icon=":material/error:")
+        return None
+    name_a = f"A ({Path(origin.root).name if origin.root else origin.label})"
+    result = _compared(run.key, versus.run.key, (name_a, versus.name), run, versus.run)
+    if isinstance(result, str):
+        st.error(f"**Cannot compare the two runs.** {md_escape(result)}", icon=":material/error:")
+        return None
+    return result
+
+
+# --------------------------------------------------------------------------- rewards and groups
+
+
+def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison | None, flt: rd.RunFilter,
+                 on_groups: Callable[[], None]) -> None:
+    """Reward of trainable vs masked rollouts, and the groups masking leaves without a learning signal."""
+    runs = [(cmp.name_a, cmp.a), (cmp.name_b, cmp.b)] if cmp is not None else [("this run", frame)]
+    st.markdown("#### Rewards and groups · does masking bias what the trainer learns?")
+    rewarded = [(n, f) for n, f in runs if rw.has_rewards(f)]
+    grouped = [(n, f) for n, f in runs if rw.has_groups(f)]
+    if not rewarded and not grouped:
+        hint = rw.RECORDS_HINT
+        if origin.kind == "parquet":
+            hint += (" This run is a scan table: scan it again with its records "
+                     "(`tokencap scan RUN -o RESULT.parquet --final-responses records.jsonl`).")
+        st.info(hint, icon=":material/emoji_events:")
+        return
+    left, right = st.columns([1.15, 1], gap="small")
+    with left, st.container(border=True):
+        if rewarded:
+            _figure_and_words(rw.reward_figure(rewarded), "run_reward_figure", rewarded, rw.reward_bias, cmp)
+            with st.expander("Reward per slice (trainable, masked, each mask reason)"):
+                for name, f in rewarded:
+                    st.dataframe(rw.reward_slices(f), hide_index=True, width="stretch", key=f"run_reward_slices:{name}",
+                                 column_config={"share": st.column_config.NumberColumn(format="percent")})
+        else:
+            st.info("No reward in the rollout records: the trainable/masked reward comparison needs `reward`.")
+    with right, st.container(border=True):
+        if grouped:
+            _figure_and_words(rw.groups_figure(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
+            st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key="run_w_groups",
+                                 format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
+        else:
+            st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
+
+
+def _figure_and_words(figure: dict[str, Any], key: str, runs: list[tuple[str, pd.DataFrame]],
+                      verdict: Callable[[pd.DataFrame], Any], cmp: cv.Comparison | None) -> None:
+    """A figure, then each run's verdict in words (a warning when it flags something)."""
+    st.plotly_chart(rc.as_figure(figure), config=rc.CONFIG, width="stretch", key=key)
+    for name, frame in runs:
+        said = verdict(frame)
+        (st.warning if said.flagged else st.caption)((f"{md_escape(name)}: " if cmp is not None else "")
+                                                + md_escape(said.words()))
+
+
+# --------------------------------------------------------------------------- joined rollouts
+
+
+def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarray], masks_b: dict[str, np.ndarray],
+               run_key: str, heading: Callable[..., None], column_config: dict[str, Any]) -> int | None:
+    """The joined rollouts passing the filters (either side); the position of the one selected."""
+    keep_a, keep_b = rd.passing(cmp.a, masks), rd.passing(cmp.b, masks_b)
+    positions = cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt)
+    heading(flt, len(positions), len(cmp.rows), "joined rollouts")
+    shown = cv.compare_table_frame(cmp, positions)
+    config = {f"{name} {side}": column_config[name] for name in ("delivered", "calls") for side in "AB"}
+    event = st.dataframe(shown, key=f"run_pairs:{run_key}:{flt.token}", on_select="rerun",
+                         selection_mode="single-row", hide_index=True, column_config=config,
+                         height=min(38 + 35 * max(len(shown), 1), 560), width="stretch", placeholder="")
+    picked = event.selection.rows if event is not None else []
+    if picked and 0 <= int(picked[0]) < len(positions):
+        return int(positions[int(picked[0])])
+    return None
+
+
+def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, position: int, flt: rd.RunFilter,
+              open_rollout: Callable[..., None]) -> None:
+    """Buttons opening a joined rollout's A or B capture; with both, on the Rollout page's Compare tab."""
+    assert versus is not None
+    sides = []
+    for side, frame, row, where in (("A", cmp.a, int(cmp.rows["row_a"].iloc[position]), origin),
+                                    ("B", cmp.b, int(cmp.rows["row_b"].iloc[position]), versus.origin)):
+        if row < 0:
+            sides.append(None)
+            continue
+        source, rollout_id = str(frame["source"].iloc[row]), str(frame["rollout_id"].iloc[row])
+        sides.append((side, source, rollout_id, rs.locate(where, source), where))
+    change = rd.CHANGE_LABELS[str(cmp.rows["change"].iloc[position])]
+    with st.container(border=True, key="run_pair_open"):
+        ids = " / ".join(md_escape(s[2]) for s in sides if s is not None)
+        st.markdown(f"**{ids}** · change: *{change}*"
+                    + (" · opening either side shows the two captures on the Rollout page's Compare tab"
+                       if all(s is not None and s[3] is not None for s in sides) else ""))
+        columns = st.columns(2)
+        for i, (col, mine) in enumerate(zip(columns, sides)):
+            other = sides[1 - i]
+            if mine is None:
+                col.caption(f"Not in run {'AB'[i]}.")
+                continue
+            side, source, rollout_id, located, where = mine
+            if located is None:
+                col.caption(md_escape(rs.missing_message(where, source)))
+                continue
+            label = f"Open {side}: {md_escape(rollout_id)}"
+            if col.button(label, key=f"run_open_{side}", icon=":material/open_in_new:", width="stretch"):
+                vs = rs.open_request(other[3], other[1], other[2], records=other[4].records) \
+                    if other is not None and other[3] is not None else None
+                open_rollout(located, source, rollout_id, flt, vs, where.records)

@@ -1,0 +1,246 @@
+"""A capture-store file given on its own is never built without its siblings (issue 13.1).
+
+`R.tokens.jsonl` alone holds the calls, but not what says the capture is incomplete
+(`R.tokens.incomplete`, dangling `R.tokens.intents`, `R.tokens.state.json`) nor the
+engine refusals (`R.tokens.refusals.jsonl`). A path is read with its siblings, exactly as
+its directory is; bytes with no directory (an upload, a zip holding the records file only)
+are masked `capture_incomplete` with a note saying what to give instead. Every entry point:
+`load_snapshots` (path, bytes), zips, the commands, run discovery and the app's sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import Conv, jsonl_bytes, zip_bytes
+from tokencap import build_rollout, load_snapshots
+from tokencap.cli import main
+from tokencap.loading import LoadError
+from tokencap.loading.files import DirectorySource
+from tokencap.run import scan_table
+from tokencap.run.discover import discover
+from tokencap.run.errors import DiscoveryError
+from tokencap.views import sources as src
+from tokencap.views.culprits import reason_lines
+from tokencap.views.model import RolloutView
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "sample_data" / "run"
+UPSTREAM = Path(__file__).resolve().parent / "data" / "upstream_store"
+INCOMPLETE = "task0017-rollout3-attempt0"  # has R.tokens.incomplete
+REFUSED = "task0056-rollout1-attempt0"  # has R.tokens.refusals.jsonl
+
+
+def store_ids(directory: Path) -> list[str]:
+    return sorted({name.split(".tokens.")[0] for name in os.listdir(directory) if ".tokens." in name})
+
+
+def build_bytes(tmp_path: Path, name: str, *argv: str) -> bytes:
+    out = tmp_path / name
+    assert main(["build", *argv, "-o", str(out)]) == 0
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("directory", [RUN, UPSTREAM], ids=["sample_run", "upstream_store"])
+def test_a_records_file_builds_exactly_as_its_rollout_in_the_directory(directory: Path, tmp_path: Path) -> None:
+    ids = store_ids(directory)
+    assert len(ids) >= 2
+    for rid in ids:
+        alone = build_bytes(tmp_path, "alone.json", str(directory / f"{rid}.tokens.jsonl"))
+        in_directory = build_bytes(tmp_path, "dir.json", str(directory), "--rollout", rid)
+        assert alone == in_directory, rid
+
+
+def test_the_reported_cases_keep_their_verdicts_when_the_file_is_given_alone() -> None:
+    (snap,) = load_snapshots(RUN / f"{INCOMPLETE}.tokens.jsonl")
+    assert snap.incomplete and build_rollout(snap).mask_reasons[:1] == ["capture_incomplete"]
+    (snap,) = load_snapshots(RUN / f"{REFUSED}.tokens.jsonl")
+    assert len(snap.engine_refusals) >= 1
+    (snap,) = load_snapshots(UPSTREAM / "task4-rollout1-attempt0.tokens.jsonl")
+    assert snap.incomplete and len(snap.entries) == 2
+    assert any("torn" in n for n in snap.source_notes) and any("dangling" in n for n in snap.source_notes)
+
+
+def test_an_incomplete_marker_beside_a_hand_made_records_file_is_read(tmp_path: Path) -> None:
+    conv = Conv("r1")
+    conv.root("c1")
+    (tmp_path / "r1.tokens.jsonl").write_bytes(jsonl_bytes(conv.records))
+    (snap,) = load_snapshots(tmp_path / "r1.tokens.jsonl")
+    assert not snap.incomplete  # the store wrote nothing else: nothing says it is incomplete
+    (tmp_path / "r1.tokens.incomplete").write_bytes(b"")
+    (snap,) = load_snapshots(tmp_path / "r1.tokens.jsonl")
+    assert snap.incomplete
+
+
+def test_a_records_file_reached_through_a_symbolic_link_reads_the_real_store(tmp_path: Path) -> None:
+    link = tmp_path / f"{INCOMPLETE}.tokens.jsonl"
+    link.symlink_to(RUN / f"{INCOMPLETE}.tokens.jsonl")
+    (snap,) = load_snapshots(link)
+    assert snap.incomplete and snap.load_error is None
+
+
+def test_a_link_to_another_file_under_a_store_name_is_masked(tmp_path: Path) -> None:
+    conv = Conv("r1")
+    conv.root("c1")
+    (tmp_path / "plain.jsonl").write_bytes(jsonl_bytes(conv.records))
+    (tmp_path / "r1.tokens.jsonl").symlink_to(tmp_path / "plain.jsonl")
+    (snap,) = load_snapshots(tmp_path / "r1.tokens.jsonl")
+    assert snap.incomplete and "whole store directory" in snap.source_notes[-1]
+
+
+def test_a_sibling_that_is_not_a_regular_file_fails_the_rollout_as_in_the_directory(tmp_path: Path) -> None:
+    for name in (f"{INCOMPLETE}.tokens.jsonl", f"{INCOMPLETE}.tokens.intents"):
+        shutil.copy(RUN / name, tmp_path / name)
+    os.mkfifo(tmp_path / f"{INCOMPLETE}.tokens.incomplete")
+    (alone,) = load_snapshots(tmp_path / f"{INCOMPLETE}.tokens.jsonl")
+    (whole,) = load_snapshots(tmp_path)
+    assert alone.load_error is not None and alone.load_error == whole.load_error
+    assert "FIFO" in alone.load_error
+
+
+def test_an_unreadable_sibling_masks_the_rollout(tmp_path: Path, monkeypatch) -> None:
+    for name in os.listdir(RUN):
+        if name.startswith(INCOMPLETE):
+            shutil.copy(RUN / name, tmp_path / name)
+    real_read = DirectorySource.read
+
+    def read(self, name: str):
+        if name.endswith(".tokens.intents"):
+            raise LoadError(f"{name}: cannot be read (Permission denied)")
+        return real_read(self, name)
+
+    monkeypatch.setattr(DirectorySource, "read", read)
+    (snap,) = load_snapshots(tmp_path / f"{INCOMPLETE}.tokens.jsonl")
+    assert "Permission denied" in snap.load_error and build_rollout(snap).mask_sample
+
+
+@pytest.mark.parametrize("rid", [INCOMPLETE, REFUSED, "task0003-rollout0-attempt0"])
+def test_records_bytes_without_their_directory_are_masked_with_a_note(rid: str) -> None:
+    data = (RUN / f"{rid}.tokens.jsonl").read_bytes()
+    (snap,) = load_snapshots(data, name=f"{rid}.tokens.jsonl")
+    result = build_rollout(snap)
+    assert snap.incomplete and "capture_incomplete" in result.mask_reasons
+    note = snap.source_notes[-1]
+    assert note.startswith(f"{rid}.tokens.jsonl was read without") and "whole store directory, or a zip" in note
+
+
+def test_an_upload_named_with_a_path_is_judged_by_its_base_name() -> None:
+    data = (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()
+    (snap,) = load_snapshots(data, name=f"some/dir/{INCOMPLETE}.tokens.jsonl")
+    assert snap.incomplete
+
+
+def test_a_torn_tail_of_uploaded_records_is_skipped_as_in_a_store() -> None:
+    conv = Conv("r1")
+    conv.root("c1")
+    (snap,) = load_snapshots(jsonl_bytes(conv.records) + b'{"rollout_id": "r1", "mod', name="r1.tokens.jsonl")
+    assert len(snap.entries) == 1 and any("torn" in n for n in snap.source_notes)
+
+
+def test_a_zip_holding_only_the_records_file_is_masked() -> None:
+    data = zip_bytes({f"run/{INCOMPLETE}.tokens.jsonl": (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()})
+    (snap,) = load_snapshots(data, name="one.zip")
+    assert snap.incomplete and build_rollout(snap).mask_reasons[:1] == ["capture_incomplete"]
+    assert snap.source_notes[-1].startswith(f"one.zip: {INCOMPLETE}.tokens.jsonl was read without")
+
+
+def test_a_zip_of_the_whole_store_builds_as_the_directory(tmp_path: Path) -> None:
+    rid = "task0003-rollout0-attempt0"
+    members = {name: (RUN / name).read_bytes() for name in os.listdir(RUN) if name.startswith(rid)}
+    (tmp_path / "r.zip").write_bytes(zip_bytes(members))
+    assert build_bytes(tmp_path, "zip.json", str(tmp_path / "r.zip")) == \
+        build_bytes(tmp_path, "dir.json", str(RUN), "--rollout", rid)
+
+
+@pytest.mark.parametrize("suffix", [".tokens.intents", ".tokens.state.json", ".tokens.refusals.jsonl",
+                                    ".tokens.incomplete"])
+def test_a_sibling_given_alone_says_what_it_is_and_what_to_give(suffix: str, tmp_path: Path, capsys) -> None:
+    rid = INCOMPLETE if suffix == ".tokens.incomplete" else REFUSED
+    path = RUN / f"{rid}{suffix}"
+    for source in (path, path.read_bytes()):
+        with pytest.raises(LoadError) as caught:
+            load_snapshots(source, name=path.name if isinstance(source, bytes) else None)
+        message = str(caught.value)
+        assert f"capture-store rollout {rid!r}" in message and "store directory" in message
+        assert f"{rid}.tokens.jsonl" in message and "\n" not in message
+    assert main(["build", str(path)]) == 2
+    assert "store directory" in capsys.readouterr().err
+    with pytest.raises(DiscoveryError, match="store directory"):
+        discover(path)
+
+
+def test_discovery_of_a_records_file_finds_its_store_rollout() -> None:
+    (unit,) = discover(RUN / f"{REFUSED}.tokens.jsonl")
+    (whole,) = [u for u in discover(RUN) if u.rollout_id == REFUSED]
+    assert unit == whole
+    assert f"{REFUSED}.tokens.refusals.jsonl" in unit.names
+
+
+def test_discovery_follows_a_link_to_the_real_store_and_masks_a_link_to_another_file(tmp_path: Path) -> None:
+    link = tmp_path / f"{INCOMPLETE}.tokens.jsonl"
+    link.symlink_to(RUN / f"{INCOMPLETE}.tokens.jsonl")
+    (unit,) = discover(link)
+    assert unit.kind == "store" and f"{INCOMPLETE}.tokens.incomplete" in unit.names
+    conv = Conv("r1")
+    conv.root("c1")
+    (tmp_path / "plain.jsonl").write_bytes(jsonl_bytes(conv.records))
+    (tmp_path / "r1.tokens.jsonl").symlink_to(tmp_path / "plain.jsonl")
+    rows = scan_table(tmp_path / "r1.tokens.jsonl", workers=1).to_pylist()
+    assert [r["reason_capture_incomplete"] for r in rows] == [True]
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+def test_scan_and_export_of_a_records_file_match_the_directory(command: str, tmp_path: Path) -> None:
+    ext = "parquet" if command == "scan" else "jsonl"
+    alone, whole = tmp_path / f"alone.{ext}", tmp_path / f"whole.{ext}"
+    assert main([command, str(RUN / f"{INCOMPLETE}.tokens.jsonl"), "-o", str(alone), "--workers", "1"]) == 0
+    assert main([command, str(RUN), "-o", str(whole), "--workers", "1"]) == 0
+    if command == "export":
+        (line,) = [ln for ln in whole.read_text().splitlines() if json.loads(ln)["rollout_id"] == INCOMPLETE]
+        assert alone.read_text() == line + "\n"
+        assert json.loads(line)["mask_reasons"][:1] == ["capture_incomplete"]
+    else:
+        row = pq.read_table(alone).to_pylist()
+        rows = [r for r in pq.read_table(whole).to_pylist() if r["rollout_id"] == INCOMPLETE]
+        assert row == rows and row[0]["reason_capture_incomplete"]
+
+
+def test_inspect_of_a_records_file_shows_the_incomplete_capture(capsys) -> None:
+    assert main(["inspect", str(RUN / f"{INCOMPLETE}.tokens.jsonl")]) == 0
+    assert "capture_incomplete" in capsys.readouterr().out
+
+
+def test_the_app_opens_a_records_file_with_its_siblings(tmp_path: Path) -> None:
+    for name in os.listdir(RUN):
+        if name.startswith(INCOMPLETE):
+            shutil.copy(RUN / name, tmp_path / name)
+    path = tmp_path / f"{INCOMPLETE}.tokens.jsonl"
+    before = src.path_signature(path)
+    source = src.source_from_path(path)
+    loaded = src.load_source(source)
+    assert loaded.ok and loaded.snapshots[0].incomplete
+    (tmp_path / f"{INCOMPLETE}.tokens.incomplete").unlink()
+    assert src.path_signature(path) != before  # a sibling changed: the app hashes the source again
+    assert src.source_from_path(path).key != source.key
+    assert not src.load_source(src.source_from_path(path)).snapshots[0].incomplete
+
+
+def test_an_uploaded_records_file_is_masked_in_the_app() -> None:
+    data = (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()
+    loaded = src.load_source(src.source_from_bytes(f"{INCOMPLETE}.tokens.jsonl", data))
+    assert loaded.ok and loaded.snapshots[0].incomplete
+    assert "whole store directory" in loaded.snapshots[0].source_notes[-1]
+
+
+def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> None:
+    data = (RUN / f"{REFUSED}.tokens.jsonl").read_bytes()
+    (snap,) = load_snapshots(data, name=f"{REFUSED}.tokens.jsonl")
+    (line,) = [ln for ln in reason_lines(RolloutView(snap)) if ln.code == "capture_incomplete"]
+    (culprit,) = line.culprits
+    assert "without the rollout's other store files" in culprit.text and "zip" in culprit.text

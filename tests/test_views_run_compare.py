@@ -1,0 +1,227 @@
+"""Two runs compared on the Run page (tokencap.views.run.compare) and the charts' A/B pairs and hit areas."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from synth_run import after_a_fix, synthetic_scan_table
+from tokencap.run import DiffError
+from tokencap.views.run import charts as rc
+from tokencap.views.run import compare as cv
+from tokencap.views.run import data as rd
+
+
+@pytest.fixture(scope="module")
+def runs():
+    a = synthetic_scan_table(5_000, seed=4)
+    b = after_a_fix(a)
+    cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b), names=("before", "after"))
+    return a, b, cmp
+
+
+def test_every_joined_rollout_maps_to_its_rows_in_both_runs(runs):
+    a, b, cmp = runs
+    ids_a, ids_b = a.column("rollout_id").to_pylist(), b.column("rollout_id").to_pylist()
+    pairs = [(ids_a[i] if i >= 0 else None, ids_b[j] if j >= 0 else None)
+             for i, j in zip(cmp.rows["row_a"], cmp.rows["row_b"])]
+    assert all(x == y for x, y in pairs if x is not None and y is not None)
+    assert sorted(x for x, _ in pairs if x is not None) == sorted(ids_a)
+    assert sorted(y for _, y in pairs if y is not None) == sorted(ids_b)
+    only_b = {y for x, y in pairs if x is None}
+    assert only_b == set(ids_b) - set(ids_a) and all(y.startswith("new-") for y in only_b)
+
+
+def test_the_change_of_each_rollout_follows_its_verdicts_and_reasons(runs):
+    a, b, cmp = runs
+    ra, rb = a.to_pylist(), b.to_pylist()
+    for i, j, change in zip(cmp.rows["row_a"], cmp.rows["row_b"], cmp.rows["change"]):
+        if i < 0 or j < 0:
+            assert change == ("only_b" if i < 0 else "only_a")
+            continue
+        x, y = ra[i], rb[j]
+        want = ("fixed" if x["mask_sample"] and not y["mask_sample"] else
+                "broke" if y["mask_sample"] and not x["mask_sample"] else
+                "reasons_changed" if x["mask_reasons"] != y["mask_reasons"] else "same")
+        assert change == want
+    counts = cmp.rows["change"].value_counts()
+    assert all(counts[c] > 0 for c in rd.CHANGES)
+    assert {c: int(counts[c]) for c in rd.CHANGES} == {c: cmp.summary.changes[c] for c in rd.CHANGES}
+    # Each frame's change column agrees with its rows of the diff.
+    assert cmp.a["change"].iloc[cmp.rows["row_a"][cmp.rows["row_a"] >= 0]].tolist() == \
+        cmp.rows["change"][cmp.rows["row_a"] >= 0].tolist()
+
+
+@pytest.mark.parametrize("flt", [
+    rd.RunFilter(change=("fixed",)),
+    rd.RunFilter(change=("broke", "only_b")),
+    rd.RunFilter(change=("fixed",), reasons=("multiple_roots",)),
+    rd.RunFilter(verdict="masked"),
+    rd.RunFilter(query="rollout-00", change=("same",)),
+])
+def test_a_joined_rollout_is_shown_when_either_side_passes_the_filter(runs, flt):
+    a, b, cmp = runs
+    keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
+    keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
+    shown = cv.passing_rows(cmp, keep_a, keep_b)
+    ra, rb = cmp.rows["row_a"].to_numpy(), cmp.rows["row_b"].to_numpy()
+    want = [k for k in range(len(ra)) if (ra[k] >= 0 and keep_a[ra[k]]) or (rb[k] >= 0 and keep_b[rb[k]])]
+    assert shown.tolist() == want
+    if flt.change:
+        assert set(cmp.rows["change"].iloc[shown]) <= set(flt.change) and len(shown)
+    if flt == rd.RunFilter(change=("fixed",)):
+        assert len(shown) == cmp.summary.changes["fixed"]
+
+
+def test_the_comparison_table_shows_both_sides_and_sorts_by_a_then_b(runs):
+    a, b, cmp = runs
+    positions = cv.passing_rows(cmp, np.ones(len(cmp.a), bool), np.ones(len(cmp.b), bool))
+    table = cv.compare_table_frame(cmp, positions)
+    assert list(table.columns) == list(cv.COMPARE_COLUMNS) and len(table) == len(cmp.rows)
+    only_b = table[table["change"] == "only in B"]
+    assert only_b["rollout A"].isna().all() and only_b["verdict A"].isna().all() and only_b["rollout B"].notna().all()
+    fixed = table[table["change"] == "fixed"]
+    assert (fixed["verdict A"] == "masked").all() and (fixed["verdict B"] == "trainable").all()
+    ordered = cv.sorted_pairs(cmp, positions, rd.RunFilter(sort="n_calls", descending=True))
+    calls = cv.compare_table_frame(cmp, ordered)
+    value = calls["calls A"].fillna(calls["calls B"]).to_numpy()
+    assert (np.diff(value) <= 0).all()
+
+
+def test_paired_charts_share_their_keys_and_the_change_chart_counts_every_other_filter(runs):
+    a, b, cmp = runs
+    flt = rd.RunFilter(change=("fixed",), verdict="masked")
+    masks_a, masks_b = rd.filter_masks(cmp.a, flt), rd.filter_masks(cmp.b, flt)
+    for bars_a, bars_b in cv.paired_bars(cmp, masks_a, masks_b):
+        assert bars_a.keys == bars_b.keys and len(bars_a.counts) == len(bars_b.counts)
+        go.Figure(rc.bar_figure(bars_a, versus=bars_b, names=("before", "after")))
+    change = cv.change_bars(cmp, masks_a, masks_b)
+    without = rd.RunFilter(verdict="masked")
+    shown = cv.passing_rows(cmp, rd.passing(cmp.a, rd.filter_masks(cmp.a, without)),
+                            rd.passing(cmp.b, rd.filter_masks(cmp.b, without)))
+    assert change.total == len(shown)
+    assert dict(zip(change.keys, change.counts)) == {
+        c: int((cmp.rows["change"].iloc[shown] == c).sum()) for c in rd.CHANGES}
+
+
+def test_compare_metrics_show_both_figures_and_the_change(runs):
+    a, b, cmp = runs
+    tiles = {m.label: m for m in cv.compare_metrics(cmp)}
+    trainable_a = a.num_rows - pc.sum(a.column("mask_sample")).as_py()
+    trainable_b = b.num_rows - pc.sum(b.column("mask_sample")).as_py()
+    assert tiles["trainable"].value == f"{trainable_a:,} → {trainable_b:,}"
+    assert tiles["trainable"].share.startswith(f"{trainable_b - trainable_a:+,} (")
+    assert tiles["rollouts"].value == f"{a.num_rows:,} → {b.num_rows:,}"
+    assert tiles["fixed · broke"].value == f"{cmp.summary.changes['fixed']:,} · {cmp.summary.changes['broke']:,}"
+    assert "rollout id" in cmp.join_words
+
+
+def test_runs_that_cannot_be_compared_raise_one_line():
+    a = synthetic_scan_table(20, seed=1)
+    twice = pa.concat_tables([a, a])
+    with pytest.raises(DiffError) as info:
+        cv.compare_runs(a, rd.run_frame(a), twice, rd.run_frame(twice), names=("a.parquet", "b.parquet"))
+    assert "\n" not in str(info.value) and "b.parquet" in str(info.value)
+
+
+# --------------------------------------------------------------------------- the charts
+
+
+def test_every_key_has_a_hit_bar_over_its_whole_row_with_its_label(runs):
+    _, _, cmp = runs
+    keep = np.ones(len(cmp.a), dtype=bool)
+    for dimension, make in rd.CHARTS:
+        bars = make(cmp.a, keep)
+        fig = go.Figure(rc.bar_figure(bars))
+        hit = fig.data[-1]
+        assert [list(c) for c in hit.customdata] == [[dimension, k] for k in bars.keys]
+        assert list(hit.text) == list(bars.labels)
+        horizontal = dimension in rc.HORIZONTAL
+        values = hit.x if horizontal else hit.y
+        axis = fig.layout.xaxis2 if horizontal else fig.layout.yaxis2
+        assert set(values) == {1} and tuple(axis.range) == (0, 1) and tuple(axis.domain) == (0, 1)
+        assert hit.marker.color == "rgba(0,0,0,0)" and hit.width == 1
+        # The bars start after the label column, so a label never lies under a bar.
+        bars_axis = fig.layout.xaxis if horizontal else fig.layout.yaxis
+        assert bars_axis.domain[0] > 0
+        assert not (fig.layout.yaxis if horizontal else fig.layout.xaxis).showticklabels
+
+
+def test_a_pair_of_runs_is_drawn_as_two_named_traces_in_the_run_colours(runs):
+    _, _, cmp = runs
+    masks = {}
+    (a, b), *_ = cv.paired_bars(cmp, masks, masks)
+    fig = go.Figure(rc.bar_figure(a, active=(a.keys[2],), versus=b, names=("before", "after")))
+    first, second = fig.data[0], fig.data[1]
+    assert (first.name, second.name) == ("before", "after") and fig.layout.showlegend
+    assert first.marker.color[2] == rc.RUN_COLORS[0] and second.marker.color[2] == rc.RUN_COLORS[1]
+    assert first.marker.color[0] != rc.RUN_COLORS[0]  # not the filter: faded
+    assert list(first.x) == list(a.counts) and list(second.x) == list(b.counts)
+    assert "before: " in fig.data[-1].hovertext[0] and "after: " in fig.data[-1].hovertext[0]
+    with pytest.raises(ValueError):
+        rc.bar_figure(a, versus=rd.Bars(a.dimension, a.title, a.keys[:-1], a.labels[:-1], a.counts[:-1], a.total))
+
+
+def test_an_open_request_carries_the_records_the_run_was_scanned_with():
+    from tokencap.views.run import source as rs
+
+    located = rs.Located(path="/runs/7")
+    assert "final_responses" not in rs.open_request(located, "a.json", "r")
+    request = rs.open_request(located, "a.json", "r", records="/runs/7.records.jsonl")
+    assert request["final_responses"] == "/runs/7.records.jsonl"
+    assert rs.app_arguments(["RUN", "--final-responses", "R.jsonl"]) == rs.AppArguments("RUN", "R.jsonl")
+    assert rs.app_arguments(["--final-responses=R.jsonl"]) == rs.AppArguments(None, "R.jsonl")
+    assert rs.app_arguments(["--final-responses"]) == rs.AppArguments(None, None)
+
+
+def test_an_uploaded_records_file_is_stored_once_by_its_content(tmp_path):
+    from tokencap.views.run import source as rs
+
+    first = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
+    again = rs.stored_upload(rs.Upload("other-name.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
+    other = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "b"}\n'), tmp_path)
+    assert first == again != other and first.suffix == ".jsonl"
+    assert first.read_bytes() == b'{"rollout_id": "a"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])  # no part files left
+
+
+def test_run_names_from_paths_are_plain_text_in_every_figure(runs):
+    from tokencap.views.run import reward as rw
+
+    _, _, cmp = runs
+    (a, b), *_ = cv.paired_bars(cmp, {}, {})
+    names = ("A (<img src=x onerror=alert(1)>)", "B (<b>run</b>)")
+    specs = [rc.bar_figure(a, versus=b, names=names), rw.reward_figure([(names[0], cmp.a), (names[1], cmp.b)]),
+             rw.groups_figure([(names[0], cmp.a), (names[1], cmp.b)])]
+    for spec in specs:
+        text = str([(t.get("name"), t.get("hovertext"), t.get("hovertemplate")) for t in spec["data"]]) + str(
+            spec["layout"].get("title"))
+        assert "<img" not in text and "<b>run" not in text and "&lt;img" in text
+
+
+@pytest.mark.parametrize("sort", [s for s in rd.SORTS if s])
+@pytest.mark.parametrize("descending", [False, True])
+def test_every_sort_orders_joined_rollouts_by_a_then_b(runs, sort, descending):
+    _, _, cmp = runs
+    positions = cv.passing_rows(cmp, np.ones(len(cmp.a), bool), np.ones(len(cmp.b), bool))
+    ordered = cv.sorted_pairs(cmp, positions, rd.RunFilter(sort=sort, descending=descending))
+    assert sorted(ordered.tolist()) == positions.tolist()
+    ra, rb = cmp.rows["row_a"].to_numpy()[ordered], cmp.rows["row_b"].to_numpy()[ordered]
+    values = [cmp.a[sort].iloc[i] if i >= 0 else cmp.b[sort].iloc[j] for i, j in zip(ra, rb)]
+    assert values == sorted(values, reverse=descending)
+
+
+def test_calls_bins_of_two_runs_are_padded_to_the_larger_run():
+    small = synthetic_scan_table(200, seed=1)
+    n_calls = small.column("n_calls").to_numpy()
+    small = small.set_column(small.column_names.index("n_calls"), "n_calls", pa.array(np.minimum(n_calls, 2)))
+    large = small.set_column(small.column_names.index("n_calls"), "n_calls",
+                             pa.array(np.where(np.arange(200) == 0, 300, np.minimum(n_calls, 2))))
+    cmp = cv.compare_runs(small, rd.run_frame(small), large, rd.run_frame(large))
+    a, b = next((x, y) for x, y in cv.paired_bars(cmp, {}, {}) if x.dimension == "calls")
+    assert a.keys == b.keys == rd.CALLS_BINS[:len(b.keys)] and b.keys[-1] == "257-512"
+    assert sum(a.counts) == sum(b.counts) == 200 and a.counts[-1] == 0 and b.counts[-1] == 1
+    assert a.labels == b.labels

@@ -1,0 +1,390 @@
+"""Where the Run page's table comes from, and where each of its rollouts can be opened.
+
+A `RunOrigin` records what the table was made from:
+
+* ``directory`` / ``file`` -- a path on this machine, scanned with `tokencap.run.scan_table`;
+  every row's ``source`` names files under it;
+* ``parquet`` -- a scan table uploaded (`tokencap scan ... -o RESULT.parquet`). Its rows
+  name files of a run this page never saw: they are looked for under ``roots`` (a run
+  directory the user names, the command-line directory) and among files uploaded with
+  the table. When none holds them the page says so and offers to upload the file;
+* ``upload`` -- JSON / JSONL / zip files uploaded and scanned in memory; a row's source
+  is the name of the upload it came from.
+
+`locate` finds a row's rollout and `open_request` turns it into the plain dict the
+Rollout page reads from ``st.session_state["open_rollout"]`` (the contract is in the
+docstring of ``app_pages/run.py``). No Streamlit here, nothing from the Rollout page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ...export import write_atomically
+from ...loading import load_snapshots
+from ...records import TokenCaptureSnapshot
+from ...run import read_scan, table_of_snapshots
+from ...run.discover import STORE_LABEL
+from ...run.scan import relative_source_path
+from .. import sources as src
+
+RUN_UPLOAD_TYPES = ("parquet", "json", "jsonl", "zip")
+"""What the Run page's uploader takes: a scan table, or rollouts to scan in memory."""
+
+Progress = Callable[[int, int], None]
+
+
+def sample_run_path(app_dir: str | os.PathLike[str]) -> Path:
+    """The bundled sample run: ``sample_data/run`` when it exists, else ``sample_data`` itself."""
+    base = Path(app_dir) / "sample_data"
+    run = base / "run"
+    return run if run.is_dir() else base
+
+
+RECORDS_OPTION = "--final-responses"
+
+
+@dataclass(frozen=True)
+class AppArguments:
+    """What the command line gives the app: ``[PATH] [--final-responses RECORDS]``."""
+
+    path: str | None = None
+    records: str | None = None
+
+
+def app_arguments(argv: Iterable[str]) -> AppArguments:
+    """``streamlit run app.py -- RUN --final-responses FILE`` (``tokencap app RUN --final-responses FILE``)."""
+    path = records = None
+    args = [a for a in argv if a.strip()]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == RECORDS_OPTION and i + 1 < len(args):
+            records = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith(RECORDS_OPTION + "="):
+            records = arg.split("=", 1)[1] or None
+        elif path is None and not arg.startswith("--"):
+            path = arg
+        i += 1
+    return AppArguments(path, records)
+
+
+def sample_records(app_dir: str | os.PathLike[str], run: str | os.PathLike[str]) -> Path | None:
+    """The bundled rollout records of a bundled run (``sample_data/rollout_records/NAME.jsonl``), if any."""
+    records = Path(app_dir) / "sample_data" / "rollout_records" / f"{Path(run).name}.jsonl"
+    return records if records.is_file() else None
+
+
+def sample_after_fix_path(app_dir: str | os.PathLike[str]) -> Path | None:
+    """The bundled second version of the sample run, "after a fix" (``sample_data/run_after_fix``), if any."""
+    run = Path(app_dir) / "sample_data" / "run_after_fix"
+    return run if run.is_dir() else None
+
+
+def stored_upload(upload: Upload, directory: str | os.PathLike[str]) -> Path:
+    """An uploaded records file as a file on disk (a scan reads records from a path).
+
+    Named by its content's digest, so the same upload is one file and its path a stable
+    cache key; written atomically (a reader never sees half a file).
+    """
+    suffix = ".jsonl" if upload.name.lower().endswith(".jsonl") else ".json"
+    target = Path(directory) / f"{hashlib.sha256(upload.data).hexdigest()[:32]}{suffix}"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, lambda handle: handle.write(upload.data))
+    return target
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a path holds, cheaply: a digest of every file's name, size and mtime, and their totals.
+
+    The scan of a path is cached under (path, signature): the same files give the same
+    table, and any change (a rollout added, a store file appended) gives a new scan.
+    Hidden entries are skipped, as discovery skips them.
+    """
+
+    signature: str
+    files: int = 0
+    size: int = 0
+    exists: bool = True
+
+
+"""Runs smaller than this are scanned in the app's own process: starting worker processes
+costs more (about a second) than building a few hundred small rollouts."""
+
+
+def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
+    p = Path(path)
+    digest = hashlib.sha1(str(p.resolve()).encode("utf-8", "surrogateescape"))
+    try:
+        st = p.stat()
+    except OSError:
+        return Fingerprint("missing:" + digest.hexdigest(), exists=False)
+    if not p.is_dir():
+        digest.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        return Fingerprint(digest.hexdigest(), 1, st.st_size)
+    files = size = 0
+    for directory, subdirs, names in os.walk(p):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        rel = os.path.relpath(directory, p)
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            try:
+                fst = os.lstat(os.path.join(directory, name))
+            except OSError:
+                continue
+            files += 1
+            size += fst.st_size
+            digest.update(f"\0{rel}/{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+    return Fingerprint(digest.hexdigest(), files, size)
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One uploaded file (name and bytes)."""
+
+    name: str
+    data: bytes = field(repr=False)
+
+    @property
+    def is_table(self) -> bool:
+        return self.name.lower().endswith(".parquet")
+
+
+def uploads_key(uploads: Iterable[Upload]) -> str:
+    """A digest of the uploads' names and contents (the cache key of the table made from them)."""
+    digest = hashlib.sha256()
+    for u in uploads:
+        digest.update(u.name.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(u.data).digest())
+    return digest.hexdigest()
+
+
+def _base_name(name: str) -> str:
+    for ext in (".jsonl", ".json", ".zip"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def table_of_uploads(uploads: Iterable[Upload], progress: Progress | None = None) -> pa.Table:
+    """The run table of uploaded rollout files (JSON, JSONL, zips of a store), scanned in memory.
+
+    A file that cannot be loaded is a row with its error (``load_error``), as `scan` makes
+    it: a run table never drops a rollout. Rows are sorted by (source, rollout id).
+    """
+    loaded: list[tuple[Upload, list[TokenCaptureSnapshot]]] = []
+    for u in uploads:
+        try:
+            snapshots = load_snapshots(u.data, name=u.name)
+        except ValueError as exc:  # LoadError / RecordError: the message names file, line, field
+            snapshots = [TokenCaptureSnapshot.failed(_base_name(u.name), " ".join(str(exc).split()))]
+        loaded.append((u, snapshots))
+    total = sum(len(s) for _, s in loaded)
+    done = 0
+    tables = []
+    for u, snapshots in loaded:
+        def step(n: int, _total: int, base: int = done) -> None:
+            if progress:
+                progress(base + n, total)
+
+        tables.append(table_of_snapshots(snapshots, u.name, source_bytes=len(u.data), progress=step))
+        done += len(snapshots)
+    if not tables:
+        return table_of_snapshots([], "")
+    table = pa.concat_tables(tables)
+    return table.sort_by([("source", "ascending"), ("rollout_id", "ascending")])
+
+
+def table_of_parquet(upload: Upload) -> pa.Table:
+    """An uploaded scan table, checked (raises `ScanTableError` naming the upload)."""
+    return read_scan(upload.data, name=upload.name)
+
+
+# --------------------------------------------------------------------------- where a row's rollout is
+
+
+@dataclass(frozen=True, eq=False)
+class RunOrigin:
+    """What the Run page's table was made from (see the module docstring)."""
+
+    kind: str
+    label: str
+    root: str | None = None
+    roots: tuple[str, ...] = ()
+    uploads: tuple[Upload, ...] = ()
+    records: str | None = None  # the rollout records the run was scanned with (a path)
+
+    @property
+    def from_table_alone(self) -> bool:
+        return self.kind == "parquet"
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a row's rollout is: under ``path`` on disk, or in the bytes of an uploaded file."""
+
+    path: str | None = None
+    name: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+
+
+def is_store_source(source: str) -> bool:
+    return source.endswith(STORE_LABEL)
+
+
+def _store_stem(source: str) -> str:
+    return source[: -len(STORE_LABEL)].rsplit("/", 1)[-1]
+
+
+def _zip_members(data: bytes) -> set[str]:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return {m.filename.replace("\\", "/").rsplit("/", 1)[-1] for m in archive.infolist()}
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return set()
+
+
+def upload_holds(upload: Upload, source: str) -> bool:
+    """Whether an uploaded file is the file a row's ``source`` names (by name; a store by its zip's members)."""
+    if upload.is_table:
+        return False
+    if upload.name == source:
+        return True
+    base = source.rsplit("/", 1)[-1]
+    if is_store_source(source):
+        stem = _store_stem(source)
+        return upload.name.lower().endswith(".zip") and any(
+            m.startswith(f"{stem}.tokens.") for m in _zip_members(upload.data))
+    return upload.name == base
+
+
+def run_files(root: str | os.PathLike[str], source: str) -> list[Path]:
+    """The files a row's ``source`` names under ``root``, only if every one lies inside it.
+
+    A table can be uploaded, so its ``source`` strings are untrusted: one reading
+    ``../../etc/passwd`` must never make the app open a file outside the run.
+    """
+    try:
+        base = Path(root).resolve()
+        files = relative_source_path(base, source)
+        inside = [f for f in files if f.resolve() == base or f.resolve().is_relative_to(base)]
+    except (OSError, ValueError):
+        return []
+    return files if files and len(inside) == len(files) else []
+
+
+def locate(origin: RunOrigin, source: str) -> Located | None:
+    """Where the rollout of a row with ``source`` can be opened from, or None when nowhere."""
+    if origin.kind == "upload":
+        for u in origin.uploads:
+            if u.name == source and not u.is_table:
+                return Located(name=u.name, data=u.data)
+        return None
+    roots = ((origin.root,) if origin.root else ()) + tuple(origin.roots)
+    for root in roots:
+        if root and run_files(root, source):
+            return Located(path=str(Path(root).resolve()))
+    for u in origin.uploads:
+        if upload_holds(u, source):
+            return Located(name=u.name, data=u.data)
+    return None
+
+
+def open_request(located: Located, source: str, rollout_id: str, seq: int = 0,
+                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> dict[str, Any]:
+    """The ``open_rollout`` dict the Rollout page reads (the contract in ``app_pages/run.py``).
+
+    ``records`` is the rollout-records file the run was scanned with: the Rollout page
+    builds the rollout with it, so its verdict is its row's.
+    """
+    request: dict[str, Any] = {"path": located.path, "source": source, "rollout_id": rollout_id, "seq": seq,
+                               "back_params": dict(back_params or {})}
+    if records:
+        request["final_responses"] = records
+    if located.data is not None:
+        request["name"] = located.name
+        request["data"] = located.data
+    return request
+
+
+def missing_message(origin: RunOrigin, source: str) -> str:
+    """Plain words for a row whose rollout this machine does not have (a table uploaded alone)."""
+    looked = [r for r in ((origin.root,) if origin.root else ()) + tuple(origin.roots) if r]
+    where = ("under " + ", ".join(looked)) if looked else "on this machine (no run directory is known)"
+    if is_store_source(source):
+        stem = _store_stem(source)
+        what = (f"It is a capture-store rollout: zip its files ({stem}.tokens.jsonl, {stem}.tokens.intents, "
+                f"{stem}.tokens.state.json, …) and upload the zip")
+    else:
+        what = f"Upload {source.rsplit('/', 1)[-1]} itself"
+    return (f"This table came without its run, and the file it names for this rollout, {source}, "
+            f"was not found {where} nor among the uploaded files. {what}, or name the run's directory on this "
+            "machine in the sidebar.")
+
+
+def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
+    """None when ``upload`` holds ``rollout_id``; else why it cannot open it."""
+    if upload.is_table:
+        return f"{upload.name} is a table; upload the rollout's own file (JSON, JSONL or a zip of store files)"
+    try:
+        ids = sorted(s.rollout_id for s in load_snapshots(upload.data, name=upload.name))
+    except ValueError as exc:
+        return " ".join(str(exc).split())
+    if rollout_id in ids:
+        return None
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"{upload.name} holds {shown or 'no rollout'}, not {rollout_id}"
+
+
+__all__ = [
+    "AppArguments", "app_arguments", "sample_after_fix_path", "sample_records", "stored_upload",
+    "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "check_upload_for", "is_store_source", "locate",
+    "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path", "table_of_parquet", "table_of_uploads",
+    "upload_holds", "uploads_key",
+]
+
+
+def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
+    """What the Rollout page opens for a row of the Run page (``st.session_state["open_rollout"]``).
+
+    ``request`` holds ``source`` (the row's source) and either ``data`` and ``name`` (an
+    uploaded file) or ``path`` (the run's directory, or the rollout's file). A store
+    rollout (``sub/R.tokens.*``) opens as just its own files, so the page builds exactly
+    what the scan built, however many rollouts share the directory. Raises
+    `FileNotFoundError` when the files are gone; the page reports it.
+    """
+    if request.get("data") is not None:
+        return src.source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
+    path, source = Path(str(request.get("path"))), str(request.get("source") or "")
+    if path.is_file():
+        return src.source_from_path(path)
+    files = run_files(path, source)
+    if not files:
+        raise FileNotFoundError(f"{source}: not found under {path} (moved or deleted since the scan?)")
+    if not is_store_source(source):
+        return src.source_from_path(files[0])
+    digest = hashlib.sha256(b"store rollout\0")
+    size = 0
+    for f in files:
+        data = f.read_bytes()
+        digest.update(f.name.encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
+        size += len(data)
+    return src.Source(name=source, key=digest.hexdigest(), size=size, path=str(files[0].parent),
+                  names=tuple(f.name for f in files))
