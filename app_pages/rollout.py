@@ -602,6 +602,9 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
 
     if STATE.get("tab") not in TABS:
         STATE["tab"] = TABS[0]
+    # The URL first, before anything is drawn: a click (Back to the run, a tab) after the verdict is
+    # on screen must never be followed by this run's URL update, which would land on the next page.
+    write_url_state(current_view_state(view, ref, rk))
     show_banner(view, ref, rk)
     tabs = st.tabs(TABS, key="tab", on_change="rerun")
     for name, tab in zip(TABS, tabs):
@@ -624,7 +627,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
                                            _RUN_FINALS.get(ls.source.cache_key, _FINALS).label)
     if STATE.get("tab") != "Export":
         STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
-    write_url_state(current_view_state(view, ref, rk))
+    write_url_state(current_view_state(view, ref, rk))  # the loss-mask window, when the tab moved it
 
 
 def triage_order(request: dict[str, Any]) -> tr.RunOrder | None:

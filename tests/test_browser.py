@@ -461,7 +461,7 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
 
 def _select_grid_row(page, position: int) -> None:
     """Click the checkbox column of the ``position``-th row of the Run page's table (a canvas)."""
-    grid = page.locator("[data-testid='stDataFrame']").first
+    grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
     expect_visible(grid)
     grid.scroll_into_view_if_needed()
     page.wait_for_timeout(500)  # a filtered table replaces the old one: let it settle
@@ -494,10 +494,9 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
 
     from tokencap.run import scan_table
     from tokencap.views.run import data as rd
-    from tokencap.views.run import source as rs
     from tokencap.views.run import triage as tr
 
-    frame = rd.run_frame(scan_table(rs.sample_run_path(REPO), workers=1))
+    frame = rd.run_frame(_sample_table())
     flt = rd.RunFilter(reasons=("multiple_chains",))
     order = tr.run_order(frame, flt)
     ids = [order.entry(int(r))[1] for r in order.rows]
