@@ -150,9 +150,12 @@ def scroll_to_detail() -> None:
     st.html(f"""<script>/* {STATE["scroll_nonce"]} */
       (function () {{
         const el = document.querySelector('.st-key-detail');
-        if (!el) return;
-        const top = el.getBoundingClientRect().top;
-        if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{block: 'start'}});
+        if (el) {{
+          const top = el.getBoundingClientRect().top;
+          if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{block: 'start'}});
+        }}
+        // The page is where it will stay: what a pointer aims at now is what it will hit.
+        document.documentElement.dataset.detailScroll = "{STATE["scroll_nonce"]}";
       }})();</script>""", unsafe_allow_javascript=True)
 
 

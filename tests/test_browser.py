@@ -68,6 +68,24 @@ def chromium_page(**context_options):
             browser.close()
 
 
+def _selecting(page, act) -> None:
+    """Do ``act`` (a click that selects a call), then wait until the page has scrolled the
+    selected call's detail into view: that scroll comes after the detail is drawn (late on a
+    busy machine), and a pointer aimed before it would hit whatever the scroll moved there."""
+    before = page.evaluate("() => document.documentElement.dataset.detailScroll || ''")
+    act()
+    page.wait_for_function("b => (document.documentElement.dataset.detailScroll || '') !== b", arg=before)
+
+
+def _click_node(page, call_key: str, chart: str = "tree") -> None:
+    """Click the node ``call_key`` of a tree chart (see `_node_pixel`) and wait for its selection to settle."""
+    def click() -> None:
+        x, y = _node_pixel(page, call_key, chart)
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+    _selecting(page, click)
+
+
 def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]:
     """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping), in the
     plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview)."""
@@ -127,14 +145,12 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             expect(page.get_by_text("g01 — On a branch (not delivered)")).to_be_visible()
 
             # A culprit link in the banner selects its call.
-            page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click()
+            _selecting(page, page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click)
             expect(page.get_by_text("s01 — On a branch (not delivered)")).to_be_visible()
             expect(page.get_by_text("then differ at position")).to_be_visible()  # the link proof, drawn
 
             # Click node c03: the detail panel follows the selection.
-            x, y = _node_pixel(page, "call:c03")
-            page.mouse.move(x, y)
-            page.mouse.click(x, y)
+            _click_node(page, "call:c03")
             expect(page.get_by_text("c03 — On the delivered main chain")).to_be_visible()
             expect(page.get_by_text("Verified: the parent's whole cumulative sequence opens this prompt")).to_be_visible()
             page.wait_for_timeout(500)
@@ -142,9 +158,7 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             page.screenshot(path=str(shot), full_page=True)
 
             # A second click, on the refusal that ended the chain.
-            x, y = _node_pixel(page, "refusal:r-end")
-            page.mouse.move(x, y)
-            page.mouse.click(x, y)
+            _click_node(page, "refusal:r-end")
             expect(page.get_by_text("r-end — Engine refusal")).to_be_visible()
             expect(page.get_by_text("ended the rollout: the harness's next request did not fit")).to_be_visible()
 
@@ -380,9 +394,7 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         zoom = _x_range(page, "tree")
         assert zoom[1] - zoom[0] < 40  # a zoomed window of depths, not 1,500 touching dots
         for call in ("call-01480", "call-01481"):  # neighbours: each click lands on the one pointed at
-            x, y = _node_pixel(page, f"call:{call}")
-            page.mouse.move(x, y)
-            page.mouse.click(x, y)
+            _click_node(page, f"call:{call}")
             expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
             assert _x_range(page, "tree") == zoom  # the zoom is kept across the rerun
         # The detail of the selected call was scrolled into view.
@@ -585,9 +597,7 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
             ._fullData.flatMap(t => t.hovertext || [])""")
         assert "call-00749 · depth 749" in hover and not any("call:" in h for h in hover)
         # A click on a dot far from the zoomed window goes there.
-        x, y = _node_pixel(page, "call:call-00300", chart="tree_overview")
-        page.mouse.move(x, y)
-        page.mouse.click(x, y)
+        _click_node(page, "call:call-00300", chart="tree_overview")
         picked = page.get_by_text(re.compile(r"call-0029\d|call-0030\d|call-0031\d")).filter(
             has_text="On the delivered main chain").first
         expect(picked).to_be_visible()
