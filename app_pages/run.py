@@ -39,10 +39,13 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
                            Rollout page builds the rollout with them, so its verdict is its row's,
         "vs": (a joined row of a comparison, when both runs hold it) the other run's capture, a
               dict of the same shape: the Rollout page opens its Compare tab on the two,
+        "frame", "row", "origin": the run's frame, the row number and the `RunOrigin`
+                (previous / next in this filter, `tokencap.views.run.triage`),
     }
 
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
-its own files only) and shows "Back to the run", returning here with the filters kept.
+its own files only) and shows "Back to the run", returning here with the filters kept
+and that row (the last one opened) selected and scrolled into view.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
 from tokencap.views.text import fmt_bytes, md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent
@@ -149,7 +153,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     kind = "directory" if Path(path).is_dir() else "file"
     parts.sidebar_records()
     records = records_for(path, sample)
-    parts.records_caption(records)
+    parts.records_caption(rs.records_name(records, STATE.get("run_records_upload")))
     return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
 
 
@@ -305,6 +309,8 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
                  "to filter the table.")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
+        for note in cmp.summary.notes:
+            st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
     per_row = len(metrics) if cmp is None else 3  # "241 → 259" needs a third of the width
     columns = [c for i in range(0, len(metrics), per_row) for c in st.columns(per_row)]
@@ -363,25 +369,70 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     keep = rd.passing(frame, masks)
     rows = rd.sorted_rows(frame, keep, flt)
     table_heading(flt, len(rows), len(frame))
-    table_key = f"run_table:{run_key}:{flt.token}"
+    back = _back_position(frame, rows)  # the row just inspected, when coming back from it
+    table_key = f"run_table:{run_key}:{flt.token}" + (f":{back[0]}" if back else "")
     shown = rd.table_frame(frame, rows)
-    event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="single-row", hide_index=True,
-                         height=min(38 + 35 * max(len(shown), 1), 560), column_config=COLUMN_CONFIG,
-                         width="stretch", lazy=False, placeholder="")
-    picked = event.selection.rows if event is not None else []
-    if picked:
+    with st.container(key="run_table_box"):
+        event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="single-row",
+                             hide_index=True, height=min(38 + 35 * max(len(shown), 1), TABLE_HEIGHT),
+                             column_config=COLUMN_CONFIG, width="stretch", lazy=False, placeholder="",
+                             selection_default={"selection": {"rows": [back[1]]}} if back else None)
+    picked = list(event.selection.rows) if event is not None else []
+    if back and STATE.pop("run_back_scroll", None) == back[0]:
+        st.html(scroll_to_row(back[1]), unsafe_allow_javascript=True)
+        STATE["run_back_hold"] = (table_key, [back[1]])
+    # The row shown selected on the way back is not a request to open it again (until it changes).
+    hold = STATE.get("run_back_hold")
+    if hold is not None and hold != (table_key, picked):
+        STATE.pop("run_back_hold", None)
+        hold = None
+    if picked and hold is None:
         row = rd.row_at(frame, rows, int(picked[0]))
         if row is not None:
             open_row(origin, frame, row, flt)
 
 
+TABLE_HEIGHT = 560
+ROW_HEIGHT = 35
+
+
+def _back_position(frame: pd.DataFrame, rows: np.ndarray) -> tuple[int, int] | None:
+    """(seq, position in the table) of the rollout last opened from this table, when it is shown."""
+    request = STATE.get("open_rollout")
+    if not isinstance(request, dict) or request.get("frame") is not frame or not isinstance(request.get("row"), int):
+        return None
+    hits = np.flatnonzero(rows == request["row"])
+    if not len(hits):
+        return None
+    if STATE.get("run_back_seen") != request.get("seq"):
+        STATE["run_back_seen"] = STATE["run_back_scroll"] = request.get("seq")
+    return int(request.get("seq") or 0), int(hits[0])
+
+
+def scroll_to_row(position: int) -> str:
+    """A script (no data but a row number) that scrolls the page to the table and the table to a row."""
+    top = max(0, ROW_HEIGHT * int(position) - TABLE_HEIGHT // 2)
+    return f"""<script>(function (n) {{
+      const go = () => {{
+        const box = document.querySelector('.st-key-run_table_box');
+        const grid = box && box.querySelector('.dvn-scroller');
+        if (!grid) return n-- > 0 && setTimeout(go, 100);
+        box.scrollIntoView({{block: 'center'}});
+        grid.scrollTop = {top};
+      }};
+      go();
+    }})(50);</script>"""
+
+
 def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
-          records: str | None = None) -> None:
+          records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
     STATE["open_rollout_seq"] += 1
     request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=_params(flt),
                               records=records)
     if vs is not None:
         request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
+    if place is not None:
+        request = tr.with_place(request, *place)  # previous / next, and the way back to this row
     STATE["open_rollout"] = request
     st.switch_page(ROLLOUT_PAGE)
 
@@ -391,7 +442,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
     rollout_id = str(frame["rollout_id"].iloc[row])
     located = rs.locate(origin, source)
     if located is not None:
-        _open(located, source, rollout_id, flt, records=origin.records)
+        _open(located, source, rollout_id, flt, records=origin.records, place=(origin, frame, row))
         return
     # A table uploaded alone names files this machine does not have: say so, offer an upload.
     with st.container(border=True):
@@ -405,7 +456,8 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
             if problem:
                 st.error(md_escape(problem), icon=":material/error:")
             else:
-                _open(rs.Located(name=candidate.name, data=candidate.data), source, rollout_id, flt)
+                _open(rs.Located(name=candidate.name, data=candidate.data), source, rollout_id, flt,
+                      records=origin.records, place=(origin, frame, row))
 
 
 # --------------------------------------------------------------------------- page
@@ -430,7 +482,8 @@ def main() -> None:
     warming.empty()
     if run.error or run.frame is None:
         st.markdown("## Run")
-        st.error(f"**Could not open the run.** {md_escape(run.error or 'no table')}", icon=":material/error:")
+        title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
+        st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
         return
     frame = run.frame
     flt = current_filter()

@@ -55,9 +55,9 @@ def sidebar_records() -> None:
         st.text_input("or its path on this machine", key="run_w_records_path", on_change=_remember_records_path)
 
 
-def records_caption(records: str | None) -> None:
-    if records:
-        st.sidebar.caption(f"Rollout records: {md_escape(Path(records).name)}")
+def records_caption(name: str | None) -> None:
+    if name:
+        st.sidebar.caption(f"Rollout records: {md_escape(name)}")
 
 
 # --------------------------------------------------------------------------- the run compared with

@@ -6,12 +6,14 @@ a temporary directory, starts `streamlit run app.py -- SNAPSHOT` and measures, a
 * first render: from opening the page on a freshly started server (nothing cached) until
   the call tree is drawn and the selected call's detail is shown;
 * a click on a tree node until that call's detail is shown;
-* a tab switch (Call tree -> Loss mask) until the loss-mask strip is drawn;
+* every tab switch (Call tree -> Loss mask -> Verdicts -> Export -> Compare -> Call tree),
+  each until the new tab's content is drawn (twice: the first visit, then a second one);
 * an 85 MB download: from the click on "Build result JSON" until the browser's download
-  starts (and until it is complete).
+  starts (and until it is complete); not with --delta.
 
     python benchmarks/bench_app_browser.py            # 5 runs, medians
     python benchmarks/bench_app_browser.py --runs 3 --calls 300
+    python benchmarks/bench_app_browser.py --delta --calls 1500   # the long delta rollout of the tests
 
 Figures are wall-clock medians of the runs; every run of "first render" starts a new server.
 """
@@ -19,6 +21,7 @@ Figures are wall-clock medians of the runs; every run of "first render" starts a
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -60,12 +63,24 @@ NODE_XY = """(key) => {
     return null; }"""
 
 
-def measure(snapshot: Path, runs: int, workdir: Path, calls: int = 300) -> dict[str, list[float]]:
+TAB_DRAWN = {  # what shows that a tab's content was drawn
+    "Loss mask": lambda page: page.locator('[class*="st-key-mask_strip"] .js-plotly-plot').first,
+    "Verdicts": lambda page: page.get_by_text("Metrics (as tokencap build reports them)").first,
+    "Export": lambda page: page.get_by_text("Every loaded rollout", exact=True),
+    "Compare": lambda page: page.get_by_text("What changes from A to B").first,
+    "Call tree": lambda page: page.locator('[class*="st-key-tree-"] .js-plotly-plot').first,
+}
+
+
+def measure(snapshot: Path, runs: int, workdir: Path, calls: int = 300, download: bool = True) -> dict[str, list[float]]:
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=120_000)
-    times: dict[str, list[float]] = {"first render": [], "click on a node": [], "tab switch": [],
-                                     "85 MB download start": [], "85 MB download complete": []}
+    times: dict[str, list[float]] = {"first render": [], "click on a node": []}
+    for visit in ("first", "second"):
+        times.update({f"tab -> {name} ({visit})": [] for name in TAB_DRAWN})
+    if download:
+        times.update({"85 MB download start": [], "85 MB download complete": []})
     log = workdir / "streamlit.log"
     with sync_playwright() as pw:
         browser = launch_chromium(pw)
@@ -90,10 +105,17 @@ def measure(snapshot: Path, runs: int, workdir: Path, calls: int = 300) -> dict[
                     expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
                     times["click on a node"].append(time.perf_counter() - start)
 
-                    start = time.perf_counter()
-                    page.get_by_role("tab", name="Loss mask").click()
-                    expect(page.locator('[class*="st-key-mask_strip"] .js-plotly-plot').first).to_be_visible()
-                    times["tab switch"].append(time.perf_counter() - start)
+                    for visit in ("first", "second"):
+                        for name, drawn in TAB_DRAWN.items():
+                            start = time.perf_counter()
+                            page.get_by_role("tab", name=name).click()
+                            expect(drawn(page)).to_be_visible()
+                            times[f"tab -> {name} ({visit})"].append(time.perf_counter() - start)
+                    if not download:
+                        page.context.close()
+                        print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
+                              flush=True)
+                        continue
 
                     page.get_by_role("tab", name="Export").click()
                     button = page.get_by_role("button", name="Build result JSON", exact=True)
@@ -115,17 +137,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--delta", action="store_true",
+                        help="a delta-prompt rollout with short turns (20 tool, 10 generated tokens a call), "
+                             "as the long-rollout tests use; no download is measured")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is not installed")
     with tempfile.TemporaryDirectory(prefix="tokencap-bench-") as tmp:
         work = Path(tmp)
-        snapshot = work / f"linear{args.calls}_full.json"
+        snapshot = work / f"linear{args.calls}_{'delta' if args.delta else 'full'}.json"
         print(f"generating {snapshot.name} ...", flush=True)
+        spec = {"n_calls": args.calls, **({"tool_tokens": 20, "gen_tokens": 10, "delta": True} if args.delta else {})}
         subprocess.run([sys.executable, str(HERE / "bench_build.py"), "--generate", str(snapshot),
-                        f'{{"n_calls": {args.calls}}}'], check=True)
+                        json.dumps(spec)], check=True)
         print(f"{snapshot.stat().st_size / 1e6:.1f} MB; {args.runs} runs at 1280x800", flush=True)
-        times = measure(snapshot, args.runs, work, args.calls)
+        times = measure(snapshot, args.runs, work, args.calls, download=not args.delta)
     print("medians:")
     for name, values in times.items():
         print(f"  {name:<26} {statistics.median(values):6.2f} s   (runs: {', '.join(f'{v:.2f}' for v in values)})")

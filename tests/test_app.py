@@ -544,6 +544,20 @@ def test_a_link_restores_source_rollout_call_tab_anchor_and_mask_window(monkeypa
     assert at.query_params["mask"] == "main:4096:2048"
 
 
+def test_a_rerun_that_carries_the_previous_url_keeps_the_tab_the_user_chose(monkeypatch):
+    """On a busy machine the browser can send a rerun (a tab click) before the URL the page wrote
+    last reached it: the late query string is the page's own earlier URL, not a new link."""
+    link = {"src": "sample:final_retry_unresolved.json", "call": "call-0002", "tab": "verdicts",
+            "anchor": "call-0004"}
+    at = open_app(monkeypatch, query=link)
+    assert at.query_params["rollout"] == "final-retry-unresolved"  # the page wrote the rollout in
+    at.query_params.clear()
+    at.query_params.update(link)  # ... but the click left the browser before that update arrived
+    rerun(at, "Call tree")
+    assert at.session_state["tab"] == "Call tree"
+    assert at.query_params["tab"] == "tree" and picked(at) == "call:call-0002"
+
+
 def test_links_that_do_not_fit_are_ignored_and_other_pages_keys_are_kept(monkeypatch):
     at = open_app(monkeypatch, query={"src": "sample:no-such-sample", "call": "nope", "tab": "bogus",
                                       "mask": "main:x:y", "run_id": "r7"})
@@ -614,6 +628,27 @@ def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
 
 
 # --------------------------------------------------------------------------- exports of any size
+
+
+def test_the_exports_are_sized_once_per_rollout_and_anchor_with_progress(monkeypatch):
+    from tokencap.views import export as ev
+
+    sized: list[str] = []
+    estimate = ev._response_estimate
+
+    def counting(response, report=None):
+        sized.append(response["id"] if "id" in response else "?")
+        return estimate(response, report)
+
+    monkeypatch.setattr(ev, "_response_estimate", counting)
+    at = open_app(monkeypatch, str(SAMPLES / "long_rollout_delta.json"), tab="Export")
+    assert len(sized) == 1
+    for tab in ("Call tree", "Export", "Export"):
+        rerun(at, tab)
+    assert len(sized) == 1  # every later visit and rerun reuses the sizes
+    next(s for s in at.selectbox if s.key.startswith("anchor_w:")).set_value("call-0100")
+    rerun(at)
+    assert len(sized) == 2  # another anchor is another build: sized once more
 
 
 def test_a_bigger_export_is_prepared_with_progress_then_downloads_by_itself(monkeypatch, downloads, tmp_path):

@@ -29,6 +29,7 @@ from synth_snapshots import Capture
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"
@@ -712,3 +713,176 @@ def test_capture_strings_of_a_comparison_are_never_markup(monkeypatch, tmp_path)
     for value in [e.value for e in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning)]:
         assert not re.search(r"(?<!\\)<", value), value
         assert "](" not in value and ":red[" not in value, value
+
+
+def test_a_bad_uploaded_records_file_is_named_as_uploaded_and_says_what_to_do(monkeypatch, tmp_path):
+    """The scan reads an upload from a file named by its digest; the page names the upload and never that file."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    at = run_app(monkeypatch, str(run))
+    bad = b'{"rollout_id": "x", "response": {"object": "response", "output": []}, "reward": "high"}\n'
+    at.file_uploader(key="run_records_uploader").set_value([("badrec.jsonl", bad, "application/octet-stream")])
+    rerun(at)
+    message = at.error[0].value.replace("\\", "")
+    assert len(at.error) == 1 and "badrec.jsonl (uploaded), line 1" in message and "'reward'" in message
+    assert "tokencap-records-" not in message and "Could not read the rollout records" in message
+    assert "remove it under Rollout records" in message
+    assert any("Rollout records: badrec.jsonl" in c.value.replace("\\", "") for c in at.sidebar.caption)
+
+
+def test_comparing_with_a_run_scanned_without_records_warns_that_verdicts_may_differ_for_that_alone(monkeypatch,
+                                                                                                     tmp_path):
+    assert AFTER_FIX is not None
+    after = tmp_path / "after"
+    shutil.copytree(AFTER_FIX, after)  # a copy: the bundled run after a fix would get its bundled records
+    at = run_app(monkeypatch)  # the sample run, scanned with its bundled records
+    at.text_input(key="run_w_vs_path").set_value(str(after))
+    rerun(at)
+    warning = next(w.value for w in at.warning if "rollout records" in w.value).replace("\\", "")
+    assert warning.startswith("Only A was scanned with rollout records")
+
+
+# --------------------------------------------------------------------------- a run's rollout in a URL
+
+
+ROLLOUT_PAGE = "app_pages/rollout.py"
+
+
+def open_link(monkeypatch, params: dict[str, str], *args: str) -> AppTest:
+    """A fresh session on the Rollout page with a URL's query parameters (a reload, a shared link)."""
+    monkeypatch.setattr(sys, "argv", [str(APP), *args])
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page(ROLLOUT_PAGE)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def ours(at: AppTest) -> dict[str, str]:
+    return {k: at.query_params[k] for k in ("src", "part", "rollout") if k in at.query_params}
+
+
+def copy_link_warnings(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning if "can't be in a URL" in w.value]
+
+
+def test_a_rollout_opened_from_the_sample_run_has_a_link_that_opens_it_anywhere(monkeypatch, sample):
+    table, frame = sample
+    at = run_app(monkeypatch)
+    shown = run_table(at).value
+    loads = [int(i) for i in np.flatnonzero(shown["error"].isna().to_numpy())]
+    position = loads[len(loads) // 2]
+    rollout_id = shown["rollout"].iat[position]
+    source = str(frame["source"].iat[int(np.flatnonzero(frame["rollout_id"] == rollout_id)[0])])
+    select_row(at, position)
+    assert headings(at) == [escaped(rollout_id)]
+    assert ours(at) == {"src": "sample:run", "part": source, "rollout": rollout_id}
+    assert not copy_link_warnings(at)
+    # A reload or a shared link: a new session, nothing handed over by the Run page.
+    fresh = open_link(monkeypatch, dict(at.query_params))
+    assert headings(fresh) == [escaped(rollout_id)]
+    assert not [s for s in fresh.selectbox if s.key == "scenario"]  # not the sample picker's rollout
+    assert rollout_banner(fresh) == rollout_banner(at)
+
+
+def test_a_rollout_of_a_run_directory_has_a_link_that_opens_it_anywhere(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch, str(run))
+    select_row(at, run_table(at).value["rollout"].tolist().index("store-interrupted"))
+    assert ours(at) == {"src": str(run.resolve()), "part": "store/store-interrupted.tokens.*",
+                        "rollout": "store-interrupted"}
+    for args in ((), (str(SAMPLES / "length_stop.json"),)):  # whatever the other server was started on
+        fresh = open_link(monkeypatch, dict(at.query_params), *args)
+        assert headings(fresh) == ["store\\-interrupted"]
+        assert "capture\\_incomplete" in rollout_banner(fresh) or "capture_incomplete" in rollout_banner(fresh)
+        assert not [s for s in fresh.selectbox if s.key == "rollout"]  # only that rollout's files
+
+
+def test_a_rollout_of_a_scan_table_opened_with_its_run_directory_has_a_link(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch)
+    upload_run(at, ("run.parquet", parquet_of(scan_table(run, workers=1))))
+    at.text_input(key="run_w_root").set_value(str(run))
+    rerun(at)
+    select_row(at, run_table(at).value["rollout"].tolist().index("jsonl-refusal-ended"))
+    assert ours(at) == {"src": str(run.resolve()), "part": "files/multi_rollout_entries.jsonl",
+                        "rollout": "jsonl-refusal-ended"}
+    assert not copy_link_warnings(at)
+    fresh = open_link(monkeypatch, dict(at.query_params))
+    assert headings(fresh) == ["jsonl\\-refusal\\-ended"]
+
+
+def test_a_link_to_a_rollout_its_source_does_not_hold_says_so_and_shows_no_other(monkeypatch, tmp_path):
+    run = make_run(tmp_path)
+    at = open_link(monkeypatch, {"src": str(run), "part": "files/multi_rollout_entries.jsonl", "rollout": "gone"})
+    assert headings(at) == ["tokencap rollout inspector"] and not rollout_banner(at)
+    assert any(escaped("gone is not in files/multi_rollout_entries.jsonl") in e.value for e in at.error)
+    assert at.query_params["rollout"] == "gone"  # the URL still says what was asked for
+    at.button(key="show_other_rollouts").click()
+    rerun(at)
+    assert rollout_banner(at) and [s for s in at.selectbox if s.key == "rollout"]  # now the user picks one
+    # The same without a run: a sample's link naming a rollout the sample does not hold.
+    at = open_link(monkeypatch, {"src": "sample:length_stop.json", "rollout": "subagent-branch"})
+    assert not rollout_banner(at) and any("subagent\\-branch is not in" in e.value for e in at.error)
+    # A part outside the run, or a sample run this app does not have, opens nothing.
+    shutil.copy(SAMPLES / "length_stop.json", tmp_path / "outside.json")
+    at = open_link(monkeypatch, {"src": str(run), "part": "../outside.json", "rollout": "length-stop"})
+    assert not rollout_banner(at) and at.error
+    at = open_link(monkeypatch, {"src": "sample:../sample_data", "part": "length_stop.json", "rollout": "length-stop"})
+    assert not rollout_banner(at) and any("does not bundle" in e.value for e in at.error)
+
+
+def test_a_broken_upload_opened_from_the_run_has_a_way_back(monkeypatch):
+    at = run_app(monkeypatch)
+    upload_run(at, ("broken.json", b'{"entries": [{"model_call_id": 3}]}'),
+               ("entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()))
+    select_row(at, run_table(at).value["rollout"].tolist().index("broken"))
+    assert any(escaped("Could not load broken.json") in e.value for e in at.error)
+    back = next(p for p in at.get("page_link") if "Back to the run" in p.proto.label)
+    assert back.proto.page_script_hash
+    assert copy_link_warnings(at) == [] and "part" not in at.query_params  # an upload: no URL names it
+
+
+# --------------------------------------------------------------------------- triage: previous / next, and back
+
+
+def triage_text(at: AppTest) -> str:
+    return next(m.value for m in at.get_by_key("triage").markdown)
+
+
+def test_previous_and_next_walk_the_runs_filtered_sorted_table_and_back_lands_on_the_row(monkeypatch, sample):
+    table, frame = sample
+    reason = a_reason(frame)
+    at = run_app(monkeypatch)
+    at.multiselect(key="run_w_reasons").set_value([reason])
+    at.selectbox(key="run_w_sort").set_value("n_calls")
+    rerun(at)
+    at.toggle(key="run_w_desc").set_value(True)
+    rerun(at)
+    ids = run_table(at).value["rollout"].tolist()
+    order = tr.run_order(frame, rd.RunFilter(reasons=(reason,), sort="n_calls", descending=True))
+    assert len(ids) >= 3 and ids == [order.entry(int(r))[1] for r in order.rows]
+    select_row(at, 1)
+    assert headings(at) == [escaped(ids[1])]
+    assert triage_text(at) == f"Rollout **2 of {len(ids)}** in this filter"
+    at.button(key="triage_next").click()
+    rerun(at)
+    assert headings(at) == [escaped(ids[2])] and triage_text(at) == f"Rollout **3 of {len(ids)}** in this filter"
+    assert at.query_params["rollout"] == ids[2]  # the URL follows (a reload opens this one)
+    for _ in range(2):
+        at.button(key="triage_prev").click()
+        rerun(at)
+    assert headings(at) == [escaped(ids[0])] and at.button(key="triage_prev").disabled
+    assert at.button(key="triage_next").proto.shortcut and at.button(key="triage_prev").proto.shortcut
+    # Back on the run: the table of that filter, with the rollout last inspected selected (not reopened).
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    assert headings(at)[0].startswith("Run")
+    grid = run_table(at)
+    assert json.loads(grid.proto.selection_default)["selection"]["rows"] == [0]
+    assert [h for h in at.html if "dvn-scroller" in h.proto.body]
+    rerun(at)
+    assert headings(at)[0].startswith("Run")  # still here: the row shown selected does not open again
+    select_row(at, 2)
+    assert headings(at) == [escaped(ids[2])]

@@ -68,6 +68,24 @@ def chromium_page(**context_options):
             browser.close()
 
 
+def _selecting(page, act) -> None:
+    """Do ``act`` (a click that selects a call), then wait until the page has scrolled the
+    selected call's detail into view: that scroll comes after the detail is drawn (late on a
+    busy machine), and a pointer aimed before it would hit whatever the scroll moved there."""
+    before = page.evaluate("() => document.documentElement.dataset.detailScroll || ''")
+    act()
+    page.wait_for_function("b => (document.documentElement.dataset.detailScroll || '') !== b", arg=before)
+
+
+def _click_node(page, call_key: str, chart: str = "tree") -> None:
+    """Click the node ``call_key`` of a tree chart (see `_node_pixel`) and wait for its selection to settle."""
+    def click() -> None:
+        x, y = _node_pixel(page, call_key, chart)
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+    _selecting(page, click)
+
+
 def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]:
     """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping), in the
     plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview)."""
@@ -127,14 +145,12 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             expect(page.get_by_text("g01 — On a branch (not delivered)")).to_be_visible()
 
             # A culprit link in the banner selects its call.
-            page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click()
+            _selecting(page, page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click)
             expect(page.get_by_text("s01 — On a branch (not delivered)")).to_be_visible()
             expect(page.get_by_text("then differ at position")).to_be_visible()  # the link proof, drawn
 
             # Click node c03: the detail panel follows the selection.
-            x, y = _node_pixel(page, "call:c03")
-            page.mouse.move(x, y)
-            page.mouse.click(x, y)
+            _click_node(page, "call:c03")
             expect(page.get_by_text("c03 — On the delivered main chain")).to_be_visible()
             expect(page.get_by_text("Verified: the parent's whole cumulative sequence opens this prompt")).to_be_visible()
             page.wait_for_timeout(500)
@@ -142,9 +158,7 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             page.screenshot(path=str(shot), full_page=True)
 
             # A second click, on the refusal that ended the chain.
-            x, y = _node_pixel(page, "refusal:r-end")
-            page.mouse.move(x, y)
-            page.mouse.click(x, y)
+            _click_node(page, "refusal:r-end")
             expect(page.get_by_text("r-end — Engine refusal")).to_be_visible()
             expect(page.get_by_text("ended the rollout: the harness's next request did not fit")).to_be_visible()
 
@@ -380,9 +394,7 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         zoom = _x_range(page, "tree")
         assert zoom[1] - zoom[0] < 40  # a zoomed window of depths, not 1,500 touching dots
         for call in ("call-01480", "call-01481"):  # neighbours: each click lands on the one pointed at
-            x, y = _node_pixel(page, f"call:{call}")
-            page.mouse.move(x, y)
-            page.mouse.click(x, y)
+            _click_node(page, f"call:{call}")
             expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
             assert _x_range(page, "tree") == zoom  # the zoom is kept across the rerun
         # The detail of the selected call was scrolled into view.
@@ -457,3 +469,152 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
         downloaded = tmp_path / "downloaded.result.json"
         info.value.save_as(str(downloaded))
         assert downloaded.read_bytes() == cli
+
+
+def _select_grid_row(page, position: int) -> None:
+    """Click the checkbox column of the ``position``-th row of the Run page's table (a canvas)."""
+    grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
+    expect_visible(grid)
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # a filtered table replaces the old one: let it settle
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
+
+
+def expect_visible(locator) -> None:
+    from playwright.sync_api import expect
+
+    expect(locator).to_be_visible()
+
+
+def _opened_in_a_fresh_browser(page, heading: str) -> None:
+    """The URL of the page, opened in a new browser context (a shared link), shows the same rollout."""
+    from playwright.sync_api import expect
+
+    other = page.context.browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        fresh = other.new_page()
+        fresh.goto(page.url)
+        expect(fresh.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+        expect(fresh.get_by_text("is not in")).to_have_count(0)
+    finally:
+        other.close()
+
+
+def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(tmp_path):
+    from playwright.sync_api import expect
+
+    from tokencap.run import scan_table
+    from tokencap.views.run import data as rd
+    from tokencap.views.run import triage as tr
+
+    frame = rd.run_frame(_sample_table())
+    flt = rd.RunFilter(reasons=("multiple_chains",))
+    order = tr.run_order(frame, flt)
+    ids = [order.entry(int(r))[1] for r in order.rows]
+    position = 11
+    assert len(ids) > position + 1
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        page.goto(f"{url}/?run_reason=multiple_chains")
+        expect(page.get_by_text(f"{len(ids):,} of {len(frame):,} rollouts")).to_be_visible()
+        _select_grid_row(page, position)
+        expect(page.get_by_role("heading", name=ids[position], exact=True)).to_be_visible()
+        expect(page.get_by_text(f"{position + 1} of {len(ids)}")).to_be_visible()
+        page.keyboard.press("j")  # next, from the keyboard
+        expect(page.get_by_role("heading", name=ids[position + 1], exact=True)).to_be_visible()
+        expect(page.get_by_text(f"{position + 2} of {len(ids)}")).to_be_visible()
+        page.get_by_role("button", name="Previous").click()
+        expect(page.get_by_role("heading", name=ids[position], exact=True)).to_be_visible()
+        page.wait_for_function(f"() => location.search.includes('rollout={ids[position]}')")
+        _opened_in_a_fresh_browser(page, ids[position])
+        page.screenshot(path=str(tmp_path / "triage-rollout.png"))
+
+        # Back to the run: the same filter, the table in view, scrolled to the row, which is selected.
+        page.get_by_role("link", name="Back to the run").click()
+        expect(page.get_by_text(f"{len(ids):,} of {len(frame):,} rollouts")).to_be_visible()
+        page.wait_for_function("""() => {
+            const box = document.querySelector('.st-key-run_table_box');
+            const grid = box && box.querySelector('.dvn-scroller');
+            if (!grid || grid.scrollTop <= 0) return false;
+            const r = box.getBoundingClientRect();
+            return r.top < innerHeight && r.bottom > 0;
+        }""")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(tmp_path / "triage-back.png"))
+        assert page.get_by_role("heading", name=ids[position], exact=True).count() == 0  # not reopened
+
+        # A link to a file the run does not hold opens nothing in its place.
+        page.goto(f"{url}/rollout?src=sample:run&part=x.json&rollout=y")
+        expect(page.get_by_text("x.json: not found under")).to_be_visible()
+        expect(page.get_by_text("Masked — the trainer").or_(page.get_by_text("Trainable — the trainer"))).to_have_count(0)
+
+    # A run directory and a scan table opened with its run directory.
+    run = tmp_path / "run"
+    import shutil
+    shutil.copytree(REPO / "sample_data" / "capture_store", run / "store")
+    (run / "files").mkdir()
+    shutil.copy(REPO / "sample_data" / "multi_rollout_entries.jsonl", run / "files" / "entries.jsonl")
+    table = scan_table(run, workers=1)
+    ids = table.column("rollout_id").to_pylist()
+    parquet = tmp_path / "run.parquet"
+    import pyarrow.parquet as pq
+    pq.write_table(table, parquet)
+    with streamlit_server(tmp_path, str(run)) as url, chromium_page() as page:
+        page.goto(url)
+        _select_grid_row(page, ids.index("store-interrupted"))
+        expect(page.get_by_role("heading", name="store-interrupted", exact=True)).to_be_visible()
+        page.wait_for_function("() => location.search.includes('part=')")
+        page.reload()
+        expect(page.get_by_role("heading", name="store-interrupted", exact=True)).to_be_visible()
+        _opened_in_a_fresh_browser(page, "store-interrupted")
+    with streamlit_server(tmp_path, str(parquet)) as url, chromium_page() as page:
+        page.goto(url)
+        root = page.get_by_role("textbox", name="Run directory on this machine (optional)")
+        root.fill(str(run))
+        root.press("Enter")
+        page.wait_for_timeout(500)
+        _select_grid_row(page, ids.index("jsonl-refusal-ended"))
+        expect(page.get_by_role("heading", name="jsonl-refusal-ended", exact=True)).to_be_visible()
+        page.wait_for_function("() => location.search.includes('part=')")
+        _opened_in_a_fresh_browser(page, "jsonl-refusal-ended")
+    print(f"screenshots: {tmp_path / 'triage-rollout.png'} {tmp_path / 'triage-back.png'}")
+
+
+def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_the_box_tool(tmp_path):
+    from playwright.sync_api import expect
+
+    from bench_build import make_linear_rollout
+
+    path = tmp_path / "linear1500.json"
+    make_linear_rollout(path, 1500, tool_tokens=20, gen_tokens=10, delta=True)
+    with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
+        page.goto(url)
+        expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
+        overview = page.locator('[class*="st-key-tree_overview-"] .js-plotly-plot')
+        expect(overview.locator(".scatterlayer, .gl-container").first).to_be_attached()
+        page.wait_for_timeout(500)
+        hover = page.evaluate("""() => document.querySelector('[class*="st-key-tree_overview-"] .js-plotly-plot')
+            ._fullData.flatMap(t => t.hovertext || [])""")
+        assert "call-00749 · depth 749" in hover and not any("call:" in h for h in hover)
+        # A click on a dot far from the zoomed window goes there.
+        _click_node(page, "call:call-00300", chart="tree_overview")
+        picked = page.get_by_text(re.compile(r"call-0029\d|call-0030\d|call-0031\d")).filter(
+            has_text="On the delivered main chain").first
+        expect(picked).to_be_visible()
+        caption = page.get_by_text(re.compile(r"Below: depths ([\d,]+)–([\d,]+)"))
+        low, high = (int(v.replace(",", "")) for v in re.search(r"depths ([\d,]+)–([\d,]+)", caption.inner_text()).groups())
+        assert low <= 300 <= high
+        # The box tool: drag across depths 1,000-1,100 to zoom into them.
+        page.wait_for_timeout(1000)  # the rerun after the click redraws the overview
+        overview.hover()
+        page.locator('[class*="st-key-tree_overview-"] [data-title="Box Select"]').click()
+        x1, y1 = _node_pixel(page, "call:call-01000", chart="tree_overview")
+        x2, _ = _node_pixel(page, "call:call-01100", chart="tree_overview")
+        page.mouse.move(x1, y1 - 4)
+        page.mouse.down()
+        page.mouse.move((x1 + x2) / 2, y1 + 4, steps=5)
+        page.mouse.move(x2, y1 + 4, steps=5)
+        page.mouse.up()
+        page.screenshot(path=str(tmp_path / "overview-box.png"))
+        expect(page.get_by_text(re.compile(r"Below: depths (99\d|1,0\d\d)–1,(09|10)\d"))).to_be_visible()
+        page.screenshot(path=str(tmp_path / "overview.png"))

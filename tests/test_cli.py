@@ -291,3 +291,16 @@ def test_a_bad_rollout_in_a_directory_is_reported_on_stderr_and_the_rest_build(t
     assert "warning: rollout 'broken' could not be loaded" in err and "broken.json" in err
     lines = out.read_text().splitlines()
     assert len(lines) == 3
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
+    """`tokencap build RUN | head` : the closed pipe ends the command quietly, exit 0, as with any Unix filter."""
+    src = Path(__file__).resolve().parent.parent / "sample_data" / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "tokencap", "build", str(src)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(100)
+    proc.stdout.close()  # the reader goes away while far more than a pipe's buffer is still to come
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0, err
+    assert "error" not in err and "Broken pipe" not in err and "Exception ignored" not in err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import tokencap
+from tokencap import identity
 import tokencap.run.child as child_module
 from tokencap.run import DiscoveryError, read_current_scan, scan, scan_table
 from tokencap.run.child import ChildScan, scan_in_child
@@ -102,8 +102,8 @@ def test_scan_directory_reuses_the_table_of_the_same_fingerprint_only(monkeypatc
     changed = rs.scan_directory(run, rs.fingerprint(run))
     assert len(children) == 2 and changed.num_rows == want.num_rows + 1
 
-    # A table another tokencap version wrote is never reused, whatever its file is called.
-    monkeypatch.setattr(tokencap, "__version__", "0.0.0-other")
+    # A table other tokencap code wrote is never reused, whatever its file is called.
+    monkeypatch.setattr(identity, "code_identity", lambda: "0.0.0-other+0000000000000000")
     assert read_current_scan(children[1]) is None
 
 

@@ -216,6 +216,53 @@ def test_empty_tables():
     assert diff_tables(empty, empty).arrow.num_rows == 0
 
 
+def test_a_row_without_a_verdict_counts_as_masked_never_as_trainable():
+    """Fail closed: a null mask_sample (a frame edited by hand, a concatenation with gaps) is not trainable."""
+    a = table(row("r1"), row("r2"))
+    b = table(row("r1"), row("r2")).set_column(
+        SCHEMA.get_field_index("mask_sample"), "mask_sample", pa.array([None, False], pa.bool_()))
+    diff = diff_tables(a, b)
+    assert diff.summary.trainable_b == 1 and diff.summary.changes["broke"] == 1
+    assert by_a(diff)["r1"]["change"] == "broke"
+
+
+def _with_attribution(t: pa.Table, outcome: str | None) -> pa.Table:
+    """``t`` as if scanned with records that attributed every rollout (``outcome``), or without any (None)."""
+    i, r = SCHEMA.get_field_index("terminal_attribution"), SCHEMA.get_field_index("reward")
+    t = t.set_column(r, "reward", pa.nulls(t.num_rows, pa.float64()))
+    return t.set_column(i, "terminal_attribution", pa.array([outcome] * t.num_rows, pa.string()))
+
+
+def test_a_run_scanned_with_records_against_one_without_is_a_note_not_a_silent_change():
+    """Verdicts resting on the records (an unattributed final answer) flip when only one side has them: say so."""
+    with_records, bare_b = _with_attribution(A, "attributed"), _with_attribution(B, None)
+    diff = diff_tables(with_records, bare_b)
+    assert diff.summary.records == (True, False)
+    note = diff.summary.records_note
+    assert note is not None and note.startswith("only A was scanned with rollout records")
+    assert "note: " + note in summary_text(diff)
+    assert diff_tables(bare_b, with_records).summary.records_note.startswith("only B was scanned")
+    both = diff_tables(with_records, _with_attribution(B, "unattributed"))
+    assert both.summary.records == (True, True) and both.summary.records_note is None
+    assert "note:" not in summary_text(both)
+    assert diff_tables(_with_attribution(A, None), bare_b).summary.records_note is None
+    rewarded = table(row("r1", reward=1.0))  # a reward alone says the records were there
+    assert diff_tables(rewarded, table(row("r1"))).summary.records == (True, False)
+
+
+def test_runs_with_nothing_paired_say_so_instead_of_reading_as_a_comparison():
+    a, b = table(row("a1"), row("a2", ("capture_incomplete",))), table(row("b1"))
+    diff = diff_tables(a, b)
+    assert diff.summary.both == 0
+    note = diff.summary.unpaired_note
+    assert note is not None and note.startswith("no rollout of A could be paired") and "--join task" in note
+    assert diff.summary.notes == [note]
+    text = summary_text(diff)
+    assert "note: " + note in text and "(2 rollouts)" in text and "(1 rollout)\n" in text
+    assert diff_tables(a, a).summary.unpaired_note is None
+    assert diff_tables(a, table()).summary.unpaired_note is None  # an empty side has nothing to pair
+
+
 # --------------------------------------------------------------------------- tokencap diff
 
 
@@ -275,6 +322,42 @@ def test_cli_diff_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "is a scan table" in _one_error(capsys)
     assert main(["diff", str(a), str(a), "--join", "task"]) == 2
     assert "cannot be joined by task" in _one_error(capsys)
+
+
+def test_cli_diff_of_a_parquet_name_that_is_not_parquet_is_refused_not_scanned_as_a_run(tmp_path, capsys):
+    """A half-copied or mis-named table is one error, not a run of one unreadable rollout compared as if real."""
+    a = _write(A, tmp_path / "a.parquet")
+    for name, data in (("text.parquet", b"hello\n"), ("cut.PARQUET", a.read_bytes()[4:])):
+        broken = tmp_path / name
+        broken.write_bytes(data)
+        assert main(["diff", str(broken), str(a)]) == 2
+        error = _one_error(capsys)
+        assert f"{name}: not a readable parquet file" in error and "tokencap scan RUN -o" in error
+        assert capsys.readouterr().out == ""
+
+
+def test_cli_diff_refuses_a_table_with_rows_without_a_verdict(tmp_path, capsys):
+    a = _write(A, tmp_path / "a.parquet")
+    gap = A.set_column(SCHEMA.get_field_index("mask_sample"), "mask_sample",
+                       pa.array([True, None, True, False, True, None], pa.bool_()))
+    b = _write(gap, tmp_path / "gap.parquet")
+    assert main(["diff", str(a), str(b)]) == 2
+    error = _one_error(capsys)
+    assert "gap.parquet: column 'mask_sample' is null on 2 rows (first: rollout 'r2')" in error
+    assert "tokencap scan RUN -o" in error
+
+
+def test_cli_diff_of_a_run_with_itself_says_so(tmp_path, capsys):
+    """The same table (or directory) twice is almost always a typo: the summary still prints, and a note says why
+    nothing changed."""
+    a = _write(A, tmp_path / "a.parquet")
+    assert main(["diff", str(a), str(tmp_path / "." / "a.parquet")]) == 0
+    printed = capsys.readouterr()
+    assert "6 same" in printed.out
+    assert f"tokencap: note: A and B are the same run ({a}): every rollout is compared with itself" in printed.err
+    b = _write(B, tmp_path / "b.parquet")
+    assert main(["diff", str(a), str(b)]) == 0
+    assert "same run" not in capsys.readouterr().err
 
 
 def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):

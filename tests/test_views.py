@@ -223,7 +223,7 @@ def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
     assert keys == set(model.keys())
     names = {t.name for t in fig.data}
     assert "selected" in names and "recovered link" in names and "unresolved boundary (fragment root)" in names
-    assert all(isinstance(t, type(fig.data[0])) or t.mode == "text" for t in fig.data)
+    assert all(isinstance(t, type(fig.data[0])) or "text" in t.mode for t in fig.data)
 
 
 def test_tree_hover_and_labels_escape_capture_strings():
@@ -505,6 +505,10 @@ def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range()
     assert fig.layout.xaxis.range[0] < 100 < 124 < fig.layout.xaxis.range[1] < 126
     labels = next(t for t in fig.data if t.name == "call ids")
     assert "m00110" in labels.text and fig.layout.showlegend is False
+    # Labels are set off by an invisible marker wider than any ring, so they never sit on a node.
+    widest = max(t.marker.size for t in fig.data if t.mode == "markers" and not isinstance(t.marker.size, tuple))
+    assert labels.mode == "markers+text" and labels.marker.size > widest and labels.marker.color == "rgba(0,0,0,0)"
+    assert labels.hoverinfo == "skip" and labels.customdata is None  # a click goes to the node, not the label
     assert fig.layout.uirevision == "tree:100:124"
     # The whole tree has no labels: they would only collide.
     assert not any(t.name == "call ids" for t in model.figure().data)
@@ -514,8 +518,11 @@ def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
     fig = tv.overview_figure(model, (100, 124), "call:m00110")
     assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
-    assert fig.layout.dragmode == "select"
+    # No drag mode, so a click on a dot is a selection; the box is the toolbar's one tool.
+    assert fig.layout.dragmode is False and tv.OVERVIEW_CONFIG["modeBarButtons"] == [["select2d"]]
     assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    hover = [h for t in fig.data for h in t.hovertext]
+    assert "m00110 · depth 110" in hover and not any(h.startswith("call:") for h in hover)
     assert tv.window_from_selection(model, {"box": [{"x": [200.4, 251.7], "y": [0, 1]}], "points": []}) == (201, 251)
     assert tv.window_from_selection(model, {"box": [], "points": [{"customdata": ["call:m00001"]}]}) is None
     assert tv.window_from_selection(model, {"box": [{"x": [5.2, 5.4]}]}) == (6, 6)

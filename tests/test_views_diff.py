@@ -55,3 +55,7 @@ def test_two_captures_that_differ_in_a_token_point_at_the_call_holding_it():
     i = seq.agree - seq.window[0]
     assert heat.z[0][i] == 2.0 and heat.z[0][i - 1] == 1.0
     assert {t.marker.color for t in fig.data if t.type == "bar"} >= {df.AGREE, df.DIFFER}
+    # The toolbar stands on end in the right margin: it never covers the "first difference" label.
+    label = next(a for a in fig.layout.annotations if a.text.startswith("first difference at"))
+    assert label.yanchor == "bottom" and fig.layout.modebar.orientation == "v"
+    assert fig.layout.margin.r >= df.MODEBAR_MARGIN >= 36

@@ -101,3 +101,30 @@ def test_write_kind_refuses_what_does_not_exist():
 def test_default_export_dir_is_under_the_working_directory(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert ev.default_export_dir() == str(tmp_path / "tokencap-exports")
+
+
+def test_running_prompts_are_sized_from_one_pass_over_their_shared_buffer():
+    import numpy as np
+
+    buffer = np.array([0, 7, 12, 999, 1000, 5, 150_000, 3], dtype=np.uint64)
+    lengths = ev._IdLengths()
+    for n in range(1, len(buffer) + 1):
+        assert lengths(buffer[:n]) == ev._json_len_of_ids(buffer[:n]) == len(str(buffer[:n].tolist()).replace(" ", ""))
+    assert lengths(buffer[2:5]) == ev._json_len_of_ids(buffer[2:5])      # not a prefix: sized on its own
+    assert lengths(buffer[::2]) == ev._json_len_of_ids(buffer[::2])
+    assert lengths(buffer[:0]) == 2
+
+
+def test_sizes_are_computed_once_per_view_with_progress(tmp_path):
+    from bench_build import make_linear_rollout
+
+    path = tmp_path / "linear300.json"
+    make_linear_rollout(path, 300, tool_tokens=20, gen_tokens=10, delta=True)
+    view = RolloutView(load_snapshots(path)[0])
+    reports: list[tuple[int, int]] = []
+    assert not ev.sized(view)
+    sizes = ev.sizes(view, lambda done, total: reports.append((done, total)))
+    assert ev.sized(view) and reports and reports[-1][1] == 300 and reports == sorted(reports)
+    assert ev.sizes(view) is sizes and ev.estimate(view, "result") == sizes["result"]
+    written = len(ev.render(view, "response"))
+    assert abs(sizes["response"] - written) / written < 0.03

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokencap.views import links
@@ -12,16 +12,18 @@ from tokencap.views.sources import RolloutRef
 ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # two cores shared with other work
 @given(src=st.one_of(st.none(), ids), rollout=st.one_of(st.none(), ids), call=st.one_of(st.none(), ids),
        kind=st.sampled_from(["call", "refusal", "ghost"]), tab=st.sampled_from([None, *rp.TABS]),
        anchor=st.one_of(st.none(), ids),
        mask=st.one_of(st.none(), st.builds(links.MaskWindow, ids, st.integers(0, 10**7), st.integers(1, 10**5))),
-       vs_src=st.one_of(st.none(), ids), vs_rollout=st.one_of(st.none(), ids))
-def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask, vs_src, vs_rollout):
+       vs_src=st.one_of(st.none(), ids), vs_rollout=st.one_of(st.none(), ids), part=st.one_of(st.none(), ids))
+def test_state_round_trips_through_query_parameters(src, rollout, call, kind, tab, anchor, mask, vs_src, vs_rollout,
+                                                    part):
     if kind == "call" and call is not None and call.startswith(("refusal:", "ghost:")):
         call = "x" + call  # such a bare call id is read as that node kind (see decode_call)
     state = links.ViewState(src=src, rollout=rollout, call=f"{kind}:{call}" if call else None, tab=tab,
-                            anchor=anchor, mask=mask, vs_src=vs_src, vs_rollout=vs_rollout)
+                            anchor=anchor, mask=mask, vs_src=vs_src, vs_rollout=vs_rollout, part=part)
     params = links.to_params(state)
     assert set(params) <= set(links.KEYS)
     assert links.parse(params) == state
@@ -67,6 +69,52 @@ def test_a_link_names_a_rollout_by_id():
     refs = [RolloutRef("k1", 0, "a", "f.jsonl"), RolloutRef("k1", 1, "b", "f.jsonl")]
     assert rp.ref_for(refs, "b") is refs[1]
     assert rp.ref_for(refs, "zzz") is None and rp.ref_for(refs, None) is None
+
+
+def test_a_late_echo_of_the_pages_own_url_is_not_a_request():
+    history = links.UrlHistory(limit=3)
+    first = {"src": "sample:a.json", "tab": "verdicts"}          # a shared link, applied
+    assert history.is_new(first)
+    history.remember(first)
+    written = {**first, "rollout": "a"}                            # the page then writes the rollout
+    history.remember(written)
+    # A rerun that left the browser before the written URL arrived carries `first` again.
+    assert not history.is_new(first) and not history.is_new(dict(reversed(list(written.items()))))
+    assert history.is_new({"src": "sample:b.json"})                # another page's switch, a new link
+    for n in range(3):
+        history.remember({"call": str(n)})
+    assert history.is_new(first)                                   # only the last few are kept
+
+
+def test_the_whole_query_string_is_written_with_other_pages_keys_kept():
+    current = {"run_reason": ["multiple_chains"], "tab": ["tree"], "call": ["c1"], "run_q": ["a", "b"]}
+    assert links.with_ours(current, {"tab": "mask", "rollout": "r"}) == {
+        "run_reason": ["multiple_chains"], "run_q": ["a", "b"], "tab": ["mask"], "rollout": ["r"]}
+
+
+def test_a_rollout_of_a_run_is_named_by_the_run_and_its_row_source(tmp_path):
+    samples = tmp_path / "sample_data"
+    (samples / "run").mkdir(parents=True)
+    store = {"path": str(samples / "run"), "source": "a/R.tokens.*", "rollout_id": "R", "seq": 3,
+             "back_params": {"run_q": "R"}}
+    assert rp.run_link(store, samples) == ("sample:run", "a/R.tokens.*")      # the bundled sample run
+    elsewhere = {**store, "path": str(tmp_path / "runs" / ".." / "run7")}
+    assert rp.run_link(elsewhere, samples) == (str(tmp_path / "run7"), "a/R.tokens.*")
+    assert rp.run_link({**store, "path": None, "name": "x.json", "data": b"{}"}, samples) == (None, None)
+    # The link, opened in a new session, stands for the same request (without the Run page's filter).
+    state = links.parse(links.to_params(links.ViewState(src="sample:run", part="a/R.tokens.*", rollout="R")))
+    request = rp.run_request_of_link(state, samples, seq=9)
+    assert request == {"path": str(samples / "run"), "source": "a/R.tokens.*", "rollout_id": "R", "seq": 9}
+    assert rp.same_run_rollout(store, state, samples) and rp.same_run_rollout(request, state, samples)
+    assert not rp.same_run_rollout({**store, "rollout_id": "S"}, state, samples)
+    assert not rp.same_run_rollout(None, state, samples)
+    for name in ("..", "run/..", "nope", ""):
+        try:
+            rp.run_request_of_link(links.ViewState(src=f"sample:{name}", part="p", rollout="R"), samples, 1)
+        except ValueError as exc:
+            assert "does not bundle" in str(exc)
+        else:
+            raise AssertionError(name)
 
 
 def test_a_link_can_name_a_second_capture_to_compare_with():

@@ -91,6 +91,19 @@ def test_frame_of_the_sample_run_derives_status_verdict_reasons_and_refusal_outc
     assert _row(f, "stale-parent-link")["link_failures"] == 1
 
 
+def test_a_row_without_a_verdict_is_shown_masked_never_trainable(sample_table):
+    """Fail closed: a null mask_sample in a table read from elsewhere is masked on the page, not trainable."""
+    import pyarrow as pa
+
+    i = sample_table.schema.get_field_index("mask_sample")
+    verdicts = sample_table.column("mask_sample").to_pylist()
+    first_trainable = verdicts.index(False)
+    verdicts[first_trainable] = None
+    frame = rd.run_frame(sample_table.set_column(i, "mask_sample", pa.array(verdicts, pa.bool_())))
+    assert frame["verdict"].iloc[first_trainable] == "masked"
+    assert (frame["verdict"] == "trainable").sum() == verdicts.count(False)
+
+
 def test_frame_of_an_empty_table_has_every_column():
     from tokencap.run import SCHEMA
 

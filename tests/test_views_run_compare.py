@@ -225,3 +225,37 @@ def test_calls_bins_of_two_runs_are_padded_to_the_larger_run():
     assert a.keys == b.keys == rd.CALLS_BINS[:len(b.keys)] and b.keys[-1] == "257-512"
     assert sum(a.counts) == sum(b.counts) == 200 and a.counts[-1] == 0 and b.counts[-1] == 1
     assert a.labels == b.labels
+
+
+def test_a_scan_error_about_the_records_is_theirs_and_names_an_upload_as_uploaded(tmp_path):
+    from tokencap.views.run import source as rs
+
+    upload = rs.Upload("mine.jsonl", b'{"rollout_id": "a", "reward": "x"}\n')
+    stored = str(rs.stored_upload(upload, tmp_path))
+    title, message = rs.scan_problem(f"{stored}, line 1: field 'reward': must be a finite number", stored, upload)
+    assert title == "Could not read the rollout records."
+    assert message.startswith("mine.jsonl (uploaded), line 1: field 'reward'") and stored not in message
+    assert "remove it under Rollout records" in message
+    assert rs.records_name(stored, upload) == "mine.jsonl" and rs.records_name("/r/run.jsonl") == "run.jsonl"
+    title, message = rs.scan_problem("/r/run.jsonl, line 3: not valid JSON.", "/r/run.jsonl")
+    assert title == "Could not read the rollout records." and message.startswith("/r/run.jsonl, line 3: not valid JSON. Fix")
+    assert "--final-responses" in message
+    assert rs.scan_problem("/runs/x: no capture-store files", "/r/run.jsonl") == (
+        "Could not open the run.", "/runs/x: no capture-store files")
+
+
+def test_run_a_and_run_b_have_the_same_colours_in_every_compared_figure(runs):
+    """Blue is B in the bar charts, so it is B in the reward and group charts too (never A)."""
+    from tokencap.views.run import reward as rw
+
+    _, _, cmp = runs
+    (a, b), *_ = cv.paired_bars(cmp, {}, {})
+    pair = [("A", cmp.a), ("B", cmp.b)]
+    bars = rc.bar_figure(a, versus=b, names=("A", "B"))["data"]
+    colour_a, colour_b = ({c for c in t["marker"]["color"]} if isinstance(t["marker"]["color"], list)
+                          else {t["marker"]["color"]} for t in bars[:2])
+    assert rc.RUN_COLORS[0] in colour_a and rc.RUN_COLORS[1] in colour_b
+    boxes = rw.reward_figure(pair)["data"]
+    assert [t["marker"]["color"] for t in boxes] == list(rc.RUN_COLORS)
+    signal = [t for t in rw.groups_figure(pair)["data"] if t["name"].endswith(": learning signal")]
+    assert [t["marker"]["color"] for t in signal] == list(rc.RUN_COLORS)

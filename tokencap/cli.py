@@ -371,9 +371,12 @@ def _app_source(source: str) -> str:
 
 
 def _is_parquet(path: Path) -> bool:
-    """A regular file that starts like parquet (a scan table); anything else is a run source."""
+    """A regular file named ``.parquet`` or starting like parquet (a scan table); anything else is a run
+    source. A ``.parquet`` that is not parquet is thus refused as a table, never scanned as one broken rollout."""
     if not path.is_file():
         return False
+    if path.suffix.lower() == ".parquet":
+        return True
     with open(path, "rb") as handle:
         return handle.read(4) == b"PAR1"
 
@@ -430,6 +433,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
     sys.stdout.write(summary_text(diff, args.a, args.b))
+    if Path(args.a).resolve() == Path(args.b).resolve():
+        print(f"tokencap: note: A and B are the same run ({args.a}): every rollout is compared with itself",
+              file=sys.stderr)
     if args.output:
         print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
     return EXIT_OK
@@ -521,12 +527,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         _PROGRESS.done()
         print(f"tokencap: error: {exc}", file=sys.stderr)
         return EXIT_CRASHED
+    except BrokenPipeError:  # the reader went away (`tokencap build RUN | head`): not an error
+        _quiet_stdout()
+        return EXIT_OK
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
         where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
         return _fail(f"{where}: {type(exc).__name__}: {exc}")
-    except BrokenPipeError:
-        return EXIT_OK
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not hit the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (captured in a test): nothing will be flushed to a pipe
+        pass
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ DIFF_SCHEMA = pa.schema([
 """The diff table's columns, in order (SPEC 11.2)."""
 
 _NEEDED = ("rollout_id", "source", "mask_sample", "mask_reasons", *REASON_COLUMNS, "status",
-           "delivered_fraction", *RECORD_COLUMNS)
+           "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution")
+_OPTIONAL = (*RECORD_COLUMNS, "terminal_attribution")
+"""Read as null when a table lacks them (a table from before SPEC 11.1, a frame without them)."""
 _INDEX_KEY = ("task_index", "rollout_index")
 
 
@@ -102,6 +104,32 @@ class DiffSummary:
     """Status (a null status is `NO_STATUS`) -> (rollouts of A, rollouts of B)."""
     changes: dict[str, int] = field(default_factory=dict)
     """Rows of the diff per ``change`` value, every value of `CHANGES` in that order."""
+    records: tuple[bool, bool] = (False, False)
+    """Whether A / B was scanned with rollout records (any rollout with a terminal attribution or a reward)."""
+
+    @property
+    def records_note(self) -> str | None:
+        """When only one run had rollout records: verdicts that rest on them differ for that reason alone."""
+        if self.records[0] == self.records[1]:
+            return None
+        having, lacking = ("A", "B") if self.records[0] else ("B", "A")
+        return (f"only {having} was scanned with rollout records: verdicts that rest on them (a final answer "
+                f"matching no call, retries the final answer settles) can differ for that reason alone, not "
+                f"because of a change in the run; scan {lacking} with its rollout records too, or neither")
+
+    @property
+    def unpaired_note(self) -> str | None:
+        """When both runs have rollouts but none could be paired: every change then reads only_a / only_b."""
+        if self.both or not (self.rollouts_a and self.rollouts_b):
+            return None
+        return ("no rollout of A could be paired with one of B, so nothing here compares a rollout with "
+                "itself; if the runs hold the same tasks, scan both with their rollout records (task and "
+                "rollout index) and join by task (--join task)")
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader must know before trusting the comparison (one-sided records, nothing paired)."""
+        return [n for n in (self.unpaired_note, self.records_note) if n]
 
     @property
     def trainable_share_a(self) -> float:
@@ -181,7 +209,7 @@ def _checked(table: pa.Table | pd.DataFrame, label: str) -> pa.Table:
     for name in _NEEDED:
         want = SCHEMA.field(name).type
         if name not in table.column_names:
-            if name in RECORD_COLUMNS:  # a table from before SPEC 11.1
+            if name in _OPTIONAL:
                 columns.append(pa.nulls(table.num_rows, want))
                 continue
             raise DiffError(f"{label}: not a tokencap scan table (no column {name!r}); make one with tokencap scan")
@@ -286,6 +314,17 @@ def _take(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
         if len(column) else pa.nulls(rows.size, column.type)
 
 
+def _masked(table: pa.Table, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per row (of ``rows``; False where -1): masked, or without a verdict (null), which is never trainable."""
+    trainable = pc.equal(table.column("mask_sample"), False).fill_null(False)
+    masked = ~np.asarray(trainable.to_numpy(zero_copy_only=False), dtype=bool)
+    if rows is None:
+        return masked
+    out = np.zeros(rows.size, dtype=bool)
+    out[rows >= 0] = masked[rows[rows >= 0]]
+    return out
+
+
 def _reason_matrix(table: pa.Table, rows: np.ndarray) -> np.ndarray:
     """(rows, reasons) booleans from the ``reason_*`` columns; False where ``rows`` is -1."""
     out = np.zeros((rows.size, len(REASON_COLUMNS)), dtype=bool)
@@ -304,6 +343,11 @@ def _reason_lists(matrix: np.ndarray, valid: np.ndarray) -> pa.Array:
     values = pa.DictionaryArray.from_arrays(pa.array(columns.astype(np.int32)),
                                             pa.array(MASK_REASON_ORDER, _STR)).cast(_STR)
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~valid))
+
+
+def _with_records(table: pa.Table) -> bool:
+    """Scanned with rollout records: some rollout got a terminal attribution or a reward from them."""
+    return any(table.column(name).null_count < table.num_rows for name in ("terminal_attribution", "reward"))
 
 
 def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
@@ -329,8 +373,7 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     side = np.where(both, "both", np.where(ia >= 0, "only_a", "only_b")).astype(object)
     ra, rb = _reason_matrix(ta, ia), _reason_matrix(tb, ib)
     gained, lost = rb & ~ra, ra & ~rb
-    masked_a = _take(ta.column("mask_sample"), ia).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-    masked_b = _take(tb.column("mask_sample"), ib).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+    masked_a, masked_b = _masked(ta, ia), _masked(tb, ib)
     fixed = both & masked_a & ~masked_b
     broke = both & ~masked_a & masked_b
     moved = both & ~fixed & ~broke & (gained.any(axis=1) | lost.any(axis=1))
@@ -363,11 +406,10 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     counted["only_a"], counted["only_b"] = int(((ia >= 0) & (ib < 0)).sum()), int((ia < 0).sum())
     summary = DiffSummary(
         rollouts_a=n_a, rollouts_b=n_b, both=int(both.sum()), only_a=counted["only_a"], only_b=counted["only_b"],
-        trainable_a=n_a - int(pc.sum(ta.column("mask_sample")).as_py() or 0),
-        trainable_b=n_b - int(pc.sum(tb.column("mask_sample")).as_py() or 0),
+        trainable_a=n_a - int(_masked(ta).sum()), trainable_b=n_b - int(_masked(tb).sum()),
         reason_counts={r: (int(a), int(b)) for r, a, b in zip(MASK_REASON_ORDER, reason_a, reason_b)},
         status_counts=statuses,
-        changes={c: counted.get(c, 0) for c in CHANGES})
+        changes={c: counted.get(c, 0) for c in CHANGES}, records=(_with_records(ta), _with_records(tb)))
     return RunDiff(arrow=arrow, join=choice, summary=summary)
 
 
@@ -385,7 +427,7 @@ def _pp(change: float) -> str:
 def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
     """The summary `tokencap diff` prints: plain lines, A before B, changes in percentage points."""
     s, j = diff.summary, diff.join
-    lines = [f"A: {name_a} ({s.rollouts_a:,} rollouts)", f"B: {name_b} ({s.rollouts_b:,} rollouts)",
+    lines = [f"A: {name_a} ({_rollouts(s.rollouts_a)})", f"B: {name_b} ({_rollouts(s.rollouts_b)})",
              f"joined {j.label}: {j.why}"]
     if j.unkeyed_a or j.unkeyed_b:
         lines.append(f"  without task and rollout index (on their own side): {j.unkeyed_a:,} in A, "
@@ -403,7 +445,16 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
             lines.append(title)
         for key, _, _, share_a, share_b, change in s.shares(counts):
             lines.append(f"  {key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
+    if s.unpaired_note:
+        lines.append(f"note: {s.unpaired_note}")
+    if s.records_note:
+        lacking = "b" if s.records[0] else "a"
+        lines.append(f"note: {s.records_note} (--final-responses-{lacking})")
     return "\n".join(lines) + "\n"
+
+
+def _rollouts(n: int) -> str:
+    return f"{n:,} rollout{'' if n == 1 else 's'}"
 
 
 __all__ = ["CHANGES", "DIFF_SCHEMA", "JOINS", "NO_STATUS", "SIDES", "DiffError", "DiffSummary", "Join",

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..export import write_atomically
@@ -338,7 +339,8 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     try:
         table = pq.read_table(pa.BufferReader(path) if isinstance(path, (bytes, bytearray, memoryview)) else path)
     except Exception as exc:  # noqa: BLE001 -- any unreadable file is one message
-        raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+        raise ScanTableError(f"{label}: not a readable parquet file ({type(exc).__name__}: {exc}); "
+                             f"{_WRITE_ONE}") from None
     meta = orjson.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
     upgraded = with_record_columns(table)
     if upgraded is not table:
@@ -348,9 +350,16 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
                              f"{_WRITE_ONE}")
     try:
-        return table.replace_schema_metadata(None).cast(SCHEMA), meta
+        table = table.replace_schema_metadata(None).cast(SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         raise ScanTableError(f"{label}: not a tokencap scan table ({type_differences(table)}); {_WRITE_ONE}") from None
+    verdicts = table.column("mask_sample")
+    if verdicts.null_count:  # a row without a verdict is neither trainable nor masked: never guessed
+        first = table.column("rollout_id")[pc.index(pc.is_null(verdicts), True).as_py()].as_py()
+        raise ScanTableError(f"{label}: column 'mask_sample' is null on {verdicts.null_count:,} row"
+                             f"{'s' if verdicts.null_count != 1 else ''} (first: rollout {first!r}), so their "
+                             f"verdicts are unknown; {_WRITE_ONE}")
+    return table, meta
 
 
 def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,

@@ -144,6 +144,10 @@ def compare(a: RolloutView, b: RolloutView, label_a: str = "A", label_b: str = "
                       sequence_diff(a, b))
 
 
+MODEBAR_MARGIN = 40
+"""Right margin of the sequence figure, in pixels: room for plotly's toolbar, stood on end."""
+
+
 def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", decode: Any = None) -> go.Figure:
     """Both delivered sequences on one axis (green: same token, red: different, grey: only one side
     has it) and the tokens around the first difference as cells."""
@@ -196,8 +200,10 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
                              showscale=False, text=text, texttemplate="%{text}",
                              textfont={"size": 10, "color": "#111827"}, hovertext=hover,
                              hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2), row=2, col=1)
-    fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
-                      barmode="overlay")
+    # The toolbar stands in the right margin (vertical), so it never covers the "first difference"
+    # label, which sits above the top row wherever the difference is.
+    fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": MODEBAR_MARGIN, "t": 24, "b": 30},
+                      bargap=0.35, barmode="overlay", modebar={"orientation": "v"})
     fig.update_xaxes(range=[0, max(d.len_a, d.len_b, 1) * 1.01 + 1], row=1, col=1, showgrid=False, tickformat=",d")
     fig.update_xaxes(title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}}, row=2,
                      col=1, dtick=1 if width <= 20 else None, tickformat=",d")

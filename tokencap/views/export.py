@@ -100,35 +100,79 @@ def _json_len_of_ids(ids: np.ndarray) -> int:
     return int(np.floor(np.log10(np.maximum(np.asarray(ids, dtype=np.float64), 1))).sum()) + n + (n - 1) + 2
 
 
-def _response_estimate(response: Mapping[str, Any]) -> int:
+class _IdLengths:
+    """JSON lengths of id arrays, where a prefix of a buffer seen before costs O(1).
+
+    Every running prompt of a chain is a prefix of one shared buffer (see DESIGN), so
+    sizing them one by one is quadratic in the chain's length; the running digit counts of
+    the buffer, computed once, give each prefix's length at once.
+    """
+
+    def __init__(self) -> None:
+        self._running: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, ids: np.ndarray) -> int:
+        n = int(ids.size)
+        base = ids.base
+        if n == 0 or not isinstance(base, np.ndarray) or base.ndim != 1 or ids.ndim != 1 or n > base.size \
+                or ids.strides != base.strides or ids.__array_interface__["data"][0] != \
+                base.__array_interface__["data"][0]:
+            return _json_len_of_ids(ids)
+        held = self._running.get(id(base))
+        if held is None or held[0] is not base:
+            digits = np.floor(np.log10(np.maximum(np.asarray(base, dtype=np.float64), 1)))
+            held = self._running[id(base)] = (base, np.cumsum(digits, dtype=np.int64))
+        return int(held[1][n - 1]) + n + (n - 1) + 2
+
+
+def _response_estimate(response: Mapping[str, Any], report: Callable[[int, int], None] | None = None) -> int:
     total = 200
-    for item in response.get("output", []):
+    id_length = _IdLengths()
+    items = response.get("output", [])
+    for i, item in enumerate(items):
         total += 120
         for key, value in item.items():
             if isinstance(value, np.ndarray):
                 if value.dtype.kind == "f":
                     total += int(value.size) * 21 + 2  # orjson floats: up to 20 characters and a comma
                 else:
-                    total += _json_len_of_ids(value)
+                    total += id_length(value)
             elif isinstance(value, str):
                 total += len(value) + len(key) + 6
             else:
                 total += 80
+        if report is not None and i % 64 == 63:
+            report(i + 1, len(items))
     return total
+
+
+SIZES = "export_sizes"
+"""The `RolloutView.derived` name under which a view's export sizes are kept (sized once per view:
+one rollout, one anchor)."""
+
+
+def sizes(view: RolloutView, report: Callable[[int, int], None] | None = None) -> dict[str, int]:
+    """About how many bytes each export (response, result, mask) of ``view`` takes, without writing
+    it; computed once per view, reporting (items sized, items) while it runs the first time."""
+    def measure(v: RolloutView) -> dict[str, int]:
+        response = v.result.payload  # token fields as arrays: sized from their digits, never converted
+        body = _response_estimate(response, report) if response is not None else 0
+        mask = v.mask("main")
+        return {"response": body, "result": 2_000 + body, "mask": 0 if mask is None else len(mask) * 48}
+
+    return view.derived(SIZES, measure)
+
+
+def sized(view: RolloutView) -> bool:
+    """Whether ``view``'s export sizes are known already (no progress to show)."""
+    return view.has_derived(SIZES)
 
 
 def estimate(view: RolloutView, kind: str) -> int:
     """About how many bytes ``kind`` (response, result, mask) would take, without writing it."""
-    result = view.result
-    response = result.payload  # token fields as arrays: sized from their digits, never converted
-    if kind == "response":
-        return _response_estimate(response) if response is not None else 0
-    if kind == "result":
-        return 2_000 + (_response_estimate(response) if response is not None else 0)
-    if kind == "mask":
-        mask = view.mask("main")
-        return 0 if mask is None else len(mask) * 48
-    raise ValueError(f"unknown export {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown export {kind!r}")
+    return sizes(view)[kind]
 
 
 def estimate_all(views: Iterable[RolloutView]) -> int:

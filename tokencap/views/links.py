@@ -14,21 +14,33 @@ The page keeps what a reader needs to see the same thing again in the URL:
 ``vs_src``  another capture to compare with (a path or ``sample:NAME``, as ``src``):
             the page loads it beside ``src`` and opens the Compare tab on the two
 ``vs_rollout`` that capture's rollout id (another run's id for the same task, say)
+``part``    a rollout of a run: the run's row ``source`` inside the run ``src`` names
+            (a file, or a store rollout ``sub/R.tokens.*``). Only those files are opened,
+            as the Run page opens the row; ``src`` is then the run's directory (or file),
+            or ``sample:run`` for the bundled sample run.
 ==========  =====================================================================
 
 Other pages own other keys (the Run page uses ``run_*``); this module only ever reads or
 writes its own (`KEYS`). Parsing never raises: a value that does not parse is dropped.
+
+`UrlHistory` tells a URL from outside (a first load, a reload, a shared link, another
+page's `st.switch_page`) from a late echo of the page's own earlier URL. The browser's
+query string reaches the server with every rerun, and a rerun can leave the browser
+before the page's last URL update arrived there (a busy machine makes this common).
+Such a query string is not a request: applying it would undo what the user just did
+(a tab switched back, a selection lost). `with_ours` gives the whole new query string,
+so the page writes it in one update and the browser never holds a half-written one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
 
-KEYS = ("src", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
+KEYS = ("src", "part", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
 """The query parameters the Rollout page owns."""
 
 SAMPLE_PREFIX = "sample:"
@@ -81,6 +93,7 @@ class ViewState:
     mask: MaskWindow | None = None
     vs_src: str | None = None      # the other capture of a comparison (a path or sample:NAME)
     vs_rollout: str | None = None
+    part: str | None = None        # a run's row source inside the run ``src`` names
 
     @property
     def vs_sample(self) -> str | None:
@@ -146,6 +159,7 @@ def parse(params: Mapping[str, object]) -> ViewState:
         mask=MaskWindow.decode(mask) if mask else None,
         vs_src=_value(params, "vs_src"),
         vs_rollout=_value(params, "vs_rollout"),
+        part=_value(params, "part"),
     )
 
 
@@ -154,6 +168,8 @@ def to_params(state: ViewState) -> dict[str, str]:
     out: dict[str, str] = {}
     if state.src:
         out["src"] = state.src
+    if state.part:
+        out["part"] = state.part
     if state.rollout:
         out["rollout"] = state.rollout
     if state.call:
@@ -194,15 +210,56 @@ def share_url(base: str | None, state: ViewState) -> str:
 
 def open_rollout_params(src: str, rollout: str | None = None, call: str | None = None, tab: str | None = None,
                         anchor: str | None = None, vs_src: str | None = None,
-                        vs_rollout: str | None = None) -> dict[str, str]:
+                        vs_rollout: str | None = None, part: str | None = None) -> dict[str, str]:
     """Query parameters that open rollout ``rollout`` of source ``src`` on the Rollout page.
 
     ``src`` is a path (file or capture-store directory) or ``sample:NAME``; ``call`` a call
     id; ``tab`` a tab name or slug. For another page: ``st.switch_page(ROLLOUT_PAGE,
     query_params=open_rollout_params(path, rollout_id))``. With ``vs_src`` (and
     ``vs_rollout``), the page loads that capture too and opens the Compare tab on the two
-    (unless ``tab`` says otherwise).
+    (unless ``tab`` says otherwise). ``part`` is a run row's ``source`` when ``src`` is a run.
     """
     name = TAB_NAMES.get(tab, tab) if tab else ("Compare" if vs_src else None)
     return to_params(ViewState(src=src, rollout=rollout, call=node_key(CALL, call) if call else None,
-                               tab=name, anchor=anchor, vs_src=vs_src, vs_rollout=vs_rollout))
+                               tab=name, anchor=anchor, vs_src=vs_src, vs_rollout=vs_rollout,
+                               part=part))
+
+
+Query = tuple[tuple[str, str], ...]
+"""This page's query parameters in a comparable, hashable form."""
+
+
+def query_of(params: Mapping[str, str]) -> Query:
+    return tuple(sorted(params.items()))
+
+
+@dataclass
+class UrlHistory:
+    """The query strings (this page's keys) the page has applied or written in one session.
+
+    A rerun's query string that is one of them is the browser echoing an earlier state of
+    the page, never a request; anything else came from outside and is applied. Only the
+    last ``limit`` are kept: an echo is at most a few reruns old.
+    """
+
+    limit: int = 64
+    known: list[Query] = field(default_factory=list)
+
+    def is_new(self, params: Mapping[str, str]) -> bool:
+        """Whether these parameters (this page's keys) ask for a view the page has not had."""
+        return query_of(params) not in self.known
+
+    def remember(self, params: Mapping[str, str]) -> None:
+        query = query_of(params)
+        if query in self.known:
+            self.known.remove(query)
+        self.known.append(query)
+        del self.known[:-self.limit]
+
+
+def with_ours(current: Mapping[str, list[str]], params: Mapping[str, str]) -> dict[str, list[str]]:
+    """The whole query string with this page's keys replaced by ``params`` (other pages' keys kept,
+    in their order); ``current`` maps every key to all its values."""
+    out = {key: list(values) for key, values in current.items() if key not in KEYS}
+    out.update({key: [value] for key, value in params.items()})
+    return out

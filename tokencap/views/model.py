@@ -165,6 +165,11 @@ class RolloutView:
         with self._lock:
             return self._derived.setdefault(name, value)  # type: ignore[no-any-return]
 
+    def has_derived(self, name: str) -> bool:
+        """Whether ``derived(name, ...)`` has been computed for this view."""
+        with self._lock:
+            return name in self._derived
+
     def mask(self, chain_id: str = "main") -> LossMask | None:
         with self._lock:
             cached = self._masks.get(chain_id)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
+from . import links
 from .culprits import first_culprit
 from .model import RolloutView
 from .sources import RolloutRef
@@ -93,3 +96,46 @@ def default_anchor_pair(base: RolloutView, anchor: str | None) -> tuple[str | No
     main = base.chain("main")
     calls = main.call_ids if main is not None else []
     return None, (calls[-2] if len(calls) >= 2 else (calls[-1] if calls else None))
+
+
+# --------------------------------------------------------------------------- a run's rollout in a URL
+
+
+def run_link(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> tuple[str | None, str | None]:
+    """``(src, part)`` naming a rollout opened from the Run page (the ``open_rollout`` request) in a URL:
+    the run (``sample:NAME`` for a run bundled in ``sample_dir``, else its absolute path) and the
+    row's source in it. ``(None, None)`` for a rollout in an uploaded file, which no URL can name."""
+    path, source = request.get("path"), request.get("source")
+    if request.get("data") is not None or not path or not source:
+        return None, None
+    root = Path(str(path)).resolve()
+    if root.parent == Path(sample_dir).resolve():
+        return links.sample_src(root.name), str(source)
+    return str(root), str(source)
+
+
+def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[str], seq: int) -> dict[str, Any]:
+    """The ``open_rollout`` request a URL with ``part`` stands for (a reload, a shared link).
+
+    Raises `ValueError` with plain words when the URL names a sample run this app does not
+    bundle; the files themselves are checked when the rollout is opened
+    (`run.source.source_for_run_rollout`, which never leaves the run's directory).
+    """
+    if state.sample is not None:
+        name = state.sample
+        root = Path(sample_dir) / name
+        if not name or "/" in name or "\\" in name or name in (".", "..") or not root.is_dir():
+            raise ValueError(f"the link names the sample run {name!r}, which this app does not bundle")
+        path = str(root)
+    else:
+        path = str(state.path)
+    return {"path": path, "source": state.part, "rollout_id": state.rollout, "seq": seq}
+
+
+def same_run_rollout(request: Mapping[str, Any] | None, state: links.ViewState,
+                     sample_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``request`` already opens the rollout the URL names (the page's own URL, after a switch)."""
+    if request is None or request.get("rollout_id") != state.rollout:
+        return False
+    src = state.src if state.sample is not None else str(Path(str(state.path)).resolve())
+    return run_link(request, sample_dir) == (src, state.part)

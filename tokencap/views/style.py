@@ -16,6 +16,8 @@ EXCLUDED = "#9ca3af"
 EMPTY = "#64748b"
 GHOST = "#cbd5e1"
 REFUSAL = "#dc2626"
+RUN_COLORS = ("#94a3b8", MAIN)
+"""Run A (grey) and run B (blue) when two runs are compared: every chart, every legend."""
 REFUSAL_SOFT = "#f9a8d4"
 BOUNDARY = "#dc2626"
 RECOVERED = "#16a34a"

@@ -529,6 +529,16 @@ def _time(t: float, origin: float | None) -> str:
 # --------------------------------------------------------------------------- figure
 
 
+LABEL_CLEARANCE = max(ring[3] for ring in OVERLAY_STYLES.values())
+"""Labels keep clear of the widest mark a node can carry (the rings drawn over it)."""
+
+
+def _label_clearance(size: float) -> dict[str, Any]:
+    """An invisible marker as wide as a node's widest ring: plotly sets a trace's text off by its
+    marker's radius, so a label never sits on a node, its ring or the selection."""
+    return {"size": size * LABEL_CLEARANCE + 4, "color": "rgba(0,0,0,0)", "line": {"width": 0}}
+
+
 def _marker_size(n: int) -> float:
     if n <= 40:
         return 15
@@ -665,7 +675,8 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         keys = [model.nodes[i].key for i in idx]
         x, y = _xy(model, keys)
         texts = short_labels([model.nodes[i].ident for i in idx])
-        traces.append(go.Scatter(x=x, y=y, mode="text", text=[html_text(t) for t in texts],
+        traces.append(go.Scatter(x=x, y=y, mode="markers+text", text=[html_text(t) for t in texts],
+                                 marker=_label_clearance(size),
                                  textposition=["top center" if int(d) % 2 == 0 else "bottom center" for d in x],
                                  textfont={"size": 11, "color": "#1e293b"}, hoverinfo="skip", showlegend=False,
                                  name="call ids"))
@@ -676,9 +687,10 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         leaves = leaves[:1]  # many chains: their labels would only collide; hover names them
     if leaves:
         x, y = _xy(model, [k for _, k in leaves])
-        traces.append(go.Scatter(x=x + 0.35, y=y, mode="text", text=[html_text(c) for c, _ in leaves],
-                                 textposition="middle right", textfont={"size": 11, "color": "#334155"},
-                                 hoverinfo="skip", showlegend=False, cliponaxis=False))
+        traces.append(go.Scatter(x=x, y=y, mode="markers+text", text=[html_text(c) for c, _ in leaves],
+                                 marker=_label_clearance(size), textposition="middle right",
+                                 textfont={"size": 11, "color": "#334155"}, hoverinfo="skip", showlegend=False,
+                                 cliponaxis=False, name="chain labels"))
 
     lanes_shown = [model.nodes[i].lane for i in visible] or [0]
     top, bottom = min(lanes_shown), max(lanes_shown)
@@ -831,8 +843,10 @@ def search(model: TreeModel, query: str, limit: int = 50) -> list[str]:
 
 
 def overview_figure(model: TreeModel, window: Window, selected: str | None = None) -> go.Figure:
-    """Every node as a small dot, the zoomed window outlined. Click a dot to go there; drag a box to
-    choose the depths to zoom into."""
+    """Every node as a small dot, the zoomed window outlined. Click a dot to go there; with the box tool
+    (`OVERVIEW_CONFIG`'s one button) drag across depths to zoom into them. A click selects only while
+    no drag mode is on: in plotly's select mode a click is not a selection event for Streamlit.
+    Hovering a dot names its call (or refusal, or missing parent) and depth, never the internal key."""
     traces: list[Any] = []
     by_cat: dict[str, list[int]] = defaultdict(list)
     for i, n in enumerate(model.nodes):
@@ -847,14 +861,16 @@ def overview_figure(model: TreeModel, window: Window, selected: str | None = Non
                                    marker={"color": colour, "size": 5, "symbol": "circle" if "open" not in symbol
                                            else "circle-open"},
                                    customdata=np.array(keys, dtype=object).reshape(-1, 1),
-                                   hovertemplate="%{customdata[0]}<extra></extra>"))
+                                   hovertext=[overview_hover(model, k) for k in keys],
+                                   hovertemplate="%{hovertext}<extra></extra>"))
     if selected is not None and selected in model.index:
         x, y = _xy(model, [selected])
         traces.append(go.Scattergl(x=x, y=y, mode="markers", name="selected", showlegend=False,
                                    marker={"color": style.SELECTED, "size": 11, "symbol": "circle-open",
                                            "line": {"width": 2, "color": style.SELECTED}},
                                    customdata=np.array([selected], dtype=object).reshape(-1, 1),
-                                   hovertemplate="%{customdata[0]}<extra></extra>"))
+                                   hovertext=[overview_hover(model, selected)],
+                                   hovertemplate="%{hovertext}<extra></extra>"))
     lanes = max(model.lanes, 1)
     a, b = window
     fig = go.Figure(data=traces)
@@ -864,13 +880,24 @@ def overview_figure(model: TreeModel, window: Window, selected: str | None = Non
         margin={"l": 10, "r": 10, "t": 6, "b": 24},
         shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": a - 0.5, "x1": b + 0.5, "y0": 0, "y1": 1,
                  "line": {"color": "#dc2626", "width": 1.5}, "fillcolor": "rgba(220,38,38,0.07)"}],
-        hovermode="closest", clickmode="event+select", dragmode="select", selectdirection="h",
+        hovermode="closest", clickmode="event+select", dragmode=False, selectdirection="h",
         xaxis={"range": [-1, model.max_depth + 1], "showgrid": False, "zeroline": False, "fixedrange": True,
                "tickformat": ",d"},
         yaxis={"visible": False, "range": [-(lanes - 1) - 0.8, 0.8], "fixedrange": True},
         uirevision="overview",
     )
     return fig
+
+
+OVERVIEW_CONFIG = {"displaylogo": False, "scrollZoom": False, "modeBarButtons": [["select2d"]]}
+"""The overview's plotly config: one toolbar button, the box tool (a click on a dot needs no drag mode)."""
+
+
+def overview_hover(model: TreeModel, key: str) -> str:
+    """What hovering an overview dot says: the call id (or the refusal / missing parent) and its depth."""
+    node = model.nodes[model.index[key]]
+    what = node.ident if node.kind == CALL else f"{node.kind} {node.ident}"
+    return f"{html_text(what, 80)} · depth {node.depth:,}"
 
 
 def key_from_selection(selection: Any) -> str | None:

@@ -64,8 +64,7 @@ def _text(count: int, total: int) -> str:
     return f"{count:,} · {_pct(count, total)}" if count else "0"
 
 
-RUN_COLORS = ("#94a3b8", style.MAIN)
-"""Run A and run B when two runs are compared (every chart, every legend)."""
+RUN_COLORS = style.RUN_COLORS
 RUN_FADED = ("#e2e8f0", "#dbeafe")
 CHART_WIDTH = 390
 """The plot width (px) a chart is laid out for (half the main area at 1280 px with the sidebar open):

@@ -172,7 +172,7 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
     out: dict[str, Any] = {}
     out["rollout_id"] = _strings(table, "rollout_id")
     out["source"] = _dictionary(table, "source")
-    masked = _np(table, "mask_sample", bool)
+    masked = ~np.asarray(pc.equal(table.column("mask_sample"), False).fill_null(False), dtype=bool)  # null: masked
     out["verdict"] = _categorical(masked.astype(np.int64), VERDICTS)
     bits = np.zeros(n, dtype=np.int64)
     for i, column in enumerate(REASON_COLUMNS):

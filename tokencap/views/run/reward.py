@@ -187,11 +187,12 @@ def groups_figure(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
         top = max(top, len(per))
         signal = (per["groups"] - per["starved"]).tolist()
         prefix = f"{name}: " if paired else ""
-        for part, values, color in (("no learning signal", per["starved"].tolist(), style.REFUSAL),
-                                    ("learning signal", signal, style.MAIN if i == 0 or not paired else style.BRANCH)):
+        for part, values, color, opacity in (
+                ("no learning signal", per["starved"].tolist(), style.REFUSAL, 1.0 if i == 0 or not paired else 0.6),
+                ("learning signal", signal, style.RUN_COLORS[i] if paired else style.MAIN, 1.0)):
             traces.append({
                 "type": "bar", "name": html_text(prefix + part, limit=80), "x": per["trainable"].tolist(), "y": values,
-                "offsetgroup": str(i), "marker": {"color": color, "opacity": 1.0 if i == 0 or not paired else 0.6},
+                "offsetgroup": str(i), "marker": {"color": color, "opacity": opacity},
                 "hovertemplate": f"{html_text(prefix)}%{{y:,}} groups keep %{{x}} trainable rollouts"
                                  f" ({part})<extra></extra>",
             })
@@ -313,7 +314,7 @@ def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] 
     ``runs`` is ``[(name, frame)]``: one run, or A and B side by side. A plain plotly spec,
     as `charts.bar_figure` makes.
     """
-    palette = colors or ((style.MAIN,) if len(runs) == 1 else (style.MAIN, style.QUARANTINED))
+    palette = colors or ((style.MAIN,) if len(runs) == 1 else style.RUN_COLORS)
     order: list[str] = []
     tables = []
     for _, frame in runs:

@@ -106,6 +106,32 @@ def stored_upload(upload: Upload, directory: str | os.PathLike[str]) -> Path:
     return target
 
 
+def records_name(records: str | os.PathLike[str] | None, upload: Upload | None = None) -> str | None:
+    """How the page names the run's rollout records: an upload by the name it was uploaded with (never the
+    digest-named file `stored_upload` keeps), a path by its file name."""
+    if upload is not None:
+        return upload.name
+    return Path(records).name if records else None
+
+
+def scan_problem(error: str, records: str | None, upload: Upload | None = None) -> tuple[str, str]:
+    """The heading and message the Run page shows for a run that could not be opened.
+
+    An error about the rollout records (it names their file) is said to be theirs, names an upload
+    as uploaded, and says what to do: the run itself is fine without them.
+    """
+    if not records or records not in error:
+        return "Could not open the run.", error
+    error = error.rstrip(". ")
+    if upload is not None:
+        return ("Could not read the rollout records.",
+                f"{error.replace(records, f'{upload.name} (uploaded)')}. Fix the file and upload it again, or "
+                "remove it under Rollout records in the sidebar to open the run without records.")
+    return ("Could not read the rollout records.",
+            f"{error}. Fix the file, or clear the records path under Rollout records in the sidebar (or start "
+            "tokencap app without --final-responses) to open the run without records.")
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """What a path holds, cheaply: a digest of every file's name, size and mtime, and their totals.
@@ -432,7 +458,8 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
-    "AppArguments", "app_arguments", "sample_after_fix_path", "sample_records", "stored_upload",
+    "AppArguments", "app_arguments", "records_name", "sample_after_fix_path", "sample_records", "scan_problem",
+    "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
     "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads",

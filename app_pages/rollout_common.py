@@ -1,0 +1,63 @@
+"""Shared pieces of the Rollout page's parts: plain-text outcomes and tables, number tiles, the tokenizer.
+
+A helper of ``app_pages/rollout.py`` (not a page): layout and session state only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from tokencap.views import mask as mv
+from tokencap.views import sources as src
+from tokencap.views.text import md_escape, md_frame
+
+STATE = st.session_state
+PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
+                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+
+
+def outcome(text: str, ok: bool | None, warn: bool = False) -> None:
+    body = md_escape(text)
+    if warn:
+        st.warning(body, icon=":material/warning:")
+    elif ok is True:
+        st.success(body, icon=":material/check:")
+    elif ok is False:
+        st.error(body, icon=":material/close:")
+    elif text:
+        st.info(body)
+
+
+def show_table(frame: Any) -> None:
+    """A small table that wraps instead of clipping (capture strings escaped: st.table renders Markdown)."""
+    st.table(md_frame(frame), hide_index=True, border="horizontal")
+
+
+def sidebar_tokenizer() -> None:
+    """The optional tokenizer (decodes the loss-mask window and the link-proof cells)."""
+    st.sidebar.file_uploader("Tokenizer (optional): tokenizer.json", type=["json"], key="tokenizer",
+                             help="A Hugging Face `tokenizers` file; token ids are then shown as text in the loss "
+                                  "mask window and the parent-link proof.")
+
+
+def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
+    """(tokenizer, problem) from the sidebar's upload: (None, None) when there is none."""
+    upload = STATE.get("tokenizer")
+    if upload is None:
+        return None, None
+    return cached_tokenizer(src.content_key(upload.getvalue()), upload.getvalue())
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def cached_tokenizer(key: str, _data: bytes) -> tuple[Any | None, str | None]:
+    return mv.load_tokenizer(_data)
+
+
+def show_tiles(tiles: list[tuple[str, str, str, bool]], key: str) -> None:
+    """Numbers as one line of small tiles that size to their content (a number is never cut)."""
+    with st.container(horizontal=True, gap="small", key=key):
+        for label, value, help_text, alert in tiles:
+            shown = f":red[**{md_escape(value)}**]" if alert else f"**{md_escape(value)}**"
+            st.markdown(f"{md_escape(label)} {shown}", help=help_text or None, width="content")

@@ -1,0 +1,268 @@
+"""The Rollout page's Loss mask, Verdicts and Compare tabs.
+
+A helper of ``app_pages/rollout.py`` (not a page): layout and session state only; every
+fact comes from `tokencap.views` (`mask`, `verdicts`, `attribution`, `diff`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from app_pages.rollout_common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from tokencap.views import attribution as av
+from tokencap.views import diff as df
+from tokencap.views import links
+from tokencap.views import mask as mv
+from tokencap.views import rollout_page as rp
+from tokencap.views import sources as src
+from tokencap.views import verdicts as vv
+from tokencap.views.model import RolloutView
+from tokencap.views.text import md_escape
+
+STATE = st.session_state
+ViewOf = Callable[[src.LoadedSource, int, "str | None"], RolloutView]
+"""The page's cached view of a loaded rollout under an anchor (``view_of``)."""
+
+
+def show_mask_tab(view: RolloutView, rk: str) -> None:
+    chains = view.chains
+    if not chains:
+        st.info("No chain was built, so there is no loss mask.")
+        return
+    ids = [c.chain_id for c in chains]
+    labels = {c.chain_id: mv.chain_label(c) for c in chains}
+    chain_key = f"mask_chain:{rk}:{view.anchor}"
+    asked = STATE.pop("mask_url", None)
+    if asked is not None and asked[0] == rk and asked[1].chain in ids:
+        STATE[chain_key] = asked[1].chain
+    if STATE.get(chain_key) not in ids:
+        STATE[chain_key] = ids[0]
+    chain_id = STATE[chain_key]
+    chain = view.chain(chain_id)
+    mask = view.mask(chain_id)
+    assert chain is not None and mask is not None
+    page_state_key = f"{rk}:{view.anchor}:{chain_id}"
+    window_key = f"mask_window:{page_state_key}"
+    if STATE.get(window_key) not in mv.WINDOW_SIZES:
+        STATE[window_key] = mv.DEFAULT_WINDOW
+    pages_key = f"mask_pagew:{page_state_key}"
+    if asked is not None and asked[0] == rk and asked[1].chain == chain_id:
+        if asked[1].window in mv.WINDOW_SIZES:
+            STATE[window_key] = asked[1].window
+        STATE["mask_page"][page_state_key] = mv.page_of(asked[1].start, STATE[window_key])
+    window = STATE[window_key]
+    pages = mv.page_count(mask, window)
+    page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
+    STATE["mask_view"][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
+
+    controls = st.columns([3, 1.2, 2.2, 2.2], vertical_alignment="bottom")
+    with controls[0]:
+        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
+    with controls[1]:
+        st.selectbox("Window (tokens)", mv.WINDOW_SIZES, key=window_key,
+                     format_func=lambda w: f"{w:,}", on_change=lambda: STATE["mask_page"].pop(page_state_key, None))
+    with controls[2]:
+        if pages > 1:
+            STATE[pages_key] = page + 1
+            st.slider("Page", 1, pages, key=pages_key,
+                      on_change=lambda: STATE["mask_page"].__setitem__(page_state_key, STATE[pages_key] - 1))
+        else:
+            st.caption("The whole chain fits in one window.")
+    with controls[3]:
+        jump_key = f"mask_jump:{page_state_key}"
+        options = list(range(len(mask.call_ids)))
+
+        def jump() -> None:
+            link = STATE.get(jump_key)
+            if link is not None:
+                STATE["mask_page"][page_state_key] = mv.page_of(int(mask.link_starts[link]), window)
+
+        st.selectbox("Jump to the start of a call", options, index=None, key=jump_key, placeholder="choose a call",
+                     format_func=lambda i: f"{i}: {mask.call_ids[i]}", on_change=jump)
+    show_tiles([(label, value, help_text, False) for label, value, help_text in
+                mv.summary_tiles(mv.mask_summary(mask))], "mask_tiles")
+    start, end = mv.page_bounds(mask, page, window)
+    st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
+    st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
+                    width="stretch", key=f"mask_strip:{page_state_key}")
+    st.caption("The whole sequence: where this window lies (red frame), how much of each stretch is trained, "
+               "and the mean log-probability.")
+    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_overview:{page_state_key}")
+
+    st.markdown("**Per link**")
+    link_rows = mv.link_frame(mask, chain)
+    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
+                 column_config={"link": st.column_config.NumberColumn(width=50),
+                                "call": st.column_config.TextColumn(width="medium"),
+                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
+                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
+                                                                         format="localized"),
+                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
+                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "finish_reason": st.column_config.TextColumn(width=110)})
+    st.markdown("**Log-probability of generated tokens**")
+    st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
+                    key=f"mask_lp:{page_state_key}")
+
+    with st.expander("Decoded text of this window", icon=":material/translate:"):
+        tokenizer, problem = sidebar_tokenizer_state()
+        if problem:
+            st.error(md_escape(problem))
+        elif tokenizer is None:
+            st.caption("Load a tokenizer.json in the sidebar to read this window as text.")
+        else:
+            frame = mv.decoded_segments(mask, tokenizer, start, end)
+            styled = frame.style.apply(
+                lambda row: [f"background-color: {mv.KIND_BACKGROUND.get(row['kind'], '#ffffff')}"] * len(row), axis=1)
+            st.dataframe(styled, hide_index=True, width="stretch",
+                         column_config={"positions": st.column_config.TextColumn(width="small"),
+                                        "kind": st.column_config.TextColumn(width="small"),
+                                        "tokens": st.column_config.NumberColumn(width="small"),
+                                        "text": st.column_config.TextColumn(width="large")})
+            st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context. "
+                       "The whole window as text, generated spans between ⟦ and ⟧:")
+            st.code(mv.window_text(frame), language=None, wrap_lines=True, height=320)
+
+
+# --------------------------------------------------------------------------- verdicts tab
+
+
+def show_attribution(view: RolloutView) -> None:
+    st.markdown("#### Terminal attribution")
+    a = av.attribution_view(view)
+    if a is None:
+        st.caption("No harness final response for this rollout, so the delivered chain ends on the latest leaf. "
+                   "Upload the harness's final responses in the sidebar to anchor on its own final answer.")
+        return
+    body = f"**{md_escape(a.headline)}**  \n{md_escape(a.summary)}"
+    {"success": st.success, "error": st.error, "warning": st.warning}.get(a.tone, st.info)(body)
+    st.caption(f"Outcome **{md_escape(a.outcome)}** · method {md_escape(a.method or '—')}")
+    if len(a.candidates):
+        st.dataframe(a.candidates, hide_index=True, width="stretch")
+
+
+def show_verdicts_tab(view: RolloutView) -> None:
+    result = view.result
+    show_attribution(view)
+    st.markdown("#### Engine refusals")
+    refusals = vv.refusal_views(result)
+    if not refusals:
+        st.caption("No engine refusal was recorded for this rollout.")
+    for r in refusals:
+        with st.container(border=True):
+            st.markdown(f"**{md_escape(r.refusal_id)}** · code {md_escape(r.code if r.code is not None else 'null')}"
+                        f" · continued {md_escape(r.parent or '—')}")
+            outcome(r.summary, None, warn=r.ended_chain)
+            show_table(r.conditions)
+            if r.message:
+                st.text(f"engine message: {r.message}")
+
+    st.markdown("#### Finish reason")
+    summary, resolved, frame = vv.finish_reason_frame(result)
+    outcome(summary, None if resolved is None else (True if resolved else False))
+    if len(frame):
+        show_table(frame)
+
+    build = view.build
+    if build is None:
+        st.info("The rollout was not built, so there are no build notes.")
+        show_table(vv.metrics_frame(result))
+        return
+    st.markdown("#### Parent-link notes")
+    failures = vv.failures_frame(build)
+    if len(failures):
+        show_table(failures)
+    else:
+        st.caption("Every link was verified: no parent-link notes.")
+    exclusions = vv.exclusions_frame(build)
+    if len(exclusions):
+        st.markdown("#### Excluded and duplicate records")
+        show_table(exclusions)
+    groups = vv.retry_groups_frame(build)
+    if len(groups):
+        st.markdown("#### Retry groups")
+        show_table(groups)
+    st.markdown("#### Build notes")
+    show_table(vv.notes_frame(build))
+    st.markdown("#### Metrics (as `tokencap build` reports them)")
+    show_table(vv.metrics_frame(result))
+
+
+# --------------------------------------------------------------------------- compare tab
+
+
+def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.RolloutRef,
+                     refs: list[src.RolloutRef], by_key: dict[str, src.LoadedSource], view_of: ViewOf) -> None:
+    mode_key = f"cmp_mode:{rk}"
+    modes = ["Two anchors of this rollout", "Two captures of this rollout"]
+    if STATE.get(mode_key) not in modes:
+        STATE[mode_key] = modes[0]
+    st.radio("Compare", modes, key=mode_key, horizontal=True, label_visibility="collapsed")
+    if STATE[mode_key] == modes[0]:
+        options = [""] + base.anchor_options()  # "": no anchor (None would show as an empty picker)
+        key_a, key_b = f"cmp_a:{rk}", f"cmp_b:{rk}"
+        default_a, default_b = rp.default_anchor_pair(base, view.anchor)
+        if STATE.get(key_a) not in options:
+            STATE[key_a] = default_a or ""
+        if STATE.get(key_b) not in options:
+            STATE[key_b] = default_b or ""
+        label = lambda cid: cid or "no anchor (default chain)"  # noqa: E731
+        left, right = st.columns(2)
+        left.selectbox("A: anchored on", options, key=key_a, format_func=label)
+        right.selectbox("B: anchored on", options, key=key_b, format_func=label)
+        anchor_a, anchor_b = STATE[key_a] or None, STATE[key_b] or None
+        ls = by_key[ref.source_key]
+        va = view_of(ls, ref.index, anchor_a)
+        vb = view_of(ls, ref.index, anchor_b)
+        name_a = f"A (anchored on {anchor_a})" if anchor_a else "A (no anchor)"
+        name_b = f"B (anchored on {anchor_b})" if anchor_b else "B (no anchor)"
+    else:
+        others = rp.other_captures(refs, ref, also=STATE.get(f"cmp_pinned:{rk}"))
+        if not others:
+            st.info(f"Only one capture of {md_escape(ref.rollout_id)} is loaded. Upload another (a later snapshot "
+                    "version, or the same rollout from another store) in the sidebar, next to this one, to compare "
+                    "the two.", icon=":material/compare:")
+            return
+        by_ref = {r.key: r for r in others}
+        other_key = f"cmp_other:{rk}"
+        if STATE.get(other_key) not in by_ref:
+            STATE[other_key] = others[0].key
+
+        def describe(key: str) -> str:
+            r = by_ref[key]
+            snap = by_key[r.source_key].snapshots[r.index]
+            return f"{r.source_name} · snapshot {snap.snapshot_id or '—'} · version {snap.version}"
+
+        st.selectbox("B: the other capture", list(by_ref), key=other_key, format_func=describe)
+        other = by_ref[STATE[other_key]]
+        va = base
+        vb = view_of(by_key[other.source_key], other.index, None)
+        name_a = f"A ({ref.source_name} v{base.snapshot.version})"
+        name_b = f"B ({other.source_name} v{vb.snapshot.version})"
+    cmp = df.compare(va, vb, name_a, name_b)
+    st.markdown("**What changes from A to B**")
+    if cmp.changes:
+        st.markdown("\n".join(f"- {md_escape(c)}" for c in cmp.changes))
+    else:
+        st.caption("Nothing: the two builds give the same verdict, status, metrics and delivered calls.")
+    seq = cmp.sequence
+    if seq is not None:
+        st.markdown("**The delivered token sequences**")
+        st.caption(md_escape(seq.summary("A", "B")))
+        if not seq.identical:
+            tokenizer, _ = sidebar_tokenizer_state()
+            decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+            st.plotly_chart(df.sequence_figure(seq, name_a, name_b, decode), config=PLOTLY_CONFIG, width="stretch",
+                            key=f"cmp_seq:{rk}")
+    st.markdown("**Side by side** (✱: differs)")
+    show_table(cmp.table)
+    if cmp.calls_only_a or cmp.calls_only_b:
+        st.caption(f"Delivered calls: {cmp.calls_common:,} in common from the start; then A delivers "
+                   f"{len(cmp.calls_only_a):,} and B {len(cmp.calls_only_b):,} of its own.")
+        left, right = st.columns(2)
+        left.text("only A: " + (", ".join(cmp.calls_only_a[:50]) or "—") + (" …" if len(cmp.calls_only_a) > 50 else ""))
+        right.text("only B: " + (", ".join(cmp.calls_only_b[:50]) or "—") + (" …" if len(cmp.calls_only_b) > 50 else ""))

@@ -1,0 +1,217 @@
+"""The Rollout page's Call tree tab: the tree (a long rollout's overview too), search, and the selected call's detail.
+
+A helper of ``app_pages/rollout.py`` (not a page): layout and session state only; the
+layout, labels and every fact come from `tokencap.views` (`tree`, `detail`, `linkproof`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app_pages.rollout_common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state
+from tokencap.views import detail as dv
+from tokencap.views import linkproof as lp
+from tokencap.views import mask as mv
+from tokencap.views import rollout_page as rp
+from tokencap.views import tree as tv
+from tokencap.views.model import RolloutView
+from tokencap.views.text import fmt_int, md_escape
+from tokencap.views.words import TERMS
+
+STATE = st.session_state
+
+
+def _select(rk: str, key: str) -> None:
+    """Select a node (from any control): the detail follows and is scrolled into view."""
+    STATE["selected"][rk] = key
+    STATE["scroll_detail"] = True
+
+
+def _remember_tree_click(chart_key: str, rk: str) -> None:
+    state = STATE.get(chart_key)
+    selection = state.get("selection") if state is not None else None
+    key = tv.key_from_selection(selection)
+    if key is not None:
+        _select(rk, key)
+
+
+def _remember_overview(chart_key: str, rk: str, window_key: str, model: tv.TreeModel) -> None:
+    """The overview: a box chooses the depths to zoom into; a click goes to that node."""
+    state = STATE.get(chart_key)
+    selection = state.get("selection") if state is not None else None
+    if selection is None:
+        return
+    window = tv.window_from_selection(model, selection)
+    if window is not None:
+        STATE[window_key] = window
+        return
+    key = tv.key_from_selection(selection)
+    if key is not None:
+        _select(rk, key)
+        STATE[window_key] = tv.window_around(model, key, tv.DETAIL_SPAN)
+
+
+def _remember_row(table_key: str, rk: str, frame: Any) -> None:
+    state = STATE.get(table_key)
+    rows = state.get("selection", {}).get("rows", []) if state is not None else []
+    if rows:
+        _select(rk, frame["key"].iloc[rows[0]])
+
+
+def _remember_pick(pick_key: str, rk: str) -> None:
+    value = STATE.get(pick_key)
+    if value:
+        _select(rk, value)
+
+
+def _find(find_key: str, rk: str, model: tv.TreeModel) -> None:
+    matches = tv.search(model, STATE.get(find_key) or "")
+    STATE["find_matches"] = (STATE.get(find_key) or "", len(matches))
+    if matches:
+        _select(rk, matches[0])
+
+
+def show_tree_tab(view: RolloutView, rk: str) -> None:
+    model = tv.tree_of(view)
+    if not len(model):
+        st.info("No calls to show.")
+        return
+    selected = rp.selected_node(view, STATE["selected"].get(rk))
+    STATE["selected"][rk] = selected
+    chart_key = f"tree:{rk}:{view.anchor}"
+    lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
+    window = None
+    if tv.needs_overview(model):
+        # A long rollout: an overview of every node, and a zoomed detail of the depths in the
+        # window, which stays put across reruns and moves only to keep the selection in view.
+        window_key = f"tree_window:{rk}:{view.anchor}"
+        followed_key = f"tree_window_for:{rk}:{view.anchor}"
+        window = tv.follow_selection(model, selected, STATE.get(window_key), STATE.get(followed_key))
+        STATE[window_key], STATE[followed_key] = window, selected
+        overview_key = f"tree_overview:{rk}:{view.anchor}"
+        st.caption(f"{fmt_int(len(model))} nodes in {lanes}, depths 0–{fmt_int(model.max_depth)}. Overview (all "
+                   "nodes): click a dot to go there, or take the box tool (top right) and drag across depths to "
+                   f"zoom into them. Below: depths {window[0]:,}–{window[1]:,}; click a node to inspect it.")
+        st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
+                        on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
+                        selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
+    else:
+        st.caption(f"{fmt_int(len(model))} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
+                   "double-click to reset.")
+    st.plotly_chart(model.figure(selected, window=window, legend=window is None), key=chart_key,
+                    on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
+                    config=PLOTLY_CONFIG, width="stretch")
+    if window is not None:
+        slider_key = f"tree_window_w:{rk}:{view.anchor}"
+        STATE[slider_key] = window
+        st.slider("Depths shown in the zoomed view", 0, model.max_depth, key=slider_key,
+                  on_change=lambda: STATE.__setitem__(window_key, tuple(STATE[slider_key])))
+
+    find_col, pick_col = st.columns([1, 2], vertical_alignment="bottom")
+    with find_col:
+        find_key = f"find:{rk}"
+        st.text_input("Find a call by id", key=find_key, on_change=_find, args=(find_key, rk, model),
+                      placeholder="id or part of it", icon=":material/search:")
+    with pick_col:
+        pick_key = f"pick:{rk}"
+        if STATE.get(pick_key) != selected:
+            STATE[pick_key] = selected
+        st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
+                     on_change=_remember_pick, args=(pick_key, rk))
+    found = STATE.get("find_matches")
+    if found and found[0] == STATE.get(find_key):
+        query, count = found
+        st.caption(f"No call id contains “{md_escape(query)}”." if not count else
+                   f"{count} match{'es' if count != 1 else ''} for “{md_escape(query)}”; showing the first "
+                   "(exact, then prefix, then substring)." if count > 1 else f"Found “{md_escape(query)}”.")
+    with st.expander("What the marks mean"):
+        legend = tv.legend_frame()
+        st.dataframe(legend.style.apply(
+            lambda col: [f"background-color: {c}; color: {c}" for c in col] if col.name == "colour" else
+            [""] * len(col)), hide_index=True, width="stretch",
+            column_config={"colour": st.column_config.TextColumn(width="small")})
+    table_key = f"calls_table:{rk}:{view.anchor}"
+    with st.expander(f"All {fmt_int(len(model))} nodes as a table (select a row to inspect it)"):
+        frame = tv.nodes_frame(model, view)
+        st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
+                     column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
+                     _remember_row(table_key, rk, frame), selection_mode="single-row")
+    with st.container(key="detail"):
+        show_detail(view, selected)
+    if STATE.pop("scroll_detail", False):
+        scroll_to_detail()
+
+
+def scroll_to_detail() -> None:
+    """Bring the selected call's detail into view, unless its heading is already well on screen."""
+    STATE["scroll_nonce"] = STATE.get("scroll_nonce", 0) + 1
+    st.html(f"""<script>/* {STATE["scroll_nonce"]} */
+      (function () {{
+        const el = document.querySelector('.st-key-detail');
+        if (el) {{
+          const top = el.getBoundingClientRect().top;
+          if (top > window.innerHeight * 0.6 || top < 0) el.scrollIntoView({{block: 'start'}});
+        }}
+        // The page is where it will stay: what a pointer aims at now is what it will hit.
+        document.documentElement.dataset.detailScroll = "{STATE["scroll_nonce"]}";
+      }})();</script>""", unsafe_allow_javascript=True)
+
+
+def show_link(view: RolloutView, d: Any) -> None:
+    st.markdown("**Parent link**")
+    outcome(d.link_outcome, d.link_ok)
+    proof = lp.link_proof(view, d.ident)
+    if proof is not None:
+        st.caption(md_escape(proof.summary()))
+        tokenizer, _ = sidebar_tokenizer_state()
+        decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+        st.plotly_chart(lp.proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
+                        key=f"proof:{d.key}")
+        if decode is None:
+            st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
+    if d.link_checks is not None:
+        show_table(dv.short_digests(d.link_checks))
+        digests = dv.digest_lines(d.link_checks)
+        if digests:
+            st.caption("The digests in full: the parent's cumulative sequence (expected) and the same number of "
+                       "tokens at the start of this call's prompt (found).")
+            st.code(digests, language=None, wrap_lines=True)
+
+
+def show_detail(view: RolloutView, key: str) -> None:
+    d = dv.call_detail(view, key)
+    st.markdown(f"#### {md_escape(d.ident)} — {d.headline}")
+    for fact in d.facts:
+        st.caption(md_escape(fact))
+    if d.kind == tv.REFUSAL:
+        st.markdown("**Does it end the delivered chain?**")
+        outcome(d.link_outcome, None, warn=bool(d.link_ok))
+        if d.conditions is not None:
+            show_table(d.conditions)
+    elif d.link_outcome or d.link_checks is not None:
+        show_link(view, d)
+    side = d.group is not None or bool(d.twins)
+    left, right = st.columns([1, 1], gap="large") if side else (st.container(), st.container())
+    with left:
+        if d.fields is not None:
+            st.markdown("**Fields**")
+            show_table(d.fields)
+    with right:
+        if d.group is not None:
+            st.markdown("**Retry group** (same linked parent, same full prompt)")
+            st.caption(md_escape(d.group_text))
+            show_table(d.group)
+        if d.twins:
+            st.markdown(f"**Token-identical twins** ({TERMS['twin']})")
+            st.text(", ".join(d.twins))
+    if d.items:
+        st.markdown(f"**Output items** ({len(d.items)})")
+        for part in d.items:
+            tag = " · carries the tokens" if part.carries_tokens else ""
+            st.caption(md_escape(part.title + tag))
+            if part.kind == "text":
+                st.code(part.body, language=None, wrap_lines=True)
+            else:
+                st.json(part.body, expanded=2)
