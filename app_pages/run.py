@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -141,8 +140,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
         fps[path] = rs.fingerprint(path)
     fp = fps[path]
     st.sidebar.markdown("**Run**" if cli else "**Sample run**")
-    # Plain text, not st.code: a code block makes the browser load a 1.5 MB syntax highlighter first.
-    st.sidebar.text(path if cli else str(sample.relative_to(APP_DIR)))
+    st.sidebar.code(path if cli else str(sample.relative_to(APP_DIR)), language=None, wrap_lines=True)
     if fp.exists:
         st.sidebar.caption(f"{fp.files:,} file{'s' if fp.files != 1 else ''}, {fmt_bytes(fp.size)}")
     st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key="run_rescan",
@@ -463,23 +461,9 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
 # --------------------------------------------------------------------------- page
 
 
-def warm_up_browser() -> Any:
-    """A chart and a table drawn out of sight (a 1-px container) while the run loads; the caller
-    empties the slot before drawing the page. The browser fetches and compiles plotly's and the
-    grid's scripts (about 6 MB, loaded on first use) while the server reads or scans the run,
-    instead of after the page arrives: the largest part of a first render in a fresh browser."""
-    slot = st.empty()
-    with slot.container(height=1, border=False):
-        st.plotly_chart(rc.as_figure(rc.WARM_UP), config=rc.CONFIG, key="run_warm_up_chart")
-        st.dataframe(pd.DataFrame({"": [0]}), hide_index=True, key="run_warm_up_table")
-    return slot
-
-
 def main() -> None:
-    warming = warm_up_browser()
     origin, run = sidebar_origin()
     versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_uploads"])
-    warming.empty()
     if run.error or run.frame is None:
         st.markdown("## Run")
         title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))

@@ -147,19 +147,6 @@ def upload_run(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
 # --------------------------------------------------------------------------- the default page
 
 
-def test_the_page_draws_no_code_block_and_leaves_no_warm_up(monkeypatch, sample):
-    """The run's path is plain text: a code block would make a fresh browser load a 1.5 MB syntax
-    highlighter before the page. The out-of-sight chart and table drawn while the run loads (so
-    the browser fetches plotly's and the grid's scripts meanwhile) are gone once it is drawn."""
-    at = run_app(monkeypatch)
-    assert not at.code
-    assert str(SAMPLE_RUN.relative_to(REPO)) in [t.value for t in at.sidebar.text]
-    assert not [c for c in at.get("plotly_chart") if "run_warm_up" in c.proto.id]
-    assert [d.proto.id for d in at.dataframe if "run_warm_up" in d.proto.id] == []
-    assert len([d for d in at.dataframe if "run_table:" in d.proto.id]) == 1
-    assert len([c for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]) == 6
-
-
 def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     table, frame = sample
     at = run_app(monkeypatch)

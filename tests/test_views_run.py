@@ -337,13 +337,6 @@ def test_chart_keys_are_fixed_whatever_the_data(sample_frame, big):
     assert calls.keys[-1] == "513-1024" and calls.keys[:3] == ("0", "1", "2")
 
 
-def test_the_warm_up_figure_is_a_valid_one_bar_plotly_figure():
-    """The Run page draws it without validation (`as_figure`) while a run loads."""
-    fig = go.Figure(rc.WARM_UP)
-    assert len(fig.data) == 1 and fig.layout.height == 10
-    assert rc.as_figure(rc.WARM_UP).to_dict() == fig.to_dict()
-
-
 def test_figures_carry_their_filter_key_on_every_bar(sample_frame):
     keep = np.ones(len(sample_frame), dtype=bool)
     for dimension, make in rd.CHARTS:

@@ -189,16 +189,6 @@ def as_figure(spec: dict[str, Any]) -> go.Figure:
     return go.Figure(spec, _validate=False)
 
 
-WARM_UP: dict[str, Any] = {
-    "data": [{"type": "bar", "x": [0], "y": [0], "hoverinfo": "skip"}],
-    "layout": {"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0}, "showlegend": False,
-               "xaxis": {"visible": False}, "yaxis": {"visible": False}},
-}
-"""A one-bar figure the Run page draws out of sight while a run loads, then removes: the
-browser fetches and starts plotly's script (about 4.7 MB, the page's largest) while the
-server loads the run, not after the run's charts arrive."""
-
-
 def clicked(selection: Any) -> tuple[str, str] | None:
     """The ``(dimension, key)`` of the bar a Streamlit selection event clicked, or None.
 
@@ -215,4 +205,4 @@ def clicked(selection: Any) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["CONFIG", "HEIGHTS", "ROWS", "RUN_COLORS", "WARM_UP", "as_figure", "bar_figure", "clicked"]
+__all__ = ["CONFIG", "HEIGHTS", "ROWS", "RUN_COLORS", "as_figure", "bar_figure", "clicked"]
