@@ -46,15 +46,15 @@ from app_pages import rollout_export as export_tab
 from app_pages import rollout_tabs as tabs_part
 from app_pages import rollout_tree as tree_tab
 from app_pages.rollout_common import show_tiles, sidebar_tokenizer
-from tokencap.views import attribution as av
+from tokencap.views.rollout import attribution as av
 from tokencap.views import links
-from tokencap.views import rollout_page as rp
+from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
 from tokencap.views import sources as src
 from tokencap.views import style
-from tokencap.views import verdicts as vv
+from tokencap.views.rollout import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_bytes, md_escape
 

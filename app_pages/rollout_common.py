@@ -9,7 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from tokencap.views import mask as mv
+from tokencap.views.rollout import mask as mv
 from tokencap.views import sources as src
 from tokencap.views.text import md_escape, md_frame
 

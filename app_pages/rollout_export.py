@@ -1,7 +1,7 @@
 """The Rollout page's Export tab: the fixed trajectory's files, sized once, downloaded or written to disk.
 
 A helper of ``app_pages/rollout.py`` (not a page): layout and session state only; sizes,
-routes, file names and the bytes come from `tokencap.views.export`.
+routes, file names and the bytes come from `tokencap.views.rollout.export`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import streamlit as st
 
-from tokencap.views import attribution as av
-from tokencap.views import export as ev
-from tokencap.views import rollout_page as rp
-from tokencap.views import verdicts as vv
+from tokencap.views.rollout import attribution as av
+from tokencap.views.rollout import export as ev
+from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.rollout import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views import sources as src
 from tokencap.views.text import fmt_bytes, md_escape
@@ -111,7 +111,7 @@ def _progress(bar: Any, verb: str) -> Any:
 def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, command: str,
               shown: dict[str, bool]) -> None:
     """One export: a download (rendered now, or when asked with a progress bar) or, when too big for
-    the browser, a file written to disk with a progress bar. See `tokencap.views.export.route`."""
+    the browser, a file written to disk with a progress bar. See `tokencap.views.rollout.export.route`."""
     if not d.available:
         st.button(d.label, key=f"na:{pkey}", disabled=True, icon=":material/download:", width="stretch")
         st.caption(d.why_not)

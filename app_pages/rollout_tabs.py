@@ -11,13 +11,13 @@ from collections.abc import Callable
 import streamlit as st
 
 from app_pages.rollout_common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
-from tokencap.views import attribution as av
-from tokencap.views import diff as df
+from tokencap.views.rollout import attribution as av
+from tokencap.views.rollout import diff as df
 from tokencap.views import links
-from tokencap.views import mask as mv
-from tokencap.views import rollout_page as rp
+from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import rollout_page as rp
 from tokencap.views import sources as src
-from tokencap.views import verdicts as vv
+from tokencap.views.rollout import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import md_escape
 

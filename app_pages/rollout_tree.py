@@ -11,11 +11,11 @@ from typing import Any
 import streamlit as st
 
 from app_pages.rollout_common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state
-from tokencap.views import detail as dv
-from tokencap.views import linkproof as lp
-from tokencap.views import mask as mv
-from tokencap.views import rollout_page as rp
-from tokencap.views import tree as tv
+from tokencap.views.rollout import detail as dv
+from tokencap.views.rollout import linkproof as lp
+from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.rollout import tree as tv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_int, md_escape
 from tokencap.views.words import TERMS

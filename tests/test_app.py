@@ -214,7 +214,7 @@ def test_a_big_load_clears_the_previous_page_before_its_progress_box_opens(monke
     rollout's verdict is gone at once (the browser test watches it happen)."""
     from streamlit.delta_generator import DeltaGenerator
 
-    from tokencap.views import rollout_page
+    from tokencap.views.rollout import rollout_page
 
     events: list[tuple[str, tuple[int, ...]]] = []
     real_status, real_empty = DeltaGenerator.status, DeltaGenerator.empty
@@ -631,7 +631,7 @@ def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
 
 
 def test_the_exports_are_sized_once_per_rollout_and_anchor_with_progress(monkeypatch):
-    from tokencap.views import export as ev
+    from tokencap.views.rollout import export as ev
 
     sized: list[str] = []
     estimate = ev._response_estimate
@@ -652,7 +652,7 @@ def test_the_exports_are_sized_once_per_rollout_and_anchor_with_progress(monkeyp
 
 
 def test_a_bigger_export_is_prepared_with_progress_then_downloads_by_itself(monkeypatch, downloads, tmp_path):
-    from tokencap.views import export as ev
+    from tokencap.views.rollout import export as ev
 
     reporters: list[object] = []
     real = ev.render

@@ -27,7 +27,7 @@ from tokencap.run import scan_table
 from tokencap.run.discover import discover
 from tokencap.run.errors import DiscoveryError
 from tokencap.views import sources as src
-from tokencap.views.culprits import reason_lines
+from tokencap.views.rollout.culprits import reason_lines
 from tokencap.views.model import RolloutView
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,10 +13,10 @@ import pytest
 from synth_snapshots import Capture, kitchen_sink, long_linear
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
-from tokencap.views import detail as dv
+from tokencap.views.rollout import detail as dv
 from tokencap.views import sources as src
-from tokencap.views import tree as tv
-from tokencap.views import verdicts as vv
+from tokencap.views.rollout import tree as tv
+from tokencap.views.rollout import verdicts as vv
 from tokencap.views.text import fmt_fraction, html_text, md_escape, safe_file_stem
 
 REPO = Path(__file__).resolve().parent.parent

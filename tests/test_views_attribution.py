@@ -1,4 +1,4 @@
-"""`tokencap.views.attribution` and the attribution marks of the tree (no Streamlit)."""
+"""`tokencap.views.rollout.attribution` and the attribution marks of the tree (no Streamlit)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from tokencap import load_final_responses, load_snapshots
-from tokencap.views import attribution as av
-from tokencap.views import export as ev
+from tokencap.views.rollout import attribution as av
+from tokencap.views.rollout import export as ev
 from tokencap.views import sources as src
-from tokencap.views import tree as tv
+from tokencap.views.rollout import tree as tv
 from tokencap.views.model import RolloutView
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"

@@ -1,4 +1,4 @@
-"""Two builds of one rollout side by side (`tokencap.views.diff`)."""
+"""Two builds of one rollout side by side (`tokencap.views.rollout.diff`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from synth_snapshots import Capture
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
-from tokencap.views import diff as df
+from tokencap.views.rollout import diff as df
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -11,7 +11,7 @@ import pytest
 from synth_snapshots import cli_build, kitchen_sink
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
-from tokencap.views import export as ev
+from tokencap.views.rollout import export as ev
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -97,7 +97,7 @@ def test_model_is_the_bottom_and_page_assembly_the_top():
     assert graph["tokencap.views.model"] <= {"tokencap.views.text", "tokencap.views.style"}
     for leaf in ("text", "style", "words", "sources"):
         assert graph[f"tokencap.views.{leaf}"] == set(), leaf
-    importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout_page" in deps]
+    importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout.rollout_page" in deps]
     assert importers_of_page == []
 
 
@@ -113,6 +113,21 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
     users = sorted(m for m, deps in graph.items()
                    if not m.startswith("tokencap.views.run") and any(d.startswith("tokencap.views.run") for d in deps))
     assert users == []
+
+
+def test_the_rollout_page_parts_live_in_their_room_and_only_they_use_each_other():
+    graph = views_graph()
+    room = {m for m in graph if m.startswith("tokencap.views.rollout.")}
+    assert {"tokencap.views.rollout.tree", "tokencap.views.rollout.rollout_page"} <= room
+    # Shared view data and the Run page's room never reach into the Rollout page's parts.
+    users = sorted(m for m, deps in graph.items()
+                   if not m.startswith("tokencap.views.rollout") and any(d.startswith("tokencap.views.rollout")
+                                                                         for d in deps))
+    assert users == []
+    shared = {f"tokencap.views.{name}" for name in ("text", "style", "words", "sources", "model", "links")}
+    for module in room:
+        outside = {d for d in graph[module] if not d.startswith("tokencap.views.rollout")}
+        assert outside <= shared, (module, outside - shared)
 
 
 def test_nothing_under_tokencap_imports_streamlit():

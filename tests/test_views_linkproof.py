@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from synth_snapshots import kitchen_sink
 from tokencap import TokenEntry, load_snapshots
 from tokencap.views import RolloutView
-from tokencap.views import detail as dv
-from tokencap.views import linkproof as lp
+from tokencap.views.rollout import detail as dv
+from tokencap.views.rollout import linkproof as lp
 from tokencap.views.text import md_frame
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokencap.views import links
-from tokencap.views import rollout_page as rp
+from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.sources import RolloutRef
 
 ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)

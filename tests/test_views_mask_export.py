@@ -16,8 +16,8 @@ from tokencap.export import results_bytes
 from tokencap.lossmask import GENERATED, INTERSTITIAL, PROMPT
 from tokencap.rollout import build_rollout
 from tokencap.views import RolloutView
-from tokencap.views import export as ev
-from tokencap.views import mask as mv
+from tokencap.views.rollout import export as ev
+from tokencap.views.rollout import mask as mv
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

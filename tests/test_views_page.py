@@ -1,4 +1,4 @@
-"""Page-level decisions of the Rollout page (`tokencap.views.rollout_page`), without Streamlit."""
+"""Page-level decisions of the Rollout page (`tokencap.views.rollout.rollout_page`), without Streamlit."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
-from tokencap.views import rollout_page as rp
-from tokencap.views import tree as tv
+from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.rollout import tree as tv
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import links
+from .. import links
 from .culprits import first_culprit
-from .model import RolloutView
-from .sources import RolloutRef
-from .text import fmt_bytes
+from ..model import RolloutView
+from ..sources import RolloutRef
+from ..text import fmt_bytes
 from .tree import tree_of
 
 TABS = ("Call tree", "Loss mask", "Verdicts", "Export", "Compare")

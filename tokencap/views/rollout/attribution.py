@@ -22,10 +22,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..attribution import AMBIGUOUS, ATTRIBUTED, GIVEN, UNATTRIBUTED
-from ..loading import FinalResponses, load_final_responses
-from ..rollout import RolloutResult
-from .model import RolloutView
+from ...attribution import AMBIGUOUS, ATTRIBUTED, GIVEN, UNATTRIBUTED
+from ...loading import FinalResponses, load_final_responses
+from ...rollout import RolloutResult
+from ..model import RolloutView
 from .verdicts import anchor_effect
 
 FINAL_RESPONSE_TYPES = ("json", "jsonl")

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from ..digest import compute_digest, digest_of_parts
-from ..records import TokenEntry
-from . import style
-from .model import RolloutView
-from .text import html_text
+from ...digest import compute_digest, digest_of_parts
+from ...records import TokenEntry
+from .. import style
+from ..model import RolloutView
+from ..text import html_text
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10

@@ -16,12 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..builder import RULE_UNRESOLVED, BuildOutput
-from ..rollout import MASK_REASON_TEXT, RolloutResult
+from ...builder import RULE_UNRESOLVED, BuildOutput
+from ...rollout import MASK_REASON_TEXT, RolloutResult
 from .culprits import ReasonLine, culprits_of
-from .model import RolloutView
-from .text import fmt_fraction, fmt_int
-from .words import NOTE_TEXT, RULE_TEXT, TERMS
+from ..model import RolloutView
+from ..text import fmt_fraction, fmt_int
+from ..words import NOTE_TEXT, RULE_TEXT, TERMS
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..builder import Chain
-from ..lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
-from . import style
-from .text import fmt_int, html_text
-from .words import TERMS
+from ...builder import Chain
+from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
+from .. import style
+from ..text import fmt_int, html_text
+from ..words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)
 DEFAULT_WINDOW = 2048

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..builder import (
+from ...builder import (
     DELTA_UNRECONSTRUCTABLE,
     DUPLICATE_CONFLICT,
     ENTRY_DIGEST_MISMATCH,
@@ -29,13 +29,13 @@ from ..builder import (
     PARENT_MISSING_RECOVERED,
     RetryGroup,
 )
-from ..digest import compute_digest, digest_of_parts
-from ..records import TokenEntry
-from ..verdicts import twins_of
-from .model import CALL, GHOST, REFUSAL, RolloutView, split_key
-from .text import fmt_time, shorten
+from ...digest import compute_digest, digest_of_parts
+from ...records import TokenEntry
+from ...verdicts import twins_of
+from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
+from ..text import fmt_time, shorten
 from .verdicts import conditions_frame
-from .words import NOTE_TEXT, RULE_TEXT
+from ..words import NOTE_TEXT, RULE_TEXT
 
 @dataclass
 class ItemPart:

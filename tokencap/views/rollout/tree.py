@@ -30,17 +30,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..builder import (
+from ...builder import (
     MISSING_RESOLUTION,
     PARENT_DIGEST_MISMATCH,
     PARENT_MISSING,
     PARENT_MISSING_RECOVERED,
     PARENT_UNRESOLVED,
 )
-from ..records import ParentResolutionStatus
-from . import style
-from .model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
-from .text import fmt_int, html_text
+from ...records import ParentResolutionStatus
+from .. import style
+from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
+from ..text import fmt_int, html_text
 
 WEBGL_THRESHOLD = 1000
 

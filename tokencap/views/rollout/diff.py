@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from . import style
+from .. import style
 from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, agreement_runs, cell_labels, leading_agreement
-from .model import RolloutView
-from .text import fmt_int, html_text
+from ..model import RolloutView
+from ..text import fmt_int, html_text
 from .verdicts import banner_of, verdict_changes
 
 WINDOW_BEFORE = 6

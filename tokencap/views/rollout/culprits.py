@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..builder import (
+from ...builder import (
     DELTA_UNRECONSTRUCTABLE,
     ENTRY_DIGEST_MISMATCH,
     MISSING_RESOLUTION,
@@ -24,9 +24,9 @@ from ..builder import (
     PARENT_UNRESOLVED,
     RULE_UNRESOLVED,
 )
-from ..loading.store import WITHOUT_SIBLINGS
-from ..rollout import MASK_REASON_TEXT
-from .model import CALL, GHOST, RolloutView, node_key
+from ...loading.store import WITHOUT_SIBLINGS
+from ...rollout import MASK_REASON_TEXT
+from ..model import CALL, GHOST, RolloutView, node_key
 
 
 @dataclass(frozen=True)
