@@ -487,8 +487,8 @@ def test_cli_diff_a_broken_records_path_is_blamed_on_the_records_file_not_the_ru
     assert error.startswith(f"tokencap: error: --final-responses-a: {long_name}: cannot be read (File name too long)")
     assert " vs " not in error
     assert main(["diff", run, run, "--final-responses-b", str(tmp_path)]) == 2
-    assert _one_error(capsys) == (f"tokencap: error: --final-responses-b: {tmp_path}: is a directory; "
-                                  "--final-responses-b takes a rollout records file (JSON or JSONL)")
+    assert _one_error(capsys) == (f"tokencap: error: --final-responses-b: {tmp_path}: is a directory, not a "
+                                  "regular file; --final-responses-b takes a rollout records file (JSON or JSONL)")
     deep = tmp_path / "deep.jsonl"
     deep.write_text('{"rollout_id": "x", "response": {"output": ' + "[" * 5000 + "]" * 5000 + "}}\n")
     assert main(["diff", run, str(a), "--final-responses-a", str(deep)]) == 2

@@ -24,6 +24,7 @@ from typing import Any
 from .export import OutputPathError, check_output_path
 from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
+from .loading.files import kind_of
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -413,10 +414,9 @@ def _diff_records(args: argparse.Namespace, side: str) -> FinalResponses | None:
         raise _UsageError(f"{flag}: {path}: no such file") from None
     except OSError as exc:
         raise _UsageError(f"{flag}: {path}: cannot be read ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(mode):
-        raise _UsageError(f"{flag}: {path}: is a directory; {flag} takes a rollout records file (JSON or JSONL)")
-    if not stat.S_ISREG(mode):
-        raise _UsageError(f"{flag}: {path}: not a regular file (a pipe or device is never read)")
+    if not stat.S_ISREG(mode):  # a FIFO would block the read, a device never end
+        raise _UsageError(f"{flag}: {path}: is {kind_of(mode)}, not a regular file; {flag} takes a rollout "
+                          "records file (JSON or JSONL)")
     try:
         return load_final_responses(path)
     except LoadError as exc:
