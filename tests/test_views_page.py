@@ -206,3 +206,41 @@ def test_the_sidebar_names_the_final_responses_in_use():
 def _final_response(name: str) -> dict:
     finals = load_final_responses(SAMPLES / "final_responses" / f"{name}.json")
     return finals.for_rollout(load_snapshots(SAMPLES / f"{name}.json")[0].rollout_id, single_rollout=True)
+
+
+def test_the_call_tree_captions_say_its_size_and_how_to_move_around():
+    model = tv.tree_of(sample_view("clean_multiturn_tools.json"))
+    n = len(model)
+    lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
+    assert tv.tree_caption(model, None) == (f"{n} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
+                                            "double-click to reset.")
+    zoomed = tv.tree_caption(model, (2, 1_500))
+    assert zoomed.startswith(f"{n} nodes in {lanes}, depths 0–{model.max_depth}. Overview (all nodes)")
+    assert zoomed.endswith("Below: depths 2–1,500; click a node to inspect it.")
+    assert tv.search_caption("c*1", 0) == "No call id contains “c\\*1”."
+    assert tv.search_caption("c1", 1) == "Found “c1”."
+    assert tv.search_caption("c1", 3) == "3 matches for “c1”; showing the first (exact, then prefix, then substring)."
+
+
+def test_the_export_tabs_anchor_picker_names_each_calls_place():
+    base = sample_view("final_retry_unresolved.json")
+    roles = base.roles
+    some = next(cid for cid in base.anchor_options() if cid in roles)
+    assert rp.anchor_option_label(base, some) == f"{some} · {roles[some].replace('_', ' ')}"
+    assert rp.anchor_option_label(base, None) == av.none_anchor_label(base.result)
+    empty = sample_view("empty_generation_parent_recovered.json")
+    assert "call-0002" in empty.anchor_options() and "call-0002" not in empty.roles
+    assert rp.anchor_option_label(empty, "call-0002") == "call-0002 · empty generation"
+    assert rp.anchor_option_label(base, "never-seen") == "never-seen · not chained"
+
+
+def test_the_export_tab_repeats_the_verdict_and_counts_anchored_rollouts():
+    trainable = vv.banner_of(sample_view("clean_multiturn_tools.json"))
+    assert rp.export_verdict_markdown(trainable) == f"**{trainable.headline}** · status " \
+                                                    f"{md_escape(trainable.status_line)}"
+    masked = vv.banner_of(sample_view("stale_parent_link.json"))
+    text = rp.export_verdict_markdown(masked)
+    assert text.split("\n\n")[1].splitlines() == [f"- **{code}** — {words}" for code, words in masked.reasons]
+    views = [sample_view("clean_multiturn_tools.json"), sample_view("final_retry_unresolved.json", anchor="call-0004")]
+    assert rp.every_rollout_caption(views) == "2 rollouts, one build result per line; 1 with the anchor chosen here."
+    assert rp.every_rollout_caption(views[:1]) == "1 rollout, one build result per line."

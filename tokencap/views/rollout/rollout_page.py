@@ -21,6 +21,7 @@ from ..model import RolloutView
 from ..sources import RolloutRef, Scenario
 from ..text import fmt_bytes, md_escape
 from .tree import tree_of
+from .attribution import none_anchor_label
 from .verdicts import Banner, verdict_label
 
 TABS = ("Call tree", "Loss mask", "Verdicts", "Export", "Compare")
@@ -320,3 +321,33 @@ def triage_position(where: str, filtered: bool) -> str:
     """Where the rollout sits in the Run page's table it was opened from (Markdown; ``where`` is
     `RunOrder.where`'s numbers and words, never capture text)."""
     return f"Rollout **{where}** {'in this filter' if filtered else 'in the run'}"
+
+
+# --------------------------------------------------------------------------- the Export tab
+
+
+def anchor_option_label(base: RolloutView, call_id: str | None) -> str:
+    """An entry of the Export tab's anchor picker: the call and its place in the unanchored build
+    (main, branch, quarantined, after terminal; an empty generation; else not chained), or what
+    "no manual anchor" means for this rollout."""
+    if call_id is None:
+        return none_anchor_label(base.result)
+    empty = bool(base.build) and call_id in base.build.notes.empty_generation_calls
+    role = base.roles.get(call_id) or ("empty generation" if empty else "not chained")
+    return f"{call_id} · {role.replace('_', ' ')}"
+
+
+def export_verdict_markdown(banner: Banner) -> str:
+    """The verdict the Export tab repeats above the downloads (Markdown), with each mask reason."""
+    head = f"**{banner.headline}** · status {md_escape(banner.status_line)}"
+    if banner.trainable:
+        return head
+    reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
+    return f"{head}\n\n{reasons}"
+
+
+def every_rollout_caption(views: Sequence[RolloutView]) -> str:
+    """What the "every loaded rollout" download holds."""
+    anchored = sum(1 for v in views if v.anchor is not None)
+    return (f"{len(views)} rollout{'s' if len(views) != 1 else ''}, one build result per line"
+            + (f"; {anchored} with the anchor chosen here" if anchored else "") + ".")
