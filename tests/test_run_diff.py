@@ -498,3 +498,6 @@ def test_cli_diff_a_broken_records_path_is_blamed_on_the_records_file_not_the_ru
     assert _one_error(capsys) == f"tokencap: error: --final-responses-b: {tmp_path / 'missing.jsonl'}: no such file"
     assert main(["diff", str(long_name)[:-6], str(a)]) == 2  # a run path the system refuses names its side
     assert _one_error(capsys).endswith("(File name too long) (run A)")
+    old = _write(B, tmp_path / "old_diff.parquet")
+    assert main(["diff", str(a), str(long_name)[:-6], "-o", str(old)]) == 2  # also beside an -o that exists
+    assert _one_error(capsys).endswith("(File name too long) (run B)")

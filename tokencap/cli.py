@@ -474,8 +474,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     if args.ray_address and args.engine != "ray":
         raise _UsageError("--ray-address needs --engine ray")
+    tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
     _check_diff_output(args)
-    tables = {side: _diff_is_table(args, side) for side in ("a", "b")}
     records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
     a, b = (_diff_side(args, side, tables[side], records[side]) for side in ("a", "b"))
     diff = diff_tables(a, b, args.join, names=(args.a, args.b))
