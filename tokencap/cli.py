@@ -13,6 +13,7 @@ import argparse
 import itertools
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from typing import Any
 from .export import OutputPathError, check_output_path
 from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
+from .loading.files import kind_of
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -381,22 +383,64 @@ def _is_parquet(path: Path) -> bool:
         return handle.read(4) == b"PAR1"
 
 
-def _diff_side(args: argparse.Namespace, side: str) -> Any:
-    """Run A or B as a scan table: read, or scanned as `tokencap scan` would."""
-    from .run import RunSummary, read_scan, scan_table
+def _diff_is_table(args: argparse.Namespace, side: str) -> bool:
+    """Check run A or B (``side``) exists; True when it is a scan table, False for a run to scan. Every
+    error names the side, so a person comparing two runs knows which one to fix."""
+    source: str = getattr(args, side)
+    name = side.upper()
+    try:
+        exists = Path(source).exists()
+        table = exists and _is_parquet(Path(source))
+    except OSError as exc:  # a name too long, a directory that cannot be searched
+        raise _UsageError(f"{source}: cannot be read ({exc.strerror or exc}) (run {name})") from None
+    if not exists:
+        raise _UsageError(f"{source}: no such file or directory (run {name})")
+    if table and getattr(args, f"final_responses_{side}"):
+        raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
+                          f"--final-responses-{side} applies only to a run directory")
+    return table
+
+
+def _diff_records(args: argparse.Namespace, side: str) -> FinalResponses | None:
+    """The rollout records of run A or B (``--final-responses-a``/``-b``), read before either run is
+    scanned; any problem with them is blamed on the flag and the file, never on the run."""
+    path: str | None = getattr(args, f"final_responses_{side}")
+    if not path:
+        return None
+    flag = f"--final-responses-{side}"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise _UsageError(f"{flag}: {path}: no such file") from None
+    except OSError as exc:
+        raise _UsageError(f"{flag}: {path}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the read, a device never end
+        raise _UsageError(f"{flag}: {path}: is {kind_of(mode)}, not a regular file; {flag} takes a rollout "
+                          "records file (JSON or JSONL)")
+    try:
+        return load_final_responses(path)
+    except LoadError as exc:
+        raise LoadError(f"{flag}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise _UsageError(f"{flag}: {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    except RecursionError:
+        raise _UsageError(f"{flag}: {path}: JSON nested too deeply to read; rollout records are a few "
+                          "levels deep") from None
+
+
+def _diff_side(args: argparse.Namespace, side: str, table: bool, finals: FinalResponses | None) -> Any:
+    """Run A or B as a scan table: read, or scanned as `tokencap scan` would (with its records read already)."""
+    from .run import DiffTableGiven, RunSummary, read_scan, scan_table
 
     source: str = getattr(args, side)
-    finals: str | None = getattr(args, f"final_responses_{side}")
     name = side.upper()
-    if not Path(source).exists():
-        raise _UsageError(f"{source}: no such file or directory (run {name})")
-    if finals and not Path(finals).is_file():
-        raise _UsageError(f"{finals}: no such file (--final-responses-{side})")
-    if _is_parquet(Path(source)):
-        if finals:
-            raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
-                              f"--final-responses-{side} applies only to a run directory")
-        return read_scan(source)
+    if table:
+        try:
+            return read_scan(source)
+        except DiffTableGiven:
+            raise DiffError(f"{source}: is a diff table (what `tokencap diff -o` writes, one row per joined "
+                            "rollout), not a scan table; A and B take scan tables (`tokencap scan RUN -o "
+                            "TABLE.parquet`) or run directories") from None
     tables = []
 
     def work(progress: Any) -> Any:
@@ -405,7 +449,10 @@ def _diff_side(args: argparse.Namespace, side: str) -> Any:
                                  final_responses=finals, progress=progress, summary=summary))
         return summary
 
-    _with_progress(f"scan {name}", work, args.output, f"{name}: ")
+    try:
+        _with_progress(f"scan {name}", work, args.output, f"{name}: ")
+    except (DiscoveryError, LoadError) as exc:  # an empty run, a source that cannot be scanned
+        raise DiscoveryError(f"{exc} (run {name})") from None
     return tables[0]
 
 
@@ -427,8 +474,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     if args.ray_address and args.engine != "ray":
         raise _UsageError("--ray-address needs --engine ray")
+    tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
     _check_diff_output(args)
-    a, b = _diff_side(args, "a"), _diff_side(args, "b")
+    records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
+    a, b = (_diff_side(args, side, tables[side], records[side]) for side in ("a", "b"))
     diff = diff_tables(a, b, args.join, names=(args.a, args.b))
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
