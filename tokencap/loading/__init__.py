@@ -18,7 +18,8 @@ from ..records import RecordError, TokenCaptureSnapshot
 from .final_responses import FinalResponses, load_final_responses
 from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable,
                     read_descriptor, zip_source)
-from .store import ENTRIES_SUFFIX, iter_store, sibling_alone_message, store_file, store_rollout_source
+from .store import (ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file,
+                    store_rollout_source)
 from .text import LoadError, load_text
 from .wire import TOO_DEEP
 
@@ -75,7 +76,7 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
                         "(snapshot JSON, entries JSONL, a zip) and capture-store directories")
     lone = _lone_store_file(path, label)
     if lone is not None:
-        return iter_store(lone, rollout_id)
+        return lone
     fd = open_regular(path, label)
     try:
         magic = pread(fd, len(ZIP_MAGIC), 0)
@@ -87,9 +88,10 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
     return _from_buffer(data, label, path, rollout_id)
 
 
-def _lone_store_file(path: Path, label: str) -> DirectorySource | None:
+def _lone_store_file(path: Path, label: str) -> list[TokenCaptureSnapshot] | None:
     """The store rollout a records file ``R.tokens.jsonl`` belongs to, read from its directory
     with every sibling exactly as loading the directory would; None for any other file.
+    Errors raise as for any single file, naming the path as given (`load_store_file`).
 
     Read alone, the records file would hide the siblings that say a capture is incomplete
     (``R.tokens.incomplete``, ``.intents``, ``.state.json``) or that a refusal ended it. A
@@ -105,10 +107,15 @@ def _lone_store_file(path: Path, label: str) -> DirectorySource | None:
     if printable(rollout_id) != rollout_id:
         raise LoadError(f"{label}: the file name is not valid UTF-8, so it cannot name a rollout; rename the "
                         "store's files to the rollout id")
-    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    linked = path.is_symlink()
+    real = Path(os.path.realpath(path)) if linked else path
     if store_file(real.name) != found:
         return None
-    return store_rollout_source(real.parent, rollout_id)
+    source = store_rollout_source(real.parent, rollout_id)
+    siblings = real.parent if linked else Path(label).parent
+    shown = {name: printable(str(siblings / name)) for name in source.names}
+    shown[path.name] = label
+    return load_store_file(source, shown)
 
 
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
@@ -120,7 +127,8 @@ def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
         # A store file's bytes without its directory (an upload): its siblings cannot be read.
         if found[1] != ENTRIES_SUFFIX:
             raise LoadError(sibling_alone_message(name, found[0], found[1]))  # type: ignore[arg-type]
-        return iter_store(MemorySource(name, os.path.basename(name), data), rollout_id)  # type: ignore[arg-type]
+        base = os.path.basename(name)  # type: ignore[arg-type]
+        return load_store_file(MemorySource(name, base, data), {base: name})  # type: ignore[arg-type]
     try:
         return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where
