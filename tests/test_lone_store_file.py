@@ -101,7 +101,7 @@ def test_a_link_to_another_file_under_a_store_name_is_masked(tmp_path: Path) -> 
     (tmp_path / "plain.jsonl").write_bytes(jsonl_bytes(conv.records))
     (tmp_path / "r1.tokens.jsonl").symlink_to(tmp_path / "plain.jsonl")
     (snap,) = load_snapshots(tmp_path / "r1.tokens.jsonl")
-    assert snap.incomplete and "whole store directory" in snap.source_notes[-1]
+    assert snap.incomplete and "Give the store directory, or a zip of it" in snap.source_notes[-1]
 
 
 def test_a_sibling_that_is_not_a_regular_file_stops_the_lone_file_with_the_directory_message(tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ def test_records_bytes_without_their_directory_are_masked_with_a_note(rid: str) 
     result = build_rollout(snap)
     assert snap.incomplete and "capture_incomplete" in result.mask_reasons
     note = snap.source_notes[-1]
-    assert note.startswith(f"{rid}.tokens.jsonl was read without") and "whole store directory, or a zip" in note
+    assert note.startswith(f"{rid}.tokens.jsonl was read without") and note.endswith("store directory, or a zip of it")
 
 
 def test_an_upload_named_with_a_path_is_judged_by_its_base_name() -> None:
@@ -249,7 +249,7 @@ def test_an_uploaded_records_file_is_masked_in_the_app() -> None:
     data = (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()
     loaded = src.load_source(src.source_from_bytes(f"{INCOMPLETE}.tokens.jsonl", data))
     assert loaded.ok and loaded.snapshots[0].incomplete
-    assert "whole store directory" in loaded.snapshots[0].source_notes[-1]
+    assert "Give the store directory" in loaded.snapshots[0].source_notes[-1]
 
 
 def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> None:
@@ -339,3 +339,64 @@ def test_the_app_shows_the_error_of_a_lone_records_file_and_of_its_upload(tmp_pa
         loaded = src.load_source(source)
         assert not loaded.ok and not loaded.snapshots
         assert f"line 2: call 'call-0002': {BAD_FIELD}" in loaded.error
+
+
+# --- a zip holding a rollout's records but none of its completeness files (decided: masked) ---
+
+
+def records_only_store(tmp_path: Path) -> Path:
+    """A store directory where one rollout has all its files and one has its records only."""
+    store = tmp_path / "store"
+    store.mkdir()
+    for name in os.listdir(RUN):
+        if name.startswith(REFUSED) or name == f"{INCOMPLETE}.tokens.jsonl":
+            shutil.copy(RUN / name, store / name)
+    return store
+
+
+def test_a_records_only_rollout_is_complete_in_a_directory_and_masked_in_a_zip_of_it(tmp_path: Path) -> None:
+    store = records_only_store(tmp_path)
+    data = zip_bytes({name: (store / name).read_bytes() for name in os.listdir(store)})
+    in_directory = {s.rollout_id: s for s in load_snapshots(store)}
+    in_zip = {s.rollout_id: s for s in load_snapshots(data, name="store.zip")}
+    assert not in_directory[INCOMPLETE].incomplete  # SPEC 3.3: nothing in the directory says incomplete
+    assert in_zip[INCOMPLETE].incomplete  # the zip may have left the files that say so behind
+    (note,) = in_zip[INCOMPLETE].source_notes
+    assert note.startswith(f"store.zip: {INCOMPLETE}.tokens.jsonl was read without the other capture-store files")
+    assert "left out when zipping" in note and "in a directory read as complete" in note
+    assert note.endswith("Open the store directory, or zip it with those files")
+    # A rollout zipped with its files is read as in the directory.
+    zipped, listed = in_zip[REFUSED], in_directory[REFUSED]
+    assert (zipped.incomplete, zipped.source_notes) == (listed.incomplete, listed.source_notes)
+    assert json.dumps(build_rollout(zipped).summary()) == json.dumps(build_rollout(listed).summary())
+
+
+def test_every_command_says_why_a_zipped_records_file_is_masked(tmp_path: Path, capsys) -> None:
+    store = records_only_store(tmp_path)
+    (store / f"{REFUSED}.tokens.jsonl").unlink()
+    for name in os.listdir(store):
+        if name.startswith(REFUSED):
+            (store / name).unlink()
+    archive = tmp_path / "one.zip"
+    archive.write_bytes(zip_bytes({f"run/{INCOMPLETE}.tokens.jsonl": (store / f"{INCOMPLETE}.tokens.jsonl").read_bytes()}))
+    assert main(["build", str(archive), "-o", str(tmp_path / "b.json")]) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["mask_reasons"][:1] == ["capture_incomplete"]
+    err = capsys.readouterr().err
+    assert f"tokencap: note: {archive}: {INCOMPLETE}.tokens.jsonl was read without" in err
+    assert main(["inspect", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "store files that would say so are missing" in out and "left out when zipping" in out
+    assert main(["scan", str(archive), "-o", str(tmp_path / "s.parquet"), "--workers", "1"]) == 0
+    (row,) = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert row["reason_capture_incomplete"] and "left out when zipping" in row["source_notes"][-1]
+    loaded = src.load_source(src.source_from_bytes("one.zip", archive.read_bytes()))
+    assert loaded.snapshots[0].incomplete and "left out when zipping" in loaded.snapshots[0].source_notes[-1]
+    assert main(["build", str(store)]) == 0
+    assert "note:" not in capsys.readouterr().err  # the directory: nothing left behind, nothing to say
+
+
+def test_inspect_lists_the_source_notes_of_each_rollout(capsys) -> None:
+    assert main(["inspect", str(UPSTREAM), "--rollout", "task4-rollout1-attempt0"]) == 0
+    out = capsys.readouterr().out
+    source = out.split("\nsource\n", 1)[1].split("\ncalls ", 1)[0].splitlines()
+    assert any("torn" in line for line in source) and any("dangling intent" in line for line in source)

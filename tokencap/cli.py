@@ -23,6 +23,7 @@ from typing import Any
 from .export import OutputPathError, check_output_path
 from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
+from .loading.store import WITHOUT_SIBLINGS
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -251,15 +252,17 @@ def _inputs(args: argparse.Namespace) -> Iterator[tuple[TokenCaptureSnapshot, di
 
 
 def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], terminal: str | None
-                ) -> Iterator[RolloutResult]:
+                ) -> Iterator[tuple[RolloutResult, list[str]]]:
+    """Each rollout built, with its snapshot's source notes (what the loader skipped or inferred)."""
     for n, (snapshot, final) in enumerate(inputs, 1):
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
         result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
+        source_notes = snapshot.source_notes
         del snapshot, final  # one rollout in memory at a time: neither is held while the next loads
         for note in result.notes:  # e.g. a terminal call id the rollout does not have
             _PROGRESS.done()
             print(f"tokencap: warning: {' '.join(note.split())}", file=sys.stderr)
-        yield result
+        yield result, source_notes
         del result
     _PROGRESS.done()
 
@@ -272,7 +275,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
     inputs = _inputs(args)
 
     def write(handle) -> None:
-        for result in _build_each(inputs, args.terminal_call_id):
+        for result, notes in _build_each(inputs, args.terminal_call_id):
+            for note in notes:
+                if WITHOUT_SIBLINGS in note:  # the one source note that masks a sample for a reason one can fix
+                    _PROGRESS.done()
+                    print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
             write_summary(handle, result)
             handle.write(b"\n")
             del result
@@ -290,7 +297,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from .report import render_text
 
     results = _build_each(_inputs(args), args.terminal_call_id)
-    sys.stdout.write("\n".join(render_text(r) for r in results))
+    sys.stdout.write("\n".join(render_text(r, notes) for r, notes in results))
     return EXIT_OK
 
 

@@ -226,10 +226,17 @@ WITHOUT_SIBLINGS = "was read without the other capture-store files"
 
 
 def _without_siblings_note(source: FileSource, name: str, rid: str) -> str:
-    held = name if os.path.basename(source.label) == name else f"{source.label}: {name}"
-    return (f"{held} {WITHOUT_SIBLINGS} of rollout {rid!r} (its {INTENTS_SUFFIX}, "
-            f"{STATE_SUFFIX}, {INCOMPLETE_SUFFIX}), so whether a call failed to capture cannot be known: masked "
-            "as capture_incomplete. Give the whole store directory, or a zip of it")
+    """Why a rollout of a zip or of bytes with a store name is masked though nothing says a call
+    failed: the files that would say so may have been left behind (DESIGN.md, "A store file is
+    never read without its siblings")."""
+    siblings = f"its {INTENTS_SUFFIX}, {STATE_SUFFIX}, {INCOMPLETE_SUFFIX}"
+    unknown = "Whether a call failed to capture cannot be known: masked as capture_incomplete"
+    if os.path.basename(source.label) == name:  # the file's bytes on their own (an upload)
+        return (f"{name} {WITHOUT_SIBLINGS} of rollout {rid!r} ({siblings}). {unknown}. Give the store "
+                "directory, or a zip of it")
+    return (f"{source.label}: {name} {WITHOUT_SIBLINGS} of rollout {rid!r}: the zip holds none of {siblings} (the "
+            f"store writes the first two for every rollout, so they were left out when zipping). {unknown}, though "
+            "the same files in a directory read as complete. Open the store directory, or zip it with those files")
 
 
 def error_message(exc: BaseException, name: str | None = None) -> str:
