@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -336,4 +337,41 @@ def test_stopping_tokencap_app_stops_its_server(signum: int, code: int, tmp_path
         if app.poll() is None:
             app.kill()
             app.wait()
+        log.close()
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie that nobody reaped counts: it holds no port)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_killing_tokencap_app_with_sigkill_stops_its_server(tmp_path: Path) -> None:
+    port = free_port()
+    log = (tmp_path / "app.log").open("wb")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "STREAMLIT_SERVER_HEADLESS": "true",
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    app = subprocess.Popen([sys.executable, "-m", "tokencap", "app", str(SAMPLE_RUN), "--port", str(port)],
+                           stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    servers: list[int] = []
+    try:
+        wait_until_serving(app, f"http://localhost:{port}", log)
+        servers = _children(app.pid)
+        assert len(servers) == 1, servers
+        app.kill()  # SIGKILL: nothing can be forwarded
+        assert app.wait(timeout=60) == -signal.SIGKILL
+        # Waits (no speed is asserted): the server stops on the kernel's SIGTERM, or never.
+        for _ in range(600):
+            if _gone(servers[0]) and not _port_open(port):
+                break
+            time.sleep(0.1)
+        assert _gone(servers[0]), (tmp_path / "app.log").read_text()
+        assert not _port_open(port)
+    finally:
+        for pid in servers:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
         log.close()

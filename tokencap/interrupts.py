@@ -24,6 +24,7 @@ thread, say) these helpers change no handler and `critical()` only records commi
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import threading
@@ -119,5 +120,27 @@ def note_committed(path: str | os.PathLike[str]) -> None:
         run.committed.append(os.fspath(path))
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "Run", "Terminated", "critical", "current_run", "exit_code",
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel send this process SIGTERM when the thread that started it ends (Linux's
+    ``PR_SET_PDEATHSIG``), even by SIGKILL, which the parent cannot catch to stop its child;
+    exit at once when ``parent`` is already gone (it died before the signal was armed).
+
+    For a child process: called at its start, or as ``preexec_fn`` of its ``Popen`` (between
+    fork and exec, so the program run needs no part in it). Elsewhere a no-op: the parent's
+    own signal forwarding is then all there is.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux
+    if parent and os.getppid() != parent:
+        raise SystemExit(1)
+
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "Run", "Terminated", "critical", "current_run", "die_with_parent",
+           "exit_code",
            "handling_interrupts", "note_committed"]
