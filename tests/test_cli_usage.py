@@ -186,6 +186,42 @@ def test_a_device_as_output_is_refused_not_replaced(command: str, tmp_path: Path
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+@pytest.mark.parametrize("command", WRITERS)
+def test_an_output_that_is_a_symbolic_link_is_written_through(command: str, tmp_path: Path) -> None:
+    run = small_run(tmp_path)
+    plain = tmp_path / "plain.out"
+    assert main(writer_args(command, run, str(plain))) == 0
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "kept.out"
+    target.write_text("old")
+    link = tmp_path / "latest.out"
+    link.symlink_to(Path("results") / "kept.out")  # relative, as `ln -s` makes them
+    assert main(writer_args(command, run, str(link))) == 0
+    assert os.path.islink(link) and os.readlink(link) == str(Path("results") / "kept.out")
+    assert target.read_bytes() == plain.read_bytes()
+    assert listing(tmp_path / "results") == ["kept.out"]  # no part file left beside the target
+    # A link to a file not there yet is written through too, as `open` would.
+    target.unlink()
+    assert main(writer_args(command, run, str(link))) == 0
+    assert os.path.islink(link) and target.read_bytes() == plain.read_bytes()
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_a_link_whose_target_cannot_be_written_is_named_before_any_work(command: str, tmp_path: Path,
+                                                                          capsys) -> None:
+    run = small_run(tmp_path)
+    dangling = tmp_path / "dangling.out"
+    dangling.symlink_to(tmp_path / "gone" / "x.out")
+    assert main(writer_args(command, run, str(dangling))) == 2
+    assert capsys.readouterr().err == (f"tokencap: error: cannot write {dangling}: it is a symbolic link to "
+                                       f"{tmp_path / 'gone' / 'x.out'}, whose directory does not exist\n")
+    to_directory = tmp_path / "to_dir.out"
+    to_directory.symlink_to(run)
+    assert main(writer_args(command, run, str(to_directory))) == 2
+    assert "it is a directory" in capsys.readouterr().err
+    assert os.path.islink(dangling) and os.path.islink(to_directory)
+
+
 NOT_WRITABLE = textwrap.dedent("""
     import argparse, os, sys
     import tokencap.cli as cli
