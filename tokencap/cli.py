@@ -352,7 +352,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         final_responses=args.final_responses, since=args.since, progress=progress))
     reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
     print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
-          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}", file=sys.stderr)
+          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}"
+          f"{_format_note(args.output, ('.parquet',), 'a parquet table')}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -363,8 +364,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         args.source, args.output, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, final_responses=args.final_responses, progress=progress))
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
-          f"({summary.trainable:,} trainable) -> {args.output}", file=sys.stderr)
+          f"({summary.trainable:,} trainable) -> {args.output}"
+          f"{_format_note(args.output, ('.jsonl', '.json', '.ndjson'), 'JSON lines')}", file=sys.stderr)
     return EXIT_OK
+
+
+def _format_note(output: str, suffixes: tuple[str, ...], written: str) -> str:
+    """Words for an output whose name suggests another format than the one written."""
+    if Path(output).suffix.lower() in suffixes:
+        return ""
+    return f" (written as {written}, whatever the file's name says)"
 
 
 def _app_source(source: str) -> str:

@@ -24,6 +24,7 @@ from .text import LoadError, load_text
 from .wire import TOO_DEEP
 
 ZIP_MAGIC = b"PK\x03\x04"
+EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record
 
 __all__ = ["FinalResponses", "LoadError", "iter_snapshots", "load_final_responses", "load_snapshots"]
 
@@ -80,7 +81,7 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
     fd = open_regular(path, label)
     try:
         magic = pread(fd, len(ZIP_MAGIC), 0)
-        data = None if magic == ZIP_MAGIC else read_descriptor(fd)
+        data = None if magic in (ZIP_MAGIC, EMPTY_ZIP_MAGIC) else read_descriptor(fd)
     except OSError as exc:
         raise LoadError(f"{label}: cannot be read ({exc.strerror or exc})") from None
     finally:
@@ -120,8 +121,12 @@ def _lone_store_file(path: Path, label: str) -> list[TokenCaptureSnapshot] | Non
 
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
                  rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
-    if data is None or data[:4] == ZIP_MAGIC:
+    if data is None or data[:4] in (ZIP_MAGIC, EMPTY_ZIP_MAGIC):
         return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
+    if (name or "").lower().endswith(".zip"):
+        # Said as what it is, not as JSON that fails on line 1 (a download cut short, an HTML error page).
+        raise LoadError(f"{name}: named .zip but not a zip archive (it does not start with a zip's first bytes); "
+                        "give a zip of a capture-store directory, or the directory itself")
     found = store_file(os.path.basename(name or ""))
     if found is not None:
         # A store file's bytes without its directory (an upload): its siblings cannot be read.
