@@ -257,7 +257,10 @@ def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> N
     (snap,) = load_snapshots(data, name=f"{REFUSED}.tokens.jsonl")
     (line,) = [ln for ln in reason_lines(RolloutView(snap)) if ln.code == "capture_incomplete"]
     (culprit,) = line.culprits
-    assert "without the rollout's other store files" in culprit.text and "zip" in culprit.text
+    assert "without the rollout's other store files" in culprit.text and "zip of it that holds those files" in culprit.text
+    # Nothing says a call failed here: the banner's words and the reason's text must not claim it did.
+    assert line.words == "a call may be missing from the capture"
+    assert "or the store files that would say so are missing" in line.explanation
 
 
 # --- a bad record in a lone store file is the error of a single file (SPEC 3.4) ---

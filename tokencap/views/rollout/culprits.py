@@ -229,7 +229,7 @@ def reason_lines(view: RolloutView) -> list[ReasonLine]:
 
 REASON_WORDS = {
     "load_error": "the snapshot could not be loaded",
-    "capture_incomplete": "a call failed to capture",
+    "capture_incomplete": "a call may be missing from the capture",
     "no_records": "no token entries",
     "build_error": "the builder failed",
     "unresolved_retries": "retries differ and nothing shows which one the harness kept",
