@@ -94,3 +94,18 @@ def test_scan_and_export_say_their_format_when_the_output_name_suggests_another(
     written = "a parquet table" if command == "scan" else "JSON lines"
     assert (f"-> {out} (written as {written}, whatever the file's name says)" in last) is said
     assert last.endswith(str(out)) is not said
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+@pytest.mark.parametrize("name", ["run.parquet", "renamed.json"])
+def test_a_scan_table_given_to_scan_or_export_is_refused_not_one_masked_row(
+        command: str, name: str, tmp_path: Path, capsys) -> None:
+    table = tmp_path / name
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert main([command, str(table), "-o", str(out), "--workers", "1"]) == 2
+    assert error_line(capsys) == (f"tokencap: error: {table}: is a scan table (parquet), not a run to {command}; "
+                                  f"open it with `tokencap app {table}`, compare it with `tokencap diff`, or give "
+                                  "the run it was scanned from")
+    assert not out.exists()

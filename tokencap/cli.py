@@ -303,6 +303,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _run_inputs(args: argparse.Namespace) -> None:
     _existing(args.source)
+    if _is_parquet(Path(args.source)):  # not one masked row named after the table
+        raise _UsageError(f"{args.source}: is a scan table (parquet), not a run to {args.command}; open it with "
+                          f"`tokencap app {args.source}`, compare it with `tokencap diff`, or give the run it was "
+                          "scanned from")
     if args.final_responses and not Path(args.final_responses).is_file():
         raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
     since = getattr(args, "since", None)
