@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .export import OutputPathError, check_output_path
-from .interrupts import Run, Terminated, current_run, die_with_parent, exit_code, handling_interrupts
+from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts, parent_death_signal
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
 from .loading.store import WITHOUT_SIBLINGS
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
@@ -483,7 +483,7 @@ def _serve(cmd: list[str]) -> int:
     """Run the server ``cmd`` until it exits; SIGINT and SIGTERM sent to this process are passed on to it.
 
     So stopping `tokencap app` stops the server: it is never left serving on its own. SIGKILL
-    cannot be forwarded; the kernel then sends the server SIGTERM (`die_with_parent`).
+    cannot be forwarded; the kernel then sends the server SIGTERM (`parent_death_signal`).
     Returns the server's exit status, or 130 / 143 when a signal stopped it.
     """
     child: subprocess.Popen | None = None
@@ -499,7 +499,7 @@ def _serve(cmd: list[str]) -> int:
     parent = os.getpid()
     try:
         # The server gets SIGTERM when this process dies, even by SIGKILL (which cannot be forwarded).
-        child = subprocess.Popen(cmd, preexec_fn=lambda: die_with_parent(parent))
+        child = subprocess.Popen(cmd, preexec_fn=parent_death_signal(parent))
         if received and child.poll() is None:  # a signal arrived while it was being started
             child.send_signal(received[0])
         code = child.wait()  # a forwarded signal does not end the wait: the server is waited for
