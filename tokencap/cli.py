@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .export import OutputPathError, check_output_path
-from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
+from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts, parent_death_signal
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
 from .loading.files import kind_of
+from .loading.store import WITHOUT_SIBLINGS
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -253,15 +254,17 @@ def _inputs(args: argparse.Namespace) -> Iterator[tuple[TokenCaptureSnapshot, di
 
 
 def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], terminal: str | None
-                ) -> Iterator[RolloutResult]:
+                ) -> Iterator[tuple[RolloutResult, list[str]]]:
+    """Each rollout built, with its snapshot's source notes (what the loader skipped or inferred)."""
     for n, (snapshot, final) in enumerate(inputs, 1):
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
         result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
+        source_notes = snapshot.source_notes
         del snapshot, final  # one rollout in memory at a time: neither is held while the next loads
         for note in result.notes:  # e.g. a terminal call id the rollout does not have
             _PROGRESS.done()
             print(f"tokencap: warning: {' '.join(note.split())}", file=sys.stderr)
-        yield result
+        yield result, source_notes
         del result
     _PROGRESS.done()
 
@@ -274,7 +277,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
     inputs = _inputs(args)
 
     def write(handle) -> None:
-        for result in _build_each(inputs, args.terminal_call_id):
+        for result, notes in _build_each(inputs, args.terminal_call_id):
+            for note in notes:
+                if WITHOUT_SIBLINGS in note:  # the one source note that masks a sample for a reason one can fix
+                    _PROGRESS.done()
+                    print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
             write_summary(handle, result)
             handle.write(b"\n")
             del result
@@ -292,12 +299,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from .report import render_text
 
     results = _build_each(_inputs(args), args.terminal_call_id)
-    sys.stdout.write("\n".join(render_text(r) for r in results))
+    sys.stdout.write("\n".join(render_text(r, notes) for r, notes in results))
     return EXIT_OK
 
 
 def _run_inputs(args: argparse.Namespace) -> None:
     _existing(args.source)
+    if _is_parquet(Path(args.source)):  # not one masked row named after the table
+        raise _UsageError(f"{args.source}: is a scan table (parquet), not a run to {args.command}; open it with "
+                          f"`tokencap app {args.source}`, compare it with `tokencap diff`, or give the run it was "
+                          "scanned from")
     if args.final_responses and not Path(args.final_responses).is_file():
         raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
     since = getattr(args, "since", None)
@@ -347,7 +358,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         final_responses=args.final_responses, since=args.since, progress=progress))
     reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
     print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
-          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}", file=sys.stderr)
+          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}"
+          f"{_format_note(args.output, ('.parquet',), 'a parquet table')}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -358,8 +370,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         args.source, args.output, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, final_responses=args.final_responses, progress=progress))
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
-          f"({summary.trainable:,} trainable) -> {args.output}", file=sys.stderr)
+          f"({summary.trainable:,} trainable) -> {args.output}"
+          f"{_format_note(args.output, ('.jsonl', '.json', '.ndjson'), 'JSON lines')}", file=sys.stderr)
     return EXIT_OK
+
+
+def _format_note(output: str, suffixes: tuple[str, ...], written: str) -> str:
+    """Words for an output whose name suggests another format than the one written."""
+    if Path(output).suffix.lower() in suffixes:
+        return ""
+    return f" (written as {written}, whatever the file's name says)"
 
 
 def _app_source(source: str) -> str:
@@ -511,7 +531,8 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM)
 def _serve(cmd: list[str]) -> int:
     """Run the server ``cmd`` until it exits; SIGINT and SIGTERM sent to this process are passed on to it.
 
-    So stopping `tokencap app` stops the server: it is never left serving on its own.
+    So stopping `tokencap app` stops the server: it is never left serving on its own. SIGKILL
+    cannot be forwarded; the kernel then sends the server SIGTERM (`parent_death_signal`).
     Returns the server's exit status, or 130 / 143 when a signal stopped it.
     """
     child: subprocess.Popen | None = None
@@ -524,8 +545,10 @@ def _serve(cmd: list[str]) -> int:
 
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = {signum: signal.signal(signum, forward) for signum in _FORWARDED} if in_main_thread else {}
+    parent = os.getpid()
     try:
-        child = subprocess.Popen(cmd)
+        # The server gets SIGTERM when this process dies, even by SIGKILL (which cannot be forwarded).
+        child = subprocess.Popen(cmd, preexec_fn=parent_death_signal(parent))
         if received and child.poll() is None:  # a signal arrived while it was being started
             child.send_signal(received[0])
         code = child.wait()  # a forwarded signal does not end the wait: the server is waited for

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
 import os
 import selectors
 import signal
@@ -33,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..interrupts import die_with_parent
 from .errors import DiscoveryError, WorkerCrashed
 
 STOP_GRACE = 5.0
@@ -41,7 +41,6 @@ STOP_GRACE = 5.0
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 _MAX_ERROR_BYTES = 4096
-_PR_SET_PDEATHSIG = 1
 _LIVE: set[ChildScan] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -171,17 +170,6 @@ def _stop_live_children() -> None:
         child.stop()
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGTERM this process when the thread that started it ends (Linux); exit now if it already has."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent's stop() and atexit still end the child
-    if parent and os.getppid() != parent:
-        raise SystemExit(EXIT_FAILED)  # the parent died before the signal was armed
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tokencap.run.child")
     parser.add_argument("source")
@@ -190,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, default=0)
     parser.add_argument("--final-responses")
     args = parser.parse_args(argv)
-    _die_with_parent(args.parent)
+    die_with_parent(args.parent)
 
     from ..interrupts import exit_code, handling_interrupts
     from ..loading import LoadError
