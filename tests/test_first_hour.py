@@ -109,3 +109,45 @@ def test_a_scan_table_given_to_scan_or_export_is_refused_not_one_masked_row(
                                   f"open it with `tokencap app {table}`, compare it with `tokencap diff`, or give "
                                   "the run it was scanned from")
     assert not out.exists()
+
+
+RECORDS = SAMPLES / "rollout_records" / "run.jsonl"
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+def test_rollout_records_given_as_the_run_are_refused_not_a_masked_row_per_record(
+        command: str, tmp_path: Path, capsys) -> None:
+    # Was: 292 "rollouts", every one masked load_error, exit 0.
+    out = tmp_path / "out"
+    assert main([command, str(RECORDS), "-o", str(out), "--workers", "1"]) == 2
+    assert error_line(capsys) == (
+        f"tokencap: error: {RECORDS}, line 1: a rollout record or Responses object, not a captured call; the "
+        "harness's final responses go to --final-responses (or the app's final-responses upload); SOURCE is the "
+        "capture of the model calls")
+    assert not out.exists()
+
+
+def test_diff_of_rollout_records_given_as_a_run_names_the_side(tmp_path: Path, capsys) -> None:
+    # Was: "236 fixed", exit 0, from a "run" of 292 unloadable records.
+    assert main(["diff", str(RECORDS), str(SAMPLES / "run"), "--workers", "1"]) == 2
+    line = error_line(capsys)
+    assert line.startswith(f"tokencap: error: {RECORDS}, line 1: a rollout record or Responses object")
+    assert line.endswith("(run A)")
+
+
+def test_rollout_records_inside_a_run_directory_are_one_row_saying_what_they_are(tmp_path: Path) -> None:
+    import pandas as pd
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for path in (SAMPLES / "run").glob("task0003-rollout2-attempt0.tokens.*"):
+        (run / path.name).write_bytes(path.read_bytes())
+    (run / "records.jsonl").write_bytes(RECORDS.read_bytes())
+    table = tmp_path / "t.parquet"
+    assert main(["scan", str(run), "-o", str(table), "--workers", "1"]) == 0
+    rows = pd.read_parquet(table).set_index("rollout_id")
+    assert sorted(rows.index) == ["records", "task0003-rollout2-attempt0"]
+    assert rows.loc["records", "reason_load_error"]
+    assert "not a captured call" in rows.loc["records", "error"]
+    assert "--final-responses" in rows.loc["records", "error"]
+    assert not rows.loc["task0003-rollout2-attempt0", "mask_sample"]
