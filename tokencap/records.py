@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -550,9 +551,9 @@ class TokenEntry:
         if generation.size != self.generation_token_ids.size:
             raise ValueError("the rebuilt generation must be the record's own")
         copy = object.__new__(TokenEntry)
+        for setter, value in zip(_SLOT_SETTERS, _slot_values(self)):
+            setter(copy, value)
         put = object.__setattr__
-        for name in _TOKEN_ENTRY_SLOTS:
-            put(copy, name, getattr(self, name))
         put(copy, "prompt_token_ids", _frozen(np.asarray(prompt, dtype=np.uint64)))
         put(copy, "generation_token_ids", _frozen(np.asarray(generation, dtype=np.uint64)))
         put(copy, "prompt_is_delta", False)
@@ -571,8 +572,10 @@ _TOKEN_ENTRY_SLOTS = tuple(f.name for f in fields(TokenEntry))
 PROVEN_FIELDS = _TOKEN_ENTRY_SLOTS[:-1]
 """The fields `TokenEntry.from_proven` takes, in its order (all but ``extra``)."""
 # A frozen dataclass refuses setattr; its slots' own descriptors set them directly.
-_PROVEN_SETTERS = tuple(getattr(TokenEntry, name).__set__ for name in PROVEN_FIELDS)
-_EXTRA_SETTER = TokenEntry.extra.__set__  # type: ignore[attr-defined]
+_SLOT_SETTERS = tuple(getattr(TokenEntry, name).__set__ for name in _TOKEN_ENTRY_SLOTS)
+_PROVEN_SETTERS = _SLOT_SETTERS[:-1]
+_EXTRA_SETTER = _SLOT_SETTERS[-1]
+_slot_values = operator.attrgetter(*_TOKEN_ENTRY_SLOTS)
 
 
 # --------------------------------------------------------------------------- EngineRefusalRecord

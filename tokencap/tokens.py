@@ -15,8 +15,6 @@ starts with a copy of `base`; that copy is per branch point, not per call.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 TOKEN_DTYPE = np.uint64
@@ -41,21 +39,22 @@ def as_token_array(arr: np.ndarray) -> TokenArray:
     return view
 
 
-_LANE_BUFFERS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+class _LaneBuffer(np.ndarray):
+    """An arena lane's own storage: its type says that many calls' sequences are views of
+    it, so telling a lane from a call's private array needs no registry."""
 
 
 def is_shared_buffer(arr: np.ndarray) -> bool:
     """Whether ``arr`` is an arena lane's buffer (many calls' sequences are views of it)."""
-    return _LANE_BUFFERS.get(id(arr)) is arr
+    return type(arr) is _LaneBuffer and arr.base is None
 
 
 class _Lane:
     __slots__ = ("buffer", "used")
 
     def __init__(self, capacity: int) -> None:
-        self.buffer = np.empty(max(capacity, _MIN_CAPACITY), dtype=TOKEN_DTYPE)
+        self.buffer = np.ndarray.__new__(_LaneBuffer, (max(capacity, _MIN_CAPACITY),), dtype=TOKEN_DTYPE)
         self.used = 0
-        _LANE_BUFFERS[id(self.buffer)] = self.buffer
 
 
 class SequenceArena:

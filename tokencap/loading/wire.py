@@ -14,6 +14,7 @@ simply parse everything: the shortcut never decides anything, it only saves work
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -212,10 +213,7 @@ class _Text:
         return self.end - self.start
 
     def is_flat_array(self) -> bool:
-        # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
-        # log-probs are plain numbers, and any string inside fails the typed read anyway).
-        view = self.view
-        return len(view) >= 2 and view[0] == 91 and view[-1] == 93 and view.tobytes().find(b"[", 1) < 0
+        return _is_flat_array(self.view.tobytes())
 
 
 class _ArrayParser:
@@ -229,26 +227,52 @@ class _ArrayParser:
 
         None sends the caller to the slow path, which names the offending element.
         """
-        if not (text or _Text(raw)).is_flat_array():
+        if not (text.is_flat_array() if text is not None else _is_flat_array(bytes(raw))):
             return None
         try:
             buffer = self._parser.parse(raw).as_buffer(of_type=kind)
         except (TypeError, ValueError, RuntimeError):
             return None
         arr = np.frombuffer(buffer, dtype=TOKEN_DTYPE if kind == "u" else np.float64)
-        if kind == "d" and arr.size and not np.isfinite(arr).all():
+        if kind == "d" and arr.size and not _all_finite(arr):
             return None
         return arr
 
 
-@dataclass
-class _ParsedTokens:
-    """A call's parsed prompt and generation, plus their texts for prefix sharing."""
+def _is_flat_array(text: bytes) -> bool:
+    # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
+    # log-probs are plain numbers, and any string inside fails the typed read anyway).
+    return len(text) >= 2 and text[0] == 91 and text[-1] == 93 and text.find(b"[", 1) < 0
 
-    full: np.ndarray
-    prompt_len: int
-    prompt_text: _Text
-    generation_text: _Text
+
+def _all_finite(arr: np.ndarray) -> bool:
+    """Whether every number is finite. A short array is summed as Python floats, cheaper
+    than a ufunc call: an inf or a nan always makes the sum non-finite, and a sum that
+    overflows only sends a finite array the exact way, which accepts it."""
+    if arr.size <= 256:
+        return math.isfinite(sum(arr.tolist()))
+    return bool(np.isfinite(arr).all())
+
+
+class _ParsedTokens:
+    """A call's parsed prompt and generation, plus their texts for prefix sharing.
+
+    A full-prompt call's two arrays are views of one arena lane (``full``), so a child's
+    prompt can extend it; a delta record's are its own small arrays (``full`` is None):
+    nothing shares them, and the builder copies them into its rebuilt lane anyway.
+    """
+
+    __slots__ = ("prompt", "generation", "full", "prompt_text", "generation_text")
+
+    def __init__(self, prompt: np.ndarray, generation: np.ndarray, full: np.ndarray | None,
+                 prompt_text: _Text | None, generation_text: _Text | None) -> None:
+        self.prompt, self.generation, self.full = prompt, generation, full
+        self.prompt_text, self.generation_text = prompt_text, generation_text
+
+    @classmethod
+    def in_lane(cls, full: np.ndarray, prompt_len: int, prompt_text: _Text, generation_text: _Text
+                ) -> _ParsedTokens:
+        return cls(full[:prompt_len], full[prompt_len:], full, prompt_text, generation_text)
 
 
 def _skip_ws(view: memoryview, pos: int) -> int:
@@ -349,8 +373,7 @@ class RecordDecoder:
         of SPEC 2.1 broken) the exact path builds it or names what is wrong."""
         w = line.wire
         call_id = w.model_call_id
-        tokens = self._tokens(w.prompt_token_ids, w.generation_token_ids,
-                              None if w.prompt_is_delta else w.parent_call_id, parsed)
+        tokens = self._tokens(w.prompt_token_ids, w.generation_token_ids, w.parent_call_id, w.prompt_is_delta, parsed)
         entry = None
         if tokens is not None:
             logprobs = self._arrays.parse(w.generation_log_probs, "d")
@@ -363,7 +386,7 @@ class RecordDecoder:
             if logprobs is not None and _carried_values_pass(line):
                 resolution = w.parent_resolution
                 entry = TokenEntry.from_proven((
-                    w.rollout_id, call_id, tokens.full[: tokens.prompt_len], tokens.full[tokens.prompt_len:],
+                    w.rollout_id, call_id, tokens.prompt, tokens.generation,
                     as_token_array(logprobs), w.schema_version, w.model, line.routed_experts, line.output_items,
                     w.token_item_index, created_at, _RESOLUTIONS[resolution] if resolution is not None else None,
                     w.parent_call_id, w.parent_resolution_reason, w.cum_len, w.digest, w.prompt_is_delta,
@@ -382,9 +405,9 @@ class RecordDecoder:
             if name not in raw:
                 raise RecordError(f"token entry is missing the required field {name!r}", call_id=call_id)
         parent_id = data.get("parent_call_id")
-        if not isinstance(parent_id, str) or data.get("prompt_is_delta") is True:
-            parent_id = None
-        tokens = self._tokens(raw["prompt_token_ids"], raw["generation_token_ids"], parent_id, parsed)
+        tokens = self._tokens(raw["prompt_token_ids"], raw["generation_token_ids"],
+                              parent_id if isinstance(parent_id, str) else None, data.get("prompt_is_delta") is True,
+                              parsed)
         if tokens is None:
             # Slow, exact path: Python values, so validation can name the bad element.
             for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
@@ -395,18 +418,26 @@ class RecordDecoder:
             data[LOGPROB_FIELD] = decode_field(raw, LOGPROB_FIELD)
         else:
             data[LOGPROB_FIELD] = logprobs
-        data["prompt_token_ids"] = tokens.full[: tokens.prompt_len]
-        data["generation_token_ids"] = tokens.full[tokens.prompt_len:]
+        data["prompt_token_ids"] = tokens.prompt
+        data["generation_token_ids"] = tokens.generation
         entry = TokenEntry.from_dict(data)
         if call_id is not None and call_id not in parsed and not entry.prompt_is_delta:
             parsed[call_id] = tokens
         return entry
 
-    def _tokens(self, prompt_raw: msgspec.Raw, gen_raw: msgspec.Raw, parent_id: str | None,
+    def _tokens(self, prompt_raw: msgspec.Raw, gen_raw: msgspec.Raw, parent_id: str | None, delta: bool,
                 parsed: dict[str, _ParsedTokens]) -> _ParsedTokens | None:
-        """The prompt and generation as one lane of the arena; the prompt text of a full-prompt
-        record whose claimed parent (``parent_id``) was parsed is matched against the parent's
-        texts first, so only its new tokens are parsed."""
+        """The prompt and generation, or None when either is not a flat array of token ids.
+
+        A full-prompt record's become one lane of the arena, and its prompt text is first
+        matched against its claimed parent's (``parent_id``) texts, so only its new tokens
+        are parsed. A delta record's (``delta``) are parsed as they are."""
+        if delta:  # no text is kept: nothing is matched against a delta record's
+            generation = self._arrays.parse(gen_raw, "u")
+            prompt = self._arrays.parse(prompt_raw, "u") if generation is not None else None
+            if prompt is None:
+                return None
+            return _ParsedTokens(as_token_array(prompt), as_token_array(generation), None, None, None)
         prompt_text, gen_text = _Text(prompt_raw), _Text(gen_raw)
         generation = self._arrays.parse(gen_raw, "u", gen_text)
         if generation is None:
@@ -423,12 +454,12 @@ class RecordDecoder:
                     rest = self._arrays.parse(b"[" + prompt_view[rest_start + 1:].tobytes(), "u")
                 if rest is not None:
                     full = self.arena.extend(parent.full, rest, generation)
-                    return _ParsedTokens(full, parent.full.size + rest.size, prompt_text, gen_text)
+                    return _ParsedTokens.in_lane(full, parent.full.size + rest.size, prompt_text, gen_text)
         prompt = self._arrays.parse(prompt_raw, "u", prompt_text)
         if prompt is None:
             return None
         full = self.arena.fresh(prompt, generation)
-        return _ParsedTokens(full, prompt.size, prompt_text, gen_text)
+        return _ParsedTokens.in_lane(full, prompt.size, prompt_text, gen_text)
 
 
 def _prompt_text_len(record: RawRecord | WireLine) -> int:
