@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 TOKEN_DTYPE = np.uint64
+_ITEMSIZE = np.dtype(TOKEN_DTYPE).itemsize
 _MIN_CAPACITY = 1024
 
 
@@ -50,11 +51,16 @@ def is_shared_buffer(arr: np.ndarray) -> bool:
 
 
 class _Lane:
-    __slots__ = ("buffer", "used")
+    __slots__ = ("buffer", "used", "address")
 
     def __init__(self, capacity: int) -> None:
         self.buffer = np.ndarray.__new__(_LaneBuffer, (max(capacity, _MIN_CAPACITY),), dtype=TOKEN_DTYPE)
         self.used = 0
+        self.address = _address(self.buffer, 0)  # where token ``i`` sits: address + 8 * i
+
+    def end(self) -> int:
+        """The address one past the last written token."""
+        return self.address + self.used * _ITEMSIZE
 
 
 class SequenceArena:
@@ -68,7 +74,8 @@ class SequenceArena:
     def extend(self, base: np.ndarray, *parts: np.ndarray) -> np.ndarray:
         """A read-only array equal to ``concat(base, *parts)``, sharing ``base``'s storage when possible."""
         extra = sum(int(p.size) for p in parts)
-        lane = self._tails.get(_end_address(base)) if base.size else None
+        tail = _end_address(base) if base.size else 0
+        lane = self._tails.get(tail) if base.size else None
         if lane is not None and lane.used + extra <= lane.buffer.size:
             start = lane.used - base.size
         else:
@@ -79,20 +86,20 @@ class SequenceArena:
                 need = lane.used + extra
                 new_lane = _Lane(2 * need)
                 new_lane.buffer[: base.size] = base
-                del self._tails[_end_address(base)]
+                del self._tails[tail]
             else:
                 new_lane = _Lane(2 * (base.size + extra))
                 new_lane.buffer[: base.size] = base
             new_lane.used = base.size
             lane, start = new_lane, 0
         if lane.used:
-            self._tails.pop(_address(lane.buffer, lane.used), None)
+            self._tails.pop(lane.end(), None)
         pos = lane.used
         for part in parts:
             lane.buffer[pos: pos + part.size] = part
             pos += part.size
         lane.used = pos
-        self._tails[_address(lane.buffer, pos)] = lane
+        self._tails[lane.end()] = lane
         return as_token_array(lane.buffer[start:pos])
 
     def fresh(self, *parts: np.ndarray) -> np.ndarray:
