@@ -356,9 +356,12 @@ def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int
         if found is None:
             return
         first = found.start()
-        skipped, last = _count_newlines(view, pos, first)
-        line += skipped
-        start = last + 1 if last >= 0 else pos
+        start = pos
+        if first > pos:  # a blank stretch: count its newlines
+            skipped, last = _count_newlines(view, pos, first)
+            line += skipped
+            if last >= 0:
+                start = last + 1
         newline = _NEWLINE.search(view, first)
         end = newline.start() if newline is not None else n
         yield line, view[start:end]
