@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from helpers import Conv
 from tokencap.loading import text as text_module
 from tokencap.loading.text import LoadError, load_jsonl
-from tokencap.loading.wire import RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_raw_object
+from tokencap.loading.wire import RecordDecoder, WireLine, decode_entry_line, decode_raw_object
 from tokencap.records import PROVEN_FIELDS, RecordError, TokenEntry, canonical_json
 
 _RAW = "\x00raw\x00"  # a placeholder replaced by a raw JSON text after json.dumps
@@ -151,10 +151,6 @@ def test_every_line_of_a_well_formed_store_takes_the_typed_path(delta: bool, mon
     monkeypatch.setattr(TokenEntry, "from_dict", classmethod(refuse))
     entries = RecordDecoder().entries(typed)  # type: ignore[arg-type]
     assert [e.model_call_id for e in entries] == ["call-1", "call-2", "call-3", "call-4"]
-
-
-def test_the_typed_fields_are_the_entrys_fields_in_order() -> None:
-    assert WireEntry.__struct_fields__ == PROVEN_FIELDS
 
 
 def _nested(levels: int) -> list:

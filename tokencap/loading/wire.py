@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import MISSING, dataclass, field
+from dataclasses import fields as dataclass_fields
+from typing import Any, Literal, get_type_hints
 
 import msgspec
 import numpy as np
@@ -72,43 +73,44 @@ def decode_field(record: RawRecord, name: str) -> Any:
 # --------------------------------------------------------------------------- typed lines
 
 
-class WireEntry(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A token entry line's fields with the types SPEC 2.1 gives them, read in one C call.
+_RAW_DEFAULTS = {"routed_experts": msgspec.Raw(b"null"), "output_items": msgspec.Raw(b"[]")}
+_WIRE_TYPES: dict[str, Any] = {
+    "prompt_token_ids": msgspec.Raw, "generation_token_ids": msgspec.Raw, "generation_log_probs": msgspec.Raw,
+    "routed_experts": msgspec.Raw, "output_items": msgspec.Raw,
+    "created_at": int | float,  # an integer stays one, as the exact path reads it
+    "parent_resolution": Literal[tuple(status.value for status in ParentResolutionStatus)] | None,  # type: ignore[misc]
+}
 
-    Decoding a line into this proves every small field's type at once (a bool is never an
-    int here, a null only where the table allows it), so the entry is built without
-    checking them again (`TokenEntry.from_proven`). The token arrays stay raw text for the
-    typed array parser; ``output_items`` and ``routed_experts`` stay raw so their text can
-    show cheaply that they need no carried-field walk. Fields are in `PROVEN_FIELDS` order
-    and defaults are `TokenEntry`'s, so a field left out means what it means there. Any
-    line this cannot read (an unknown field, a wrong type, a missing field) is read the
-    exact way instead, which names what is wrong: this is a shortcut, never a judge.
-    """
 
-    rollout_id: str
-    model_call_id: str
-    prompt_token_ids: msgspec.Raw
-    generation_token_ids: msgspec.Raw
-    generation_log_probs: msgspec.Raw
-    schema_version: int = 5
-    model: str = ""
-    routed_experts: msgspec.Raw = msgspec.Raw(b"null")
-    output_items: msgspec.Raw = msgspec.Raw(b"[]")
-    token_item_index: int | None = None
-    created_at: int | float = 0.0
-    parent_resolution: Literal["root", "resolved", "unresolved"] | None = None
-    parent_call_id: str | None = None
-    parent_resolution_reason: str = ""
-    cum_len: int | None = None
-    digest: str | None = None
-    prompt_is_delta: bool = False
-    prefix_requested: bool = False
-    prefix_supplied: bool = False
-    continuation_fingerprint: Any = ""
-    continuation_context_len: Any = 0
-    continuation_context_digest: Any = ""
-    fingerprint_version: Any = None
-    finish_reason: str | None = None
+def _wire_fields() -> list[tuple[str, Any] | tuple[str, Any, Any]]:
+    """`TokenEntry`'s own fields, types and defaults, with the few types a decode reads differently."""
+    hints = get_type_hints(TokenEntry)
+    out: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for spec in dataclass_fields(TokenEntry):
+        if spec.name == "extra":
+            continue  # an unknown field sends the line the exact way, which keeps it
+        kind = _WIRE_TYPES.get(spec.name, hints[spec.name])
+        if spec.name in _RAW_DEFAULTS:
+            out.append((spec.name, kind, _RAW_DEFAULTS[spec.name]))
+        elif spec.default is not MISSING:
+            out.append((spec.name, kind, spec.default))
+        else:
+            out.append((spec.name, kind))
+    return out
+
+
+WireEntry = msgspec.defstruct("WireEntry", _wire_fields(), module=__name__, forbid_unknown_fields=True, gc=False)
+WireEntry.__doc__ = """A token entry line's fields with the types SPEC 2.1 gives them, read in one C call.
+
+Decoding a line into this proves every small field's type at once (a bool is never an
+int here, a null only where the table allows it), so the entry is built without checking
+them again (`TokenEntry.from_proven`). It is `TokenEntry`'s table (names, order, defaults,
+so a field left out means what it means there), except that the token arrays stay raw text
+for the typed array parser and ``output_items`` and ``routed_experts`` stay raw so their
+text can show cheaply that they need no carried-field walk. Any line this cannot read (an
+unknown field, a wrong type, a missing field) is read the exact way instead, which names
+what is wrong: this is a shortcut, never a judge.
+"""
 
 
 _RAW_FIELDS = frozenset(("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts",
