@@ -206,3 +206,13 @@ def test_lines_the_typed_decode_cannot_read_go_the_exact_way() -> None:
     assert isinstance(decode_entry_line(_line(record)), WireLine)
     # msgspec refuses what JSON cannot carry; the exact path says so in its own words.
     assert decode_entry_line(_line(record).replace(b'"created_at": 1.0', b'"created_at": 1e400')) is None
+
+
+def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them() -> None:
+    """The short-array finiteness test sums; a sum past the float range only sends the
+    record the exact way, which accepts finite numbers however large."""
+    records = _conversation(False)
+    records[0] = {**records[0], "generation_log_probs": [1e308, 1e308, 1e308]}
+    data = b"\n".join(_line(r) for r in records) + b"\n"
+    typed = _outcome(data, True)
+    assert typed[0] == "ok" and typed == _outcome(data, False)

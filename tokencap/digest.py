@@ -128,7 +128,7 @@ class SwappedBuffers:
         with self._lock:
             entry = self._copies.get(id(owner))
             if entry is None:
-                entry = (owner, owner.astype(_BIG_ENDIAN_U64))
+                entry = (owner, owner.view(np.ndarray).astype(_BIG_ENDIAN_U64))  # a plain copy, not a lane
                 self._copies[id(owner)] = entry
         offset = (ids.__array_interface__["data"][0] - owner.__array_interface__["data"][0]) // ids.itemsize
         return memoryview(entry[1][offset: offset + ids.size]).cast("B")
