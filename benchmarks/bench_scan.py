@@ -14,7 +14,8 @@ peak memory from one more run that samples it):
 With ``--floor``: in one process, `scan_shard` over a run's units against a floor that
 reads every file of the run and parses every line with orjson, interleaved, median of the
 runs, and the ratio (``--floor-rollouts``/``--floor-calls`` pick the run; default 500 × 80,
-about 95 MB).
+about 95 MB). A second line adds to that floor the digests any verifier must compute (one
+SHA-256 per call of its whole prompt + generation), so the report shows what is inherent.
 
 Runs are generated into benchmarks/out/ (git-ignored) by `make_big_run.py`.
 """
@@ -121,6 +122,48 @@ def parse_floor(source: Path) -> int:
     return lines
 
 
+def digest_floor(source: Path) -> int:
+    """The parse floor plus what any verifier of the run must also compute: one digest per
+    captured call of its whole prompt + generation (a delta record's prompt rebuilt on its
+    parent's sequence), as numpy big-endian u64 and SHA-256. Returns the digests made."""
+    import hashlib
+    import struct
+
+    import numpy as np
+    import orjson
+
+    from tokencap.digest import DIGEST_DOMAIN, DIGEST_VERSION
+
+    made = 0
+    for entry in sorted(os.scandir(source), key=lambda e: e.name):
+        with open(entry.path, "rb") as handle:
+            data = handle.read()
+        if not entry.name.endswith((".jsonl", ".json")):
+            continue
+        sequences: dict[str, np.ndarray] = {}
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a torn tail or a hostile line of the sample mix
+            try:
+                own = np.array(record["prompt_token_ids"] + record["generation_token_ids"], dtype=">u8")
+                if record.get("prompt_is_delta"):
+                    own = np.concatenate((sequences[record["parent_call_id"]], own))
+            except (KeyError, TypeError, ValueError, OverflowError):
+                continue  # a refusal, or a record whose parent cannot be found
+            sequences[record["model_call_id"]] = own
+            hasher = hashlib.sha256(DIGEST_DOMAIN)
+            if own.size:
+                hasher.update(struct.pack(">BQ", DIGEST_VERSION, own.size))
+                hasher.update(own)
+            hasher.hexdigest()
+            made += 1
+    return made
+
+
 def scan_in_process(source: Path) -> int:
     """`scan_shard` over every unit of the run, in this process (no pool, no parquet)."""
     from tokencap.run.discover import discover
@@ -133,19 +176,25 @@ def scan_in_process(source: Path) -> int:
 def floor_ratio(source: Path, runs: int) -> None:
     import gc
 
-    scan_in_process(source)  # imports and page cache warm, for both
+    scan_in_process(source)  # imports and page cache warm, for all three
     parse_floor(source)
-    floors, scans = [], []
+    digest_floor(source)
+    floors, digests, scans = [], [], []
     for _ in range(runs):
-        for fn, times in ((parse_floor, floors), (scan_in_process, scans)):
+        for fn, times in ((parse_floor, floors), (digest_floor, digests), (scan_in_process, scans)):
             gc.collect()
             started = time.process_time()
             fn(source)
             times.append(time.process_time() - started)
-    floor, scan = statistics.median(floors), statistics.median(scans)
+    floor, digest, scan = statistics.median(floors), statistics.median(digests), statistics.median(scans)
+
+    def shown(times: list[float]) -> str:
+        return ", ".join(f"{t:.2f}" for t in times)
+
     print(f"{source.name}: floor (read + orjson every line) {floor:.2f} s CPU, scan_shard {scan:.2f} s CPU, "
-          f"ratio {scan / floor:.2f}x (median of {runs}; runs: floor {', '.join(f'{t:.2f}' for t in floors)}; "
-          f"scan {', '.join(f'{t:.2f}' for t in scans)})")
+          f"ratio {scan / floor:.2f}x (median of {runs}; runs: floor {shown(floors)}; scan {shown(scans)})")
+    print(f"{source.name}: floor + digests (read + orjson + one digest per call of its prompt + generation) "
+          f"{digest:.2f} s CPU, scan_shard {scan:.2f} s CPU, ratio {scan / digest:.2f}x (runs: {shown(digests)})")
 
 
 def main() -> None:

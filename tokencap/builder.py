@@ -489,10 +489,17 @@ def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = Non
         links[call.call_id] = decision
         placed.add(call)
 
-    # 6. Retries: group by linked parent, then by identical full prompt.
-    groups: dict[tuple[str | None, tuple[int, bytes]], list[_Call]] = defaultdict(list)
+    # 6. Retries: group by linked parent, then by identical full prompt. Prompts of
+    # different lengths always differ, so only calls sharing a parent and a prompt length
+    # have their new tokens hashed.
+    by_length: dict[tuple[str | None, int], list[_Call]] = defaultdict(list)
     for call in calls:
-        groups[(call.parent.call_id if call.parent else None, _prompt_key(call))].append(call)
+        by_length[(call.parent.call_id if call.parent else None, int(call.prompt.size))].append(call)
+    groups: dict[tuple[str | None, tuple[int, bytes]], list[_Call]] = defaultdict(list)
+    for (parent_id, _length), same_length in by_length.items():
+        if len(same_length) > 1:
+            for call in same_length:
+                groups[(parent_id, _prompt_key(call))].append(call)
     retry_groups = [sorted(g, key=lambda c: c.call_id) for g in groups.values() if len(g) > 1]
 
     anchor_id = _anchor(terminal_call_id, by_id, retry_groups)

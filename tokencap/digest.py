@@ -22,10 +22,10 @@ DIGEST_VERSION = 1
 _BIG_ENDIAN_U64 = np.dtype(">u8")
 
 
-def _big_endian(ids: np.ndarray) -> memoryview:
-    """The ids as contiguous big-endian u64 bytes (one vectorised copy; SHA reads the buffer)."""
-    arr = np.ascontiguousarray(ids.astype(_BIG_ENDIAN_U64, copy=False))
-    return memoryview(arr.view(np.ndarray)).cast("B")
+def _big_endian(ids: np.ndarray) -> np.ndarray:
+    """The ids as a contiguous big-endian u64 array (one vectorised copy; SHA reads its buffer)."""
+    arr = ids.astype(_BIG_ENDIAN_U64)  # a new array, C-contiguous whatever the input's strides
+    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
 
 _U64_LIMIT = 1 << 64
@@ -96,6 +96,10 @@ def compute_digest(token_ids: Iterable[int] | np.ndarray) -> str:
     return hasher.hexdigest()
 
 
+_SWAP_ON_THE_FLY_BELOW = 1 << 13
+"""Tokens (64 KiB) below which a swapped copy of the sequence itself is cheaper than the lookup."""
+
+
 class SwappedBuffers:
     """Big-endian copies of shared token buffers, made once per buffer.
 
@@ -109,7 +113,11 @@ class SwappedBuffers:
         self._lock = threading.Lock()
         self._copies: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def big_endian(self, ids: np.ndarray) -> memoryview:
+    def big_endian(self, ids: np.ndarray) -> memoryview | np.ndarray:
+        # A short sequence is swapped on the fly: copying it costs less than finding its
+        # lane's cached copy.
+        if ids.size < _SWAP_ON_THE_FLY_BELOW:
+            return _big_endian(ids)
         owner = ids
         while isinstance(owner.base, np.ndarray):
             owner = owner.base
@@ -120,7 +128,7 @@ class SwappedBuffers:
         with self._lock:
             entry = self._copies.get(id(owner))
             if entry is None:
-                entry = (owner, owner.astype(_BIG_ENDIAN_U64))
+                entry = (owner, owner.view(np.ndarray).astype(_BIG_ENDIAN_U64))  # a plain copy, not a lane
                 self._copies[id(owner)] = entry
         offset = (ids.__array_interface__["data"][0] - owner.__array_interface__["data"][0]) // ids.itemsize
         return memoryview(entry[1][offset: offset + ids.size]).cast("B")

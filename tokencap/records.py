@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -371,6 +372,45 @@ _TOKEN_ENTRY_CARRIED = ("output_items", "routed_experts", "continuation_fingerpr
 """Fields copied to the output (or kept for a round trip) without a type of their own."""
 
 
+# The rules of SPEC 2.1 beyond the fields' types, each said once: `TokenEntry.__post_init__`
+# raises them in its order, `TokenEntry.from_proven` only asks whether any of them fails.
+
+def _count_problem(generation: np.ndarray, log_probs: np.ndarray) -> str | None:
+    if generation.size != log_probs.size:
+        return (f"{log_probs.size} log-probabilities for {generation.size} generated tokens; there must be one "
+                "per token")
+    return None
+
+
+def _index_problem(index: int | None, items: list) -> str | None:
+    if index is not None and not 0 <= index < len(items):
+        return f"is {index}, but there are {len(items)} output items"
+    return None
+
+
+def _cum_len_problem(cum_len: int | None) -> str | None:
+    if cum_len is not None and cum_len < 0:
+        return f"is {cum_len}; a sequence length cannot be negative"
+    if cum_len is not None and cum_len >= _U64_LIMIT:
+        return f"is {shown(cum_len)}; a sequence length must fit in 64 bits"
+    return None
+
+
+def _lineage_problem(resolution: ParentResolutionStatus | None, parent_call_id: str | None,
+                     prompt_is_delta: bool) -> tuple[str, str] | None:
+    """(field, problem) when the lineage fields contradict each other: the parent id is
+    meaningful exactly when the decision was "resolved"; anything else is a writer bug the
+    builder must not paper over."""
+    if resolution is ParentResolutionStatus.RESOLVED and parent_call_id is None:
+        return "parent_call_id", "parent_resolution is 'resolved' but no parent_call_id is given"
+    if resolution in (ParentResolutionStatus.ROOT, ParentResolutionStatus.UNRESOLVED) and parent_call_id is not None:
+        return "parent_call_id", (f"parent_resolution is {resolution.value!r} but a parent_call_id "  # type: ignore[union-attr]
+                                  f"({parent_call_id!r}) is given")
+    if prompt_is_delta and resolution is not ParentResolutionStatus.RESOLVED:
+        return "prompt_is_delta", "a delta prompt needs a 'resolved' parent to extend"
+    return None
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class TokenEntry:
     """One served model call: exact prompt and sampled tokens plus request-time lineage."""
@@ -409,16 +449,17 @@ class TokenEntry:
         put(self, "prompt_token_ids", check.token_ids("prompt_token_ids", self.prompt_token_ids))
         put(self, "generation_token_ids", check.token_ids("generation_token_ids", self.generation_token_ids))
         put(self, "generation_log_probs", check.log_probs("generation_log_probs", self.generation_log_probs))
-        if self.generation_token_ids.size != self.generation_log_probs.size:
-            raise check.fail("generation_log_probs", f"{self.generation_log_probs.size} log-probabilities for "
-                             f"{self.generation_token_ids.size} generated tokens; there must be one per token")
+        problem = _count_problem(self.generation_token_ids, self.generation_log_probs)
+        if problem is not None:
+            raise check.fail("generation_log_probs", problem)
         check.string("model", self.model)
         items = self.output_items
         if not isinstance(items, list) or not all(isinstance(it, Mapping) for it in items):
             raise check.fail("output_items", "must be a list of objects")
         index = check.integer("token_item_index", self.token_item_index, nullable=True)
-        if index is not None and not 0 <= index < len(items):
-            raise check.fail("token_item_index", f"is {index}, but there are {len(items)} output items")
+        problem = _index_problem(index, items)
+        if problem is not None:
+            raise check.fail("token_item_index", problem)
         put(self, "token_item_index", index)
         put(self, "created_at", check.number("created_at", self.created_at))
         resolution = check.resolution("parent_resolution", self.parent_resolution, nullable=True)
@@ -426,24 +467,17 @@ class TokenEntry:
         check.string("parent_call_id", self.parent_call_id, nullable=True)
         check.string("parent_resolution_reason", self.parent_resolution_reason)
         cum_len = check.integer("cum_len", self.cum_len, nullable=True)
-        if cum_len is not None and cum_len < 0:
-            raise check.fail("cum_len", f"is {cum_len}; a sequence length cannot be negative")
-        if cum_len is not None and cum_len >= _U64_LIMIT:
-            raise check.fail("cum_len", f"is {shown(cum_len)}; a sequence length must fit in 64 bits")
+        problem = _cum_len_problem(cum_len)
+        if problem is not None:
+            raise check.fail("cum_len", problem)
         put(self, "cum_len", cum_len)
         check.string("digest", self.digest, nullable=True)
         for flag in ("prompt_is_delta", "prefix_requested", "prefix_supplied"):
             put(self, flag, check.boolean(flag, getattr(self, flag)))
         check.string("finish_reason", self.finish_reason, nullable=True)
-        # Lineage coherence: the parent id is meaningful exactly when the decision was
-        # "resolved"; anything else is a writer bug the builder must not paper over.
-        if resolution is ParentResolutionStatus.RESOLVED and self.parent_call_id is None:
-            raise check.fail("parent_call_id", "parent_resolution is 'resolved' but no parent_call_id is given")
-        if resolution in (ParentResolutionStatus.ROOT, ParentResolutionStatus.UNRESOLVED) and self.parent_call_id is not None:
-            raise check.fail("parent_call_id", f"parent_resolution is {resolution.value!r} but a parent_call_id "
-                             f"({self.parent_call_id!r}) is given")
-        if self.prompt_is_delta and resolution is not ParentResolutionStatus.RESOLVED:
-            raise check.fail("prompt_is_delta", "a delta prompt needs a 'resolved' parent to extend")
+        lineage = _lineage_problem(resolution, self.parent_call_id, self.prompt_is_delta)
+        if lineage is not None:
+            raise check.fail(*lineage)
         check.carried(self, _TOKEN_ENTRY_CARRIED)
 
     # -- conversions ---------------------------------------------------------------
@@ -465,6 +499,33 @@ class TokenEntry:
                 raise RecordError("must not be null", call_id=call_id, field=name)
         extra = {k: v for k, v in data.items() if k not in _TOKEN_ENTRY_FIELD_SET}
         return cls(**kwargs, extra=extra)
+
+    @classmethod
+    def from_proven(cls, values: Sequence[Any]) -> TokenEntry | None:
+        """The entry of field values whose types a typed decode has already proved, or None
+        when a rule beyond the types fails (`from_dict` of the same values then says which).
+
+        ``values`` holds every field but ``extra`` (which is empty) in declaration order
+        (`PROVEN_FIELDS`), each already what ``__post_init__`` would make of it: ids and
+        texts ``str``; counts ``int``, never ``bool``; ``created_at`` a ``float``;
+        ``parent_resolution`` a `ParentResolutionStatus` or None; flags ``bool``; the token
+        arrays read-only 1-D ``uint64`` and finite ``float64`` `TokenArray`s;
+        ``output_items`` a list of dicts; every carried value one ``carried_problem``
+        passes. What is still checked here is what no type says: the schema version's
+        range, one log-probability per token, the output item index, the cumulative length's
+        range and the lineage rules.
+        """
+        entry = object.__new__(cls)
+        for setter, value in zip(_PROVEN_SETTERS, values):
+            setter(entry, value)
+        _EXTRA_SETTER(entry, {})
+        if (entry.schema_version not in TOKEN_ENTRY_SCHEMA_VERSIONS
+                or _count_problem(entry.generation_token_ids, entry.generation_log_probs) is not None
+                or _index_problem(entry.token_item_index, entry.output_items) is not None
+                or _cum_len_problem(entry.cum_len) is not None
+                or _lineage_problem(entry.parent_resolution, entry.parent_call_id, entry.prompt_is_delta) is not None):
+            return None
+        return entry
 
     def to_dict(self) -> dict[str, Any]:
         """Every known field (defaults filled in) plus the unknown ones, as plain JSON types."""
@@ -490,9 +551,9 @@ class TokenEntry:
         if generation.size != self.generation_token_ids.size:
             raise ValueError("the rebuilt generation must be the record's own")
         copy = object.__new__(TokenEntry)
+        for setter, value in zip(_SLOT_SETTERS, _slot_values(self)):
+            setter(copy, value)
         put = object.__setattr__
-        for name in _TOKEN_ENTRY_SLOTS:
-            put(copy, name, getattr(self, name))
         put(copy, "prompt_token_ids", _frozen(np.asarray(prompt, dtype=np.uint64)))
         put(copy, "generation_token_ids", _frozen(np.asarray(generation, dtype=np.uint64)))
         put(copy, "prompt_is_delta", False)
@@ -508,6 +569,13 @@ class TokenEntry:
 
 
 _TOKEN_ENTRY_SLOTS = tuple(f.name for f in fields(TokenEntry))
+PROVEN_FIELDS = _TOKEN_ENTRY_SLOTS[:-1]
+"""The fields `TokenEntry.from_proven` takes, in its order (all but ``extra``)."""
+# A frozen dataclass refuses setattr; its slots' own descriptors set them directly.
+_SLOT_SETTERS = tuple(getattr(TokenEntry, name).__set__ for name in _TOKEN_ENTRY_SLOTS)
+_PROVEN_SETTERS = _SLOT_SETTERS[:-1]
+_EXTRA_SETTER = _SLOT_SETTERS[-1]
+_slot_values = operator.attrgetter(*_TOKEN_ENTRY_SLOTS)
 
 
 # --------------------------------------------------------------------------- EngineRefusalRecord

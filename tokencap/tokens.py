@@ -15,11 +15,10 @@ starts with a copy of `base`; that copy is per branch point, not per call.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 TOKEN_DTYPE = np.uint64
+_ITEMSIZE = np.dtype(TOKEN_DTYPE).itemsize
 _MIN_CAPACITY = 1024
 
 
@@ -41,21 +40,27 @@ def as_token_array(arr: np.ndarray) -> TokenArray:
     return view
 
 
-_LANE_BUFFERS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+class _LaneBuffer(np.ndarray):
+    """An arena lane's own storage: its type says that many calls' sequences are views of
+    it, so telling a lane from a call's private array needs no registry."""
 
 
 def is_shared_buffer(arr: np.ndarray) -> bool:
     """Whether ``arr`` is an arena lane's buffer (many calls' sequences are views of it)."""
-    return _LANE_BUFFERS.get(id(arr)) is arr
+    return type(arr) is _LaneBuffer and arr.base is None
 
 
 class _Lane:
-    __slots__ = ("buffer", "used")
+    __slots__ = ("buffer", "used", "address")
 
     def __init__(self, capacity: int) -> None:
-        self.buffer = np.empty(max(capacity, _MIN_CAPACITY), dtype=TOKEN_DTYPE)
+        self.buffer = np.ndarray.__new__(_LaneBuffer, (max(capacity, _MIN_CAPACITY),), dtype=TOKEN_DTYPE)
         self.used = 0
-        _LANE_BUFFERS[id(self.buffer)] = self.buffer
+        self.address = _address(self.buffer, 0)  # where token ``i`` sits: address + 8 * i
+
+    def end(self) -> int:
+        """The address one past the last written token."""
+        return self.address + self.used * _ITEMSIZE
 
 
 class SequenceArena:
@@ -69,7 +74,8 @@ class SequenceArena:
     def extend(self, base: np.ndarray, *parts: np.ndarray) -> np.ndarray:
         """A read-only array equal to ``concat(base, *parts)``, sharing ``base``'s storage when possible."""
         extra = sum(int(p.size) for p in parts)
-        lane = self._tails.get(_end_address(base)) if base.size else None
+        tail = _end_address(base) if base.size else 0
+        lane = self._tails.get(tail) if base.size else None
         if lane is not None and lane.used + extra <= lane.buffer.size:
             start = lane.used - base.size
         else:
@@ -80,20 +86,20 @@ class SequenceArena:
                 need = lane.used + extra
                 new_lane = _Lane(2 * need)
                 new_lane.buffer[: base.size] = base
-                del self._tails[_end_address(base)]
+                del self._tails[tail]
             else:
                 new_lane = _Lane(2 * (base.size + extra))
                 new_lane.buffer[: base.size] = base
             new_lane.used = base.size
             lane, start = new_lane, 0
         if lane.used:
-            self._tails.pop(_address(lane.buffer, lane.used), None)
+            self._tails.pop(lane.end(), None)
         pos = lane.used
         for part in parts:
             lane.buffer[pos: pos + part.size] = part
             pos += part.size
         lane.used = pos
-        self._tails[_address(lane.buffer, pos)] = lane
+        self._tails[lane.end()] = lane
         return as_token_array(lane.buffer[start:pos])
 
     def fresh(self, *parts: np.ndarray) -> np.ndarray:

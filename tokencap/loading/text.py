@@ -17,7 +17,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
-from .wire import TOO_DEEP, RecordDecoder, decode_field, decode_raw_object, decode_value
+from .wire import TOO_DEEP, RecordDecoder, WireLine, decode_entry_line, decode_field, decode_raw_object, decode_value
 
 
 class LoadError(ValueError):
@@ -316,11 +316,11 @@ def _snapshot_from_wire(wire: _SnapshotWire, name: str | None) -> TokenCaptureSn
 class JsonlRecords:
     """The records of one JSONL text, grouped by rollout, with their line numbers."""
 
-    entries: dict[str, list[tuple[int, dict[str, Raw]]]] = field(default_factory=dict)
+    entries: dict[str, list[tuple[int, dict[str, Raw] | WireLine]]] = field(default_factory=dict)
     refusals: dict[str, list[tuple[int, dict[str, Raw]]]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
 
-    def add(self, rollout_id: str, line: int, raw: dict[str, Raw], is_refusal: bool) -> None:
+    def add(self, rollout_id: str, line: int, raw: dict[str, Raw] | WireLine, is_refusal: bool) -> None:
         if rollout_id not in self.entries:
             self.entries[rollout_id] = []
             self.refusals[rollout_id] = []
@@ -361,9 +361,12 @@ def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int
         if found is None:
             return
         first = found.start()
-        skipped, last = _count_newlines(view, pos, first)
-        line += skipped
-        start = last + 1 if last >= 0 else pos
+        start = pos
+        if first > pos:  # a blank stretch: count its newlines
+            skipped, last = _count_newlines(view, pos, first)
+            line += skipped
+            if last >= 0:
+                start = last + 1
         newline = _NEWLINE.search(view, first)
         end = newline.start() if newline is not None else n
         yield line, view[start:end]
@@ -415,6 +418,11 @@ def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int
     out = JsonlRecords()
     lines = iter_lines(data) if isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)) else data
     for line, chunk in lines:
+        if not refusals_only:
+            typed = decode_entry_line(chunk)
+            if typed is not None:  # a token entry whose small fields are proved; else read exactly
+                out.add(typed.wire.rollout_id, line, typed, False)
+                continue
         try:
             raw = decode_raw_object(chunk)
         except RecursionError:
@@ -446,7 +454,7 @@ def snapshots_from_records(records: JsonlRecords, where: str) -> list[TokenCaptu
     return [build_snapshot(rid, records.entries[rid], records.refusals[rid], where) for rid in records.order]
 
 
-def build_snapshot(rollout_id: str, entry_raws: list[tuple[int, dict[str, Raw]]],
+def build_snapshot(rollout_id: str, entry_raws: list[tuple[int, dict[str, Raw] | WireLine]],
                    refusal_raws: list[tuple[int, dict[str, Raw]]], where: str, **fields) -> TokenCaptureSnapshot:
     """Decode one rollout's raw records; errors name the file and line of the bad record."""
     decoder = RecordDecoder()

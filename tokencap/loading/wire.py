@@ -14,17 +14,19 @@ simply parse everything: the shortcut never decides anything, it only saves work
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import MISSING, dataclass, field
+from dataclasses import fields as dataclass_fields
+from typing import Any, Literal, get_type_hints
 
 import msgspec
 import numpy as np
 import simdjson
 
-from ..limits import MAX_CARRIED_DEPTH
-from ..records import EngineRefusalRecord, RecordError, TokenEntry
-from ..tokens import TOKEN_DTYPE, SequenceArena
+from ..limits import CARRIED_INT_MAX, CARRIED_INT_MIN, MAX_CARRIED_DEPTH
+from ..records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenEntry, carried_problem
+from ..tokens import TOKEN_DTYPE, SequenceArena, as_token_array
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
 LOGPROB_FIELD = "generation_log_probs"
@@ -68,6 +70,132 @@ def decode_field(record: RawRecord, name: str) -> Any:
         raise RecordError(f"the value cannot be read: {problem}", call_id=call_id, field=name) from None
 
 
+# --------------------------------------------------------------------------- typed lines
+
+
+_RAW_DEFAULTS = {"routed_experts": msgspec.Raw(b"null"), "output_items": msgspec.Raw(b"[]")}
+_WIRE_TYPES: dict[str, Any] = {
+    "prompt_token_ids": msgspec.Raw, "generation_token_ids": msgspec.Raw, "generation_log_probs": msgspec.Raw,
+    "routed_experts": msgspec.Raw, "output_items": msgspec.Raw,
+    "created_at": int | float,  # an integer stays one, as the exact path reads it
+    "parent_resolution": Literal[tuple(status.value for status in ParentResolutionStatus)] | None,  # type: ignore[misc]
+}
+
+
+def _wire_fields() -> list[tuple[str, Any] | tuple[str, Any, Any]]:
+    """`TokenEntry`'s own fields, types and defaults, with the few types a decode reads differently."""
+    hints = get_type_hints(TokenEntry)
+    out: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for spec in dataclass_fields(TokenEntry):
+        if spec.name == "extra":
+            continue  # an unknown field sends the line the exact way, which keeps it
+        kind = _WIRE_TYPES.get(spec.name, hints[spec.name])
+        if spec.name in _RAW_DEFAULTS:
+            out.append((spec.name, kind, _RAW_DEFAULTS[spec.name]))
+        elif spec.default is not MISSING:
+            out.append((spec.name, kind, spec.default))
+        else:
+            out.append((spec.name, kind))
+    return out
+
+
+WireEntry = msgspec.defstruct("WireEntry", _wire_fields(), module=__name__, forbid_unknown_fields=True, gc=False)
+WireEntry.__doc__ = """A token entry line's fields with the types SPEC 2.1 gives them, read in one C call.
+
+Decoding a line into this proves every small field's type at once (a bool is never an
+int here, a null only where the table allows it), so the entry is built without checking
+them again (`TokenEntry.from_proven`). It is `TokenEntry`'s table (names, order, defaults,
+so a field left out means what it means there), except that the token arrays stay raw text
+for the typed array parser and ``output_items`` and ``routed_experts`` stay raw so their
+text can show cheaply that they need no carried-field walk. Any line this cannot read (an
+unknown field, a wrong type, a missing field) is read the exact way instead, which names
+what is wrong: this is a shortcut, never a judge.
+"""
+
+
+_RAW_FIELDS = frozenset(("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts",
+                         "output_items"))
+_SMALL_FIELDS = tuple(name for name in WireEntry.__struct_fields__ if name not in _RAW_FIELDS)
+_RESOLUTIONS = {status.value: status for status in ParentResolutionStatus}
+_NULL = msgspec.Raw(b"null")
+_decode_wire_entry = msgspec.json.Decoder(WireEntry).decode
+_decode_items = msgspec.json.Decoder(list[dict[str, Any]]).decode
+
+
+class WireLine:
+    """A token entry line the typed decode read: its fields, and its carried fields' values."""
+
+    __slots__ = ("wire", "output_items", "routed_experts")
+
+    def __init__(self, wire: WireEntry, output_items: list[dict[str, Any]], routed_experts: Any) -> None:
+        self.wire = wire
+        self.output_items = output_items
+        self.routed_experts = routed_experts
+
+    def raw_fields(self) -> dict[str, msgspec.Raw | bytes]:
+        """The token arrays' texts and the call id, as the exact path reads them from a raw
+        record (`decode_field` names the call in its errors)."""
+        w = self.wire
+        return {"model_call_id": msgspec.json.encode(w.model_call_id), "prompt_token_ids": w.prompt_token_ids,
+                "generation_token_ids": w.generation_token_ids, LOGPROB_FIELD: w.generation_log_probs}
+
+    def plain_fields(self) -> dict[str, Any]:
+        """Every small field's value: what the exact path decodes from a raw record of this line
+        (a field the line left out holds the default, which is what its absence means)."""
+        w = self.wire
+        data = {name: getattr(w, name) for name in _SMALL_FIELDS}
+        data["output_items"] = self.output_items
+        data["routed_experts"] = self.routed_experts
+        return data
+
+
+def decode_entry_line(text: bytes | memoryview) -> WireLine | None:
+    """A token entry line read by the typed decode, or None when the exact path must read it."""
+    try:
+        wire = _decode_wire_entry(text)
+        items = _decode_items(wire.output_items)
+        experts = None if wire.routed_experts == _NULL else _decode_any(wire.routed_experts)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    return WireLine(wire, items, experts)
+
+
+_DIGITS_AS_NINES = bytes(57 if 48 <= byte <= 57 else 32 for byte in range(256))
+_NINETEEN_DIGITS = b"9" * 19
+
+
+def _text_needs_no_walk(raw: msgspec.Raw) -> bool:
+    """Whether a carried field's JSON text surely passes `carried_problem` without the walk:
+    at most `MAX_CARRIED_DEPTH` brackets in all bound its nesting, and without a run of 19
+    digits every integer in it is within 64 bits (decoded JSON has no other way to fail:
+    keys are strings and a non-finite number does not decode). Strings count too, so this
+    can only say "walk it" more often than needed."""
+    text = bytes(raw)
+    return (text.count(b"[") + text.count(b"{") <= MAX_CARRIED_DEPTH
+            and _NINETEEN_DIGITS not in text.translate(_DIGITS_AS_NINES))
+
+
+def _carried_values_pass(line: WireLine) -> bool:
+    """Whether every carried field of a typed line passes `carried_problem`."""
+    w = line.wire
+    if not _text_needs_no_walk(w.output_items) and carried_problem(line.output_items, "output_items") is not None:
+        return False
+    experts = line.routed_experts
+    if experts is not None and not _text_needs_no_walk(w.routed_experts) \
+            and carried_problem(experts, "routed_experts") is not None:
+        return False
+    for value in (w.continuation_fingerprint, w.continuation_context_len, w.continuation_context_digest,
+                  w.fingerprint_version):
+        kind = type(value)
+        if kind is str or value is None or kind is bool or kind is float:
+            continue  # a decoded float is finite
+        if kind is int and CARRIED_INT_MIN <= value <= CARRIED_INT_MAX:
+            continue
+        if carried_problem(value, "carried") is not None:
+            return False
+    return True
+
+
 class _Text:
     """A JSON array's text as a zero-copy byte view, with the bounds of its body."""
 
@@ -87,10 +215,7 @@ class _Text:
         return self.end - self.start
 
     def is_flat_array(self) -> bool:
-        # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
-        # log-probs are plain numbers, and any string inside fails the typed read anyway).
-        view = self.view
-        return len(view) >= 2 and view[0] == 91 and view[-1] == 93 and view.tobytes().find(b"[", 1) < 0
+        return _is_flat_array(self.view.tobytes())
 
 
 class _ArrayParser:
@@ -104,26 +229,52 @@ class _ArrayParser:
 
         None sends the caller to the slow path, which names the offending element.
         """
-        if not (text or _Text(raw)).is_flat_array():
+        if not (text.is_flat_array() if text is not None else _is_flat_array(bytes(raw))):
             return None
         try:
             buffer = self._parser.parse(raw).as_buffer(of_type=kind)
         except (TypeError, ValueError, RuntimeError):
             return None
         arr = np.frombuffer(buffer, dtype=TOKEN_DTYPE if kind == "u" else np.float64)
-        if kind == "d" and arr.size and not np.isfinite(arr).all():
+        if kind == "d" and arr.size and not _all_finite(arr):
             return None
         return arr
 
 
-@dataclass
-class _ParsedTokens:
-    """A call's parsed prompt and generation, plus their texts for prefix sharing."""
+def _is_flat_array(text: bytes) -> bool:
+    # simdjson flattens nested arrays silently; a second '[' means nesting (ids and
+    # log-probs are plain numbers, and any string inside fails the typed read anyway).
+    return len(text) >= 2 and text[0] == 91 and text[-1] == 93 and text.find(b"[", 1) < 0
 
-    full: np.ndarray
-    prompt_len: int
-    prompt_text: _Text
-    generation_text: _Text
+
+def _all_finite(arr: np.ndarray) -> bool:
+    """Whether every number is finite. A short array is summed as Python floats, cheaper
+    than a ufunc call: an inf or a nan always makes the sum non-finite, and a sum that
+    overflows only sends a finite array the exact way, which accepts it."""
+    if arr.size <= 256:
+        return math.isfinite(sum(arr.tolist()))
+    return bool(np.isfinite(arr).all())
+
+
+class _ParsedTokens:
+    """A call's parsed prompt and generation, plus their texts for prefix sharing.
+
+    A full-prompt call's two arrays are views of one arena lane (``full``), so a child's
+    prompt can extend it; a delta record's are its own small arrays (``full`` is None):
+    nothing shares them, and the builder copies them into its rebuilt lane anyway.
+    """
+
+    __slots__ = ("prompt", "generation", "full", "prompt_text", "generation_text")
+
+    def __init__(self, prompt: np.ndarray, generation: np.ndarray, full: np.ndarray | None,
+                 prompt_text: _Text | None, generation_text: _Text | None) -> None:
+        self.prompt, self.generation, self.full = prompt, generation, full
+        self.prompt_text, self.generation_text = prompt_text, generation_text
+
+    @classmethod
+    def in_lane(cls, full: np.ndarray, prompt_len: int, prompt_text: _Text, generation_text: _Text
+                ) -> _ParsedTokens:
+        return cls(full[:prompt_len], full[prompt_len:], full, prompt_text, generation_text)
 
 
 def _skip_ws(view: memoryview, pos: int) -> int:
@@ -185,36 +336,80 @@ class RecordDecoder:
 
     # -- token entries ----------------------------------------------------------------
 
-    def entries(self, raws: list[RawRecord]) -> list[TokenEntry]:
+    def entries(self, raws: list[RawRecord | WireLine]) -> list[TokenEntry]:
         """Decode the token entries of one rollout, sharing prompt storage along lineage.
 
         Records are parsed shortest prompt text first so a parent is parsed before the
-        children whose text may reuse it. The result keeps the input order.
+        children whose text may reuse it. The result keeps the input order. A `WireLine`
+        (a line the typed decode read) has no small field left to decode, so it never
+        fails the first pass; every other record fails there exactly as before.
         """
-        plain = []
+        plain: list[dict[str, Any] | None] = []
         for i, r in enumerate(raws):
+            if type(r) is WireLine:
+                plain.append(None)
+                continue
             try:
-                plain.append(self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)))
+                plain.append(self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)))  # type: ignore[arg-type]
             except RecordError as exc:
                 exc.record_index = i
                 raise
         parsed: dict[str, _ParsedTokens] = {}
         results: list[TokenEntry | None] = [None] * len(raws)
-        order = sorted(range(len(raws)), key=lambda i: len(raws[i].get("prompt_token_ids", b"")))
+        order = sorted(range(len(raws)), key=lambda i: _prompt_text_len(raws[i]))
         for i in order:
+            r = raws[i]
             try:
-                results[i] = self._entry(raws[i], plain[i], parsed)
+                if type(r) is WireLine:
+                    results[i] = self._proven_entry(r, parsed)  # type: ignore[arg-type]
+                else:
+                    results[i] = self._entry(r, plain[i], parsed)  # type: ignore[arg-type]
             except RecordError as exc:
                 exc.record_index = i  # lets the loader name the line or entry number
                 raise
         return results  # type: ignore[return-value]
+
+    def _proven_entry(self, line: WireLine, parsed: dict[str, _ParsedTokens]) -> TokenEntry:
+        """A typed line's entry, built without re-checking what the decode proved; at the
+        first doubt (an array only the exact path reads, a carried value to judge, a rule
+        of SPEC 2.1 broken) the exact path builds it or names what is wrong."""
+        w = line.wire
+        call_id = w.model_call_id
+        tokens = self._tokens(w.prompt_token_ids, w.generation_token_ids, w.parent_call_id, w.prompt_is_delta, parsed)
+        entry = None
+        if tokens is not None:
+            logprobs = self._arrays.parse(w.generation_log_probs, "d")
+            created_at = w.created_at
+            if type(created_at) is int:
+                try:
+                    created_at = float(created_at)
+                except OverflowError:
+                    logprobs = None  # too large a number of seconds: the exact path says so
+            if logprobs is not None and _carried_values_pass(line):
+                resolution = w.parent_resolution
+                entry = TokenEntry.from_proven((
+                    w.rollout_id, call_id, tokens.prompt, tokens.generation,
+                    as_token_array(logprobs), w.schema_version, w.model, line.routed_experts, line.output_items,
+                    w.token_item_index, created_at, _RESOLUTIONS[resolution] if resolution is not None else None,
+                    w.parent_call_id, w.parent_resolution_reason, w.cum_len, w.digest, w.prompt_is_delta,
+                    w.prefix_requested, w.prefix_supplied, w.continuation_fingerprint, w.continuation_context_len,
+                    w.continuation_context_digest, w.fingerprint_version, w.finish_reason,
+                ))
+        if entry is None:
+            return self._entry(line.raw_fields(), line.plain_fields(), parsed)
+        if call_id not in parsed and not w.prompt_is_delta:
+            parsed[call_id] = tokens  # type: ignore[assignment]
+        return entry
 
     def _entry(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens]) -> TokenEntry:
         call_id = data.get("model_call_id") if isinstance(data.get("model_call_id"), str) else None
         for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
             if name not in raw:
                 raise RecordError(f"token entry is missing the required field {name!r}", call_id=call_id)
-        tokens = self._tokens(raw, data, parsed, call_id)
+        parent_id = data.get("parent_call_id")
+        tokens = self._tokens(raw["prompt_token_ids"], raw["generation_token_ids"],
+                              parent_id if isinstance(parent_id, str) else None, data.get("prompt_is_delta") is True,
+                              parsed)
         if tokens is None:
             # Slow, exact path: Python values, so validation can name the bad element.
             for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
@@ -225,22 +420,31 @@ class RecordDecoder:
             data[LOGPROB_FIELD] = decode_field(raw, LOGPROB_FIELD)
         else:
             data[LOGPROB_FIELD] = logprobs
-        data["prompt_token_ids"] = tokens.full[: tokens.prompt_len]
-        data["generation_token_ids"] = tokens.full[tokens.prompt_len:]
+        data["prompt_token_ids"] = tokens.prompt
+        data["generation_token_ids"] = tokens.generation
         entry = TokenEntry.from_dict(data)
         if call_id is not None and call_id not in parsed and not entry.prompt_is_delta:
             parsed[call_id] = tokens
         return entry
 
-    def _tokens(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens],
-                call_id: str | None) -> _ParsedTokens | None:
-        prompt_raw, gen_raw = raw["prompt_token_ids"], raw["generation_token_ids"]
+    def _tokens(self, prompt_raw: msgspec.Raw, gen_raw: msgspec.Raw, parent_id: str | None, delta: bool,
+                parsed: dict[str, _ParsedTokens]) -> _ParsedTokens | None:
+        """The prompt and generation, or None when either is not a flat array of token ids.
+
+        A full-prompt record's become one lane of the arena, and its prompt text is first
+        matched against its claimed parent's (``parent_id``) texts, so only its new tokens
+        are parsed. A delta record's (``delta``) are parsed as they are."""
+        if delta:  # no text is kept: nothing is matched against a delta record's
+            generation = self._arrays.parse(gen_raw, "u")
+            prompt = self._arrays.parse(prompt_raw, "u") if generation is not None else None
+            if prompt is None:
+                return None
+            return _ParsedTokens(as_token_array(prompt), as_token_array(generation), None, None, None)
         prompt_text, gen_text = _Text(prompt_raw), _Text(gen_raw)
         generation = self._arrays.parse(gen_raw, "u", gen_text)
         if generation is None:
             return None
-        parent_id = data.get("parent_call_id")
-        parent = parsed.get(parent_id) if isinstance(parent_id, str) and data.get("prompt_is_delta") is not True else None
+        parent = parsed.get(parent_id) if parent_id is not None else None
         prompt_view = prompt_text.view
         if parent is not None and len(prompt_view) and prompt_view[0] == 91:
             end = _match_segments(prompt_text, (parent.prompt_text, parent.generation_text))
@@ -252,9 +456,15 @@ class RecordDecoder:
                     rest = self._arrays.parse(b"[" + prompt_view[rest_start + 1:].tobytes(), "u")
                 if rest is not None:
                     full = self.arena.extend(parent.full, rest, generation)
-                    return _ParsedTokens(full, parent.full.size + rest.size, prompt_text, gen_text)
+                    return _ParsedTokens.in_lane(full, parent.full.size + rest.size, prompt_text, gen_text)
         prompt = self._arrays.parse(prompt_raw, "u", prompt_text)
         if prompt is None:
             return None
         full = self.arena.fresh(prompt, generation)
-        return _ParsedTokens(full, prompt.size, prompt_text, gen_text)
+        return _ParsedTokens.in_lane(full, prompt.size, prompt_text, gen_text)
+
+
+def _prompt_text_len(record: RawRecord | WireLine) -> int:
+    if type(record) is WireLine:
+        return len(record.wire.prompt_token_ids)  # type: ignore[union-attr]
+    return len(record.get("prompt_token_ids", b""))  # type: ignore[union-attr]

@@ -1,0 +1,218 @@
+"""The typed line decode (`loading.wire.decode_entry_line` + `TokenEntry.from_proven`) against
+the exact path it shortcuts.
+
+The typed decode reads a token entry line's small fields in one call and builds the entry
+without re-checking their types. It may hand a line to the exact path more often than
+needed, never less: for any JSONL text, loading with it and loading with every line read
+the exact way must give the same snapshots (byte for byte) or the same error message.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import Conv
+from tokencap.loading import text as text_module
+from tokencap.loading.text import LoadError, load_jsonl
+from tokencap.loading.wire import RecordDecoder, WireLine, decode_entry_line, decode_raw_object
+from tokencap.records import PROVEN_FIELDS, RecordError, TokenEntry, canonical_json
+
+_RAW = "\x00raw\x00"  # a placeholder replaced by a raw JSON text after json.dumps
+
+
+def _conversation(delta: bool) -> list[dict[str, Any]]:
+    conv = Conv("r1")
+    conv.root("call-1", output_items=[{"type": "message", "role": "assistant", "content": [{"text": "hi"}]}],
+              token_item_index=0, finish_reason="stop", model="policy")
+    conv.child("call-2", "call-1", delta=delta)
+    conv.child("call-3", "call-2", delta=delta, routed_experts=[[1, 2], [3, 4], [5, 6]])
+    conv.retry("call-4", "call-3")
+    return conv.records
+
+
+def _line(record: dict[str, Any], raw: str | None = None) -> bytes:
+    text = json.dumps(record)
+    if raw is not None:
+        text = text.replace(json.dumps(_RAW), raw)
+    return text.encode()
+
+
+def _outcome(data: bytes, typed: bool) -> tuple[str, Any]:
+    """('ok', every snapshot's canonical bytes and field types) or ('error', the message)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not typed:
+            patch.setattr(text_module, "decode_entry_line", lambda _text: None)
+        try:
+            snapshots = load_jsonl(data, "run.jsonl")
+        except LoadError as exc:
+            return "error", str(exc)
+    return "ok", [(s.rollout_id, [_fingerprint(e) for e in s.entries]) for s in snapshots]
+
+
+def _fingerprint(entry: TokenEntry) -> tuple:
+    """Everything about an entry a caller can see: its canonical JSON, every field's type,
+    and the token arrays' dtype, class and writability."""
+    arrays = tuple((type(a).__name__, a.dtype.str, a.flags.writeable, a.ndim)
+                   for a in (entry.prompt_token_ids, entry.generation_token_ids, entry.generation_log_probs))
+    types = tuple(type(getattr(entry, name)).__name__ for name in PROVEN_FIELDS)
+    return canonical_json(entry), types, arrays, entry.extra
+
+
+# Values that probe every type and range rule of SPEC 2.1 and the carried-field limits.
+_EDGE_VALUES = [
+    None, True, False, 0, 1, -1, 3, 5, 6, 7, 2, 0.0, -0.0, 1.5, 1e308, "", "x", "root", "resolved", "unresolved",
+    "call-1", "call-2", "r1", "r2", [], [1, 2], [{}], [{"a": 1}], {}, {"a": [1, {"b": None}]}, [None], ["x"],
+    (1 << 63) - 1, 1 << 63, -(1 << 63), -(1 << 63) - 1, (1 << 64) - 1, 1 << 64, 10 ** 30, 1e300,
+]
+_RAW_TEXTS = [
+    "1e400", "-1e400", "[1, [2]]", "[1.5]", "[-1]", "[18446744073709551615]", "[18446744073709551616]",
+    "[true]", "[\"1\"]", "[]", "[ 1 , 2 ]", "[-0.5, 1e400]", "[-0.5, -1.5, -2.5]", "[1, 2, 3, 4]",
+    "\"\\ud800\"", "[[[[[[1]]]]]]", "[" * 63 + "1" + "]" * 63, "[" * 64 + "1" + "]" * 64,
+    "[" * 65 + "1" + "]" * 65, "[{\"k\": 12345678901234567890123}]", "[{\"k\": -9223372036854775809}]",
+    "[{\"k\": \"1234567890123456789012\"}]", "[{\"a\": 1, \"a\": 2}]", "{\"type\": \"x\"}",
+    "[" * 300 + "]" * 300, "123456789012345678901234567890", "5.0",
+]
+_FIELDS = list(PROVEN_FIELDS) + ["record_type", "an_unknown_field"]
+
+
+@st.composite
+def _mutations(draw: st.DrawFn) -> tuple[int, str, str, Any]:
+    """(record index, field, kind, value): set a field to a value or a raw text, or drop it."""
+    index = draw(st.integers(0, 3))
+    name = draw(st.sampled_from(_FIELDS))
+    kind = draw(st.sampled_from(["value", "raw", "drop"]))
+    if kind == "value":
+        return index, name, kind, draw(st.sampled_from(_EDGE_VALUES))
+    if kind == "raw":
+        return index, name, kind, draw(st.sampled_from(_RAW_TEXTS))
+    return index, name, kind, None
+
+
+def _mutated_text(records: list[dict[str, Any]], mutations: list[tuple[int, str, str, Any]]) -> bytes:
+    records = [dict(r) for r in records]
+    raws: dict[int, str] = {}
+    for index, name, kind, value in mutations:
+        record = records[index]
+        if kind == "drop":
+            record.pop(name, None)
+        elif kind == "value":
+            record[name] = value
+        else:
+            # One raw text per record (the placeholder is one string); a second replaces it.
+            for key, held in list(record.items()):
+                if held == _RAW:
+                    record[key] = None
+            record[name] = _RAW
+            raws[index] = value
+    return b"\n".join(_line(r, raws.get(i)) for i, r in enumerate(records)) + b"\n"
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(delta=st.booleans(), mutations=st.lists(_mutations(), min_size=0, max_size=3))
+def test_typed_and_exact_loads_agree_on_every_mutated_text(delta: bool, mutations: list) -> None:
+    data = _mutated_text(_conversation(delta), mutations)
+    assert _outcome(data, True) == _outcome(data, False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), delta=st.booleans())
+def test_typed_and_exact_loads_agree_in_any_line_order_and_spacing(seed: int, delta: bool) -> None:
+    rng = random.Random(seed)
+    records = _conversation(delta)
+    rng.shuffle(records)
+    lines = []
+    for record in records:
+        items = list(record.items())
+        rng.shuffle(items)
+        spaced = rng.random() < 0.5
+        lines.append(json.dumps(dict(items), indent=None, separators=(" , ", " : ") if spaced else (",", ":")))
+    data = ("\n".join(lines) + "\n").encode()
+    typed = _outcome(data, True)
+    assert typed[0] == "ok" and typed == _outcome(data, False)
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_every_line_of_a_well_formed_store_takes_the_typed_path(delta: bool, monkeypatch) -> None:
+    """A real capture's lines never fall back: the shortcut is what a scan runs on."""
+    data = _mutated_text(_conversation(delta), [])
+    lines = [line for line in data.splitlines() if line]
+    typed = [decode_entry_line(line) for line in lines]
+    assert all(isinstance(t, WireLine) for t in typed)
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the exact path ran on a well-formed line")
+
+    monkeypatch.setattr(TokenEntry, "from_dict", classmethod(refuse))
+    entries = RecordDecoder().entries(typed)  # type: ignore[arg-type]
+    assert [e.model_call_id for e in entries] == ["call-1", "call-2", "call-3", "call-4"]
+
+
+def _nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("field, value, problem", [
+    ("schema_version", 7, "schema version 7 is not supported"),
+    ("token_item_index", 3, "is 3, but there are 1 output items"),
+    ("cum_len", -1, "a sequence length cannot be negative"),
+    ("cum_len", 1 << 64, "a sequence length must fit in 64 bits"),
+    ("parent_call_id", None, "parent_resolution is 'resolved' but no parent_call_id is given"),
+    ("generation_log_probs", [-0.5], "1 log-probabilities for 3 generated tokens"),
+    ("output_items", [{"deep": _nested(70)}], "nested deeper than 64 levels"),
+    ("routed_experts", [[1 << 64]], "outside the 64-bit range"),
+    ("continuation_context_len", -(1 << 63) - 1, "outside the 64-bit range"),
+])
+def test_a_typed_line_breaking_a_rule_beyond_its_types_gets_the_exact_message(field: str, value: Any,
+                                                                              problem: str) -> None:
+    record = dict(_conversation(False)[1])
+    record["token_item_index"] = 0
+    record["output_items"] = [{"type": "message"}]
+    record[field] = value
+    line = _line(record)
+    typed = decode_entry_line(line)
+    assert isinstance(typed, WireLine)  # the types are right: only the rule is broken
+    with pytest.raises(RecordError) as fast:
+        RecordDecoder().entries([typed])
+    with pytest.raises(RecordError) as exact:
+        RecordDecoder().entries([decode_raw_object(line)])
+    assert str(fast.value) == str(exact.value) and problem in str(fast.value)
+
+
+def test_a_carried_value_is_checked_when_its_text_cannot_vouch_for_it() -> None:
+    """Many brackets or long digit runs make the text inconclusive: the walk decides."""
+    record = dict(_conversation(False)[0])
+    record["output_items"] = [{"type": "message", "content": [{"n": i} for i in range(70)]}]  # 72 brackets
+    record["routed_experts"] = [[12345678901234567890]]  # 20 digits, still within 64 bits
+    entries = RecordDecoder().entries([decode_entry_line(_line(record))])  # type: ignore[list-item]
+    assert entries[0].output_items == record["output_items"]
+    assert entries[0].routed_experts == [[12345678901234567890]]
+
+
+def test_lines_the_typed_decode_cannot_read_go_the_exact_way() -> None:
+    record = dict(_conversation(False)[0])
+    for change in ({"an_unknown_field": 1}, {"model": None}, {"created_at": True}, {"output_items": {}}):
+        assert decode_entry_line(_line({**record, **change})) is None
+    assert decode_entry_line(b"[1, 2]") is None and decode_entry_line(b"{") is None
+    assert decode_entry_line(_line({k: v for k, v in record.items() if k != "generation_token_ids"})) is None
+    assert isinstance(decode_entry_line(_line(record)), WireLine)
+    # msgspec refuses what JSON cannot carry; the exact path says so in its own words.
+    assert decode_entry_line(_line(record).replace(b'"created_at": 1.0', b'"created_at": 1e400')) is None
+
+
+def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them() -> None:
+    """The short-array finiteness test sums; a sum past the float range only sends the
+    record the exact way, which accepts finite numbers however large."""
+    records = _conversation(False)
+    records[0] = {**records[0], "generation_log_probs": [1e308, 1e308, 1e308]}
+    data = b"\n".join(_line(r) for r in records) + b"\n"
+    typed = _outcome(data, True)
+    assert typed[0] == "ok" and typed == _outcome(data, False)
