@@ -13,7 +13,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from synth_snapshots import cli_build

@@ -249,9 +249,7 @@ def _bar_width(page, dimension: str, key: str) -> float:
 def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from tokencap.run import scan_table
     from tokencap.views.run import data as rd
-    from tokencap.views.run import source as rs
 
     expect.set_options(timeout=30_000)
     table = _sample_table()
