@@ -153,6 +153,20 @@ def test_leaving_the_page_stops_the_child_and_its_workers(tmp_path):
     assert list(out.parent.iterdir()) == []  # no table, no part file
 
 
+def test_the_child_scan_is_its_own_process_group_in_the_server_s_session(tmp_path):
+    # Its own group: `stop` ends the scan, its fork server and its workers as one. The server's
+    # session: Linux divides CPU time between sessions (autogroups) first, so a session of its
+    # own would give the whole scan one share against the server's and the browser's.
+    child = ChildScan(small_run(tmp_path), tmp_path / "scan.parquet", workers=2)
+    with child:
+        assert child.process is not None
+        pid = child.process.pid
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+        assert os.getsid(pid) == os.getsid(0)
+        child.wait()
+    assert (tmp_path / "scan.parquet").exists()
+
+
 def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
     # A Streamlit page runs top to bottom with no __main__ guard. A worker pool started from it
     # would import it again in every worker (multiprocessing re-imports __main__); the child
