@@ -692,7 +692,7 @@ def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
     from tokencap import cli
 
     calls = []
-    monkeypatch.setattr(cli, "_serve", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
     records = tmp_path / "records.jsonl"
     records.write_text("")
     assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0

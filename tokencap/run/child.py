@@ -50,6 +50,15 @@ class ScanFailed(RuntimeError):
     """The child scan stopped without a table (a crashed worker, a signal); the message says why."""
 
 
+def child_environment() -> dict[str, str]:
+    """This process's environment, with this checkout's tokencap first on ``PYTHONPATH``: a
+    ``python -m tokencap...`` child imports the same code, whatever its working directory."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 class ChildScan:
     """One child scan: `start`, then `wait` (progress as it comes), `stop` to cancel.
 
@@ -70,10 +79,7 @@ class ChildScan:
         return cmd + (["--final-responses", self.final_responses] if self.final_responses else [])
 
     def start(self) -> ChildScan:
-        env = dict(os.environ)
-        # The child imports this checkout's tokencap, whatever the server's working directory.
-        package_root = str(Path(__file__).resolve().parent.parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = child_environment()
         # A process group of its own: the scan, its fork server and its workers, which `stop`
         # can end as a whole. Not a session of its own: Linux shares CPU time out between
         # sessions (autogroups) before processes, and a new session's workers, one group
@@ -174,7 +180,7 @@ def _stop_live_children() -> None:
         child.stop()
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """SIGTERM this process when the thread that started it ends (Linux); exit now if it already has."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -193,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, default=0)
     parser.add_argument("--final-responses")
     args = parser.parse_args(argv)
-    _die_with_parent(args.parent)
+    die_with_parent(args.parent)
 
     from ..interrupts import exit_code, handling_interrupts
     from ..loading import LoadError
