@@ -67,6 +67,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def counted_children(monkeypatch) -> list[str]:
+    """Child scans the page starts (recorded, then run as usual)."""
+    children: list[str] = []
+    real = child_module.scan_in_child
+
+    def counting(source, out, **kwargs):
+        children.append(str(out))
+        return real(source, out, **kwargs)
+
+    monkeypatch.setattr(child_module, "scan_in_child", counting)
+    return children
+
+
 def test_a_child_scan_writes_the_table_the_command_line_writes(tmp_path):
     run = small_run(tmp_path)
     seen: list[tuple[int, int]] = []
@@ -85,14 +98,7 @@ def test_a_source_that_is_not_a_run_is_a_discovery_error_with_its_message(tmp_pa
 
 def test_scan_directory_reuses_the_table_of_the_same_fingerprint_only(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    children: list[str] = []
-    real = child_module.scan_in_child
-
-    def counting(source, out, **kwargs):
-        children.append(str(out))
-        return real(source, out, **kwargs)
-
-    monkeypatch.setattr(child_module, "scan_in_child", counting)
+    children = counted_children(monkeypatch)
     want = scan_table(run, workers=1)
     fp = rs.fingerprint(run)
     assert rs.scan_directory(run, fp).equals(want)
@@ -233,22 +239,9 @@ def test_a_run_scanned_with_its_rollout_records_is_cached_apart_and_has_their_co
 # --------------------------------------------------------------------------- the scan `tokencap app RUN` starts
 
 
-def no_child(monkeypatch) -> list[str]:
-    """Child scans the page starts (recorded, then run as usual)."""
-    children: list[str] = []
-    real = child_module.scan_in_child
-
-    def counting(source, out, **kwargs):
-        children.append(str(out))
-        return real(source, out, **kwargs)
-
-    monkeypatch.setattr(child_module, "scan_in_child", counting)
-    return children
-
-
 def test_prescan_writes_the_table_the_page_then_opens_without_a_scan(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    children = no_child(monkeypatch)
+    children = counted_children(monkeypatch)
     target = rs.prescan(run)
     assert target == rs.cached_scan_path(rs.fingerprint(run)) and not rs.claim_path(target).exists()
     assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
@@ -263,7 +256,7 @@ def test_prescan_leaves_a_small_run_to_the_page(monkeypatch, tmp_path, big):
 
 def test_the_page_waits_for_a_scan_already_running_and_shows_its_progress(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    children = no_child(monkeypatch)
+    children = counted_children(monkeypatch)
     target = rs.cached_scan_path(rs.fingerprint(run))
     target.parent.mkdir(parents=True)
     claim = rs.take_claim(target)
@@ -297,7 +290,7 @@ def test_the_page_waits_for_a_scan_already_running_and_shows_its_progress(monkey
 
 def test_a_claim_left_by_a_scan_that_died_does_not_hold_the_page(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    children = no_child(monkeypatch)
+    children = counted_children(monkeypatch)
     target = rs.cached_scan_path(rs.fingerprint(run))
     target.parent.mkdir(parents=True)
     rs.claim_path(target).write_bytes(b"5 10\n")  # nobody holds its lock: its process is gone
@@ -311,7 +304,7 @@ def test_a_claim_left_by_a_scan_that_died_does_not_hold_the_page(monkeypatch, tm
 
 def test_a_page_that_gave_up_on_a_failed_scan_scans_the_run_itself(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    children = no_child(monkeypatch)
+    children = counted_children(monkeypatch)
     target = rs.cached_scan_path(rs.fingerprint(run))
     target.parent.mkdir(parents=True)
     claim = rs.take_claim(target)
@@ -339,7 +332,7 @@ def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with
 
     assert cli._serve([sys.executable, "-c", "pass"], beside=prescan) == 0
     assert started[0].returncode == 0
-    children = no_child(monkeypatch)
+    children = counted_children(monkeypatch)
     assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
     assert children == []
 
