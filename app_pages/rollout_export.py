@@ -34,29 +34,21 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
     st.markdown("#### Fixed trajectory")
     shown = {"export_dir": False}  # the export directory's input is drawn once, with the first disk export
     options: list[str | None] = [None] + base.anchor_options()
-    roles = base.roles
     widget_key = f"anchor_w:{rk}"
     if STATE.get(widget_key) != view.anchor:
         STATE[widget_key] = view.anchor
 
-    def label(cid: str | None) -> str:
-        if cid is None:
-            return av.none_anchor_label(base.result)
-        role = roles.get(cid) or ("empty generation" if base.build and cid in base.build.notes.empty_generation_calls
-                                  else "not chained")
-        return f"{cid} · {role.replace('_', ' ')}"
-
-    st.selectbox("Anchor on a terminal call", options, key=widget_key, format_func=label,
+    st.selectbox("Anchor on a terminal call", options, key=widget_key,
+                 format_func=lambda cid: rp.anchor_option_label(base, cid),
                  on_change=_remember_anchor, args=(widget_key, rk),
                  help="The delivered chain is cut at this call (what the harness says it ended on). "
                       "Default: none, or the harness's final answer when its final responses are loaded; a "
                       "call chosen here always overrides that.")
     banner = vv.banner_of(view)
     if banner.trainable:
-        st.success(f"**{banner.headline}** · status {md_escape(banner.status_line)}", icon=":material/check_circle:")
+        st.success(rp.export_verdict_markdown(banner), icon=":material/check_circle:")
     else:
-        reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
-        st.error(f"**{banner.headline}** · status {md_escape(banner.status_line)}\n\n{reasons}", icon=":material/block:")
+        st.error(rp.export_verdict_markdown(banner), icon=":material/block:")
     st.caption(md_escape(av.anchor_summary(base.result, view.result, view.anchor)))
 
     size_exports([view] + [v for v in all_views if v is not view])
@@ -73,9 +65,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
     st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several, finals), language="bash")
 
     st.markdown("#### Every loaded rollout")
-    anchored = sum(1 for v in all_views if v.anchor is not None)
-    st.caption(f"{len(all_views)} rollout{'s' if len(all_views) != 1 else ''}, one build result per line"
-               + (f"; {anchored} with the anchor chosen here" if anchored else "") + ".")
+    st.caption(rp.every_rollout_caption(all_views))
     results = [v.result for v in all_views]
     every = ev.Download("Build results JSONL (all rollouts)", "tokencap_results.jsonl", "application/jsonl",
                         what="every loaded rollout's build result, one per line")

@@ -35,8 +35,9 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     labels = {c.chain_id: mv.chain_label(c) for c in chains}
     chain_key = f"mask_chain:{rk}:{view.anchor}"
     asked = STATE.pop("mask_url", None)
-    if asked is not None and asked[0] == rk and asked[1].chain in ids:
-        STATE[chain_key] = asked[1].chain
+    asked_chain = mv.asked_chain(asked, rk, ids)
+    if asked_chain is not None:
+        STATE[chain_key] = asked_chain
     if STATE.get(chain_key) not in ids:
         STATE[chain_key] = ids[0]
     chain_id = STATE[chain_key]
@@ -48,10 +49,9 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     if STATE.get(window_key) not in mv.WINDOW_SIZES:
         STATE[window_key] = mv.DEFAULT_WINDOW
     pages_key = f"mask_pagew:{page_state_key}"
-    if asked is not None and asked[0] == rk and asked[1].chain == chain_id:
-        if asked[1].window in mv.WINDOW_SIZES:
-            STATE[window_key] = asked[1].window
-        STATE["mask_page"][page_state_key] = mv.page_of(asked[1].start, STATE[window_key])
+    wanted = mv.asked_page(asked, rk, chain_id, STATE[window_key])
+    if wanted is not None:
+        STATE[window_key], STATE["mask_page"][page_state_key] = wanted
     window = STATE[window_key]
     pages = mv.page_count(mask, window)
     page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
@@ -218,8 +218,7 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         ls = by_key[ref.source_key]
         va = view_of(ls, ref.index, anchor_a)
         vb = view_of(ls, ref.index, anchor_b)
-        name_a = f"A (anchored on {anchor_a})" if anchor_a else "A (no anchor)"
-        name_b = f"B (anchored on {anchor_b})" if anchor_b else "B (no anchor)"
+        name_a, name_b = df.anchor_side_name("A", anchor_a), df.anchor_side_name("B", anchor_b)
     else:
         others = rp.other_captures(refs, ref, also=STATE.get(f"cmp_pinned:{rk}"))
         if not others:
@@ -235,14 +234,14 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         def describe(key: str) -> str:
             r = by_ref[key]
             snap = by_key[r.source_key].snapshots[r.index]
-            return f"{r.source_name} · snapshot {snap.snapshot_id or '—'} · version {snap.version}"
+            return df.capture_label(r.source_name, snap.snapshot_id, snap.version)
 
         st.selectbox("B: the other capture", list(by_ref), key=other_key, format_func=describe)
         other = by_ref[STATE[other_key]]
         va = base
         vb = view_of(by_key[other.source_key], other.index, None)
-        name_a = f"A ({ref.source_name} v{base.snapshot.version})"
-        name_b = f"B ({other.source_name} v{vb.snapshot.version})"
+        name_a = df.capture_side_name("A", ref.source_name, base.snapshot.version)
+        name_b = df.capture_side_name("B", other.source_name, vb.snapshot.version)
     cmp = df.compare(va, vb, name_a, name_b)
     st.markdown("**What changes from A to B**")
     if cmp.changes:
@@ -260,9 +259,9 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
                             key=f"cmp_seq:{rk}")
     st.markdown("**Side by side** (✱: differs)")
     show_table(cmp.table)
-    if cmp.calls_only_a or cmp.calls_only_b:
-        st.caption(f"Delivered calls: {cmp.calls_common:,} in common from the start; then A delivers "
-                   f"{len(cmp.calls_only_a):,} and B {len(cmp.calls_only_b):,} of its own.")
+    parted = df.delivered_calls_caption(cmp)
+    if parted is not None:
+        st.caption(parted)
         left, right = st.columns(2)
-        left.text("only A: " + (", ".join(cmp.calls_only_a[:50]) or "—") + (" …" if len(cmp.calls_only_a) > 50 else ""))
-        right.text("only B: " + (", ".join(cmp.calls_only_b[:50]) or "—") + (" …" if len(cmp.calls_only_b) > 50 else ""))
+        left.text(df.calls_only_text("A", cmp.calls_only_a))
+        right.text(df.calls_only_text("B", cmp.calls_only_b))

@@ -81,7 +81,6 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     selected = rp.selected_node(view, STATE["selected"].get(rk))
     STATE["selected"][rk] = selected
     chart_key = f"tree:{rk}:{view.anchor}"
-    lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
     window = None
     if tv.needs_overview(model):
         # A long rollout: an overview of every node, and a zoomed detail of the depths in the
@@ -91,15 +90,12 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         window = tv.follow_selection(model, selected, STATE.get(window_key), STATE.get(followed_key))
         STATE[window_key], STATE[followed_key] = window, selected
         overview_key = f"tree_overview:{rk}:{view.anchor}"
-        st.caption(f"{fmt_int(len(model))} nodes in {lanes}, depths 0–{fmt_int(model.max_depth)}. Overview (all "
-                   "nodes): click a dot to go there, or take the box tool (top right) and drag across depths to "
-                   f"zoom into them. Below: depths {window[0]:,}–{window[1]:,}; click a node to inspect it.")
+        st.caption(tv.tree_caption(model, window))
         st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
                         on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
                         selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
     else:
-        st.caption(f"{fmt_int(len(model))} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
-                   "double-click to reset.")
+        st.caption(tv.tree_caption(model, None))
     st.plotly_chart(model.figure(selected, window=window, legend=window is None), key=chart_key,
                     on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
                     config=PLOTLY_CONFIG, width="stretch")
@@ -123,9 +119,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     found = STATE.get("find_matches")
     if found and found[0] == STATE.get(find_key):
         query, count = found
-        st.caption(f"No call id contains “{md_escape(query)}”." if not count else
-                   f"{count} match{'es' if count != 1 else ''} for “{md_escape(query)}”; showing the first "
-                   "(exact, then prefix, then substring)." if count > 1 else f"Found “{md_escape(query)}”.")
+        st.caption(tv.search_caption(query, count))
     with st.expander("What the marks mean"):
         legend = tv.legend_frame()
         st.dataframe(legend.style.apply(

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,42 @@ def test_a_device_as_output_is_refused_not_replaced(command: str, tmp_path: Path
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+@pytest.mark.parametrize("command", WRITERS)
+def test_an_output_that_is_a_symbolic_link_is_written_through(command: str, tmp_path: Path) -> None:
+    run = small_run(tmp_path)
+    plain = tmp_path / "plain.out"
+    assert main(writer_args(command, run, str(plain))) == 0
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "kept.out"
+    target.write_text("old")
+    link = tmp_path / "latest.out"
+    link.symlink_to(Path("results") / "kept.out")  # relative, as `ln -s` makes them
+    assert main(writer_args(command, run, str(link))) == 0
+    assert os.path.islink(link) and os.readlink(link) == str(Path("results") / "kept.out")
+    assert target.read_bytes() == plain.read_bytes()
+    assert listing(tmp_path / "results") == ["kept.out"]  # no part file left beside the target
+    # A link to a file not there yet is written through too, as `open` would.
+    target.unlink()
+    assert main(writer_args(command, run, str(link))) == 0
+    assert os.path.islink(link) and target.read_bytes() == plain.read_bytes()
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_a_link_whose_target_cannot_be_written_is_named_before_any_work(command: str, tmp_path: Path,
+                                                                          capsys) -> None:
+    run = small_run(tmp_path)
+    dangling = tmp_path / "dangling.out"
+    dangling.symlink_to(tmp_path / "gone" / "x.out")
+    assert main(writer_args(command, run, str(dangling))) == 2
+    assert capsys.readouterr().err == (f"tokencap: error: cannot write {dangling}: it is a symbolic link to "
+                                       f"{tmp_path / 'gone' / 'x.out'}, whose directory does not exist\n")
+    to_directory = tmp_path / "to_dir.out"
+    to_directory.symlink_to(run)
+    assert main(writer_args(command, run, str(to_directory))) == 2
+    assert "it is a directory" in capsys.readouterr().err
+    assert os.path.islink(dangling) and os.path.islink(to_directory)
+
+
 NOT_WRITABLE = textwrap.dedent("""
     import argparse, os, sys
     import tokencap.cli as cli
@@ -336,4 +373,41 @@ def test_stopping_tokencap_app_stops_its_server(signum: int, code: int, tmp_path
         if app.poll() is None:
             app.kill()
             app.wait()
+        log.close()
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie that nobody reaped counts: it holds no port)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_killing_tokencap_app_with_sigkill_stops_its_server(tmp_path: Path) -> None:
+    port = free_port()
+    log = (tmp_path / "app.log").open("wb")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "STREAMLIT_SERVER_HEADLESS": "true",
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    app = subprocess.Popen([sys.executable, "-m", "tokencap", "app", str(SAMPLE_RUN), "--port", str(port)],
+                           stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    servers: list[int] = []
+    try:
+        wait_until_serving(app, f"http://localhost:{port}", log)
+        servers = _children(app.pid)
+        assert len(servers) == 1, servers
+        app.kill()  # SIGKILL: nothing can be forwarded
+        assert app.wait(timeout=60) == -signal.SIGKILL
+        # Waits (no speed is asserted): the server stops on the kernel's SIGTERM, or never.
+        for _ in range(600):
+            if _gone(servers[0]) and not _port_open(port):
+                break
+            time.sleep(0.1)
+        assert _gone(servers[0]), (tmp_path / "app.log").read_text()
+        assert not _port_open(port)
+    finally:
+        for pid in servers:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
         log.close()

@@ -276,3 +276,17 @@ def test_facts_pickle_with_the_responses() -> None:
     finals = load_final_responses(data, name="f.jsonl")
     back = pickle.loads(pickle.dumps(finals))
     assert back.facts == finals.facts and back.facts_for("a", single_rollout=False).reward == 2.5
+
+
+@pytest.mark.parametrize("record", [
+    b'{"rollout_id": "r1", "response": {"output": %s}}',  # one whole object
+    b'{"rollout_id": "r1", "reward": %s}',
+])
+@pytest.mark.parametrize("lines", [1, 2])
+def test_json_nested_too_deeply_is_a_load_error_not_a_crash(record: bytes, lines: int) -> None:
+    # The whole-file decode runs before the line-by-line one; a file of one deep object
+    # used to escape as a RecursionError traceback from there.
+    deep = b"[" * 5000 + b"]" * 5000
+    data = b"\n".join([record % deep] * lines) + b"\n"
+    with pytest.raises(LoadError, match="nested too deeply"):
+        load_final_responses(data)

@@ -133,10 +133,15 @@ def test_a_sparse_file_is_refused_from_its_first_bytes(tmp_path: Path, monkeypat
     assert scanned == []  # no line was looked for
 
 
-@pytest.mark.parametrize("head", [b"\0\0\0\n", b"\x89PNG\r\n\x1a\n", b"\xff\xfe{\0\"\0", b"{\"a\": \x01}\n"])
+@pytest.mark.parametrize("head", [b"\0\0\0\n", b"\x89PNG\r\n\x1a\n", b"\xfe{\0\"\0", b"{\"a\": \x01}\n"])
 def test_binary_bytes_are_refused_with_their_first_bad_byte(head: bytes) -> None:
     message = load_error(head + b"x" * 100, "upload.jsonl")
     assert "binary data" in message and "not JSON text" in message
+
+
+def test_utf16_bytes_are_refused_as_utf16() -> None:
+    message = load_error(b"\xff\xfe{\0\"\0" + b"x" * 100, "upload.jsonl")
+    assert message == "upload.jsonl: UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8 JSON; save it as UTF-8"
 
 
 def test_binary_data_past_the_first_kilobyte_is_a_line_error_as_before() -> None:

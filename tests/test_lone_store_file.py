@@ -51,10 +51,20 @@ def build_bytes(tmp_path: Path, name: str, *argv: str) -> bytes:
 def test_a_records_file_builds_exactly_as_its_rollout_in_the_directory(directory: Path, tmp_path: Path) -> None:
     ids = store_ids(directory)
     assert len(ids) >= 2
+    failed = {s.rollout_id: s.load_error for s in load_snapshots(directory) if s.load_error}
     for rid in ids:
-        alone = build_bytes(tmp_path, "alone.json", str(directory / f"{rid}.tokens.jsonl"))
+        path = directory / f"{rid}.tokens.jsonl"
+        if rid in failed:  # a single file's error (SPEC 3.4): exit 2, the directory's message, the path
+            assert main(["build", str(path), "-o", str(tmp_path / "never.json")]) == 2
+            assert not (tmp_path / "never.json").exists()
+            with pytest.raises(LoadError) as caught:
+                load_snapshots(path)
+            assert str(caught.value) == f"{directory}/{failed[rid]}", rid
+            continue
+        alone = build_bytes(tmp_path, "alone.json", str(path))
         in_directory = build_bytes(tmp_path, "dir.json", str(directory), "--rollout", rid)
         assert alone == in_directory, rid
+    assert len(failed) < len(ids)
 
 
 def test_the_reported_cases_keep_their_verdicts_when_the_file_is_given_alone() -> None:
@@ -91,20 +101,21 @@ def test_a_link_to_another_file_under_a_store_name_is_masked(tmp_path: Path) -> 
     (tmp_path / "plain.jsonl").write_bytes(jsonl_bytes(conv.records))
     (tmp_path / "r1.tokens.jsonl").symlink_to(tmp_path / "plain.jsonl")
     (snap,) = load_snapshots(tmp_path / "r1.tokens.jsonl")
-    assert snap.incomplete and "whole store directory" in snap.source_notes[-1]
+    assert snap.incomplete and "Give the store directory, or a zip of it" in snap.source_notes[-1]
 
 
-def test_a_sibling_that_is_not_a_regular_file_fails_the_rollout_as_in_the_directory(tmp_path: Path) -> None:
+def test_a_sibling_that_is_not_a_regular_file_stops_the_lone_file_with_the_directory_message(tmp_path: Path) -> None:
     for name in (f"{INCOMPLETE}.tokens.jsonl", f"{INCOMPLETE}.tokens.intents"):
         shutil.copy(RUN / name, tmp_path / name)
     os.mkfifo(tmp_path / f"{INCOMPLETE}.tokens.incomplete")
-    (alone,) = load_snapshots(tmp_path / f"{INCOMPLETE}.tokens.jsonl")
     (whole,) = load_snapshots(tmp_path)
-    assert alone.load_error is not None and alone.load_error == whole.load_error
-    assert "FIFO" in alone.load_error
+    with pytest.raises(LoadError) as caught:
+        load_snapshots(tmp_path / f"{INCOMPLETE}.tokens.jsonl")
+    assert whole.load_error is not None and str(caught.value) == whole.load_error
+    assert "FIFO" in whole.load_error
 
 
-def test_an_unreadable_sibling_masks_the_rollout(tmp_path: Path, monkeypatch) -> None:
+def test_an_unreadable_sibling_stops_the_lone_file_and_masks_the_rollout_in_the_directory(tmp_path: Path, monkeypatch) -> None:
     for name in os.listdir(RUN):
         if name.startswith(INCOMPLETE):
             shutil.copy(RUN / name, tmp_path / name)
@@ -116,7 +127,10 @@ def test_an_unreadable_sibling_masks_the_rollout(tmp_path: Path, monkeypatch) ->
         return real_read(self, name)
 
     monkeypatch.setattr(DirectorySource, "read", read)
-    (snap,) = load_snapshots(tmp_path / f"{INCOMPLETE}.tokens.jsonl")
+    with pytest.raises(LoadError, match="Permission denied") as caught:
+        load_snapshots(tmp_path / f"{INCOMPLETE}.tokens.jsonl")
+    assert str(caught.value).startswith(f"{tmp_path / INCOMPLETE}.tokens.intents: ")
+    (snap,) = load_snapshots(tmp_path)  # the directory: that rollout is masked, nothing raised
     assert "Permission denied" in snap.load_error and build_rollout(snap).mask_sample
 
 
@@ -127,7 +141,7 @@ def test_records_bytes_without_their_directory_are_masked_with_a_note(rid: str) 
     result = build_rollout(snap)
     assert snap.incomplete and "capture_incomplete" in result.mask_reasons
     note = snap.source_notes[-1]
-    assert note.startswith(f"{rid}.tokens.jsonl was read without") and "whole store directory, or a zip" in note
+    assert note.startswith(f"{rid}.tokens.jsonl was read without") and note.endswith("store directory, or a zip of it")
 
 
 def test_an_upload_named_with_a_path_is_judged_by_its_base_name() -> None:
@@ -235,7 +249,7 @@ def test_an_uploaded_records_file_is_masked_in_the_app() -> None:
     data = (RUN / f"{INCOMPLETE}.tokens.jsonl").read_bytes()
     loaded = src.load_source(src.source_from_bytes(f"{INCOMPLETE}.tokens.jsonl", data))
     assert loaded.ok and loaded.snapshots[0].incomplete
-    assert "whole store directory" in loaded.snapshots[0].source_notes[-1]
+    assert "Give the store directory" in loaded.snapshots[0].source_notes[-1]
 
 
 def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> None:
@@ -243,4 +257,149 @@ def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> N
     (snap,) = load_snapshots(data, name=f"{REFUSED}.tokens.jsonl")
     (line,) = [ln for ln in reason_lines(RolloutView(snap)) if ln.code == "capture_incomplete"]
     (culprit,) = line.culprits
-    assert "without the rollout's other store files" in culprit.text and "zip" in culprit.text
+    assert "without the rollout's other store files" in culprit.text and "zip of it that holds those files" in culprit.text
+    # Nothing says a call failed here: the banner's words and the reason's text must not claim it did.
+    assert line.words == "a call may be missing from the capture"
+    assert "or the store files that would say so are missing" in line.explanation
+
+
+# --- a bad record in a lone store file is the error of a single file (SPEC 3.4) ---
+
+BAD_FIELD = "field 'generation_log_probs'"
+
+
+def bad_store(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of a store rollout (with a second, good rollout beside it) whose call-0002 has
+    one log-probability too few."""
+    rid = "task0003-rollout0-attempt0"
+    store = tmp_path / "store"
+    store.mkdir()
+    for name in os.listdir(RUN):
+        if name.startswith((rid, REFUSED)):
+            shutil.copy(RUN / name, store / name)
+    path = store / f"{rid}.tokens.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[1])
+    assert record["model_call_id"] == "call-0002"
+    record["generation_log_probs"] = record["generation_log_probs"][:-1]
+    lines[1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    return path, rid
+
+
+def test_load_snapshots_of_a_lone_records_file_with_a_bad_record_raises_naming_path_line_call_field(
+        tmp_path: Path) -> None:
+    path, _ = bad_store(tmp_path)
+    with pytest.raises(LoadError) as caught:
+        load_snapshots(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}, line 2: call 'call-0002': {BAD_FIELD}: ")
+    assert "\n" not in message
+
+
+def test_uploaded_bytes_of_a_store_file_with_a_bad_record_raise_naming_the_upload(tmp_path: Path) -> None:
+    path, rid = bad_store(tmp_path)
+    with pytest.raises(LoadError) as caught:
+        load_snapshots(path.read_bytes(), name=f"uploads/{path.name}")
+    assert str(caught.value).startswith(f"uploads/{path.name}, line 2: call 'call-0002': {BAD_FIELD}")
+
+
+def test_a_bad_sibling_of_a_lone_records_file_raises_naming_the_sibling(tmp_path: Path) -> None:
+    path, rid = bad_store(tmp_path)
+    path.write_bytes((RUN / path.name).read_bytes())  # good records: the state file is what is bad
+    (path.parent / f"{rid}.tokens.state.json").write_text('{"version": "two"}')
+    with pytest.raises(LoadError) as caught:
+        load_snapshots(path)
+    assert str(caught.value).startswith(f"{path.parent / rid}.tokens.state.json: field 'version' must be an integer")
+
+
+@pytest.mark.parametrize("command", ["build", "inspect"])
+def test_build_and_inspect_of_a_lone_records_file_with_a_bad_record_exit_2_writing_nothing(
+        command: str, tmp_path: Path, capsys) -> None:
+    path, _ = bad_store(tmp_path)
+    out = tmp_path / "out.json"
+    argv = [command, str(path)] + (["-o", str(out)] if command == "build" else [])
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"tokencap: error: {path}, line 2: call 'call-0002': {BAD_FIELD}")
+    assert captured.out == "" and not out.exists()
+
+
+def test_the_directory_of_a_bad_records_file_still_builds_and_scans_its_other_rollouts(tmp_path: Path) -> None:
+    path, rid = bad_store(tmp_path)
+    snaps = {s.rollout_id: s for s in load_snapshots(path.parent)}
+    assert f"line 2: call 'call-0002': {BAD_FIELD}" in snaps[rid].load_error
+    assert snaps[REFUSED].load_error is None
+    rows = {r["rollout_id"]: r for r in scan_table(path.parent, workers=1).to_pylist()}
+    assert rows[rid]["reason_load_error"] and rows[REFUSED]["error"] is None
+    assert main(["build", str(path.parent), "-o", str(tmp_path / "all.jsonl")]) == 0
+
+
+def test_the_app_shows_the_error_of_a_lone_records_file_and_of_its_upload(tmp_path: Path) -> None:
+    path, _ = bad_store(tmp_path)
+    for source in (src.source_from_path(path), src.source_from_bytes(path.name, path.read_bytes())):
+        loaded = src.load_source(source)
+        assert not loaded.ok and not loaded.snapshots
+        assert f"line 2: call 'call-0002': {BAD_FIELD}" in loaded.error
+
+
+# --- a zip holding a rollout's records but none of its completeness files (decided: masked) ---
+
+
+def records_only_store(tmp_path: Path) -> Path:
+    """A store directory where one rollout has all its files and one has its records only."""
+    store = tmp_path / "store"
+    store.mkdir()
+    for name in os.listdir(RUN):
+        if name.startswith(REFUSED) or name == f"{INCOMPLETE}.tokens.jsonl":
+            shutil.copy(RUN / name, store / name)
+    return store
+
+
+def test_a_records_only_rollout_is_complete_in_a_directory_and_masked_in_a_zip_of_it(tmp_path: Path) -> None:
+    store = records_only_store(tmp_path)
+    data = zip_bytes({name: (store / name).read_bytes() for name in os.listdir(store)})
+    in_directory = {s.rollout_id: s for s in load_snapshots(store)}
+    in_zip = {s.rollout_id: s for s in load_snapshots(data, name="store.zip")}
+    assert not in_directory[INCOMPLETE].incomplete  # SPEC 3.3: nothing in the directory says incomplete
+    assert in_zip[INCOMPLETE].incomplete  # the zip may have left the files that say so behind
+    (note,) = in_zip[INCOMPLETE].source_notes
+    assert note.startswith(f"store.zip: {INCOMPLETE}.tokens.jsonl was read without the other capture-store files")
+    assert "left out when zipping" in note and "in a directory read as complete" in note
+    assert note.endswith("Open the store directory, or zip it with those files")
+    # A rollout zipped with its files is read as in the directory.
+    zipped, listed = in_zip[REFUSED], in_directory[REFUSED]
+    assert (zipped.incomplete, zipped.source_notes) == (listed.incomplete, listed.source_notes)
+    assert json.dumps(build_rollout(zipped).summary()) == json.dumps(build_rollout(listed).summary())
+
+
+def test_every_command_says_why_a_zipped_records_file_is_masked(tmp_path: Path, capsys) -> None:
+    store = records_only_store(tmp_path)
+    (store / f"{REFUSED}.tokens.jsonl").unlink()
+    for name in os.listdir(store):
+        if name.startswith(REFUSED):
+            (store / name).unlink()
+    archive = tmp_path / "one.zip"
+    archive.write_bytes(zip_bytes({f"run/{INCOMPLETE}.tokens.jsonl": (store / f"{INCOMPLETE}.tokens.jsonl").read_bytes()}))
+    assert main(["build", str(archive), "-o", str(tmp_path / "b.json")]) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["mask_reasons"][:1] == ["capture_incomplete"]
+    err = capsys.readouterr().err
+    assert f"tokencap: note: {archive}: {INCOMPLETE}.tokens.jsonl was read without" in err
+    assert main(["inspect", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "store files that would say so are missing" in out and "left out when zipping" in out
+    assert main(["scan", str(archive), "-o", str(tmp_path / "s.parquet"), "--workers", "1"]) == 0
+    (row,) = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert row["reason_capture_incomplete"] and "left out when zipping" in row["source_notes"][-1]
+    loaded = src.load_source(src.source_from_bytes("one.zip", archive.read_bytes()))
+    assert loaded.snapshots[0].incomplete and "left out when zipping" in loaded.snapshots[0].source_notes[-1]
+    assert main(["build", str(store)]) == 0
+    assert "note:" not in capsys.readouterr().err  # the directory: nothing left behind, nothing to say
+
+
+def test_inspect_lists_the_source_notes_of_each_rollout(capsys) -> None:
+    assert main(["inspect", str(UPSTREAM), "--rollout", "task4-rollout1-attempt0"]) == 0
+    out = capsys.readouterr().out
+    source = out.split("\nsource\n", 1)[1].split("\ncalls ", 1)[0].splitlines()
+    assert any("torn" in line for line in source) and any("dangling intent" in line for line in source)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokencap.cli import main
+from tokencap.run import DiffTableGiven, read_scan
 from tokencap.run.diff import DIFF_SCHEMA, DiffError, diff_tables, summary_text
 from tokencap.run.table import SCHEMA
 
@@ -414,3 +415,89 @@ def test_the_vectorised_diff_agrees_with_a_plain_reference(seed):
             r["reward_a"], r["reward_b"]) for r in diff.arrow.to_pylist()]
     assert got == _reference(a_rows, b_rows)
     assert sum(diff.summary.changes.values()) == len(got)
+
+
+# --------------------------------------------------------------------------- messages that say which input is wrong
+
+
+RECORDS_OK = SAMPLES / "final_responses" / "final_answer_by_content.json"
+
+
+def test_cli_diff_of_an_empty_run_says_whether_it_is_run_a_or_run_b(tmp_path, capsys):
+    """A run directory with no rollouts is an error naming its side; an empty scan table is compared, with a note
+    naming its side (its join reason is not 'the ids share nothing')."""
+    a = _write(A, tmp_path / "a.parquet")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["diff", str(empty), str(a)]) == 2
+    assert _one_error(capsys).endswith("(run A)")
+    assert main(["diff", str(a), str(empty)]) == 2
+    assert _one_error(capsys).endswith("(run B)")
+
+    none = _write(table(), tmp_path / "none.parquet")
+    assert main(["diff", str(none), str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "joined by rollout id: run A has no rollouts\n" in out
+    assert "note: run A has no rollouts (an empty scan table), so nothing is compared: every rollout of run B is " \
+           "only in B\n" in out
+    assert main(["diff", str(a), str(none)]) == 0
+    assert "note: run B has no rollouts" in capsys.readouterr().out
+    assert diff_tables(table(), table()).summary.notes == [
+        "runs A and B have no rollouts (empty scan tables): there is nothing to compare"]
+    assert diff_tables(A, B).summary.empty_note is None
+
+
+def test_cli_diff_given_a_diff_table_says_it_is_one_and_what_a_and_b_take(tmp_path, capsys):
+    a, b = _write(A, tmp_path / "a.parquet"), _write(B, tmp_path / "b.parquet")
+    out = tmp_path / "d.parquet"
+    assert main(["diff", str(a), str(b), "-o", str(out)]) == 0
+    capsys.readouterr()
+    for args in ([str(out), str(b)], [str(a), str(out)]):
+        assert main(["diff", *args]) == 2
+        error = _one_error(capsys)
+        assert f"{out}: is a diff table (what `tokencap diff -o` writes" in error
+        assert "A and B take scan tables (`tokencap scan RUN -o TABLE.parquet`) or run directories" in error
+    with pytest.raises(DiffTableGiven, match="is a diff table"):  # --since and the Run page say it too
+        read_scan(out)
+    with pytest.raises(DiffError, match="d: is a diff table"):
+        diff_tables(pq.read_table(out), B, names=("d", "B"))
+
+
+def test_cli_diff_broken_rollout_records_name_their_flag(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rollout_id": "x", "response": 5}\n')
+    a = _write(A, tmp_path / "a.parquet")
+    run = str(SAMPLES / "capture_store")
+    assert main(["diff", run, str(a), "--final-responses-a", str(bad)]) == 2
+    assert _one_error(capsys) == (f"tokencap: error: --final-responses-a: {bad}, line 1: field 'response': must be "
+                                  "a Responses object (a JSON object with 'output')")
+    assert main(["diff", str(a), run, "--final-responses-b", str(bad)]) == 2
+    assert _one_error(capsys).startswith(f"tokencap: error: --final-responses-b: {bad}, line 1: ")
+
+
+def test_cli_diff_a_broken_records_path_is_blamed_on_the_records_file_not_the_runs(tmp_path, capsys):
+    """Before: a path the system refuses (a name too long) read 'A vs B: OSError', a directory 'no such file', and
+    JSON nested too deep a traceback. Each now names the flag and the file, and B's records are read before A is
+    scanned."""
+    a = _write(A, tmp_path / "a.parquet")
+    run = str(SAMPLES / "capture_store")
+    long_name = tmp_path / ("r" * 300 + ".jsonl")
+    assert main(["diff", run, str(a), "--final-responses-a", str(long_name)]) == 2
+    error = _one_error(capsys)
+    assert error.startswith(f"tokencap: error: --final-responses-a: {long_name}: cannot be read (File name too long)")
+    assert " vs " not in error
+    assert main(["diff", run, run, "--final-responses-b", str(tmp_path)]) == 2
+    assert _one_error(capsys) == (f"tokencap: error: --final-responses-b: {tmp_path}: is a directory, not a "
+                                  "regular file; --final-responses-b takes a rollout records file (JSON or JSONL)")
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"rollout_id": "x", "response": {"output": ' + "[" * 5000 + "]" * 5000 + "}}\n")
+    assert main(["diff", run, str(a), "--final-responses-a", str(deep)]) == 2
+    assert _one_error(capsys).startswith(f"tokencap: error: --final-responses-a: {deep}: JSON nested too deeply")
+    assert main(["diff", run, run, "--final-responses-a", str(RECORDS_OK),
+                 "--final-responses-b", str(tmp_path / "missing.jsonl")]) == 2
+    assert _one_error(capsys) == f"tokencap: error: --final-responses-b: {tmp_path / 'missing.jsonl'}: no such file"
+    assert main(["diff", str(long_name)[:-6], str(a)]) == 2  # a run path the system refuses names its side
+    assert _one_error(capsys).endswith("(File name too long) (run A)")
+    old = _write(B, tmp_path / "old_diff.parquet")
+    assert main(["diff", str(a), str(long_name)[:-6], "-o", str(old)]) == 2  # also beside an -o that exists
+    assert _one_error(capsys).endswith("(File name too long) (run B)")

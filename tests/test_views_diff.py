@@ -59,3 +59,21 @@ def test_two_captures_that_differ_in_a_token_point_at_the_call_holding_it():
     label = next(a for a in fig.layout.annotations if a.text.startswith("first difference at"))
     assert label.yanchor == "bottom" and fig.layout.modebar.orientation == "v"
     assert fig.layout.margin.r >= df.MODEBAR_MARGIN >= 36
+
+
+def test_the_compare_tabs_names_and_the_calls_each_side_delivers_alone():
+    assert df.anchor_side_name("A", "call-7") == "A (anchored on call-7)"
+    assert df.anchor_side_name("B", None) == "B (no anchor)"
+    assert df.capture_side_name("B", "later.json", 3) == "B (later.json v3)"
+    assert df.capture_label("x.json", None, 2) == "x.json · snapshot — · version 2"
+    assert df.capture_label("x.json", "s1", 2) == "x.json · snapshot s1 · version 2"
+    calls = [f"c{i}" for i in range(df.CALLS_SHOWN + 1)]
+    assert df.calls_only_text("A", calls) == "only A: " + ", ".join(calls[:-1]) + " …"
+    assert df.calls_only_text("B", calls[:2]) == "only B: c0, c1"
+    assert df.calls_only_text("B", []) == "only B: —"
+    same = df.Comparison("A", "B", table=None)
+    assert df.delivered_calls_caption(same) is None
+    parted = df.Comparison("A", "B", table=None, calls_common=1_200, calls_only_a=["x"],
+                           calls_only_b=[])
+    assert df.delivered_calls_caption(parted) == ("Delivered calls: 1,200 in common from the start; then A delivers "
+                                                  "1 and B 0 of its own.")

@@ -218,3 +218,18 @@ def test_cli_command_is_shell_quoted():
     cmd = ev.cli_command("my dir/x.jsonl", "r 1", "call;rm", several=True)
     assert cmd == "python -m tokencap build 'my dir/x.jsonl' --rollout 'r 1' --terminal-call-id 'call;rm' -o result.json"
     assert ev.cli_command("a.json", "r", None, several=False) == "python -m tokencap build a.json -o result.json"
+
+
+def test_a_urls_mask_window_applies_to_its_rollout_and_chain_only():
+    from tokencap.views.links import MaskWindow
+
+    asked = ("rk", MaskWindow("main", 5000, 1024))
+    assert mv.asked_chain(asked, "rk", ["main", "sub"]) == "main"
+    assert mv.asked_chain(asked, "other", ["main"]) is None
+    assert mv.asked_chain(asked, "rk", ["sub"]) is None
+    assert mv.asked_chain(None, "rk", ["main"]) is None
+    assert mv.asked_page(asked, "rk", "main", 2048) == (1024, 4)  # its window, the page holding its start
+    odd = ("rk", MaskWindow("main", 5000, 999))  # not a window size: the one in use
+    assert mv.asked_page(odd, "rk", "main", 2048) == (2048, 2)
+    assert mv.asked_page(asked, "rk", "sub", 2048) is None
+    assert mv.asked_page(asked, "other", "main", 2048) is None

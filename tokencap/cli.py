@@ -13,6 +13,7 @@ import argparse
 import itertools
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -21,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .export import OutputPathError, check_output_path
-from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts
+from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts, parent_death_signal
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
+from .loading.files import kind_of
+from .loading.store import WITHOUT_SIBLINGS
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
 from .rollout import RolloutResult, build_rollout
@@ -251,15 +254,17 @@ def _inputs(args: argparse.Namespace) -> Iterator[tuple[TokenCaptureSnapshot, di
 
 
 def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], terminal: str | None
-                ) -> Iterator[RolloutResult]:
+                ) -> Iterator[tuple[RolloutResult, list[str]]]:
+    """Each rollout built, with its snapshot's source notes (what the loader skipped or inferred)."""
     for n, (snapshot, final) in enumerate(inputs, 1):
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
         result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
+        source_notes = snapshot.source_notes
         del snapshot, final  # one rollout in memory at a time: neither is held while the next loads
         for note in result.notes:  # e.g. a terminal call id the rollout does not have
             _PROGRESS.done()
             print(f"tokencap: warning: {' '.join(note.split())}", file=sys.stderr)
-        yield result
+        yield result, source_notes
         del result
     _PROGRESS.done()
 
@@ -272,7 +277,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
     inputs = _inputs(args)
 
     def write(handle) -> None:
-        for result in _build_each(inputs, args.terminal_call_id):
+        for result, notes in _build_each(inputs, args.terminal_call_id):
+            for note in notes:
+                if WITHOUT_SIBLINGS in note:  # the one source note that masks a sample for a reason one can fix
+                    _PROGRESS.done()
+                    print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
             write_summary(handle, result)
             handle.write(b"\n")
             del result
@@ -290,12 +299,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from .report import render_text
 
     results = _build_each(_inputs(args), args.terminal_call_id)
-    sys.stdout.write("\n".join(render_text(r) for r in results))
+    sys.stdout.write("\n".join(render_text(r, notes) for r, notes in results))
     return EXIT_OK
 
 
 def _run_inputs(args: argparse.Namespace) -> None:
     _existing(args.source)
+    if _is_parquet(Path(args.source)):  # not one masked row named after the table
+        raise _UsageError(f"{args.source}: is a scan table (parquet), not a run to {args.command}; open it with "
+                          f"`tokencap app {args.source}`, compare it with `tokencap diff`, or give the run it was "
+                          "scanned from")
     if args.final_responses and not Path(args.final_responses).is_file():
         raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
     since = getattr(args, "since", None)
@@ -345,7 +358,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         final_responses=args.final_responses, since=args.since, progress=progress))
     reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
     print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
-          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}", file=sys.stderr)
+          f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}"
+          f"{_format_note(args.output, ('.parquet',), 'a parquet table')}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -356,8 +370,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         args.source, args.output, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, final_responses=args.final_responses, progress=progress))
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
-          f"({summary.trainable:,} trainable) -> {args.output}", file=sys.stderr)
+          f"({summary.trainable:,} trainable) -> {args.output}"
+          f"{_format_note(args.output, ('.jsonl', '.json', '.ndjson'), 'JSON lines')}", file=sys.stderr)
     return EXIT_OK
+
+
+def _format_note(output: str, suffixes: tuple[str, ...], written: str) -> str:
+    """Words for an output whose name suggests another format than the one written."""
+    if Path(output).suffix.lower() in suffixes:
+        return ""
+    return f" (written as {written}, whatever the file's name says)"
 
 
 def _app_source(source: str) -> str:
@@ -381,22 +403,64 @@ def _is_parquet(path: Path) -> bool:
         return handle.read(4) == b"PAR1"
 
 
-def _diff_side(args: argparse.Namespace, side: str) -> Any:
-    """Run A or B as a scan table: read, or scanned as `tokencap scan` would."""
-    from .run import RunSummary, read_scan, scan_table
+def _diff_is_table(args: argparse.Namespace, side: str) -> bool:
+    """Check run A or B (``side``) exists; True when it is a scan table, False for a run to scan. Every
+    error names the side, so a person comparing two runs knows which one to fix."""
+    source: str = getattr(args, side)
+    name = side.upper()
+    try:
+        exists = Path(source).exists()
+        table = exists and _is_parquet(Path(source))
+    except OSError as exc:  # a name too long, a directory that cannot be searched
+        raise _UsageError(f"{source}: cannot be read ({exc.strerror or exc}) (run {name})") from None
+    if not exists:
+        raise _UsageError(f"{source}: no such file or directory (run {name})")
+    if table and getattr(args, f"final_responses_{side}"):
+        raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
+                          f"--final-responses-{side} applies only to a run directory")
+    return table
+
+
+def _diff_records(args: argparse.Namespace, side: str) -> FinalResponses | None:
+    """The rollout records of run A or B (``--final-responses-a``/``-b``), read before either run is
+    scanned; any problem with them is blamed on the flag and the file, never on the run."""
+    path: str | None = getattr(args, f"final_responses_{side}")
+    if not path:
+        return None
+    flag = f"--final-responses-{side}"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise _UsageError(f"{flag}: {path}: no such file") from None
+    except OSError as exc:
+        raise _UsageError(f"{flag}: {path}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the read, a device never end
+        raise _UsageError(f"{flag}: {path}: is {kind_of(mode)}, not a regular file; {flag} takes a rollout "
+                          "records file (JSON or JSONL)")
+    try:
+        return load_final_responses(path)
+    except LoadError as exc:
+        raise LoadError(f"{flag}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise _UsageError(f"{flag}: {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    except RecursionError:
+        raise _UsageError(f"{flag}: {path}: JSON nested too deeply to read; rollout records are a few "
+                          "levels deep") from None
+
+
+def _diff_side(args: argparse.Namespace, side: str, table: bool, finals: FinalResponses | None) -> Any:
+    """Run A or B as a scan table: read, or scanned as `tokencap scan` would (with its records read already)."""
+    from .run import DiffTableGiven, RunSummary, read_scan, scan_table
 
     source: str = getattr(args, side)
-    finals: str | None = getattr(args, f"final_responses_{side}")
     name = side.upper()
-    if not Path(source).exists():
-        raise _UsageError(f"{source}: no such file or directory (run {name})")
-    if finals and not Path(finals).is_file():
-        raise _UsageError(f"{finals}: no such file (--final-responses-{side})")
-    if _is_parquet(Path(source)):
-        if finals:
-            raise _UsageError(f"{source}: is a scan table, which already holds what its rollout records said; "
-                              f"--final-responses-{side} applies only to a run directory")
-        return read_scan(source)
+    if table:
+        try:
+            return read_scan(source)
+        except DiffTableGiven:
+            raise DiffError(f"{source}: is a diff table (what `tokencap diff -o` writes, one row per joined "
+                            "rollout), not a scan table; A and B take scan tables (`tokencap scan RUN -o "
+                            "TABLE.parquet`) or run directories") from None
     tables = []
 
     def work(progress: Any) -> Any:
@@ -405,7 +469,10 @@ def _diff_side(args: argparse.Namespace, side: str) -> Any:
                                  final_responses=finals, progress=progress, summary=summary))
         return summary
 
-    _with_progress(f"scan {name}", work, args.output, f"{name}: ")
+    try:
+        _with_progress(f"scan {name}", work, args.output, f"{name}: ")
+    except (DiscoveryError, LoadError) as exc:  # an empty run, a source that cannot be scanned
+        raise DiscoveryError(f"{exc} (run {name})") from None
     return tables[0]
 
 
@@ -427,8 +494,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     if args.ray_address and args.engine != "ray":
         raise _UsageError("--ray-address needs --engine ray")
+    tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
     _check_diff_output(args)
-    a, b = _diff_side(args, "a"), _diff_side(args, "b")
+    records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
+    a, b = (_diff_side(args, side, tables[side], records[side]) for side in ("a", "b"))
     diff = diff_tables(a, b, args.join, names=(args.a, args.b))
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
@@ -478,7 +547,8 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM)
 def _serve(cmd: list[str], beside: Callable[[], subprocess.Popen | None] | None = None) -> int:
     """Run the server ``cmd`` until it exits; SIGINT and SIGTERM sent to this process are passed on to it.
 
-    So stopping `tokencap app` stops the server: it is never left serving on its own.
+    So stopping `tokencap app` stops the server: it is never left serving on its own. SIGKILL
+    cannot be forwarded; the kernel then sends the server SIGTERM (`parent_death_signal`).
     ``beside`` starts work to do while the server runs (the scan of its run), once the server
     has started; it is stopped (SIGTERM) when the server ends. Returns the server's exit
     status, or 130 / 143 when a signal stopped it.
@@ -494,8 +564,10 @@ def _serve(cmd: list[str], beside: Callable[[], subprocess.Popen | None] | None 
 
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = {signum: signal.signal(signum, forward) for signum in _FORWARDED} if in_main_thread else {}
+    parent = os.getpid()
     try:
-        child = subprocess.Popen(cmd)
+        # The server gets SIGTERM when this process dies, even by SIGKILL (which cannot be forwarded).
+        child = subprocess.Popen(cmd, preexec_fn=parent_death_signal(parent))
         if received and child.poll() is None:  # a signal arrived while it was being started
             child.send_signal(received[0])
         if beside is not None and not received:

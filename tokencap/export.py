@@ -181,7 +181,17 @@ def check_output_path(path: str | os.PathLike[str]) -> None:
     text = os.fspath(path)
     if not text or text.endswith(os.sep):
         raise OutputPathError(f"cannot write {text!r}: that names no file; give a file name")
-    directory = os.path.dirname(text) or "."
+    real = os.fspath(output_target(text))
+    if real != text:  # a symbolic link: its target is written, so its target's directory must do
+        try:
+            os.stat(text)
+        except FileNotFoundError:
+            if not os.path.isdir(os.path.dirname(real) or "."):
+                raise OutputPathError(f"cannot write {text}: it is a symbolic link to {real}, whose directory "
+                                      "does not exist") from None
+        except OSError as exc:
+            raise OutputPathError(f"cannot write {text}: {exc.strerror or exc}") from None
+    directory = os.path.dirname(real) or "."
     if not os.path.exists(directory):
         raise OutputPathError(f"cannot write {text}: directory {directory} does not exist")
     if not os.path.isdir(directory):
@@ -199,6 +209,13 @@ def check_output_path(path: str | os.PathLike[str]) -> None:
                               "give a file name")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot write {text}: directory {directory} is not writable")
+
+
+def output_target(path: str | os.PathLike[str]) -> Path:
+    """The file an output at ``path`` is: the target of a symbolic link (followed to the end),
+    else ``path`` itself. The rename goes there, so a link given as ``-o`` is written through,
+    as a plain ``open`` would write it, never replaced by a regular file."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
 
 
 def _create_part(target: Path) -> tuple[int, Path]:
@@ -284,9 +301,10 @@ def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
     is removed by the next write to the same ``path``. The rename runs in
     `tokencap.interrupts.critical`, so it is never cut in two: once it is done the output
     is recorded as committed, and an interrupt after that does not undo the run. The
-    output gets the permissions a plain ``open`` would give it (see `_create_part`).
+    output gets the permissions a plain ``open`` would give it (see `_create_part`). A
+    symbolic link at ``path`` is written through: its target is replaced (`output_target`).
     """
-    target = Path(path)
+    target = output_target(path)
     remove_stale_parts(target)
     fd, tmp = _create_part(target)
     committed = False

@@ -24,10 +24,11 @@ thread, say) these helpers change no handler and `critical()` only records commi
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -119,5 +120,36 @@ def note_committed(path: str | os.PathLike[str]) -> None:
         run.committed.append(os.fspath(path))
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "Run", "Terminated", "critical", "current_run", "exit_code",
-           "handling_interrupts", "note_committed"]
+_PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal(parent: int) -> Callable[[], None]:
+    """A function that has the kernel send this process SIGTERM when the thread that started it
+    ends (Linux's ``PR_SET_PDEATHSIG``), even by SIGKILL, which the parent cannot catch to stop
+    its child; it exits at once when ``parent`` is already gone (it died before the signal
+    was armed). Elsewhere a no-op: the parent's own signal forwarding is then all there is.
+
+    For a ``Popen``'s ``preexec_fn`` (between fork and exec, so the program run needs no part
+    in it): the C function is looked up here, in the parent, so the child only calls it.
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None  # not Linux
+
+    def arm() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if parent and os.getppid() != parent:
+            raise SystemExit(1)
+
+    return arm
+
+
+def die_with_parent(parent: int) -> None:
+    """`parent_death_signal`, armed now: for a child process that runs Python of ours (its first step)."""
+    parent_death_signal(parent)()
+
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "Run", "Terminated", "critical", "current_run", "die_with_parent",
+           "exit_code", "handling_interrupts", "note_committed", "parent_death_signal"]

@@ -7,6 +7,7 @@ this module only arranges them.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from .builder import BuildOutput
 from .rollout import MASK_REASON_TEXT, RolloutResult
@@ -93,7 +94,9 @@ def attribution_lines(result: RolloutResult) -> list[str]:
     return lines
 
 
-def render_text(result: RolloutResult) -> str:
+def render_text(result: RolloutResult, source_notes: Sequence[str] = ()) -> str:
+    """The report of one build; ``source_notes`` (the snapshot's: what the loader skipped or
+    inferred, why a capture counts as incomplete) are listed under "source"."""
     lines: list[str] = []
     verdict = "MASKED" if result.mask_sample else "TRAINABLE"
     lines.append(f"rollout {result.rollout_id}: {verdict}")
@@ -106,6 +109,9 @@ def render_text(result: RolloutResult) -> str:
         lines.append(f"status: {status}{extra}")
     if m.get("error"):
         lines.append(f"error: {m['error']}")
+    if source_notes:
+        lines.append("source")
+        lines.extend(f"  {' '.join(note.split())}" for note in source_notes)
     build = result.build
     if build is None:
         return "\n".join(lines) + "\n"

@@ -26,7 +26,8 @@ MASK_REASON_ORDER = (
 
 MASK_REASON_TEXT = {
     "load_error": "the snapshot could not be loaded",
-    "capture_incomplete": "a call of this rollout failed to capture, so the trajectory may be missing a turn",
+    "capture_incomplete": ("a call of this rollout failed to capture, or the store files that would say so are "
+                           "missing, so the trajectory may be missing a turn"),
     "no_records": "the snapshot holds no token entries",
     "build_error": "the builder failed on this snapshot",
     "unresolved_retries": "retries of one request generated different tokens and nothing shows which one the harness kept",

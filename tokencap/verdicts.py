@@ -129,6 +129,8 @@ class FinishReasonVerdict:
             return "no delivered chain"
         if self.resolved:
             reason = next(iter(self.finish_reasons.values()), None)
+            if reason is None:  # an older writer (the upstream store's) records none
+                return f"{self.terminal_call_id!r} recorded no finish reason, so it cannot mark the response incomplete"
             return f"finish reason {reason!r} of {self.terminal_call_id!r} applies"
         parts = ", ".join(f"{k}: {v!r}" for k, v in self.finish_reasons.items())
         return f"withheld: the token-identical twins of {self.terminal_call_id!r} disagree ({parts})"

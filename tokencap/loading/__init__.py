@@ -18,11 +18,13 @@ from ..records import RecordError, TokenCaptureSnapshot
 from .final_responses import FinalResponses, load_final_responses
 from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable,
                     read_descriptor, zip_source)
-from .store import ENTRIES_SUFFIX, iter_store, sibling_alone_message, store_file, store_rollout_source
+from .store import (ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file,
+                    store_rollout_source)
 from .text import LoadError, load_text
 from .wire import TOO_DEEP
 
 ZIP_MAGIC = b"PK\x03\x04"
+EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record
 
 __all__ = ["FinalResponses", "LoadError", "iter_snapshots", "load_final_responses", "load_snapshots"]
 
@@ -75,11 +77,11 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
                         "(snapshot JSON, entries JSONL, a zip) and capture-store directories")
     lone = _lone_store_file(path, label)
     if lone is not None:
-        return iter_store(lone, rollout_id)
+        return lone
     fd = open_regular(path, label)
     try:
         magic = pread(fd, len(ZIP_MAGIC), 0)
-        data = None if magic == ZIP_MAGIC else read_descriptor(fd)
+        data = None if magic in (ZIP_MAGIC, EMPTY_ZIP_MAGIC) else read_descriptor(fd)
     except OSError as exc:
         raise LoadError(f"{label}: cannot be read ({exc.strerror or exc})") from None
     finally:
@@ -87,9 +89,10 @@ def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator
     return _from_buffer(data, label, path, rollout_id)
 
 
-def _lone_store_file(path: Path, label: str) -> DirectorySource | None:
+def _lone_store_file(path: Path, label: str) -> list[TokenCaptureSnapshot] | None:
     """The store rollout a records file ``R.tokens.jsonl`` belongs to, read from its directory
     with every sibling exactly as loading the directory would; None for any other file.
+    Errors raise as for any single file, naming the path as given (`load_store_file`).
 
     Read alone, the records file would hide the siblings that say a capture is incomplete
     (``R.tokens.incomplete``, ``.intents``, ``.state.json``) or that a refusal ended it. A
@@ -105,22 +108,32 @@ def _lone_store_file(path: Path, label: str) -> DirectorySource | None:
     if printable(rollout_id) != rollout_id:
         raise LoadError(f"{label}: the file name is not valid UTF-8, so it cannot name a rollout; rename the "
                         "store's files to the rollout id")
-    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    linked = path.is_symlink()
+    real = Path(os.path.realpath(path)) if linked else path
     if store_file(real.name) != found:
         return None
-    return store_rollout_source(real.parent, rollout_id)
+    source = store_rollout_source(real.parent, rollout_id)
+    siblings = real.parent if linked else Path(label).parent
+    shown = {name: printable(str(siblings / name)) for name in source.names}
+    shown[path.name] = label
+    return load_store_file(source, shown)
 
 
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
                  rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
-    if data is None or data[:4] == ZIP_MAGIC:
+    if data is None or data[:4] in (ZIP_MAGIC, EMPTY_ZIP_MAGIC):
         return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
+    if (name or "").lower().endswith(".zip"):
+        # Said as what it is, not as JSON that fails on line 1 (a download cut short, an HTML error page).
+        raise LoadError(f"{name}: named .zip but not a zip archive (it does not start with a zip's first bytes); "
+                        "give a zip of a capture-store directory, or the directory itself")
     found = store_file(os.path.basename(name or ""))
     if found is not None:
         # A store file's bytes without its directory (an upload): its siblings cannot be read.
         if found[1] != ENTRIES_SUFFIX:
             raise LoadError(sibling_alone_message(name, found[0], found[1]))  # type: ignore[arg-type]
-        return iter_store(MemorySource(name, os.path.basename(name), data), rollout_id)  # type: ignore[arg-type]
+        base = os.path.basename(name)  # type: ignore[arg-type]
+        return load_store_file(MemorySource(name, base, data), {base: name})  # type: ignore[arg-type]
     try:
         return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where

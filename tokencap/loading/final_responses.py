@@ -183,10 +183,10 @@ def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
     out = FinalResponses(name=label)
     parser = _TokenParser()
     try:
-        whole = _decode_object(data)
-    except msgspec.MsgspecError:
-        whole = None  # several values, or not one object: read it line by line
-    try:
+        try:
+            whole = _decode_object(data)
+        except msgspec.MsgspecError:
+            whole = None  # several values, or not one object: read it line by line
         if whole is not None:
             _add(out, whole, _first_line(data), label, parser)
             return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,10 +226,17 @@ WITHOUT_SIBLINGS = "was read without the other capture-store files"
 
 
 def _without_siblings_note(source: FileSource, name: str, rid: str) -> str:
-    held = name if os.path.basename(source.label) == name else f"{source.label}: {name}"
-    return (f"{held} {WITHOUT_SIBLINGS} of rollout {rid!r} (its {INTENTS_SUFFIX}, "
-            f"{STATE_SUFFIX}, {INCOMPLETE_SUFFIX}), so whether a call failed to capture cannot be known: masked "
-            "as capture_incomplete. Give the whole store directory, or a zip of it")
+    """Why a rollout of a zip or of bytes with a store name is masked though nothing says a call
+    failed: the files that would say so may have been left behind (DESIGN.md, "A store file is
+    never read without its siblings")."""
+    siblings = f"its {INTENTS_SUFFIX}, {STATE_SUFFIX}, {INCOMPLETE_SUFFIX}"
+    unknown = "Whether a call failed to capture cannot be known: masked as capture_incomplete"
+    if os.path.basename(source.label) == name:  # the file's bytes on their own (an upload)
+        return (f"{name} {WITHOUT_SIBLINGS} of rollout {rid!r} ({siblings}). {unknown}. Give the store "
+                "directory, or a zip of it")
+    return (f"{source.label}: {name} {WITHOUT_SIBLINGS} of rollout {rid!r}: the zip holds none of {siblings} (the "
+            f"store writes the first two for every rollout, so they were left out when zipping). {unknown}, though "
+            "the same files in a directory read as complete. Open the store directory, or zip it with those files")
 
 
 def error_message(exc: BaseException, name: str | None = None) -> str:
@@ -404,3 +411,28 @@ def _with_notes(snap: TokenCaptureSnapshot, notes: list[str]) -> TokenCaptureSna
 def load_store(source: FileSource) -> list[TokenCaptureSnapshot]:
     """Every rollout of a capture-store directory; a bad one comes back with `load_error` set."""
     return list(iter_store(source))
+
+
+def load_store_file(source: FileSource, shown: Mapping[str, str]) -> list[TokenCaptureSnapshot]:
+    """The rollout of one store file given on its own: ``R.tokens.jsonl`` read with its
+    siblings (``source`` holds exactly that rollout's files), or its bytes alone.
+
+    Loaded as its directory loads it (same files, skips, notes, verdict), except that a
+    rollout that cannot be loaded raises `LoadError`, as any single file does (SPEC 3.4):
+    the person named this file, so the command stops with the file, line, call and field
+    instead of building a masked sample from nothing. ``shown`` maps a store file's name
+    to the name the error gives it (the path as given, for a records file on disk).
+    """
+    snapshots = load_store(source)
+    for snap in snapshots:
+        if snap.load_error is not None:
+            raise LoadError(_named(snap.load_error, shown))
+    return snapshots
+
+
+def _named(message: str, shown: Mapping[str, str]) -> str:
+    """``message`` with the store file it starts with (``NAME: ...``, ``NAME, line 3: ...``) named as shown."""
+    for name, display in shown.items():
+        if message.startswith(name) and message[len(name):len(name) + 1] in (":", ","):
+            return display + message[len(name):]
+    return message

@@ -73,6 +73,9 @@ SNIFF_BYTES = 1024
 CAPTURE_INPUTS = "a snapshot JSON object, entries JSONL (one record a line), a capture-store directory or a zip of one"
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def binary_problem(head: bytes | memoryview, expected: str = CAPTURE_INPUTS) -> str | None:
     """Why ``head`` (an input's first bytes) cannot start a JSON or JSON-lines text, or None.
 
@@ -85,6 +88,8 @@ def binary_problem(head: bytes | memoryview, expected: str = CAPTURE_INPUTS) -> 
     at = control_byte_at(sniff)
     if at < 0:
         return None
+    if sniff.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8 JSON; save it as UTF-8"
     what = "a NUL byte" if sniff[at] == 0 else f"the control byte 0x{sniff[at]:02x}"
     return f"binary data ({what} at byte {at}), not JSON text; expected {expected}"
 
@@ -417,6 +422,9 @@ def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int
         except msgspec.ValidationError:
             raise LoadError(f"{where}, line {line}: expected one JSON object per line") from None
         except msgspec.DecodeError as exc:
+            if bytes(chunk[:3]) == UTF8_BOM:
+                raise LoadError(f"{where}, line {line}: starts with a UTF-8 byte-order mark (BOM), which JSON text "
+                                "may not hold; save the file as UTF-8 without a BOM") from None
             raise LoadError(f"{where}, line {line}: not valid JSON ({exc})") from None
         if looks_like_rollout_record(raw):
             raise LoadError(f"{where}, line {line}: a rollout record or Responses object, not a captured call; "

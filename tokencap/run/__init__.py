@@ -17,7 +17,7 @@ from typing import Any
 
 from .discover import RolloutUnit, discover
 from .engines import ENGINES, default_workers
-from .errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
+from .errors import DiffError, DiffTableGiven, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .rows import LINK_NOTES, REASON_COLUMNS
 
 _LAZY = {
@@ -40,7 +40,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "RECORD_COLUMNS", "SCHEMA", "DiffError", "DiscoveryError",
+    "COLUMNS", "ENGINES", "LINK_NOTES", "REASON_COLUMNS", "RECORD_COLUMNS", "SCHEMA", "DiffError", "DiffTableGiven",
+    "DiscoveryError",
     "EngineUnavailable", "RunDiff", "diff_tables",
     "RolloutUnit", "RunSummary", "ScanTableError", "WorkerCrashed", "default_workers", "discover", "export",
     "read_current_scan", "read_scan", "scan", "scan_batches", "scan_table", "table_of_snapshots",

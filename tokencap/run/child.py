@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
 import os
 import selectors
 import signal
@@ -33,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..interrupts import die_with_parent
 from .errors import DiscoveryError, WorkerCrashed
 
 STOP_GRACE = 5.0
@@ -41,7 +41,6 @@ STOP_GRACE = 5.0
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 _MAX_ERROR_BYTES = 4096
-_PR_SET_PDEATHSIG = 1
 _LIVE: set[ChildScan] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -178,17 +177,6 @@ def _stop_live_children() -> None:
         live = list(_LIVE)
     for child in live:
         child.stop()
-
-
-def die_with_parent(parent: int) -> None:
-    """SIGTERM this process when the thread that started it ends (Linux); exit now if it already has."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent's stop() and atexit still end the child
-    if parent and os.getppid() != parent:
-        raise SystemExit(EXIT_FAILED)  # the parent died before the signal was armed
 
 
 def main(argv: Sequence[str] | None = None) -> int:

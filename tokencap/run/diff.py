@@ -127,9 +127,22 @@ class DiffSummary:
                 "rollout index) and join by task (--join task)")
 
     @property
+    def empty_note(self) -> str | None:
+        """When run A or run B has no rollouts: nothing is compared, whichever side it is."""
+        empty = _empty_sides(self.rollouts_a, self.rollouts_b)
+        if not empty:
+            return None
+        if len(empty) == 2:
+            return "runs A and B have no rollouts (empty scan tables): there is nothing to compare"
+        other = "B" if empty == ["A"] else "A"
+        return (f"run {empty[0]} has no rollouts (an empty scan table), so nothing is compared: every rollout "
+                f"of run {other} is only in {other}")
+
+    @property
     def notes(self) -> list[str]:
-        """What a reader must know before trusting the comparison (one-sided records, nothing paired)."""
-        return [n for n in (self.unpaired_note, self.records_note) if n]
+        """What a reader must know before trusting the comparison (an empty run, one-sided records, nothing
+        paired)."""
+        return [n for n in (self.empty_note, self.unpaired_note, self.records_note) if n]
 
     @property
     def trainable_share_a(self) -> float:
@@ -189,6 +202,11 @@ def _share(count: int, total: int) -> float:
     return count / total if total else 0.0
 
 
+def _empty_sides(rollouts_a: int, rollouts_b: int) -> list[str]:
+    """"A", "B", both or neither: the runs without a rollout."""
+    return [side for side, n in (("A", rollouts_a), ("B", rollouts_b)) if not n]
+
+
 # --------------------------------------------------------------------------- inputs
 
 
@@ -205,6 +223,9 @@ def _checked(table: pa.Table | pd.DataFrame, label: str) -> pa.Table:
     else:
         raise DiffError(f"{label}: expected a scan table (pyarrow Table or pandas DataFrame), "
                         f"got {type(table).__name__}")
+    if table.column_names == DIFF_SCHEMA.names:
+        raise DiffError(f"{label}: is a diff table (one row per joined rollout), not a scan table; a diff compares "
+                        "two scan tables")
     columns = []
     for name in _NEEDED:
         want = SCHEMA.field(name).type
@@ -244,6 +265,10 @@ def choose_join(a: pa.Table, b: pa.Table, join: Join = "auto", names: tuple[str,
                                 "joined by task; scan the run with --final-responses of rollout records that "
                                 "carry _ng_task_index and _ng_rollout_index, or join by rollout id")
         return JoinChoice("task", "asked for (--join task)", int((~keyed_a).sum()), int((~keyed_b).sum()))
+    empty = _empty_sides(a.num_rows, b.num_rows)
+    if empty:  # nothing can pair: not a question of ids or indices
+        return JoinChoice("id", f"run{'s' if len(empty) == 2 else ''} {' and '.join(empty)} "
+                          f"ha{'ve' if len(empty) == 2 else 's'} no rollouts")
     shared = int(pc.sum(pc.is_in(a.column("rollout_id"), value_set=pc.unique(b.column("rollout_id")))).as_py() or 0)
     if shared:
         return JoinChoice("id", f"{shared:,} rollout id{'s are' if shared != 1 else ' is'} in both runs")
@@ -445,8 +470,9 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
             lines.append(title)
         for key, _, _, share_a, share_b, change in s.shares(counts):
             lines.append(f"  {key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
-    if s.unpaired_note:
-        lines.append(f"note: {s.unpaired_note}")
+    for note in (s.empty_note, s.unpaired_note):
+        if note:
+            lines.append(f"note: {note}")
     if s.records_note:
         lacking = "b" if s.records[0] else "a"
         lines.append(f"note: {s.records_note} (--final-responses-{lacking})")

@@ -31,7 +31,8 @@ import msgspec
 import numpy as np
 
 from ..loading.files import kind_of, printable
-from ..loading.text import SNIFF_BYTES, binary_problem
+from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, looks_like_rollout_record
+from ..loading.wire import decode_raw_object
 from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
 from .errors import DiscoveryError
 
@@ -85,8 +86,12 @@ class _IdOnly(msgspec.Struct):
 _decode_id = msgspec.json.Decoder(_IdOnly).decode
 
 
-def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[RolloutUnit]:
-    """One unit per rollout of a JSONL file, each with the spans of its lines."""
+def index_jsonl(path: str, source: str, size: int, mtime: float, *, alone: bool = False) -> list[RolloutUnit]:
+    """One unit per rollout of a JSONL file, each with the spans of its lines.
+
+    A file of rollout records (the harness's final responses) is one failed unit in a
+    directory; given ``alone`` as the run, it is a `DiscoveryError` (it is no run at all).
+    """
     directory, name = os.path.split(path)
     shown = printable(name)
     if size == 0:
@@ -112,6 +117,14 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
             if not chunk.strip():
                 used[k] = False
                 continue
+            if not ids and _is_rollout_record(chunk):
+                # The harness's rollout records, not captured calls: one row saying so, not
+                # a masked "rollout" per record that would swell the run's masked count.
+                problem = (f"{shown}, line {i + 1}: a rollout record or Responses object, not a captured call; "
+                           f"{FINAL_RESPONSES_HINT}")
+                if alone:
+                    raise DiscoveryError(f"{printable(path)}{problem[len(shown):]}")
+                return [_failed_file(source, directory, name, size, mtime, problem)]
             try:
                 rid = _decode_id(chunk).rollout_id
             except msgspec.MsgspecError as exc:
@@ -135,6 +148,13 @@ def index_jsonl(path: str, source: str, size: int, mtime: float) -> list[Rollout
         lines = table[order[bounds[n]:bounds[n + 1]]]
         units.append(RolloutUnit(source, "jsonl", directory, (name,), rid, lines.tobytes(), size, mtime))
     return units
+
+
+def _is_rollout_record(chunk: bytes) -> bool:
+    try:
+        return looks_like_rollout_record(decode_raw_object(chunk))
+    except (msgspec.MsgspecError, RecursionError):
+        return False  # the line's own problem is named by the rollout id read below
 
 
 def _failed_file(source: str, directory: str, name: str, size: int, mtime: float, error: str) -> RolloutUnit:
@@ -249,7 +269,7 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
         elif not keep(label, st.st_size, st.st_mtime):
             units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif name.endswith(".jsonl"):
-            units = index_jsonl(str(root), label, st.st_size, st.st_mtime)
+            units = index_jsonl(str(root), label, st.st_size, st.st_mtime, alone=True)
         else:
             units = [RolloutUnit(label, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
     else:

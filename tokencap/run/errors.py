@@ -10,6 +10,11 @@ class ScanTableError(ValueError):
     """A ``--since`` or uploaded table that is not a tokencap scan table."""
 
 
+class DiffTableGiven(ScanTableError):
+    """A diff table (what `tokencap diff -o` writes) where a scan table was expected: a caller that
+    knows what the table was for (`tokencap diff`'s A or B) says what it takes instead."""
+
+
 class EngineUnavailable(RuntimeError):
     """The requested engine cannot run here (Ray not installed, cluster unreachable)."""
 

@@ -25,8 +25,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..export import write_atomically
+from ..loading.final_responses import FinalResponses
 from .discover import RolloutUnit, discover
-from .errors import DiscoveryError, ScanTableError
+from .errors import DiffTableGiven, DiscoveryError, ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
@@ -89,9 +90,13 @@ def _metadata(final_responses_path: str | None) -> dict[bytes, bytes]:
                                     "final_responses_sha256": _final_responses_digest(final_responses_path)})}
 
 
-def _load_final_responses(path: str | None) -> Any:
+def _load_final_responses(path: str | FinalResponses | None) -> Any:
+    """The rollout records at ``path``; records a caller has read already (to blame their errors on
+    its own flag, say) are used as they are."""
     if not path:
         return None
+    if isinstance(path, FinalResponses):
+        return path
     from ..loading import load_final_responses  # terminal attribution (SPEC 10)
 
     return load_final_responses(path)
@@ -214,10 +219,15 @@ def _ordered_results(fn: Callable, plan: list[Any], options: RunOptions, engine:
 
 
 def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, engine: str = "local",
-                 ray_address: str | None = None, final_responses: str | None = None, since: str | None = None,
-                 progress: Progress | None = None,
+                 ray_address: str | None = None, final_responses: str | FinalResponses | None = None,
+                 since: str | None = None, progress: Progress | None = None,
                  summary: RunSummary | None = None) -> Iterator[pa.RecordBatch | pa.Table]:
-    """The run table as a stream of record batches (or reused slices), in table order."""
+    """The run table as a stream of record batches (or reused slices), in table order.
+
+    ``final_responses`` is the rollout records' path, or records already read (not with ``since``,
+    whose reuse rule compares the file's digest)."""
+    if since and isinstance(final_responses, FinalResponses):
+        raise TypeError("since needs the rollout records' path, not records already read")
     workers = workers or default_workers()
     summary = summary if summary is not None else RunSummary()
     finals = _load_final_responses(final_responses)  # a bad file fails before any work starts
@@ -347,6 +357,11 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         table = upgraded
         meta = {**meta, "record_columns": False}  # written before SPEC 11.1: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
+        from .diff import DIFF_SCHEMA  # only on this error path: the diff module imports pandas
+
+        if table.schema.names == DIFF_SCHEMA.names:
+            raise DiffTableGiven(f"{label}: is a diff table (what `tokencap diff -o` writes, one row per joined "
+                                 f"rollout), not a scan table; {_WRITE_ONE}")
         raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
                              f"{_WRITE_ONE}")
     try:

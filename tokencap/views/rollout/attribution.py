@@ -26,6 +26,7 @@ from ...attribution import AMBIGUOUS, ATTRIBUTED, GIVEN, UNATTRIBUTED
 from ...loading import FinalResponses, load_final_responses
 from ...rollout import RolloutResult
 from ..model import RolloutView
+from ..text import md_escape
 from .verdicts import anchor_effect
 
 FINAL_RESPONSE_TYPES = ("json", "jsonl")
@@ -96,6 +97,21 @@ def final_responses_choice(upload: tuple[str, bytes] | None, bundled: Path | Non
         finals, error = parse(label, data)
         return FinalResponsesChoice(finals, label, content_key(label, data) if finals else None, True, error)
     return FinalResponsesChoice()
+
+
+def choice_caption(choice: FinalResponsesChoice) -> str | None:
+    """What the sidebar says about the final responses in use (Markdown; None when there are none)."""
+    if choice.finals is None:
+        return None
+    n = len(choice.finals)
+    where = "bundled with this scenario" if choice.bundled else "uploaded"
+    return (f"Terminal attribution from {md_escape(choice.label)} ({where}, {n} final "
+            f"response{'s' if n != 1 else ''}); a manual anchor under Export overrides it.")
+
+
+def run_records_caption(choice: FinalResponsesChoice) -> str:
+    """What the sidebar says when a rollout handed over by the Run page is built with its run's records."""
+    return f"Built with the run's rollout records: {md_escape(Path(choice.label).name)}"
 
 
 def with_notes(choice: FinalResponsesChoice, rollout_ids: Iterable[str]) -> FinalResponsesChoice:

@@ -81,9 +81,10 @@ def _incomplete(view: RolloutView) -> list[Culprit]:
                                               "calls were captured (load_error says why)")]
     alone = [n for n in notes if WITHOUT_SIBLINGS in n]
     if alone:
-        return [Culprit("capture_incomplete", "the store file was read without the rollout's other store files, "
-                                              "so nothing shows whether a call failed to capture; open the whole "
-                                              "store directory, or upload a zip of it")]
+        return [Culprit("capture_incomplete", "the store file was read without the rollout's other store files "
+                                              "(its .tokens.intents, .tokens.state.json, .tokens.incomplete), so "
+                                              "nothing shows whether a call failed to capture; open the store "
+                                              "directory, or upload a zip of it that holds those files")]
     text = ("the capture store marked this rollout incomplete without naming the call that failed"
             if notes else "the snapshot says incomplete: true without naming the call that failed")
     return [Culprit("capture_incomplete", text)]
@@ -228,7 +229,7 @@ def reason_lines(view: RolloutView) -> list[ReasonLine]:
 
 REASON_WORDS = {
     "load_error": "the snapshot could not be loaded",
-    "capture_incomplete": "a call failed to capture",
+    "capture_incomplete": "a call may be missing from the capture",
     "no_records": "no token entries",
     "build_error": "the builder failed",
     "unresolved_retries": "retries differ and nothing shows which one the harness kept",

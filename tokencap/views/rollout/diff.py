@@ -210,3 +210,38 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=2, col=1)
     return fig
+
+
+# --------------------------------------------------------------------------- the Compare tab's words
+
+
+CALLS_SHOWN = 50
+"""Delivered calls listed per side under "only A" / "only B" before "…"."""
+
+
+def anchor_side_name(side: str, anchor: str | None) -> str:
+    """One side of an anchor comparison: "A (anchored on call-7)", or "A (no anchor)"."""
+    return f"{side} (anchored on {anchor})" if anchor else f"{side} (no anchor)"
+
+
+def capture_side_name(side: str, source_name: str, version: Any) -> str:
+    """One side of a comparison of two captures: its file and snapshot version."""
+    return f"{side} ({source_name} v{version})"
+
+
+def capture_label(source_name: str, snapshot_id: str | None, version: Any) -> str:
+    """Another capture of the rollout, as the picker names it."""
+    return f"{source_name} · snapshot {snapshot_id or '—'} · version {version}"
+
+
+def calls_only_text(side: str, calls: list[str]) -> str:
+    """The delivered calls only one side delivers (plain text), the first `CALLS_SHOWN` of them."""
+    return f"only {side}: " + (", ".join(calls[:CALLS_SHOWN]) or "—") + (" …" if len(calls) > CALLS_SHOWN else "")
+
+
+def delivered_calls_caption(cmp: Comparison) -> str | None:
+    """Where the two delivered chains part (None when one holds the other's calls and no more)."""
+    if not (cmp.calls_only_a or cmp.calls_only_b):
+        return None
+    return (f"Delivered calls: {cmp.calls_common:,} in common from the start; then A delivers "
+            f"{len(cmp.calls_only_a):,} and B {len(cmp.calls_only_b):,} of its own.")

@@ -42,6 +42,24 @@ STRIP_LEGEND = (f"Grey: prompt · amber: interstitial ({TERMS['interstitial']}) 
 CONTEXT_HELP = f"tokens before the call's generation: the root prompt for link 0, else the interstitial ({TERMS['interstitial']})"
 
 
+def asked_chain(asked: tuple[str, Any] | None, rollout_key: str, chain_ids: list[str]) -> str | None:
+    """The chain a URL's mask window (``(rollout key, MaskWindow)``) asks the Loss mask tab to show:
+    only for this rollout, and only a chain it has."""
+    if asked is not None and asked[0] == rollout_key and asked[1].chain in chain_ids:
+        return asked[1].chain
+    return None
+
+
+def asked_page(asked: tuple[str, Any] | None, rollout_key: str, chain_id: str,
+               window: int) -> tuple[int, int] | None:
+    """``(window, page)`` a URL's mask window asks for on the chain shown: its window when it is one
+    of `WINDOW_SIZES` (else ``window``, the one in use), and the page holding its start."""
+    if asked is None or asked[0] != rollout_key or asked[1].chain != chain_id:
+        return None
+    size = asked[1].window if asked[1].window in WINDOW_SIZES else window
+    return size, page_of(asked[1].start, size)
+
+
 def columns_for(window: int) -> int:
     return 64 if window <= 2048 else 128
 

@@ -1,8 +1,10 @@
 """The Rollout page, assembled: what the page decides beyond any one page part.
 
 The top of `tokencap.views`: it may use every page part (tree, detail, mask, verdicts,
-export) and nothing imports it but the Streamlit page (`app_pages/rollout.py`), which
-only lays out what this module and the page parts compute.
+export) and nothing imports it but the Streamlit page and its parts (`app_pages/rollout*.py`),
+which only lay out what this module and the page parts compute: what a link opens, which
+capture a comparison pins, the URL of the view shown, and the words of the header, the
+triage bar, the sidebar's picker and the progress box.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .. import links
-from .culprits import first_culprit
+from .culprits import Culprit, ReasonLine, first_culprit
 from ..model import RolloutView
-from ..sources import RolloutRef
-from ..text import fmt_bytes
+from ..sources import RolloutRef, Scenario
+from ..text import fmt_bytes, md_escape
 from .tree import tree_of
+from .attribution import none_anchor_label
+from .verdicts import Banner, verdict_label
 
 TABS = ("Call tree", "Loss mask", "Verdicts", "Export", "Compare")
 """The page's tabs, in order."""
@@ -34,6 +38,85 @@ def needs_progress(pending_sizes: Sequence[int]) -> bool:
 
 def loading_label(files: int, size: int) -> str:
     return f"Loading {files} file{'s' if files != 1 else ''} ({fmt_bytes(size)})…"
+
+
+def parsing_label(name: str, size: int) -> str:
+    """The progress bar's text while a file is parsed (Markdown: the name escaped)."""
+    return f"parsing {md_escape(name)} ({fmt_bytes(size)})"
+
+
+def building_label(index: int, count: int, name: str) -> str:
+    """The progress bar's text while rollout ``index`` (from 0) of ``count`` in file ``name`` is built."""
+    return f"building rollout {index + 1} of {count} in {md_escape(name)}"
+
+
+def loaded_label(size: int) -> str:
+    return f"Loaded {fmt_bytes(size)}"
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def uploads_caption(count: int) -> str:
+    """What the sidebar says under the uploader while uploaded files are shown."""
+    return f"Showing {count} uploaded file{'s' if count > 1 else ''}. Remove them to go back."
+
+
+def rollout_path(path: str | None) -> str | None:
+    """The command-line (or linked) path this page opens: None for a ``.parquet`` scan table, which
+    holds no rollout (the Run page reads it)."""
+    return None if path is not None and path.lower().endswith(".parquet") else path
+
+
+def path_problem(path: str, exc: OSError | ValueError) -> str:
+    """Why a path cannot be opened, in one line naming it (the system's words for an OS error)."""
+    strerror = exc.strerror if isinstance(exc, OSError) else None
+    return f"{path}: {strerror}" if strerror else str(exc)
+
+
+def versus_path(vs_src: str, scenarios: Sequence[Scenario]) -> str | None:
+    """The capture a link's ``vs_src`` names: a bundled sample's path, else the path itself."""
+    named = links.ViewState(vs_src=vs_src)
+    scenario = next((s for s in scenarios if s.name == named.vs_sample), None)
+    return str(scenario.path) if scenario is not None else named.vs_path
+
+
+def rollout_option_label(view: RolloutView, ref: RolloutRef, several_sources: bool) -> str:
+    """A rollout in the sidebar's picker: its verdict and id, and its file when several are loaded."""
+    where = f"  ({ref.source_name})" if several_sources else ""
+    return f"{verdict_label(view.result)} · {ref.rollout_id}{where}"
+
+
+def handed_over_records(request: Mapping[str, Any], kept: Sequence[tuple[Any, Any] | None]) -> dict[str, str]:
+    """The rollout records (path) per source (cache key) of the rollouts the Run page handed over.
+
+    ``kept`` holds, for the request and its ``vs``, the ``(seq, source)`` the page built for it;
+    a source built for an earlier opening (another ``seq``) is not this request's and gets none.
+    """
+    out: dict[str, str] = {}
+    for handed, memo in zip((request, request.get("vs")), kept):
+        records = handed.get("final_responses") if isinstance(handed, Mapping) else None
+        if records and memo is not None and memo[0] == request.get("seq"):
+            out[memo[1].cache_key] = str(records)
+    return out
+
+
+def handed_over_refs(refs: Sequence[RolloutRef], request: Mapping[str, Any],
+                     vs_key: str | None) -> tuple[RolloutRef | None, RolloutRef | None]:
+    """The rollout the Run page handed over (not in the capture compared with) and, when the request
+    carries a ``vs``, the capture compared with (the other run's rollout in the ``vs_key`` source)."""
+    wanted = next((r for r in refs if r.rollout_id == request["rollout_id"] and r.source_key != vs_key), None)
+    if wanted is None:
+        return None, None
+    vs = request.get("vs") or {}
+    other = next((r for r in refs if r.source_key == vs_key and r.rollout_id == vs.get("rollout_id")), None)
+    return wanted, other
+
+
+def export_several(refs: Sequence[RolloutRef], ref: RolloutRef, has_names: bool) -> bool:
+    """Whether the Export tab offers "every rollout of this source": the source holds more than this one
+    (or is a directory of named files)."""
+    return sum(1 for r in refs if r.source_key == ref.source_key) > 1 or has_names
 
 
 def valid_anchor(base: RolloutView, anchor: str | None) -> str | None:
@@ -139,3 +222,132 @@ def same_run_rollout(request: Mapping[str, Any] | None, state: links.ViewState,
         return False
     src = state.src if state.sample is not None else str(Path(str(state.path)).resolve())
     return run_link(request, sample_dir) == (src, state.part)
+
+
+# --------------------------------------------------------------------------- what a link means
+
+
+LinkTarget = Literal["run rollout", "same run rollout", "sample", "path", "same source"]
+
+
+def link_target(state: links.ViewState, request: Mapping[str, Any] | None,
+                sample_dir: str | os.PathLike[str]) -> LinkTarget:
+    """What a URL from outside asks the page to open.
+
+    ``"run rollout"``: a rollout of a run (``src`` and ``part``), not the one ``request`` already
+    opens (`run_request_of_link` makes its request); ``"same run rollout"``: the one already open;
+    ``"sample"`` / ``"path"``: another source (a bundled sample, a path), which closes a run's
+    rollout; ``"same source"``: the URL names no source, only a view of the one shown.
+    """
+    if state.part is not None and state.src is not None:
+        return "same run rollout" if same_run_rollout(request, state, sample_dir) else "run rollout"
+    if state.sample is not None:
+        return "sample"
+    if state.path is not None:
+        return "path"
+    return "same source"
+
+
+def missing_where(state: links.ViewState) -> str:
+    """Where a link said its rollout was: the run's part, else its source."""
+    return state.part or state.src or "the source shown"
+
+
+def missing_rollout_message(rollout_id: str, where: str) -> str:
+    """The error shown instead of any rollout when a link names one its source does not hold (Markdown)."""
+    return (f"**{md_escape(rollout_id)} is not in {md_escape(where)}.** The link names a rollout this source does "
+            "not hold (moved, renamed, or another run), so no rollout is shown in its place.")
+
+
+def linked_comparison(refs: Sequence[RolloutRef], ref: RolloutRef, vs_rollout: str | None,
+                      vs_key: str | None) -> RolloutRef | None:
+    """The capture a link's ``vs_src`` compares ``ref`` with: its ``vs_rollout`` (else the same rollout
+    id) in the source loaded for ``vs_src``; never ``ref`` itself."""
+    wanted = vs_rollout or ref.rollout_id
+    return next((r for r in refs if r.source_key == vs_key and r.rollout_id == wanted and r.key != ref.key), None)
+
+
+def page_view_state(view: RolloutView, rollout_id: str, *, selected: str | None, tab: str | None,
+                    mask: links.MaskWindow | None, src: str | None, part: str | None, vs_src: str | None,
+                    vs_rollout: str | None, from_run: bool) -> links.ViewState:
+    """What the page shows, as its URL says it: the node shown (`selected_node`), and a mask window
+    only on a chain of this view. A rollout handed over by the Run page names its comparison in
+    the request, not the URL, so ``vs_src`` is dropped then."""
+    return links.ViewState(
+        vs_src=vs_src if not from_run else None, vs_rollout=vs_rollout if vs_src else None,
+        src=src, part=part, rollout=rollout_id, call=selected_node(view, selected), tab=tab, anchor=view.anchor,
+        mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
+
+
+# --------------------------------------------------------------------------- the header and the triage bar
+
+
+CULPRITS_INLINE = 3
+"""Culprits shown per mask reason before "+N more"."""
+
+
+def banner_caption(view: RolloutView, banner: Banner, source_name: str) -> str:
+    """The line under the rollout's title (Markdown): its file, snapshot, version and anchor."""
+    snap = view.snapshot
+    bits = [f"from {md_escape(source_name)}"]
+    if snap.snapshot_id:
+        bits.append(f"snapshot {md_escape(snap.snapshot_id)}")
+    if snap.version:
+        bits.append(f"version {snap.version}")
+    if banner.anchor is not None and view.anchor is None:
+        bits.append(f"anchored on the harness's final answer, {md_escape(banner.anchor)} (override it under Export)")
+    elif banner.anchor is not None:
+        bits.append(f"anchored on {md_escape(banner.anchor)} (change it under Export)")
+    return " · ".join(bits)
+
+
+def status_markdown(banner: Banner) -> str:
+    """The response status beside the verdict's headline (Markdown)."""
+    return f"response status **{md_escape(banner.status_line)}**" + (
+        f" — {md_escape(banner.status_text)}" if banner.status_text else "")
+
+
+def reason_markdown(line: ReasonLine) -> str:
+    """One mask reason of the banner, its code and words, with a colon when culprits follow (Markdown)."""
+    return f"**{md_escape(line.code)}** ({md_escape(line.words)})" + (":" if line.culprits else "")
+
+
+def split_culprits(culprits: Sequence[Culprit]) -> tuple[list[Culprit], list[Culprit]]:
+    """(shown inline, behind "+N more") of one reason's culprits."""
+    return list(culprits[:CULPRITS_INLINE]), list(culprits[CULPRITS_INLINE:])
+
+
+def triage_position(where: str, filtered: bool) -> str:
+    """Where the rollout sits in the Run page's table it was opened from (Markdown; ``where`` is
+    `RunOrder.where`'s numbers and words, never capture text)."""
+    return f"Rollout **{where}** {'in this filter' if filtered else 'in the run'}"
+
+
+# --------------------------------------------------------------------------- the Export tab
+
+
+def anchor_option_label(base: RolloutView, call_id: str | None) -> str:
+    """An entry of the Export tab's anchor picker: the call and its place in the unanchored build
+    (main, branch, quarantined, after terminal; an empty generation; else not chained), or what
+    "no manual anchor" means for this rollout."""
+    if call_id is None:
+        return none_anchor_label(base.result)
+    empty = bool(base.build) and call_id in base.build.notes.empty_generation_calls
+    role = base.roles.get(call_id) or ("empty generation" if empty else "not chained")
+    return f"{call_id} · {role.replace('_', ' ')}"
+
+
+def export_verdict_markdown(banner: Banner) -> str:
+    """The verdict the Export tab repeats above the downloads (Markdown), with each mask reason."""
+    head = f"**{banner.headline}** · status {md_escape(banner.status_line)}"
+    if banner.trainable:
+        return head
+    reasons = "\n".join(f"- **{code}** — {text}" for code, text in banner.reasons)
+    return f"{head}\n\n{reasons}"
+
+
+def every_rollout_caption(views: Sequence[RolloutView]) -> str:
+    """What the "every loaded rollout" download holds."""
+    anchored = sum(1 for v in views if v.anchor is not None)
+    return (f"{len(views)} rollout{'s' if len(views) != 1 else ''}, one build result per line"
+            + (f"; {anchored} with the anchor chosen here" if anchored else "") + ".")

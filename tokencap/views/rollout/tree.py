@@ -40,7 +40,7 @@ from ...builder import (
 from ...records import ParentResolutionStatus
 from .. import style
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
-from ..text import fmt_int, html_text
+from ..text import fmt_int, html_text, md_escape
 
 WEBGL_THRESHOLD = 1000
 
@@ -918,3 +918,24 @@ def key_from_selection(selection: Any) -> str | None:
         if isinstance(data, str) and ":" in data:
             return data
     return None
+
+
+def tree_caption(model: TreeModel, window: tuple[int, int] | None) -> str:
+    """What the Call tree tab says above the tree: its size, and with an overview (``window``: the
+    depths zoomed into) how to move around it."""
+    lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
+    if window is None:
+        return f"{fmt_int(len(model))} nodes in {lanes}. Click a node to inspect it; drag to zoom, double-click to reset."
+    return (f"{fmt_int(len(model))} nodes in {lanes}, depths 0–{fmt_int(model.max_depth)}. Overview (all "
+            "nodes): click a dot to go there, or take the box tool (top right) and drag across depths to "
+            f"zoom into them. Below: depths {window[0]:,}–{window[1]:,}; click a node to inspect it.")
+
+
+def search_caption(query: str, count: int) -> str:
+    """What a search for a call id found (Markdown: the query escaped)."""
+    shown = md_escape(query)
+    if not count:
+        return f"No call id contains “{shown}”."
+    if count > 1:
+        return f"{count} matches for “{shown}”; showing the first (exact, then prefix, then substring)."
+    return f"Found “{shown}”."

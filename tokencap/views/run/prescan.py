@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ...interrupts import exit_code, handling_interrupts
-from ...run.child import EXIT_FAILED, EXIT_OK, die_with_parent
+from ...interrupts import die_with_parent, exit_code, handling_interrupts
+from ...run.child import EXIT_FAILED, EXIT_OK
 from .source import prescan
 
 

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
-from ...export import write_atomically
+from ...export import remove_stale_parts, write_atomically
 from ...loading import load_snapshots
 from ...records import TokenCaptureSnapshot
 from ...run import read_scan, table_of_snapshots
@@ -184,7 +184,10 @@ IN_PROCESS_BYTES = 16 << 20
 workers costs about a second, more than building a few hundred small rollouts."""
 
 CACHED_SCANS = 16
-"""Scan tables kept in the cache directory (the oldest beyond this are removed)."""
+"""Scan tables kept in the cache directory (the least recently used beyond this are removed)."""
+
+CACHED_SCAN_BYTES = 2 << 30
+"""Total size of the scan tables kept (2 GiB; the least recently used beyond it are removed)."""
 
 CACHE_ENV = "TOKENCAP_CACHE_DIR"
 
@@ -209,16 +212,32 @@ def cached_scan_path(fp: Fingerprint, cache_dir: str | os.PathLike[str] | None =
     return Path(cache_dir if cache_dir is not None else scan_cache_dir()) / f"scan-{key.hexdigest()[:32]}.parquet"
 
 
-def _prune(cache_dir: Path, keep: int) -> None:
+def evict_scans(cache_dir: Path, keep: int = CACHED_SCANS, keep_bytes: int = CACHED_SCAN_BYTES) -> list[Path]:
+    """Keep the scan cache bounded: the most recently used tables (opening one touches its
+    mtime) are kept while they number at most ``keep`` and weigh at most ``keep_bytes``
+    together; the rest are removed. The newest is kept whatever its size: a page is reading
+    it. Part files that a killed scan left behind (no live writer holds their lock) are
+    removed too. Returns the tables removed."""
     try:
-        tables = sorted(cache_dir.glob("scan-*.parquet"), key=lambda f: f.stat().st_mtime, reverse=True)
+        listed = [(f, f.stat()) for f in cache_dir.glob("scan-*.parquet")]
+        parts = {name.split(".")[1] for name in os.listdir(cache_dir) if name.startswith(".scan-")}
     except OSError:
-        return
-    for old in tables[keep:]:
+        return []
+    for stem in parts:
+        remove_stale_parts(cache_dir / f"{stem}.parquet")
+    listed.sort(key=lambda item: (-item[1].st_mtime, item[0].name))
+    removed: list[Path] = []
+    total = 0
+    for n, (table, st) in enumerate(listed):
+        total += st.st_size
+        if n == 0 or (n < keep and total <= keep_bytes):
+            continue
         try:
-            old.unlink()
+            table.unlink()
+            removed.append(table)
         except OSError:
             pass
+    return removed
 
 
 # --------------------------------------------------------------------------- a scan started before the page asks
@@ -345,7 +364,7 @@ def prescan(path: str | os.PathLike[str], *, final_responses: str | None = None,
         if fingerprint(path) != fp:
             target.unlink(missing_ok=True)
             return None
-        _prune(target.parent, CACHED_SCANS)
+        evict_scans(target.parent, CACHED_SCANS, CACHED_SCAN_BYTES)
         return target
     finally:
         release_claim(target, claim)
@@ -400,7 +419,7 @@ def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_respo
     table = read_scan(target)
     if fingerprint(path) != fp:  # the run changed while it was scanned: the table is not this fingerprint's
         target.unlink(missing_ok=True)
-    _prune(target.parent, CACHED_SCANS)
+    evict_scans(target.parent, CACHED_SCANS, CACHED_SCAN_BYTES)
     return table
 
 
@@ -610,8 +629,8 @@ __all__ = [
     "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
-    "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path", "follow_scan",
-    "prescan", "release_claim", "take_claim",
+    "evict_scans", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
+    "follow_scan", "prescan", "release_claim", "take_claim",
     "upload_holds", "uploads_key",
 ]
 

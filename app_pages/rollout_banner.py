@@ -1,0 +1,85 @@
+"""The Rollout page's header: the rollout's title, its share link, and the verdict banner with each mask
+reason's culprit calls.
+
+A helper of ``app_pages/rollout.py`` (not a page): layout and session state only; the banner's
+words come from `tokencap.views.rollout.verdicts` (`banner_of`) and `rollout_page`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app_pages.rollout_common import show_tiles
+from app_pages.rollout_url import current_view_state
+from tokencap.views import links
+from tokencap.views import sources as src
+from tokencap.views.model import RolloutView
+from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.rollout import verdicts as vv
+from tokencap.views.text import md_escape
+
+STATE = st.session_state
+
+
+def _open_culprit(rk: str, key: str) -> None:
+    """A culprit link: select its node and show it on the call tree."""
+    STATE["selected"][rk] = key
+    STATE["scroll_detail"] = True
+    STATE["tab"] = "Call tree"
+
+
+def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
+    if culprit.key is None:
+        st.markdown(md_escape(culprit.text), width="content")
+    else:
+        st.button(md_escape(culprit.text), key=widget_key, type="tertiary", on_click=_open_culprit,
+                  args=(rk, culprit.key), help="Select this call in the call tree")
+
+
+def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
+    with st.popover("Copy link", icon=":material/link:", key="share", width="stretch"):
+        url = links.share_url(st.context.url, current_view_state(view, ref, rk))
+        st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
+        st.code(url, language=None, wrap_lines=True)
+        if STATE.get("src_param") is None:
+            st.warning("Uploaded files can't be in a URL: the link opens the same rollout, call and tab only "
+                       "where the same file is uploaded again. Open the file by path (`tokencap app PATH`) to "
+                       "share it.", icon=":material/info:")
+
+
+def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
+    banner = vv.banner_of(view)
+    snap = view.snapshot
+    title, share = st.columns([5, 1], vertical_alignment="bottom")
+    title.markdown(f"### {md_escape(view.rollout_id)}")
+    with share:
+        show_copy_link(view, ref, rk)
+    st.caption(rp.banner_caption(view, banner, ref.source_name))
+
+    status = rp.status_markdown(banner)
+    if banner.trainable:
+        with st.container(key="verdict_ok", border=True):
+            st.markdown(f":material/check_circle: **{banner.headline}** · {status}")
+    else:
+        with st.container(key="verdict_masked", border=True):
+            st.markdown(f":material/block: **{banner.headline}** · {status}")
+            for i, line in enumerate(banner.lines):
+                with st.container(horizontal=True, gap="small", vertical_alignment="center",
+                                  key=f"culprits_{i}"):
+                    st.markdown(rp.reason_markdown(line), width="content", help=line.explanation or None)
+                    inline, rest = rp.split_culprits(line.culprits)
+                    for j, culprit in enumerate(inline):
+                        _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
+                    if rest:
+                        with st.popover(f"+{len(rest)} more", type="tertiary", key=f"more:{rk}:{i}"):
+                            for j, culprit in enumerate(rest, start=len(inline)):
+                                _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
+    if banner.error:
+        st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
+    show_tiles([(m.label, m.value, m.help, m.alert) for m in banner.metrics], "tiles")
+    if snap.source_notes:
+        with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):
+            for note in snap.source_notes:
+                st.text(note)

@@ -1,0 +1,324 @@
+"""The Rollout page's sources: where its rollouts come from, how they load and how each is built.
+
+A helper of ``app_pages/rollout.py`` (not a page): the sidebar's source pickers (uploads, a
+rollout handed over by the Run page, the command-line path, the bundled samples), the capture
+to compare with, the final responses and rollout records rollouts are built with, and loading
+with a progress box. Layout and session state only; what to open and what to say come from
+`tokencap.views` (`rollout.rollout_page`, `rollout.attribution`, `sources`).
+
+How a rollout is built is per run of the page (`Builds`, made in ``main`` and passed on), never a
+module global: this module is imported once and shared by every session.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from tokencap.views import links
+from tokencap.views import sources as src
+from tokencap.views.model import RolloutView
+from tokencap.views.rollout import attribution as av
+from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.run import source as rs
+from tokencap.views.text import md_escape
+
+APP_DIR = Path(__file__).resolve().parent.parent
+SAMPLE_DIR = APP_DIR / "sample_data"
+
+STATE = st.session_state
+
+
+# --------------------------------------------------------------------------- cached work
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def path_source(path: str, signature: Any) -> src.Source:
+    """A command-line path, hashed once per (path, names/sizes/mtimes)."""
+    del signature
+    return src.source_from_path(path)
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def loaded_source(key: str, _source: src.Source) -> src.LoadedSource:
+    return src.load_source(_source)
+
+
+@st.cache_resource(show_spinner=False, max_entries=512)
+def rollout_view(key: str, index: int, anchor: str | None, _loaded: src.LoadedSource,
+                 finals_key: str | None = None, _final: dict | None = None) -> RolloutView:
+    """One rollout built once per (source content, rollout, anchor, final responses); derived views live on it."""
+    return RolloutView(_loaded.snapshots[index], anchor=anchor, final_response=_final)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def parsed_final_responses(key: str, name: str, _data: bytes) -> tuple[Any, str | None]:
+    return av.read_final_responses(name, _data)
+
+
+@dataclass
+class Builds:
+    """How this run of the page builds its rollouts.
+
+    ``finals``: the harness final responses in use (uploaded, or bundled with the sample);
+    ``run_finals``: per source (cache key), the rollout records a run was scanned with, for
+    rollouts the Run page hands over (without an upload here, they build with them, so a
+    verdict is its row's).
+    """
+
+    finals: av.FinalResponsesChoice = field(default_factory=av.FinalResponsesChoice)
+    run_finals: dict[str, av.FinalResponsesChoice] = field(default_factory=dict)
+
+    def choice_for(self, ls: src.LoadedSource) -> av.FinalResponsesChoice:
+        """The final responses a rollout of ``ls`` is built with."""
+        return self.run_finals.get(ls.source.cache_key, self.finals)
+
+    def view_of(self, ls: src.LoadedSource, index: int, anchor: str | None) -> RolloutView:
+        """The cached view of one rollout, built with its harness final response when one applies
+        (matched by rollout id; an unnamed response only when the file holds a single rollout)."""
+        final, finals_key = self.choice_for(ls).response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
+        return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final)
+
+
+def cli_argument() -> str | None:
+    return rs.app_arguments(sys.argv[1:]).path  # the path; --final-responses is the Run page's
+
+
+def source_path() -> str | None:
+    """The path to open: one a link named (``src``), else the command line's."""
+    return STATE.get("src_path") or cli_argument()
+
+
+def load_sources(sources: list[src.Source], builds: Builds, page: Any, progress: Any) -> list[src.LoadedSource]:
+    """Load (cached) every source, building each rollout once.
+
+    For big new inputs the ``page`` placeholder is emptied first, so the previous rollout's
+    verdict is gone the moment loading starts and can never be read as the new file's, and
+    a progress box shows in the ``progress`` placeholder above it until the load is done.
+    (Two placeholders, not one: replacing a block with another block at the same place in
+    one run lets Streamlit's message queue merge their children's updates out of order.)
+    """
+    seen: set[str] = STATE["loaded_keys"]
+    pending = [s for s in sources if s.cache_key not in seen]
+    if not rp.needs_progress([s.size for s in pending]):
+        out = [loaded_source(s.cache_key, s) for s in sources]
+        for ls in out:
+            for i in range(len(ls.snapshots)):
+                builds.view_of(ls, i, None)
+        seen.update(s.cache_key for s in sources)
+        return out
+    by_key: dict[str, src.LoadedSource] = {}
+    size = sum(s.size for s in pending)
+    page.empty()
+    with progress.status(rp.loading_label(len(pending), size), expanded=True) as status:
+        bar = st.progress(0.0, text="reading")
+        for n, s in enumerate(pending):
+            bar.progress(n / len(pending), text=rp.parsing_label(s.name, s.size))
+            ls = loaded_source(s.cache_key, s)
+            by_key[s.cache_key] = ls
+            for i in range(len(ls.snapshots)):
+                bar.progress((n + (i + 1) / (len(ls.snapshots) + 1)) / len(pending),
+                             text=rp.building_label(i, len(ls.snapshots), s.name))
+                builds.view_of(ls, i, None)
+        bar.progress(1.0, text="done")
+        status.update(label=rp.loaded_label(size), state="complete", expanded=False)
+    progress.empty()
+    seen.update(s.cache_key for s in sources)
+    return [by_key.get(s.cache_key) or loaded_source(s.cache_key, s) for s in sources]
+
+
+# --------------------------------------------------------------------------- sidebar: sources and rollout
+
+
+def run_request() -> dict[str, Any] | None:
+    """The Run page's request to open a rollout (the page's docstring), if any."""
+    request = STATE.get("open_rollout")
+    return request if isinstance(request, dict) and request.get("rollout_id") is not None else None
+
+
+def _close_run_rollout() -> None:
+    STATE.pop("open_rollout", None)
+
+
+def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
+    """The source of a rollout handed over by the Run page, built once per opening (``seq``)."""
+    kept = STATE.get(memo)
+    if kept is not None and kept[0] == seq:
+        return kept[1]
+    source = rs.source_for_run_rollout(request)
+    STATE[memo] = (seq, source)
+    return source
+
+
+def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
+    """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
+    st.sidebar.markdown("**Opened from the run**")
+    st.sidebar.code(str(request.get("source")), language=None, wrap_lines=True)
+    st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
+                      help="Back to the samples (or the command-line file) on this page.")
+    try:
+        source = source_once(request, request.get("seq"), "open_rollout_source")
+    except (OSError, ValueError) as exc:
+        return [], str(request.get("source")), str(exc)
+    label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
+    return [source], label, None
+
+
+def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
+    """The sources to show, a label of where they came from, and an error about the CLI path."""
+    st.sidebar.title(":material/account_tree: tokencap")
+    st.sidebar.caption("Rollout inspector: how captured model calls became (or did not become) a training sample.")
+    uploads = st.sidebar.file_uploader(
+        "Open files", type=list(src.UPLOAD_TYPES), accept_multiple_files=True, key="uploader",
+        help="Snapshot `.json`, entries `.jsonl`, or a `.zip` of a capture-store directory. Several at once are fine.")
+    st.sidebar.file_uploader(
+        "Harness final responses (optional)", type=list(av.FINAL_RESPONSE_TYPES), key="final_responses_uploader",
+        help="The Responses object the harness returned per rollout: a rollout record `{rollout_id, response}`, JSON "
+             "lines of them, or a bare Responses object. Each rollout it names is anchored on the call its final "
+             "answer came from (terminal attribution).")
+    STATE["bundled_final_responses"] = None
+    uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
+    # What follows the uploader depends on the source; one placeholder holds it, so switching
+    # from a sample to an upload replaces the sample's description at once (not after loading).
+    below = st.sidebar.empty()
+    if uploaded:
+        below.caption(rp.uploads_caption(len(uploaded)))
+        STATE["src_param"] = STATE["part_param"] = None  # an upload cannot be named in a URL
+        return uploaded, "uploaded files", None
+    with below.container():
+        return _sidebar_path_or_sample()
+
+
+def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
+    """A rollout opened from the Run page, the command-line path or the bundled samples
+    (written into the sidebar container in use)."""
+    request = run_request()
+    if request is not None:
+        # The run and the row's source, so a reload or a shared link opens this very rollout (not an upload's).
+        STATE["src_param"], STATE["part_param"] = rp.run_link(request, SAMPLE_DIR)
+        return opened_from_run(request)
+    path = rp.rollout_path(source_path())
+    STATE["src_param"] = STATE["part_param"] = None
+    if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
+        STATE["src_param"] = rp.path_src(path)
+        st.markdown("**Source**")
+        st.code(path, language=None, wrap_lines=True)
+        if STATE.get("src_path"):
+            st.button("Close (back to the default source)", key="close_src", type="tertiary",
+                      on_click=lambda: STATE.pop("src_path", None))
+        try:
+            source = path_source(path, src.path_signature(path))
+        except (OSError, ValueError) as exc:
+            return [], path, rp.path_problem(path, exc)
+        return [source], path, None
+
+    scenarios = src.sample_scenarios(SAMPLE_DIR)
+    if not scenarios:
+        st.info("No bundled samples here. Upload a file above.")
+        return [], "samples", None
+    names = [s.name for s in scenarios]
+    by_name = {s.name: s for s in scenarios}
+    if "scenario" not in STATE or STATE["scenario"] not in by_name:
+        STATE["scenario"] = names[src.default_scenario_index(scenarios)]
+    st.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
+                 help="Small synthetic captures, one per situation you meet in real data.")
+    scenario = by_name[STATE["scenario"]]
+    STATE["src_param"] = links.sample_src(scenario.name)
+    if scenario.situation:
+        st.caption(scenario.situation)
+    if scenario.expectation:
+        st.caption(f"Expected: {scenario.expectation}")
+    STATE["bundled_final_responses"] = str(scenario.final_responses) if scenario.final_responses else None
+    try:
+        source = path_source(str(scenario.path), src.path_signature(scenario.path))
+    except OSError as exc:
+        return [], scenario.name, str(exc)
+    return [source], f"sample_data/{scenario.name}", None
+
+
+def versus_sources(request: dict[str, Any] | None) -> list[src.Source]:
+    """The capture to compare with: the Run page's ``open_rollout["vs"]``, or the URL's ``vs_src``."""
+    STATE["vs_source_key"] = None
+    vs = request.get("vs") if request is not None else None
+    if isinstance(vs, dict):
+        try:
+            source = source_once(vs, request.get("seq"), "open_rollout_vs_source")
+        except (OSError, ValueError) as exc:
+            st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
+            return []
+        st.sidebar.caption(f"Compared with {md_escape(vs.get('rollout_id'))} ({md_escape(vs.get('source'))})")
+    elif request is None and STATE.get("vs_src"):
+        path = rp.versus_path(STATE["vs_src"], src.sample_scenarios(SAMPLE_DIR))
+        if not path:
+            return []
+        try:
+            source = path_source(path, src.path_signature(path))
+        except (OSError, ValueError) as exc:
+            st.sidebar.warning(f"Cannot open {md_escape(path)} to compare with: {md_escape(str(exc))}")
+            return []
+        st.sidebar.caption(f"Compared with {md_escape(path)}")
+    else:
+        return []
+    STATE["vs_source_key"] = source.cache_key
+    return [source]
+
+
+def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSource], several_sources: bool,
+                    builds: Builds) -> src.RolloutRef:
+    by_key = {r.key: r for r in refs}
+    if len(refs) == 1:
+        return refs[0]
+    if STATE.get("rollout") not in by_key:
+        STATE["rollout"] = refs[0].key
+
+    def label(key: str) -> str:
+        ref = by_key[key]
+        return rp.rollout_option_label(builds.view_of(loaded[ref.source_key], ref.index, None), ref, several_sources)
+
+    st.sidebar.selectbox(f"Rollout ({len(refs)} loaded)", list(by_key), key="rollout", format_func=label,
+                         help="Each rollout's verdict is shown next to its id.")
+    return by_key[STATE["rollout"]]
+
+
+# --------------------------------------------------------------------------- final responses and rollout records
+
+
+def run_records() -> dict[str, av.FinalResponsesChoice]:
+    """The rollout records of the rollouts handed over by the Run page, per source (none under an upload)."""
+    request = run_request()
+    if request is None or STATE.get("final_responses_uploader") is not None:
+        return {}
+    kept = [STATE.get("open_rollout_source"), STATE.get("open_rollout_vs_source")]
+    out = {key: av.final_responses_choice(None, Path(records), _parse_final_responses)
+           for key, records in rp.handed_over_records(request, kept).items()}
+    for choice in out.values():
+        if choice.error:
+            st.sidebar.error(f"**Rollout records not used.** {md_escape(choice.error)}", icon=":material/error:")
+        else:
+            st.sidebar.caption(av.run_records_caption(choice))
+    return {key: choice for key, choice in out.items() if not choice.error}
+
+
+def _parse_final_responses(name: str, data: bytes) -> tuple[Any, str | None]:
+    return parsed_final_responses(av.content_key(name, data), name, data)
+
+
+def final_responses_choice() -> av.FinalResponsesChoice:
+    """The uploaded final responses, else the file bundled with the sample scenario, else none."""
+    upload = STATE.get("final_responses_uploader")
+    bundled = STATE.get("bundled_final_responses")
+    return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
+                                     Path(bundled) if bundled else None, _parse_final_responses)
+
+
+def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:
+    if choice.error:
+        st.sidebar.error(f"**Final responses not used.** {md_escape(choice.error)}", icon=":material/error:")
+    elif choice.finals is not None:
+        st.sidebar.caption(av.choice_caption(choice))
+        for note in choice.notes:
+            st.sidebar.caption(f"Note: {md_escape(note)}")

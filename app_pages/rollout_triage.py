@@ -1,0 +1,66 @@
+"""The Rollout page's triage bar, for a rollout opened from the Run page: back to the run, and the
+previous / next rollout of the run's table (its filter and sort).
+
+A helper of ``app_pages/rollout.py`` (not a page): layout and session state only. Which rollout is
+previous or next comes from `tokencap.views.run.triage` (the Run page's own filter and sort), the
+words from `tokencap.views.rollout.rollout_page`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app_pages.rollout_sources import run_request
+from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.run import data as rd
+from tokencap.views.run import triage as tr
+from tokencap.views.text import md_escape
+
+RUN_PAGE = "app_pages/run.py"
+
+STATE = st.session_state
+
+
+def triage_order(request: dict[str, Any]) -> tr.RunOrder | None:
+    """The Run page's table (its filter and sort) this rollout was opened from, computed once per run and filter."""
+    key = (id(request.get("frame")), tuple(sorted((request.get("back_params") or {}).items())))
+    memo = STATE.get("triage_order")
+    if memo is None or memo[0] != key:
+        memo = STATE["triage_order"] = (key, tr.order_of(request))
+    return memo[1]
+
+
+def _step(delta: int) -> None:
+    """Previous / next: open the rollout ``delta`` rows away in the run's table."""
+    request, order = run_request(), None
+    if request is not None:
+        order = triage_order(request)
+    if request is None or order is None:
+        return
+    STATE["open_rollout_seq"] = seq = STATE.get("open_rollout_seq", 0) + 1
+    step = tr.step_request(request, order, delta, seq)
+    if step is not None and step.request is not None:
+        STATE["open_rollout"] = step.request
+    elif step is not None:
+        STATE["triage_problem"] = step.problem
+
+
+def show_triage(request: dict[str, Any]) -> None:
+    """Back to the run, and previous / next in its filter (buttons, and the keys K and J)."""
+    order = triage_order(request)
+    row = request.get("row")
+    with st.container(horizontal=True, vertical_alignment="center", gap="small", key="triage"):
+        st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
+                     query_params=request.get("back_params") or None)
+        if order is not None and isinstance(row, int):
+            st.button("Previous", icon=":material/arrow_upward:", key="triage_prev", shortcut="K", on_click=_step,
+                      args=(-1,), disabled=order.step(row, -1) is None, help="The rollout above in the run's table")
+            filtered = rd.RunFilter.from_params(request.get("back_params") or {}).active
+            st.markdown(rp.triage_position(order.where(row), filtered), width="content")
+            st.button("Next", icon=":material/arrow_downward:", key="triage_next", shortcut="J", on_click=_step,
+                      args=(1,), disabled=order.step(row, 1) is None, help="The rollout below in the run's table")
+    problem = STATE.pop("triage_problem", None)
+    if problem:
+        st.warning(md_escape(problem), icon=":material/folder_off:")

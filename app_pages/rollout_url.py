@@ -1,0 +1,128 @@
+"""The Rollout page's URL: the view a link asks for, the view the page shows, and a rollout a link names
+that its source does not hold.
+
+A helper of ``app_pages/rollout.py`` (not a page): session state and the query string only. What a
+link means, which capture it compares with and what the URL says come from
+`tokencap.views.rollout.rollout_page` and `tokencap.views.links`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.rollout_sources import SAMPLE_DIR, run_request
+from tokencap.views import links
+from tokencap.views import sources as src
+from tokencap.views.model import RolloutView
+from tokencap.views.rollout import rollout_page as rp
+
+STATE = st.session_state
+
+
+def take_url_state() -> links.ViewState | None:
+    """The view the URL asks for, when it came from outside (a first load, a reload, a shared link,
+    another page's `st.switch_page`); None for a URL this page applied or wrote before in this
+    session, which a rerun may carry late (`links.UrlHistory`). A sample or a path
+    it names is applied at once (before the sidebar's widgets); the rest waits in
+    ``url_pending`` until the rollouts are loaded."""
+    current = links.ours(st.query_params.to_dict())
+    history: links.UrlHistory = STATE.setdefault("url_history", links.UrlHistory())
+    if not history.is_new(current):
+        return None  # this page's own URL, possibly a late echo of an earlier one: not a request
+    history.remember(current)
+    state = links.parse(current)
+    STATE.pop("link_error", None)
+    target = rp.link_target(state, run_request(), SAMPLE_DIR)
+    if target == "run rollout":  # exactly that row's files
+        STATE.pop("open_rollout", None)
+        STATE["open_rollout_seq"] = seq = STATE.get("open_rollout_seq", 0) + 1
+        try:
+            STATE["open_rollout"] = rp.run_request_of_link(state, SAMPLE_DIR, seq)
+        except ValueError as exc:
+            STATE["link_error"] = str(exc)
+    elif target == "sample":
+        STATE.pop("open_rollout", None)  # a link to another source: not the run's rollout any more
+        STATE.pop("src_path", None)
+        STATE["scenario"] = state.sample
+    elif target == "path":
+        STATE.pop("open_rollout", None)
+        STATE["src_path"] = state.path
+    STATE["vs_src"], STATE["vs_rollout"] = state.vs_src, state.vs_rollout
+    STATE["url_pending"] = state
+    return state
+
+
+def apply_url_state(refs: list[src.RolloutRef], good: list[src.LoadedSource]) -> None:
+    """Select the rollout, anchor, call, tab and mask window a URL asked for (once). A rollout the
+    loaded sources do not hold is remembered as missing (`show_missing_rollout`), never replaced."""
+    state: links.ViewState | None = STATE.pop("url_pending", None)
+    if state is None:
+        return
+    ref = rp.ref_for(refs, state.rollout)
+    if ref is None and state.rollout is not None:
+        STATE["rollout_missing"] = (state.rollout, rp.missing_where(state), loaded_keys(good))
+        return
+    if ref is not None and len(refs) > 1:
+        STATE["rollout"] = ref.key
+    rk = (ref or refs[0]).key
+    if state.anchor:
+        STATE["anchors"][rk] = state.anchor
+    if state.call:
+        STATE["selected"][rk] = state.call
+    if state.tab:
+        STATE["tab"] = state.tab
+    if state.mask is not None:
+        STATE["mask_url"] = (rk, state.mask)
+    if state.vs_src and ref is not None:
+        pin_comparison(ref, rp.linked_comparison(refs, ref, state.vs_rollout, STATE.get("vs_source_key")))
+
+
+def pin_comparison(ref: src.RolloutRef, other: src.RolloutRef | None) -> None:
+    """Open the Compare tab on ``ref`` against ``other`` (the capture a link or the Run page named)."""
+    if other is None:
+        return
+    STATE["tab"] = "Compare"
+    STATE["rollout"] = ref.key
+    STATE[f"cmp_mode:{ref.key}"] = "Two captures of this rollout"
+    STATE[f"cmp_other:{ref.key}"] = other.key
+    STATE[f"cmp_pinned:{ref.key}"] = other.key
+
+
+def write_url_state(state: links.ViewState) -> None:
+    """Put the page's state in the URL, touching only this page's keys, in one update (the browser
+    never holds a half-written URL it could send back with the next rerun)."""
+    params = links.to_params(state)
+    STATE["url_history"].remember(params)
+    if links.ours(st.query_params.to_dict()) != params:
+        current = {key: st.query_params.get_all(key) for key in st.query_params}
+        st.query_params.from_dict(links.with_ours(current, params))
+
+
+def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:
+    """What the page shows now, as the URL says it."""
+    return rp.page_view_state(
+        view, ref.rollout_id, selected=STATE["selected"].get(rk), tab=STATE.get("tab"),
+        mask=STATE["mask_view"].get(rk), src=STATE.get("src_param"), part=STATE.get("part_param"),
+        vs_src=STATE.get("vs_src"), vs_rollout=STATE.get("vs_rollout"), from_run=run_request() is not None)
+
+
+def loaded_keys(good: list[src.LoadedSource]) -> tuple[str, ...]:
+    return tuple(ls.source.cache_key for ls in good)
+
+
+def show_missing_rollout(good: list[src.LoadedSource]) -> bool:
+    """Say plainly that the rollout a link (or a run's row) names is not in its source, and show
+    nothing else: never another rollout in its place. True while that is what the page shows
+    (until another source is opened, or the user asks for this source's rollouts)."""
+    missing = STATE.get("rollout_missing")
+    if missing is None:
+        return False
+    rollout_id, where, keys = missing
+    if keys != loaded_keys(good):
+        STATE.pop("rollout_missing", None)
+        return False
+    st.markdown("### tokencap rollout inspector")
+    st.error(rp.missing_rollout_message(rollout_id, where), icon=":material/search_off:")
+    st.button("Show the rollouts this source holds", key="show_other_rollouts",
+              on_click=lambda: STATE.pop("rollout_missing", None))
+    return True
