@@ -277,8 +277,8 @@ def take_claim(target: str | os.PathLike[str]) -> BinaryIO | None:
     claim = claim_path(target)
     fresh = claim.with_name(f".{claim.name}.{os.getpid()}.{threading.get_ident()}")
     handle = open(fresh, "wb")
-    fcntl.flock(handle, fcntl.LOCK_EX)
     try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             os.link(fresh, claim)
         except FileExistsError:
@@ -286,8 +286,10 @@ def take_claim(target: str | os.PathLike[str]) -> BinaryIO | None:
                 handle.close()
                 return None
             os.replace(fresh, claim)  # a claim left by a scan that died: free
-            return handle
         return handle
+    except BaseException:
+        handle.close()
+        raise
     finally:
         fresh.unlink(missing_ok=True)
 
