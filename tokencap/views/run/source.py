@@ -399,8 +399,9 @@ def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_respo
     then opens from that table, when this tokencap version wrote it with those records (its
     metadata says so). While another process scans into that table (`prescan`, started by
     `tokencap app RUN`), the page waits for it and shows its progress. A table is kept only
-    when the run did not change while it was scanned. A smaller run is scanned here. Raises `DiscoveryError` or `LoadError` when the
-    run or its records cannot be read, `ScanFailed` when the scan stopped.
+    when the run did not change while it was scanned. A smaller run is scanned here. Raises
+    `DiscoveryError` or `LoadError` when the run or its records cannot be read, `ScanFailed`
+    when the scan stopped.
     """
     from ...run import scan_table
     from ...run.child import scan_in_child
