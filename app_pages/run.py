@@ -8,7 +8,8 @@ Where the run comes from (sidebar), first match wins:
 1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked to have the
    scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
-2. the path given on the command line (``streamlit run app.py -- RUN_DIR``,
+2. a path typed in the sidebar (``run_path`` in the URL: a reload or a link opens it), else
+   the path given on the command line (``streamlit run app.py -- RUN_DIR``,
    ``tokencap app RUN_DIR``), scanned with a progress bar (a big run by a child process
    on every core, its table kept on disk; `tokencap.views.run.source.scan_directory`) --
    or, for a ``.parquet`` file, read as a scan table;
@@ -82,16 +83,17 @@ def cli_arguments() -> rs.AppArguments:
 
 def records_for(path: str, sample: Path) -> str | None:
     """The rollout records a scan of ``path`` uses: the sidebar's (upload or path), the command
-    line's, else the bundled records of a bundled run."""
+    line's (for the run the app was started on, not one opened by path), else the bundled records
+    of a bundled run."""
     upload: rs.Upload | None = STATE.get("run_records_upload")
     if upload is not None:
         return str(rs.stored_upload(upload, records_directory()))
     typed = (STATE.get("run_records_path") or "").strip()
     if typed:
         return str(Path(typed).expanduser().resolve())
-    cli = cli_arguments().records
-    if cli:
-        return str(Path(cli).resolve())
+    cli = cli_arguments()
+    if cli.records and Path(cli.path or sample).resolve() == Path(path).resolve():  # the run started on
+        return str(Path(cli.records).resolve())
     bundled = rs.sample_records(APP_DIR, path) if Path(path).resolve().parent == sample.parent.resolve() else None
     return str(bundled) if bundled else None
 
@@ -107,6 +109,27 @@ def _forget_uploads() -> None:
 
 def _rescan(path: str) -> None:
     STATE["run_fingerprints"].pop(path, None)
+
+
+PATH_PARAM = "run_path"
+"""The run opened by path in the sidebar, in the URL (a reload or a shared link opens it again)."""
+
+
+def _remember_path() -> None:
+    STATE["run_path"] = (STATE.get("run_w_path") or "").strip()
+
+
+def opened_path() -> str:
+    """The run directory or scan table named in the sidebar (or, on a session's first visit, in the URL)."""
+    if "run_path" not in STATE:
+        STATE["run_path"] = str(st.query_params.get(PATH_PARAM, "")).strip()
+    if STATE.get("run_w_path") != STATE["run_path"]:
+        STATE["run_w_path"] = STATE["run_path"]
+    st.sidebar.text_input(
+        "or a run directory or scan table on this machine", key="run_w_path", on_change=_remember_path,
+        placeholder="/path/to/run", help="A capture-store directory, a tree of rollout files, or a scan table "
+        "(.parquet), as `tokencap app PATH` opens it; empty: the run the app was started on.")
+    return STATE["run_path"]
 
 
 def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
@@ -134,18 +157,20 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
         return rs.RunOrigin("upload", names, uploads=uploads), loaded
 
     sample = rs.sample_run_path(APP_DIR)
-    path = str(Path(cli).resolve()) if cli else str(sample)
+    typed = opened_path()
+    named = typed or cli  # the sidebar's path, else the command line's
+    path = str(Path(named).expanduser().resolve()) if named else str(sample)
     fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
     if path not in fps:
         fps[path] = rs.fingerprint(path)
     fp = fps[path]
-    st.sidebar.markdown("**Run**" if cli else "**Sample run**")
-    st.sidebar.code(path if cli else str(sample.relative_to(APP_DIR)), language=None, wrap_lines=True)
+    st.sidebar.markdown("**Run**" if named else "**Sample run**")
+    st.sidebar.code(path if named else str(sample.relative_to(APP_DIR)), language=None, wrap_lines=True)
     if fp.exists:
         st.sidebar.caption(f"{fp.files:,} file{'s' if fp.files != 1 else ''}, {fmt_bytes(fp.size)}")
     st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key="run_rescan",
                       help="Scan again (files added or changed since this session first scanned the run).")
-    label = path if cli else f"sample run ({sample.relative_to(APP_DIR)})"
+    label = path if named else f"sample run ({sample.relative_to(APP_DIR)})"
     if path.lower().endswith(".parquet") and Path(path).is_file():
         return rs.RunOrigin("parquet", label, roots=_run_root_input()), load_any_path(path, fp)
     kind = "directory" if Path(path).is_dir() else "file"
@@ -187,7 +212,8 @@ def _set_filter(flt: rd.RunFilter) -> None:
 
 def _params(flt: rd.RunFilter) -> dict[str, str]:
     """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
-    return {**flt.to_params(), **parts.compare_params()}
+    opened = {PATH_PARAM: STATE["run_path"]} if STATE.get("run_path") else {}
+    return {**flt.to_params(), **parts.compare_params(), **opened}
 
 
 def _sync_url(flt: rd.RunFilter) -> None:
@@ -463,7 +489,8 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
 
 def main() -> None:
     origin, run = sidebar_origin()
-    versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_uploads"])
+    versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
+                                   and not STATE["run_uploads"])
     if run.error or run.frame is None:
         st.markdown("## Run")
         title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))

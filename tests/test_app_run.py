@@ -351,6 +351,48 @@ def test_a_big_directory_is_scanned_by_a_child_on_every_core_and_its_table_kept(
     assert rs.cached_scan_path(rs.fingerprint(run)).exists()
 
 
+def test_a_run_directory_named_in_the_sidebar_opens_in_the_running_app_and_goes_in_the_url(monkeypatch, tmp_path,
+                                                                                         sample):
+    run = make_run(tmp_path)
+    want = scan_table(run, workers=1)
+    at = run_app(monkeypatch)  # the app already open on the sample run
+    at.text_input(key="run_w_path").set_value(f"  {run}  ")
+    rerun(at)
+    assert headings(at)[0] == f"Run · {escaped(str(run.resolve()))}"
+    assert shown_count(at) == (want.num_rows, want.num_rows)
+    assert sorted(run_table(at).value["rollout"]) == sorted(want.column("rollout_id").to_pylist())
+    assert at.query_params["run_path"] == str(run)
+    # A reload or a shared link opens the same run; clearing the path goes back to the run started on.
+    fresh = run_app(monkeypatch, params={"run_path": str(run)})
+    assert fresh.text_input(key="run_w_path").value == str(run)
+    assert shown_count(fresh) == (want.num_rows, want.num_rows)
+    fresh.text_input(key="run_w_path").set_value("")
+    rerun(fresh)
+    assert headings(fresh)[0].startswith("Run · sample run") and "run_path" not in fresh.query_params
+    assert shown_count(fresh) == (len(sample[1]), len(sample[1]))
+
+
+def test_a_run_named_in_the_sidebar_is_not_scanned_with_the_command_lines_records(monkeypatch, tmp_path):
+    assert SAMPLE_RECORDS is not None
+    started_on, other = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(SAMPLE_RUN, started_on)
+    shutil.copytree(SAMPLE_RUN, other)
+    at = run_app(monkeypatch, str(started_on), "--final-responses", str(SAMPLE_RECORDS))
+    assert any("run_reward_figure" in i for i in chart_ids(at))
+    at.text_input(key="run_w_path").set_value(str(other))
+    rerun(at)
+    assert headings(at)[0] == f"Run · {escaped(str(other.resolve()))}"
+    assert not [i for i in chart_ids(at) if "run_reward_figure" in i]  # those records are the other run's
+    assert not at.error
+
+
+def test_a_missing_directory_named_in_the_sidebar_is_an_error_on_the_run_page(monkeypatch, tmp_path):
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))
+    rerun(at)
+    assert any("Could not open the run" in e.value and "no such file or directory" in e.value for e in at.error)
+
+
 def test_a_scan_table_argument_opens_the_run_page_on_it(monkeypatch, tmp_path):
     run = make_run(tmp_path)
     table = scan_table(run, workers=1)
@@ -650,7 +692,7 @@ def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
     from tokencap import cli
 
     calls = []
-    monkeypatch.setattr(cli, "_serve", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
     records = tmp_path / "records.jsonl"
     records.write_text("")
     assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -66,6 +67,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def counted_children(monkeypatch) -> list[str]:
+    """Child scans the page starts (recorded, then run as usual)."""
+    children: list[str] = []
+    real = child_module.scan_in_child
+
+    def counting(source, out, **kwargs):
+        children.append(str(out))
+        return real(source, out, **kwargs)
+
+    monkeypatch.setattr(child_module, "scan_in_child", counting)
+    return children
+
+
 def test_a_child_scan_writes_the_table_the_command_line_writes(tmp_path):
     run = small_run(tmp_path)
     seen: list[tuple[int, int]] = []
@@ -84,14 +98,7 @@ def test_a_source_that_is_not_a_run_is_a_discovery_error_with_its_message(tmp_pa
 
 def test_scan_directory_reuses_the_table_of_the_same_fingerprint_only(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    children: list[str] = []
-    real = child_module.scan_in_child
-
-    def counting(source, out, **kwargs):
-        children.append(str(out))
-        return real(source, out, **kwargs)
-
-    monkeypatch.setattr(child_module, "scan_in_child", counting)
+    children = counted_children(monkeypatch)
     want = scan_table(run, workers=1)
     fp = rs.fingerprint(run)
     assert rs.scan_directory(run, fp).equals(want)
@@ -151,6 +158,20 @@ def test_leaving_the_page_stops_the_child_and_its_workers(tmp_path):
         time.sleep(0.1)
     assert not [pid for pid in spawned if alive(pid)]
     assert list(out.parent.iterdir()) == []  # no table, no part file
+
+
+def test_the_child_scan_is_its_own_process_group_in_the_server_s_session(tmp_path):
+    # Its own group: `stop` ends the scan, its fork server and its workers as one. The server's
+    # session: Linux divides CPU time between sessions (autogroups) first, so a session of its
+    # own would give the whole scan one share against the server's and the browser's.
+    child = ChildScan(small_run(tmp_path), tmp_path / "scan.parquet", workers=2)
+    with child:
+        assert child.process is not None
+        pid = child.process.pid
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+        assert os.getsid(pid) == os.getsid(0)
+        child.wait()
+    assert (tmp_path / "scan.parquet").exists()
 
 
 def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
@@ -213,3 +234,128 @@ def test_a_run_scanned_with_its_rollout_records_is_cached_apart_and_has_their_co
     assert with_records.exists() and not rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN)).exists()
     assert read_current_scan(with_records) is None  # written with records: not the table of a scan without
     assert read_current_scan(with_records, records).equals(want)
+
+
+# --------------------------------------------------------------------------- the scan `tokencap app RUN` starts
+
+
+def test_prescan_writes_the_table_the_page_then_opens_without_a_scan(monkeypatch, tmp_path, big):
+    run = small_run(tmp_path)
+    children = counted_children(monkeypatch)
+    target = rs.prescan(run)
+    assert target == rs.cached_scan_path(rs.fingerprint(run)) and not rs.claim_path(target).exists()
+    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    assert children == []
+
+
+def test_prescan_leaves_a_small_run_to_the_page(monkeypatch, tmp_path, big):
+    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 1 << 40)
+    assert rs.prescan(small_run(tmp_path)) is None
+    assert not big.exists()
+
+
+def test_the_page_waits_for_a_scan_already_running_and_shows_its_progress(monkeypatch, tmp_path, big):
+    run = small_run(tmp_path)
+    children = counted_children(monkeypatch)
+    target = rs.cached_scan_path(rs.fingerprint(run))
+    target.parent.mkdir(parents=True)
+    claim = rs.take_claim(target)
+    assert claim is not None
+    assert rs.take_claim(target) is None  # one scan at a time
+    followed = threading.Event()
+
+    def other_scan() -> None:  # what `tokencap app RUN` started beside the server
+        claim.write(b"1 3\n")
+        claim.flush()
+        followed.wait(60)  # a bound, not a speed: until the page has shown that progress
+        scan(run, target, workers=1)
+        rs.release_claim(target, claim)
+
+    seen: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append((done, total))
+        if (done, total) == (1, 3):
+            followed.set()
+
+    thread = threading.Thread(target=other_scan)
+    thread.start()
+    table = rs.scan_directory(run, rs.fingerprint(run), progress=progress)
+    thread.join()
+    assert table.equals(scan_table(run, workers=1))
+    assert children == []  # the page started no scan of its own
+    assert (1, 3) in seen and seen[-1] == (table.num_rows, table.num_rows)
+    assert not rs.claim_path(target).exists()
+
+
+def test_a_claim_left_by_a_scan_that_died_does_not_hold_the_page(monkeypatch, tmp_path, big):
+    run = small_run(tmp_path)
+    children = counted_children(monkeypatch)
+    target = rs.cached_scan_path(rs.fingerprint(run))
+    target.parent.mkdir(parents=True)
+    rs.claim_path(target).write_bytes(b"5 10\n")  # nobody holds its lock: its process is gone
+    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    assert len(children) == 1
+    claim = rs.take_claim(target)  # and the next scan may take it
+    assert claim is not None
+    rs.release_claim(target, claim)
+    assert not rs.claim_path(target).exists()
+
+
+def test_a_page_that_gave_up_on_a_failed_scan_scans_the_run_itself(monkeypatch, tmp_path, big):
+    run = small_run(tmp_path)
+    children = counted_children(monkeypatch)
+    target = rs.cached_scan_path(rs.fingerprint(run))
+    target.parent.mkdir(parents=True)
+    claim = rs.take_claim(target)
+    timer = threading.Timer(0.5, rs.release_claim, (target, claim))  # ends without a table
+    timer.start()
+    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    timer.join()
+    assert len(children) == 1
+
+
+def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with_it(monkeypatch, tmp_path):
+    from tokencap import cli
+
+    big = tmp_path / "cache"
+    monkeypatch.setenv(rs.CACHE_ENV, str(big))
+    run = small_run(tmp_path)
+    with open(run / "padding.txt", "wb") as handle:  # a big run, in every process (and not a rollout file)
+        handle.truncate(rs.IN_PROCESS_BYTES)
+    started: list[subprocess.Popen] = []
+
+    def prescan() -> subprocess.Popen | None:
+        started.append(cli._start_prescan(str(run), None))
+        started[-1].wait(120)  # a bound, not a speed: the server below ends once the scan has
+        return started[-1]
+
+    assert cli._serve([sys.executable, "-c", "pass"], beside=prescan) == 0
+    assert started[0].returncode == 0
+    children = counted_children(monkeypatch)
+    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    assert children == []
+
+    # The server ends first: the scan beside it is stopped, cleanly (SIGTERM: no part file, no claim).
+    shutil.rmtree(big)
+    (run / "more").mkdir()
+    for copy in range(3):
+        shutil.copytree(SAMPLE_RUN, run / "more" / f"part{copy}")
+
+    def slow_prescan() -> subprocess.Popen | None:
+        started.append(cli._start_prescan(str(run), None))
+        for _ in range(600):  # until it holds its claim (a bound, not a speed)
+            if big.exists() and list(big.glob("*.scanning")):
+                break
+            time.sleep(0.1)
+        return started[-1]
+
+    assert cli._serve([sys.executable, "-c", "pass"], beside=slow_prescan) == 0
+    assert started[1].returncode == 143
+    assert list(big.iterdir()) == []
+
+
+def test_tokencap_app_leaves_a_small_run_to_the_page(tmp_path):
+    from tokencap import cli
+
+    assert cli._start_prescan(str(small_run(tmp_path)), None) is None

@@ -516,26 +516,45 @@ def _cmd_app(args: argparse.Namespace) -> int:
         raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "localhost",
            "--server.port", str(args.port), "--"]
-    if args.source:
-        cmd.append(_app_source(args.source))
+    source = _app_source(args.source) if args.source else None
+    if source:
+        cmd.append(source)
     if args.final_responses:
         if not Path(args.final_responses).is_file():
             raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
-    return _serve(cmd)
+    return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses) if source else None)
+
+
+def _start_prescan(source: str, records: str | None) -> subprocess.Popen | None:
+    """A big run directory is scanned beside the server (tokencap.views.run.prescan), so the scan
+    overlaps the server's start and the browser's first load; the page then reuses its table."""
+    from .run.child import child_environment
+    from .views.run.source import IN_PROCESS_BYTES, fingerprint
+
+    if not Path(source).is_dir() or fingerprint(source).size < IN_PROCESS_BYTES:
+        return None  # a small run is scanned by the page, in the server's process
+    # The records as the page names them (resolved), so both look for the same cached table.
+    cmd = [sys.executable, "-m", "tokencap.views.run.prescan", str(Path(source).resolve()), "--parent",
+           str(os.getpid())] + (["--final-responses", str(Path(records).resolve())] if records else [])
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=child_environment())
 
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
 
-def _serve(cmd: list[str]) -> int:
+def _serve(cmd: list[str], beside: Callable[[], subprocess.Popen | None] | None = None) -> int:
     """Run the server ``cmd`` until it exits; SIGINT and SIGTERM sent to this process are passed on to it.
 
     So stopping `tokencap app` stops the server: it is never left serving on its own. SIGKILL
     cannot be forwarded; the kernel then sends the server SIGTERM (`parent_death_signal`).
-    Returns the server's exit status, or 130 / 143 when a signal stopped it.
+    ``beside`` starts work to do while the server runs (the scan of its run), once the server
+    has started; it is stopped (SIGTERM) when the server ends. Returns the server's exit
+    status, or 130 / 143 when a signal stopped it.
     """
     child: subprocess.Popen | None = None
+    helper: subprocess.Popen | None = None
     received: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -551,10 +570,22 @@ def _serve(cmd: list[str]) -> int:
         child = subprocess.Popen(cmd, preexec_fn=parent_death_signal(parent))
         if received and child.poll() is None:  # a signal arrived while it was being started
             child.send_signal(received[0])
+        if beside is not None and not received:
+            try:
+                helper = beside()
+            except (OSError, ValueError):  # it only saves time: the page does the same work itself
+                helper = None
         code = child.wait()  # a forwarded signal does not end the wait: the server is waited for
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if helper is not None and helper.poll() is None:
+            helper.terminate()
+            try:
+                helper.wait(10)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait()
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code

@@ -18,14 +18,17 @@ docstring of ``app_pages/run.py``). No Streamlit here, nothing from the Rollout 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
+import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
@@ -237,6 +240,152 @@ def evict_scans(cache_dir: Path, keep: int = CACHED_SCANS, keep_bytes: int = CAC
     return removed
 
 
+# --------------------------------------------------------------------------- a scan started before the page asks
+#
+# `tokencap app RUN` starts `prescan` beside the server (tokencap.views.run.prescan), so the
+# scan runs while the server starts and the browser loads the page. The page must then wait
+# for that scan, not start a second one: the scanning process holds an exclusive lock on
+# ``scan-KEY.scanning`` beside the table it writes, and appends its progress (``DONE TOTAL``
+# lines) to it. The lock dies with its process, so a claim left by a scan that was killed
+# is seen as free, and the page scans the run itself.
+
+FOLLOW_TICK = 0.25
+"""Seconds between the page's looks at another process's scan (and its progress updates)."""
+
+
+def claim_path(target: str | os.PathLike[str]) -> Path:
+    """The claim file of a scan writing ``target``."""
+    return Path(target).with_suffix(".scanning")
+
+
+def _held(claim: Path) -> bool:
+    try:
+        with open(claim, "rb") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+    except OSError:
+        return False
+
+
+def take_claim(target: str | os.PathLike[str]) -> BinaryIO | None:
+    """The claim on scanning into ``target`` (an open, exclusively locked claim file), or None
+    when another live process holds it. The file appears already locked (made under another
+    name, locked, then linked into place), so a reader never takes a fresh claim for a free one."""
+    claim = claim_path(target)
+    fresh = claim.with_name(f".{claim.name}.{os.getpid()}.{threading.get_ident()}")
+    handle = open(fresh, "wb")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            os.link(fresh, claim)
+        except FileExistsError:
+            if _held(claim):
+                handle.close()
+                return None
+            os.replace(fresh, claim)  # a claim left by a scan that died: free
+        return handle
+    except BaseException:
+        handle.close()
+        raise
+    finally:
+        fresh.unlink(missing_ok=True)
+
+
+def release_claim(target: str | os.PathLike[str], handle: BinaryIO) -> None:
+    """Give up the claim `take_claim` returned: the file goes (when it is still ours), then the lock."""
+    claim = claim_path(target)
+    try:
+        if os.stat(claim).st_ino == os.fstat(handle.fileno()).st_ino:
+            claim.unlink()
+    except OSError:
+        pass
+    handle.close()
+
+
+def follow_scan(target: str | os.PathLike[str], progress: Progress | None = None, tick: float = FOLLOW_TICK) -> bool:
+    """Wait while another process holds the claim on scanning into ``target``, calling
+    ``progress(done, total)`` with what it reports at least every ``tick`` seconds (so a page can
+    be left meanwhile: the update raises). True when there was such a scan (it has ended; its
+    table may or may not be there), False when nobody was scanning."""
+    try:
+        handle = open(claim_path(target), "rb")
+    except OSError:
+        return False
+    done = total = 0
+    pending = b""
+    followed = False
+    with handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return followed
+            except BlockingIOError:
+                followed = True
+            pending += handle.read()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                parts = line.split()
+                if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                    done, total = int(parts[0]), int(parts[1])
+            if progress is not None:
+                progress(done, total)
+            time.sleep(tick)
+
+
+def prescan(path: str | os.PathLike[str], *, final_responses: str | None = None, workers: int | None = None,
+            cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Scan a big run into the app's scan cache before any page asks for it; the table's path,
+    or None when there is nothing to do here (a small run, which the page scans itself; a scan
+    already running) or the run changed while it was scanned (that table is not kept).
+
+    The table is the one `scan_directory` writes for the same path, fingerprint and records,
+    so the page reuses it, or waits for it while this scan holds its claim. Raises what `scan`
+    raises; the page then scans the run itself and says what is wrong.
+    """
+    from ...run import read_current_scan, scan
+
+    fp = fingerprint(path)
+    if not fp.exists or fp.size < IN_PROCESS_BYTES:
+        return None
+    target = cached_scan_path(fp, cache_dir, final_responses)
+    if target.exists() and read_current_scan(target, final_responses) is not None:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    claim = take_claim(target)
+    if claim is None:
+        return None
+    try:
+        def report(done: int, total: int) -> None:
+            claim.write(f"{done} {total}\n".encode())
+            claim.flush()
+
+        scan(path, target, workers=workers, final_responses=final_responses, progress=report)
+        if fingerprint(path) != fp:
+            target.unlink(missing_ok=True)
+            return None
+        evict_scans(target.parent, CACHED_SCANS, CACHED_SCAN_BYTES)
+        return target
+    finally:
+        release_claim(target, claim)
+
+
+def _reused(target: Path, final_responses: str | None, progress: Progress | None) -> pa.Table | None:
+    """The cached table at ``target`` when this code wrote it with these records (marked most recently used)."""
+    from ...run import read_current_scan
+
+    if not target.exists():
+        return None
+    table = read_current_scan(target, final_responses)
+    if table is not None:
+        os.utime(target)  # most recently used: pruned last
+        if progress:
+            progress(table.num_rows, table.num_rows)
+    return table
+
+
 def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_responses: str | None = None,
                    progress: Progress | None = None, workers: int | None = None,
                    cache_dir: str | os.PathLike[str] | None = None) -> pa.Table:
@@ -248,23 +397,25 @@ def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_respo
     script in each worker) into a parquet in the cache directory, and read back; the same
     directory with the same fingerprint (names, sizes, mtimes) and the same rollout records
     then opens from that table, when this tokencap version wrote it with those records (its
-    metadata says so). A table is kept only when the run did not change while it was
-    scanned. A smaller run is scanned here. Raises `DiscoveryError` or `LoadError` when the
-    run or its records cannot be read, `ScanFailed` when the scan stopped.
+    metadata says so). While another process scans into that table (`prescan`, started by
+    `tokencap app RUN`), the page waits for it and shows its progress. A table is kept only
+    when the run did not change while it was scanned. A smaller run is scanned here. Raises
+    `DiscoveryError` or `LoadError` when the run or its records cannot be read, `ScanFailed`
+    when the scan stopped.
     """
-    from ...run import read_current_scan, scan_table
+    from ...run import scan_table
     from ...run.child import scan_in_child
 
     records = {"final_responses": final_responses} if final_responses else {}
     if fp.size < IN_PROCESS_BYTES:
         return scan_table(path, workers=1, progress=progress, **records)
     target = cached_scan_path(fp, cache_dir, final_responses)
-    if target.exists():
-        table = read_current_scan(target, final_responses)
+    table = _reused(target, final_responses, progress)
+    if table is not None:
+        return table
+    if follow_scan(target, progress):  # `tokencap app RUN` started this scan with the server
+        table = _reused(target, final_responses, progress)
         if table is not None:
-            os.utime(target)  # most recently used: pruned last
-            if progress:
-                progress(table.num_rows, table.num_rows)
             return table
     target.parent.mkdir(parents=True, exist_ok=True)
     scan_in_child(path, target, workers=workers, progress=progress, **records)
@@ -481,7 +632,8 @@ __all__ = [
     "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
-    "evict_scans", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads",
+    "evict_scans", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
+    "follow_scan", "prescan", "release_claim", "take_claim",
     "upload_holds", "uploads_key",
 ]
 
