@@ -359,3 +359,17 @@ def test_tokencap_app_leaves_a_small_run_to_the_page(tmp_path):
     from tokencap import cli
 
     assert cli._start_prescan(str(small_run(tmp_path)), None) is None
+
+
+def test_a_module_file_beside_the_table_is_never_imported_by_the_child(tmp_path):
+    # The child runs in the table's (the scan cache's) directory; `python -m` puts its working
+    # directory first on sys.path, so a stray numpy.py there would have run in the child.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    marker = tmp_path / "imported"
+    (cache / "numpy.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('shadow')\n")
+    run = small_run(tmp_path)
+    scan_in_child(run, cache / "scan.parquet", workers=1)
+    assert not marker.exists()
+    scan(run, tmp_path / "cli.parquet", workers=1)
+    assert read_current_scan(cache / "scan.parquet").equals(read_current_scan(tmp_path / "cli.parquet"))

@@ -535,7 +535,7 @@ def _start_prescan(source: str, records: str | None) -> subprocess.Popen | None:
     if not Path(source).is_dir() or fingerprint(source).size < IN_PROCESS_BYTES:
         return None  # a small run is scanned by the page, in the server's process
     # The records as the page names them (resolved), so both look for the same cached table.
-    cmd = [sys.executable, "-m", "tokencap.views.run.prescan", str(Path(source).resolve()), "--parent",
+    cmd = [sys.executable, "-P", "-m", "tokencap.views.run.prescan", str(Path(source).resolve()), "--parent",
            str(os.getpid())] + (["--final-responses", str(Path(records).resolve())] if records else [])
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=child_environment())

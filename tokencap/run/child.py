@@ -72,7 +72,10 @@ class ChildScan:
         self.process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "tokencap.run.child", os.path.abspath(self.source), os.path.abspath(self.out),
+        # -P: the child runs in the cache directory, which `python -m` would otherwise put first
+        # on sys.path, so a stray `numpy.py` there would be imported (tokencap itself comes
+        # from PYTHONPATH, see `child_environment`).
+        cmd = [sys.executable, "-P", "-m", "tokencap.run.child", os.path.abspath(self.source), os.path.abspath(self.out),
                "--parent", str(os.getpid())]
         cmd += ["--workers", str(self.workers)] if self.workers else []
         return cmd + (["--final-responses", self.final_responses] if self.final_responses else [])
