@@ -4,7 +4,7 @@ Run through `app.py` (the navigation entry point). This file lays out widgets an
 session state; the frame, filters, counts, figures and where a rollout lives come from
 `tokencap.views.run` (`data`, `charts`, `source`), unit-tested without Streamlit.
 
-Where the run comes from (sidebar), first match wins:
+Where the run comes from (the sidebar, `run_sources`), first match wins:
 1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked to have the
    scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
    a zip of a capture store) scanned in memory;
@@ -51,7 +51,6 @@ and that row (the last one opened) selected and scrolled into view.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -59,13 +58,14 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import run_parts as parts
-from app_pages.run_loading import LoadedRun, load_any_path, load_uploads, records_directory
+from app_pages.run_loading import LoadedRun
+from app_pages.run_sources import PATH_PARAM, cli_arguments, sidebar_origin
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
-from tokencap.views.text import fmt_bytes, md_escape
+from tokencap.views.text import md_escape
 
 APP_DIR = Path(__file__).resolve().parent.parent
 ROLLOUT_PAGE = "app_pages/rollout.py"
@@ -75,124 +75,6 @@ for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_ro
                         ("run_chart_nonce", {})):
     if _name not in STATE:
         STATE[_name] = _default
-
-
-def cli_arguments() -> rs.AppArguments:
-    return rs.app_arguments(sys.argv[1:])
-
-
-def records_for(path: str, sample: Path) -> str | None:
-    """The rollout records a scan of ``path`` uses: the sidebar's (upload or path), the command
-    line's (for the run the app was started on, not one opened by path), else the bundled records
-    of a bundled run."""
-    upload: rs.Upload | None = STATE.get("run_records_upload")
-    if upload is not None:
-        return str(rs.stored_upload(upload, records_directory()))
-    typed = (STATE.get("run_records_path") or "").strip()
-    if typed:
-        return str(Path(typed).expanduser().resolve())
-    cli = cli_arguments()
-    if cli.records and Path(cli.path or sample).resolve() == Path(path).resolve():  # the run started on
-        return str(Path(cli.records).resolve())
-    bundled = rs.sample_records(APP_DIR, path) if Path(path).resolve().parent == sample.parent.resolve() else None
-    return str(bundled) if bundled else None
-
-
-def _remember_uploads() -> None:
-    files = STATE.get("run_uploader") or []
-    STATE["run_uploads"] = tuple(rs.Upload(f.name, f.getvalue()) for f in files)
-
-
-def _forget_uploads() -> None:
-    STATE["run_uploads"] = ()
-
-
-def _rescan(path: str) -> None:
-    STATE["run_fingerprints"].pop(path, None)
-
-
-PATH_PARAM = "run_path"
-"""The run opened by path in the sidebar, in the URL (a reload or a shared link opens it again)."""
-
-
-def _remember_path() -> None:
-    STATE["run_path"] = (STATE.get("run_w_path") or "").strip()
-
-
-def opened_path() -> str:
-    """The run directory or scan table named in the sidebar (or, on a session's first visit, in the URL)."""
-    if "run_path" not in STATE:
-        STATE["run_path"] = str(st.query_params.get(PATH_PARAM, "")).strip()
-    if STATE.get("run_w_path") != STATE["run_path"]:
-        STATE["run_w_path"] = STATE["run_path"]
-    st.sidebar.text_input(
-        "or a run directory or scan table on this machine", key="run_w_path", on_change=_remember_path,
-        placeholder="/path/to/run", help="A capture-store directory, a tree of rollout files, or a scan table "
-        "(.parquet), as `tokencap app PATH` opens it; empty: the run the app was started on.")
-    return STATE["run_path"]
-
-
-def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
-    """The run to show (upload, command-line path or the sample run) and its table."""
-    st.sidebar.title(":material/table_chart: tokencap")
-    st.sidebar.caption("Run overview: every rollout of a run, its verdict and why. Select a row to inspect it.")
-    # The uploader's own value is lost when the page is left; the uploads live in
-    # session state (set when the user changes them), so the way back keeps them.
-    st.sidebar.file_uploader(
-        "Open a run", type=list(rs.RUN_UPLOAD_TYPES), accept_multiple_files=True, key="run_uploader",
-        on_change=_remember_uploads,
-        help="A scan table (`tokencap scan RUN -o RESULT.parquet`), optionally with some of its rollouts' files; "
-             "or rollouts to scan here: JSON, entries JSONL, or a zip of a capture-store directory.")
-    cli = cli_arguments().path
-    uploads: tuple[rs.Upload, ...] = STATE["run_uploads"]
-    if uploads:
-        names = ", ".join(u.name for u in uploads)
-        st.sidebar.caption(f"Showing the upload: {md_escape(names)}")
-        st.sidebar.button("Close the upload", icon=":material/close:", on_click=_forget_uploads, key="run_close_upload")
-        loaded = load_uploads(uploads)
-        if any(u.is_table for u in uploads):
-            roots = _run_root_input() + ((cli,) if cli and Path(cli).is_dir() else ())
-            label = next(u.name for u in uploads if u.is_table)
-            return rs.RunOrigin("parquet", label, roots=roots, uploads=uploads), loaded
-        return rs.RunOrigin("upload", names, uploads=uploads), loaded
-
-    sample = rs.sample_run_path(APP_DIR)
-    typed = opened_path()
-    named = typed or cli  # the sidebar's path, else the command line's
-    path = str(Path(named).expanduser().resolve()) if named else str(sample)
-    fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
-    if path not in fps:
-        fps[path] = rs.fingerprint(path)
-    fp = fps[path]
-    st.sidebar.markdown("**Run**" if named else "**Sample run**")
-    st.sidebar.code(path if named else str(sample.relative_to(APP_DIR)), language=None, wrap_lines=True)
-    if fp.exists:
-        st.sidebar.caption(f"{fp.files:,} file{'s' if fp.files != 1 else ''}, {fmt_bytes(fp.size)}")
-    st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key="run_rescan",
-                      help="Scan again (files added or changed since this session first scanned the run).")
-    label = path if named else f"sample run ({sample.relative_to(APP_DIR)})"
-    if path.lower().endswith(".parquet") and Path(path).is_file():
-        return rs.RunOrigin("parquet", label, roots=_run_root_input()), load_any_path(path, fp)
-    kind = "directory" if Path(path).is_dir() else "file"
-    parts.sidebar_records()
-    records = records_for(path, sample)
-    parts.records_caption(rs.records_name(records, STATE.get("run_records_upload")))
-    return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
-
-
-def _remember_root() -> None:
-    STATE["run_root"] = (STATE.get("run_w_root") or "").strip()
-
-
-def _run_root_input() -> tuple[str, ...]:
-    """The run directory the user named for a table; kept in session state, so the way back keeps it."""
-    if STATE.get("run_w_root") != STATE.get("run_root", ""):
-        STATE["run_w_root"] = STATE.get("run_root", "")
-    st.sidebar.text_input(
-        "Run directory on this machine (optional)", key="run_w_root", on_change=_remember_root,
-        help="Where the table's source paths start (the SOURCE it was scanned from), to open its rollouts.")
-    root = STATE.get("run_root", "")
-    return (root,) if root else ()
 
 
 # --------------------------------------------------------------------------- filters
