@@ -401,6 +401,7 @@ def main() -> None:
         picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG)
         if picked is not None:
             parts.open_pair(origin, versus, cmp, picked, flt, _open)
+    rs.keep_scan_ready()  # the next run typed in the sidebar starts scanning at once
 
 
 main()

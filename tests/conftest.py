@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
+
+# No spare child scans (tokencap.run.child.keep_spare) in the servers and pages the tests
+# start: each would be an idle process with its fork server. tests/test_run_child.py turns
+# them on where it tests them.
+os.environ.setdefault("TOKENCAP_SPARE_SCAN", "0")
 
 
 @pytest.fixture

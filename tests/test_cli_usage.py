@@ -411,3 +411,25 @@ def test_killing_tokencap_app_with_sigkill_stops_its_server(tmp_path: Path) -> N
             if not _gone(pid):
                 os.kill(pid, signal.SIGKILL)
         log.close()
+
+
+def test_tokencap_app_gives_the_server_the_app_s_settings_from_any_working_directory(monkeypatch, tmp_path) -> None:
+    # Streamlit reads .streamlit/config.toml only from its working directory; `tokencap app`
+    # runs in the user's, where the upload limit, the watcher and the theme were defaults.
+    import tomllib
+
+    from tokencap import cli
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
+    monkeypatch.chdir(tmp_path)
+    assert main(["app", "--port", "8765"]) == 0
+    (cmd,) = calls
+    flags = cmd[cmd.index("run") + 2: cmd.index("--")]
+    given = dict(zip(flags[::2], flags[1::2]))
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    for section, options in config.items():
+        for name, value in options.items():
+            assert given[f"--{section}.{name}"] == (str(value).lower() if isinstance(value, bool) else str(value))
+    assert given["--server.maxUploadSize"] == "256" and given["--server.fileWatcherType"] == "none"
+    assert given["--server.address"] == "localhost" and given["--server.port"] == "8765"

@@ -373,3 +373,125 @@ def test_a_module_file_beside_the_table_is_never_imported_by_the_child(tmp_path)
     assert not marker.exists()
     scan(run, tmp_path / "cli.parquet", workers=1)
     assert read_current_scan(cache / "scan.parquet").equals(read_current_scan(tmp_path / "cli.parquet"))
+
+
+# --------------------------------------------------------------------------- the spare child
+
+
+@pytest.fixture
+def spares(monkeypatch):
+    """Spare child scans turned on for this test, and none left behind after it."""
+    monkeypatch.setenv(child_module.SPARE_ENV, "1")
+    yield
+    timer = child_module._LATER
+    if timer is not None:
+        timer.cancel()
+        timer.join()
+    left = child_module._take_spare({})
+    if left is not None:
+        child_module._stop_process(left)
+
+
+def until(condition, what: str) -> None:
+    for _ in range(300):  # a bound, not a speed
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never: {what}")
+
+
+def test_a_scan_takes_the_spare_child_and_writes_what_a_fresh_child_writes(tmp_path, spares):
+    run = small_run(tmp_path)
+    spare = child_module.keep_spare()
+    assert spare is not None and child_module.keep_spare() is spare  # one spare, not one per call
+    until(lambda: len(descendants(spare.pid)) >= 1, "the spare's fork server is up")  # warmed, then asked
+    with ChildScan(run, tmp_path / "spare.parquet", workers=2) as child:
+        assert child.process is spare
+        child.wait()
+    assert child_module._SPARE is None  # taken: the next page run asks for a new one
+    scan_in_child(run, tmp_path / "fresh.parquet", workers=2)
+    assert read_current_scan(tmp_path / "spare.parquet").equals(read_current_scan(tmp_path / "fresh.parquet"))
+
+
+@pytest.mark.parametrize("how", ["died", "other environment"])
+def test_a_spare_that_died_or_was_made_for_another_environment_is_never_used(tmp_path, spares, monkeypatch, how):
+    run = small_run(tmp_path)
+    spare = child_module.keep_spare()
+    if how == "died":
+        spare.kill()
+        spare.wait()
+    else:
+        monkeypatch.setenv("TOKENCAP_TEST_OTHER", "1")  # the scan's child would see another environment
+    with ChildScan(run, tmp_path / "scan.parquet", workers=1) as child:
+        assert child.process is not spare
+        child.wait()
+    until(lambda: spare.poll() is not None, "the unused spare is stopped")
+    assert read_current_scan(tmp_path / "scan.parquet").num_rows == scan_table(run, workers=1).num_rows
+
+
+def test_a_spare_stopped_while_it_scans_takes_its_workers_along(tmp_path, spares):
+    spare = child_module.keep_spare()
+    child = ChildScan(SAMPLE_RUN, tmp_path / "scan.parquet", workers=2).start()
+    assert child.process is spare
+    spawned = {spare.pid}
+    until(lambda: len(spawned.__ior__(descendants(spare.pid))) >= 3, "the spare's workers are up")
+    child.stop()
+    until(lambda: not [p for p in spawned if alive(p)], "every process of the scan has ended")
+    assert list(tmp_path.iterdir()) == []  # no table, no part file
+
+
+def test_a_spare_ends_with_the_server_that_made_it(tmp_path):
+    server = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import time
+        from tokencap.run.child import keep_spare
+        print(keep_spare().pid, flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), child_module.SPARE_ENV: "1"})
+    pid = int(server.stdout.readline())
+    spawned = {pid}
+    until(lambda: len(spawned.__ior__(descendants(pid))) >= 2, "the spare's fork server is up")
+    server.kill()
+    server.wait()
+    until(lambda: not [p for p in spawned if alive(p)], "the spare and its fork server have ended")
+
+
+def test_a_spare_never_asked_ends_cleanly_when_its_stdin_closes(spares):
+    spare = child_module.keep_spare()
+    taken = child_module._take_spare(child_module.child_environment())
+    assert taken is spare
+    taken.stdin.close()
+    assert taken.wait(60) == child_module.EXIT_OK
+    assert taken.stderr.read() == b""
+
+
+def test_a_spare_sent_something_else_fails_with_one_line(spares):
+    child_module.keep_spare()
+    spare = child_module._take_spare(child_module.child_environment())
+    spare.stdin.write(b'{"not": "arguments"}\n')
+    spare.stdin.close()
+    assert spare.wait(60) == child_module.EXIT_FAILED
+    assert spare.stderr.read().decode().strip() == "the spare child scan was sent something other than its arguments"
+
+
+def test_keep_spare_soon_makes_one_spare_later_and_none_when_turned_off(monkeypatch, spares):
+    child_module.keep_spare_soon(delay=0.05)
+    child_module.keep_spare_soon(delay=0.05)  # on its way already: no second one
+    until(lambda: child_module._SPARE is not None, "the spare is made")
+    first = child_module._SPARE[0]
+    child_module.keep_spare_soon(delay=0.05)
+    time.sleep(0.3)
+    assert child_module._SPARE[0] is first
+    monkeypatch.setenv(child_module.SPARE_ENV, "0")
+    assert child_module.keep_spare() is None
+
+
+def test_the_run_page_asks_for_a_spare_once_it_has_drawn_a_run(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    asked: list[float] = []
+    monkeypatch.setattr(child_module, "keep_spare_soon", lambda delay=1.5: asked.append(delay))
+    monkeypatch.setattr(sys, "argv", [str(REPO / "app.py")])
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
+    assert not at.exception
+    assert len(at.dataframe) >= 1 and asked  # the table is drawn, then the spare asked for

@@ -510,12 +510,32 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def streamlit_flags(app_dir: Path) -> list[str]:
+    """The app's ``.streamlit/config.toml`` as ``--section.option value`` flags.
+
+    Streamlit reads that file only from its working directory, and `tokencap app` runs in
+    the user's: without the flags the upload limit, the file watcher and the theme would be
+    Streamlit's defaults. A missing file means no flags."""
+    import tomllib
+
+    try:
+        with open(app_dir / ".streamlit" / "config.toml", "rb") as handle:
+            config = tomllib.load(handle)
+    except FileNotFoundError:
+        return []
+    flags: list[str] = []
+    for section, options in config.items():
+        for name, value in options.items():
+            flags += [f"--{section}.{name}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return flags
+
+
 def _cmd_app(args: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not app.exists():
         raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "localhost",
-           "--server.port", str(args.port), "--"]
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(app.parent), "--server.address",
+           "localhost", "--server.port", str(args.port), "--"]
     source = _app_source(args.source) if args.source else None
     if source:
         cmd.append(source)

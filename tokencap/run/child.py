@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import os
 import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -71,17 +73,30 @@ class ChildScan:
         self.final_responses = os.path.abspath(final_responses) if final_responses else None
         self.process: subprocess.Popen[bytes] | None = None
 
+    def arguments(self) -> list[str]:
+        """The child's arguments (after ``python -m tokencap.run.child``)."""
+        args = [os.path.abspath(self.source), os.path.abspath(self.out), "--parent", str(os.getpid())]
+        args += ["--workers", str(self.workers)] if self.workers else []
+        return args + (["--final-responses", self.final_responses] if self.final_responses else [])
+
     def command(self) -> list[str]:
-        # -P: the child runs in the cache directory, which `python -m` would otherwise put first
-        # on sys.path, so a stray `numpy.py` there would be imported (tokencap itself comes
-        # from PYTHONPATH, see `child_environment`).
-        cmd = [sys.executable, "-P", "-m", "tokencap.run.child", os.path.abspath(self.source), os.path.abspath(self.out),
-               "--parent", str(os.getpid())]
-        cmd += ["--workers", str(self.workers)] if self.workers else []
-        return cmd + (["--final-responses", self.final_responses] if self.final_responses else [])
+        return _CHILD + self.arguments()
 
     def start(self) -> ChildScan:
         env = child_environment()
+        spare = _take_spare(env)
+        if spare is not None:
+            try:  # the spare reads its arguments as one JSON line, then scans as a fresh child would
+                assert spare.stdin is not None
+                spare.stdin.write((json.dumps(self.arguments()) + "\n").encode())
+                spare.stdin.close()
+            except OSError:  # it died meanwhile: start a fresh child instead
+                _stop_process(spare)
+            else:
+                self.process = spare
+                with _LIVE_LOCK:
+                    _LIVE.add(self)
+                return self
         # A process group of its own: the scan, its fork server and its workers, which `stop`
         # can end as a whole. Not a session of its own: Linux shares CPU time out between
         # sessions (autogroups) before processes, and a new session's workers, one group
@@ -137,18 +152,8 @@ class ChildScan:
 
     def stop(self) -> None:
         """Stop the child (and so its workers) if it still runs: SIGTERM, then SIGKILL after `STOP_GRACE`."""
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(STOP_GRACE)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            try:  # what the scan started and has not ended yet (its fork server, a worker)
-                os.killpg(process.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if self.process is not None:
+            _stop_process(self.process)
         self._forget()
 
     def _forget(self) -> None:
@@ -166,6 +171,101 @@ class ChildScan:
         self.stop()
 
 
+def _stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        try:  # what the scan started and has not ended yet (its fork server, a worker)
+            os.killpg(process.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+# --------------------------------------------------------------------------- the spare child
+#
+# Starting a child scan costs about half a second before any rollout is read: Python, the
+# imports, then the pool's fork server and its own imports. A server that may be asked to
+# open a run keeps one child ready: it has paid all of that and waits for its arguments on
+# stdin. A scan takes it (and a new spare is made when `keep_spare` is next called); a spare
+# whose environment differs from the one a scan would get is never used.
+
+_CHILD = [sys.executable, "-P", "-m", "tokencap.run.child"]
+"""-P: the child runs in the scan cache's directory, which ``python -m`` would otherwise put
+first on sys.path, so a stray ``numpy.py`` there would be imported (tokencap itself comes
+from PYTHONPATH, see `child_environment`)."""
+
+SPARE_ENV = "TOKENCAP_SPARE_SCAN"
+"""Set to ``0`` to keep no spare child (the test suite does, except where it tests one)."""
+
+_SPARE: tuple[subprocess.Popen[bytes], dict[str, str]] | None = None
+_SPARE_LOCK = threading.Lock()
+
+
+def keep_spare() -> subprocess.Popen[bytes] | None:
+    """Have a spare child scan ready (started now unless a live one of this environment waits).
+
+    Returns it, or None when spares are turned off (``TOKENCAP_SPARE_SCAN=0``). It costs an
+    idle Python process and its fork server; it ends with this process (``PR_SET_PDEATHSIG``
+    and at exit)."""
+    global _SPARE
+    if os.environ.get(SPARE_ENV, "1") == "0":
+        return None
+    env = child_environment()
+    with _SPARE_LOCK:
+        current = _SPARE
+        if current is not None and current[0].poll() is None and current[1] == env:
+            return current[0]
+        _SPARE = None
+    if current is not None:
+        _stop_process(current[0])
+    process = subprocess.Popen(_CHILD + ["--spare", "--parent", str(os.getpid())], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                               cwd=tempfile.gettempdir(), process_group=0)
+    with _SPARE_LOCK:
+        if _SPARE is None:
+            _SPARE = (process, env)
+            return process
+    _stop_process(process)  # another thread made one meanwhile
+    return _SPARE[0] if _SPARE is not None else None
+
+
+_LATER: threading.Timer | None = None
+
+
+def keep_spare_soon(delay: float = 1.5) -> None:
+    """`keep_spare` in ``delay`` seconds, from a background thread: a page that has just drawn
+    a run asks for the next one's spare without its start competing with the browser drawing
+    this one. Nothing is started when a live spare waits or one is already on its way."""
+    global _LATER
+    if os.environ.get(SPARE_ENV, "1") == "0":
+        return
+    with _SPARE_LOCK:
+        if (_SPARE is not None and _SPARE[0].poll() is None) or (_LATER is not None and _LATER.is_alive()):
+            return
+        _LATER = threading.Timer(delay, keep_spare)
+        _LATER.daemon = True
+        _LATER.start()
+
+
+def _take_spare(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
+    global _SPARE
+    with _SPARE_LOCK:
+        current, _SPARE = _SPARE, None
+    if current is None:
+        return None
+    if current[0].poll() is None and current[1] == env:
+        return current[0]
+    _stop_process(current[0])
+    return None
+
+
 def scan_in_child(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
                   final_responses: str | os.PathLike[str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> None:
@@ -180,9 +280,39 @@ def _stop_live_children() -> None:
         live = list(_LIVE)
     for child in live:
         child.stop()
+    spare = _take_spare({})
+    if spare is not None:
+        _stop_process(spare)
+
+
+def _spare(argv: Sequence[str]) -> int:
+    """A spare child: pay for the imports and the fork server, then scan with the arguments
+    read from stdin (one JSON list of strings); stdin closed without them: nothing to do."""
+    parser = argparse.ArgumentParser(prog="python -m tokencap.run.child --spare")
+    parser.add_argument("--parent", type=int, default=0)
+    die_with_parent(parser.parse_args(argv).parent)
+    from .engines import start_fork_server
+    from .scan import scan  # noqa: F401 -- imported now, before it is asked for
+    from .work import scan_shard
+
+    start_fork_server(scan_shard.__module__)
+    line = sys.stdin.readline()
+    if not line.strip():
+        return EXIT_OK
+    try:
+        request = json.loads(line)
+    except ValueError:
+        request = None
+    if not isinstance(request, list) or not all(isinstance(a, str) for a in request):
+        print("the spare child scan was sent something other than its arguments", file=sys.stderr)
+        return EXIT_FAILED
+    return main(request)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--spare"]:
+        return _spare(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m tokencap.run.child")
     parser.add_argument("source")
     parser.add_argument("out")

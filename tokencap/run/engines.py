@@ -65,6 +65,16 @@ def _no_main_for_workers() -> Iterator[None]:
             sys.modules["__main__"] = real
 
 
+def start_fork_server(module: str) -> None:
+    """Start this process's fork server now, with ``module`` imported in it, so the first pool
+    of `run_local` forks its workers at once (a spare child scan does this while it waits)."""
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload([module])
+    with _no_main_for_workers():
+        forkserver.ensure_running()
+
+
 def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int) -> Iterator[T]:
     """``fn(shard, *extra)`` for every shard, in order; a pool of ``workers`` processes when > 1."""
     if workers <= 1:

@@ -426,6 +426,15 @@ def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_respo
     return table
 
 
+def keep_scan_ready() -> None:
+    """Have a child scan ready for the next run opened by path: started in the background a
+    moment from now, it has paid for Python, the imports and the worker pool's fork server
+    before it is asked, so a big run's scan starts at once (`tokencap.run.child.keep_spare`)."""
+    from ...run.child import keep_spare_soon
+
+    keep_spare_soon()
+
+
 # --------------------------------------------------------------------------- uploads
 
 
@@ -632,7 +641,7 @@ __all__ = [
     "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
-    "evict_scans", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
+    "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
     "follow_scan", "prescan", "release_claim", "take_claim",
     "upload_holds", "uploads_key",
 ]
