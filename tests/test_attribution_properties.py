@@ -35,6 +35,33 @@ def final_from(entry, *, keep_prompt: int | None = None) -> dict:
     ]}
 
 
+def token_candidates(plain, target) -> list[str]:
+    """SPEC 10's token candidates for a final item carrying ``target``'s prompt and generation."""
+    prompt, gen = list(target.prompt_token_ids), list(target.generation_token_ids)
+    out = []
+    for cid, entry in plain.entries.items():
+        if not entry.generation_token_ids.size:
+            continue
+        own = list(entry.prompt_token_ids)
+        if full_of(entry) == prompt + gen or (list(entry.generation_token_ids) == gen and len(prompt) < len(own)
+                                               and own[len(own) - len(prompt):] == prompt):
+            out.append(cid)
+    return sorted(out)
+
+
+def test_a_call_whose_longer_prompt_ends_with_the_answers_and_generated_the_same_makes_it_ambiguous() -> None:
+    # Found by the property below: c1's prompt [5] + [10] is delivered, and c2 generated the
+    # same [10] after [26, 5]. The final item [5] + [10] fits both by SPEC 10's suffix rule.
+    from helpers import Conv
+
+    conv = Conv("r")
+    conv.root("c1", prompt=[5], gen=[10])
+    conv.root("c2", prompt=[26, 5], gen=[10])
+    plain = prefix_merging(conv.entries())
+    attribution = attribute_terminal(plain, final_from(plain.entries["c1"]))
+    assert (attribution.outcome, attribution.call_id, attribution.candidates) == ("ambiguous", None, ["c1", "c2"])
+
+
 @SETTINGS
 @given(rollouts(), st.randoms(use_true_random=False))
 def test_a_delivered_calls_own_tokens_anchor_on_it_or_its_twin(case, rnd: random.Random) -> None:
@@ -46,7 +73,17 @@ def test_a_delivered_calls_own_tokens_anchor_on_it_or_its_twin(case, rnd: random
     target = rnd.choice(delivered)
     final = final_from(target)
     attribution = attribute_terminal(plain, final)
-    assert attribution.outcome == "attributed" and attribution.method == "tokens"
+    assert attribution.method == "tokens"
+    assert attribution.candidates == token_candidates(plain, target)
+    if len({tuple(full_of(plain.entries[c])) for c in attribution.candidates}) > 1:
+        # Another call generated the same tokens after a longer prompt that ends with the
+        # target's whole prompt: by SPEC 10 it matches too (a harness may keep only the last
+        # turn's prompt), so the answer is not provably the target's. Masked, never guessed.
+        assert attribution.outcome == "ambiguous" and attribution.call_id is None
+        result = build_rollout(TokenCaptureSnapshot(rollout_id="r", entries=entries), final_response=final)
+        assert "terminal_call_not_delivered" in result.mask_reasons
+        return
+    assert attribution.outcome == "attributed"
     chosen = plain.entries[attribution.call_id]
     assert full_of(chosen) == full_of(target)
     assert target.model_call_id in attribution.candidates
