@@ -386,6 +386,31 @@ def test_a_run_named_in_the_sidebar_is_not_scanned_with_the_command_lines_record
     assert not at.error
 
 
+def test_a_store_records_file_named_in_the_sidebar_is_rescanned_when_its_siblings_change(monkeypatch, tmp_path):
+    """A records file opened as the run is scanned with its store siblings; an intent with no record
+    appended beside it makes the rollout incomplete, and Rescan (or a new session) must say so, never
+    keep the trainable row cached under the unchanged records file."""
+    for f in SAMPLE_RUN.glob("task0003-rollout2-attempt0.tokens.*"):
+        shutil.copy(f, tmp_path / f.name)
+    lone = tmp_path / "task0003-rollout2-attempt0.tokens.jsonl"
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(lone))
+    rerun(at)
+    assert run_table(at).value["verdict"].tolist() == ["trainable"]
+    with open(tmp_path / "task0003-rollout2-attempt0.tokens.intents", "a") as handle:
+        handle.write("call-9999\n")
+    at.button(key="run_rescan").click()
+    rerun(at)
+    assert run_table(at).value["verdict"].tolist() == ["masked"]
+    assert "capture_incomplete" in run_table(at).value["mask reasons"].iloc[0]
+    fresh = run_app(monkeypatch, params={"run_path": str(lone)})
+    assert fresh.text_input(key="run_w_path").value == str(lone)
+    assert run_table(fresh).value["verdict"].tolist() == ["masked"]
+    select_row(fresh, 0)  # its rollout opens from the file, with the same verdict
+    assert headings(fresh) == [escaped("task0003-rollout2-attempt0")]
+    assert "Masked" in rollout_banner(fresh) and "capture\\_incomplete" in rollout_banner(fresh)
+
+
 def test_a_missing_directory_named_in_the_sidebar_is_an_error_on_the_run_page(monkeypatch, tmp_path):
     at = run_app(monkeypatch)
     at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))

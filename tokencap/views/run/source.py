@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ...export import remove_stale_parts, write_atomically
 from ...loading import load_snapshots
+from ...loading.store import ENTRIES_SUFFIX, Skipped, store_file, store_siblings
 from ...records import TokenCaptureSnapshot
 from ...run import read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
@@ -141,7 +142,8 @@ class Fingerprint:
 
     The scan of a path is cached under (path, signature): the same files give the same
     table, and any change (a rollout added, a store file appended) gives a new scan.
-    Hidden entries are skipped, as discovery skips them.
+    Hidden entries are skipped, as discovery skips them. A store's records file counts its
+    store siblings, which its scan reads with it.
     """
 
     signature: str
@@ -159,7 +161,17 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
         return Fingerprint("missing:" + digest.hexdigest(), exists=False)
     if not p.is_dir():
         digest.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
-        return Fingerprint(digest.hexdigest(), 1, st.st_size)
+        siblings = _store_siblings(p)
+        if siblings is None:
+            return Fingerprint(digest.hexdigest(), 1, st.st_size)
+        # A store's records file is scanned with its siblings (an intent with no record, an
+        # incomplete marker): they are part of what this path holds.
+        regular, skipped = siblings
+        for name, fst in regular:
+            digest.update(f"\0{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        for s in skipped:
+            digest.update(f"\0{s.name}\0{s.reason}".encode("utf-8", "surrogateescape"))
+        return Fingerprint(digest.hexdigest(), len(regular), sum(fst.st_size for _, fst in regular))
     files = size = 0
     for directory, subdirs, names in os.walk(p):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
@@ -175,6 +187,16 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
             size += fst.st_size
             digest.update(f"\0{rel}/{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
     return Fingerprint(digest.hexdigest(), files, size)
+
+
+def _store_siblings(path: Path) -> tuple[list[tuple[str, os.stat_result]], list[Skipped]] | None:
+    """The store files a scan of ``path`` reads when it is a store's records file (in the directory of
+    the file a link names, as discovery reads it), or None when ``path`` is any other file."""
+    found = store_file(path.name)
+    real = os.path.realpath(path)
+    if found is None or found[1] != ENTRIES_SUFFIX or store_file(os.path.basename(real)) != found:
+        return None
+    return store_siblings(os.path.dirname(real), found[0])
 
 
 # --------------------------------------------------------------------------- scanning a directory
