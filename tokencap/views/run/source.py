@@ -34,7 +34,6 @@ import pyarrow as pa
 
 from ...export import remove_stale_parts, write_atomically
 from ...loading import load_snapshots
-from ...loading.store import ENTRIES_SUFFIX, Skipped, store_file, store_siblings
 from ...records import TokenCaptureSnapshot
 from ...run import read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
@@ -161,12 +160,12 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
         return Fingerprint("missing:" + digest.hexdigest(), exists=False)
     if not p.is_dir():
         digest.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
-        siblings = _store_siblings(p)
+        siblings = src.records_file_siblings(p)
         if siblings is None:
             return Fingerprint(digest.hexdigest(), 1, st.st_size)
         # A store's records file is scanned with its siblings (an intent with no record, an
         # incomplete marker): they are part of what this path holds.
-        regular, skipped = siblings
+        _, regular, skipped = siblings
         for name, fst in regular:
             digest.update(f"\0{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
         for s in skipped:
@@ -187,16 +186,6 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
             size += fst.st_size
             digest.update(f"\0{rel}/{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
     return Fingerprint(digest.hexdigest(), files, size)
-
-
-def _store_siblings(path: Path) -> tuple[list[tuple[str, os.stat_result]], list[Skipped]] | None:
-    """The store files a scan of ``path`` reads when it is a store's records file (in the directory of
-    the file a link names, as discovery reads it), or None when ``path`` is any other file."""
-    found = store_file(path.name)
-    real = os.path.realpath(path)
-    if found is None or found[1] != ENTRIES_SUFFIX or store_file(os.path.basename(real)) != found:
-        return None
-    return store_siblings(os.path.dirname(real), found[0])
 
 
 # --------------------------------------------------------------------------- scanning a directory
