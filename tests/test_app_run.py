@@ -411,6 +411,29 @@ def test_a_store_records_file_named_in_the_sidebar_is_rescanned_when_its_sibling
     assert "Masked" in rollout_banner(fresh) and "capture\\_incomplete" in rollout_banner(fresh)
 
 
+def test_the_url_names_the_run_shown_never_another(monkeypatch, tmp_path):
+    """run_path in the URL is what a reload or a shared link opens: while an upload is shown it is
+    not there (the link would open another run under the upload's filters), and a path that cannot
+    be opened replaces the last good one (a reload shows that error, not the run before it)."""
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(run))
+    rerun(at)
+    assert at.query_params["run_path"] == str(run)
+    upload_run(at, ("length_stop.json", (SAMPLES / "length_stop.json").read_bytes()))
+    assert headings(at)[0] == "Run · length\\_stop\\.json"
+    assert "run_path" not in at.query_params
+    at.button(key="run_close_upload").click()
+    rerun(at)
+    assert headings(at)[0] == f"Run · {escaped(str(run.resolve()))}" and at.query_params["run_path"] == str(run)
+    at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))
+    rerun(at)
+    assert any("Could not open the run" in e.value for e in at.error)
+    assert at.query_params["run_path"] == str(tmp_path / "nowhere")
+    fresh = run_app(monkeypatch, params=dict(at.query_params))
+    assert any("Could not open the run" in e.value and "nowhere" in e.value for e in fresh.error)
+
+
 def test_a_missing_directory_named_in_the_sidebar_is_an_error_on_the_run_page(monkeypatch, tmp_path):
     at = run_app(monkeypatch)
     at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))

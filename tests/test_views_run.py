@@ -577,3 +577,9 @@ def test_sorting_a_small_frame_matches_pandas_stable_sort(column, descending, n)
     values = f[column].astype(object) if column == "rollout_id" else f[column]
     want = sorted(range(n), key=lambda i: values.iat[i], reverse=descending)
     assert got.tolist() == want
+
+
+def test_the_url_names_a_typed_run_path_unless_an_upload_is_shown():
+    assert rs.path_params("/runs/a", showing_upload=False) == {rs.PATH_PARAM: "/runs/a"}
+    assert rs.path_params("/runs/a", showing_upload=True) == {}
+    assert rs.path_params("", showing_upload=False) == {}

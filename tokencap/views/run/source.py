@@ -53,6 +53,17 @@ def sample_run_path(app_dir: str | os.PathLike[str]) -> Path:
     return run if run.is_dir() else base
 
 
+PATH_PARAM = "run_path"
+"""The run opened by path in the sidebar, in the URL (a reload or a shared link opens it again)."""
+
+
+def path_params(typed: str, showing_upload: bool) -> dict[str, str]:
+    """The URL's ``run_path``: the path typed in the sidebar, whether or not it opened (a reload then
+    shows the same run or the same error, never the run before it); none while an upload is shown,
+    which no URL can name (a link must not open another run under the upload's filters)."""
+    return {PATH_PARAM: typed} if typed and not showing_upload else {}
+
+
 RECORDS_OPTION = "--final-responses"
 
 
@@ -648,8 +659,8 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
-    "AppArguments", "app_arguments", "records_name", "sample_after_fix_path", "sample_records", "scan_problem",
-    "stored_upload",
+    "AppArguments", "PATH_PARAM", "app_arguments", "path_params", "records_name", "sample_after_fix_path",
+    "sample_records", "scan_problem", "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
     "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
