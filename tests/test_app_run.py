@@ -24,6 +24,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
+import tokencap.cli
 import tokencap.run
 from synth_snapshots import Capture
 from tokencap.run import scan_table
@@ -512,6 +513,22 @@ def test_a_bad_parquet_upload_is_a_clear_error(monkeypatch, name, data, message)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and escaped(message) in errors[0] and "tokencap scan" in errors[0]
     assert not at.dataframe
+
+
+def test_a_diff_table_named_or_uploaded_as_the_run_says_how_to_compare_here(monkeypatch, tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    for path, run in ((a, SAMPLE_RUN), (b, AFTER_FIX)):
+        path.write_bytes(parquet_of(scan_table(run, workers=1)))
+    diff = tmp_path / "d.parquet"
+    assert tokencap.cli.main(["diff", str(a), str(b), "-o", str(diff)]) == 0
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(diff))
+    rerun(at)
+    typed = at.error[0].value.replace("\\", "")
+    upload = upload_run(run_app(monkeypatch), ("d.parquet", diff.read_bytes())).error[0].value.replace("\\", "")
+    for error in (typed, upload):
+        assert "d.parquet: is a diff table" in error and "Compare with another run" in error
+        assert error.count("tokencap scan RUN") == 1  # said once, not twice in other words
 
 
 def test_a_row_of_a_table_uploaded_alone_says_its_file_is_missing_and_takes_an_upload(monkeypatch, tmp_path):

@@ -35,7 +35,7 @@ import pyarrow as pa
 from ...export import remove_stale_parts, write_atomically
 from ...loading import load_snapshots
 from ...records import TokenCaptureSnapshot
-from ...run import read_scan, table_of_snapshots
+from ...run import DiffTableGiven, ScanTableError, read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
 from ...run.scan import relative_source_path
 from .. import sources as src
@@ -517,6 +517,14 @@ def table_of_uploads(uploads: Iterable[Upload], progress: Progress | None = None
     return table.sort_by([("source", "ascending"), ("rollout_id", "ascending")])
 
 
+def table_problem(exc: ScanTableError) -> str:
+    """What the Run page says of a ``.parquet`` that is no scan table: the reader's message (the file,
+    what is wrong, how to write a scan table); for a diff table, also how to compare two runs here."""
+    if isinstance(exc, DiffTableGiven):
+        return f"{exc}; or, to compare two runs here, open run A and add run B under Compare with another run"
+    return str(exc)
+
+
 def table_of_parquet(upload: Upload) -> pa.Table:
     """An uploaded scan table, checked (raises `ScanTableError` naming the upload)."""
     return read_scan(upload.data, name=upload.name)
@@ -663,7 +671,8 @@ __all__ = [
     "sample_records", "scan_problem", "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
-    "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
+    "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads",
+    "table_problem", "claim_path",
     "follow_scan", "prescan", "release_claim", "take_claim",
     "upload_holds", "uploads_key",
 ]
