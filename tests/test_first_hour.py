@@ -111,6 +111,22 @@ def test_a_scan_table_given_to_scan_or_export_is_refused_not_one_masked_row(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["scan", "export"])
+def test_a_diff_table_given_to_scan_or_export_is_named_as_one(command: str, tmp_path: Path, capsys) -> None:
+    # Was: "is a scan table (parquet) ... open it with `tokencap app`, compare it with `tokencap diff`",
+    # both of which refuse a diff table.
+    table, diff = tmp_path / "run.parquet", tmp_path / "d.parquet"
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
+    assert main(["diff", str(table), str(table), "-o", str(diff)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert main([command, str(diff), "-o", str(out), "--workers", "1"]) == 2
+    assert error_line(capsys) == (f"tokencap: error: {diff}: is a diff table (what `tokencap diff -o` writes, one "
+                                  f"row per joined rollout), not a run to {command}; give one of the runs it "
+                                  "compares")
+    assert not out.exists()
+
+
 RECORDS = SAMPLES / "rollout_records" / "run.jsonl"
 
 
