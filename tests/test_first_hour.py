@@ -96,6 +96,18 @@ def test_scan_and_export_say_their_format_when_the_output_name_suggests_another(
     assert last.endswith(str(out)) is not said
 
 
+@pytest.mark.parametrize(("name", "said"), [("diff.json", True), ("diff.parquet", False)])
+def test_diff_says_its_format_when_the_output_name_suggests_another(name: str, said: bool, tmp_path: Path,
+                                                                    capsys) -> None:
+    table, out = tmp_path / "run.parquet", tmp_path / name
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
+    assert main(["diff", str(table), str(table), "-o", str(out)]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("tokencap: 2 joined rollouts ->")
+    assert (f"-> {out} (written as a parquet table, whatever the file's name says)" in last) is said
+    assert last.endswith(str(out)) is not said
+
+
 @pytest.mark.parametrize("command", ["scan", "export"])
 @pytest.mark.parametrize("name", ["run.parquet", "renamed.json"])
 def test_a_scan_table_given_to_scan_or_export_is_refused_not_one_masked_row(

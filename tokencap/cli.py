@@ -529,7 +529,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         print(f"tokencap: note: A and B are the same run ({args.a}): every rollout is compared with itself",
               file=sys.stderr)
     if args.output:
-        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
+        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}"
+              f"{_format_note(args.output, ('.parquet',), 'a parquet table')}", file=sys.stderr)
     return EXIT_OK
 
 
