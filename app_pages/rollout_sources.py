@@ -200,6 +200,7 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     if request is not None:
         # The run and the row's source, so a reload or a shared link opens this very rollout (not an upload's).
         STATE["src_param"], STATE["part_param"] = rp.run_link(request, SAMPLE_DIR)
+        STATE["records_param"] = rp.run_link_records(request, SAMPLE_DIR)
         return opened_from_run(request)
     path = rp.rollout_path(source_path())
     STATE["src_param"] = STATE["part_param"] = None
@@ -290,15 +291,15 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 def run_records() -> dict[str, av.FinalResponsesChoice]:
     """The rollout records of the rollouts handed over by the Run page, per source (none under an upload)."""
     request = run_request()
+    STATE["run_records_error"] = None
     if request is None or STATE.get("final_responses_uploader") is not None:
         return {}
     kept = [STATE.get("open_rollout_source"), STATE.get("open_rollout_vs_source")]
     out = {key: av.final_responses_choice(None, Path(records), _parse_final_responses)
            for key, records in rp.handed_over_records(request, kept).items()}
+    STATE["run_records_error"] = next((choice.error for choice in out.values() if choice.error), None)
     for choice in out.values():
-        if choice.error:
-            st.sidebar.error(f"**Rollout records not used.** {md_escape(choice.error)}", icon=":material/error:")
-        else:
+        if not choice.error:
             st.sidebar.caption(av.run_records_caption(choice))
     return {key: choice for key, choice in out.items() if not choice.error}
 

@@ -880,6 +880,49 @@ def test_a_rollout_opened_from_the_sample_run_has_a_link_that_opens_it_anywhere(
     assert rollout_banner(fresh) == rollout_banner(at)
 
 
+RECORDS_MASKED = "task0153-rollout0-attempt0"
+"""A sample-run rollout masked only by its rollout record (the final answer is not on the delivered chain)."""
+
+
+@pytest.mark.parametrize("where", ["sample", "path"])
+def test_a_link_to_a_rollout_masked_by_its_records_opens_it_masked(monkeypatch, tmp_path, where):
+    """A reload or a shared link builds the rollout with the records its run was scanned with: without
+    them it opened as trainable (its final answer unchecked), while its row and the page said masked."""
+    assert SAMPLE_RECORDS is not None
+    if where == "sample":
+        at = run_app(monkeypatch)
+    else:
+        run, records = tmp_path / "run", tmp_path / "records.jsonl"
+        shutil.copytree(SAMPLE_RUN, run)
+        shutil.copy(SAMPLE_RECORDS, records)
+        at = run_app(monkeypatch)
+        at.text_input(key="run_w_path").set_value(str(run))
+        rerun(at)
+        at.text_input(key="run_w_records_path").set_value(str(records))
+        rerun(at)
+    shown = run_table(at).value
+    position = shown["rollout"].tolist().index(RECORDS_MASKED)
+    assert shown["mask reasons"].iat[position] == "terminal_call_not_delivered"
+    select_row(at, position)
+    assert "terminal\\_call\\_not\\_delivered" in rollout_banner(at)
+    for args in ((), (str(SAMPLES / "length_stop.json"),)):  # whatever the other server was started on
+        fresh = open_link(monkeypatch, dict(at.query_params), *args)
+        assert headings(fresh) == [escaped(RECORDS_MASKED)]
+        assert rollout_banner(fresh) == rollout_banner(at)
+
+
+def test_a_link_naming_records_this_machine_cannot_read_shows_no_verdict(monkeypatch, tmp_path):
+    """Fail closed: the rollout's verdict rests on its run's records; built without them it read trainable
+    (with only a sidebar note that they were not used)."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    fresh = open_link(monkeypatch, {"src": str(run), "part": f"{RECORDS_MASKED}.tokens.*", "rollout": RECORDS_MASKED,
+                                    "records": str(tmp_path / "gone.jsonl")})
+    assert not rollout_banner(fresh)
+    error = next(e.value for e in fresh.error if "rollout records" in e.value).replace("\\", "")
+    assert f"{tmp_path / 'gone.jsonl'}: cannot be read" in error and "not shown without them" in error
+
+
 def test_a_rollout_of_a_run_directory_has_a_link_that_opens_it_anywhere(monkeypatch, tmp_path):
     run = make_run(tmp_path)
     at = run_app(monkeypatch, str(run))
