@@ -180,7 +180,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         help="The Responses object the harness returned per rollout: a rollout record `{rollout_id, response}`, JSON "
              "lines of them, or a bare Responses object. Each rollout it names is anchored on the call its final "
              "answer came from (terminal attribution).")
-    STATE["bundled_final_responses"] = None
+    STATE["bundled_final_responses"] = STATE["command_line_final_responses"] = None
     uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
     # What follows the uploader depends on the source; one placeholder holds it, so switching
     # from a sample to an upload replaces the sample's description at once (not after loading).
@@ -211,6 +211,9 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
         if STATE.get("src_path"):
             st.button("Close (back to the default source)", key="close_src", type="tertiary",
                       on_click=lambda: STATE.pop("src_path", None))
+        cli = rs.app_arguments(sys.argv[1:])
+        if cli.records and src.is_same_directory(path, cli.path):  # as tokencap inspect builds it
+            STATE["command_line_final_responses"] = cli.records
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
@@ -309,11 +312,14 @@ def _parse_final_responses(name: str, data: bytes) -> tuple[Any, str | None]:
 
 
 def final_responses_choice() -> av.FinalResponsesChoice:
-    """The uploaded final responses, else the file bundled with the sample scenario, else none."""
+    """The uploaded final responses, else the file bundled with the sample scenario, else the command
+    line's ``--final-responses`` while its path is shown, else none."""
     upload = STATE.get("final_responses_uploader")
     bundled = STATE.get("bundled_final_responses")
+    given = STATE.get("command_line_final_responses")
     return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
-                                     Path(bundled) if bundled else None, _parse_final_responses)
+                                     Path(bundled) if bundled else None, _parse_final_responses,
+                                     Path(given) if given else None)
 
 
 def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:

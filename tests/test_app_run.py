@@ -911,6 +911,19 @@ def test_a_link_to_a_rollout_masked_by_its_records_opens_it_masked(monkeypatch, 
         assert rollout_banner(fresh) == rollout_banner(at)
 
 
+def test_a_rollout_file_given_with_records_on_the_command_line_is_built_with_them(monkeypatch, tmp_path):
+    """`tokencap app R.tokens.jsonl --final-responses RECORDS` opens the Rollout page: it ignored the
+    records and showed trainable what `tokencap inspect` with the same records masks."""
+    assert SAMPLE_RECORDS is not None
+    lone = SAMPLE_RUN / f"{RECORDS_MASKED}.tokens.jsonl"
+    at = run_app(monkeypatch, str(lone), "--final-responses", str(SAMPLE_RECORDS))
+    assert headings(at) == [escaped(RECORDS_MASKED)]
+    assert "terminal\\_call\\_not\\_delivered" in rollout_banner(at)
+    assert any("from the command line" in c.value for c in at.sidebar.caption)
+    without = run_app(monkeypatch, str(lone))
+    assert "Trainable" in rollout_banner(without)
+
+
 def test_a_link_naming_records_this_machine_cannot_read_shows_no_verdict(monkeypatch, tmp_path):
     """Fail closed: the rollout's verdict rests on its run's records; built without them it read trainable
     (with only a sidebar note that they were not used)."""
