@@ -218,6 +218,14 @@ def run_link_records(request: Mapping[str, Any], sample_dir: str | os.PathLike[s
     return str(path)
 
 
+def uploaded_finals_link_note(name: str) -> str:
+    """What Copy link says while final responses are uploaded (Markdown): the link cannot carry them."""
+    return (f"The uploaded final responses ({md_escape(name)}) can't be in a URL: the link builds this rollout "
+            "without them, so its verdict there can differ (a final answer they place off the delivered chain "
+            "masks it here). A link to a path builds with them only in an app started as `tokencap app PATH "
+            "--final-responses FILE`.")
+
+
 def run_records_problem(error: str) -> str:
     """The error shown instead of a run's rollout whose rollout records cannot be read (Markdown): its row's
     verdict rests on them (a final answer off the delivered chain masks it), so none is shown without them."""
