@@ -213,7 +213,9 @@ def run_link_records(request: Mapping[str, Any], sample_dir: str | os.PathLike[s
     if not records or src is None:
         return None
     path = Path(str(records)).resolve()
-    if src.startswith(links.SAMPLE_PREFIX) and path == _bundled_records(sample_dir, src[len(links.SAMPLE_PREFIX):]):
+    bundled = _bundled_records(sample_dir, src[len(links.SAMPLE_PREFIX):]) if src.startswith(links.SAMPLE_PREFIX) \
+        else None
+    if bundled is not None and path == bundled.resolve():
         return None
     return str(path)
 
