@@ -33,8 +33,10 @@ build it unless final responses are uploaded here; with ``vs``, a dict of the sa
 naming another run's capture to compare with; the contract is in ``app_pages/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
-and the row's source (``src``, ``part``; `rp.run_link`), so a reload or a shared link opens that
-very rollout wherever the run is reachable (a URL with ``part`` becomes the same request). (The
+and the row's source (``src``, ``part``; `rp.run_link`) and the run's rollout records (``records``;
+`rp.run_link_records`), so a reload or a shared link opens that very rollout, built as its row was,
+wherever the run is reachable (a URL with ``part`` becomes the same request); records that cannot be
+read show an error instead of a verdict. (The
 one ``st.html`` with a script is a constant that scrolls to the top.)
 """
 
@@ -92,6 +94,9 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         show_triage(request)
     if STATE.get("link_error"):
         st.error(f"**Could not open the link.** {md_escape(STATE['link_error'])}", icon=":material/error:")
+        return
+    if STATE.get("run_records_error"):  # its verdict rests on them: no verdict without them
+        st.error(rp.run_records_problem(STATE["run_records_error"]), icon=":material/error:")
         return
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")

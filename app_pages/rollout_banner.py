@@ -47,6 +47,9 @@ def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
             st.warning("Uploaded files can't be in a URL: the link opens the same rollout, call and tab only "
                        "where the same file is uploaded again. Open the file by path (`tokencap app PATH`) to "
                        "share it.", icon=":material/info:")
+        finals = STATE.get("final_responses_uploader")
+        if finals is not None:
+            st.warning(rp.uploaded_finals_link_note(finals.name), icon=":material/info:")
 
 
 def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:

@@ -180,7 +180,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         help="The Responses object the harness returned per rollout: a rollout record `{rollout_id, response}`, JSON "
              "lines of them, or a bare Responses object. Each rollout it names is anchored on the call its final "
              "answer came from (terminal attribution).")
-    STATE["bundled_final_responses"] = None
+    STATE["bundled_final_responses"] = STATE["command_line_final_responses"] = None
     uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
     # What follows the uploader depends on the source; one placeholder holds it, so switching
     # from a sample to an upload replaces the sample's description at once (not after loading).
@@ -200,6 +200,7 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     if request is not None:
         # The run and the row's source, so a reload or a shared link opens this very rollout (not an upload's).
         STATE["src_param"], STATE["part_param"] = rp.run_link(request, SAMPLE_DIR)
+        STATE["records_param"] = rp.run_link_records(request, SAMPLE_DIR)
         return opened_from_run(request)
     path = rp.rollout_path(source_path())
     STATE["src_param"] = STATE["part_param"] = None
@@ -210,6 +211,9 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
         if STATE.get("src_path"):
             st.button("Close (back to the default source)", key="close_src", type="tertiary",
                       on_click=lambda: STATE.pop("src_path", None))
+        cli = rs.app_arguments(sys.argv[1:])
+        if cli.records and src.is_same_directory(path, cli.path):  # as tokencap inspect builds it
+            STATE["command_line_final_responses"] = cli.records
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
@@ -290,15 +294,15 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 def run_records() -> dict[str, av.FinalResponsesChoice]:
     """The rollout records of the rollouts handed over by the Run page, per source (none under an upload)."""
     request = run_request()
+    STATE["run_records_error"] = None
     if request is None or STATE.get("final_responses_uploader") is not None:
         return {}
     kept = [STATE.get("open_rollout_source"), STATE.get("open_rollout_vs_source")]
     out = {key: av.final_responses_choice(None, Path(records), _parse_final_responses)
            for key, records in rp.handed_over_records(request, kept).items()}
+    STATE["run_records_error"] = next((choice.error for choice in out.values() if choice.error), None)
     for choice in out.values():
-        if choice.error:
-            st.sidebar.error(f"**Rollout records not used.** {md_escape(choice.error)}", icon=":material/error:")
-        else:
+        if not choice.error:
             st.sidebar.caption(av.run_records_caption(choice))
     return {key: choice for key, choice in out.items() if not choice.error}
 
@@ -308,11 +312,14 @@ def _parse_final_responses(name: str, data: bytes) -> tuple[Any, str | None]:
 
 
 def final_responses_choice() -> av.FinalResponsesChoice:
-    """The uploaded final responses, else the file bundled with the sample scenario, else none."""
+    """The uploaded final responses, else the file bundled with the sample scenario, else the command
+    line's ``--final-responses`` while its path is shown, else none."""
     upload = STATE.get("final_responses_uploader")
     bundled = STATE.get("bundled_final_responses")
+    given = STATE.get("command_line_final_responses")
     return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
-                                     Path(bundled) if bundled else None, _parse_final_responses)
+                                     Path(bundled) if bundled else None, _parse_final_responses,
+                                     Path(given) if given else None)
 
 
 def sidebar_final_responses(choice: av.FinalResponsesChoice) -> None:

@@ -103,7 +103,8 @@ def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links
     return rp.page_view_state(
         view, ref.rollout_id, selected=STATE["selected"].get(rk), tab=STATE.get("tab"),
         mask=STATE["mask_view"].get(rk), src=STATE.get("src_param"), part=STATE.get("part_param"),
-        vs_src=STATE.get("vs_src"), vs_rollout=STATE.get("vs_rollout"), from_run=run_request() is not None)
+        vs_src=STATE.get("vs_src"), vs_rollout=STATE.get("vs_rollout"), from_run=run_request() is not None,
+        records=STATE.get("records_param"))
 
 
 def loaded_keys(good: list[src.LoadedSource]) -> tuple[str, ...]:

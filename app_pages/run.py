@@ -59,7 +59,7 @@ import streamlit as st
 
 from app_pages import run_parts as parts
 from app_pages.run_loading import LoadedRun
-from app_pages.run_sources import PATH_PARAM, cli_arguments, sidebar_origin
+from app_pages.run_sources import cli_arguments, sidebar_origin
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -94,8 +94,8 @@ def _set_filter(flt: rd.RunFilter) -> None:
 
 def _params(flt: rd.RunFilter) -> dict[str, str]:
     """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
-    opened = {PATH_PARAM: STATE["run_path"]} if STATE.get("run_path") else {}
-    return {**flt.to_params(), **parts.compare_params(), **opened}
+    return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get("run_path", ""),
+                                                                          bool(STATE["run_uploads"]))}
 
 
 def _sync_url(flt: rd.RunFilter) -> None:
@@ -373,14 +373,14 @@ def main() -> None:
     origin, run = sidebar_origin()
     versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
                                    and not STATE["run_uploads"])
+    flt = current_filter()
+    _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error
     if run.error or run.frame is None:
         st.markdown("## Run")
         title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
         st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
         return
     frame = run.frame
-    flt = current_filter()
-    _sync_url(flt)
     cmp = parts.comparison(origin, run, versus) if versus is not None else None
     if cmp is None:
         flt = flt.set(change=())  # nothing to compare with: no change to filter on

@@ -131,7 +131,7 @@ def load_table_file(path: str, fp: rs.Fingerprint) -> LoadedRun:
     try:
         table = tr.read_scan(path)
     except tr.ScanTableError as exc:
-        return LoadedRun(None, None, error=f"{exc}. Give a table written by: tokencap scan RUN -o RESULT.parquet")
+        return LoadedRun(None, None, error=rs.table_problem(exc))
     return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
 
 
@@ -156,7 +156,7 @@ def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
         try:
             table = rs.table_of_parquet(tables[0])
         except tr.ScanTableError as exc:
-            return LoadedRun(None, None, error=f"{exc}. Upload a table written by: tokencap scan RUN -o RESULT.parquet")
+            return LoadedRun(None, None, error=rs.table_problem(exc))
     else:
         bar, update = _progress_bar("Scanning the uploaded files")
         table = rs.table_of_uploads(uploads, progress=update)

@@ -54,10 +54,6 @@ def _rescan(path: str) -> None:
     STATE["run_fingerprints"].pop(path, None)
 
 
-PATH_PARAM = "run_path"
-"""The run opened by path in the sidebar, in the URL (a reload or a shared link opens it again)."""
-
-
 def _remember_path() -> None:
     STATE["run_path"] = (STATE.get("run_w_path") or "").strip()
 
@@ -65,7 +61,7 @@ def _remember_path() -> None:
 def opened_path() -> str:
     """The run directory or scan table named in the sidebar (or, on a session's first visit, in the URL)."""
     if "run_path" not in STATE:
-        STATE["run_path"] = str(st.query_params.get(PATH_PARAM, "")).strip()
+        STATE["run_path"] = str(st.query_params.get(rs.PATH_PARAM, "")).strip()
     if STATE.get("run_w_path") != STATE["run_path"]:
         STATE["run_w_path"] = STATE["run_path"]
     st.sidebar.text_input(

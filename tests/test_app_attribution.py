@@ -174,3 +174,14 @@ def test_responses_for_rollouts_not_loaded_are_a_note(monkeypatch) -> None:
     at = start(monkeypatch, scenario="final_retry_attributed_by_tokens.json")
     assert any(c.startswith("Note:") and "final-retry-by-tokens-other" in c for c in texts(at.sidebar.caption))
     assert "**Trainable —" in banner(at)
+
+
+def test_copy_link_says_uploaded_final_responses_are_not_in_the_link(monkeypatch) -> None:
+    # The link opens the rollout without them: a rollout they mask may read trainable there.
+    lone = SAMPLES / "run" / "task0153-rollout0-attempt0.tokens.jsonl"
+    at = start(monkeypatch, str(lone))
+    assert not any("final responses" in w.value for w in at.warning)
+    at = upload_finals(at, "run.jsonl", (SAMPLES / "rollout_records" / "run.jsonl").read_bytes())
+    assert "Masked" in banner(at)
+    (note,) = [plain(w.value) for w in at.warning if "final responses" in w.value]
+    assert "run.jsonl" in note and "without them" in note

@@ -24,6 +24,7 @@ import pytest
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
+import tokencap.cli
 import tokencap.run
 from synth_snapshots import Capture
 from tokencap.run import scan_table
@@ -386,6 +387,54 @@ def test_a_run_named_in_the_sidebar_is_not_scanned_with_the_command_lines_record
     assert not at.error
 
 
+def test_a_store_records_file_named_in_the_sidebar_is_rescanned_when_its_siblings_change(monkeypatch, tmp_path):
+    """A records file opened as the run is scanned with its store siblings; an intent with no record
+    appended beside it makes the rollout incomplete, and Rescan (or a new session) must say so, never
+    keep the trainable row cached under the unchanged records file."""
+    for f in SAMPLE_RUN.glob("task0003-rollout2-attempt0.tokens.*"):
+        shutil.copy(f, tmp_path / f.name)
+    lone = tmp_path / "task0003-rollout2-attempt0.tokens.jsonl"
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(lone))
+    rerun(at)
+    assert run_table(at).value["verdict"].tolist() == ["trainable"]
+    with open(tmp_path / "task0003-rollout2-attempt0.tokens.intents", "a") as handle:
+        handle.write("call-9999\n")
+    at.button(key="run_rescan").click()
+    rerun(at)
+    assert run_table(at).value["verdict"].tolist() == ["masked"]
+    assert "capture_incomplete" in run_table(at).value["mask reasons"].iloc[0]
+    fresh = run_app(monkeypatch, params={"run_path": str(lone)})
+    assert fresh.text_input(key="run_w_path").value == str(lone)
+    assert run_table(fresh).value["verdict"].tolist() == ["masked"]
+    select_row(fresh, 0)  # its rollout opens from the file, with the same verdict
+    assert headings(fresh) == [escaped("task0003-rollout2-attempt0")]
+    assert "Masked" in rollout_banner(fresh) and "capture\\_incomplete" in rollout_banner(fresh)
+
+
+def test_the_url_names_the_run_shown_never_another(monkeypatch, tmp_path):
+    """run_path in the URL is what a reload or a shared link opens: while an upload is shown it is
+    not there (the link would open another run under the upload's filters), and a path that cannot
+    be opened replaces the last good one (a reload shows that error, not the run before it)."""
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(run))
+    rerun(at)
+    assert at.query_params["run_path"] == str(run)
+    upload_run(at, ("length_stop.json", (SAMPLES / "length_stop.json").read_bytes()))
+    assert headings(at)[0] == "Run · length\\_stop\\.json"
+    assert "run_path" not in at.query_params
+    at.button(key="run_close_upload").click()
+    rerun(at)
+    assert headings(at)[0] == f"Run · {escaped(str(run.resolve()))}" and at.query_params["run_path"] == str(run)
+    at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))
+    rerun(at)
+    assert any("Could not open the run" in e.value for e in at.error)
+    assert at.query_params["run_path"] == str(tmp_path / "nowhere")
+    fresh = run_app(monkeypatch, params=dict(at.query_params))
+    assert any("Could not open the run" in e.value and "nowhere" in e.value for e in fresh.error)
+
+
 def test_a_missing_directory_named_in_the_sidebar_is_an_error_on_the_run_page(monkeypatch, tmp_path):
     at = run_app(monkeypatch)
     at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))
@@ -464,6 +513,22 @@ def test_a_bad_parquet_upload_is_a_clear_error(monkeypatch, name, data, message)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and escaped(message) in errors[0] and "tokencap scan" in errors[0]
     assert not at.dataframe
+
+
+def test_a_diff_table_named_or_uploaded_as_the_run_says_how_to_compare_here(monkeypatch, tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    for path, run in ((a, SAMPLE_RUN), (b, AFTER_FIX)):
+        path.write_bytes(parquet_of(scan_table(run, workers=1)))
+    diff = tmp_path / "d.parquet"
+    assert tokencap.cli.main(["diff", str(a), str(b), "-o", str(diff)]) == 0
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(diff))
+    rerun(at)
+    typed = at.error[0].value.replace("\\", "")
+    upload = upload_run(run_app(monkeypatch), ("d.parquet", diff.read_bytes())).error[0].value.replace("\\", "")
+    for error in (typed, upload):
+        assert "d.parquet: is a diff table" in error and "Compare with another run" in error
+        assert error.count("tokencap scan RUN") == 1  # said once, not twice in other words
 
 
 def test_a_row_of_a_table_uploaded_alone_says_its_file_is_missing_and_takes_an_upload(monkeypatch, tmp_path):
@@ -813,6 +878,62 @@ def test_a_rollout_opened_from_the_sample_run_has_a_link_that_opens_it_anywhere(
     assert headings(fresh) == [escaped(rollout_id)]
     assert not [s for s in fresh.selectbox if s.key == "scenario"]  # not the sample picker's rollout
     assert rollout_banner(fresh) == rollout_banner(at)
+
+
+RECORDS_MASKED = "task0153-rollout0-attempt0"
+"""A sample-run rollout masked only by its rollout record (the final answer is not on the delivered chain)."""
+
+
+@pytest.mark.parametrize("where", ["sample", "path"])
+def test_a_link_to_a_rollout_masked_by_its_records_opens_it_masked(monkeypatch, tmp_path, where):
+    """A reload or a shared link builds the rollout with the records its run was scanned with: without
+    them it opened as trainable (its final answer unchecked), while its row and the page said masked."""
+    assert SAMPLE_RECORDS is not None
+    if where == "sample":
+        at = run_app(monkeypatch)
+    else:
+        run, records = tmp_path / "run", tmp_path / "records.jsonl"
+        shutil.copytree(SAMPLE_RUN, run)
+        shutil.copy(SAMPLE_RECORDS, records)
+        at = run_app(monkeypatch)
+        at.text_input(key="run_w_path").set_value(str(run))
+        rerun(at)
+        at.text_input(key="run_w_records_path").set_value(str(records))
+        rerun(at)
+    shown = run_table(at).value
+    position = shown["rollout"].tolist().index(RECORDS_MASKED)
+    assert shown["mask reasons"].iat[position] == "terminal_call_not_delivered"
+    select_row(at, position)
+    assert "terminal\\_call\\_not\\_delivered" in rollout_banner(at)
+    for args in ((), (str(SAMPLES / "length_stop.json"),)):  # whatever the other server was started on
+        fresh = open_link(monkeypatch, dict(at.query_params), *args)
+        assert headings(fresh) == [escaped(RECORDS_MASKED)]
+        assert rollout_banner(fresh) == rollout_banner(at)
+
+
+def test_a_rollout_file_given_with_records_on_the_command_line_is_built_with_them(monkeypatch, tmp_path):
+    """`tokencap app R.tokens.jsonl --final-responses RECORDS` opens the Rollout page: it ignored the
+    records and showed trainable what `tokencap inspect` with the same records masks."""
+    assert SAMPLE_RECORDS is not None
+    lone = SAMPLE_RUN / f"{RECORDS_MASKED}.tokens.jsonl"
+    at = run_app(monkeypatch, str(lone), "--final-responses", str(SAMPLE_RECORDS))
+    assert headings(at) == [escaped(RECORDS_MASKED)]
+    assert "terminal\\_call\\_not\\_delivered" in rollout_banner(at)
+    assert any("from the command line" in c.value for c in at.sidebar.caption)
+    without = run_app(monkeypatch, str(lone))
+    assert "Trainable" in rollout_banner(without)
+
+
+def test_a_link_naming_records_this_machine_cannot_read_shows_no_verdict(monkeypatch, tmp_path):
+    """Fail closed: the rollout's verdict rests on its run's records; built without them it read trainable
+    (with only a sidebar note that they were not used)."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    fresh = open_link(monkeypatch, {"src": str(run), "part": f"{RECORDS_MASKED}.tokens.*", "rollout": RECORDS_MASKED,
+                                    "records": str(tmp_path / "gone.jsonl")})
+    assert not rollout_banner(fresh)
+    error = next(e.value for e in fresh.error if "rollout records" in e.value).replace("\\", "")
+    assert f"{tmp_path / 'gone.jsonl'}: cannot be read" in error and "not shown without them" in error
 
 
 def test_a_rollout_of_a_run_directory_has_a_link_that_opens_it_anywhere(monkeypatch, tmp_path):

@@ -176,6 +176,26 @@ def test_an_output_that_names_no_file_is_refused(command: str, out: str, tmp_pat
     assert listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("args, expected", [
+    (["build", ""], "SOURCE is empty"),
+    (["inspect", ""], "SOURCE is empty"),
+    (["scan", "", "-o", "out.parquet"], "SOURCE is empty"),
+    (["export", "", "-o", "out.jsonl"], "SOURCE is empty"),
+    (["diff", "", "B"], "run A is empty"),
+    (["diff", "A", "", "-o", "out.parquet"], "run B is empty"),
+])
+def test_an_empty_source_is_refused_not_read_as_the_current_directory(args: list[str], expected: str,
+                                                                      tmp_path: Path, monkeypatch, capsys) -> None:
+    # An unset shell variable ("$RUN") is an empty argument: it used to scan the working directory.
+    run = small_run(tmp_path)
+    monkeypatch.chdir(run)
+    args = [str(run) if a in ("A", "B") else a for a in args]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (f"tokencap: error: {expected}: an empty path names no file or directory "
+                                       "(give . for the current directory)\n")
+    assert sorted(os.listdir(run)) == ["a.json"]
+
+
 @pytest.mark.parametrize("command", WRITERS)
 def test_a_device_as_output_is_refused_not_replaced(command: str, tmp_path: Path, capsys) -> None:
     # The rename would swap the device node for a regular file (as root: /dev/null itself).
@@ -317,6 +337,13 @@ def test_app_on_a_missing_path_fails_on_the_command_line(no_server, tmp_path: Pa
     missing = tmp_path / "no" / "such"
     assert main(["app", str(missing)]) == 2
     assert capsys.readouterr().err == f"tokencap: error: {missing}: no such file or directory\n"
+
+
+def test_app_on_an_empty_path_fails_on_the_command_line(no_server, capsys) -> None:
+    # `tokencap app "$RUN"` with RUN unset opened the bundled sample run as if no path was given.
+    assert main(["app", ""]) == 2
+    assert capsys.readouterr().err == ("tokencap: error: SOURCE is empty: an empty path names no file or directory "
+                                       "(give . for the current directory)\n")
 
 
 def test_app_on_a_pipe_fails_on_the_command_line(no_server, tmp_path: Path, capsys) -> None:

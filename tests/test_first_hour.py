@@ -96,19 +96,48 @@ def test_scan_and_export_say_their_format_when_the_output_name_suggests_another(
     assert last.endswith(str(out)) is not said
 
 
+@pytest.mark.parametrize(("name", "said"), [("diff.json", True), ("diff.parquet", False)])
+def test_diff_says_its_format_when_the_output_name_suggests_another(name: str, said: bool, tmp_path: Path,
+                                                                    capsys) -> None:
+    table, out = tmp_path / "run.parquet", tmp_path / name
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
+    assert main(["diff", str(table), str(table), "-o", str(out)]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("tokencap: 2 joined rollouts ->")
+    assert (f"-> {out} (written as a parquet table, whatever the file's name says)" in last) is said
+    assert last.endswith(str(out)) is not said
+
+
+def refusal_of_a_table(command: str, table: Path, tmp_path: Path, capsys) -> str:
+    """The error line of ``command`` given ``table`` as its run (nothing written)."""
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert main([command, str(table), "-o", str(out), "--workers", "1"]) == 2
+    assert not out.exists()
+    return error_line(capsys)
+
+
 @pytest.mark.parametrize("command", ["scan", "export"])
 @pytest.mark.parametrize("name", ["run.parquet", "renamed.json"])
 def test_a_scan_table_given_to_scan_or_export_is_refused_not_one_masked_row(
         command: str, name: str, tmp_path: Path, capsys) -> None:
     table = tmp_path / name
     assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
-    capsys.readouterr()
-    out = tmp_path / "out"
-    assert main([command, str(table), "-o", str(out), "--workers", "1"]) == 2
-    assert error_line(capsys) == (f"tokencap: error: {table}: is a scan table (parquet), not a run to {command}; "
-                                  f"open it with `tokencap app {table}`, compare it with `tokencap diff`, or give "
-                                  "the run it was scanned from")
-    assert not out.exists()
+    assert refusal_of_a_table(command, table, tmp_path, capsys) == (
+        f"tokencap: error: {table}: is a scan table (parquet), not a run to {command}; open it with "
+        f"`tokencap app {table}`, compare it with `tokencap diff`, or give the run it was scanned from")
+
+
+@pytest.mark.parametrize("command", ["scan", "export"])
+def test_a_diff_table_given_to_scan_or_export_is_named_as_one(command: str, tmp_path: Path, capsys) -> None:
+    # Was: "is a scan table (parquet) ... open it with `tokencap app`, compare it with `tokencap diff`",
+    # both of which refuse a diff table.
+    table, diff = tmp_path / "run.parquet", tmp_path / "d.parquet"
+    assert main(["scan", str(SAMPLES / "capture_store"), "-o", str(table), "--workers", "1"]) == 0
+    assert main(["diff", str(table), str(table), "-o", str(diff)]) == 0
+    assert refusal_of_a_table(command, diff, tmp_path, capsys) == (
+        f"tokencap: error: {diff}: is a diff table (what `tokencap diff -o` writes, one row per joined rollout), "
+        f"not a run to {command}; give one of the runs it compares")
 
 
 RECORDS = SAMPLES / "rollout_records" / "run.jsonl"

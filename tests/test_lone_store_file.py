@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "sample_data" / "run"
 UPSTREAM = Path(__file__).resolve().parent / "data" / "upstream_store"
 INCOMPLETE = "task0017-rollout3-attempt0"  # has R.tokens.incomplete
+COMPLETE = "task0003-rollout2-attempt0"  # trainable, with intents and state
 REFUSED = "task0056-rollout1-attempt0"  # has R.tokens.refusals.jsonl
 
 
@@ -403,3 +404,24 @@ def test_inspect_lists_the_source_notes_of_each_rollout(capsys) -> None:
     out = capsys.readouterr().out
     source = out.split("\nsource\n", 1)[1].split("\ncalls ", 1)[0].splitlines()
     assert any("torn" in line for line in source) and any("dangling intent" in line for line in source)
+
+
+def test_the_app_rehashes_a_linked_records_file_when_its_targets_siblings_change(tmp_path: Path) -> None:
+    """A link to a records file loads the target's store: its signature and key follow the target's
+    siblings (an intent with no record appended there), so the page never keeps a stale build."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    store.mkdir()
+    elsewhere.mkdir()
+    for name in os.listdir(RUN):
+        if name.startswith(COMPLETE):
+            shutil.copy(RUN / name, store / name)
+    link = elsewhere / f"{COMPLETE}.tokens.jsonl"
+    link.symlink_to(store / f"{COMPLETE}.tokens.jsonl")
+    before, source = src.path_signature(link), src.source_from_path(link)
+    assert not src.load_source(source).snapshots[0].incomplete
+    with open(store / f"{COMPLETE}.tokens.intents", "a") as handle:
+        handle.write("call-9999\n")
+    assert src.path_signature(link) != before
+    again = src.source_from_path(link)
+    assert again.key != source.key
+    assert src.load_source(again).snapshots[0].incomplete

@@ -117,6 +117,35 @@ def test_a_rollout_of_a_run_is_named_by_the_run_and_its_row_source(tmp_path):
             raise AssertionError(name)
 
 
+def test_a_link_to_a_run_s_rollout_names_the_records_the_run_was_scanned_with(tmp_path):
+    samples = tmp_path / "sample_data"
+    (samples / "run").mkdir(parents=True)
+    (samples / "rollout_records").mkdir()
+    bundled = samples / "rollout_records" / "run.jsonl"
+    bundled.write_text("{}\n")
+    theirs = tmp_path / "records.jsonl"
+    row = {"source": "R.tokens.*", "rollout_id": "R", "seq": 1}
+    # The bundled run with its own records: the link names none, and a new session uses them anyway.
+    sample = {**row, "path": str(samples / "run"), "final_responses": str(bundled)}
+    assert rp.run_link_records(sample, samples) is None
+    state = links.parse(links.to_params(links.ViewState(src="sample:run", part="R.tokens.*", rollout="R")))
+    assert rp.run_request_of_link(state, samples, seq=2)["final_responses"] == str(bundled)
+    assert rp.same_run_rollout(sample, state, samples)
+    # Any other records: named by absolute path, and a new session builds with them.
+    run = {**row, "path": str(tmp_path / "run7"), "final_responses": str(theirs)}
+    assert rp.run_link_records(run, samples) == str(theirs)
+    state = links.parse(links.to_params(links.ViewState(src=str(tmp_path / "run7"), part="R.tokens.*", rollout="R",
+                                                        records=str(theirs))))
+    assert state.records == str(theirs)
+    assert rp.run_request_of_link(state, samples, seq=3)["final_responses"] == str(theirs)
+    assert rp.same_run_rollout(run, state, samples)
+    assert not rp.same_run_rollout({**run, "final_responses": None}, state, samples)  # another build
+    assert "final_responses" not in rp.run_request_of_link(state.with_(records=None), samples, seq=4)
+    assert rp.run_link_records({**run, "final_responses": None}, samples) is None
+    assert rp.run_link_records({**run, "path": None, "name": "x.json", "data": b"{}"}, samples) is None
+    assert "records" not in links.to_params(links.ViewState(src="x.json", rollout="R", records=str(theirs)))
+
+
 def test_a_link_can_name_a_second_capture_to_compare_with():
     params = links.open_rollout_params("/runs/7", "task-3", vs_src="/runs/8", vs_rollout="task-3-again")
     assert params == {"src": "/runs/7", "rollout": "task-3", "tab": "compare", "vs_src": "/runs/8",

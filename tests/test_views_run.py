@@ -406,6 +406,41 @@ def test_a_fingerprint_changes_when_a_file_changes(tmp_path):
     assert not rs.fingerprint(tmp_path / "nope").exists
 
 
+def test_a_store_records_file_fingerprints_its_siblings_as_its_scan_reads_them(tmp_path):
+    """A records file given as the run is scanned with its store siblings: a phantom intent or an
+    incomplete marker added beside it must change its fingerprint, or the cached row stays trainable."""
+    for f in (SAMPLES / "run").glob("task0003-rollout2-attempt0.tokens.*"):
+        shutil.copy(f, tmp_path / f.name)
+    lone = tmp_path / "task0003-rollout2-attempt0.tokens.jsonl"
+    first = rs.fingerprint(lone)
+    assert first.files == 3 and first.size == sum(f.stat().st_size for f in tmp_path.iterdir())
+    with open(tmp_path / "task0003-rollout2-attempt0.tokens.intents", "a") as handle:
+        handle.write("call-9999\n")
+    second = rs.fingerprint(lone)
+    assert second.signature != first.signature
+    (tmp_path / "task0003-rollout2-attempt0.tokens.incomplete").write_text("")
+    assert rs.fingerprint(lone).signature not in (first.signature, second.signature)
+    (tmp_path / "other.tokens.intents").write_text("call-1\n")  # another rollout's file: not this run
+    assert rs.fingerprint(lone) == rs.fingerprint(lone)
+    linked = tmp_path / "elsewhere"
+    linked.mkdir()
+    (linked / lone.name).symlink_to(lone)  # read through the link: the target's store
+    before = rs.fingerprint(linked / lone.name)
+    (tmp_path / "task0003-rollout2-attempt0.tokens.incomplete").write_text("stopped")
+    assert rs.fingerprint(linked / lone.name).signature != before.signature
+
+
+def test_the_row_of_a_store_records_file_scanned_as_the_run_is_located_at_that_file(tmp_path):
+    for f in (SAMPLES / "run").glob("task0003-rollout2-attempt0.tokens.*"):
+        shutil.copy(f, tmp_path / f.name)
+    lone = tmp_path / "task0003-rollout2-attempt0.tokens.jsonl"
+    (source,) = scan_table(lone, workers=1).column("source").to_pylist()
+    origin = rs.RunOrigin("file", str(lone), root=str(lone))
+    assert rs.locate(origin, source) == rs.Located(path=str(lone.resolve()))
+    assert rs.locate(origin, "task0003-rollout3-attempt0.tokens.*") is None  # another rollout: not this file
+    assert rs.locate(origin, "task0003-rollout2-attempt0.json") is None
+
+
 def test_rows_of_a_scanned_directory_are_located_under_it():
     origin = rs.RunOrigin("directory", "samples", root=str(SAMPLES))
     for source in ("capture_store/store-complete.tokens.*", "multi_rollout_entries.jsonl"):
@@ -542,3 +577,9 @@ def test_sorting_a_small_frame_matches_pandas_stable_sort(column, descending, n)
     values = f[column].astype(object) if column == "rollout_id" else f[column]
     want = sorted(range(n), key=lambda i: values.iat[i], reverse=descending)
     assert got.tolist() == want
+
+
+def test_the_url_names_a_typed_run_path_unless_an_upload_is_shown():
+    assert rs.path_params("/runs/a", showing_upload=False) == {rs.PATH_PARAM: "/runs/a"}
+    assert rs.path_params("/runs/a", showing_upload=True) == {}
+    assert rs.path_params("", showing_upload=False) == {}

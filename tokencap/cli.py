@@ -170,8 +170,13 @@ class _Progress:
 _PROGRESS = _Progress()
 
 
+_EMPTY_PATH = "an empty path names no file or directory (give . for the current directory)"
+
+
 def _existing(source: str) -> Path:
     """``source`` as a path, or a `_UsageError` when there is nothing there to read."""
+    if not source:  # an unset shell variable; Path("") would be the working directory
+        raise _UsageError(f"SOURCE is empty: {_EMPTY_PATH}")
     path = Path(source)
     if not path.exists():
         raise _UsageError(f"{source}: no such file or directory")
@@ -306,6 +311,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _run_inputs(args: argparse.Namespace) -> None:
     _existing(args.source)
     if _is_parquet(Path(args.source)):  # not one masked row named after the table
+        if _is_diff_table(args.source):
+            raise _UsageError(f"{args.source}: is a diff table (what `tokencap diff -o` writes, one row per joined "
+                              f"rollout), not a run to {args.command}; give one of the runs it compares")
         raise _UsageError(f"{args.source}: is a scan table (parquet), not a run to {args.command}; open it with "
                           f"`tokencap app {args.source}`, compare it with `tokencap diff`, or give the run it was "
                           "scanned from")
@@ -403,11 +411,26 @@ def _is_parquet(path: Path) -> bool:
         return handle.read(4) == b"PAR1"
 
 
+def _is_diff_table(path: str) -> bool:
+    """Whether the parquet at ``path`` is a diff table (what `tokencap diff -o` writes)."""
+    from .run import DiffTableGiven, ScanTableError, read_scan
+
+    try:
+        read_scan(path)
+    except DiffTableGiven:
+        return True
+    except ScanTableError:
+        pass
+    return False
+
+
 def _diff_is_table(args: argparse.Namespace, side: str) -> bool:
     """Check run A or B (``side``) exists; True when it is a scan table, False for a run to scan. Every
     error names the side, so a person comparing two runs knows which one to fix."""
     source: str = getattr(args, side)
     name = side.upper()
+    if not source:
+        raise _UsageError(f"run {name} is empty: {_EMPTY_PATH}")
     try:
         exists = Path(source).exists()
         table = exists and _is_parquet(Path(source))
@@ -506,7 +529,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         print(f"tokencap: note: A and B are the same run ({args.a}): every rollout is compared with itself",
               file=sys.stderr)
     if args.output:
-        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}", file=sys.stderr)
+        print(f"tokencap: {diff.arrow.num_rows:,} joined rollouts -> {args.output}"
+              f"{_format_note(args.output, ('.parquet',), 'a parquet table')}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -536,7 +560,7 @@ def _cmd_app(args: argparse.Namespace) -> int:
         raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(app.parent), "--server.address",
            "localhost", "--server.port", str(args.port), "--"]
-    source = _app_source(args.source) if args.source else None
+    source = _app_source(args.source) if args.source is not None else None
     if source:
         cmd.append(source)
     if args.final_responses:

@@ -412,11 +412,15 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_
 
 def relative_source_path(root: str | os.PathLike[str], source: str) -> list[Path]:
     """The files a row's ``source`` names under ``root`` (a store prefix names several)."""
+    from ..loading.store import ENTRIES_SUFFIX, store_file
     from .discover import STORE_LABEL
 
     base = Path(root)
     if base.is_file():
-        return [base] if base.name == source else []
+        # A store's records file given as the run: its one row is labelled by the rollout's store prefix.
+        store = store_file(base.name)
+        prefix = source[: -len(STORE_LABEL)] if source.endswith(STORE_LABEL) else None
+        return [base] if base.name == source or store == (prefix, ENTRIES_SUFFIX) else []
     if source.endswith(STORE_LABEL):
         prefix = source[: -len(STORE_LABEL)]
         directory = (base / prefix).parent

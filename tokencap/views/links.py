@@ -18,6 +18,9 @@ The page keeps what a reader needs to see the same thing again in the URL:
             (a file, or a store rollout ``sub/R.tokens.*``). Only those files are opened,
             as the Run page opens the row; ``src`` is then the run's directory (or file),
             or ``sample:run`` for the bundled sample run.
+``records`` with ``part``: the rollout records (a path) the run was scanned with, so a reload
+            or a link builds the rollout as its row did (a final answer off the delivered
+            chain masks it); left out for the bundled sample run's own records.
 ==========  =====================================================================
 
 Other pages own other keys (the Run page uses ``run_*``); this module only ever reads or
@@ -40,7 +43,7 @@ from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
 
-KEYS = ("src", "part", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
+KEYS = ("src", "part", "records", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
 """The query parameters the Rollout page owns."""
 
 SAMPLE_PREFIX = "sample:"
@@ -94,6 +97,7 @@ class ViewState:
     vs_src: str | None = None      # the other capture of a comparison (a path or sample:NAME)
     vs_rollout: str | None = None
     part: str | None = None        # a run's row source inside the run ``src`` names
+    records: str | None = None     # with ``part``: the rollout records the run was scanned with (a path)
 
     @property
     def vs_sample(self) -> str | None:
@@ -160,6 +164,7 @@ def parse(params: Mapping[str, object]) -> ViewState:
         vs_src=_value(params, "vs_src"),
         vs_rollout=_value(params, "vs_rollout"),
         part=_value(params, "part"),
+        records=_value(params, "records"),
     )
 
 
@@ -170,6 +175,8 @@ def to_params(state: ViewState) -> dict[str, str]:
         out["src"] = state.src
     if state.part:
         out["part"] = state.part
+        if state.records:
+            out["records"] = state.records
     if state.rollout:
         out["rollout"] = state.rollout
     if state.call:

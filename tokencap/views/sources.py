@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..loading import load_snapshots
-from ..loading.files import DirectorySource, kind_of, open_regular, read_regular
+from ..loading.files import DirectorySource, Skipped, kind_of, open_regular, read_regular
 from ..loading.store import ENTRIES_SUFFIX, load_store, store_file, store_siblings
 from ..records import TokenCaptureSnapshot
 
@@ -126,15 +126,27 @@ def source_from_path(path: str | os.PathLike[str]) -> Source:
     return Source(name=p.name, key=key, size=len(data), path=str(p), data=data)
 
 
+def records_file_siblings(path: str | os.PathLike[str]
+                          ) -> tuple[Path, list[tuple[str, os.stat_result]], list[Skipped]] | None:
+    """The store files read with ``path`` when it is a store's records file: their directory (the
+    link target's, as the loader and run discovery read it), the regular files with their stat
+    and the others as `Skipped`; None when ``path`` is any other file."""
+    found = store_file(os.path.basename(path))
+    real = Path(os.path.realpath(path))
+    if found is None or found[1] != ENTRIES_SUFFIX or store_file(real.name) != found:
+        return None
+    return (real.parent, *store_siblings(real.parent, found[0]))
+
+
 def _store_siblings(path: Path) -> list[tuple[str, bytes]]:
     """The store files of the rollout whose records file is ``path`` (with their content), or
     [] when ``path`` is not a store's records file. Links and pipes among them are named,
     never opened: the loader fails such a rollout."""
-    found = store_file(path.name)
-    if found is None or found[1] != ENTRIES_SUFFIX:
+    siblings = records_file_siblings(path)
+    if siblings is None:
         return []
-    regular, skipped = store_siblings(path.parent, found[0])
-    out = [(name, bytes(read_regular(path.parent / name, name, follow_symlinks=False))) for name, _ in regular]
+    directory, regular, skipped = siblings
+    out = [(name, bytes(read_regular(directory / name, name, follow_symlinks=False))) for name, _ in regular]
     return sorted(out + [(s.name, s.reason.encode()) for s in skipped])
 
 
@@ -146,9 +158,9 @@ def path_signature(path: str | os.PathLike[str]) -> tuple[Any, ...]:
                                         for f in _directory_files(p)))
     if p.exists():
         st = p.stat()
-        found = store_file(p.name)
-        if found is not None:  # a store file is loaded with its siblings: any of them may change
-            regular, skipped = store_siblings(p.parent, found[0])
+        siblings = records_file_siblings(p)
+        if siblings is not None:  # a store file is loaded with its siblings: any of them may change
+            _, regular, skipped = siblings
             return (str(p.resolve()), st.st_size, st.st_mtime_ns,
                     tuple((n, s.st_size, s.st_mtime_ns) for n, s in regular), tuple(s.name for s in skipped))
         return (str(p.resolve()), st.st_size, st.st_mtime_ns)

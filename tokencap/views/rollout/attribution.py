@@ -54,6 +54,8 @@ class FinalResponsesChoice:
     bundled: bool = False
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    given: bool = False
+    """Named on the command line (``tokencap app FILE --final-responses RECORDS``)."""
 
     def response_for(self, rollout_id: str, n_rollouts: int) -> tuple[dict[str, Any] | None, str | None]:
         """(final response, cache key) for one loaded rollout; (None, None) when none applies."""
@@ -78,8 +80,9 @@ def content_key(name: str, data: bytes) -> str:
 
 
 def final_responses_choice(upload: tuple[str, bytes] | None, bundled: Path | None,
-                           parse: Any = read_final_responses) -> FinalResponsesChoice:
-    """The upload when there is one, else the scenario's bundled file, else nothing.
+                           parse: Any = read_final_responses, given: Path | None = None) -> FinalResponsesChoice:
+    """The upload when there is one, else the scenario's bundled file, else the file ``given`` on the
+    command line for the path shown, else nothing.
 
     ``parse(name, data)`` returns ``(FinalResponses | None, error | None)``; the page passes
     a cached version of `read_final_responses`.
@@ -96,6 +99,15 @@ def final_responses_choice(upload: tuple[str, bytes] | None, bundled: Path | Non
         label = f"sample_data/{bundled.parent.name}/{bundled.name}"
         finals, error = parse(label, data)
         return FinalResponsesChoice(finals, label, content_key(label, data) if finals else None, True, error)
+    if given is not None:
+        try:
+            data = given.read_bytes()
+        except OSError as exc:
+            return FinalResponsesChoice(None, str(given), None, error=f"{given}: cannot be read "
+                                        f"({exc.strerror or exc})", given=True)
+        finals, error = parse(str(given), data)
+        return FinalResponsesChoice(finals, str(given), content_key(str(given), data) if finals else None, False,
+                                    error, given=True)
     return FinalResponsesChoice()
 
 
@@ -104,7 +116,7 @@ def choice_caption(choice: FinalResponsesChoice) -> str | None:
     if choice.finals is None:
         return None
     n = len(choice.finals)
-    where = "bundled with this scenario" if choice.bundled else "uploaded"
+    where = "bundled with this scenario" if choice.bundled else "from the command line" if choice.given else "uploaded"
     return (f"Terminal attribution from {md_escape(choice.label)} ({where}, {n} final "
             f"response{'s' if n != 1 else ''}); a manual anchor under Export overrides it.")
 
@@ -119,7 +131,7 @@ def with_notes(choice: FinalResponsesChoice, rollout_ids: Iterable[str]) -> Fina
     if choice.finals is None:
         return choice
     return FinalResponsesChoice(choice.finals, choice.label, choice.key, choice.bundled, choice.error,
-                                choice.finals.notes(list(rollout_ids)))
+                                choice.finals.notes(list(rollout_ids)), choice.given)
 
 
 # --------------------------------------------------------------------------- one rollout

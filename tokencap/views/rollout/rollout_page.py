@@ -197,6 +197,46 @@ def run_link(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> 
     return str(root), str(source)
 
 
+def _bundled_records(sample_dir: str | os.PathLike[str], run: str | os.PathLike[str]) -> Path | None:
+    """The bundled run's own rollout records (``sample_data/rollout_records/NAME.jsonl``), as the Run page
+    scans it with (`run.source.sample_records`)."""
+    records = Path(sample_dir) / "rollout_records" / f"{Path(run).name}.jsonl"
+    return records if records.is_file() else None
+
+
+def run_link_records(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> str | None:
+    """The ``records`` a link to a run's rollout names: the rollout records its run was scanned with (an
+    absolute path), so a reload or a link builds it as its row did; None when there are none, for the
+    bundled sample run's own (a link to ``sample:NAME`` uses them anyway) and for an uploaded rollout."""
+    records = request.get("final_responses")
+    src, _ = run_link(request, sample_dir)
+    if not records or src is None:
+        return None
+    path = Path(str(records)).resolve()
+    bundled = _bundled_records(sample_dir, src[len(links.SAMPLE_PREFIX):]) if src.startswith(links.SAMPLE_PREFIX) \
+        else None
+    if bundled is not None and path == bundled.resolve():
+        return None
+    return str(path)
+
+
+def uploaded_finals_link_note(name: str) -> str:
+    """What Copy link says while final responses are uploaded (Markdown): the link cannot carry them."""
+    return (f"The uploaded final responses ({md_escape(name)}) can't be in a URL: the link builds this rollout "
+            "without them, so its verdict there can differ (a final answer they place off the delivered chain "
+            "masks it here). A link to a path builds with them only in an app started as `tokencap app PATH "
+            "--final-responses FILE`.")
+
+
+def run_records_problem(error: str) -> str:
+    """The error shown instead of a run's rollout whose rollout records cannot be read (Markdown): its row's
+    verdict rests on them (a final answer off the delivered chain masks it), so none is shown without them."""
+    return (f"**Could not read the rollout records this rollout's run was scanned with.** {md_escape(error)}. "
+            "Its verdict rests on them (a final answer off the delivered chain masks it), so the rollout is not "
+            "shown without them: open it from the Run page with records this machine can read, or open its "
+            "files by path to inspect the capture alone.")
+
+
 def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[str], seq: int) -> dict[str, Any]:
     """The ``open_rollout`` request a URL with ``part`` stands for (a reload, a shared link).
 
@@ -212,7 +252,11 @@ def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[st
         path = str(root)
     else:
         path = str(state.path)
-    return {"path": path, "source": state.part, "rollout_id": state.rollout, "seq": seq}
+    request: dict[str, Any] = {"path": path, "source": state.part, "rollout_id": state.rollout, "seq": seq}
+    records = state.records or (_bundled_records(sample_dir, path) if state.sample is not None else None)
+    if records:
+        request["final_responses"] = str(records)  # built as its row was: with its run's rollout records
+    return request
 
 
 def same_run_rollout(request: Mapping[str, Any] | None, state: links.ViewState,
@@ -221,7 +265,8 @@ def same_run_rollout(request: Mapping[str, Any] | None, state: links.ViewState,
     if request is None or request.get("rollout_id") != state.rollout:
         return False
     src = state.src if state.sample is not None else str(Path(str(state.path)).resolve())
-    return run_link(request, sample_dir) == (src, state.part)
+    return run_link(request, sample_dir) == (src, state.part) and run_link_records(request, sample_dir) == (
+        str(Path(state.records).resolve()) if state.records else None)
 
 
 # --------------------------------------------------------------------------- what a link means
@@ -269,13 +314,13 @@ def linked_comparison(refs: Sequence[RolloutRef], ref: RolloutRef, vs_rollout: s
 
 def page_view_state(view: RolloutView, rollout_id: str, *, selected: str | None, tab: str | None,
                     mask: links.MaskWindow | None, src: str | None, part: str | None, vs_src: str | None,
-                    vs_rollout: str | None, from_run: bool) -> links.ViewState:
+                    vs_rollout: str | None, from_run: bool, records: str | None = None) -> links.ViewState:
     """What the page shows, as its URL says it: the node shown (`selected_node`), and a mask window
     only on a chain of this view. A rollout handed over by the Run page names its comparison in
     the request, not the URL, so ``vs_src`` is dropped then."""
     return links.ViewState(
         vs_src=vs_src if not from_run else None, vs_rollout=vs_rollout if vs_src else None,
-        src=src, part=part, rollout=rollout_id, call=selected_node(view, selected), tab=tab, anchor=view.anchor,
+        src=src, part=part, records=records if part else None, rollout=rollout_id, call=selected_node(view, selected), tab=tab, anchor=view.anchor,
         mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
 
 

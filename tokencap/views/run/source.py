@@ -35,7 +35,7 @@ import pyarrow as pa
 from ...export import remove_stale_parts, write_atomically
 from ...loading import load_snapshots
 from ...records import TokenCaptureSnapshot
-from ...run import read_scan, table_of_snapshots
+from ...run import DiffTableGiven, ScanTableError, read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
 from ...run.scan import relative_source_path
 from .. import sources as src
@@ -51,6 +51,17 @@ def sample_run_path(app_dir: str | os.PathLike[str]) -> Path:
     base = Path(app_dir) / "sample_data"
     run = base / "run"
     return run if run.is_dir() else base
+
+
+PATH_PARAM = "run_path"
+"""The run opened by path in the sidebar, in the URL (a reload or a shared link opens it again)."""
+
+
+def path_params(typed: str, showing_upload: bool) -> dict[str, str]:
+    """The URL's ``run_path``: the path typed in the sidebar, whether or not it opened (a reload then
+    shows the same run or the same error, never the run before it); none while an upload is shown,
+    which no URL can name (a link must not open another run under the upload's filters)."""
+    return {PATH_PARAM: typed} if typed and not showing_upload else {}
 
 
 RECORDS_OPTION = "--final-responses"
@@ -141,7 +152,8 @@ class Fingerprint:
 
     The scan of a path is cached under (path, signature): the same files give the same
     table, and any change (a rollout added, a store file appended) gives a new scan.
-    Hidden entries are skipped, as discovery skips them.
+    Hidden entries are skipped, as discovery skips them. A store's records file counts its
+    store siblings, which its scan reads with it.
     """
 
     signature: str
@@ -159,7 +171,17 @@ def fingerprint(path: str | os.PathLike[str]) -> Fingerprint:
         return Fingerprint("missing:" + digest.hexdigest(), exists=False)
     if not p.is_dir():
         digest.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
-        return Fingerprint(digest.hexdigest(), 1, st.st_size)
+        siblings = src.records_file_siblings(p)
+        if siblings is None:
+            return Fingerprint(digest.hexdigest(), 1, st.st_size)
+        # A store's records file is scanned with its siblings (an intent with no record, an
+        # incomplete marker): they are part of what this path holds.
+        _, regular, skipped = siblings
+        for name, fst in regular:
+            digest.update(f"\0{name}\0{fst.st_size}\0{fst.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        for s in skipped:
+            digest.update(f"\0{s.name}\0{s.reason}".encode("utf-8", "surrogateescape"))
+        return Fingerprint(digest.hexdigest(), len(regular), sum(fst.st_size for _, fst in regular))
     files = size = 0
     for directory, subdirs, names in os.walk(p):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
@@ -495,6 +517,14 @@ def table_of_uploads(uploads: Iterable[Upload], progress: Progress | None = None
     return table.sort_by([("source", "ascending"), ("rollout_id", "ascending")])
 
 
+def table_problem(exc: ScanTableError) -> str:
+    """What the Run page says of a ``.parquet`` that is no scan table: the reader's message (the file,
+    what is wrong, how to write a scan table); for a diff table, also how to compare two runs here."""
+    if isinstance(exc, DiffTableGiven):
+        return f"{exc}; or, to compare two runs here, open run A and add run B under Compare with another run"
+    return str(exc)
+
+
 def table_of_parquet(upload: Upload) -> pa.Table:
     """An uploaded scan table, checked (raises `ScanTableError` naming the upload)."""
     return read_scan(upload.data, name=upload.name)
@@ -637,11 +667,12 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
-    "AppArguments", "app_arguments", "records_name", "sample_after_fix_path", "sample_records", "scan_problem",
-    "stored_upload",
+    "AppArguments", "PATH_PARAM", "app_arguments", "path_params", "records_name", "sample_after_fix_path",
+    "sample_records", "scan_problem", "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
-    "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads", "claim_path",
+    "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads",
+    "table_problem", "claim_path",
     "follow_scan", "prescan", "release_claim", "take_claim",
     "upload_holds", "uploads_key",
 ]
