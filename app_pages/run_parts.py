@@ -34,7 +34,7 @@ RECORD_TYPES = ("jsonl", "json")
 
 
 def _remember_records_upload() -> None:
-    upload = STATE.get("run_records_uploader")
+    upload = STATE.get(_records_uploader_key())
     STATE["run_records_upload"] = rs.Upload(upload.name, upload.getvalue()) if upload is not None else None
 
 
@@ -42,12 +42,27 @@ def _remember_records_path() -> None:
     STATE["run_records_path"] = (STATE.get("run_w_records_path") or "").strip()
 
 
+def forget_records() -> None:
+    """Drop the sidebar's rollout records (another run is opened: run A's records on run B would
+    anchor B's rollouts on A's final answers and show A's rewards as B's)."""
+    STATE["run_records_path"] = ""
+    STATE["run_records_upload"] = None
+    # A file uploader cannot be emptied from the server (the browser sends its files again);
+    # a new key is a new, empty widget.
+    STATE["run_records_uploads_made"] = STATE.get("run_records_uploads_made", 0) + 1
+
+
+def _records_uploader_key() -> str:
+    made = STATE.get("run_records_uploads_made", 0)
+    return "run_records_uploader" if not made else f"run_records_uploader_{made}"
+
+
 def sidebar_records() -> None:
     """Rollout records for the run (rewards, task groups, terminal attribution): an upload or a path."""
     if STATE.get("run_w_records_path") != STATE.get("run_records_path", ""):
         STATE["run_w_records_path"] = STATE.get("run_records_path", "")
     with st.sidebar.expander("Rollout records", icon=":material/emoji_events:"):
-        st.file_uploader("Records file (JSONL)", type=list(RECORD_TYPES), key="run_records_uploader",
+        st.file_uploader("Records file (JSONL)", type=list(RECORD_TYPES), key=_records_uploader_key(),
                          on_change=_remember_records_upload,
                          help="The harness's rollout records: one JSON object a line with rollout_id, response, "
                               "reward, _ng_task_index, _ng_rollout_index. The run is scanned again with them "

@@ -55,7 +55,10 @@ def _rescan(path: str) -> None:
 
 
 def _remember_path() -> None:
-    STATE["run_path"] = (STATE.get("run_w_path") or "").strip()
+    typed = (STATE.get("run_w_path") or "").strip()
+    if typed != STATE.get("run_path", ""):
+        parts.forget_records()  # records belong to the run they were given with
+    STATE["run_path"] = typed
 
 
 def opened_path() -> str:

@@ -1036,3 +1036,36 @@ def test_previous_and_next_walk_the_runs_filtered_sorted_table_and_back_lands_on
     assert headings(at)[0].startswith("Run")  # still here: the row shown selected does not open again
     select_row(at, 2)
     assert headings(at) == [escaped(ids[2])]
+
+
+@pytest.mark.parametrize("given", ["path", "upload"])
+def test_records_given_for_one_run_are_not_applied_to_the_next_run_typed(monkeypatch, tmp_path, given):
+    # Run A's rollout records on run B would anchor B's rollouts on A's final answers (and show
+    # A's rewards as B's): a new run path starts without records.
+    assert SAMPLE_RECORDS is not None
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(SAMPLE_RUN, run_a)
+    shutil.copytree(SAMPLE_RUN, run_b)
+    at = run_app(monkeypatch)
+    at.text_input(key="run_w_path").set_value(str(run_a))
+    rerun(at)
+    if given == "path":
+        at.text_input(key="run_w_records_path").set_value(str(SAMPLE_RECORDS))
+    else:
+        records_uploader(at).set_value([("records.jsonl", SAMPLE_RECORDS.read_bytes(), "application/octet-stream")])
+    rerun(at)
+    assert any("run_reward_figure" in i for i in chart_ids(at))
+    used = records_uploader(at).key
+    at.text_input(key="run_w_path").set_value(str(run_b))
+    rerun(at)
+    assert headings(at)[0] == f"Run · {escaped(str(run_b.resolve()))}"
+    assert not [i for i in chart_ids(at) if "run_reward_figure" in i]
+    assert not [c for c in at.sidebar.caption if c.value.startswith("Rollout records:")]
+    assert at.text_input(key="run_w_records_path").value == ""
+    assert records_uploader(at).key != used  # a new, empty uploader: the browser cannot send the file again
+    assert not at.error
+
+
+def records_uploader(at: AppTest):
+    (uploader,) = [u for u in at.sidebar.get("file_uploader") if u.proto.label == "Records file (JSONL)"]
+    return uploader
