@@ -387,9 +387,7 @@ def spares(monkeypatch):
     if timer is not None:
         timer.cancel()
         timer.join()
-    left = child_module._take_spare({})
-    if left is not None:
-        child_module._stop_process(left)
+    child_module.drop_spare()
 
 
 def until(condition, what: str) -> None:

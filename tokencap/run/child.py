@@ -254,6 +254,15 @@ def keep_spare_soon(delay: float = 1.5) -> None:
         _LATER.start()
 
 
+def drop_spare() -> None:
+    """Stop the spare child, if any (at exit; a test that made one)."""
+    global _SPARE
+    with _SPARE_LOCK:
+        current, _SPARE = _SPARE, None
+    if current is not None:
+        _stop_process(current[0])
+
+
 def _take_spare(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
     global _SPARE
     with _SPARE_LOCK:
@@ -280,9 +289,7 @@ def _stop_live_children() -> None:
         live = list(_LIVE)
     for child in live:
         child.stop()
-    spare = _take_spare({})
-    if spare is not None:
-        _stop_process(spare)
+    drop_spare()
 
 
 def _spare(argv: Sequence[str]) -> int:

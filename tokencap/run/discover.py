@@ -120,11 +120,11 @@ def index_jsonl(path: str, source: str, size: int, mtime: float, *, alone: bool 
             if not ids and _is_rollout_record(chunk):
                 # The harness's rollout records, not captured calls: one row saying so, not
                 # a masked "rollout" per record that would swell the run's masked count.
-                problem = (f"{shown}, line {i + 1}: a rollout record or Responses object, not a captured call; "
-                           f"{FINAL_RESPONSES_HINT}")
+                problem = f"line {i + 1}: a rollout record or Responses object, not a captured call; " \
+                          f"{FINAL_RESPONSES_HINT}"
                 if alone:
-                    raise DiscoveryError(f"{printable(path)}{problem[len(shown):]}")
-                return [_failed_file(source, directory, name, size, mtime, problem)]
+                    raise DiscoveryError(f"{printable(path)}, {problem}")
+                return [_failed_file(source, directory, name, size, mtime, f"{shown}, {problem}")]
             try:
                 rid = _decode_id(chunk).rollout_id
             except msgspec.MsgspecError as exc:

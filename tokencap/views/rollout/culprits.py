@@ -13,6 +13,7 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...builder import (
@@ -194,6 +195,17 @@ def _no_generated(view: RolloutView) -> list[Culprit]:
                     _call(view, last))]
 
 
+_BUILD_CULPRITS: dict[str, Callable[[RolloutView], list[Culprit]]] = {
+    "unresolved_parent_calls": _unresolved_parent,
+    "unresolved_retries": _unresolved_retries,
+    "multiple_roots": _roots,
+    "multiple_chains": _chains,
+    "no_generated_tokens": _no_generated,
+    "terminal_call_not_delivered": _not_delivered,
+}
+"""The culprits of each reason the build decides (none without a build)."""
+
+
 def reason_lines(view: RolloutView) -> list[ReasonLine]:
     """Every mask reason of the view's result, in the contract's order, with its culprits."""
     result = view.result
@@ -207,20 +219,8 @@ def reason_lines(view: RolloutView) -> list[ReasonLine]:
             culprits = [Culprit(code, str(error))] if error else []
         elif code == "no_records":
             culprits = [Culprit(code, "the snapshot holds no token entries")]
-        elif view.build is None:
-            culprits = []
-        elif code == "unresolved_parent_calls":
-            culprits = _unresolved_parent(view)
-        elif code == "unresolved_retries":
-            culprits = _unresolved_retries(view)
-        elif code == "multiple_roots":
-            culprits = _roots(view)
-        elif code == "multiple_chains":
-            culprits = _chains(view)
-        elif code == "no_generated_tokens":
-            culprits = _no_generated(view)
-        elif code == "terminal_call_not_delivered":
-            culprits = _not_delivered(view)
+        elif view.build is not None and code in _BUILD_CULPRITS:
+            culprits = _BUILD_CULPRITS[code](view)
         else:
             culprits = []
         out.append(ReasonLine(code, REASON_WORDS.get(code, code), culprits, MASK_REASON_TEXT.get(code, "")))
