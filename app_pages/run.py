@@ -60,6 +60,7 @@ import streamlit as st
 from app_pages import run_parts as parts
 from app_pages.run_loading import LoadedRun
 from app_pages.run_sources import cli_arguments, sidebar_origin
+from tokencap.views import style
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -370,6 +371,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
 
 
 def main() -> None:
+    st.html(f"<style>{style.RUN_PAGE_CSS}</style>")  # first: in place before a scan starts
     origin, run = sidebar_origin()
     versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
                                    and not STATE["run_uploads"])

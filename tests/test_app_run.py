@@ -163,6 +163,15 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert not at.query_params  # no filter, nothing in the URL
 
 
+def test_the_run_page_draws_without_transitions_from_its_first_element_on(monkeypatch, sample):
+    """While a run is scanned the page reruns; a fade of the old charts and grid would take
+    CPU from the scan (tokencap.views.style.RUN_PAGE_CSS)."""
+    at = run_app(monkeypatch)
+    styles = [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")]
+    assert len(styles) == 1
+    assert "*, *::before, *::after { transition: none !important; }" in styles[0]
+
+
 def test_filtering_by_a_reason_filters_the_table_and_goes_in_the_url(monkeypatch, sample):
     _, frame = sample
     reason = a_reason(frame)
