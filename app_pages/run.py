@@ -58,8 +58,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import run_parts as parts
-from app_pages.run_loading import LoadedRun
+from app_pages.run_loading import LoadedRun, progress_in
 from app_pages.run_sources import cli_arguments, sidebar_origin
+from tokencap.views import style
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -276,7 +277,7 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     rows = rd.sorted_rows(frame, keep, flt)
     table_heading(flt, len(rows), len(frame))
     back = _back_position(frame, rows)  # the row just inspected, when coming back from it
-    table_key = f"run_table:{run_key}:{flt.token}" + (f":{back[0]}" if back else "")
+    table_key = _table_key(run_key, flt, back)
     shown = rd.table_frame(frame, rows)
     with st.container(key="run_table_box"):
         event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="single-row",
@@ -296,6 +297,25 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
         row = rd.row_at(frame, rows, int(picked[0]))
         if row is not None:
             open_row(origin, frame, row, flt)
+
+
+def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) -> str:
+    """The table's widget key: the same across a change of run, so the browser updates the
+    grid in place (a new grid waits ~0.3 s for its layout before it draws); new with each
+    filter and each way back, as the selection they start with is new.
+
+    Streamlit keeps a keyed table's selection when its data changes. A table left with a row
+    selected (its rollout could not be opened) therefore gives way to a new key when the run
+    changes: the same position in the next run must never open a rollout nobody picked.
+    """
+    epoch = int(STATE.get("run_table_epoch", 0))
+    last = STATE.get("run_table_last")  # (run_key, table key) of the table drawn last
+    if last is not None and last[0] != run_key and rd.selected_rows(STATE.get(last[1])):
+        epoch += 1
+        STATE["run_table_epoch"] = epoch
+    key = f"run_table:{epoch}:{flt.token}" + (f":{back[0]}" if back else "")
+    STATE["run_table_last"] = (run_key, key)
+    return key
 
 
 TABLE_HEIGHT = 560
@@ -370,9 +390,11 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
 
 
 def main() -> None:
-    origin, run = sidebar_origin()
-    versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
-                                   and not STATE["run_uploads"])
+    st.html(f"<style>{style.RUN_PAGE_CSS}</style>")  # first: in place before a scan starts
+    with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
+        origin, run = sidebar_origin()
+        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
+                                       and not STATE["run_uploads"])
     flt = current_filter()
     _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error
     if run.error or run.frame is None:

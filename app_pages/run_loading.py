@@ -7,11 +7,14 @@ page shows a progress bar while a scan runs, never replayed from the cache.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,8 +91,27 @@ def _cached(key: tuple) -> LoadedRun | None:
     return run_cache().get(key)
 
 
+_PROGRESS_PLACE: contextvars.ContextVar[Any] = contextvars.ContextVar("run_progress_place", default=None)
+
+
+@contextlib.contextmanager
+def progress_in(place: Any) -> Iterator[None]:
+    """Scans started inside the block draw their progress bar in ``place`` (an ``st.empty()``).
+
+    The page makes that place at the same position on every run, scanned or not, so the
+    elements after it keep their positions: the browser then updates the previous run's
+    table in place instead of mounting a new grid, which waits ~0.3 s for its layout before
+    it draws. (A context variable: each session's script runs in a thread of its own.)
+    """
+    token = _PROGRESS_PLACE.set(place)
+    try:
+        yield
+    finally:
+        _PROGRESS_PLACE.reset(token)
+
+
 def _progress_bar(what: str) -> tuple[Any, Any]:
-    bar = st.progress(0.0, text=f"{what}…")
+    bar = (_PROGRESS_PLACE.get() or st).progress(0.0, text=f"{what}…")
 
     def update(done: int, total: int) -> None:
         bar.progress(min(1.0, done / total) if total else 0.0, text=f"{what}: {done:,} of {total:,} rollouts")

@@ -29,6 +29,7 @@ import tokencap.run
 from synth_snapshots import Capture
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
+from app_pages import run_loading as rl
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
 
@@ -161,6 +162,15 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL
+
+
+def test_the_run_page_draws_without_transitions_from_its_first_element_on(monkeypatch, sample):
+    """While a run is scanned the page reruns; a fade of the old charts and grid would take
+    CPU from the scan (tokencap.views.style.RUN_PAGE_CSS)."""
+    at = run_app(monkeypatch)
+    styles = [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")]
+    assert len(styles) == 1
+    assert "*, *::before, *::after { transition: none !important; }" in styles[0]
 
 
 def test_filtering_by_a_reason_filters_the_table_and_goes_in_the_url(monkeypatch, sample):
@@ -350,6 +360,28 @@ def test_a_big_directory_is_scanned_by_a_child_on_every_core_and_its_table_kept(
     assert shown_count(at) == (want.num_rows, want.num_rows)
     assert sorted(run_table(at).value["rollout"]) == sorted(want.column("rollout_id").to_pylist())
     assert rs.cached_scan_path(rs.fingerprint(run)).exists()
+
+
+def test_a_scan_s_progress_bar_moves_nothing_after_it(monkeypatch, tmp_path):
+    """The page draws the same elements at the same positions whether it scanned the run or
+    took it from the cache, so the browser updates the previous page in place."""
+    run = make_run(tmp_path)
+    bars: list[str] = []
+    real = rl._progress_bar
+    monkeypatch.setattr(rl, "_progress_bar", lambda what: (bars.append(what), real(what))[1])
+    at = run_app(monkeypatch)
+    before = len(bars)
+    at.text_input(key="run_w_path").set_value(str(run))
+    rerun(at)
+    assert len(bars) == before + 1  # scanned, with its progress bar
+
+    def positions(at: AppTest) -> list[tuple[int, str]]:
+        return [(i, e.type) for i, e in at.main.children.items()]
+
+    scanned = positions(at)
+    rerun(at)
+    assert len(bars) == before + 1  # from the cache: no progress bar
+    assert positions(at) == scanned
 
 
 def test_a_run_directory_named_in_the_sidebar_opens_in_the_running_app_and_goes_in_the_url(monkeypatch, tmp_path,
@@ -553,6 +585,30 @@ def test_a_row_of_a_table_uploaded_alone_says_its_file_is_missing_and_takes_an_u
     uploader.set_value(("subagent_branch.json", (SAMPLES / "subagent_branch.json").read_bytes(), "application/json"))
     rerun(at)
     assert headings(at) == ["subagent\\-branch"]
+
+
+def test_the_table_outlives_a_change_of_run_unless_a_row_was_left_selected(monkeypatch, tmp_path):
+    """A change of run keeps the table's widget (the browser updates the grid in place), but
+    a row left selected in the old run (its file was missing) must not select -- and open --
+    the same position in the new one."""
+    run = make_run(tmp_path)
+    at = run_app(monkeypatch)
+    sample_key = run_table(at).proto.id
+    at.text_input(key="run_w_path").set_value(str(run))
+    rerun(at)
+    assert run_table(at).proto.id == sample_key  # nothing selected: the same table, new rows
+    assert set(run_table(at).value["rollout"]) == set(scan_table(run, workers=1).column("rollout_id").to_pylist())
+
+    upload_run(at, ("run.parquet", parquet_of(scan_table(run, workers=1))))
+    assert run_table(at).proto.id == sample_key
+    select_row(at, 0)
+    assert any("Cannot open" in w.value for w in at.warning)  # the row stays selected
+    at.button(key="run_close_upload").click()
+    rerun(at)
+    assert run_table(at).proto.id != sample_key  # a new table: no row selected in the next run
+    assert not any("Cannot open" in w.value for w in at.warning)
+    assert "open_rollout" not in at.session_state
+    assert headings(at)[0].startswith("Run")
 
 
 def test_an_uploaded_table_opens_rows_under_a_named_run_directory(monkeypatch, tmp_path):

@@ -493,3 +493,44 @@ def test_the_run_page_asks_for_a_spare_once_it_has_drawn_a_run(monkeypatch):
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
     assert not at.exception
     assert len(at.dataframe) >= 1 and asked  # the table is drawn, then the spare asked for
+
+
+LINGERING_CHILD = """
+import os, sys, time
+out, release = sys.argv[1], sys.argv[2]
+print("1 2", flush=True)
+open(out, "wb").close()
+print("2 2", flush=True)
+print("written", flush=True)
+print("a message while it winds down", file=sys.stderr, flush=True)
+end = time.monotonic() + 20  # a bound: a page that waits for the exit fails the test instead of hanging
+while not os.path.exists(release) and time.monotonic() < end:  # its Python winding down, as the test wants
+    time.sleep(0.02)
+"""
+
+
+def test_the_page_reads_the_table_once_the_child_says_written_and_the_child_is_reaped_later(monkeypatch, tmp_path):
+    release = tmp_path / "release"
+    script = tmp_path / "lingering.py"
+    script.write_text(LINGERING_CHILD)
+    out = tmp_path / "scan.parquet"
+    monkeypatch.setattr(ChildScan, "command", lambda self: [sys.executable, str(script), str(out), str(release)])
+    seen: list[tuple[int, int]] = []
+    with ChildScan(tmp_path, out) as child:
+        child.wait(progress=lambda done, total: seen.append((done, total)))
+        assert child.process.poll() is None  # returned while the child still runs: its exit is not waited for
+        assert out.exists() and seen[-1] == (2, 2)
+    assert child.process.poll() is None  # leaving the block does not stop a child that wrote its table
+    assert child not in child_module._LIVE
+    release.touch()
+    until(lambda: child.process.returncode == 0, "the child is reaped in the background")
+    until(lambda: child.process.stdout.closed and child.process.stderr.closed, "its pipes are closed")
+
+
+def test_a_child_that_ends_without_saying_written_is_waited_for_and_judged_by_its_exit_code(monkeypatch, tmp_path):
+    script = tmp_path / "silent.py"
+    script.write_text("import sys; print('1 1', flush=True); print('disk full', file=sys.stderr); sys.exit(1)\n")
+    monkeypatch.setattr(ChildScan, "command", lambda self: [sys.executable, str(script)])
+    with ChildScan(tmp_path, tmp_path / "scan.parquet") as child, pytest.raises(child_module.ScanFailed, match="disk full"):
+        child.wait()
+    assert child.process.returncode == 1

@@ -583,3 +583,13 @@ def test_the_url_names_a_typed_run_path_unless_an_upload_is_shown():
     assert rs.path_params("/runs/a", showing_upload=False) == {rs.PATH_PARAM: "/runs/a"}
     assert rs.path_params("/runs/a", showing_upload=True) == {}
     assert rs.path_params("", showing_upload=False) == {}
+
+
+def test_selected_rows_reads_a_table_selection_as_streamlit_keeps_it_and_nothing_else():
+    from types import SimpleNamespace
+
+    assert rd.selected_rows({"selection": {"rows": [3], "columns": [], "cells": []}}) == (3,)
+    assert rd.selected_rows(SimpleNamespace(selection=SimpleNamespace(rows=[0, 5]))) == (0, 5)
+    for nothing in (None, {}, {"selection": {}}, {"selection": {"rows": []}}, {"selection": {"rows": "3"}},
+                    {"selection": {"rows": [True, "1", 2.0]}}, "rows", 7):
+        assert rd.selected_rows(nothing) == ()

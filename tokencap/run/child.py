@@ -7,7 +7,10 @@ uses one core. So the app starts this module as its own Python process,
     python -m tokencap.run.child SOURCE OUT --workers N [--final-responses RECORDS] --parent PID
 
 which is `tokencap scan SOURCE -o OUT --workers N [--final-responses RECORDS]` (the same `scan`, the same atomic
-parquet) with its progress written to stdout as ``DONE TOTAL`` lines. Its ``__main__`` is
+parquet) with its progress written to stdout as ``DONE TOTAL`` lines, and ``written`` once
+the table is in place. The page reads the table at that line: the child's Python then
+winds down (its pool, its fork server, its modules: about a tenth of a second) while the
+page draws, and is reaped in the background. Its ``__main__`` is
 this module, whose work is guarded by ``if __name__ == "__main__"``: a worker that
 re-imports it runs nothing.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import selectors
@@ -43,6 +47,8 @@ STOP_GRACE = 5.0
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 _MAX_ERROR_BYTES = 4096
+WRITTEN = b"written"
+"""The child's last stdout line: the table is renamed into place (`scan` writes atomically)."""
 _LIVE: set[ChildScan] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -72,6 +78,7 @@ class ChildScan:
         self.source, self.out, self.workers = str(source), str(out), workers
         self.final_responses = os.path.abspath(final_responses) if final_responses else None
         self.process: subprocess.Popen[bytes] | None = None
+        self._winding_down = False
 
     def arguments(self) -> list[str]:
         """The child's arguments (after ``python -m tokencap.run.child``)."""
@@ -110,7 +117,7 @@ class ChildScan:
         return self
 
     def wait(self, progress: Callable[[int, int], None] | None = None, tick: float = 0.25) -> None:
-        """Until the child ends, calling ``progress(done, total)`` at least every ``tick`` seconds
+        """Until the child has written its table (or ended), calling ``progress(done, total)`` at least every ``tick`` seconds
         (so a caller that can be interrupted only inside a call -- a Streamlit page -- can be).
         Raises `DiscoveryError` (the source is not a run) or `ScanFailed` when there is no table."""
         process = self.process
@@ -119,10 +126,11 @@ class ChildScan:
         pending = b""
         errors = bytearray()  # read as it comes: a full stderr pipe would stall the child
         last = 0.0
+        written = False
         with selectors.DefaultSelector() as selector:
             selector.register(process.stdout, selectors.EVENT_READ)
             selector.register(process.stderr, selectors.EVENT_READ)
-            while selector.get_map():
+            while selector.get_map() and not written:
                 for key, _ in selector.select(timeout=tick):
                     chunk = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
                     if not chunk:
@@ -136,10 +144,17 @@ class ChildScan:
                             parts = line.split()
                             if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
                                 done, total = int(parts[0]), int(parts[1])
+                            elif line.strip() == WRITTEN:
+                                written = True
                 now = time.monotonic()
-                if progress is not None and now - last >= tick:
+                if progress is not None and now - last >= tick and not written:
                     progress(done, total)
                     last = now
+        if written:  # the table is in place: the child's exit is not waited for
+            self._let_wind_down()
+            if progress is not None:
+                progress(done, total)
+            return
         code = process.wait()
         message = " ".join(errors.decode("utf-8", "replace").split())
         self._forget()
@@ -151,10 +166,22 @@ class ChildScan:
             progress(done, total)
 
     def stop(self) -> None:
-        """Stop the child (and so its workers) if it still runs: SIGTERM, then SIGKILL after `STOP_GRACE`."""
+        """Stop the child (and so its workers) if it still runs: SIGTERM, then SIGKILL after `STOP_GRACE`.
+        A child that has written its table is left to end by itself (`_let_wind_down`)."""
+        if self._winding_down:
+            return
         if self.process is not None:
             _stop_process(self.process)
         self._forget()
+
+    def _let_wind_down(self) -> None:
+        """Hand the child, which has said `WRITTEN`, to a background thread that reads what it
+        still prints and reaps it (stopping it after `STOP_GRACE`)."""
+        self._winding_down = True
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        assert self.process is not None
+        threading.Thread(target=_reap, args=(self.process,), name="tokencap-child-reaper", daemon=True).start()
 
     def _forget(self) -> None:
         with _LIVE_LOCK:
@@ -169,6 +196,23 @@ class ChildScan:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Read a finished child's pipes to their end (so it never blocks on a full one) and wait
+    for it; one still running after `STOP_GRACE` is stopped."""
+    deadline = time.monotonic() + STOP_GRACE
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map() and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(timeout=left):
+                if not os.read(key.fileobj.fileno(), 1 << 16):  # type: ignore[union-attr]
+                    selector.unregister(key.fileobj)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(max(0.0, deadline - time.monotonic()))
+    _stop_process(process)  # stops it if it still runs; closes its pipes
 
 
 def _stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -351,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 -- one line for the page, never a traceback
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_FAILED
+    sys.stdout.write(WRITTEN.decode() + "\n")
+    sys.stdout.flush()
     return EXIT_OK
 
 

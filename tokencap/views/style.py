@@ -81,3 +81,12 @@ a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; bo
                 font-size: 0.9rem; }
 a.tc-download:hover { background: #1d4ed8; }
 """
+
+# The Run page's own CSS: no transitions. While a run is scanned the page reruns, and
+# Streamlit fades the old page's elements (opacity over 1 s, after 0.5 s), the sidebar's
+# too; a browser drawing without a GPU repainted six charts and a 2,000-row grid at every
+# frame of that fade, a third of a core taken from a scan that runs on both. The old page
+# is still dimmed, at once.
+RUN_PAGE_CSS = """
+*, *::before, *::after { transition: none !important; }
+"""
