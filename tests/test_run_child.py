@@ -516,13 +516,15 @@ def test_the_page_reads_the_table_once_the_child_says_written_and_the_child_is_r
     out = tmp_path / "scan.parquet"
     monkeypatch.setattr(ChildScan, "command", lambda self: [sys.executable, str(script), str(out), str(release)])
     seen: list[tuple[int, int]] = []
-    with ChildScan(tmp_path, out) as child:
-        child.wait(progress=lambda done, total: seen.append((done, total)))
-        assert child.process.poll() is None  # returned while the child still runs: its exit is not waited for
-        assert out.exists() and seen[-1] == (2, 2)
-    assert child.process.poll() is None  # leaving the block does not stop a child that wrote its table
-    assert child not in child_module._LIVE
-    release.touch()
+    try:
+        with ChildScan(tmp_path, out) as child:
+            child.wait(progress=lambda done, total: seen.append((done, total)))
+            assert child.process.poll() is None  # returned while the child still runs: its exit is not waited for
+            assert out.exists() and seen[-1] == (2, 2)
+        assert child.process.poll() is None  # leaving the block does not stop a child that wrote its table
+        assert child not in child_module._LIVE
+    finally:
+        release.touch()  # a failed assertion leaves no child behind either
     until(lambda: child.process.returncode == 0, "the child is reaped in the background")
     until(lambda: child.process.stdout.closed and child.process.stderr.closed, "its pipes are closed")
 
