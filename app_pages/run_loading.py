@@ -7,9 +7,11 @@ page shows a progress bar while a scan runs, never replayed from the cache.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import hashlib
+import shutil
 import tempfile
 import threading
 import time
@@ -79,8 +81,14 @@ def run_cache() -> RunCache:
 
 @st.cache_resource(show_spinner=False)
 def records_directory() -> str:
-    """Where uploaded rollout records are kept as files for the server's life (a scan reads a path)."""
-    return tempfile.mkdtemp(prefix="tokencap-records-")
+    """Where uploaded rollout records are kept as files for the server's life (a scan reads a path).
+
+    Removed when the server exits: a user's upload does not outlive the server that took it
+    (a link that names one says it cannot be read, and shows no verdict).
+    """
+    path = tempfile.mkdtemp(prefix="tokencap-records-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def _remember(key: tuple, run: LoadedRun) -> LoadedRun:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -1125,3 +1127,19 @@ def test_records_given_for_one_run_are_not_applied_to_the_next_run_typed(monkeyp
 def records_uploader(at: AppTest):
     (uploader,) = [u for u in at.sidebar.get("file_uploader") if u.proto.label == "Records file (JSONL)"]
     return uploader
+
+
+def test_uploaded_rollout_records_do_not_outlive_the_server(tmp_path):
+    """The server keeps uploaded records as files while it runs (a scan reads a path) and
+    removes them when it exits."""
+    script = ("import sys, os\n"
+              "from app_pages.run_loading import records_directory\n"
+              "d = records_directory()\n"
+              "open(os.path.join(d, 'records.jsonl'), 'w').write('{}')\n"
+              "print(d)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    kept = Path(done.stdout.strip().splitlines()[-1])
+    assert kept.name.startswith("tokencap-records-")
+    assert not kept.exists()
