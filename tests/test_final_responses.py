@@ -290,3 +290,21 @@ def test_json_nested_too_deeply_is_a_load_error_not_a_crash(record: bytes, lines
     data = b"\n".join([record % deep] * lines) + b"\n"
     with pytest.raises(LoadError, match="nested too deeply"):
         load_final_responses(data)
+
+
+@pytest.mark.parametrize("name, what", [("length_stop.json", "a capture snapshot (it has 'entries')"),
+                                        ("multi_rollout_entries.jsonl", "a captured call (a token entry")])
+def test_a_capture_given_as_rollout_records_is_named_for_what_it_is(name, what):
+    path = Path(__file__).resolve().parent.parent / "sample_data" / name
+    with pytest.raises(LoadError) as caught:
+        load_final_responses(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}, line 1: field 'response': is missing: this is {what}")
+    assert "not a rollout record" in message and "Open captures as the run instead" in message
+
+
+def test_a_record_without_response_that_is_no_capture_keeps_the_general_message(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"rollout_id": "r1", "reward": 1.0}\n')
+    with pytest.raises(LoadError, match="expected a record with 'response'"):
+        load_final_responses(path)

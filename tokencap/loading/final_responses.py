@@ -283,6 +283,12 @@ def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str |
         prefix = "response."
     elif "object" in record and _value(record["object"], "object") == "response":
         body, prefix = record, ""
+    elif "entries" in record or "model_call_id" in record or "prompt_token_ids" in record:
+        # The most likely mix-up: the capture itself given where the harness's records go.
+        what = "a capture snapshot (it has 'entries')" if "entries" in record else \
+            "a captured call (a token entry: 'model_call_id', 'prompt_token_ids')"
+        raise _Bad("response", f"is missing: this is {what}, not a rollout record; rollout records are the "
+                   "harness's own, one per rollout with its final 'response'. Open captures as the run instead")
     else:
         raise _Bad("response", "is missing: expected a record with 'response' (and optional 'rollout_id'), or a "
                    "bare Responses object ('object': 'response')")
