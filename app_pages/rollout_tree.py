@@ -18,6 +18,7 @@ from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_int, md_escape
+from tokencap.views.widgets import selected_rows
 from tokencap.views.words import TERMS
 
 STATE = st.session_state
@@ -54,8 +55,7 @@ def _remember_overview(chart_key: str, rk: str, window_key: str, model: tv.TreeM
 
 
 def _remember_row(table_key: str, rk: str, frame: Any) -> None:
-    state = STATE.get(table_key)
-    rows = state.get("selection", {}).get("rows", []) if state is not None else []
+    rows = selected_rows(STATE.get(table_key))
     if rows:
         _select(rk, frame["key"].iloc[rows[0]])
 

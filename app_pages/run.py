@@ -67,6 +67,7 @@ from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape
+from tokencap.views.widgets import selected_rows
 
 APP_DIR = Path(__file__).resolve().parent.parent
 ROLLOUT_PAGE = "app_pages/rollout.py"
@@ -310,7 +311,7 @@ def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) ->
     """
     epoch = int(STATE.get("run_table_epoch", 0))
     last = STATE.get("run_table_last")  # (run_key, table key) of the table drawn last
-    if last is not None and last[0] != run_key and rd.selected_rows(STATE.get(last[1])):
+    if last is not None and last[0] != run_key and selected_rows(STATE.get(last[1])):
         epoch += 1
         STATE["run_table_epoch"] = epoch
     key = f"run_table:{epoch}:{flt.token}" + (f":{back[0]}" if back else "")

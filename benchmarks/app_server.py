@@ -53,11 +53,17 @@ def streamlit_app(*args: str, log: BinaryIO, env: dict[str, str] | None = None) 
         wait_until_serving(proc, url, log)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM (Streamlit stops cleanly), SIGKILL after ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_until_serving(proc: subprocess.Popen, url: str, log: BinaryIO) -> None:

@@ -53,7 +53,8 @@ REPO = HERE.parent
 OUT = HERE / "out"
 sys.path[:0] = [str(REPO), str(HERE)]
 
-from app_server import AppDidNotStart, free_port, launch_chromium, streamlit_app, wait_until_serving  # noqa: E402
+from app_server import (  # noqa: E402
+    AppDidNotStart, free_port, launch_chromium, stop_server, streamlit_app, wait_until_serving)
 
 
 def cli_scan(run: Path, out: Path) -> float:
@@ -158,12 +159,7 @@ def command_to_table(playwright, command: list[str], port: int, rows: int, cache
             finally:
                 browser.close()
         finally:
-            server.terminate()
-            try:
-                server.wait(15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_server(server, grace=15)
 
 
 def main() -> int:

@@ -143,6 +143,12 @@ def parquet_of(table: pa.Table) -> bytes:
     return out.getvalue()
 
 
+def open_path(at: AppTest, path: str) -> AppTest:
+    """Type a run's path into the sidebar and press Enter, as a user of the running app does."""
+    at.text_input(key="run_w_path").set_value(path)
+    return rerun(at)
+
+
 def upload_run(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
     at.file_uploader(key="run_uploader").set_value([(n, d, "application/octet-stream") for n, d in files])
     return rerun(at)
@@ -373,8 +379,7 @@ def test_a_scan_s_progress_bar_moves_nothing_after_it(monkeypatch, tmp_path):
     monkeypatch.setattr(rl, "_progress_bar", lambda what: (bars.append(what), real(what))[1])
     at = run_app(monkeypatch)
     before = len(bars)
-    at.text_input(key="run_w_path").set_value(str(run))
-    rerun(at)
+    open_path(at, str(run))
     assert len(bars) == before + 1  # scanned, with its progress bar
 
     def positions(at: AppTest) -> list[tuple[int, str]]:
@@ -391,8 +396,7 @@ def test_a_run_directory_named_in_the_sidebar_opens_in_the_running_app_and_goes_
     run = make_run(tmp_path)
     want = scan_table(run, workers=1)
     at = run_app(monkeypatch)  # the app already open on the sample run
-    at.text_input(key="run_w_path").set_value(f"  {run}  ")
-    rerun(at)
+    open_path(at, f"  {run}  ")
     assert headings(at)[0] == f"Run · {escaped(str(run.resolve()))}"
     assert shown_count(at) == (want.num_rows, want.num_rows)
     assert sorted(run_table(at).value["rollout"]) == sorted(want.column("rollout_id").to_pylist())
@@ -401,8 +405,7 @@ def test_a_run_directory_named_in_the_sidebar_opens_in_the_running_app_and_goes_
     fresh = run_app(monkeypatch, params={"run_path": str(run)})
     assert fresh.text_input(key="run_w_path").value == str(run)
     assert shown_count(fresh) == (want.num_rows, want.num_rows)
-    fresh.text_input(key="run_w_path").set_value("")
-    rerun(fresh)
+    open_path(fresh, "")
     assert headings(fresh)[0].startswith("Run · sample run") and "run_path" not in fresh.query_params
     assert shown_count(fresh) == (len(sample[1]), len(sample[1]))
 
@@ -414,8 +417,7 @@ def test_a_run_named_in_the_sidebar_is_not_scanned_with_the_command_lines_record
     shutil.copytree(SAMPLE_RUN, other)
     at = run_app(monkeypatch, str(started_on), "--final-responses", str(SAMPLE_RECORDS))
     assert any("run_reward_figure" in i for i in chart_ids(at))
-    at.text_input(key="run_w_path").set_value(str(other))
-    rerun(at)
+    open_path(at, str(other))
     assert headings(at)[0] == f"Run · {escaped(str(other.resolve()))}"
     assert not [i for i in chart_ids(at) if "run_reward_figure" in i]  # those records are the other run's
     assert not at.error
@@ -429,8 +431,7 @@ def test_a_store_records_file_named_in_the_sidebar_is_rescanned_when_its_sibling
         shutil.copy(f, tmp_path / f.name)
     lone = tmp_path / "task0003-rollout2-attempt0.tokens.jsonl"
     at = run_app(monkeypatch)
-    at.text_input(key="run_w_path").set_value(str(lone))
-    rerun(at)
+    open_path(at, str(lone))
     assert run_table(at).value["verdict"].tolist() == ["trainable"]
     with open(tmp_path / "task0003-rollout2-attempt0.tokens.intents", "a") as handle:
         handle.write("call-9999\n")
@@ -452,8 +453,7 @@ def test_the_url_names_the_run_shown_never_another(monkeypatch, tmp_path):
     be opened replaces the last good one (a reload shows that error, not the run before it)."""
     run = make_run(tmp_path)
     at = run_app(monkeypatch)
-    at.text_input(key="run_w_path").set_value(str(run))
-    rerun(at)
+    open_path(at, str(run))
     assert at.query_params["run_path"] == str(run)
     upload_run(at, ("length_stop.json", (SAMPLES / "length_stop.json").read_bytes()))
     assert headings(at)[0] == "Run · length\\_stop\\.json"
@@ -461,8 +461,7 @@ def test_the_url_names_the_run_shown_never_another(monkeypatch, tmp_path):
     at.button(key="run_close_upload").click()
     rerun(at)
     assert headings(at)[0] == f"Run · {escaped(str(run.resolve()))}" and at.query_params["run_path"] == str(run)
-    at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))
-    rerun(at)
+    open_path(at, str(tmp_path / "nowhere"))
     assert any("Could not open the run" in e.value for e in at.error)
     assert at.query_params["run_path"] == str(tmp_path / "nowhere")
     fresh = run_app(monkeypatch, params=dict(at.query_params))
@@ -471,8 +470,7 @@ def test_the_url_names_the_run_shown_never_another(monkeypatch, tmp_path):
 
 def test_a_missing_directory_named_in_the_sidebar_is_an_error_on_the_run_page(monkeypatch, tmp_path):
     at = run_app(monkeypatch)
-    at.text_input(key="run_w_path").set_value(str(tmp_path / "nowhere"))
-    rerun(at)
+    open_path(at, str(tmp_path / "nowhere"))
     assert any("Could not open the run" in e.value and "no such file or directory" in e.value for e in at.error)
 
 
@@ -556,8 +554,7 @@ def test_a_diff_table_named_or_uploaded_as_the_run_says_how_to_compare_here(monk
     diff = tmp_path / "d.parquet"
     assert tokencap.cli.main(["diff", str(a), str(b), "-o", str(diff)]) == 0
     at = run_app(monkeypatch)
-    at.text_input(key="run_w_path").set_value(str(diff))
-    rerun(at)
+    open_path(at, str(diff))
     typed = at.error[0].value.replace("\\", "")
     upload = upload_run(run_app(monkeypatch), ("d.parquet", diff.read_bytes())).error[0].value.replace("\\", "")
     for error in (typed, upload):
@@ -596,8 +593,7 @@ def test_the_table_outlives_a_change_of_run_unless_a_row_was_left_selected(monke
     run = make_run(tmp_path)
     at = run_app(monkeypatch)
     sample_key = run_table(at).proto.id
-    at.text_input(key="run_w_path").set_value(str(run))
-    rerun(at)
+    open_path(at, str(run))
     assert run_table(at).proto.id == sample_key  # nothing selected: the same table, new rows
     assert set(run_table(at).value["rollout"]) == set(scan_table(run, workers=1).column("rollout_id").to_pylist())
 
@@ -954,8 +950,7 @@ def test_a_link_to_a_rollout_masked_by_its_records_opens_it_masked(monkeypatch, 
         shutil.copytree(SAMPLE_RUN, run)
         shutil.copy(SAMPLE_RECORDS, records)
         at = run_app(monkeypatch)
-        at.text_input(key="run_w_path").set_value(str(run))
-        rerun(at)
+        open_path(at, str(run))
         at.text_input(key="run_w_records_path").set_value(str(records))
         rerun(at)
     shown = run_table(at).value
@@ -1105,8 +1100,7 @@ def test_records_given_for_one_run_are_not_applied_to_the_next_run_typed(monkeyp
     shutil.copytree(SAMPLE_RUN, run_a)
     shutil.copytree(SAMPLE_RUN, run_b)
     at = run_app(monkeypatch)
-    at.text_input(key="run_w_path").set_value(str(run_a))
-    rerun(at)
+    open_path(at, str(run_a))
     if given == "path":
         at.text_input(key="run_w_records_path").set_value(str(SAMPLE_RECORDS))
     else:
@@ -1114,8 +1108,7 @@ def test_records_given_for_one_run_are_not_applied_to_the_next_run_typed(monkeyp
     rerun(at)
     assert any("run_reward_figure" in i for i in chart_ids(at))
     used = records_uploader(at).key
-    at.text_input(key="run_w_path").set_value(str(run_b))
-    rerun(at)
+    open_path(at, str(run_b))
     assert headings(at)[0] == f"Run · {escaped(str(run_b.resolve()))}"
     assert not [i for i in chart_ids(at) if "run_reward_figure" in i]
     assert not [c for c in at.sidebar.caption if c.value.startswith("Rollout records:")]

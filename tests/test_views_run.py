@@ -588,8 +588,10 @@ def test_the_url_names_a_typed_run_path_unless_an_upload_is_shown():
 def test_selected_rows_reads_a_table_selection_as_streamlit_keeps_it_and_nothing_else():
     from types import SimpleNamespace
 
-    assert rd.selected_rows({"selection": {"rows": [3], "columns": [], "cells": []}}) == (3,)
-    assert rd.selected_rows(SimpleNamespace(selection=SimpleNamespace(rows=[0, 5]))) == (0, 5)
+    from tokencap.views.widgets import selected_rows
+
+    assert selected_rows({"selection": {"rows": [3], "columns": [], "cells": []}}) == (3,)
+    assert selected_rows(SimpleNamespace(selection=SimpleNamespace(rows=[0, 5]))) == (0, 5)
     for nothing in (None, {}, {"selection": {}}, {"selection": {"rows": []}}, {"selection": {"rows": "3"}},
                     {"selection": {"rows": [True, "1", 2.0]}}, "rows", 7):
-        assert rd.selected_rows(nothing) == ()
+        assert selected_rows(nothing) == ()

@@ -581,8 +581,9 @@ def _start_prescan(source: str, records: str | None) -> subprocess.Popen | None:
     # The records as the page names them (resolved), so both look for the same cached table.
     cmd = [sys.executable, "-P", "-m", "tokencap.views.run.prescan", str(Path(source).resolve()), "--parent",
            str(os.getpid())] + (["--final-responses", str(Path(records).resolve())] if records else [])
+    # A process group of its own, as the page's child scan: stopping it stops its workers too.
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=child_environment())
+                            env=child_environment(), process_group=0)
 
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM)
@@ -623,13 +624,10 @@ def _serve(cmd: list[str], beside: Callable[[], subprocess.Popen | None] | None 
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if helper is not None and helper.poll() is None:
-            helper.terminate()
-            try:
-                helper.wait(10)
-            except subprocess.TimeoutExpired:
-                helper.kill()
-                helper.wait()
+        if helper is not None:
+            from .run.child import stop_process
+
+            stop_process(helper)
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code

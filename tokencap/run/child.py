@@ -98,7 +98,7 @@ class ChildScan:
                 spare.stdin.write((json.dumps(self.arguments()) + "\n").encode())
                 spare.stdin.close()
             except OSError:  # it died meanwhile: start a fresh child instead
-                _stop_process(spare)
+                stop_process(spare)
             else:
                 self.process = spare
                 with _LIVE_LOCK:
@@ -171,7 +171,7 @@ class ChildScan:
         if self._winding_down:
             return
         if self.process is not None:
-            _stop_process(self.process)
+            stop_process(self.process)
         self._forget()
 
     def _let_wind_down(self) -> None:
@@ -212,10 +212,14 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
                     selector.unregister(key.fileobj)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(max(0.0, deadline - time.monotonic()))
-    _stop_process(process)  # stops it if it still runs; closes its pipes
+    stop_process(process)  # stops it if it still runs; closes its pipes
 
 
-def _stop_process(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Stop a child scan process (or the scan beside `tokencap app`'s server) if it still runs:
+    SIGTERM, which the scan turns into a clean stop, then SIGKILL after `STOP_GRACE`; then
+    SIGTERM to its process group, for a fork server or worker still on its way out. Closes
+    its pipes either way."""
     if process.poll() is None:
         process.terminate()
         try:
@@ -268,7 +272,7 @@ def keep_spare() -> subprocess.Popen[bytes] | None:
             return current[0]
         _SPARE = None
     if current is not None:
-        _stop_process(current[0])
+        stop_process(current[0])
     process = subprocess.Popen(_CHILD + ["--spare", "--parent", str(os.getpid())], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                cwd=tempfile.gettempdir(), process_group=0)
@@ -276,7 +280,7 @@ def keep_spare() -> subprocess.Popen[bytes] | None:
         if _SPARE is None:
             _SPARE = (process, env)
             return process
-    _stop_process(process)  # another thread made one meanwhile
+    stop_process(process)  # another thread made one meanwhile
     return _SPARE[0] if _SPARE is not None else None
 
 
@@ -304,7 +308,7 @@ def drop_spare() -> None:
     with _SPARE_LOCK:
         current, _SPARE = _SPARE, None
     if current is not None:
-        _stop_process(current[0])
+        stop_process(current[0])
 
 
 def _take_spare(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
@@ -315,7 +319,7 @@ def _take_spare(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
         return None
     if current[0].poll() is None and current[1] == env:
         return current[0]
-    _stop_process(current[0])
+    stop_process(current[0])
     return None
 
 

@@ -527,16 +527,6 @@ def row_at(frame: pd.DataFrame, rows: np.ndarray, position: int) -> int | None:
     return None
 
 
-def selected_rows(state: Any) -> tuple[int, ...]:
-    """The row positions a table's selection state holds (Streamlit's ``{"selection": {"rows": [...]}}``,
-    as a mapping or with attributes); () for no state or anything else."""
-    selection = state.get("selection") if isinstance(state, Mapping) else getattr(state, "selection", None)
-    rows = selection.get("rows") if isinstance(selection, Mapping) else getattr(selection, "rows", None)
-    if not isinstance(rows, (list, tuple)):
-        return ()
-    return tuple(r for r in rows if isinstance(r, int) and not isinstance(r, bool))
-
-
 # --------------------------------------------------------------------------- summary
 
 
@@ -680,5 +670,5 @@ __all__ = [
     "Bars", "CALLS_BINS", "CHARTS", "DELIVERED_BINS", "DIMENSIONS", "LINK_TEXT", "Metric", "REFUSALS",
     "REFUSAL_LABELS", "RunFilter", "SORTS", "STATUSES", "TABLE_COLUMNS", "calls_bars", "calls_bin_codes", "chart_bars",
     "delivered_bars", "delivered_bin_codes", "filter_masks", "link_bars", "passing", "reason_bars", "refusal_bars",
-    "row_at", "run_frame", "run_metrics", "selected_rows", "single_call_warning", "sorted_rows", "status_bars", "table_frame",
+    "row_at", "run_frame", "run_metrics", "single_call_warning", "sorted_rows", "status_bars", "table_frame",
 ]
