@@ -22,9 +22,7 @@ reports its buffers to it). Target: P300 under 50 ms.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import statistics
-import struct
 import sys
 import time
 import tracemalloc
@@ -35,15 +33,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tokencap import build_rollout, diagnose, load_snapshots  # noqa: E402
-
-
-def _digest(ids: np.ndarray) -> str:
-    h = hashlib.sha256(b"nemo-gym-tokens")
-    if ids.size:
-        h.update(struct.pack(">BQ", 1, ids.size))
-        h.update(ids.astype(">u8").tobytes())
-    return h.hexdigest()
+from tokencap import build_rollout, compute_digest, diagnose, load_snapshots  # noqa: E402
 
 
 def _record(call_id: str, prompt: np.ndarray, gen: np.ndarray, created: float, resolution: str,
@@ -53,7 +43,7 @@ def _record(call_id: str, prompt: np.ndarray, gen: np.ndarray, created: float, r
             "prompt_token_ids": prompt.tolist(), "generation_token_ids": gen.tolist(),
             "generation_log_probs": [-0.5] * int(gen.size), "output_items": [], "created_at": created,
             "parent_resolution": resolution, "parent_call_id": parent if resolution == "resolved" else None,
-            "cum_len": int(full.size), "digest": _digest(full), "finish_reason": "tool_calls"}
+            "cum_len": int(full.size), "digest": compute_digest(full), "finish_reason": "tool_calls"}
 
 
 def p300(break_at: int = 250, dropped: int = 100, claim: bool = False, seed: int = 0):
