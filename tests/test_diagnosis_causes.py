@@ -9,7 +9,7 @@ from diagnosis_cases import GEN1, INTER, OPENING, Case, tiny_tokenizer
 from synth_snapshots import Capture, kitchen_sink
 
 from tokencap import build_rollout, diagnose
-from tokencap.diagnosis import BREAK_FIELDS, CAUSES, DIVERGENCE_KINDS, HINTS, TokenizerError, cause_order
+from tokencap.diagnosis import BREAK_FIELDS, CAUSES, DIVERGENCE_KINDS, HINTS, TokenizerError, break_facts, cause_order
 from tokencap.diagnosis.causes import divergence_kind
 
 
@@ -225,12 +225,15 @@ def test_record_faults_of_each_kind():
                                                                                       "record_fault", ())
 
 
-def test_breaks_are_listed_by_creation_time_then_id():
+def test_breaks_are_listed_by_creation_time_then_id_and_summed_up_for_the_table():
     case = Case()
     case.brk(case.opening + case.fresh(5), call_id="z", created_at=2000.0)
     case.brk(case.opening + case.fresh(5), call_id="y", created_at=1500.0)
-    case.brk(case.opening + case.fresh(5), call_id="w", created_at=1500.0)
-    assert [b.call_id for b in case.breaks()] == ["w", "y", "z"]
+    case.brk(case.s[:-1] + case.fresh(5), call_id="w", created_at=1500.0)
+    breaks = case.breaks()
+    assert [b.call_id for b in breaks] == ["w", "y", "z"]
+    assert break_facts(breaks) == (3, ["seam", "new_context"], "w")
+    assert break_facts([]) == (0, [], None)
 
 
 def test_a_trainable_rollout_and_an_unbuilt_one_have_no_breaks():
