@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from diagnosis_cases import GEN1, INTER, OPENING, Case, tiny_tokenizer
+from diagnosis_cases import GEN1, OPENING, Case, tiny_tokenizer
 from synth_snapshots import Capture, kitchen_sink
 
 from tokencap import build_rollout, diagnose
