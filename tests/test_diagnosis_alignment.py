@@ -194,3 +194,13 @@ def test_windows_crowded_into_few_slots_are_still_found(monkeypatch):
             p[at:at + int(rng.integers(0, 5))] = rng.integers(0, 12, int(rng.integers(0, 5))).tolist()
         got = align(arr(s), arr(p), limit=None)
         assert (got.agree, spans_of(got)) == reference_walk(s, p)
+
+
+def test_the_last_window_that_may_resynchronise_starts_four_tokens_before_the_end():
+    s = list(range(100, 130))
+    inserted = s[:26] + [1] + s[26:]  # a mismatch at L - 4: the 4-token tail still matches
+    got = align(arr(s), arr(inserted))
+    assert spans_of(got) == [(26, 26, 26, 27)] and not got.spans[0].to_end
+    late = s[:27] + [1] + s[27:]  # at L - 3 no window may resynchronise: it runs to the end
+    got = align(arr(s), arr(late))
+    assert spans_of(got) == [(27, 30, 27, 31)] and got.spans[0].to_end
