@@ -1,7 +1,8 @@
 """Command line: `python -m tokencap build|inspect|scan|export|app`.
 
 Exit codes: 0 when the input was built (masked or not), 2 for unreadable input, an
-unusable -o or bad arguments -- with one line on stderr saying what and where, and nothing
+unusable -o (``-o -`` is stdout for build and export, refused by the parquet writers), a
+port in use (app) or bad arguments -- with one line on stderr saying what and where, and nothing
 written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o --
 unless the output had already been renamed into place, in which case the run succeeded (0).
 `app` runs the Streamlit server as a child process and passes SIGINT/SIGTERM on to it.
