@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-START_TIMEOUT = 60.0
+START_TIMEOUT = 120.0
 
 
 class AppDidNotStart(RuntimeError):
@@ -80,7 +80,10 @@ def wait_until_serving(proc: subprocess.Popen, url: str, log: BinaryIO) -> None:
         if proc.poll() is not None or time.monotonic() > deadline:
             log.flush()
             raise AppDidNotStart(f"streamlit did not start on {url}")
-        time.sleep(0.2)
+        try:
+            proc.wait(0.2)  # look again in 0.2 s, or at once when the server exits
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def launch_chromium(playwright: Any) -> Any:

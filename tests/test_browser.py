@@ -30,6 +30,10 @@ from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app 
 
 pytestmark = pytest.mark.browser
 
+WAIT_MS = 120_000
+"""How long a wait on a condition may take before the test fails. Generous: the first paint of the
+Run page took 30 s on a 2-core machine with a load of 20; a condition met sooner ends the wait sooner."""
+
 
 @contextlib.contextmanager
 def streamlit_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
@@ -56,13 +60,13 @@ def server(tmp_path):
 def chromium_page(**context_options):
     from playwright.sync_api import expect, sync_playwright
 
-    expect.set_options(timeout=30_000)  # a cold server and browser take a few seconds on first paint
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
             context = browser.new_context(**{"viewport": {"width": 1280, "height": 800}, **context_options})
             page = context.new_page()
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(WAIT_MS)
             yield page
         finally:
             browser.close()
@@ -75,6 +79,55 @@ def _selecting(page, act) -> None:
     before = page.evaluate("() => document.documentElement.dataset.detailScroll || ''")
     act()
     page.wait_for_function("b => (document.documentElement.dataset.detailScroll || '') !== b", arg=before)
+
+
+_SETTLED = """([token, arg]) => {
+    // Streamlit marks what a running script has not redrawn yet as stale, and shows its status widget
+    // while a run lasts. The page has settled when neither is there, the caller's condition holds, and
+    // the layout (the main block's height, the number and box of the tables) held still for 10 frames.
+    const busy = document.querySelector('[data-stale="true"], [data-testid="stStatusWidget"]');
+    const ready = !busy && (CONDITION);
+    const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
+    const last = grids[grids.length - 1], main = document.querySelector('[data-testid="stMain"]');
+    const r = last ? last.getBoundingClientRect() : {top: 0, height: 0};
+    const shape = [main ? main.scrollHeight : 0, grids.length, r.top, r.height].join();
+    const s = window.__tokencapSettled;
+    if (!s || s.token !== token || !ready || s.shape !== shape) {
+        window.__tokencapSettled = {token, shape, frames: 0};
+        return false;
+    }
+    return ++s.frames >= 10;
+}"""
+
+
+def _settled(page, condition: str = "true", arg=None) -> None:
+    """Wait until the app has finished its rerun and the page stands still (see `_SETTLED`), with the
+    JavaScript expression ``condition`` (on ``arg``) true: what a test waits on instead of a fixed time."""
+    page.wait_for_function(_SETTLED.replace("CONDITION", condition), arg=[time.monotonic_ns(), arg],
+                           polling="raf")
+
+
+def _after_rerun(page, act, condition: str = "true", arg=None) -> None:
+    """Do ``act`` (an input that makes the app rerun), then wait until that rerun is over (`_settled`).
+
+    Right after ``act`` the old page still stands and would pass for settled: so a watcher, set
+    before ``act``, records that Streamlit marked elements stale (its rerun began), and only then
+    does the page count as settled."""
+    page.evaluate("""() => {
+        window.__tokencapRerun = false;
+        if (window.__tokencapWatch) window.__tokencapWatch.disconnect();
+        const look = () => { if (document.querySelector('[data-stale="true"]')) window.__tokencapRerun = true; };
+        window.__tokencapWatch = new MutationObserver(look);
+        window.__tokencapWatch.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                       attributeFilter: ['data-stale']});
+    }""")
+    act()
+    _settled(page, f"window.__tokencapRerun && ({condition})", arg)
+
+
+_GRID_ROWS = """arg => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
+    const grid = grids[grids.length - 1] && grids[grids.length - 1].querySelector('table[role=grid]');
+    return !!grid && (arg === null || grid.getAttribute('aria-rowcount') === String(arg + 1)); }"""
 
 
 def _click_node(page, call_key: str, chart: str = "tree") -> None:
@@ -119,7 +172,7 @@ def _launch(pw):
 def test_upload_click_and_download_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    expect.set_options(timeout=30_000)  # a cold server and browser take a few seconds on first paint
+    expect.set_options(timeout=WAIT_MS)
 
     capture = kitchen_sink()
     snapshot = tmp_path / "kitchen-sink.json"
@@ -133,7 +186,7 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
         try:
             context = browser.new_context(viewport={"width": 1500, "height": 1300}, accept_downloads=True)
             page = context.new_page()
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(WAIT_MS)
             page.goto(f"{server}/rollout")
             # The Rollout page on its own: a bundled sample with its tree.
             expect(page.locator(".js-plotly-plot").first).to_be_visible()
@@ -153,7 +206,7 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             _click_node(page, "call:c03")
             expect(page.get_by_text("c03 — On the delivered main chain")).to_be_visible()
             expect(page.get_by_text("Verified: the parent's whole cumulative sequence opens this prompt")).to_be_visible()
-            page.wait_for_timeout(500)
+            _settled(page)
             shot = tmp_path / "app-tree.png"
             page.screenshot(path=str(shot), full_page=True)
 
@@ -251,7 +304,7 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
 
     from tokencap.views.run import data as rd
 
-    expect.set_options(timeout=30_000)
+    expect.set_options(timeout=WAIT_MS)
     table = _sample_table()
     rows = table.to_pylist()
     # A mask reason with rollouts that load (so their verdict is drawn), the most common one.
@@ -266,26 +319,21 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
         browser = _launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
-            page.set_default_timeout(30_000)
+            page.set_default_timeout(WAIT_MS)
             page.goto(server)
             # The default page is the Run page on the sample run.
             expect(page.get_by_text(f"{len(rows):,} of {len(rows):,} rollouts")).to_be_visible()
             expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
-            page.wait_for_timeout(500)
+            _settled(page, "document.querySelectorAll('.js-plotly-plot .trace.bars .point').length > 0")
             x, y = _bar_pixel(page, "reasons", reason)
             page.mouse.move(x, y)
             page.mouse.click(x, y)
             expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
             expect(page).to_have_url(re.compile(f"run_reason={reason}"))
-            page.wait_for_timeout(800)  # the filtered table replaces the old one: let it settle
-            grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
-            expect(grid).to_be_visible()
-            grid.scroll_into_view_if_needed()
-            page.wait_for_timeout(300)
+            # The filtered table replaces the old one: wait for it, never for a fixed time.
+            _settled(page, f"({_GRID_ROWS})(arg)", len(filtered))
             page.screenshot(path=str(tmp_path / "run-filtered.png"))
-            box = grid.bounding_box()
-            # Header and rows are 35 px high; the first column holds the row's checkbox.
-            page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
+            _select_grid_row(page, position, len(filtered))
 
             # The Rollout page, on that rollout, with its verdict.
             expect(page.get_by_role("heading", name=target["rollout_id"], exact=True)).to_be_visible()
@@ -322,7 +370,7 @@ def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromi
         expect(page.get_by_text("Groups (tasks) by trainable rollouts kept")).to_be_visible()
         expect(page.get_by_text(rw.reward_bias(frame).words()[:60])).to_be_visible()
         expect(page.get_by_text(rw.group_summary(frame).words()[:60])).to_be_visible()
-        page.wait_for_timeout(500)
+        _settled(page)
         assert 0 < _bar_width(page, "refusal", key) < 4  # a bar too thin to aim at
         x, y = _label_pixel(page, "refusal", key)
         page.mouse.move(x, y)
@@ -347,7 +395,7 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
         expect(page.get_by_text(f"{joined:,} of {joined:,} joined rollouts")).to_be_visible()
         expect(page.get_by_text("Rollouts are paired by rollout id")).to_be_visible()
         expect(page.locator(".js-plotly-plot .legend").first).to_be_attached()
-        page.wait_for_timeout(800)
+        _settled(page)
         # "fixed" by its label in the change chart (a click on the label selects its bar).
         x, y = _label_pixel(page, "change", "fixed")
         page.mouse.move(x, y)
@@ -356,12 +404,7 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
         expect(page).to_have_url(re.compile("run_change=fixed"))
         page.screenshot(path=str(tmp_path / "run-compare-fixed.png"), full_page=True)
         # A fixed rollout opens on the Rollout page's Compare tab with its two captures.
-        page.wait_for_timeout(800)
-        grid = page.locator("[data-testid='stDataFrame']").last
-        grid.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        box = grid.bounding_box()
-        page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)
+        _select_grid_row(page, 0, counts["fixed"])
         first = sorted(declared["rollouts"]["fixed"])[0]
         page.get_by_role("button", name=f"Open A: {first}").click()
         expect(page.get_by_role("heading", name=first, exact=True)).to_be_visible()
@@ -449,8 +492,7 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
         page.goto(f"{url}/rollout?tab=export")
         expect(page.get_by_role("heading", name="bench")).to_be_visible()
         page.get_by_label("Export directory (created if missing)").fill(str(out_dir))
-        page.get_by_label("Export directory (created if missing)").press("Enter")
-        page.wait_for_timeout(500)
+        _after_rerun(page, lambda: page.get_by_label("Export directory (created if missing)").press("Enter"))
         page.get_by_role("button", name="Build result JSON → disk").click()
         bar = page.locator("[data-testid=stProgress]").filter(has_text="wrote")
         expect(bar.first).to_be_visible()
@@ -469,20 +511,21 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
         assert downloaded.read_bytes() == cli
 
 
-def _select_grid_row(page, position: int) -> None:
-    """Click the checkbox column of the ``position``-th row of the Run page's table (a canvas)."""
-    grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
-    expect_visible(grid)
-    grid.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)  # a filtered table replaces the old one: let it settle
-    box = grid.bounding_box()
+def _select_grid_row(page, position: int, rows: int | None = None) -> None:
+    """Click the checkbox column of the ``position``-th row of the Run page's table (a canvas), the last
+    table of the page, once the rerun that drew it is over (holding ``rows`` rows, when given).
+
+    A filter's rerun replaces the table: a locator resolved before would point at a detached one. So
+    the table is looked up afresh, scrolled to and measured in one step, after the page settled."""
+    _settled(page, f"({_GRID_ROWS})(arg)", rows)
+    page.evaluate("""() => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
+                             grids[grids.length - 1].scrollIntoView({block: 'center'}); }""")
+    _settled(page, f"({_GRID_ROWS})(arg)", rows)  # the scroll moved it: measure it where it stands
+    box = page.evaluate("""() => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
+                                   const r = grids[grids.length - 1].getBoundingClientRect();
+                                   return {x: r.left, y: r.top}; }""")
+    # Header and rows are 35 px high; the first column holds the row's checkbox.
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
-
-
-def expect_visible(locator) -> None:
-    from playwright.sync_api import expect
-
-    expect(locator).to_be_visible()
 
 
 def _opened_in_a_fresh_browser(page, heading: str) -> None:
@@ -537,7 +580,7 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
             const r = box.getBoundingClientRect();
             return r.top < innerHeight && r.bottom > 0;
         }""")
-        page.wait_for_timeout(300)
+        _settled(page)
         page.screenshot(path=str(tmp_path / "triage-back.png"))
         assert page.get_by_role("heading", name=ids[position], exact=True).count() == 0  # not reopened
 
@@ -569,8 +612,7 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
         page.goto(url)
         root = page.get_by_role("textbox", name="Run directory on this machine (optional)")
         root.fill(str(run))
-        root.press("Enter")
-        page.wait_for_timeout(500)
+        _after_rerun(page, lambda: root.press("Enter"))
         _select_grid_row(page, ids.index("jsonl-refusal-ended"))
         expect(page.get_by_role("heading", name="jsonl-refusal-ended", exact=True)).to_be_visible()
         page.wait_for_function("() => location.search.includes('part=')")
@@ -590,7 +632,7 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
         expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
         overview = page.locator('[class*="st-key-tree_overview-"] .js-plotly-plot')
         expect(overview.locator(".scatterlayer, .gl-container").first).to_be_attached()
-        page.wait_for_timeout(500)
+        _settled(page)
         hover = page.evaluate("""() => document.querySelector('[class*="st-key-tree_overview-"] .js-plotly-plot')
             ._fullData.flatMap(t => t.hovertext || [])""")
         assert "call-00749 · depth 749" in hover and not any("call:" in h for h in hover)
@@ -603,7 +645,7 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
         low, high = (int(v.replace(",", "")) for v in re.search(r"depths ([\d,]+)–([\d,]+)", caption.inner_text()).groups())
         assert low <= 300 <= high
         # The box tool: drag across depths 1,000-1,100 to zoom into them.
-        page.wait_for_timeout(1000)  # the rerun after the click redraws the overview
+        _settled(page)  # the rerun after the click redraws the overview
         overview.hover()
         page.locator('[class*="st-key-tree_overview-"] [data-title="Box Select"]').click()
         x1, y1 = _node_pixel(page, "call:call-01000", chart="tree_overview")

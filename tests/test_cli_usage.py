@@ -451,7 +451,8 @@ def test_tokencap_app_gives_the_server_the_app_s_settings_from_any_working_direc
     calls: list[list[str]] = []
     monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
     monkeypatch.chdir(tmp_path)
-    assert main(["app", "--port", "8765"]) == 0
+    port = str(free_port())  # `tokencap app` refuses a port in use
+    assert main(["app", "--port", port]) == 0
     (cmd,) = calls
     flags = cmd[cmd.index("run") + 2: cmd.index("--")]
     given = dict(zip(flags[::2], flags[1::2]))
@@ -460,4 +461,4 @@ def test_tokencap_app_gives_the_server_the_app_s_settings_from_any_working_direc
         for name, value in options.items():
             assert given[f"--{section}.{name}"] == (str(value).lower() if isinstance(value, bool) else str(value))
     assert given["--server.maxUploadSize"] == "256" and given["--server.fileWatcherType"] == "none"
-    assert given["--server.address"] == "localhost" and given["--server.port"] == "8765"
+    assert given["--server.address"] == "localhost" and given["--server.port"] == port

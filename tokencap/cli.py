@@ -1,7 +1,8 @@
 """Command line: `python -m tokencap build|inspect|scan|export|app`.
 
 Exit codes: 0 when the input was built (masked or not), 2 for unreadable input, an
-unusable -o or bad arguments -- with one line on stderr saying what and where, and nothing
+unusable -o (``-o -`` is stdout for build and export, refused by the parquet writers), a
+port in use (app) or bad arguments -- with one line on stderr saying what and where, and nothing
 written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o --
 unless the output had already been renamed into place, in which case the run succeeded (0).
 `app` runs the Streamlit server as a child process and passes SIGINT/SIGTERM on to it.
@@ -25,7 +26,7 @@ from .diagnosis.text import TokenizerError
 from .export import OutputPathError, check_output_path
 from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts, parent_death_signal
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
-from .loading.files import kind_of
+from .loading.files import kind_of, printable
 from .loading.store import WITHOUT_SIBLINGS
 from .run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from .records import RecordError, TokenCaptureSnapshot
@@ -34,6 +35,11 @@ from .rollout import RolloutResult, build_rollout
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_CRASHED = 1  # a worker process died: not the input's fault, as far as anyone can tell
+
+STDOUT = "-"
+"""``-o -``: standard output, for the commands that write text (`build`, `export`)."""
+_TO_STDOUT = {"build", "export"}
+_PARQUET_WRITERS = {"scan": "run.parquet", "diff": "diff.parquet"}
 
 
 class _UsageError(Exception):
@@ -62,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                                   "and tell re-encoded text from changed text")
         if name == "build":
             cmd.add_argument("-o", "--output", metavar="OUT",
-                             help="write the result to this file instead of stdout: one JSON object for one "
-                                  "rollout, JSONL (one object a line) for several; written atomically")
+                             help="write the result to this file instead of stdout (- is stdout): one JSON "
+                                  "object for one rollout, JSONL (one object a line) for several; written "
+                                  "atomically")
     _add_run_commands(sub)
     _add_diff_command(sub)
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
@@ -80,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
 
 _RUN_OUTPUT_HELP = {
     "scan": "the table to write (parquet, e.g. run.parquet): one row per rollout; written atomically",
-    "export": "the trajectories to write (JSONL, e.g. trajectories.jsonl): one rollout's build result a line, "
-              "as `tokencap build` writes it; written atomically",
+    "export": "the trajectories to write (JSONL, e.g. trajectories.jsonl; - for stdout): one rollout's build "
+              "result a line, as `tokencap build` writes it; written atomically",
 }
 
 
@@ -196,8 +203,31 @@ def _snapshots(source: str, rollout: str | None) -> Iterator[TokenCaptureSnapsho
     if path.is_file():
         _PROGRESS.say(f"tokencap: loading {path.name} ({path.stat().st_size / 1e6:.1f} MB) ...")
     else:
+        _note_subdirectories(path, source)
         _PROGRESS.say(f"tokencap: loading {source} ...")
     return _warned(iter_snapshots(source, rollout_id=rollout), source, rollout)
+
+
+_SHOWN_SUBDIRECTORIES = 8
+
+
+def _note_subdirectories(path: Path, source: str) -> None:
+    """A note on stderr naming the subdirectories of a directory given to `build` / `inspect`: those read
+    only the files directly in it, and a tree (a run) is what `tokencap scan` walks."""
+    try:
+        with os.scandir(path) as entries:
+            names = sorted(printable(e.name) for e in entries
+                           if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:  # the loader says what is wrong with the directory
+        return
+    if not names:
+        return
+    shown = ", ".join(names[:_SHOWN_SUBDIRECTORIES]) + (
+        f" and {len(names) - _SHOWN_SUBDIRECTORIES:,} more" if len(names) > _SHOWN_SUBDIRECTORIES else "")
+    note = (f"{source}: {len(names):,} subdirector{'y' if len(names) == 1 else 'ies'} not read ({shown}): this "
+            f"reads only the files directly in a directory; for a tree of runs and stores, use `tokencap scan "
+            f"{source} -o run.parquet` (or `tokencap export`)")
+    print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)  # one line, whatever the names hold
 
 
 def _warned(snapshots: Iterable[TokenCaptureSnapshot], source: str, rollout: str | None
@@ -303,7 +333,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             handle.write(b"\n")
             del result
 
-    if args.output:
+    if args.output and args.output != STDOUT:
         write_atomically(args.output, write)
     else:
         out = sys.stdout.buffer
@@ -394,12 +424,17 @@ def _cmd_scan(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from .run import export
 
+    to_stdout = args.output == STDOUT
+    out = sys.stdout.buffer if to_stdout else args.output
     summary = _run_command(args, "export", lambda progress: export(
-        args.source, args.output, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
+        args.source, out, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, final_responses=args.final_responses, progress=progress))
+    if to_stdout:
+        sys.stdout.buffer.flush()
+    where = "standard output" if to_stdout else args.output + _format_note(
+        args.output, ('.jsonl', '.json', '.ndjson'), 'JSON lines')
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "
-          f"({summary.trainable:,} trainable) -> {args.output}"
-          f"{_format_note(args.output, ('.jsonl', '.json', '.ndjson'), 'JSON lines')}", file=sys.stderr)
+          f"({summary.trainable:,} trainable) -> {where}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -519,6 +554,23 @@ def _diff_side(args: argparse.Namespace, side: str, table: bool, finals: FinalRe
     return tables[0]
 
 
+def _check_task_join(name: str, table: Any, records: FinalResponses | None) -> None:
+    """`--join task` needs a task and a rollout index on some rollout of each run: of a scan table, in its
+    rows; of a run directory, in its rollout records (the only place a scan takes them from). Checked
+    before scanning, with the error the join itself would raise after."""
+    from .run.diff import can_join_by_task, no_task_key
+
+    if table is not None:
+        keyed = can_join_by_task(table, name)
+    else:
+        facts = list((records.facts.values() if records is not None else ()))
+        if records is not None and records.unnamed is not None:
+            facts.append(records.unnamed_facts)
+        keyed = any(f.task_index is not None and f.rollout_index is not None for f in facts)
+    if not keyed:
+        raise no_task_key(name)
+
+
 def _check_diff_output(args: argparse.Namespace) -> None:
     """``-o`` must never be one of the inputs (main() has already checked that it can be written)."""
     if not args.output:
@@ -540,7 +592,12 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
     _check_diff_output(args)
     records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
-    a, b = (_diff_side(args, side, tables[side], records[side]) for side in ("a", "b"))
+    # Scan tables are read first (quick), so a task join that cannot be is refused before any scan.
+    read = {side: _diff_side(args, side, True, None) for side in ("a", "b") if tables[side]}
+    if args.join == "task":
+        for side in ("a", "b"):
+            _check_task_join(getattr(args, side), read.get(side), records[side])
+    a, b = (read[side] if side in read else _diff_side(args, side, False, records[side]) for side in ("a", "b"))
     diff = diff_tables(a, b, args.join, names=(args.a, args.b))
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
@@ -586,8 +643,35 @@ def _cmd_app(args: argparse.Namespace) -> int:
     if args.final_responses:
         if not Path(args.final_responses).is_file():
             raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        # Read here, as `tokencap build` reads them: a bad file is the same one line and exit 2, before
+        # any server starts (not an error shown only in the browser).
+        _read_final_responses(args.final_responses)
+        _PROGRESS.done()
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
+    _check_port_free(args.port)
     return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses) if source else None)
+
+
+def _check_port_free(port: int) -> None:
+    """A `_UsageError` when something already listens on ``port`` on localhost (a second `tokencap app`,
+    say): tested by binding it, as the server will, on every address localhost names."""
+    import errno
+    import socket
+
+    try:
+        addresses = {info[4][:2]: info[0] for info in socket.getaddrinfo("localhost", port, type=socket.SOCK_STREAM)}
+    except OSError:
+        addresses = {("127.0.0.1", port): socket.AF_INET}
+    for address, family in addresses.items():
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is free
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise _UsageError(f"port {port} is already in use on localhost (another tokencap app?); "
+                                      f"stop that one, or choose another port with --port N") from None
+                # an address this machine cannot bind (no IPv6, say): the server skips it too
 
 
 def _start_prescan(source: str, records: str | None) -> subprocess.Popen | None:
@@ -653,6 +737,17 @@ def _serve(cmd: list[str], beside: Callable[[], subprocess.Popen | None] | None 
     return 128 - code if code < 0 else code
 
 
+def _check_output(command: str, output: str) -> None:
+    """``-o`` can be written: ``-`` is standard output for `build` and `export`, and refused by the
+    commands that write parquet (binary, for a file); anything else must be a file `write_atomically`
+    can put in place. Never a file named ``-``."""
+    if output != STDOUT:
+        check_output_path(output)
+    elif command not in _TO_STDOUT:
+        raise _UsageError(f"-o -: {command} writes a parquet table, which is binary and not for standard "
+                          f"output; give a file name (-o {_PARQUET_WRITERS.get(command, 'OUT.parquet')})")
+
+
 def _fail(message: str) -> int:
     _PROGRESS.done()
     message = " ".join(message.split())  # one line, whatever the record held
@@ -675,7 +770,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = Run()
     try:
         if getattr(args, "output", None) is not None:  # every command that writes: a bad -o fails before any work
-            check_output_path(args.output)
+            _check_output(args.command, args.output)
         if args.command == "app":  # _serve passes SIGINT and SIGTERM on to the app's server
             return handler(args)
         with handling_interrupts(run):  # SIGTERM stops a run like Ctrl-C: part files removed

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from ..rollout import MASK_REASON_ORDER
 from .errors import DiffError
 from .rows import REASON_COLUMNS
-from .table import RECORD_COLUMNS, SCHEMA, with_record_columns
+from .table import RECORD_COLUMNS, SCHEMA, STATUSES, status_codes, with_record_columns
 
 Join = Literal["auto", "id", "task"]
 JOINS: tuple[str, ...] = ("auto", "id", "task")
@@ -42,7 +42,7 @@ SIDES: tuple[str, ...] = ("both", "only_a", "only_b")
 CHANGES: tuple[str, ...] = ("fixed", "broke", "reasons_changed", "same", "only_a", "only_b")
 """Every value of the ``change`` column (SPEC 11.2), in the order a summary lists them."""
 
-NO_STATUS = "no response"
+NO_STATUS = STATUSES[-1]
 """How a null ``status`` (no response was built) is named in the summary's status shares."""
 
 _STR, _BOOL, _FLOAT, _STRS = pa.string(), pa.bool_(), pa.float64(), pa.list_(pa.string())
@@ -56,9 +56,9 @@ DIFF_SCHEMA = pa.schema([
 ])
 """The diff table's columns, in order (SPEC 11.2)."""
 
-_NEEDED = ("rollout_id", "source", "mask_sample", "mask_reasons", *REASON_COLUMNS, "status",
+_NEEDED = ("rollout_id", "source", "mask_sample", "mask_reasons", *REASON_COLUMNS, "status", "incomplete_reason",
            "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution")
-_OPTIONAL = (*RECORD_COLUMNS, "terminal_attribution")
+_OPTIONAL = ("incomplete_reason", *RECORD_COLUMNS, "terminal_attribution")
 """Read as null when a table lacks them (a table from before SPEC 11.1, a frame without them)."""
 _INDEX_KEY = ("task_index", "rollout_index")
 
@@ -101,7 +101,8 @@ class DiffSummary:
     reason_counts: dict[str, tuple[int, int]]
     """Mask reason (SPEC 7 order) -> (rollouts of A, rollouts of B) masked with it."""
     status_counts: dict[str, tuple[int, int]]
-    """Status (a null status is `NO_STATUS`) -> (rollouts of A, rollouts of B)."""
+    """Status as the Run page splits it (`tokencap.run.table.STATUSES`: an incomplete one by its reason, a
+    null one `NO_STATUS`) -> (rollouts of A, rollouts of B); only statuses some rollout has."""
     changes: dict[str, int] = field(default_factory=dict)
     """Rows of the diff per ``change`` value, every value of `CHANGES` in that order."""
     records: tuple[bool, bool] = (False, False)
@@ -261,9 +262,7 @@ def choose_join(a: pa.Table, b: pa.Table, join: Join = "auto", names: tuple[str,
     if join == "task":
         for table_name, keyed in zip(names, (keyed_a, keyed_b)):
             if not keyed.any():
-                raise DiffError(f"{table_name}: no rollout carries a task and a rollout index, so it cannot be "
-                                "joined by task; scan the run with --final-responses of rollout records that "
-                                "carry _ng_task_index and _ng_rollout_index, or join by rollout id")
+                raise no_task_key(table_name)
         return JoinChoice("task", "asked for (--join task)", int((~keyed_a).sum()), int((~keyed_b).sum()))
     empty = _empty_sides(a.num_rows, b.num_rows)
     if empty:  # nothing can pair: not a question of ids or indices
@@ -375,13 +374,24 @@ def _with_records(table: pa.Table) -> bool:
     return any(table.column(name).null_count < table.num_rows for name in ("terminal_attribution", "reward"))
 
 
-def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
-    return {row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()}
+def _status_counts(table: pa.Table) -> np.ndarray:
+    """Rollouts per status of `STATUSES` (the Run page's split)."""
+    codes = status_codes(table.column("status"), table.column("incomplete_reason"))
+    return np.bincount(codes, minlength=len(STATUSES))
 
 
-def _status_keys(found: set[str]) -> list[str]:
-    known = [s for s in ("completed", "incomplete", NO_STATUS) if s in found]
-    return known + sorted(s for s in found if s not in known)
+def no_task_key(name: str) -> DiffError:
+    """The error for a run ``name`` that cannot be joined by task: none of its rollouts carries both indices.
+    `tokencap diff --join task` raises it before scanning a run directory whose rollout records carry none."""
+    return DiffError(f"{name}: no rollout carries a task and a rollout index, so it cannot be joined by task; "
+                     "scan the run with --final-responses of rollout records that carry _ng_task_index and "
+                     "_ng_rollout_index, or join by rollout id")
+
+
+def can_join_by_task(table: pa.Table | pd.DataFrame, name: str = "A") -> bool:
+    """Whether some rollout of the scan table carries a task and a rollout index (`DiffError` when it is
+    no scan table): what a task join needs of each side."""
+    return bool(_has_indices(_checked(table, name)).any())
 
 
 def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Join = "auto", *,
@@ -423,9 +433,8 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     n_a, n_b = ta.num_rows, tb.num_rows
     reason_a = _reason_matrix(ta, np.arange(n_a)).sum(axis=0).tolist()
     reason_b = _reason_matrix(tb, np.arange(n_b)).sum(axis=0).tolist()
-    status_a = _value_counts(ta.column("status").fill_null(NO_STATUS))
-    status_b = _value_counts(tb.column("status").fill_null(NO_STATUS))
-    statuses = {k: (status_a.get(k, 0), status_b.get(k, 0)) for k in _status_keys(set(status_a) | set(status_b))}
+    status_a, status_b = _status_counts(ta), _status_counts(tb)
+    statuses = {k: (int(status_a[i]), int(status_b[i])) for i, k in enumerate(STATUSES) if status_a[i] or status_b[i]}
     counted = {"fixed": int(fixed.sum()), "broke": int(broke.sum()), "reasons_changed": int(moved.sum()),
                "same": int((both & ~fixed & ~broke & ~moved).sum())}
     counted["only_a"], counted["only_b"] = int(((ia >= 0) & (ib < 0)).sum()), int((ia < 0).sum())
@@ -463,13 +472,15 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
               f"verdicts of rollouts in both: {s.changes['fixed']:,} fixed (masked in A, trainable in B), "
               f"{s.changes['broke']:,} broke (trainable in A, masked in B), {s.changes['reasons_changed']:,} "
               f"reasons_changed (masked in both, for other reasons), {s.changes['same']:,} same"]
-    width = max(len(r) for r in MASK_REASON_ORDER)
-    lines.append(f"{'mask reasons (share of rollouts)':<{width + 2}}  {'A':>7}  {'B':>7}  {'change':>10}")
-    for title, counts in ((None, s.reason_counts), ("status (share of rollouts)", s.status_counts)):
+    first, second = "mask reasons (share of rollouts)", "status (share of rollouts)"
+    # The labels' column is as wide as its widest line, so A, B and change head their values.
+    width = max(len(first), len(second), *(2 + len(k) for k in (*s.reason_counts, *s.status_counts)))
+    lines.append(f"{first:<{width}}  {'A':>7}  {'B':>7}  {'change':>10}")
+    for title, counts in ((None, s.reason_counts), (second, s.status_counts)):
         if title:
             lines.append(title)
         for key, _, _, share_a, share_b, change in s.shares(counts):
-            lines.append(f"  {key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
+            lines.append(f"{'  ' + key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
     for note in (s.empty_note, s.unpaired_note):
         if note:
             lines.append(f"note: {note}")
@@ -484,4 +495,4 @@ def _rollouts(n: int) -> str:
 
 
 __all__ = ["CHANGES", "DIFF_SCHEMA", "JOINS", "NO_STATUS", "SIDES", "DiffError", "DiffSummary", "Join",
-           "JoinChoice", "RunDiff", "choose_join", "diff_tables", "summary_text"]
+           "JoinChoice", "RunDiff", "can_join_by_task", "choose_join", "diff_tables", "no_task_key", "summary_text"]

@@ -377,10 +377,11 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     return table, meta
 
 
-def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_trainable: bool = False,
+def export(source: str | os.PathLike[str], out: str | os.PathLike[str] | BinaryIO, *, only_trainable: bool = False,
            workers: int | None = None, engine: str = "local", ray_address: str | None = None,
            final_responses: str | None = None, progress: Progress | None = None) -> RunSummary:
-    """Write every rollout's build result as JSONL, in the scan's order, atomically."""
+    """Write every rollout's build result as JSONL, in the scan's order: atomically to the path ``out``,
+    or as it comes to ``out`` when that is an open binary handle (standard output, `tokencap export -o -`)."""
     workers = workers or default_workers()
     summary = RunSummary()
     finals = _load_final_responses(final_responses)
@@ -406,7 +407,10 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str], *, only_
         if options.final_responses is not None:
             summary.notes.extend(options.final_responses.notes(ids))
 
-    write_atomically(out, write)
+    if hasattr(out, "write"):
+        write(out)
+    else:
+        write_atomically(out, write)
     return summary
 
 

@@ -103,3 +103,32 @@ def to_table(rows: Iterable[Row]) -> pa.Table:
 def rows_of(table: pa.Table) -> list[dict[str, Any]]:
     """A table's rows as dicts (tests, small tables)."""
     return table.to_pylist()
+
+
+STATUSES: tuple[str, ...] = ("completed", "max_output_tokens", "content_filter", "incomplete", "no response")
+"""A row's status as a person reads it: ``status``, an incomplete one named by its ``incomplete_reason``
+when that is the output-token limit or the content filter, and "no response" when none was built (a
+null status). The Run page's status chart and filter and `tokencap diff`'s status shares use these."""
+
+
+def status_codes(status: Any, incomplete_reason: Any) -> Any:
+    """Per row, the index in `STATUSES` of its status (``status`` and ``incomplete_reason``: the
+    table's columns, Arrow or anything numpy reads). Vectorised: no Python per row. A status that
+    is already one of `STATUSES` (a frame the Run page made) keeps it; any other is "incomplete"."""
+    import numpy as np
+    import pandas as pd
+
+    def values(column: Any) -> np.ndarray:
+        if isinstance(column, (pa.Array, pa.ChunkedArray)):
+            return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+        return np.asarray(column, dtype=object)
+
+    status, reason = values(status), values(incomplete_reason)
+    codes = np.full(len(status), STATUSES.index("incomplete"), dtype=np.int64)
+    for i, name in enumerate(STATUSES):
+        codes[status == name] = i
+    codes[pd.isna(status)] = STATUSES.index("no response")
+    incomplete = status == "incomplete"
+    for name in ("max_output_tokens", "content_filter"):
+        codes[incomplete & (reason == name)] = STATUSES.index(name)
+    return codes

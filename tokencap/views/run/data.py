@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from ...rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
 from ...run.rows import LINK_NOTES
+from ...run.table import STATUSES, status_codes
 from . import reward as rw
 
 PARAM_PREFIX = "run_"
@@ -37,8 +38,6 @@ PARAM_PREFIX = "run_"
 
 VERDICTS = ("trainable", "masked")
 
-STATUSES = ("completed", "max_output_tokens", "content_filter", "incomplete", "no response")
-"""A row's status as the page shows it: the response status, with an incomplete one named by its reason."""
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended on its own (stop, tool call)",
@@ -183,15 +182,7 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
     combos, codes = np.unique(bits, return_inverse=True)
     labels = [reason_text([(int(c) >> i) & 1 for i in range(len(REASON_COLUMNS))]) or "—" for c in combos]
     out["reasons"] = pd.Categorical.from_codes(codes.reshape(-1).astype(np.int64), categories=labels)
-    status = table.column("status").to_numpy(zero_copy_only=False)
-    reason = table.column("incomplete_reason").to_numpy(zero_copy_only=False)
-    status_codes = np.full(n, STATUSES.index("incomplete"), dtype=np.int64)
-    status_codes[pd.isna(status)] = STATUSES.index("no response")
-    status_codes[status == "completed"] = STATUSES.index("completed")
-    incomplete = status == "incomplete"
-    status_codes[incomplete & (reason == "max_output_tokens")] = STATUSES.index("max_output_tokens")
-    status_codes[incomplete & (reason == "content_filter")] = STATUSES.index("content_filter")
-    out["status"] = _categorical(status_codes, STATUSES)
+    out["status"] = _categorical(status_codes(table.column("status"), table.column("incomplete_reason")), STATUSES)
     for name in ("n_calls", "chains", "roots", "quarantined_calls", "generated_tokens_captured",
                  "generated_tokens_delivered", "unresolved_parent_calls", "empty_generation_calls",
                  "after_terminal_calls", "engine_refusals", "context_refusals", "source_bytes"):
