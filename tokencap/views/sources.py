@@ -293,6 +293,9 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
         rollouts = info.get("rollouts") if isinstance(info.get("rollouts"), dict) else {}
         finals = info.get("final_responses")
         finals_path = root / finals if isinstance(finals, str) and (root / finals).is_file() else None
+        records = root / "rollout_records" / f"{name}.jsonl"
+        if finals_path is None and records.is_file():  # a bundled run: built with its rollout records (README)
+            finals_path = records
         out.append(Scenario(name=name, path=root / name, situation=str(info.get("situation", "")),
                             expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", "")),
                             final_responses=finals_path))
