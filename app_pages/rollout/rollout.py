@@ -104,7 +104,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         if not ls.ok:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
-    refs = src.rollout_refs(good)
+    refs = rp.in_table_order(src.rollout_refs(good))
     builds.finals = av.with_notes(builds.finals, (r.rollout_id for r in refs))
     sidebar_final_responses(builds.finals)
     if not refs:

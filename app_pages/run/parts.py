@@ -26,6 +26,7 @@ from tokencap.views.run import reward as rw
 from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 
+APP_DIR = Path(__file__).resolve().parents[2]
 STATE = st.session_state
 RECORD_TYPES = ("jsonl", "json")
 
@@ -143,8 +144,8 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
     path = chosen.get("path") or (str(after) if after is not None and chosen.get("sample") else "")
     if not path:
         return None
-    path = str(Path(path).expanduser().resolve())
-    records = chosen.get("records") or (str(rs.sample_records(app_dir, path) or "") if after is not None
+    path = rs.typed_path(path)  # from where `tokencap app` was started, not the server's directory
+    records = (rs.typed_path(chosen["records"]) if chosen.get("records") else "") or (str(rs.sample_records(app_dir, path) or "") if after is not None
                                         and Path(path) == after.resolve() else "")
     fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
     if path not in fps:
@@ -154,6 +155,13 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
     origin = rs.RunOrigin(kind, path, root=None if kind == "parquet" else path,
                           records=None if kind == "parquet" else records or None)
     return Versus(origin, run, f"B ({Path(path).name})")
+
+
+def versus_words(versus: Versus) -> str:
+    """Where run B was read from (the absolute path used) and the records it was scanned with."""
+    if versus.origin.kind == "parquet":
+        return f"{versus.name}: read from the scan table {versus.origin.label}"
+    return f"{versus.name}: {versus.origin.label}, scanned {rs.records_words(versus.origin.records, APP_DIR)}"
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -186,6 +194,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     """Reward of trainable vs masked rollouts, and the groups masking leaves without a learning signal."""
     runs = [(cmp.name_a, cmp.a), (cmp.name_b, cmp.b)] if cmp is not None else [("this run", frame)]
     st.markdown("#### Rewards and groups · does masking bias what the trainer learns?")
+    st.caption(md_escape(rw.scope_words(len(runs[0][1]), bool(flt.active), len(runs))))
     rewarded = [(n, f) for n, f in runs if rw.has_rewards(f)]
     grouped = [(n, f) for n, f in runs if rw.has_groups(f)]
     if not rewarded and not grouped:

@@ -205,7 +205,8 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
 # --------------------------------------------------------------------------- page parts
 
 
-def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None) -> None:
+def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
+                versus: parts.Versus | None = None) -> None:
     st.markdown(f"## Run · {md_escape(origin.label)}")
     frame = run.frame
     assert frame is not None
@@ -213,10 +214,14 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
            "parquet": "read from the scan table"}[origin.kind]
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
+               + ("" if origin.kind == "parquet" else
+                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))))
                + " · charts count the rollouts passing every other filter; click a bar, its label or its count "
                  "to filter the table.")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
+        if versus is not None:
+            st.caption(md_escape(parts.versus_words(versus)))
         for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
@@ -407,7 +412,7 @@ def main() -> None:
     cmp = parts.comparison(origin, run, versus) if versus is not None else None
     if cmp is None:
         flt = flt.set(change=())  # nothing to compare with: no change to filter on
-    show_header(origin, run, cmp)
+    show_header(origin, run, cmp, versus)
     if not len(frame):
         st.info("This run holds no rollout.")
         return

@@ -113,6 +113,15 @@ def handed_over_refs(refs: Sequence[RolloutRef], request: Mapping[str, Any],
     return wanted, other
 
 
+def in_table_order(refs: Sequence[RolloutRef]) -> list[RolloutRef]:
+    """The rollouts as the sidebar's picker lists them: each source's in rollout-id order (sources in the order
+    opened), as the Run page's table and `tokencap scan` list a file's rollouts; the page opens on the first."""
+    first = {}
+    for r in refs:
+        first.setdefault(r.source_key, len(first))
+    return sorted(refs, key=lambda r: (first[r.source_key], r.rollout_id, r.index))
+
+
 def export_several(refs: Sequence[RolloutRef], ref: RolloutRef, has_names: bool) -> bool:
     """Whether the Export tab offers "every rollout of this source": the source holds more than this one
     (or is a directory of named files)."""

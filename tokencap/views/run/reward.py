@@ -55,6 +55,14 @@ run's standard deviations is called biased (Cohen's "small" effect), when both s
 BIAS_MINIMUM = 5
 
 
+def scope_words(total: int, filtered: bool, runs: int = 1) -> str:
+    """What the rewards and groups section describes: the whole run (each whole run of a comparison), never
+    only the rows passing the table's filters."""
+    words = (f"Rewards and groups describe the whole run: all {total:,} rollout{'s' if total != 1 else ''}"
+             if runs == 1 else "Rewards and groups describe both whole runs: every rollout of each")
+    return words + (", not only those passing the table's filters." if filtered else ".")
+
+
 def has_rewards(frame: pd.DataFrame) -> bool:
     return "reward" in frame and bool(frame["reward"].notna().to_numpy().any())
 
@@ -357,7 +365,7 @@ def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] 
 
 
 __all__ = [
-    "BIAS_THRESHOLD", "GROUP_FILTERS", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
+    "BIAS_THRESHOLD", "GROUP_FILTERS", "scope_words", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
     "group_filter_mask", "group_summary", "groups_figure", "has_groups", "has_rewards", "reward_bias", "reward_figure",
     "reward_slices", "trainable_per_group",
 ]
