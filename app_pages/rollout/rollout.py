@@ -104,7 +104,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         if not ls.ok:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
-    refs = rp.in_table_order(src.rollout_refs(good))
+    file_refs = src.rollout_refs(good)  # in file order: the export writes them as tokencap build does
+    refs = rp.in_table_order(file_refs)
     builds.finals = av.with_notes(builds.finals, (r.rollout_id for r in refs))
     sidebar_final_responses(builds.finals)
     if not refs:
@@ -155,7 +156,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
             elif name == "Compare":
                 tabs_part.show_compare_tab(base, view, rk, ref, refs, by_key, view_of)
             else:
-                all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in refs]
+                all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in file_refs]
                 label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = rp.export_several(refs, ref, bool(ls.source.names))
                 export_tab.show_export_tab(base, view, rk, ref, label, all_views, several,
