@@ -78,7 +78,8 @@ def main() -> None:
     page = st.empty()
     take_url_state()
     sources, source_label, path_error = sidebar_sources()
-    sources += [s for s in versus_sources(run_request()) if s.cache_key not in {x.cache_key for x in sources}]
+    taken = {x.cache_key for x in sources}
+    sources += [s for s in versus_sources(run_request(), taken) if s.cache_key not in taken]
     # Before loading: every view is built with its final response (this run's, never a module's).
     builds = Builds(final_responses_choice(), run_records())
     loaded = load_sources(sources, builds, page, progress)

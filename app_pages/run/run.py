@@ -328,10 +328,12 @@ TABLE_HEIGHT = 560
 ROW_HEIGHT = 35
 
 
-def _back_position(frame: pd.DataFrame, rows: np.ndarray) -> tuple[int, int] | None:
-    """(seq, position in the table) of the rollout last opened from this table, when it is shown."""
+def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tuple[int, int] | None:
+    """(seq, position in the table) of the rollout last opened from this table (a run's frame, or the joined
+    rows of a comparison), when it is shown."""
     request = STATE.get("open_rollout")
-    if not isinstance(request, dict) or request.get("frame") is not frame or not isinstance(request.get("row"), int):
+    if not isinstance(request, dict) or not isinstance(request.get("row"), int) or \
+            request.get("comparison" if isinstance(frame, cv.Comparison) else "frame") is not frame:
         return None
     hits = np.flatnonzero(rows == request["row"])
     if not len(hits):
@@ -365,8 +367,14 @@ def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, 
         request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
     if place is not None:
         request = tr.with_place(request, *place)  # previous / next, and the way back to this row
+    _open_request(request)
+
+
+def _open_request(request: dict) -> None:
+    """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
+    shared link of the rollout still knows its place in the run's table (previous / next)."""
     STATE["open_rollout"] = request
-    st.switch_page(ROLLOUT_PAGE)
+    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
 
 
 def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
@@ -426,9 +434,10 @@ def main() -> None:
     if cmp is None:
         show_table(origin, frame, flt, masks, run_key)
     else:
-        picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG)
+        picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG,
+                                  lambda rows: _back_position(cmp, rows), scroll_to_row)
         if picked is not None:
-            parts.open_pair(origin, versus, cmp, picked, flt, _open)
+            parts.open_pair(origin, versus, cmp, picked, flt, _params(flt), _open_request)
     rs.keep_scan_ready()  # the next run typed in the sidebar starts scanning at once
 
 

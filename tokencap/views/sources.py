@@ -44,6 +44,7 @@ class Source:
     path: str | None = None
     data: bytes | None = field(default=None, repr=False)
     names: tuple[str, ...] = ()  # only these files of the directory ``path`` (one store rollout of a run)
+    copy: str = ""  # set on the same content opened again beside itself (the other run of a comparison)
 
     @property
     def is_directory(self) -> bool:
@@ -56,7 +57,8 @@ class Source:
     @property
     def cache_key(self) -> str:
         """Content plus name: the same bytes under another name load to other error messages."""
-        name = hashlib.sha256(self.name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        named = f"{self.name}\0{self.copy}" if self.copy else self.name
+        name = hashlib.sha256(named.encode("utf-8", "surrogateescape")).hexdigest()[:12]
         return f"{self.key}-{name}"
 
 

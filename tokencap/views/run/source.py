@@ -723,7 +723,7 @@ def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
     if request.get("data") is not None:
         return src.source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
     path, source = Path(str(request.get("path"))), str(request.get("source") or "")
-    if path.is_file():
+    if path.is_file() or (not source and path.is_dir()):  # a file, or a capture named whole (a link's vs_src)
         return src.source_from_path(path)
     files = run_files(path, source)
     if not files:
