@@ -58,7 +58,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
     STATE["mask_view"][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
 
-    controls = st.columns([3, 1.2, 2.2, 2.2], vertical_alignment="bottom")
+    # The chain's label (calls, generated of total tokens) gets a row's width: a quarter of it cut it off.
+    controls = st.columns([5, 1.5], vertical_alignment="bottom") + st.columns(2, vertical_alignment="bottom")
     with controls[0]:
         st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
     with controls[1]:

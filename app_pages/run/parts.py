@@ -25,7 +25,7 @@ from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
-from tokencap.views.text import md_escape
+from tokencap.views.text import md_escape, md_frame
 
 APP_DIR = Path(__file__).resolve().parents[2]
 STATE = st.session_state
@@ -254,10 +254,6 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     with left, st.container(border=True):
         if rewarded:
             _figure_and_words(rw.reward_figure(rewarded), "run_reward_figure", rewarded, rw.reward_bias, cmp)
-            with st.expander("Reward per slice (trainable, masked, each mask reason)"):
-                for name, f in rewarded:
-                    st.dataframe(rw.reward_slices(f), hide_index=True, width="stretch", key=f"run_reward_slices:{name}",
-                                 column_config={"share": st.column_config.NumberColumn(format="percent")})
         else:
             st.info("No reward in the rollout records: the trainable/masked reward comparison needs `reward`.")
     with right, st.container(border=True):
@@ -267,6 +263,13 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
                                  format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
+    if rewarded:  # the page's whole width: its columns are cut off in half of it at 1280 px
+        with st.expander("Reward per slice (trainable, masked, each mask reason)"):
+            for i, (name, f) in enumerate(rewarded):
+                if cmp is not None:
+                    st.caption(md_escape(name))
+                with st.container(key=f"run_reward_slices_{i}"):
+                    st.table(md_frame(rw.reward_slices_shown(f)), hide_index=True, border="horizontal")
 
 
 def _figure_and_words(figure: dict[str, Any], key: str, runs: list[tuple[str, pd.DataFrame]],

@@ -200,6 +200,7 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
         if described:
             st.button("Clear filters", icon=":material/filter_alt_off:", key="run_clear",
                       on_click=lambda: _set_filter(current_filter().cleared()), width="stretch")
+    st.space(TOOLBAR_ROOM)  # the table's hover toolbar sits above its top edge: never over this row's button
 
 
 # --------------------------------------------------------------------------- page parts
@@ -326,6 +327,7 @@ def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) ->
 
 TABLE_HEIGHT = 560
 ROW_HEIGHT = 35
+TOOLBAR_ROOM = 28  # px between the table's heading and its top (its hover toolbar is 44 px high, above the table)
 
 
 def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tuple[int, int] | None:
