@@ -153,7 +153,14 @@ def test_the_url_of_the_page_keeps_only_what_holds_for_this_view():
         view.rollout_id, tv.tree_of(view).default_key, "Loss mask", "/b.json", "r2")
     assert state.mask == links.MaskWindow(chain, 0, 64)
     handed = rp.page_view_state(view, view.rollout_id, mask=links.MaskWindow("gone", 0, 64), from_run=True, **kwargs)
-    assert handed.vs_src is None and handed.vs_rollout == "r2" and handed.mask is None
+    # Handed over by the Run page: the comparison comes from the request (`versus_link`), never a stale vs_src.
+    assert handed.vs_src is None and handed.vs_rollout is None and handed.mask is None
+    versus = {"vs_src": "sample:run", "vs_part": "p", "vs_records": None, "vs_rollout": "r3", "side": "B"}
+    linked = rp.page_view_state(view, view.rollout_id, mask=None, from_run=True, versus=versus,
+                                **{**kwargs, "part": "x"})
+    assert (linked.vs_src, linked.vs_part, linked.vs_rollout, linked.side) == ("sample:run", "p", "r3", "B")
+    assert links.to_params(linked)["side"] == "B" and links.parse(links.to_params(linked)) == linked.with_(
+        call=links.decode_call(links.encode_call(linked.call)))
     no_vs = rp.page_view_state(view, view.rollout_id, mask=None, from_run=False,
                                **{**kwargs, "vs_src": None})
     assert no_vs.vs_rollout is None
