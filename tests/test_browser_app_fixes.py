@@ -57,23 +57,26 @@ def test_a_comparison_s_rows_open_walk_and_link_like_one_run_s_and_the_run_page_
 
     from tokencap.views.run import compare as cv
     from tokencap.views.run import data as rd
-    from tokencap.views.run import reward as rw
-    from tokencap.views.run import triage as tr
 
     a, b = _sample_table("run"), _sample_table("run_after_fix")
     cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b), names=("A (run)", "B (run_after_fix)"))
-    order = tr.pair_order(cmp, rd.RunFilter(change=("fixed",)))
-    ids = [str(cmp.a["rollout_id"].iat[int(cmp.rows["row_a"].iat[int(p)])]) for p in order.rows]
+    flt = rd.RunFilter(change=("fixed",))  # the joined rows of the table, as the page lists them
+    keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
+    keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
+    rows = cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt)
+    ids = [str(cmp.a["rollout_id"].iat[int(cmp.rows["row_a"].iat[int(p)])]) for p in rows]
     position = ids.index(IDENTICAL)
     frame = rd.run_frame(a)
     multiple = sum("multiple_chains" in r for r in a.column("mask_reasons").to_pylist())
     with streamlit_server(tmp_path) as url, chromium_page() as page:
+        expect.set_options(timeout=60_000)  # a busy machine (the suite beside it) draws slowly
         # One run, filtered: the records it was scanned with, what the rewards describe, the layout boxes.
         page.goto(f"{url}/?run_reason=multiple_chains")
         heading = f"{multiple:,} of {len(frame):,} rollouts"
         grid = _grid_ready(page, heading)
         expect(page.get_by_text("with the bundled rollout records sample_data/rollout_records/run.jsonl")).to_be_visible()
-        expect(page.get_by_text(rw.scope_words(len(frame), True))).to_be_visible()
+        expect(page.get_by_text(f"Rewards and groups describe the whole run: all {len(frame):,} rollouts, not only "
+                                "those passing the table's filters.")).to_be_visible()
         grid.hover()
         toolbar = page.locator(".st-key-run_table_box [data-testid='stElementToolbar']")
         expect(toolbar).to_be_visible()
@@ -126,10 +129,16 @@ def test_a_comparison_s_rows_open_walk_and_link_like_one_run_s_and_the_run_page_
         # The URL reopens this very view: the comparison, its sides and its place in the filter.
         page.wait_for_function(f"() => location.search.includes('rollout={IDENTICAL}') && "
                                "location.search.includes('vs_src=') && location.search.includes('side=B')")
+        page.get_by_role("button", name="Copy link").click()
+        copied = page.locator("[data-testid='stCode']").filter(has_text="vs_src=")
+        expect(copied).to_be_visible()
+        shared = copied.inner_text().strip()
+        assert "run_change=fixed" in shared and "side=B" in shared and "vs_part=" in shared
+        page.keyboard.press("Escape")
         other = page.context.browser.new_context(viewport={"width": 1280, "height": 800})
         try:
             fresh = other.new_page()
-            fresh.goto(page.url)
+            fresh.goto(shared)
             expect(fresh.get_by_role("heading", name=IDENTICAL, exact=True)).to_be_visible()
             expect(fresh.get_by_role("tab", name="Compare")).to_have_attribute("aria-selected", "true")
             expect(fresh.get_by_text("byte-identical")).to_be_visible()
@@ -161,6 +170,7 @@ def test_the_rollout_page_names_unanchored_candidates_builds_the_run_with_its_re
     view = RolloutView(snapshot, final_response=finals.for_rollout(snapshot.rollout_id, single_rollout=True))
     candidates = view.result.terminal_attribution.candidates
     with streamlit_server(tmp_path) as url, chromium_page() as page:
+        expect.set_options(timeout=60_000)  # a busy machine (the suite beside it) draws slowly
         # An ambiguous final answer: its outcome and each candidate, a link to its call; never "the anchor None".
         page.goto(f"{url}/rollout?src=sample:ambiguous_final_answer.json")
         expect(page.get_by_role("heading", name=snapshot.rollout_id, exact=True)).to_be_visible()
