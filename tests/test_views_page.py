@@ -260,3 +260,29 @@ def test_a_file_s_rollouts_are_listed_and_opened_in_rollout_id_order_as_the_run_
     loaded = [src.load_source(src.source_from_path(REPO / "sample_data" / "multi_rollout_entries.jsonl"))]
     refs = rp.in_table_order(src.rollout_refs(loaded))
     assert [r.rollout_id for r in refs] == ["jsonl-clean", "jsonl-parameter-refusal", "jsonl-refusal-ended"]
+
+
+def test_a_link_to_a_run_s_rollout_keeps_the_capture_it_compares_with():
+    from tokencap.views import sources as src
+
+    samples = REPO / "sample_data"
+    state = links.parse({"src": "sample:run", "part": "p.tokens.*", "rollout": "r", "vs_src": "sample:run_after_fix",
+                         "vs_part": "p.tokens.*", "side": "B"})
+    request = rp.run_request_of_link(state, samples, 3)
+    assert request["vs"] == {"path": str(samples / "run_after_fix"), "source": "p.tokens.*", "rollout_id": "r",
+                             "final_responses": str(samples / "rollout_records" / "run_after_fix.jsonl"),
+                             "side": "A", "run": "A (run_after_fix)"}
+    assert (request["side"], request["run"]) == ("B", "B (run)")
+    plain = rp.run_request_of_link(links.parse({"src": "sample:run", "part": "p", "rollout": "r",
+                                                "vs_src": "sample:length_stop.json"}), samples, 4)
+    assert plain["vs"] == {"path": str(samples / "length_stop.json"), "source": "", "rollout_id": "r"}
+    # Byte-identical captures stay two sources; run A's is shown on the left.
+    one = src.source_from_path(samples / "length_stop.json")
+    two = rp.distinct_capture(src.source_from_path(samples / "length_stop.json"), {one.cache_key}, "B (x)")
+    assert two.cache_key != one.cache_key and two.key == one.key and two.name == one.name
+    assert rp.identical_files_note(one, two) and rp.identical_files_note(one, src.source_from_path(
+        samples / "content_filter_stop.json")) is None
+    a, b = src.RolloutRef(one.cache_key, 0, "r", "f"), src.RolloutRef(two.cache_key, 0, "r", "f")
+    runs = rp.capture_runs({"side": "B", "run": "B (x)", "vs": {"side": "A", "run": "A (y)"}},
+                           [two.cache_key, one.cache_key])
+    assert rp.capture_columns(b, a, runs) and not rp.capture_columns(a, b, runs)
