@@ -783,3 +783,12 @@ def test_query_parameters_set_by_another_page_open_that_rollout(monkeypatch):
     assert heading(at) == "### store\\-interrupted"
     assert picked(at) == "call:call-0003"
     assert at.query_params["src"] == str(SAMPLES / "capture_store")
+
+
+def test_the_multi_rollout_sample_opens_on_its_first_rollout_in_rollout_id_order(monkeypatch):
+    at = open_app(monkeypatch)
+    at.selectbox(key="scenario").set_value("multi_rollout_entries.jsonl")
+    rerun(at)
+    assert heading(at) == "### jsonl\\-clean"
+    assert [o.split(" · ")[-1] for o in at.selectbox(key="rollout").options] == [
+        "jsonl-clean", "jsonl-parameter-refusal", "jsonl-refusal-ended"]

@@ -649,6 +649,9 @@ def _cmd_app(args: argparse.Namespace) -> int:
         _PROGRESS.done()
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
     _check_port_free(args.port)
+    from .views.run.source import START_DIR_ENV
+
+    os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses) if source else None)
 
 

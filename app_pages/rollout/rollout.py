@@ -78,7 +78,8 @@ def main() -> None:
     page = st.empty()
     take_url_state()
     sources, source_label, path_error = sidebar_sources()
-    sources += [s for s in versus_sources(run_request()) if s.cache_key not in {x.cache_key for x in sources}]
+    taken = {x.cache_key for x in sources}
+    sources += [s for s in versus_sources(run_request(), taken) if s.cache_key not in taken]
     # Before loading: every view is built with its final response (this run's, never a module's).
     builds = Builds(final_responses_choice(), run_records())
     loaded = load_sources(sources, builds, page, progress)
@@ -104,7 +105,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         if not ls.ok:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
-    refs = src.rollout_refs(good)
+    file_refs = src.rollout_refs(good)  # in file order: the export writes them as tokencap build does
+    refs = rp.in_table_order(file_refs)
     builds.finals = av.with_notes(builds.finals, (r.rollout_id for r in refs))
     sidebar_final_responses(builds.finals)
     if not refs:
@@ -155,7 +157,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
             elif name == "Compare":
                 tabs_part.show_compare_tab(base, view, rk, ref, refs, by_key, view_of)
             else:
-                all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in refs]
+                all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in file_refs]
                 label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
                 several = rp.export_several(refs, ref, bool(ls.source.names))
                 export_tab.show_export_tab(base, view, rk, ref, label, all_views, several,

@@ -42,7 +42,14 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
               dict of the same shape: the Rollout page opens its Compare tab on the two,
         "frame", "row", "origin": the run's frame, the row number and the `RunOrigin`
                 (previous / next in this filter, `tokencap.views.run.triage`),
+        (a joined row of a comparison, `triage.pair_request`, instead of "frame":)
+        "comparison", "origin_b": the `Comparison` (its ``row`` a position in its joined rows) and run
+                B's origin; "run", "side": the run the capture comes from ("A (run)", "A"), on the request
+                and on its "vs", so the Compare tab keeps run A on the left and names each column's run,
     }
+
+The Rollout page's URL keeps the ``run_*`` parameters (the filters): a reload or a shared link finds
+the rollout's place in the run again (`parts.place_of_link`).
 
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
 its own files only) and shows "Back to the run", returning here with the filters kept
@@ -200,12 +207,14 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
         if described:
             st.button("Clear filters", icon=":material/filter_alt_off:", key="run_clear",
                       on_click=lambda: _set_filter(current_filter().cleared()), width="stretch")
+    st.space(TOOLBAR_ROOM)  # the table's hover toolbar sits above its top edge: never over this row's button
 
 
 # --------------------------------------------------------------------------- page parts
 
 
-def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None) -> None:
+def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
+                versus: parts.Versus | None = None) -> None:
     st.markdown(f"## Run · {md_escape(origin.label)}")
     frame = run.frame
     assert frame is not None
@@ -213,10 +222,14 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
            "parquet": "read from the scan table"}[origin.kind]
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
+               + ("" if origin.kind == "parquet" else
+                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))))
                + " · charts count the rollouts passing every other filter; click a bar, its label or its count "
                  "to filter the table.")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
+        if versus is not None:
+            st.caption(md_escape(parts.versus_words(versus)))
         for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
@@ -321,12 +334,15 @@ def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) ->
 
 TABLE_HEIGHT = 560
 ROW_HEIGHT = 35
+TOOLBAR_ROOM = 28  # px between the table's heading and its top (its hover toolbar is 44 px high, above the table)
 
 
-def _back_position(frame: pd.DataFrame, rows: np.ndarray) -> tuple[int, int] | None:
-    """(seq, position in the table) of the rollout last opened from this table, when it is shown."""
+def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tuple[int, int] | None:
+    """(seq, position in the table) of the rollout last opened from this table (a run's frame, or the joined
+    rows of a comparison), when it is shown."""
     request = STATE.get("open_rollout")
-    if not isinstance(request, dict) or request.get("frame") is not frame or not isinstance(request.get("row"), int):
+    if not isinstance(request, dict) or not isinstance(request.get("row"), int) or \
+            request.get("comparison" if isinstance(frame, cv.Comparison) else "frame") is not frame:
         return None
     hits = np.flatnonzero(rows == request["row"])
     if not len(hits):
@@ -360,8 +376,14 @@ def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, 
         request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
     if place is not None:
         request = tr.with_place(request, *place)  # previous / next, and the way back to this row
+    _open_request(request)
+
+
+def _open_request(request: dict) -> None:
+    """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
+    shared link of the rollout still knows its place in the run's table (previous / next)."""
     STATE["open_rollout"] = request
-    st.switch_page(ROLLOUT_PAGE)
+    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
 
 
 def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
@@ -407,7 +429,7 @@ def main() -> None:
     cmp = parts.comparison(origin, run, versus) if versus is not None else None
     if cmp is None:
         flt = flt.set(change=())  # nothing to compare with: no change to filter on
-    show_header(origin, run, cmp)
+    show_header(origin, run, cmp, versus)
     if not len(frame):
         st.info("This run holds no rollout.")
         return
@@ -421,9 +443,10 @@ def main() -> None:
     if cmp is None:
         show_table(origin, frame, flt, masks, run_key)
     else:
-        picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG)
+        picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG,
+                                  lambda rows: _back_position(cmp, rows), scroll_to_row)
         if picked is not None:
-            parts.open_pair(origin, versus, cmp, picked, flt, _open)
+            parts.open_pair(origin, versus, cmp, picked, flt, _params(flt), _open_request)
     rs.keep_scan_ready()  # the next run typed in the sidebar starts scanning at once
 
 
