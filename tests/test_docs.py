@@ -33,3 +33,11 @@ def test_readme_is_short_and_shows_both_pages() -> None:
 
 def test_design_is_what_a_maintainer_reads_first() -> None:
     assert len((REPO / "DESIGN.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_every_cause_is_explained_with_its_hint() -> None:
+    """docs/verdicts.md lists each cause of the vocabulary with the very hint the tools print."""
+    from tokencap.diagnosis import CAUSES, HINTS
+
+    text = (REPO / "docs" / "verdicts.md").read_text(encoding="utf-8")
+    assert [c for c in CAUSES if f"| `{c}` | {HINTS[c]} |" not in text] == []
