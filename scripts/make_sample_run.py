@@ -52,7 +52,9 @@ from make_sample_data import (  # noqa: E402
     REPO_ROOT,
     T0,
     RolloutWriter,
+    chat,
     cid,
+    other_token,
     expect,
     structure,
 )
@@ -79,7 +81,7 @@ class Profile:
 
     @classmethod
     def draw(cls, rng: random.Random) -> Profile:
-        return cls(root=rng.randint(24, 160), tool=rng.choice((8, 16, 32, 64)), gen=rng.choice((8, 16, 32, 48)))
+        return cls(root=rng.randint(24, 160), tool=rng.choice((8, 12, 16, 32)), gen=rng.choice((8, 16, 32, 48)))
 
 
 class StoreRollout(RolloutWriter):
@@ -152,9 +154,12 @@ class StoreRollout(RolloutWriter):
         """The request of ``call_id`` served again (same parent, same full prompt)."""
         prompt = self.prompt_of(call_id)
         base = self.cum[parent] if parent is not None else []
+        if not same_tokens:
+            kw.setdefault("differ_from", call_id)
         if same_tokens:
             kw.setdefault("gen", self.records[call_id]["generation_token_ids"])
             kw.setdefault("lps", self.records[call_id]["generation_log_probs"])
+            kw.setdefault("items", self.records[call_id]["output_items"])
         if parent is None:
             kw.setdefault("resolution", "root")
         return self.turn(parent, interstitial=prompt[len(base):], delta=delta and parent is not None, **kw)
@@ -239,9 +244,9 @@ def s_delta(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
 def s_stuck(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     # The server had no tool-call parser for this model: the model's tool call came back as
     # plain text with finish_reason "stop", the harness saw a final answer and ended.
-    c = w.turn(None, kind="text", finish="stop")
-    w.records[c]["output_items"][0]["content"][0]["text"] = (
-        '<tool_call>\n{"name": "run_tests", "arguments": {"path": "tests/"}}\n</tool_call>')
+    call = chat.render_tool_call("run_tests", {"path": "tests/"})
+    c = w.turn(None, items=[{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": call}]}],
+               finish="stop")
     return _full(w, [c], **structure(1))
 
 
@@ -295,7 +300,8 @@ def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     a = w.rng.randint(1, n - 1)
     before = w.run(None, a, delta=delta, ends=False)
     # The history was replaced by a summary: a fresh conversation, recorded as a root.
-    after = [w.turn(None, reason="compacted history: request shares no prefix with earlier calls")]
+    after = [w.turn(None, interstitial=w.compacted_prompt(),
+                    reason="compacted history: request shares no prefix with earlier calls")]
     after += w.run(after[0], n - a - 1, delta=delta)
     return expect(["multiple_roots", "multiple_chains"], main_chain=before,
                   generated_tokens_delivered=w.chain(before), **structure(n, roots=2, chains=2))
@@ -319,8 +325,8 @@ def s_stale_parent(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     # The harness re-rendered an earlier turn: one token of the parent's history changed.
     edited = list(w.cum[before[-1]])
     at = w.rng.randrange(len(edited) // 4, len(edited) // 2)
-    edited[at] = edited[at] + 1 if edited[at] < 149_000 else edited[at] - 1
-    c = w.turn(before[-1], prompt=edited + w.tokens(w.inter()))
+    edited[at] = other_token(edited[at])
+    c = w.turn(before[-1], prompt=edited + w.turn_after(before[-1], w.inter()))
     w.run(c, n - k - 1, delta=delta)
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
                   **structure(n, roots=2, chains=2, failures={"parent_digest_mismatch": 1}, unresolved=1))
@@ -384,7 +390,7 @@ def s_duplicate(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     # A writer replay stored a second record under the same id with another sample of the
     # same length (so the delivered count does not depend on which copy is kept).
     w.n_ids -= 1
-    w.retry_of(last, ids[-2] if n > 1 else None, gen=len(first["generation_token_ids"]), kind="text",
+    w.retry_of(last, ids[-2] if n > 1 else None, gen_len=len(first["generation_token_ids"]), kind="text",
                finish="stop", delta=delta, intent=False)
     w.records[last] = first
     return expect(["unresolved_parent_calls"], main_chain=ids, generated_tokens_delivered=w.chain(ids),

@@ -18,7 +18,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = REPO_ROOT / "sample_data"
 GENERATOR = REPO_ROOT / "scripts" / "make_sample_data.py"
-NOT_SAMPLES = {"README.md", "expected.json", "final_responses"}
+NOT_SAMPLES = {"README.md", "expected.json", "final_responses", "tokenizer.json"}
 # The sample run has its own generator (scripts/make_sample_run.py) and tests (test_sample_run.py).
 RUN = "run"
 RUNS = {RUN, "run_after_fix", "rollout_records"}  # written by make_sample_run.py, tested in test_sample_run.py
