@@ -537,6 +537,7 @@ def brk(call_id: str, kind: str, cause: str, predecessor: str | None = None, rel
     assert cause in CAUSE_ORDER and (token_cause or cause) in CAUSE_ORDER, (cause, token_cause)
     if kind == "record_fault":
         assert predecessor is None and relation is None and cause == "record_fault"
+    assert (predecessor is None) is (relation is None), (call_id, predecessor, relation)
     out = {"call_id": call_id, "kind": kind, "cause": cause, "token_cause": token_cause or cause,
            "predecessor": predecessor, "relation": relation, "reasoning": reasoning}
     if without_tokenizer is not None:
@@ -739,7 +740,8 @@ def s_subagent() -> Scenario:
         "Children with different prompts are not retries, so the rollout has two root-to-leaf chains; the delivered one ends on the latest leaf, and the sub-agent's `length` stop does not touch its status.",
         write_snapshot(w),
         {w.rollout_id: expect(["multiple_chains"], main_chain=main, generated_tokens_delivered=w.chain(main),
-                              breaks=[brk(cid(3), "branch", "branch", cid(1), "branch_point")],
+                              # The branch continues its parent's tokens exactly: what forked is the conversation.
+                              breaks=[brk(cid(3), "branch", "branch", cid(1), "branch_point", token_cause="link_intact")],
                               **structure(5, chains=2))},
     )
 
@@ -962,7 +964,7 @@ def s_missing_resolution() -> Scenario:
         "Without a request-time parent decision no link is trusted (`missing_resolution` on every call), and prefix matching is not used to invent one.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=[cid(1)],
-                              breaks=[brk(cid(1), "boundary", "new_context", None, "nearest"),
+                              breaks=[brk(cid(1), "boundary", "new_context", None, None),
                                       brk(cid(2), "boundary", "link_intact", cid(1), "nearest"),
                                       brk(cid(3), "boundary", "link_intact", cid(2), "nearest")],
                               **structure(3, roots=3, chains=3, failures={"missing_resolution": 3}, unresolved=3))},
@@ -1644,7 +1646,7 @@ def s_compaction_observed() -> Scenario:
                 "spawned_by_tool_call_id": None, "model_calls": [model_ref(c) for c in captured]},
                {"kind": "context_compaction", "trigger": "token_limit", "tokens_before": len(w.cum[cid(3)]),
                 "tokens_after": len(w.prompt_of(cid(4))), "observed_at": w.records[cid(4)]["created_at"] - 0.5,
-                "after_model_call": model_ref(cid(3)), "model_calls": []},
+                "after_model_call": model_ref(cid(4)), "model_calls": []},
                *tool_observations(w, captured)]
     data = evidence_record(w, [cid(4), cid(5)], records, captured=captured)
     return Scenario(
@@ -1656,7 +1658,7 @@ def s_compaction_observed() -> Scenario:
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(4), cid(5)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
                               terminal_attribution=attribution("attributed", "tokens", cid(5), [cid(5)]),
-                              breaks=[brk(cid(1), "extra_root", "new_context", None, "nearest"),
+                              breaks=[brk(cid(1), "extra_root", "new_context", None, None),
                                       brk(cid(4), "boundary", "compaction", cid(3), "nearest", token_cause="new_context")],
                               breaks_without_final_responses=[brk(cid(4), "boundary", "new_context", cid(3), "nearest")],
                               **structure(5, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
@@ -1683,7 +1685,7 @@ def s_compaction_summary() -> Scenario:
     captured = [cid(i) for i in range(1, 7)]
     records = [{"kind": "context_compaction", "trigger": "token_limit", "tokens_before": len(w.cum[cid(3)]),
                 "tokens_after": len(w.prompt_of(cid(5))), "observed_at": w.records[cid(5)]["created_at"] - 0.5,
-                "after_model_call": model_ref(cid(3)), "model_calls": [model_ref(cid(4))]},
+                "after_model_call": model_ref(cid(5)), "model_calls": [model_ref(cid(4))]},
                *tool_observations(w, captured)]
     invocations = [{"invocation_id": "inv-main", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
                     "model_calls": [model_ref(c) for c in captured]}]
@@ -1697,7 +1699,7 @@ def s_compaction_summary() -> Scenario:
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(5), cid(6)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
                               terminal_attribution=attribution("attributed", "tokens", cid(6), [cid(6)]),
-                              breaks=[brk(cid(1), "extra_root", "new_context", None, "nearest"),
+                              breaks=[brk(cid(1), "extra_root", "new_context", None, None),
                                       # The transcript repeats the conversation: tokens inserted before it.
                                       brk(cid(4), "extra_root", "compaction_summary", cid(3), "nearest",
                                           token_cause="tokens_inserted"),

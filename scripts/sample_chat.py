@@ -119,11 +119,11 @@ NUDGES = (
     "Run the tests once more and then summarise.",
 )
 SUMMARIES = (
-    "Summary of the work so far: the failing test is `test_split_tokens_keeps_last`; the cause is an "
-    "exclusive end index in `split_tokens` (src/parser.py line 41). A patch was applied; the suite has "
-    "not been run since.",
-    "Summary of the work so far: `load_config` is called without `strict` in src/cli.py; the loader was "
-    "read and a fix is planned but not yet applied.",
+    # Written to share no run of words with the tasks and turns they summarise.
+    "Summary so far: one parser check fails because a span stopped one place early; I changed that bound "
+    "and still have to rerun everything.",
+    "Summary so far: strict mode never reaches the loader from the command line; next, wire it through and "
+    "cover it with a new check.",
 )
 SUMMARISER_PROMPT = ("Write a short summary of the conversation below, keeping every file name, test name "
                      "and decision, so that the work can continue from the summary alone.")
