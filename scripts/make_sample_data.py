@@ -1395,8 +1395,7 @@ def tool_observations(w: RolloutWriter, calls: Sequence[str], status: str = "ok"
         for item in w.items_of[c]:
             if item["type"] == "function_call":
                 out.append({"kind": "tool_call", "tool_call_id": item["call_id"], "tool_name": item["name"],
-                            "status": status, "duration_ms": w.rng.randint(40, 4000),
-                            "model_call": model_ref(c)})
+                            "status": status, "duration_ms": w.rng.randint(40, 4000)})
     return out
 
 
@@ -1538,7 +1537,7 @@ def s_history_truncated() -> Scenario:
 def s_tool_output_elided() -> Scenario:
     w = RolloutWriter("tool-output-elided", seed=7205)
     w.call(cid(1), resolution="root", kind="tool", finish="tool_calls", tool=("read_file", {"path": "src/parser.py"}))
-    output = "\n".join(chat.TOOL_OUTPUT_LINES[8:14] * 2) + "\n(184 lines)"
+    output = "\n".join(f"{n + 1:3d} {line}" for n, line in enumerate(chat.LISTING)) + "\n(184 lines)"
     pieces = w.turn_pieces(cid(1), output=output)
     w.call(cid(2), parent=cid(1), interstitial=chat.ids_of(pieces), kind="tool", finish="tool_calls")
     w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")

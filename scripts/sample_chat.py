@@ -113,6 +113,19 @@ TEST_PATHS = ("tests/", "tests/test_parser.py", "tests/test_config.py", "tests/t
 FILES = ("src/parser.py", "src/config.py", "src/cli.py", "src/stats.py", "src/store.py", "tests/test_parser.py",
          "tests/conftest.py", "README.md")
 QUERIES = ("def split_tokens", "strict", "load_config(", "find_spans", "expire", "count_words", "IndexError")
+LISTING = (  # a long file listing, shown once (the text a harness elides)
+    '"""Split lines into tokens."""',
+    "import re",
+    "WORD = re.compile(r'[A-Za-z_]+')",
+    "def find_spans(line, sep=' '):",
+    "    spans, start = [], 0",
+    "    for i, ch in enumerate(line):",
+    "        if ch == sep:",
+    "            spans.append((start, i))",
+    "            start = i + 1",
+    "    spans.append((start, len(line)))",
+    "    return spans",
+)
 NUDGES = (
     "Please double-check before finishing.",
     "Please continue.",
@@ -163,7 +176,7 @@ def corpus() -> list[str]:
     """The training text: the prose above plus every phrase the template renders, rendered."""
     lines: list[str] = CORPUS_PROSE.splitlines()
     lines += [SYSTEM_PROMPT, *render_tools().splitlines(), SUMMARISER_PROMPT, TITLE_PROMPT]
-    for group in (TASKS, PLANNING, REASONING, ANSWERS, TOOL_OUTPUT_LINES, NUDGES, SUMMARIES):
+    for group in (TASKS, PLANNING, REASONING, ANSWERS, TOOL_OUTPUT_LINES, LISTING, NUDGES, SUMMARIES):
         lines += list(group)
     for name, arguments in TOOL_CALLS:
         lines.append(render_tool_call(name, arguments))
@@ -226,7 +239,7 @@ def render_tool_call(name: str, arguments: dict[str, Any], *, compact: bool = Fa
 
 
 def render_tools(tools: Any = TOOL_SPECS) -> str:
-    return "\n".join(f"- {t['name']}({', '.join(t['parameters'])})" for t in tools)
+    return ", ".join(f"{t['name']}({', '.join(t['parameters'])})" for t in tools)
 
 
 def system_block(system: str = SYSTEM_PROMPT, tools: Any = TOOL_SPECS) -> list[str]:
@@ -234,7 +247,7 @@ def system_block(system: str = SYSTEM_PROMPT, tools: Any = TOOL_SPECS) -> list[s
     head = f"{IM_START}system\n{system}"
     if tools is None:
         return [head + f"{IM_END}\n"]
-    return [head + "\n\n# Tools\n", render_tools(tools), f"{IM_END}\n"]
+    return [head + "\nTools: ", render_tools(tools), f"{IM_END}\n"]
 
 
 def user_block(text: str) -> list[str]:
