@@ -5,7 +5,11 @@ Every file shows one situation a researcher meets in real captures: a clean agen
 retries, branches, compaction, broken lineage, refused requests, a capture store on disk,
 a long run. The records are plain JSON dicts in the wire format the model server writes;
 the only project code used is the digest, so this script runs even while the builder is
-being changed.
+being changed. Token ids are text: conversations rendered through the chat template of
+``sample_chat.py`` and encoded with the tokenizer it trains, written to ``tokenizer.json``.
+Besides verdicts, every rollout declares its breaks (SPEC 12: kind, cause, predecessor), and
+one scenario per cause a harness produces shows it (``reasoning_stripped_by_template.json``,
+``retokenized_history.json``, ...).
 
 The verdict each rollout must get is *declared here by hand*, next to the data that
 earns it, and written to ``expected.json``; ``README.md`` is rendered from the same
@@ -1803,7 +1807,13 @@ README_HEAD = """\
 Small, synthetic captures, one per situation you will meet in real token-capture data.
 Each is a real input format the loader reads (a snapshot JSON, an entries JSONL, or a
 capture-store directory), with digests and cumulative lengths stamped exactly as the model
-server stamps them. Token ids are random, so only the structure means anything.
+server stamps them. The token ids are real text: a coding agent fixing a bug with tools,
+rendered through a ChatML-like chat template (`<|im_start|>system` / `user` / `assistant` /
+`tool` turns, `<think>` reasoning, tool calls as JSON inside `<tool_call>`) and encoded with
+`tokenizer.json`, a small byte-level BPE tokenizer (about 1,250 tokens) that
+`scripts/make_sample_data.py` trains with the `tokenizers` library on a corpus it embeds
+(`scripts/sample_chat.py`; training is deterministic). Give it to `--tokenizer` (the app
+uses it for the samples by default) and every prompt and generation decodes.
 
 `expected.json` holds, per file and rollout, the verdict the rollout must get from
 `build_rollout`: `mask_sample`, `mask_reasons`, the response `status` and
@@ -1813,11 +1823,21 @@ These were written down by hand from the builder rules, next to the data, in
 `scripts/make_sample_data.py`; they are never produced by running the builder.
 `tests/test_sample_data.py` checks the package against them.
 
+Each rollout also declares its `breaks` (SPEC 12): per break the call, its kind
+(`boundary`, `extra_root`, `branch`, `record_fault`), the `cause` (with the bundled tokenizer
+and, where the scenario has a rollout record, the harness's evidence), the `token_cause`
+(what the tokens alone say), the `predecessor` and how it was chosen (`relation`), and the
+`reasoning` flag; `cause_without_tokenizer` where the tokenizer changes the cause, and
+`breaks_without_final_responses` where the record changes the breaks. They follow from how
+each scenario's faulty harness rendered the next prompt, never from running the diagnosis;
+`tests/test_sample_diagnosis.py` holds `tokencap.diagnose` to them.
+
 Try one:
 
 ```
 python -m tokencap inspect sample_data/subagent_branch.json
 python -m tokencap build sample_data/capture_store
+python -m tokencap inspect sample_data/reasoning_stripped_by_template.json --tokenizer sample_data/tokenizer.json
 ```
 
 | file | situation | what you should see | why |
@@ -1831,7 +1851,8 @@ README_TAIL = """
 with realistic ids (`task0042-rollout3-attempt0`), 1 to 40 calls each, in the upstream file
 layout (`R.tokens.jsonl`, `.intents`, `.state.json`, plus `.refusals.jsonl` and
 `.incomplete` where a rollout needs them). Most are ordinary agent loops; mixed in, at
-realistic rates, is every situation above, plus rollouts stuck at one call (the model's
+realistic rates, is every situation above (about a third of the rollouts have a broken
+lineage, of every cause a harness produces), plus rollouts stuck at one call (the model's
 tool call came back as plain text because the server had no tool-call parser, so the
 harness took it for the final answer) and a few rollouts whose files cannot be loaded (a
 bad field, a record naming another rollout, a line that is not JSON, a cut-off state file).
@@ -1856,8 +1877,10 @@ python scripts/make_sample_run.py --pair /tmp/samples   # all three, anywhere el
 
 `run_after_fix/` is the same tasks run again after a harness release, for `tokencap diff`:
 the same rollout ids and most files byte for byte the same. What changed: the harness now
-records its parent decision and stops re-rendering history (every
-`unresolved_continuation` and `stale_parent_link` rollout is a clean loop now), and its
+records its parent decision, stops re-rendering history and keeps earlier reasoning in the
+chat template (every `unresolved_continuation`, `stale_parent_link` and
+`reasoning_stripped_by_template` rollout is a clean loop now, so `generation_dropped`'s
+share of rollouts falls to zero in a comparison), and its
 rollout records carry the server's token ids (in `run/`, two long tasks' records carry a
 re-tokenized answer, so nothing matches and those rollouts are masked
 `terminal_call_not_delivered`). One rollout regressed (its capture died mid-write), one
@@ -1875,6 +1898,20 @@ with fewer than 2 trainable rollouts, some whose trainable rollouts all share on
 `rollout_records/expected.json` declares, from the generator's own draws, what
 `tokencap diff` reports (counts and rollout ids per change), how a record changes a
 situation's verdict, and the reward and group facts of each run.
+
+Each record also carries what NeMo Gym delivered (SPEC 12.7): `mask_sample` and
+`_ng_token_capture`. That Gym release masked only capture faults, unresolved boundaries and
+retries: it trained on the main chain of rollouts masked only for `multiple_roots` /
+`multiple_chains` (sub-agents, compactions) and on the two re-tokenized tasks, so those are
+"trained on although their lineage is in doubt". Rollouts whose capture died mid-write were
+masked by the harness itself (a timeout: `mask_sample` without `_ng_token_capture`). Records
+of rollouts with compactions or sub-agents carry the harness's observations
+(`ng_agent_observations` with `agent_invocation`, `context_compaction` and `tool_call`
+records, `ng_trajectory`, `ng_model_call_capture`). `rollout_records/diagnosis.json`
+declares, per run, every rollout's breaks with its record as evidence (and the bundled
+tokenizer), the rollouts per cause, and the delivery lists; `tests/test_sample_run.py` holds
+`tokencap.diagnose` to it. With its record, a rollout's final answer anchors its last
+fragment, so its first call becomes an extra root with nothing before it (`new_context`).
 
 ```
 python -m tokencap diff sample_data/run sample_data/run_after_fix \\
@@ -1913,7 +1950,7 @@ python -m tokencap inspect sample_data/title_call_after_final_answer.json \\
 ## Regenerating
 
 ```
-python scripts/make_sample_data.py            # rewrites sample_data/
+python scripts/make_sample_data.py            # rewrites sample_data/ (and tokenizer.json)
 python scripts/make_sample_data.py /tmp/out   # or anywhere else
 ```
 
