@@ -24,6 +24,14 @@ rollout records (``sample_data/rollout_records/``: reward, task and rollout inde
 response), with what ``tokencap diff`` of the two must report and the reward and group
 facts of each, declared in ``rollout_records/expected.json`` (see "The run after a fix").
 
+About a third of the rollouts have a broken lineage (SPEC 12): every situation declares its
+breaks (cause, predecessor) next to its data, and, for a scan with the rollout records,
+``rollout_records/diagnosis.json`` declares them with the record as harness evidence, with
+what NeMo Gym delivered (``mask_sample``, ``_ng_token_capture``) and which rollouts it
+trained on although tokencap masks them. The situations added for the causes are drawn as
+plain delta-record loops and converted after the shuffle, so every older rollout keeps its
+id, situation, size and seed.
+
 Usage::
 
     python scripts/make_sample_run.py                  # sample_data/run, run_after_fix, rollout_records
