@@ -42,9 +42,9 @@ st.set_page_config(page_title="tokencap", page_icon="🧵", layout="wide", initi
 ROLLOUT_FIRST = file_argument()
 # Run stays the default page, so every page keeps its own URL (/run is "/", /rollout is
 # always /rollout): a shared link to a rollout view works whatever the server was started on.
-RUN_PAGE = st.Page(str(PAGES_DIR / "run.py"), title="Run", icon=":material/table_chart:", url_path="run",
+RUN_PAGE = st.Page(str(PAGES_DIR / "run" / "run.py"), title="Run", icon=":material/table_chart:", url_path="run",
                    default=True)
-ROLLOUT_PAGE = st.Page(str(PAGES_DIR / "rollout.py"), title="Rollout", icon=":material/account_tree:",
+ROLLOUT_PAGE = st.Page(str(PAGES_DIR / "rollout" / "rollout.py"), title="Rollout", icon=":material/account_tree:",
                        url_path="rollout")
 
 current = st.navigation([RUN_PAGE, ROLLOUT_PAGE])

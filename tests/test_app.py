@@ -32,7 +32,7 @@ UPSTREAM = REPO / "tests" / "data" / "upstream_store"
 TIMEOUT = 60
 
 
-ROLLOUT_PAGE = "app_pages/rollout.py"
+ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
 
 
 def open_app(monkeypatch, *args: str, tab: str | None = None, query: dict[str, str] | None = None) -> AppTest:

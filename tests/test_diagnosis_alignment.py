@@ -173,3 +173,34 @@ def test_common_prefix_at_every_chunk_edge(n):
         b[n] = 1 << 40
     assert common_prefix(a, b) == n
     assert common_prefix(a[:n], b) == n
+
+
+def test_windows_crowded_into_few_slots_are_still_found(monkeypatch):
+    # Distinct hashes that all land in three table slots: nearly every P window is evicted,
+    # so the walk depends on the evicted windows' own index.
+    real = alignment.window_hashes
+
+    def crowded(x, k=8):
+        h = real(x, k)
+        first = np.asarray(x[:h.size], dtype=np.uint64) % np.uint64(3)
+        return (first << np.uint64(62)) | (h & np.uint64((1 << 40) - 1))
+    monkeypatch.setattr(alignment, "window_hashes", crowded)
+    rng = np.random.default_rng(9)
+    for _ in range(60):
+        s = rng.integers(0, 9, int(rng.integers(0, 90))).tolist()
+        p = list(s)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(0, len(p) + 1))
+            p[at:at + int(rng.integers(0, 5))] = rng.integers(0, 12, int(rng.integers(0, 5))).tolist()
+        got = align(arr(s), arr(p), limit=None)
+        assert (got.agree, spans_of(got)) == reference_walk(s, p)
+
+
+def test_the_last_window_that_may_resynchronise_starts_four_tokens_before_the_end():
+    s = list(range(100, 130))
+    inserted = s[:26] + [1] + s[26:]  # a mismatch at L - 4: the 4-token tail still matches
+    got = align(arr(s), arr(inserted))
+    assert spans_of(got) == [(26, 26, 26, 27)] and not got.spans[0].to_end
+    late = s[:27] + [1] + s[27:]  # at L - 3 no window may resynchronise: it runs to the end
+    got = align(arr(s), arr(late))
+    assert spans_of(got) == [(27, 30, 27, 31)] and got.spans[0].to_end

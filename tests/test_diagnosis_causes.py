@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from diagnosis_cases import GEN1, INTER, OPENING, Case, tiny_tokenizer
+from diagnosis_cases import GEN1, OPENING, Case, tiny_tokenizer
 from synth_snapshots import Capture, kitchen_sink
 
 from tokencap import build_rollout, diagnose
-from tokencap.diagnosis import BREAK_FIELDS, CAUSES, DIVERGENCE_KINDS, HINTS, TokenizerError, cause_order
+from tokencap.diagnosis import BREAK_FIELDS, CAUSES, DIVERGENCE_KINDS, HINTS, TokenizerError, break_facts, cause_order
 from tokencap.diagnosis.causes import divergence_kind
 
 
@@ -189,6 +189,28 @@ def test_nearest_prefers_the_longest_shared_prefix_then_latest_then_longer_then_
     assert (found["b"].predecessor, found["b"].agree) == ("q", 9)
 
 
+def test_nearest_compares_each_call_of_a_chain_by_its_own_length():
+    # a's child a2 shares 7 tokens with b but was made after b (no candidate); a itself has
+    # only 4 tokens, so a ties with y at 4 shared tokens and the later y wins the tie.
+    c = Capture("capped", seed=1)
+    c.call("a", prompt=[1, 2, 3], generation=[4], created_at=1.0)
+    c.call("a2", "a", prompt=[1, 2, 3, 4, 5, 6], generation=[7, 8], created_at=20.0)
+    c.call("y", prompt=[1, 2, 3, 4, 50], generation=[51], created_at=5.0, resolution="root")
+    c.call("b", prompt=[1, 2, 3, 4, 5, 6, 7, 99], generation=[9], created_at=10.0, resolution="unresolved")
+    found = {b.call_id: b for b in diagnose(build_rollout(c.snapshot()))}
+    assert (found["b"].predecessor, found["b"].agree) == ("y", 4)
+
+
+def test_a_quarantined_root_retry_is_no_extra_root():
+    c = Capture("retry", seed=1)
+    c.call("a", prompt=[1, 2, 3], generation=[4, 5])
+    c.call("a-retry", prompt=[1, 2, 3], generation=[6, 7], resolution="root")  # same request, not extended
+    c.call("a2", "a", generation=[8])
+    result = build_rollout(c.snapshot())
+    assert result.build.quarantined == ["a-retry"] and not result.mask_sample
+    assert diagnose(result) == []
+
+
 def test_nearest_never_picks_the_break_s_own_descendant():
     c = Capture("desc", seed=1)
     c.call("a", prompt=[1, 2, 3], generation=[4], created_at=1.0)
@@ -225,12 +247,15 @@ def test_record_faults_of_each_kind():
                                                                                       "record_fault", ())
 
 
-def test_breaks_are_listed_by_creation_time_then_id():
+def test_breaks_are_listed_by_creation_time_then_id_and_summed_up_for_the_table():
     case = Case()
     case.brk(case.opening + case.fresh(5), call_id="z", created_at=2000.0)
     case.brk(case.opening + case.fresh(5), call_id="y", created_at=1500.0)
-    case.brk(case.opening + case.fresh(5), call_id="w", created_at=1500.0)
-    assert [b.call_id for b in case.breaks()] == ["w", "y", "z"]
+    case.brk(case.s[:-1] + case.fresh(5), call_id="w", created_at=1500.0)
+    breaks = case.breaks()
+    assert [b.call_id for b in breaks] == ["w", "y", "z"]
+    assert break_facts(breaks) == (3, ["seam", "new_context"], "w")
+    assert break_facts([]) == (0, [], None)
 
 
 def test_a_trainable_rollout_and_an_unbuilt_one_have_no_breaks():

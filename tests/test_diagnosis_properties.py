@@ -176,3 +176,43 @@ def test_diagnose_never_raises_and_every_break_is_well_formed(case, data, which)
                 assert any("cannot decode token id" in n for n in b.notes)
             else:
                 assert all(i <= 10 for i in ids) and b.same_text == (b.parent_text == b.prompt_text)
+
+
+def _reference_predecessor(build, brk):
+    """SPEC 12.2 word for word, with plain lists."""
+    entry = build.entries[brk.call_id]
+    if brk.kind == "branch":
+        return build.links[brk.call_id].linked_parent, "branch_point"
+    claimed = entry.parent_call_id
+    if claimed is not None and claimed != brk.call_id and claimed in build.entries:
+        return claimed, "claimed"
+    below, stack = set(), [brk.call_id]
+    while stack:
+        node = stack.pop()
+        for cid, link in build.links.items():
+            if link.linked_parent == node and cid not in below:
+                below.add(cid)
+                stack.append(cid)
+    prompt = list(entry.prompt_token_ids)
+    best = None
+    for cid, other in build.entries.items():
+        if cid == brk.call_id or cid in below or not other.created_at <= entry.created_at:
+            continue
+        seq = list(other.prompt_token_ids) + list(other.generation_token_ids)
+        shared = 0
+        while shared < min(len(seq), len(prompt)) and seq[shared] == prompt[shared]:
+            shared += 1
+        key = (shared, other.created_at, len(seq), [-ord(ch) for ch in cid])
+        if best is None or key > best[0]:
+            best = (key, cid)
+    return (best[1], "nearest") if best else (None, None)
+
+
+@SETTINGS
+@given(rollouts())
+def test_the_predecessor_is_the_one_the_rules_name(case):
+    entries, terminal, _ = case
+    result = build_rollout(TokenCaptureSnapshot(rollout_id="r", entries=entries), terminal_call_id=terminal)
+    for b in diagnose(result):
+        if b.kind != "record_fault":
+            assert (b.predecessor, b.relation) == _reference_predecessor(result.build, b)

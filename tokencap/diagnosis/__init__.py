@@ -8,7 +8,8 @@ scan column of SPEC 4-11.2 is the same with or without it.
 Public surface:
 
 - ``diagnose(result, *, tokenizer=None, evidence=None) -> list[Break]``
-- ``Break`` / ``Divergence`` (frozen; ``Break.to_dict()`` is JSON-native), ``BREAK_FIELDS``
+- ``Break`` / ``Divergence`` (frozen; ``Break.to_dict()`` is JSON-native), ``BREAK_FIELDS``;
+  ``break_facts(breaks) -> BreakFacts(breaks, break_causes, first_break_call)`` (SPEC 11.3)
 - ``CAUSES`` (the vocabulary, in table order), ``HINTS[cause]``, ``DIVERGENCE_KINDS``,
   ``BREAK_KINDS``, ``RELATIONS``, ``cause_order(causes)``
 - ``delivered_mask_sample(record) -> bool | None``, ``delivered_by(record) -> str | None``,
@@ -25,10 +26,10 @@ from .causes import CAUSES, DIVERGENCE_KINDS, EVIDENCE_CAUSES, HINTS, cause_orde
 from .delivered import DELIVERED_BY, delivered_by, delivered_mask_sample, trained_in_doubt
 from .explain import diagnose, span_texts
 from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
-from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, Divergence
+from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
 from .text import TokenizerError, load_tokenizer
 
-__all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "CAUSES", "DELIVERED_BY", "DIVERGENCE_KINDS",
+__all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "BreakFacts", "break_facts", "CAUSES", "DELIVERED_BY", "DIVERGENCE_KINDS",
            "Divergence", "EVIDENCE_CAUSES", "EVIDENCE_FIELDS", "HINTS", "HarnessEvidence", "MAX_DIVERGENCES",
            "RELATIONS", "Span", "TokenizerError", "align", "cause_order", "delivered_by", "delivered_mask_sample",
            "diagnose", "load_tokenizer", "span_texts", "parse_evidence", "trained_in_doubt"]

@@ -1,7 +1,7 @@
 """Triage: walking a run's rollouts one by one, in the order the Run page's table shows them.
 
 A rollout opened from the Run page carries its place in the run: the run's frame, its row
-number and where the run came from (the ``open_rollout`` request, see ``app_pages/run.py``).
+number and where the run came from (the ``open_rollout`` request, see ``app_pages/run/run.py``).
 `run_order` lists the rows that pass the Run page's filter (its ``run_*`` parameters) in
 its sort, with the Run page's own functions (`data.filter_masks`, `passing`,
 `sorted_rows`), so "next" is always the row below in the table the user left.

@@ -30,7 +30,7 @@ Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
 uploaded file; ``final_responses``, the rollout records the run was scanned with, which
 build it unless final responses are uploaded here; with ``vs``, a dict of the same shape
-naming another run's capture to compare with; the contract is in ``app_pages/run.py``) makes that rollout's file the
+naming another run's capture to compare with; the contract is in ``app_pages/run/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
 and the row's source (``src``, ``part``; `rp.run_link`) and the run's rollout records (``records``;
@@ -44,15 +44,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import rollout_export as export_tab
-from app_pages import rollout_tabs as tabs_part
-from app_pages import rollout_tree as tree_tab
-from app_pages.rollout_banner import show_banner
-from app_pages.rollout_common import sidebar_tokenizer
-from app_pages.rollout_sources import (Builds, final_responses_choice, load_sources, run_records, run_request,
+from app_pages.rollout import export as export_tab
+from app_pages.rollout import tabs as tabs_part
+from app_pages.rollout import tree as tree_tab
+from app_pages.rollout.banner import show_banner
+from app_pages.rollout.common import sidebar_tokenizer
+from app_pages.rollout.sources import (Builds, final_responses_choice, load_sources, run_records, run_request,
                                        sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
-from app_pages.rollout_triage import show_triage
-from app_pages.rollout_url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
+from app_pages.rollout.triage import show_triage
+from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
                                    show_missing_rollout, take_url_state, write_url_state)
 from tokencap.views import sources as src
 from tokencap.views import style

@@ -1,6 +1,6 @@
 """Loading a run for the Run page: scans and tables, cached for the whole server.
 
-A helper of ``app_pages/run.py`` (not a page): a scan of a path is cached per (absolute
+A helper of ``app_pages/run/run.py`` (not a page): a scan of a path is cached per (absolute
 path, fingerprint of its files, rollout records); an upload's table per its content. The
 page shows a progress bar while a scan runs, never replayed from the cache.
 """

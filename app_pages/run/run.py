@@ -57,9 +57,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import run_parts as parts
-from app_pages.run_loading import LoadedRun, progress_in
-from app_pages.run_sources import cli_arguments, sidebar_origin
+from app_pages.run import parts as parts
+from app_pages.run.loading import LoadedRun, progress_in
+from app_pages.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
@@ -69,8 +69,8 @@ from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
-APP_DIR = Path(__file__).resolve().parent.parent
-ROLLOUT_PAGE = "app_pages/rollout.py"
+APP_DIR = Path(__file__).resolve().parents[2]
+ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
 
 STATE = st.session_state
 for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0),

@@ -1,6 +1,6 @@
 """The Rollout page's Loss mask, Verdicts and Compare tabs.
 
-A helper of ``app_pages/rollout.py`` (not a page): layout and session state only; every
+A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; every
 fact comes from `tokencap.views` (`mask`, `verdicts`, `attribution`, `diff`).
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages.rollout_common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views import links

@@ -1,6 +1,6 @@
 """The Rollout page's sources: where its rollouts come from, how they load and how each is built.
 
-A helper of ``app_pages/rollout.py`` (not a page): the sidebar's source pickers (uploads, a
+A helper of ``app_pages/rollout/rollout.py`` (not a page): the sidebar's source pickers (uploads, a
 rollout handed over by the Run page, the command-line path, the bundled samples), the capture
 to compare with, the final responses and rollout records rollouts are built with, and loading
 with a progress box. Layout and session state only; what to open and what to say come from
@@ -27,7 +27,7 @@ from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 
-APP_DIR = Path(__file__).resolve().parent.parent
+APP_DIR = Path(__file__).resolve().parents[2]
 SAMPLE_DIR = APP_DIR / "sample_data"
 
 STATE = st.session_state

@@ -1,7 +1,7 @@
 """The Rollout page's triage bar, for a rollout opened from the Run page: back to the run, and the
 previous / next rollout of the run's table (its filter and sort).
 
-A helper of ``app_pages/rollout.py`` (not a page): layout and session state only. Which rollout is
+A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only. Which rollout is
 previous or next comes from `tokencap.views.run.triage` (the Run page's own filter and sort), the
 words from `tokencap.views.rollout.rollout_page`.
 """
@@ -12,13 +12,13 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout_sources import run_request
+from app_pages.rollout.sources import run_request
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape
 
-RUN_PAGE = "app_pages/run.py"
+RUN_PAGE = "app_pages/run/run.py"
 
 STATE = st.session_state
 

@@ -1,6 +1,6 @@
 """The Rollout page's Call tree tab: the tree (a long rollout's overview too), search, and the selected call's detail.
 
-A helper of ``app_pages/rollout.py`` (not a page): layout and session state only; the
+A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; the
 layout, labels and every fact come from `tokencap.views` (`tree`, `detail`, `linkproof`).
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout_common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state
+from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import mask as mv

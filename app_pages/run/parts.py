@@ -1,6 +1,6 @@
 """Parts of the Run page: rollout records, the run compared with, rewards and groups, joined rows.
 
-A helper of ``app_pages/run.py`` (not a page): layout and session state only; every number
+A helper of ``app_pages/run/run.py`` (not a page): layout and session state only; every number
 comes from `tokencap.views.run` (`compare`, `reward`). Widget values that must outlive the
 page (a trip to the Rollout page and back) are copied into plain session-state keys in
 callbacks, as the page does for its other inputs.
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages.run_loading import LoadedRun, load_any_path, load_uploads
+from app_pages.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
