@@ -5,7 +5,11 @@ Every file shows one situation a researcher meets in real captures: a clean agen
 retries, branches, compaction, broken lineage, refused requests, a capture store on disk,
 a long run. The records are plain JSON dicts in the wire format the model server writes;
 the only project code used is the digest, so this script runs even while the builder is
-being changed.
+being changed. Token ids are text: conversations rendered through the chat template of
+``sample_chat.py`` and encoded with the tokenizer it trains, written to ``tokenizer.json``.
+Besides verdicts, every rollout declares its breaks (SPEC 12: kind, cause, predecessor), and
+one scenario per cause a harness produces shows it (``reasoning_stripped_by_template.json``,
+``retokenized_history.json``, ...).
 
 The verdict each rollout must get is *declared here by hand*, next to the data that
 earns it, and written to ``expected.json``; ``README.md`` is rendered from the same
@@ -38,11 +42,17 @@ if str(REPO_ROOT) not in sys.path:  # runnable as a plain script from a checkout
 
 from tokencap.digest import compute_digest  # noqa: E402
 
+SCRIPTS = Path(__file__).resolve().parent
+if str(SCRIPTS) not in sys.path:  # the tokenizer and chat template live next to this script
+    sys.path.insert(0, str(SCRIPTS))
+
+import sample_chat as chat  # noqa: E402
+
 SCHEMA_VERSION = 5
 REFUSAL_SCHEMA_VERSION = 1
 MODEL = "policy"
-VOCAB = (100, 150_000)  # token ids are drawn from this half-open range
 T0 = 1_717_000_000.0  # capture clock origin (seconds)
+TOKENIZER_NAME = "tokenizer.json"
 
 # Every mask reason in the order a rollout reports them.
 MASK_REASON_ORDER = (
@@ -58,27 +68,15 @@ MASK_REASON_ORDER = (
     "terminal_call_not_delivered",
 )
 
-PLANNING_LINES = (
-    "Let me look at the failing test first.",
-    "The traceback points at the parser; I'll read that module.",
-    "The off-by-one is in the slice bound. Patching it now.",
-    "Running the suite again to confirm the fix.",
-    "I need the config loader too before changing anything.",
-    "That file is large; searching for the function instead.",
-)
-ANSWER_LINES = (
-    "All tests pass. The bug was an exclusive end index in `split_tokens`.",
-    "Summary: fixed the boundary check and added a regression test.",
-    "Done: the parser now keeps the last token of each span; 212 tests pass.",
-    "The failure came from a stale fixture; regenerated it and the suite is green.",
+# The causes of a broken lineage, in the order of SPEC 12.4 (tables and charts use it).
+CAUSE_ORDER = (
+    "compaction", "compaction_summary", "subagent", "generation_dropped", "retokenized", "tokens_replaced",
+    "tokens_inserted", "history_dropped", "history_replaced", "opening_changed", "seam", "new_context", "branch",
+    "link_intact", "record_fault",
 )
 
-TOOLS = (
-    ("run_tests", {"path": "tests/"}),
-    ("read_file", {"path": "src/parser.py"}),
-    ("search_code", {"query": "def split_tokens"}),
-    ("apply_patch", {"patch": "--- a/src/parser.py\n+++ b/src/parser.py\n@@ -41 +41 @@\n-    end = i\n+    end = i + 1\n"}),
-)
+PLANNING_LINES = chat.PLANNING
+ANSWER_LINES = chat.ANSWERS
 
 
 # --------------------------------------------------------------------------- records
@@ -89,10 +87,15 @@ class RolloutWriter:
 
     The writer keeps each call's full cumulative sequence (full prompt + generation) so
     it can stamp ``cum_len``/``digest`` and cut delta prompts; those sequences are never
-    written out, only the records are.
+    written out, only the records are. Token ids come from the samples' tokenizer and chat
+    template (``sample_chat``): a root prompt is a system turn, the task and the assistant's
+    opening; each later prompt adds the tool output (after a tool call) or a user turn; a
+    generation is optional ``<think>`` reasoning (``think``), text and a tool call, ending on
+    the end-of-turn token. Each call's generation is also kept by piece (``parts``) so a
+    scenario can render the history back the way a faulty harness does.
     """
 
-    def __init__(self, rollout_id: str, seed: int, t0: float = T0) -> None:
+    def __init__(self, rollout_id: str, seed: int, t0: float = T0, *, think: bool = False) -> None:
         self.rollout_id = rollout_id
         self.rng = random.Random(seed)
         self.t = t0
@@ -100,16 +103,25 @@ class RolloutWriter:
         self.records: dict[str, dict[str, Any]] = {}
         self.entries: list[dict[str, Any]] = []
         self.refusals: list[dict[str, Any]] = []
+        self.items_of: dict[str, list[dict[str, Any]]] = {}
+        self.parts: dict[str, list[tuple[str, list[int]]]] = {}
+        self.think = think
+        self.task = self.rng.choice(chat.TASKS)
         self._fc = 0
+        self._bags: dict[str, list[Any]] = {}
 
-    # -- random material ----------------------------------------------------
+    # -- readable material --------------------------------------------------
 
     def tokens(self, n: int) -> list[int]:
-        return [self.rng.randrange(*VOCAB) for _ in range(n)]
+        """``n`` ids of tool-output text (cut at ``n``; still decodes)."""
+        ids: list[int] = []
+        while len(ids) < n:
+            ids += chat.encode(self.rng.choice(chat.TOOL_OUTPUT_LINES) + "\n")
+        return ids[:n]
 
     def log_probs(self, n: int) -> list[float]:
         # Mostly confident tokens with a tail of unlikely ones; never exactly 0.
-        return [round(-(0.0005 + 3.0 * self.rng.random() ** 3), 4) for _ in range(n)]
+        return [round(-(0.001 + 3.0 * self.rng.random() ** 3), 3) for _ in range(n)]
 
     def tick(self, lo: float = 0.8, hi: float = 6.0) -> float:
         self.t = round(self.t + self.rng.uniform(lo, hi), 3)
@@ -118,36 +130,164 @@ class RolloutWriter:
     def snapshot_id(self) -> str:
         return f"{self.rng.getrandbits(128):032x}"
 
-    # -- items --------------------------------------------------------------
+    def pick(self, key: str, pool: Sequence[Any]) -> Any:
+        """One of ``pool``, drawn without replacement within the rollout until the pool is used up:
+        a rollout's turns do not repeat each other's lines (so a stretch of history is recognizable)."""
+        bag = self._bags.get(key)
+        if not bag:
+            bag = list(pool)
+            self.rng.shuffle(bag)
+            self._bags[key] = bag
+        return bag.pop()
 
-    def text_item(self, text: str | None = None, *, answer: bool = False) -> dict[str, Any]:
-        if text is None:
-            text = self.rng.choice(ANSWER_LINES if answer else PLANNING_LINES)
-        return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    def draw_tool(self) -> tuple[str, dict[str, Any]]:
+        name = self.pick("tool", ("run_tests", "read_file", "search_code", "apply_patch"))
+        if name == "run_tests":
+            return name, {"path": self.pick("tests", chat.TEST_PATHS)}
+        if name == "read_file":
+            return name, {"path": self.pick("files", chat.FILES)}
+        if name == "search_code":
+            return name, {"query": self.pick("queries", chat.QUERIES)}
+        line = self.rng.randint(12, 180)
+        path = self.rng.choice(chat.FILES[:5])
+        return name, {"patch": f"--- a/{path}\n+++ b/{path}\n@@ -{line} +{line} @@\n-    end = i\n+    end = i + 1\n"}
 
-    def tool_item(self, name: str | None = None, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        if name is None:
-            name, arguments = self.rng.choice(TOOLS)
-        self._fc += 1
-        return {
-            "type": "function_call",
-            "call_id": f"fc_{self._fc}",
-            "name": name,
-            "arguments": json.dumps(arguments or {}),
-        }
+    def tool_output(self, name: str, size: int = 16) -> str:
+        """What a tool returned: lines of its kind, about ``size`` tokens, with a run-unique figure."""
+        lines = chat.TOOL_OUTPUT_LINES
+        pool = {"run_tests": lines[:8], "read_file": lines[8:14], "search_code": lines[14:17],
+                "apply_patch": lines[17:18], "spawn_agent": chat.ANSWERS, "submit": ("submitted",)}.get(name, lines)
+        out: list[str] = []
+        n = 0
+        while not out or n < size:
+            line = self.pick(f"out:{name}", pool)
+            if line in out:
+                break
+            out.append(line)
+            n += len(chat.encode(line)) + 1
+            if len(out) > 12:
+                break
+        if name == "run_tests":
+            out.append(f"{self.rng.randint(180, 240)} passed in {self.rng.uniform(1, 9):.2f}s")
+        elif name in ("read_file", "search_code"):
+            out.append(f"({self.rng.randint(20, 400)} lines)")
+        else:
+            out.append(f"({self.rng.randint(2, 99)} ms)")
+        return "\n".join(out)
 
-    def items(self, kind: str) -> list[dict[str, Any]]:
-        """``text``: an assistant message; ``tool``: a short message then a tool call;
-        ``tool_only``: just a tool call; ``none``: no items (token-only call)."""
+    def root_prompt(self, *, system: str = chat.SYSTEM_PROMPT, tools: Any = chat.TOOL_SPECS,
+                    task: str | None = None) -> list[int]:
+        """System turn (with the tool list), the task, and the assistant's opening."""
+        return chat.ids_of(chat.system_block(system, tools) + chat.user_block(self.task if task is None else task)
+                           + chat.assistant_open())
+
+    def compacted_prompt(self, summary: str | None = None) -> list[int]:
+        """A fresh conversation after compaction: the system turn, then the summary of the work so
+        far as the user turn."""
+        return self.root_prompt(task=self.rng.choice(chat.SUMMARIES) if summary is None else summary)
+
+    def turn_pieces(self, call_id: str, size: int = 16, *, text: str | None = None,
+                    output: str | None = None) -> list[str]:
+        """The turn a harness appends after ``call_id``'s generation, as template segments: its
+        tool's output (``output``, else drawn) when the call ended on a tool call, else a user
+        line (``text``, else a nudge); then the assistant's opening."""
+        items = self.items_of.get(call_id) or []
+        last = items[-1] if items else None
+        if text is None and last is not None and last["type"] == "function_call":
+            segs = chat.tool_block(self.tool_output(last["name"], size) if output is None else output)
+        else:
+            segs = chat.user_after(text if text is not None else self.pick("nudge", chat.NUDGES))
+        return segs + chat.assistant_open()
+
+    def turn_after(self, call_id: str, size: int = 16, *, text: str | None = None,
+                   output: str | None = None) -> list[int]:
+        """`turn_pieces` as ids."""
+        return chat.ids_of(self.turn_pieces(call_id, size, text=text, output=output))
+
+    def generation_without(self, call_id: str, label: str) -> list[int]:
+        """``call_id``'s generation with one kind of piece left out (``think``: its reasoning, as a
+        chat template that strips earlier reasoning renders it back; ``end``: its end token)."""
+        return [i for name, piece in self.parts[call_id] if name != label for i in piece]
+
+    def generation_rerendered(self, call_id: str) -> list[int]:
+        """``call_id``'s generation with its tool call serialized again without spaces, as a
+        harness that parses the call and renders it back into the history does."""
+        items = self.items_of[call_id]
+        call = next(i for i in items if i["type"] == "function_call")
+        out: list[int] = []
+        for name, piece in self.parts[call_id]:
+            out += (list(chat.encode(chat.render_tool_call(call["name"], json.loads(call["arguments"]), compact=True)))
+                    if name == "tool" else piece)
+        return out
+
+    def generation(self, kind: str, size: int | None = None, think: bool | None = None,
+                   tool: tuple[str, dict[str, Any]] | None = None,
+                   text: str | None = None) -> tuple[list[dict[str, Any]], list[tuple[str, list[int]]]]:
+        """Output items and the generation by piece for one call.
+
+        ``text``: an assistant message; ``tool``: a short message then a tool call;
+        ``tool_only``: just a tool call; ``none``: plain text and no items (a token-only call).
+        ``size`` is a hint: a larger one gets more reasoning."""
+        think = self.think if think is None else think
+        reasoning = None
+        if think:
+            k = 1 + (size or 0) // 24
+            reasoning = " ".join(self.pick("reasoning", chat.REASONING) for _ in range(min(k, 3)))
+        message: str | None
         if kind == "text":
-            return [self.text_item(answer=True)]
-        if kind == "tool":
-            return [self.text_item(), self.tool_item()]
-        if kind == "tool_only":
-            return [self.tool_item()]
+            message = self.pick("answer", ANSWER_LINES) if text is None else text
+        elif kind == "tool":
+            message = self.pick("planning", PLANNING_LINES) if text is None else text
+            tool = tool or self.draw_tool()
+        elif kind == "tool_only":
+            message = None
+            tool = tool or self.draw_tool()
+        elif kind == "none":
+            message = self.pick("planning", PLANNING_LINES)
+        else:
+            raise ValueError(kind)
+        parts: list[tuple[str, list[int]]] = []
+        items: list[dict[str, Any]] = []
+        if reasoning is not None:
+            parts.append(("think", list(chat.encode(f"{chat.THINK}\n{reasoning}\n{chat.END_THINK}\n\n"))))
+            items.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]})
+        if message is not None:
+            parts.append(("text", list(chat.encode(message + ("\n" if tool is not None else "")))))
+            items.append({"type": "message", "role": "assistant",
+                          "content": [{"type": "output_text", "text": message}]})
+        if tool is not None:
+            parts.append(("tool", list(chat.encode(chat.render_tool_call(*tool)))))
+            self._fc += 1
+            items.append({"type": "function_call", "call_id": f"fc_{self._fc}", "name": tool[0],
+                          "arguments": json.dumps(tool[1])})
+        parts.append(("end", list(chat.encode(chat.IM_END))))
         if kind == "none":
-            return []
-        raise ValueError(kind)
+            items = []
+        return items, parts
+
+    def parts_ids(self, call_id: str) -> list[int]:
+        return [i for _, piece in self.parts[call_id] for i in piece]
+
+    def tool_item(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self._fc += 1
+        return {"type": "function_call", "call_id": f"fc_{self._fc}", "name": name, "arguments": json.dumps(arguments)}
+
+    def parts_of_items(self, items: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
+        """The generation that says exactly these output items, by piece."""
+        parts: list[tuple[str, list[int]]] = []
+        for n, item in enumerate(items):
+            follows = items[n + 1]["type"] if n + 1 < len(items) else None
+            if item["type"] == "reasoning":
+                text = " ".join(p["text"] for p in item["summary"])
+                parts.append(("think", list(chat.encode(f"{chat.THINK}\n{text}\n{chat.END_THINK}\n\n"))))
+            elif item["type"] == "message":
+                text = "".join(p["text"] for p in item["content"])
+                parts.append(("text", list(chat.encode(text + ("\n" if follows == "function_call" else "")))))
+            elif item["type"] == "function_call":
+                parts.append(("tool", list(chat.encode(chat.render_tool_call(item["name"],
+                                                                             json.loads(item["arguments"]))))))
+        parts.append(("end", list(chat.encode(chat.IM_END))))
+        return parts
 
     # -- calls --------------------------------------------------------------
 
@@ -170,35 +310,71 @@ class RolloutWriter:
         schema_version: int = SCHEMA_VERSION,
         record: bool = True,
         items: list[dict[str, Any]] | None = None,
+        think: bool | None = None,
+        gen_len: int | None = None,
+        tool: tuple[str, dict[str, Any]] | None = None,
+        text: str | None = None,
+        differ_from: str | None = None,
     ) -> dict[str, Any]:
         """Add one served call.
 
         The full prompt is ``prompt`` when given, else the cumulative sequence of
         ``extends`` (the parent by default; ``None`` for a fresh conversation) followed by
-        ``interstitial`` (tool output / user turn; an int draws that many tokens).
+        ``interstitial`` (ids, or the next turn of the template: an int is a size hint).
+        The generation is ``gen`` (ids, with ``items``) or rendered from ``kind`` (an int
+        ``gen`` is a size hint; ``gen_len`` forces an exact length).
         ``parent``/``resolution`` are what the request-time resolver recorded, which a
         scenario may set to disagree with what the prompt really extends.
         """
         if extends == "parent":
             extends = parent
         if prompt is None:
+            if interstitial is None or isinstance(interstitial, int):
+                size = interstitial if isinstance(interstitial, int) else self.rng.randint(8, 30)
+                interstitial = self.turn_after(extends, size) if extends is not None else self.root_prompt()
             base = list(self.cum[extends]) if extends is not None else []
-            if interstitial is None:
-                interstitial = self.rng.randint(8, 30) if base else self.rng.randint(40, 80)
-            if isinstance(interstitial, int):
-                interstitial = self.tokens(interstitial)
             prompt = base + list(interstitial)
         prompt = list(prompt)
-        if gen is None:
-            gen = self.rng.randint(8, 40)
-        if isinstance(gen, int):
-            gen = self.tokens(gen)
-        gen = list(gen)
+        if items is not None and (gen is None or isinstance(gen, int)):
+            parts = self.parts_of_items(items)
+            gen = [i for _, piece in parts for i in piece]
+        elif gen is None or isinstance(gen, int):
+            drawn, parts = self.generation(kind, gen, think, tool, text)
+            other = None
+            if differ_from is not None:
+                other = self.parts_ids(differ_from)
+
+            def fits(parts: list[tuple[str, list[int]]]) -> bool:
+                ids = [i for _, piece in parts for i in piece]
+                return (gen_len is None or len(ids) == gen_len) and (other is None or ids != other)
+
+            for _ in range(200):  # another sample: of exactly that length, or not the same as another call's
+                if fits(parts):
+                    break
+                drawn, parts = self.generation(kind, gen, think, tool, text)
+            else:  # cut or pad the text to the length (a writer bug's copy need not read well)
+                assert gen_len is not None and gen_len >= 2, call_id
+                filler = list(chat.encode(" ok"))
+                for _ in range(200):
+                    drawn, parts = self.generation(kind, gen, think, tool, text)
+                    body = [i for _, piece in parts[:-1] for i in piece]
+                    while len(body) < gen_len - 1:
+                        body += filler
+                    parts = [("text", body[: gen_len - 1]), parts[-1]]
+                    if fits(parts):
+                        break
+                else:
+                    raise AssertionError(f"{call_id}: no generation of {gen_len} tokens unlike {differ_from}")
+            items = drawn if items is None else items
+            gen = [i for _, piece in parts for i in piece]
+        else:
+            gen = list(gen)
+            assert items is not None or not gen, f"{call_id}: given tokens need their output items"
+            items = items or []
+            parts = [("gen", gen)]
         if lps is None:
             lps = self.log_probs(len(gen))
         full = prompt + gen
-        if items is None:
-            items = self.items(kind) if gen else []
         if delta:
             parent_cum = self.cum[parent]
             assert prompt[: len(parent_cum)] == parent_cum, f"{call_id}: delta prompt must extend its parent"
@@ -240,6 +416,8 @@ class RolloutWriter:
         if created_at is not None:
             self.t = max(self.t, created_at)
         self.cum[call_id] = full
+        self.items_of[call_id] = items
+        self.parts[call_id] = parts
         if record:
             self.records[call_id] = rec
             self.entries.append(rec)
@@ -298,6 +476,12 @@ class RolloutWriter:
         return sum(len(self.records[i]["generation_token_ids"]) for i in ids)
 
 
+def other_token(token: int) -> int:
+    """Another ordinary (non-special) token id of the samples' tokenizer: a changed word."""
+    first, size = len(chat.SPECIAL_TOKENS), chat.vocab_size()
+    return token + 1 if first <= token + 1 < size else max(first, token - 1)
+
+
 def cid(n: int) -> str:
     return f"call-{n:04d}"
 
@@ -315,9 +499,13 @@ def expect(
     source_notes_contain: Sequence[str] | None = None,
     after_terminal_calls: Sequence[str] | None = None,
     main_chain_without_final_responses: Sequence[str] | None = None,
+    breaks: Sequence[dict[str, Any]] = (),
+    breaks_without_final_responses: Sequence[dict[str, Any]] | None = None,
     **metrics: Any,
 ) -> dict[str, Any]:
-    """One rollout's declared verdict. ``metrics`` are pinned ``metrics[...]`` values."""
+    """One rollout's declared verdict. ``metrics`` are pinned ``metrics[...]`` values; ``breaks``
+    the rollout's declared diagnosis (SPEC 12: one `brk` per break, in break order), for a build
+    with the scenario's final responses and with their record as harness evidence."""
     reasons = list(reasons)
     assert reasons == sorted(reasons, key=MASK_REASON_ORDER.index), reasons
     out: dict[str, Any] = {
@@ -337,6 +525,27 @@ def expect(
         out["after_terminal_calls"] = list(after_terminal_calls)
     if main_chain_without_final_responses is not None:
         out["main_chain_without_final_responses"] = list(main_chain_without_final_responses)
+    out["breaks"] = list(breaks)
+    if breaks_without_final_responses is not None:
+        out["breaks_without_final_responses"] = list(breaks_without_final_responses)
+    return out
+
+
+def brk(call_id: str, kind: str, cause: str, predecessor: str | None = None, relation: str | None = None, *,
+        token_cause: str | None = None, reasoning: bool = False,
+        without_tokenizer: str | None = None) -> dict[str, Any]:
+    """One declared break (SPEC 12.1-12.6): the call, its kind, the cause (with the tokenizer and the
+    harness evidence), the predecessor and how it was chosen, the token cause (the cause before
+    evidence) and the reasoning flag. ``without_tokenizer``: the cause when no tokenizer is given,
+    where the tokenizer changes it (only ``retokenized`` needs one)."""
+    assert cause in CAUSE_ORDER and (token_cause or cause) in CAUSE_ORDER, (cause, token_cause)
+    if kind == "record_fault":
+        assert predecessor is None and relation is None and cause == "record_fault"
+    assert (predecessor is None) is (relation is None), (call_id, predecessor, relation)
+    out = {"call_id": call_id, "kind": kind, "cause": cause, "token_cause": token_cause or cause,
+           "predecessor": predecessor, "relation": relation, "reasoning": reasoning}
+    if without_tokenizer is not None:
+        out["cause_without_tokenizer"] = without_tokenizer
     return out
 
 
@@ -451,7 +660,7 @@ def s_unresolved_retry() -> Scenario:
     w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
     w.call(cid(3), parent=cid(2), kind="text", finish="stop")
     # The harness re-sent the same request (timeout on its side) and got a new sample.
-    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), kind="text", finish="stop")
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), kind="text", finish="stop", differ_from=cid(3))
     return Scenario(
         "final_retry_unresolved.json",
         "The last request was sent twice (same parent, same prompt) and sampled two different answers; no terminal call id is known.",
@@ -468,7 +677,7 @@ def s_retry_resolved() -> Scenario:
     w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
     w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
     same_prompt = w.records[cid(2)]["prompt_token_ids"]
-    w.call(cid(3), parent=cid(1), prompt=same_prompt, kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(1), prompt=same_prompt, kind="tool", finish="tool_calls", differ_from=cid(2))
     w.call(cid(4), parent=cid(3), kind="tool", finish="tool_calls")
     w.call(cid(5), parent=cid(4), kind="text", finish="stop")
     main = [cid(1), cid(3), cid(4), cid(5)]
@@ -489,7 +698,7 @@ def s_twins() -> Scenario:
     w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
     r3 = w.call(cid(3), parent=cid(2), kind="text", finish="stop")
     w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)),
-           gen=r3["generation_token_ids"], lps=r3["generation_log_probs"], kind="text", finish="stop")
+           gen=r3["generation_token_ids"], lps=r3["generation_log_probs"], items=r3["output_items"], finish="stop")
     return Scenario(
         "token_identical_twins.json",
         "The final request was served twice with the same prompt and the very same generated tokens (greedy decoding).",
@@ -507,7 +716,7 @@ def s_twins_finish_disagree() -> Scenario:
     # The kept twin (smallest id) says `length`; its token-identical twin says `stop`.
     r3 = w.call(cid(3), parent=cid(2), kind="text", finish="length")
     w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)),
-           gen=r3["generation_token_ids"], lps=r3["generation_log_probs"], kind="text", finish="stop")
+           gen=r3["generation_token_ids"], lps=r3["generation_log_probs"], items=r3["output_items"], finish="stop")
     return Scenario(
         "twins_finish_reason_disagree.json",
         "Token-identical twins of the last call that recorded different finish reasons (`length` on the kept `call-0003`, `stop` on `call-0004`).",
@@ -535,6 +744,8 @@ def s_subagent() -> Scenario:
         "Children with different prompts are not retries, so the rollout has two root-to-leaf chains; the delivered one ends on the latest leaf, and the sub-agent's `length` stop does not touch its status.",
         write_snapshot(w),
         {w.rollout_id: expect(["multiple_chains"], main_chain=main, generated_tokens_delivered=w.chain(main),
+                              # The branch continues its parent's tokens exactly: what forked is the conversation.
+                              breaks=[brk(cid(3), "branch", "branch", cid(1), "branch_point", token_cause="link_intact")],
                               **structure(5, chains=2))},
     )
 
@@ -545,8 +756,8 @@ def s_compaction() -> Scenario:
     w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
     w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
     # Context got long: the harness replaced the history with a summary and started over.
-    w.call(cid(4), resolution="root", extends=None, interstitial=60, kind="tool", finish="tool_calls",
-           reason="compacted history: request shares no prefix with earlier calls")
+    w.call(cid(4), resolution="root", extends=None, interstitial=w.compacted_prompt(), kind="tool",
+           finish="tool_calls", reason="compacted history: request shares no prefix with earlier calls")
     w.call(cid(5), parent=cid(4), kind="text", finish="stop")
     main = [cid(1), cid(2), cid(3)]
     return Scenario(
@@ -556,7 +767,11 @@ def s_compaction() -> Scenario:
         "A summary prompt does not contain the earlier tokens, so the run splits into two roots and two chains that cannot be trained as one sequence.",
         write_snapshot(w),
         {w.rollout_id: expect(["multiple_roots", "multiple_chains"], main_chain=main,
-                              generated_tokens_delivered=w.chain(main), **structure(5, roots=2, chains=2))},
+                              generated_tokens_delivered=w.chain(main),
+                              # The summary prompt shares only the system turn with the earlier calls
+                              # (a tie, so the latest is the predecessor): nothing beyond the opening.
+                              breaks=[brk(cid(4), "extra_root", "new_context", cid(3), "nearest")],
+                              **structure(5, roots=2, chains=2))},
     )
 
 
@@ -575,6 +790,7 @@ def s_unresolved_parent() -> Scenario:
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(1), cid(2)],
+                              breaks=[brk(cid(3), "boundary", "link_intact", cid(2), "nearest")],
                               **structure(4, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
     )
 
@@ -586,8 +802,9 @@ def s_stale_parent() -> Scenario:
     # The harness re-rendered an earlier tool output before sending call-0003: the prompt
     # is as long as call-0002's sequence plus a turn, but one early token differs.
     edited = list(w.cum[cid(2)])
-    edited[len(edited) // 3] = (edited[len(edited) // 3] + 7919) % VOCAB[1]
-    w.call(cid(3), parent=cid(2), prompt=edited + w.tokens(14), kind="tool", finish="tool_calls")
+    at = len(w.cum[cid(1)]) + 5  # a word of call-0002's tool output
+    edited[at] = other_token(edited[at])
+    w.call(cid(3), parent=cid(2), prompt=edited + w.turn_after(cid(2)), kind="tool", finish="tool_calls")
     w.call(cid(4), parent=cid(3), kind="text", finish="stop")
     return Scenario(
         "stale_parent_link.json",
@@ -597,6 +814,7 @@ def s_stale_parent() -> Scenario:
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(1), cid(2)],
+                              breaks=[brk(cid(3), "boundary", "tokens_replaced", cid(2), "claimed")],
                               **structure(4, roots=2, chains=2, failures={"parent_digest_mismatch": 1}, unresolved=1))},
     )
 
@@ -647,6 +865,8 @@ def s_broken_delta() -> Scenario:
         "A delta prompt whose parent chain reaches a missing record cannot be rebuilt, so it is excluded (`delta_chain_unreconstructable`) together with every delta built on it; nothing is guessed.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls"], main_chain=[cid(1)],
+                              breaks=[brk(cid(3), "record_fault", "record_fault"),
+                                      brk(cid(4), "record_fault", "record_fault")],
                               **structure(3, failures={"delta_chain_unreconstructable": 2}, unresolved=2))},
     )
 
@@ -679,7 +899,7 @@ def s_refusal_recovered() -> Scenario:
     # same tokens. The twin is stamped exactly at the refusal's time ("at or after").
     prompt3 = w.prompt_of(cid(3))
     w.call(cid(5), parent=cid(2), prompt=prompt3, gen=r3["generation_token_ids"], lps=r3["generation_log_probs"],
-           kind="text", finish="stop", created_at=refused["recorded_at"])
+           items=r3["output_items"], finish="stop", created_at=refused["recorded_at"])
     return Scenario(
         "engine_refusal_recovered.json",
         "A context-window refusal continuing `call-0003`, after which the harness re-served `call-0003`'s request (`call-0005`, token-identical, stamped at the refusal's time) and finished.",
@@ -748,6 +968,9 @@ def s_missing_resolution() -> Scenario:
         "Without a request-time parent decision no link is trusted (`missing_resolution` on every call), and prefix matching is not used to invent one.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=[cid(1)],
+                              breaks=[brk(cid(1), "boundary", "new_context", None, None),
+                                      brk(cid(2), "boundary", "link_intact", cid(1), "nearest"),
+                                      brk(cid(3), "boundary", "link_intact", cid(2), "nearest")],
                               **structure(3, roots=3, chains=3, failures={"missing_resolution": 3}, unresolved=3))},
     )
 
@@ -758,7 +981,7 @@ def s_corrupt() -> Scenario:
     r2 = w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
     w.call(cid(3), parent=cid(2), kind="text", finish="stop")
     # A flipped generated token after stamping: the record no longer matches its digest.
-    r2["generation_token_ids"][3] = (r2["generation_token_ids"][3] + 1) % VOCAB[1]
+    r2["generation_token_ids"][3] = other_token(r2["generation_token_ids"][3])
     main = [cid(1), cid(3)]
     return Scenario(
         "corrupt_record.json",
@@ -767,6 +990,7 @@ def s_corrupt() -> Scenario:
         "A record whose own tokens disagree with its stamped digest is excluded (`entry_digest_mismatch`); its child is re-attached to `call-0001` by longest prefix, but the excluded call keeps the sample masked.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls"], main_chain=main,
+                              breaks=[brk(cid(2), "record_fault", "record_fault")],
                               **structure(3, failures={"entry_digest_mismatch": 1,
                                                        "parent_call_id_missing_recovered": 1}, unresolved=1))},
     )
@@ -780,7 +1004,7 @@ def s_duplicate() -> Scenario:
     # A second record under the same id with a different sample (a writer replay bug).
     prompt3 = w.prompt_of(cid(3))
     first = dict(r3)
-    w.call(cid(3), parent=cid(2), prompt=prompt3, kind="text", finish="stop")
+    w.call(cid(3), parent=cid(2), prompt=prompt3, kind="text", finish="stop", differ_from=cid(3))
     w.records[cid(3)] = first
     return Scenario(
         "duplicate_call_id.json",
@@ -789,6 +1013,7 @@ def s_duplicate() -> Scenario:
         "Conflicting copies of one call id cannot both be the truth: one copy is kept for chaining but the id is reported (`duplicate_call_id_conflict`) and the sample is masked.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls"], main_chain=[cid(1), cid(2), cid(3)],
+                              breaks=[brk(cid(3), "record_fault", "record_fault")],
                               **structure(3, failures={"duplicate_call_id_conflict": 1}, unresolved=1))},
     )
 
@@ -890,24 +1115,35 @@ def s_long() -> Scenario:
     tool_turns = {97, 301}
     ids: list[str] = []
     n = 0
+
+    def short(turn: int) -> dict[str, Any]:
+        # A long chat of short turns: a user line, a short reply (tool turns call a tool).
+        if turn in tool_turns:
+            return {"kind": "tool"}
+        return {"kind": "text", "text": w.rng.choice(("OK.", "Done.", "Checked.", "Noted.", "Next step done."))}
+
+    def turn_in(parent: str) -> list[int]:
+        items = w.items_of[parent]
+        if items and items[-1]["type"] == "function_call":
+            return w.turn_after(parent, 4)
+        return w.turn_after(parent, text=w.rng.choice(("Next.", "Go on.", "Continue.", "And then?")))
+
     for turn in range(1, n_turns + 1):
         n += 1
         c = cid(n)
         last = turn == n_turns
-        kind = "tool" if turn in tool_turns else "text"
         finish = "stop" if last else ("tool_calls" if turn in tool_turns else "stop")
         if turn == 1:
-            w.call(c, resolution="root", interstitial=64, gen=w.rng.randint(6, 14), kind=kind, finish=finish)
+            w.call(c, resolution="root", finish=finish, **short(turn))
         elif turn == retry_at:
-            first = w.call(c, parent=ids[-1], interstitial=w.rng.randint(3, 8), gen=w.rng.randint(6, 14),
-                           kind=kind, finish=finish, delta=True)
+            first = w.call(c, parent=ids[-1], interstitial=turn_in(ids[-1]), finish=finish, delta=True,
+                           **short(turn))
             n += 1
             c = cid(n)
-            w.call(c, parent=ids[-1], interstitial=first["prompt_token_ids"], gen=w.rng.randint(6, 14),
-                   kind=kind, finish=finish, delta=True)
+            w.call(c, parent=ids[-1], interstitial=first["prompt_token_ids"], finish=finish, delta=True,
+                   differ_from=cid(n - 1), **short(turn))
         else:
-            w.call(c, parent=ids[-1], interstitial=w.rng.randint(3, 8), gen=w.rng.randint(6, 14),
-                   kind=kind, finish=finish, delta=True)
+            w.call(c, parent=ids[-1], interstitial=turn_in(ids[-1]), finish=finish, delta=True, **short(turn))
         ids.append(c)
     assert len(ids) == n_turns and n == n_turns + 1
     return Scenario(
@@ -925,6 +1161,7 @@ def s_long() -> Scenario:
 
 FINAL_RESPONSES_DIR = "final_responses"
 TOOL_OUTPUT = "exit code 0\n212 passed in 3.41s"
+SESSION_SUMMARY_PROMPT = "Summarise the session in one line for the log."
 SUMMARY_TEXT = "Fixed the exclusive end index in split_tokens; the suite passes."
 
 
@@ -990,7 +1227,8 @@ def s_title_call() -> Scenario:
     w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
     w.call(cid(4), parent=cid(3), kind="text", finish="stop")
     # The session is over; the harness asks for a title, sending the whole history.
-    w.call(cid(5), parent=cid(4), interstitial=12, gen=9, items=title_items("Fix off-by-one in split_tokens"),
+    w.call(cid(5), parent=cid(4), interstitial=w.turn_after(cid(4), text=chat.TITLE_PROMPT),
+           items=title_items("Fix off-by-one in split_tokens"),
            finish="stop")
     final = harness_response(w, [w.records[cid(i)] for i in range(1, 5)])
     main = [cid(1), cid(2), cid(3), cid(4)]
@@ -1016,7 +1254,7 @@ def s_retry_by_tokens() -> Scenario:
     w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
     w.call(cid(3), parent=cid(2), kind="text", finish="stop")
     # The harness timed out on call-0003 and re-sent the request; it kept call-0004's answer.
-    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), kind="text", finish="stop")
+    w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), kind="text", finish="stop", differ_from=cid(3))
     final = harness_response(w, [w.records[c] for c in (cid(1), cid(2), cid(4))], turn_prompts_only=True)
     other = harness_response(w, [w.records[cid(1)]], response_id="resp_0002")
     lines = [rollout_record(w.rollout_id, final, reward=1.0), rollout_record("final-retry-by-tokens-other", other, 0.0)]
@@ -1046,7 +1284,8 @@ def s_by_content() -> Scenario:
         w.tool_item("submit", {"summary": SUMMARY_TEXT, "tests_passed": 212}),
     ])
     # Then the harness asks for a one-line session summary for its log.
-    w.call(cid(6), parent=cid(5), interstitial=15, gen=14, items=title_items(SUMMARY_TEXT), finish="stop")
+    w.call(cid(6), parent=cid(5), interstitial=w.turn_after(cid(5), text=SESSION_SUMMARY_PROMPT),
+           items=title_items(SUMMARY_TEXT), finish="stop")
     final = harness_response(w, [w.records[cid(i)] for i in range(1, 6)], tokens=False)
     main = [cid(i) for i in range(1, 6)]
     return Scenario(
@@ -1072,7 +1311,8 @@ def s_attributed_twins() -> Scenario:
     r3 = w.call(cid(3), parent=cid(2), kind="text", finish="length")
     w.call(cid(4), parent=cid(2), prompt=w.prompt_of(cid(3)), gen=r3["generation_token_ids"],
            lps=r3["generation_log_probs"], items=r3["output_items"], finish="stop")
-    w.call(cid(5), parent=cid(4), interstitial=12, gen=8, items=title_items("Parser boundary fix"), finish="stop")
+    w.call(cid(5), parent=cid(4), interstitial=w.turn_after(cid(4), text=chat.TITLE_PROMPT),
+           items=title_items("Parser boundary fix"), finish="stop")
     final = harness_response(w, [w.records[cid(1)], w.records[cid(2)], w.records[cid(3)]])
     return Scenario(
         "attributed_twins_finish_disagree.json",
@@ -1134,6 +1374,386 @@ def s_unattributed() -> Scenario:
     )
 
 
+# --------------------------------------------------------------------------- why a lineage broke (SPEC 12)
+#
+# One scenario per cause a harness produces. Each declares its breaks (`brk`) next to the data:
+# the token cause follows from how the faulty harness rendered the next prompt (SPEC 12.3-12.4),
+# the evidence cause from the harness's own observations in its rollout record (SPEC 12.6).
+# Calls the resolver could not match are recorded `unresolved`, as the model server does when no
+# stored call's tokens open the request: their predecessor is then the nearest call (12.2).
+
+
+def model_ref(call_id: str) -> dict[str, Any]:
+    """A harness's reference to one model call (SPEC 12.6)."""
+    return {"model_call_id": call_id, "model_ref": MODEL, "response_id": response_id(call_id)}
+
+
+def response_id(call_id: str) -> str:
+    return f"resp_{call_id[-4:]}"
+
+
+def tool_observations(w: RolloutWriter, calls: Sequence[str], status: str = "ok") -> list[dict[str, Any]]:
+    """The harness's `tool_call` observations of the function calls these calls made."""
+    out = []
+    for c in calls:
+        for item in w.items_of[c]:
+            if item["type"] == "function_call":
+                out.append({"kind": "tool_call", "tool_call_id": item["call_id"], "tool_name": item["name"],
+                            "status": status, "duration_ms": w.rng.randint(40, 4000)})
+    return out
+
+
+def evidence_record(w: RolloutWriter, final_calls: Sequence[str], records: list[dict[str, Any]],
+                    *, captured: Sequence[str], invocations: Sequence[dict[str, Any]] = (),
+                    reward: float = 1.0) -> bytes:
+    """A rollout record as NeMo Gym's rollout collection writes it: the final response (token ids
+    of each turn), the reward, and the harness's observations (``ng_agent_observations``,
+    ``ng_trajectory``, ``ng_model_call_capture``)."""
+    final = harness_response(w, [w.records[c] for c in final_calls])
+    record = rollout_record(w.rollout_id, final, reward=reward)
+    record["ng_agent_observations"] = {"source": "sample-harness", "records": records, "gaps": []}
+    record["ng_trajectory"] = {"schema": "1.0", "invocations": list(invocations),
+                               "model_calls": [model_ref(c) for c in captured], "tool_calls": [], "turns": [],
+                               "gaps": []}
+    record["ng_model_call_capture"] = {"calls": [{"model_call_id": c, "response_id": response_id(c)}
+                                                 for c in captured]}
+    return json_file(record)
+
+
+def unresolved_reason() -> str:
+    return "no stored call matches the request prefix"
+
+
+def s_reasoning_stripped() -> Scenario:
+    w = RolloutWriter("reasoning-stripped", seed=7201, think=True)
+    # The chat template renders earlier assistant turns without their <think> reasoning, so no
+    # request extends the previous call's tokens: the resolver matches nothing.
+    history = w.root_prompt()
+    ids = [cid(i) for i in range(1, 5)]
+    for n, c in enumerate(ids):
+        last = n == len(ids) - 1
+        kind, finish = ("text", "stop") if last else ("tool", "tool_calls")
+        if n == 0:
+            w.call(c, resolution="root", prompt=history, kind=kind, finish=finish)
+        else:
+            w.call(c, resolution="unresolved", prompt=history, kind=kind, finish=finish)
+        history = history + w.generation_without(c, "think") + w.turn_after(c)
+    breaks = [brk(c, "boundary", "generation_dropped", p, "nearest", reasoning=True) for p, c in zip(ids, ids[1:])]
+    return Scenario(
+        "reasoning_stripped_by_template.json",
+        "A reasoning model (`<think>` … `</think>` before every answer) behind a chat template that renders earlier assistant turns without their reasoning.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; breaks at `call-0002`–`call-0004`, cause `generation_dropped` (reasoning)",
+        "Each prompt leaves out the reasoning its predecessor generated, so no call's tokens open the next request: every call is its own fragment. The dropped span is all generated tokens and holds a reasoning item.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=ids[:1],
+                              breaks=breaks,
+                              **structure(4, roots=4, chains=4, failures={"parent_unresolved": 3}, unresolved=3))},
+    )
+
+
+def s_tool_call_rerendered() -> Scenario:
+    w = RolloutWriter("tool-call-rerendered", seed=7202)
+    # The harness parses each tool call and serializes it back into the history without spaces;
+    # it still names the previous call as the parent (it chains by response id).
+    history = w.root_prompt()
+    ids = [cid(i) for i in range(1, 4)]
+    for n, c in enumerate(ids):
+        last = n == len(ids) - 1
+        kind, finish = ("text", "stop") if last else ("tool", "tool_calls")
+        if n == 0:
+            w.call(c, resolution="root", prompt=history, kind=kind, finish=finish)
+        else:
+            w.call(c, parent=ids[n - 1], prompt=history, kind=kind, finish=finish,
+                   reason="parent named by the harness (previous_response_id)")
+        if not last:
+            history = history + w.generation_rerendered(c) + w.turn_after(c)
+    breaks = [brk(c, "boundary", "tokens_replaced", p, "claimed") for p, c in zip(ids, ids[1:])]
+    return Scenario(
+        "tool_call_rerendered.json",
+        "The harness renders every tool call back into the history as compact JSON (`{\"name\":\"run_tests\",…}`) instead of the model's own spacing; it names the previous call as the parent.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; breaks at `call-0002`, `call-0003` (`parent_digest_mismatch`), cause `tokens_replaced`",
+        "The named parent's tokens do not open the prompt: a few tokens of its tool call were replaced by others that say the same call differently, and the rest of the history lines up again after them.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=ids[:1],
+                              breaks=breaks,
+                              **structure(3, roots=3, chains=3, failures={"parent_digest_mismatch": 2}, unresolved=2))},
+    )
+
+
+def s_retokenized() -> Scenario:
+    w = RolloutWriter("retokenized-history", seed=7203)
+    # The model sampled " failing" as single characters; the harness keeps text, not ids, so the
+    # next request re-encodes the same text into the tokenizer's own (shorter) segmentation.
+    text = "Let me look at the failing test first."
+    head, word, rest = "Let me look at the", " failing", " test first."
+    tool = ("run_tests", {"path": "tests/test_parser.py"})
+    sampled = (list(chat.encode(head)) + chat.encode_chars(word) + list(chat.encode(rest + "\n"))
+               + list(chat.encode(chat.render_tool_call(*tool))) + list(chat.encode(chat.IM_END)))
+    w._fc += 1
+    items = [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]},
+             {"type": "function_call", "call_id": f"fc_{w._fc}", "name": tool[0], "arguments": json.dumps(tool[1])}]
+    w.call(cid(1), resolution="root", gen=sampled, items=items, finish="tool_calls")
+    canonical = w.parts_of_items(items)
+    assert [i for _, p in canonical for i in p] != sampled  # the same text, other ids
+    prompt2 = w.prompt_of(cid(1)) + [i for _, p in canonical for i in p] + w.turn_after(cid(1))
+    w.call(cid(2), resolution="unresolved", prompt=prompt2, kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="text", finish="stop")
+    return Scenario(
+        "retokenized_history.json",
+        "The model sampled ` failing` as single characters; the harness keeps the conversation as text and the next request encodes it again (`call-0002`).",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0002`, cause `retokenized` with the bundled tokenizer (`tokens_replaced` without one)",
+        "The prompt holds other ids than `call-0001` generated for a few tokens; decoded, both spans read ` failing`, so the history was decoded and encoded again (keep token ids instead of text between turns).",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=[cid(1)],
+                              breaks=[brk(cid(2), "boundary", "retokenized", cid(1), "nearest",
+                                          without_tokenizer="tokens_replaced")],
+                              **structure(3, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+    )
+
+
+def s_history_truncated() -> Scenario:
+    w = RolloutWriter("history-truncated", seed=7204)
+    ids = [cid(i) for i in range(1, 5)]
+    # A first answer, a user follow-up, then a tool loop.
+    w.call(ids[0], resolution="root", kind="text", finish="stop")
+    w.call(ids[1], parent=ids[0], interstitial=w.turn_after(ids[0], text=chat.NUDGES[0]), kind="tool",
+           finish="tool_calls")
+    for p, c in zip(ids[1:], ids[2:]):
+        w.call(c, parent=p, kind="tool", finish="tool_calls")
+    # The context window filled up: the harness dropped the oldest exchange (call-0001's answer and
+    # the user's follow-up) and kept the system prompt, the task and everything after.
+    opening = len(w.prompt_of(ids[0]))
+    second = len(w.prompt_of(ids[1]))
+    kept = w.cum[ids[3]][:opening] + w.cum[ids[3]][second:]
+    w.call(cid(5), resolution="unresolved", prompt=kept + w.turn_after(ids[3]), kind="text", finish="stop")
+    return Scenario(
+        "history_truncated.json",
+        "A sliding-window harness dropped the oldest exchange (`call-0001`'s answer and the user's follow-up) before `call-0005`, keeping the system prompt and task.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0005`, cause `history_dropped`",
+        "The prompt continues `call-0004`'s tokens except for a stretch right after the opening, and lines up again after it; the stretch holds prompt tokens as well as generated ones, so turns were dropped (truncation), not just model output.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=ids,
+                              breaks=[brk(cid(5), "boundary", "history_dropped", ids[3], "nearest")],
+                              **structure(5, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+    )
+
+
+def s_tool_output_elided() -> Scenario:
+    w = RolloutWriter("tool-output-elided", seed=7205)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls", tool=("read_file", {"path": "src/parser.py"}))
+    output = "\n".join(f"{n + 1:3d} {line}" for n, line in enumerate(chat.LISTING)) + "\n(184 lines)"
+    pieces = w.turn_pieces(cid(1), output=output)
+    w.call(cid(2), parent=cid(1), interstitial=chat.ids_of(pieces), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    # Before call-0004 the harness replaced the long file listing with a one-line placeholder.
+    start = len(w.cum[cid(1)]) + len(chat.ids_of(pieces[:2]))
+    end = start + len(chat.encode(output))
+    full = w.cum[cid(3)]
+    elided = full[:start] + list(chat.encode("[output elided: 184 lines]")) + full[end:]
+    w.call(cid(4), resolution="unresolved", prompt=elided + w.turn_after(cid(3)), kind="text", finish="stop")
+    return Scenario(
+        "tool_output_elided.json",
+        "Before `call-0004` the harness replaced an earlier long tool output (a file listing) with `[output elided: 184 lines]`.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0004`, cause `history_replaced`",
+        "A long stretch of `call-0003`'s history was replaced by a few other tokens; the rest lines up again after it.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(1), cid(2), cid(3)],
+                              breaks=[brk(cid(4), "boundary", "history_replaced", cid(3), "nearest")],
+                              **structure(4, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+    )
+
+
+def s_system_prompt_changed() -> Scenario:
+    w = RolloutWriter("system-prompt-changed", seed=7206)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    # The run crossed midnight: the harness rendered the system prompt again with the new date.
+    old = w.root_prompt()
+    new = w.root_prompt(system=chat.SYSTEM_PROMPT.replace("2024-06-11", "2024-06-12"))
+    assert len(old) == len(new) and old != new
+    w.call(cid(3), resolution="unresolved", prompt=new + w.cum[cid(2)][len(old):] + w.turn_after(cid(2)),
+           kind="tool", finish="tool_calls")
+    w.call(cid(4), parent=cid(3), kind="text", finish="stop")
+    return Scenario(
+        "system_prompt_changed.json",
+        "The run crossed midnight and the harness rendered the system prompt again with the new date (`Today is 2024-06-12.`) before `call-0003`.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0003`, cause `opening_changed`",
+        "The prompt differs from `call-0002`'s tokens only inside the opening (the system prompt and tool list): change neither during a rollout.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(1), cid(2)],
+                              breaks=[brk(cid(3), "boundary", "opening_changed", cid(2), "nearest")],
+                              **structure(4, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+    )
+
+
+def s_tool_result_annotated() -> Scenario:
+    w = RolloutWriter("tool-result-annotated", seed=7207)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls", tool=("run_tests", {"path": "tests/"}))
+    pieces = w.turn_pieces(cid(1))
+    w.call(cid(2), parent=cid(1), interstitial=chat.ids_of(pieces), kind="tool", finish="tool_calls")
+    # Later the harness annotates the earlier tool result with its duration.
+    at = len(w.cum[cid(1)]) + len(chat.ids_of(pieces[:3]))  # after the output text, before its end token
+    full = w.cum[cid(2)]
+    annotated = full[:at] + list(chat.encode("\n(took 3.41s)")) + full[at:]
+    w.call(cid(3), resolution="unresolved", prompt=annotated + w.turn_after(cid(2)), kind="text", finish="stop")
+    return Scenario(
+        "tool_result_annotated.json",
+        "Before `call-0003` the harness appended `(took 3.41s)` to the earlier tool result it had already sent.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0003`, cause `tokens_inserted`",
+        "The prompt holds all of `call-0002`'s tokens, with a few extra ones inserted in the middle of its history.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(1), cid(2)],
+                              breaks=[brk(cid(3), "boundary", "tokens_inserted", cid(2), "nearest")],
+                              **structure(3, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+    )
+
+
+def s_end_token_lost() -> Scenario:
+    w = RolloutWriter("end-token-lost", seed=7208)
+    # The harness renders each assistant turn back without its end-of-turn token.
+    history = w.root_prompt()
+    ids = [cid(i) for i in range(1, 4)]
+    for n, c in enumerate(ids):
+        last = n == len(ids) - 1
+        kind, finish = ("text", "stop") if last else ("tool", "tool_calls")
+        w.call(c, resolution="root" if n == 0 else "unresolved", prompt=history, kind=kind, finish=finish)
+        history = history + w.generation_without(c, "end") + w.turn_after(c)
+    breaks = [brk(c, "boundary", "seam", p, "nearest") for p, c in zip(ids, ids[1:])]
+    return Scenario(
+        "end_token_lost.json",
+        "The harness renders each assistant turn back without its end-of-turn token (`<|im_end|>`), then appends the tool output.",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; breaks at `call-0002`, `call-0003`, cause `seam`",
+        "Each prompt carries all of the previous call's tokens but the last one: a stop or special token lost at the turn boundary.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=ids[:1],
+                              breaks=breaks,
+                              **structure(3, roots=3, chains=3, failures={"parent_unresolved": 2}, unresolved=2))},
+    )
+
+
+def s_compaction_observed() -> Scenario:
+    w = RolloutWriter("compaction-observed", seed=7209)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    # The harness compacted the context after call-0003 (it wrote the summary itself) and went on
+    # from the system prompt and the summary; the server found no stored prefix for it.
+    w.call(cid(4), resolution="unresolved", extends=None, interstitial=w.compacted_prompt(chat.SUMMARIES[0]),
+           kind="tool", finish="tool_calls")
+    w.call(cid(5), parent=cid(4), kind="text", finish="stop")
+    captured = [cid(i) for i in range(1, 6)]
+    records = [{"kind": "agent_invocation", "invocation_id": "inv-main", "parent_invocation_id": None,
+                "spawned_by_tool_call_id": None, "model_calls": [model_ref(c) for c in captured]},
+               {"kind": "context_compaction", "trigger": "token_limit", "tokens_before": len(w.cum[cid(3)]),
+                "tokens_after": len(w.prompt_of(cid(4))), "observed_at": w.records[cid(4)]["created_at"] - 0.5,
+                "after_model_call": model_ref(cid(4)), "model_calls": []},
+               *tool_observations(w, captured)]
+    data = evidence_record(w, [cid(4), cid(5)], records, captured=captured)
+    return Scenario(
+        "compaction_observed.json",
+        "The harness compacted the context after `call-0003` and went on from the system prompt and its own summary (`call-0004`, unresolved); its rollout record observes the compaction (`context_compaction` with `after_model_call`).",
+        "with the rollout record: masked `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; attributed to `call-0005`, so the post-compaction conversation is the main chain; breaks: `call-0001` (an extra root, `new_context`) and `call-0004` (cause `compaction`, token cause `new_context`)",
+        "The summary prompt shares nothing beyond the opening with `call-0003`; the harness's record says it compacted right after `call-0003`, so the cause is the compaction. Without the record the break at `call-0004` reads `new_context`.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(4), cid(5)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
+                              terminal_attribution=attribution("attributed", "tokens", cid(5), [cid(5)]),
+                              breaks=[brk(cid(1), "extra_root", "new_context", None, None),
+                                      brk(cid(4), "boundary", "compaction", cid(3), "nearest", token_cause="new_context")],
+                              breaks_without_final_responses=[brk(cid(4), "boundary", "new_context", cid(3), "nearest")],
+                              **structure(5, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
+        final_responses=("compaction_observed.json", data),
+    )
+
+
+def s_compaction_summary() -> Scenario:
+    w = RolloutWriter("compaction-summary-call", seed=7210)
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls")
+    w.call(cid(2), parent=cid(1), kind="tool", finish="tool_calls")
+    w.call(cid(3), parent=cid(2), kind="tool", finish="tool_calls")
+    # The harness asked the model for the summary (a request of its own, with the conversation as
+    # a transcript) ...
+    transcript = "\n".join(chat.decode(w.cum[cid(3)]).replace(chat.IM_START, "").split(chat.IM_END))
+    summariser = w.root_prompt(system=chat.SUMMARISER_PROMPT, tools=None, task=transcript)
+    summary = chat.SUMMARIES[0]
+    w.call(cid(4), resolution="root", extends=None, interstitial=summariser, items=title_items(summary),
+           finish="stop", reason="new conversation")
+    # ... and went on from the system prompt and that summary.
+    w.call(cid(5), resolution="unresolved", extends=None, interstitial=w.compacted_prompt(summary),
+           kind="tool", finish="tool_calls")
+    w.call(cid(6), parent=cid(5), kind="text", finish="stop")
+    captured = [cid(i) for i in range(1, 7)]
+    records = [{"kind": "context_compaction", "trigger": "token_limit", "tokens_before": len(w.cum[cid(3)]),
+                "tokens_after": len(w.prompt_of(cid(5))), "observed_at": w.records[cid(5)]["created_at"] - 0.5,
+                "after_model_call": model_ref(cid(5)), "model_calls": [model_ref(cid(4))]},
+               *tool_observations(w, captured)]
+    invocations = [{"invocation_id": "inv-main", "parent_invocation_id": None, "spawned_by_tool_call_id": None,
+                    "model_calls": [model_ref(c) for c in captured]}]
+    data = evidence_record(w, [cid(5), cid(6)], records, captured=captured, invocations=invocations)
+    return Scenario(
+        "compaction_summary_call.json",
+        "The harness compacted after `call-0003` by asking the model for a summary (`call-0004`, its own system prompt, the conversation as a transcript) and went on from that summary (`call-0005`); its rollout record lists the summariser call under the compaction's `model_calls`.",
+        "with the rollout record: masked `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; attributed to `call-0006`; breaks: `call-0001` (extra root), `call-0004` (cause `compaction_summary`), `call-0005` (cause `compaction`)",
+        "The summariser's request and the summary prompt are new conversations in the tokens; the record names the first as the request that wrote the summary and the compaction as coming right after `call-0003`.",
+        write_snapshot(w),
+        {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
+                              main_chain=[cid(5), cid(6)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
+                              terminal_attribution=attribution("attributed", "tokens", cid(6), [cid(6)]),
+                              breaks=[brk(cid(1), "extra_root", "new_context", None, None),
+                                      # The transcript repeats the conversation: tokens inserted before it.
+                                      brk(cid(4), "extra_root", "compaction_summary", cid(3), "nearest",
+                                          token_cause="tokens_inserted"),
+                                      brk(cid(5), "boundary", "compaction", cid(3), "nearest", token_cause="new_context")],
+                              breaks_without_final_responses=[
+                                  brk(cid(4), "extra_root", "tokens_inserted", cid(3), "nearest"),
+                                  brk(cid(5), "boundary", "new_context", cid(3), "nearest")],
+                              **structure(6, roots=3, chains=3, failures={"parent_unresolved": 1}, unresolved=1))},
+        final_responses=("compaction_summary_call.json", data),
+    )
+
+
+def s_subagent_observed() -> Scenario:
+    w = RolloutWriter("subagent-observed", seed=7211)
+    spawn = ("spawn_agent", {"task": "callers of split_tokens"})
+    w.call(cid(1), resolution="root", kind="tool", finish="tool_calls", tool=spawn)
+    fc = w.items_of[cid(1)][-1]["call_id"]
+    # The sub-agent gets its own system prompt and the sub-task, written by the harness.
+    helper = w.root_prompt(system="You are a helper agent. Answer the orchestrator briefly.", tools=None,
+                           task="Report every call site of split_tokens with file and line.")
+    w.call(cid(2), resolution="root", extends=None, interstitial=helper, kind="tool", finish="tool_calls",
+           tool=("search_code", {"query": "split_tokens("}))
+    report = "src/cli.py:88 and src/parser.py:12 call split_tokens."
+    w.call(cid(3), parent=cid(2), items=title_items(report), finish="stop")
+    # The orchestrator gets the report as the tool result and finishes.
+    w.call(cid(4), parent=cid(1), interstitial=w.turn_after(cid(1), output=report), kind="tool", finish="tool_calls")
+    w.call(cid(5), parent=cid(4), kind="text", finish="stop")
+    main = [cid(1), cid(4), cid(5)]
+    refs = {c: model_ref(c) for c in (cid(1), cid(2), cid(3), cid(4), cid(5))}
+    refs[cid(3)] = {"model_call_id": None, "model_ref": MODEL, "response_id": response_id(cid(3))}  # joins by response id
+    records = [{"kind": "agent_invocation", "invocation_id": "inv-main", "parent_invocation_id": None,
+                "spawned_by_tool_call_id": None, "model_calls": [refs[c] for c in main]},
+               {"kind": "agent_invocation", "invocation_id": "inv-helper-1", "parent_invocation_id": "inv-main",
+                "spawned_by_tool_call_id": fc, "model_calls": [refs[cid(2)], refs[cid(3)]]},
+               *tool_observations(w, [cid(1), cid(2), cid(4)])]
+    data = evidence_record(w, main, records, captured=[cid(i) for i in range(1, 6)])
+    return Scenario(
+        "subagent_observed.json",
+        "The orchestrator's `spawn_agent` tool call (`call-0001`) started a helper agent with its own system prompt (`call-0002`, `call-0003`); its report came back as the tool result (`call-0004`). The rollout record observes both invocations (`agent_invocation`, the helper's `parent_invocation_id` set).",
+        "with the rollout record: masked `multiple_roots`, `multiple_chains`; main chain `call-0001` → `call-0004` → `call-0005`; a break at `call-0002`, cause `subagent` (token cause `new_context`)",
+        "The helper's first call shares only the start of the system turn with the orchestrator; the record says it is the first call of an invocation spawned by the orchestrator, so the cause is the sub-agent (train it as a trajectory of its own).",
+        write_snapshot(w),
+        {w.rollout_id: expect(["multiple_roots", "multiple_chains"], main_chain=main,
+                              terminal_attribution=attribution("attributed", "tokens", cid(5), [cid(5)]),
+                              breaks=[brk(cid(2), "extra_root", "subagent", cid(1), "nearest", token_cause="new_context")],
+                              breaks_without_final_responses=[brk(cid(2), "extra_root", "new_context", cid(1), "nearest")],
+                              **structure(5, roots=2, chains=2))},
+        final_responses=("subagent_observed.json", data),
+    )
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     s_clean,
     s_delta,
@@ -1164,6 +1784,17 @@ SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     s_attributed_twins,
     s_ambiguous,
     s_unattributed,
+    s_reasoning_stripped,
+    s_retokenized,
+    s_tool_call_rerendered,
+    s_tool_result_annotated,
+    s_history_truncated,
+    s_tool_output_elided,
+    s_system_prompt_changed,
+    s_end_token_lost,
+    s_compaction_observed,
+    s_compaction_summary,
+    s_subagent_observed,
 )
 
 
@@ -1176,7 +1807,13 @@ README_HEAD = """\
 Small, synthetic captures, one per situation you will meet in real token-capture data.
 Each is a real input format the loader reads (a snapshot JSON, an entries JSONL, or a
 capture-store directory), with digests and cumulative lengths stamped exactly as the model
-server stamps them. Token ids are random, so only the structure means anything.
+server stamps them. The token ids are real text: a coding agent fixing a bug with tools,
+rendered through a ChatML-like chat template (`<|im_start|>system` / `user` / `assistant` /
+`tool` turns, `<think>` reasoning, tool calls as JSON inside `<tool_call>`) and encoded with
+`tokenizer.json`, a small byte-level BPE tokenizer (about 1,250 tokens) that
+`scripts/make_sample_data.py` trains with the `tokenizers` library on a corpus it embeds
+(`scripts/sample_chat.py`; training is deterministic). Give it to `--tokenizer` (the app
+uses it for the samples by default) and every prompt and generation decodes.
 
 `expected.json` holds, per file and rollout, the verdict the rollout must get from
 `build_rollout`: `mask_sample`, `mask_reasons`, the response `status` and
@@ -1186,11 +1823,21 @@ These were written down by hand from the builder rules, next to the data, in
 `scripts/make_sample_data.py`; they are never produced by running the builder.
 `tests/test_sample_data.py` checks the package against them.
 
+Each rollout also declares its `breaks` (SPEC 12): per break the call, its kind
+(`boundary`, `extra_root`, `branch`, `record_fault`), the `cause` (with the bundled tokenizer
+and, where the scenario has a rollout record, the harness's evidence), the `token_cause`
+(what the tokens alone say), the `predecessor` and how it was chosen (`relation`), and the
+`reasoning` flag; `cause_without_tokenizer` where the tokenizer changes the cause, and
+`breaks_without_final_responses` where the record changes the breaks. They follow from how
+each scenario's faulty harness rendered the next prompt, never from running the diagnosis;
+`tests/test_sample_diagnosis.py` holds `tokencap.diagnose` to them.
+
 Try one:
 
 ```
 python -m tokencap inspect sample_data/subagent_branch.json
 python -m tokencap build sample_data/capture_store
+python -m tokencap inspect sample_data/reasoning_stripped_by_template.json --tokenizer sample_data/tokenizer.json
 ```
 
 | file | situation | what you should see | why |
@@ -1204,7 +1851,8 @@ README_TAIL = """
 with realistic ids (`task0042-rollout3-attempt0`), 1 to 40 calls each, in the upstream file
 layout (`R.tokens.jsonl`, `.intents`, `.state.json`, plus `.refusals.jsonl` and
 `.incomplete` where a rollout needs them). Most are ordinary agent loops; mixed in, at
-realistic rates, is every situation above, plus rollouts stuck at one call (the model's
+realistic rates, is every situation above (about a third of the rollouts have a broken
+lineage, of every cause a harness produces), plus rollouts stuck at one call (the model's
 tool call came back as plain text because the server had no tool-call parser, so the
 harness took it for the final answer) and a few rollouts whose files cannot be loaded (a
 bad field, a record naming another rollout, a line that is not JSON, a cut-off state file).
@@ -1229,8 +1877,10 @@ python scripts/make_sample_run.py --pair /tmp/samples   # all three, anywhere el
 
 `run_after_fix/` is the same tasks run again after a harness release, for `tokencap diff`:
 the same rollout ids and most files byte for byte the same. What changed: the harness now
-records its parent decision and stops re-rendering history (every
-`unresolved_continuation` and `stale_parent_link` rollout is a clean loop now), and its
+records its parent decision, stops re-rendering history and keeps earlier reasoning in the
+chat template (every `unresolved_continuation`, `stale_parent_link` and
+`reasoning_stripped_by_template` rollout is a clean loop now, so `generation_dropped`'s
+share of rollouts falls to zero in a comparison), and its
 rollout records carry the server's token ids (in `run/`, two long tasks' records carry a
 re-tokenized answer, so nothing matches and those rollouts are masked
 `terminal_call_not_delivered`). One rollout regressed (its capture died mid-write), one
@@ -1248,6 +1898,20 @@ with fewer than 2 trainable rollouts, some whose trainable rollouts all share on
 `rollout_records/expected.json` declares, from the generator's own draws, what
 `tokencap diff` reports (counts and rollout ids per change), how a record changes a
 situation's verdict, and the reward and group facts of each run.
+
+Each record also carries what NeMo Gym delivered (SPEC 12.7): `mask_sample` and
+`_ng_token_capture`. That Gym release masked only capture faults, unresolved boundaries and
+retries: it trained on the main chain of rollouts masked only for `multiple_roots` /
+`multiple_chains` (sub-agents, compactions) and on the two re-tokenized tasks, so those are
+"trained on although their lineage is in doubt". Rollouts whose capture died mid-write were
+masked by the harness itself (a timeout: `mask_sample` without `_ng_token_capture`). Records
+of rollouts with compactions or sub-agents carry the harness's observations
+(`ng_agent_observations` with `agent_invocation`, `context_compaction` and `tool_call`
+records, `ng_trajectory`, `ng_model_call_capture`). `rollout_records/diagnosis.json`
+declares, per run, every rollout's breaks with its record as evidence (and the bundled
+tokenizer), the rollouts per cause, and the delivery lists; `tests/test_sample_run.py` holds
+`tokencap.diagnose` to it. With its record, a rollout's final answer anchors its last
+fragment, so its first call becomes an extra root with nothing before it (`new_context`).
 
 ```
 python -m tokencap diff sample_data/run sample_data/run_after_fix \\
@@ -1286,7 +1950,7 @@ python -m tokencap inspect sample_data/title_call_after_final_answer.json \\
 ## Regenerating
 
 ```
-python scripts/make_sample_data.py            # rewrites sample_data/
+python scripts/make_sample_data.py            # rewrites sample_data/ (and tokenizer.json)
 python scripts/make_sample_data.py /tmp/out   # or anywhere else
 ```
 
@@ -1322,6 +1986,7 @@ def generate(out_dir: Path) -> list[Scenario]:
             (out_dir / FINAL_RESPONSES_DIR).mkdir(exist_ok=True)
             (out_dir / FINAL_RESPONSES_DIR / file_name).write_bytes(data)
             expected[s.name]["final_responses"] = f"{FINAL_RESPONSES_DIR}/{file_name}"
+    (out_dir / TOKENIZER_NAME).write_bytes(chat.tokenizer_bytes())
     (out_dir / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2) + b"\n")
     (out_dir / "README.md").write_text(render_readme(scenarios), encoding="utf-8")
     return scenarios

@@ -24,6 +24,14 @@ rollout records (``sample_data/rollout_records/``: reward, task and rollout inde
 response), with what ``tokencap diff`` of the two must report and the reward and group
 facts of each, declared in ``rollout_records/expected.json`` (see "The run after a fix").
 
+About a third of the rollouts have a broken lineage (SPEC 12): every situation declares its
+breaks (cause, predecessor) next to its data, and, for a scan with the rollout records,
+``rollout_records/diagnosis.json`` declares them with the record as harness evidence, with
+what NeMo Gym delivered (``mask_sample``, ``_ng_token_capture``) and which rollouts it
+trained on although tokencap masks them. The situations added for the causes are drawn as
+plain delta-record loops and converted after the shuffle, so every older rollout keeps its
+id, situation, size and seed.
+
 Usage::
 
     python scripts/make_sample_run.py                  # sample_data/run, run_after_fix, rollout_records
@@ -48,11 +56,19 @@ if str(SCRIPTS) not in sys.path:  # the record writer lives next to this script
     sys.path.insert(0, str(SCRIPTS))
 
 from make_sample_data import (  # noqa: E402
+    CAUSE_ORDER,
     MASK_REASON_ORDER,
     REPO_ROOT,
     T0,
+    TOKENIZER_NAME,
     RolloutWriter,
+    brk,
+    chat,
     cid,
+    model_ref,
+    other_token,
+    response_id,
+    tool_observations,
     expect,
     structure,
 )
@@ -79,7 +95,7 @@ class Profile:
 
     @classmethod
     def draw(cls, rng: random.Random) -> Profile:
-        return cls(root=rng.randint(24, 160), tool=rng.choice((8, 16, 32, 64)), gen=rng.choice((8, 16, 32, 48)))
+        return cls(root=rng.randint(24, 160), tool=rng.choice((8, 12, 16, 32)), gen=rng.choice((8, 16, 32, 48)))
 
 
 class StoreRollout(RolloutWriter):
@@ -103,6 +119,8 @@ class StoreRollout(RolloutWriter):
         self.state_edit: Callable[[bytes], bytes] | None = None
         self.last_record: dict[str, Any] = {}
         self.answer: dict[str, Any] | None = None  # the harness's final call, when not the last recorded one
+        self.record_breaks: list[dict[str, Any]] | None = None  # the breaks with the rollout record (None: as declared)
+        self.observations: dict[str, Any] | None = None  # the harness's evidence fields of the rollout record
 
     def next_id(self) -> str:
         self.n_ids += 1
@@ -152,9 +170,12 @@ class StoreRollout(RolloutWriter):
         """The request of ``call_id`` served again (same parent, same full prompt)."""
         prompt = self.prompt_of(call_id)
         base = self.cum[parent] if parent is not None else []
+        if not same_tokens:
+            kw.setdefault("differ_from", call_id)
         if same_tokens:
             kw.setdefault("gen", self.records[call_id]["generation_token_ids"])
             kw.setdefault("lps", self.records[call_id]["generation_log_probs"])
+            kw.setdefault("items", self.records[call_id]["output_items"])
         if parent is None:
             kw.setdefault("resolution", "root")
         return self.turn(parent, interstitial=prompt[len(base):], delta=delta and parent is not None, **kw)
@@ -214,6 +235,7 @@ class Situation:
     what: str
     why: str
     bundle_cap: int = 40  # most calls in the bundled run (full-prompt situations stay small)
+    drawn_as: str | None = None  # drawn in place of this situation's rollouts, then converted (see `plan_run`)
 
 
 def _full(w: StoreRollout, ids: Sequence[str], reasons: Sequence[str] = (), **kw: Any) -> dict[str, Any]:
@@ -239,9 +261,9 @@ def s_delta(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
 def s_stuck(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     # The server had no tool-call parser for this model: the model's tool call came back as
     # plain text with finish_reason "stop", the harness saw a final answer and ended.
-    c = w.turn(None, kind="text", finish="stop")
-    w.records[c]["output_items"][0]["content"][0]["text"] = (
-        '<tool_call>\n{"name": "run_tests", "arguments": {"path": "tests/"}}\n</tool_call>')
+    call = chat.render_tool_call("run_tests", {"path": "tests/"})
+    c = w.turn(None, items=[{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": call}]}],
+               finish="stop")
     return _full(w, [c], **structure(1))
 
 
@@ -278,16 +300,47 @@ def s_twins_finish(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     return _full(w, ids, **structure(n, quarantined=1))
 
 
+def observations(w: StoreRollout, records: list[dict[str, Any]],
+                 invocations: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The harness's evidence fields of a rollout record (SPEC 12.6): its observations, its
+    trajectory's invocations and model calls, and the capture's call ids by response id."""
+    captured = [r["model_call_id"] for r in w.entries]
+    out: dict[str, Any] = {"ng_agent_observations": {"source": "sample-harness", "records": records, "gaps": []}}
+    if invocations:
+        out["ng_trajectory"] = {"schema": "1.0", "invocations": list(invocations), "model_calls": [],
+                                "tool_calls": [], "turns": [], "gaps": []}
+    out["ng_model_call_capture"] = {"calls": [{"model_call_id": c, "response_id": response_id(c)} for c in captured]}
+    return out
+
+
+def invocation(invocation_id: str, calls: Sequence[str], parent: str | None = None,
+               spawned_by: str | None = None) -> dict[str, Any]:
+    return {"kind": "agent_invocation", "invocation_id": invocation_id, "parent_invocation_id": parent,
+            "spawned_by_tool_call_id": spawned_by, "model_calls": [model_ref(c) for c in calls]}
+
+
+def last_tool_call_id(w: StoreRollout, call_id: str) -> str | None:
+    calls = [i["call_id"] for i in w.items_of[call_id] if i["type"] == "function_call"]
+    return calls[-1] if calls else None
+
+
 def s_subagent(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     delta = _delta(w, n)
     j = w.rng.randint(1, n - 2)  # the orchestrator's calls before the fork
     s = w.rng.randint(1, n - j - 1)  # the sub-agent's calls
     orch = w.run(None, j, delta=delta, ends=False)
+    fork = orch[-1]
     sub = [w.turn(orch[-1], kind="tool", finish="tool_calls", delta=delta)]
     sub += w.run(sub[-1], s - 1, delta=delta, last_finish=w.rng.choice(("stop", "length")))
     orch += w.run(orch[-1], n - j - s, delta=delta)
+    # The harness observed the fork: a sub-agent invocation spawned by the orchestrator's tool call.
+    w.observations = observations(w, [invocation("inv-main", orch),
+                                      invocation("inv-sub-1", sub, "inv-main", last_tool_call_id(w, fork)),
+                                      *tool_observations(w, orch + sub)])
+    branch = brk(sub[0], "branch", "branch", fork, "branch_point", token_cause="link_intact")
+    w.record_breaks = [{**branch, "cause": "subagent"}]
     return expect(["multiple_chains"], main_chain=orch, generated_tokens_delivered=w.chain(orch),
-                  **structure(n, chains=2))
+                  breaks=[branch], **structure(n, chains=2))
 
 
 def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
@@ -295,10 +348,27 @@ def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     a = w.rng.randint(1, n - 1)
     before = w.run(None, a, delta=delta, ends=False)
     # The history was replaced by a summary: a fresh conversation, recorded as a root.
-    after = [w.turn(None, reason="compacted history: request shares no prefix with earlier calls")]
+    after = [w.turn(None, interstitial=w.compacted_prompt(),
+                    reason="compacted history: request shares no prefix with earlier calls")]
     after += w.run(after[0], n - a - 1, delta=delta)
+    w.observations = observations(w, [compaction(w, after[0], before[-1]), *tool_observations(w, before + after)])
+    # With the record the harness's final answer anchors the post-compaction conversation, whose
+    # root is then the main chain's: the first conversation's root is the extra root, with no
+    # earlier call to continue (and no evidence of its own).
+    w.record_breaks = [brk(before[0], "extra_root", "new_context")]
     return expect(["multiple_roots", "multiple_chains"], main_chain=before,
-                  generated_tokens_delivered=w.chain(before), **structure(n, roots=2, chains=2))
+                  generated_tokens_delivered=w.chain(before),
+                  breaks=[brk(after[0], "extra_root", "new_context", before[-1], "nearest")],
+                  **structure(n, roots=2, chains=2))
+
+
+def compaction(w: StoreRollout, first_after: str, last_before: str, summariser: Sequence[str] = ()) -> dict[str, Any]:
+    """The harness's `context_compaction` observation: ``after_model_call`` names the first call
+    after the compaction (SPEC 12.6), ``model_calls`` the request that wrote the summary, if any."""
+    return {"kind": "context_compaction", "trigger": "token_limit", "tokens_before": len(w.cum[last_before]),
+            "tokens_after": len(w.prompt_of(first_after)),
+            "observed_at": round(w.records[first_after]["created_at"] - 0.25, 3),
+            "after_model_call": model_ref(first_after), "model_calls": [model_ref(c) for c in summariser]}
 
 
 def s_unresolved_continuation(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
@@ -308,21 +378,39 @@ def s_unresolved_continuation(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, An
     # Extends the last call, but the resolver could not prove it at request time.
     c = w.turn(None, extends=before[-1], resolution="unresolved", interstitial=w.inter())
     w.run(c, n - k - 1, delta=delta)
+    boundary = brk(c, "boundary", "link_intact", before[-1], "nearest")
+    w.record_breaks = [brk(before[0], "extra_root", "new_context"), boundary]  # the answer anchors c's fragment
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
+                  breaks=[boundary],
                   **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
+
+
+def figure_positions(w: StoreRollout, ids: Sequence[int], start: int) -> list[int]:
+    """Positions (from ``start``) of the digits of a tool output's closing figure (`212 passed`,
+    `(184 lines)`, `(12 ms)`): a token no other stretch of the rollout repeats with what follows."""
+    out = []
+    for k in range(start, len(ids) - 4):
+        if chat.decode(ids[k:k + 1]).strip().isdigit() and chat.decode(ids[k + 1:k + 2]).strip() in ("passed", "lines", "ms"):
+            out.append(k)
+    return out
 
 
 def s_stale_parent(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     delta = _delta(w, n)
     k = w.rng.randint(1, n - 1)
     before = w.run(None, k, delta=delta, ends=False)
-    # The harness re-rendered an earlier turn: one token of the parent's history changed.
+    # The harness re-rendered an earlier tool output: one figure of the parent's history changed
+    # (or, with no tool output yet, the first generated token).
     edited = list(w.cum[before[-1]])
-    at = w.rng.randrange(len(edited) // 4, len(edited) // 2)
-    edited[at] = edited[at] + 1 if edited[at] < 149_000 else edited[at] - 1
-    c = w.turn(before[-1], prompt=edited + w.tokens(w.inter()))
+    opening = len(w.prompt_of(before[0]))
+    at = w.rng.choice(figure_positions(w, edited, opening) or [opening])
+    edited[at] = other_token(edited[at])
+    c = w.turn(before[-1], prompt=edited + w.turn_after(before[-1], w.inter()))
     w.run(c, n - k - 1, delta=delta)
+    boundary = brk(c, "boundary", "tokens_replaced", before[-1], "claimed")
+    w.record_breaks = [brk(before[0], "extra_root", "new_context"), boundary]
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
+                  breaks=[boundary],
                   **structure(n, roots=2, chains=2, failures={"parent_digest_mismatch": 1}, unresolved=1))
 
 
@@ -334,7 +422,9 @@ def s_legacy(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
                           interstitial=w.inter() if ids else w.p.root,
                           kind="text" if last else "tool", finish="stop" if last else "tool_calls"))
     multiple = ["multiple_roots", "multiple_chains"] if n > 1 else []
-    return expect(["unresolved_parent_calls", *multiple], main_chain=ids[:1],
+    breaks = [brk(ids[0], "boundary", "new_context")]
+    breaks += [brk(c, "boundary", "link_intact", p, "nearest") for p, c in zip(ids, ids[1:])]
+    return expect(["unresolved_parent_calls", *multiple], main_chain=ids[:1], breaks=breaks,
                   **structure(n, roots=n, chains=n, failures={"missing_resolution": n}, unresolved=n))
 
 
@@ -354,9 +444,10 @@ def s_broken_delta(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     k = w.rng.randint(2, n)
     before = w.run(None, k - 1, delta=w.rng.random() < 0.5, ends=False)
     lost = w.turn(before[-1], record=False, intent=False)
-    w.run(lost, n - k + 1, delta=True)
+    gone = w.run(lost, n - k + 1, delta=True)
     lost_after = n - k + 1
     return expect(["unresolved_parent_calls"], main_chain=before,
+                  breaks=[brk(c, "record_fault", "record_fault") for c in gone],
                   **structure(n, failures={"delta_chain_unreconstructable": lost_after}, unresolved=lost_after))
 
 
@@ -367,11 +458,12 @@ def s_corrupt(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     bad = w.turn(before[-1])  # full prompt: its own digest is what fails
     rec = w.records[bad]
     i = w.rng.randrange(len(rec["generation_token_ids"]))
-    rec["generation_token_ids"][i] += 1  # flipped after the digest was stamped
+    rec["generation_token_ids"][i] = other_token(rec["generation_token_ids"][i])  # changed after the digest was stamped
     nxt = w.turn(bad)  # full prompt, so it is re-attached by prefix, not rebuilt
     rest = w.run(nxt, n - k - 1, delta=delta)
     main = before + [nxt] + rest
     return expect(["unresolved_parent_calls"], main_chain=main, generated_tokens_delivered=w.chain(main),
+                  breaks=[brk(bad, "record_fault", "record_fault")],
                   **structure(n, failures={"entry_digest_mismatch": 1, "parent_call_id_missing_recovered": 1},
                               unresolved=1))
 
@@ -384,10 +476,11 @@ def s_duplicate(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     # A writer replay stored a second record under the same id with another sample of the
     # same length (so the delivered count does not depend on which copy is kept).
     w.n_ids -= 1
-    w.retry_of(last, ids[-2] if n > 1 else None, gen=len(first["generation_token_ids"]), kind="text",
+    w.retry_of(last, ids[-2] if n > 1 else None, gen_len=len(first["generation_token_ids"]), kind="text",
                finish="stop", delta=delta, intent=False)
     w.records[last] = first
     return expect(["unresolved_parent_calls"], main_chain=ids, generated_tokens_delivered=w.chain(ids),
+                  breaks=[brk(last, "record_fault", "record_fault")],
                   **structure(n, failures={"duplicate_call_id_conflict": 1}, unresolved=1))
 
 
@@ -504,8 +597,186 @@ def s_bad_state(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     return _load_error(w, [w.rollout_id + STATE, "not valid JSON"])
 
 
+# --------------------------------------------------------------------------- why lineage broke (SPEC 12)
+#
+# A faulty harness or template at run scale: the situations of sample_data/'s cause scenarios.
+# They replace some of the plain delta-record loops (`drawn_as`), so every other rollout keeps
+# its id and data. Calls whose prompt the resolver cannot match are recorded `unresolved`.
+# With the rollout record, the harness's final answer anchors the last fragment, so the first
+# call (a root) becomes an extra root with nothing before it: `new_context`.
+
+
+def _broken_every_turn(w: StoreRollout, n: int, render: Callable[[str], list[int]], cause: str,
+                       *, resolved: bool = False, reasoning: bool = False,
+                       kinds: Callable[[int], str] | None = None) -> dict[str, Any]:
+    """``n`` calls whose every next prompt renders the previous generation with ``render``."""
+    history = w.root_prompt()
+    ids: list[str] = []
+    for i in range(n):
+        last = i == n - 1
+        kind = "text" if last else (kinds(i) if kinds else w.rng.choice(("tool", "tool_only")))
+        finish = "stop" if last else "tool_calls"
+        if not ids:
+            c = w.turn(None, interstitial=history, kind=kind, finish=finish)
+        elif resolved:
+            c = w.turn(ids[-1], prompt=history, kind=kind, finish=finish,
+                       reason="parent named by the harness (previous_response_id)")
+        else:
+            c = w.turn(None, prompt=history, resolution="unresolved", kind=kind, finish=finish)
+        ids.append(c)
+        if not last:
+            history = history + render(c) + w.turn_after(c, w.inter())
+    relation = "claimed" if resolved else "nearest"
+    breaks = [brk(c, "boundary", cause, p, relation, reasoning=reasoning) for p, c in zip(ids, ids[1:])]
+    w.record_breaks = [brk(ids[0], "extra_root", "new_context")] + breaks
+    note = "parent_digest_mismatch" if resolved else "parent_unresolved"
+    return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=ids[:1], breaks=breaks,
+                  **structure(n, roots=n, chains=n, failures={note: n - 1}, unresolved=n - 1))
+
+
+def s_reasoning_stripped(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    w.think = True  # a reasoning model behind a template that strips earlier reasoning
+    return _broken_every_turn(w, n, lambda c: w.generation_without(c, "think"), "generation_dropped",
+                              reasoning=True)
+
+
+def s_end_token_lost(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    return _broken_every_turn(w, n, lambda c: w.generation_without(c, "end"), "seam")
+
+
+def s_tool_call_rerendered(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    return _broken_every_turn(w, n, w.generation_rerendered, "tokens_replaced", resolved=True,
+                              kinds=lambda i: "tool")
+
+
+def _one_break(w: StoreRollout, before: list[str], c: str, rest_from: str, k_rest: int, cause: str,
+               *, without_tokenizer: str | None = None, n: int) -> dict[str, Any]:
+    """A loop ``before``, one unresolved call ``c`` continuing ``before[-1]`` badly, then a clean
+    loop of ``k_rest`` calls from ``rest_from``."""
+    w.run(rest_from, k_rest, delta=False)
+    boundary = brk(c, "boundary", cause, before[-1], "nearest", without_tokenizer=without_tokenizer)
+    w.record_breaks = [brk(before[0], "extra_root", "new_context"), boundary]
+    return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
+                  breaks=[boundary],
+                  **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
+
+
+def s_retokenized(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    k = w.rng.randint(1, n - 1)
+    before = w.run(None, k - 1, delta=False, ends=False)
+    # The model sampled one word of its message as single characters; the harness keeps text
+    # and encodes it again for the next request.
+    items, parts = w.generation("tool", w.gen_len())
+    message = next(i for i in items if i["type"] == "message")["content"][0]["text"]
+    words = message.split(" ")
+    at = max(range(1, len(words)), key=lambda i: (len(words[i]), -i))
+    head, word, rest = " ".join(words[:at]), " " + words[at], "".join(" " + x for x in words[at + 1:])
+    sampled = []
+    for name, piece in parts:
+        sampled += (list(chat.encode(head)) + chat.encode_chars(word) + list(chat.encode(rest + "\n"))
+                    if name == "text" else piece)
+    if before:
+        odd = w.turn(before[-1], gen=sampled, items=items)
+    else:
+        odd = w.turn(None, gen=sampled, items=items)
+    before.append(odd)
+    canonical = [i for _, piece in parts for i in piece]
+    assert canonical != sampled
+    prompt = w.prompt_of(odd) + canonical + w.turn_after(odd, w.inter())
+    c = w.turn(None, prompt=prompt, resolution="unresolved")
+    return _one_break(w, before, c, c, n - k - 1, "retokenized", without_tokenizer="tokens_replaced", n=n)
+
+
+def s_system_prompt_changed(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    k = w.rng.randint(1, n - 1)
+    before = w.run(None, k, delta=False, ends=False)
+    old = w.root_prompt()
+    new = w.root_prompt(system=chat.SYSTEM_PROMPT.replace("2024-06-11", "2024-06-12"))
+    prompt = new + w.cum[before[-1]][len(old):] + w.turn_after(before[-1], w.inter())
+    c = w.turn(None, prompt=prompt, resolution="unresolved")
+    return _one_break(w, before, c, c, n - k - 1, "opening_changed", n=n)
+
+
+def s_history_truncated(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    # A first answer and a user follow-up, a tool loop, then the harness drops that first exchange.
+    first = w.turn(None, kind="text", finish="stop")
+    second = w.turn(first, interstitial=w.turn_after(first, text=w.pick("nudge", chat.NUDGES)), kind="tool")
+    before = [first, second] + w.run(second, n - 3, delta=False, ends=False)
+    opening, cut = len(w.prompt_of(first)), len(w.prompt_of(second))
+    kept = w.cum[before[-1]][:opening] + w.cum[before[-1]][cut:]
+    c = w.turn(None, prompt=kept + w.turn_after(before[-1], w.inter()), resolution="unresolved", kind="text",
+               finish="stop")
+    return _one_break(w, before, c, c, 0, "history_dropped", n=n)
+
+
+def s_tool_output_elided(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    first = w.turn(None, tool=("read_file", {"path": w.pick("files", chat.FILES)}))
+    output = "\n".join(f"{n + 1:3d} {line}" for n, line in enumerate(chat.LISTING)) + f"\n({w.rng.randint(120, 400)} lines)"
+    pieces = w.turn_pieces(first, output=output)
+    second = w.turn(first, interstitial=chat.ids_of(pieces))
+    before = [first, second] + w.run(second, n - 3, delta=False, ends=False)
+    start = len(w.cum[first]) + len(chat.ids_of(pieces[:2]))
+    end = start + len(chat.encode(output))
+    full = w.cum[before[-1]]
+    elided = full[:start] + list(chat.encode("[output elided]")) + full[end:]
+    c = w.turn(None, prompt=elided + w.turn_after(before[-1], w.inter()), resolution="unresolved", kind="text",
+               finish="stop")
+    return _one_break(w, before, c, c, 0, "history_replaced", n=n)
+
+
+def s_tool_result_annotated(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    first = w.turn(None, tool=("run_tests", {"path": w.pick("tests", chat.TEST_PATHS)}))
+    pieces = w.turn_pieces(first)
+    second = w.turn(first, interstitial=chat.ids_of(pieces))
+    before = [first, second] + w.run(second, n - 3, delta=False, ends=False)
+    at = len(w.cum[first]) + len(chat.ids_of(pieces[:3]))
+    full = w.cum[before[-1]]
+    annotated = full[:at] + list(chat.encode(f"\n(took {w.rng.uniform(1, 9):.2f}s)")) + full[at:]
+    c = w.turn(None, prompt=annotated + w.turn_after(before[-1], w.inter()), resolution="unresolved", kind="text",
+               finish="stop")
+    return _one_break(w, before, c, c, 0, "tokens_inserted", n=n)
+
+
+def s_compaction_observed(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    a = w.rng.randint(1, n - 1)
+    before = w.run(None, a, delta=False, ends=False)
+    # The harness compacted (writing the summary itself) and went on from the system prompt and
+    # the summary; the server matched no stored prefix. Its record observes the compaction.
+    first = w.turn(None, interstitial=w.compacted_prompt(), resolution="unresolved")
+    after = [first] + w.run(first, n - a - 1, delta=False)
+    w.observations = observations(w, [invocation("inv-main", before + after), compaction(w, first, before[-1]),
+                                      *tool_observations(w, before + after)])
+    w.record_breaks = [brk(before[0], "extra_root", "new_context"),
+                       brk(first, "boundary", "compaction", before[-1], "nearest", token_cause="new_context")]
+    return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
+                  breaks=[brk(first, "boundary", "new_context", before[-1], "nearest")],
+                  **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
+
+
+def s_subagent_observed(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
+    j = w.rng.randint(1, n - 3)  # the orchestrator's calls up to the spawn
+    s = w.rng.randint(1, n - j - 1)  # the helper's calls
+    orch = w.run(None, j - 1, delta=False, ends=False)
+    spawn = w.turn(orch[-1] if orch else None, tool=("spawn_agent", {"task": "callers of split_tokens"}))
+    orch.append(spawn)
+    helper = w.root_prompt(system="You are a helper agent. Answer the orchestrator briefly.", tools=None,
+                           task="Report every call site of split_tokens with file and line.")
+    sub = [w.turn(None, interstitial=helper, tool=("search_code", {"query": "split_tokens("}))]
+    sub += w.run(sub[0], s - 1, delta=False)
+    report = "src/cli.py:88 and src/parser.py:12 call split_tokens."
+    orch.append(w.turn(spawn, interstitial=w.turn_after(spawn, output=report)))
+    orch += w.run(orch[-1], n - j - s - 1, delta=False)
+    w.observations = observations(w, [invocation("inv-main", orch),
+                                      invocation("inv-helper-1", sub, "inv-main", last_tool_call_id(w, spawn)),
+                                      *tool_observations(w, orch + sub)])
+    w.record_breaks = [brk(sub[0], "extra_root", "subagent", spawn, "nearest", token_cause="new_context")]
+    return expect(["multiple_roots", "multiple_chains"], main_chain=orch, generated_tokens_delivered=w.chain(orch),
+                  breaks=[brk(sub[0], "extra_root", "new_context", spawn, "nearest")],
+                  **structure(n, roots=2, chains=2))
+
+
 SITUATIONS: tuple[Situation, ...] = (
-    Situation("delta_records", 110, 2, None, s_delta,
+    Situation("delta_records", 42, 2, None, s_delta,  # 110 drawn, 68 converted to the situations at the end
               "A plain agent loop stored as delta records (each prompt only beyond its parent's tokens).",
               "Delta prompts rebuild by replaying the parent chain and check against each stamped digest."),
     Situation("clean_multiturn_tools", 40, 1, None, s_clean,
@@ -593,6 +864,46 @@ SITUATIONS: tuple[Situation, ...] = (
     Situation("load_error_bad_state", 1, 1, None, s_bad_state,
               "The state file was cut off mid-write.",
               "A state file that is not JSON makes the rollout unloadable."),
+    Situation("reasoning_stripped_by_template", 24, 2, None, s_reasoning_stripped,
+              "A reasoning model behind a chat template that renders earlier turns without their `<think>` reasoning.",
+              "No prompt extends the previous call: every call is its own fragment (`generation_dropped`, reasoning).",
+              bundle_cap=6, drawn_as="delta_records"),
+    Situation("end_token_lost", 6, 2, None, s_end_token_lost,
+              "The harness renders each assistant turn back without its end-of-turn token.",
+              "Each prompt lacks the previous call's last token: every call is its own fragment (`seam`).",
+              bundle_cap=6, drawn_as="delta_records"),
+    Situation("tool_call_rerendered", 6, 2, None, s_tool_call_rerendered,
+              "The harness renders every tool call back as compact JSON and names the previous call as parent.",
+              "The named parent's digest does not match: `parent_digest_mismatch` on every call (`tokens_replaced`).",
+              bundle_cap=6, drawn_as="delta_records"),
+    Situation("retokenized_history", 5, 2, None, s_retokenized,
+              "The model sampled a word as single characters; the harness encoded the text again for the next request.",
+              "The next prompt holds other ids for the same text: an unresolved call (`retokenized`).",
+              bundle_cap=7, drawn_as="delta_records"),
+    Situation("system_prompt_changed", 4, 2, None, s_system_prompt_changed,
+              "Mid-run the harness rendered the system prompt again with a new date.",
+              "The prompt differs only inside the opening: an unresolved call (`opening_changed`).",
+              bundle_cap=7, drawn_as="delta_records"),
+    Situation("history_truncated", 4, 3, None, s_history_truncated,
+              "A sliding-window harness dropped the oldest exchange before the last request.",
+              "The prompt skips a stretch of history right after the opening: an unresolved call (`history_dropped`).",
+              bundle_cap=7, drawn_as="delta_records"),
+    Situation("tool_output_elided", 4, 3, None, s_tool_output_elided,
+              "The harness replaced a long earlier tool output with a placeholder before the last request.",
+              "A long stretch of history was replaced: an unresolved call (`history_replaced`).",
+              bundle_cap=7, drawn_as="delta_records"),
+    Situation("tool_result_annotated", 4, 3, None, s_tool_result_annotated,
+              "The harness appended a duration to an earlier tool result before the last request.",
+              "A few tokens were inserted into the history: an unresolved call (`tokens_inserted`).",
+              bundle_cap=7, drawn_as="delta_records"),
+    Situation("compaction_observed", 6, 2, None, s_compaction_observed,
+              "The harness compacted the context and went on from its own summary; its record observes the compaction.",
+              "An unresolved call after the compaction (`compaction` with the record, `new_context` without).",
+              bundle_cap=7, drawn_as="delta_records"),
+    Situation("subagent_observed", 5, 4, None, s_subagent_observed,
+              "A `spawn_agent` tool call started a helper agent with its own system prompt; its record observes both.",
+              "The helper's first call is an extra root (`subagent` with the record, `new_context` without).",
+              bundle_cap=8, drawn_as="delta_records"),
 )
 SITUATION_BY_NAME = {s.name: s for s in SITUATIONS}
 
@@ -635,6 +946,8 @@ class Planned:
     files: dict[str, bytes]  # file name -> bytes, in the store directory
     declared: dict[str, Any]
     answer: dict[str, Any] | None = None  # the harness's final answer: output items and generated tokens
+    record_breaks: list[dict[str, Any]] | None = None  # declared breaks with the rollout record as evidence
+    observations: dict[str, Any] | None = None  # the harness's evidence fields for the rollout record
 
 
 @dataclass(frozen=True)
@@ -664,7 +977,8 @@ def make_rollout(rid: str, situation: str, n_calls: int, seed: int, t0: float, c
     w = StoreRollout(rid, seed, t0)
     declared = SITUATION_BY_NAME[situation].build(w, n_calls, ctx)
     declared = {"situation": situation, "load_fails": "load_error" in declared["mask_reasons"], **declared}
-    return Planned(rid, situation, w.files(), declared, final_answer(w))
+    record_breaks = declared["breaks"] if w.record_breaks is None else w.record_breaks
+    return Planned(rid, situation, w.files(), declared, final_answer(w), record_breaks, w.observations)
 
 
 def plan_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
@@ -672,16 +986,48 @@ def plan_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Rando
     """Every rollout of a run as a `Slot`: ids, situations shuffled over them, each with its own
     seed. ``calls`` picks a rollout's number of calls for its situation."""
     rng = random.Random(seed)
-    names = [name for name, k in counts.items() for _ in range(k)]
+    # Situations added later are drawn as the situation they replace and converted after the
+    # shuffle, so every other rollout keeps its id, situation, size and seed.
+    drawn: dict[str, int] = {}
+    for name, k in counts.items():
+        carrier = SITUATION_BY_NAME[name].drawn_as or name
+        drawn[carrier] = drawn.get(carrier, 0) + k
+    names = [name for name, k in drawn.items() for _ in range(k)]
     ids = rollout_ids(rng, len(names), tasks=tasks)
     assert len(ids) == len(names), "not enough task ids for the run"
     rng.shuffle(names)
+    convert_drawn(names, ids, counts)
     seen: dict[str, int] = {}
     for i, (rid, name) in enumerate(zip(ids, names)):
         n = calls(rng, SITUATION_BY_NAME[name])
         t0 = round(T0 + rng.uniform(0.0, spread), 3)  # rollouts of a run overlap in time
         seen[name] = seen.get(name, 0) + 1
         yield Slot(rid, name, n, seed * 1_000_003 + i, t0, Ctx(ids, seen[name] - 1))
+
+
+PROTECTED_TASKS = frozenset({3, 17, 56, 153, 694, 922})
+"""Tasks whose rollouts tests and the app name (and the re-tokenized and re-run ones): never converted."""
+
+
+def convert_drawn(names: list[str], ids: Sequence[str], counts: dict[str, int]) -> None:
+    """Give the situations drawn as another (``drawn_as``) their rollouts: in run order, the
+    carrier's rollouts outside `PROTECTED_TASKS` take them round robin until each has its count."""
+    left = {name: k for name, k in counts.items() if SITUATION_BY_NAME[name].drawn_as and k}
+    for i, (rid, name) in enumerate(zip(ids, names)):
+        if not left:
+            return
+        if indices_of(rid)[0] in PROTECTED_TASKS:
+            continue
+        want = next((n for n in left if SITUATION_BY_NAME[n].drawn_as == name), None)
+        if want is None:
+            continue
+        names[i] = want
+        left[want] -= 1
+        if not left[want]:
+            del left[want]
+        # round robin: the next conversion goes to the next situation
+        left = dict(list(left.items())[1:] + list(left.items())[:1]) if want in left else left
+    assert not left, f"not enough rollouts to convert: {left}"
 
 
 def iter_run(counts: dict[str, int], *, seed: int, calls: Callable[[random.Random, Situation], int],
@@ -783,7 +1129,7 @@ def generate(out_dir: Path, seed: int = RUN_SEED) -> dict[str, Any]:
 RUN_NAME, AFTER_FIX_NAME, RECORDS_NAME = "run", "run_after_fix", "rollout_records"
 RECORDS_EXPECTED = "expected.json"
 AFTER_FIX_SALT = 7_919  # a changed rollout is drawn from another seed
-FIXED_BY_THE_HARNESS = ("unresolved_continuation", "stale_parent_link")
+FIXED_BY_THE_HARNESS = ("unresolved_continuation", "stale_parent_link", "reasoning_stripped_by_template")
 """Situations the fix removes (the harness records its parent decision and stops re-rendering
 history): these rollouts are clean agent loops after the fix."""
 
@@ -878,29 +1224,97 @@ def reward_of(task: int, index: int, masked: bool, n_calls: int) -> float:
     return 1.0 if rng.random() < p else 0.0
 
 
+GYM_DELIVERY_IGNORES = ("multiple_roots", "multiple_chains", "terminal_call_not_delivered")
+"""Reasons the delivery of the NeMo Gym release that wrote these records did not mask for: it
+trained on a rollout's main chain and dropped its other chains (and never saw the harness's
+final answer). Rollouts masked by tokencap only for these were trained on."""
+AGENT_MASKED = ("capture_interrupted",)
+"""Situations whose harness masked the rollout itself (it timed out while the capture died):
+``mask_sample`` true without ``_ng_token_capture``."""
+
+
+def delivered(p: Planned, reasons: Sequence[str]) -> tuple[bool, str]:
+    """(``mask_sample``, who set it) as the rollout record carries them (SPEC 12.7)."""
+    if p.situation in AGENT_MASKED:
+        return True, "agent"
+    return bool([r for r in reasons if r not in GYM_DELIVERY_IGNORES]), "token_capture"
+
+
+def retokenized_answer(tokens: list[int]) -> list[int]:
+    """The answer's ids as the harness got them back from encoding its text again: one word of
+    the second half split into characters (the same text, other ids)."""
+    for at in range(len(tokens) // 2, len(tokens)):
+        text = chat.decode(tokens[at:at + 1])
+        if len(text) >= 2 and text.isprintable() and not text.startswith("<"):
+            return tokens[:at] + chat.encode_chars(text) + tokens[at + 1:]
+    raise AssertionError("no token to split")
+
+
+def latest_records(planned: Sequence[Planned]) -> dict[tuple[int, int], Planned]:
+    """The rollout each record describes: one per task and rollout index, the last attempt."""
+    latest: dict[tuple[int, int], Planned] = {}
+    for p in sorted(planned, key=lambda p: p.rollout_id):
+        latest[indices_of(p.rollout_id)[:2]] = p  # attempts sort in order: the last one wins
+    return latest
+
+
 def records_bytes(planned: Sequence[Planned], rewards: dict[tuple[int, int], float],
                   retokenized: set[int] = frozenset()) -> bytes:  # type: ignore[assignment]
     """The harness's rollout records of a run (JSONL, by rollout id): one per task and rollout
     index -- a re-run attempt replaces the earlier attempt's record. For the ``retokenized``
-    tasks the answer's tokens are the harness's own re-tokenization, not the server's."""
-    latest: dict[tuple[int, int], Planned] = {}
-    for p in sorted(planned, key=lambda p: p.rollout_id):
-        latest[indices_of(p.rollout_id)[:2]] = p  # attempts sort in order: the last one wins
+    tasks the answer's tokens are the harness's own re-tokenization, not the server's. Each
+    record carries what NeMo Gym delivered (``mask_sample``, ``_ng_token_capture``) and, for
+    compactions and sub-agents, the harness's observations."""
     lines = []
-    for (task, index), p in sorted(latest.items(), key=lambda kv: kv[1].rollout_id):
+    for (task, index), p in sorted(latest_records(planned).items(), key=lambda kv: kv[1].rollout_id):
         assert p.answer is not None, p.rollout_id
         items = [dict(item) for item in p.answer["items"]]
         tokens = list(p.answer["generation_token_ids"])
-        if task in retokenized:  # the harness re-tokenized the text: one token came out split in two
-            at = len(tokens) // 2
-            tokens[at:at + 1] = [tokens[at] // 2, tokens[at] - tokens[at] // 2]
+        if task in retokenized:
+            tokens = retokenized_answer(tokens)
         items[-1]["generation_token_ids"] = tokens
-        record = {"rollout_id": p.rollout_id, "_ng_task_index": task, "_ng_rollout_index": index,
-                  "reward": rewards[(task, index)],
-                  "response": {"id": f"resp_{task:04d}_{index}", "object": "response", "status": "completed",
-                               "output": items}}
+        mask, by = delivered(p, with_records(p.declared, retokenized=task in retokenized))
+        record: dict[str, Any] = {"rollout_id": p.rollout_id, "_ng_task_index": task, "_ng_rollout_index": index,
+                                  "reward": rewards[(task, index)], "mask_sample": mask}
+        if by == "token_capture":
+            gym_reasons = [r for r in p.declared["mask_reasons"] if r not in GYM_DELIVERY_IGNORES]
+            record["_ng_token_capture"] = {"builder": "prefix_merging", "mask_reasons": gym_reasons}
+        record["response"] = {"id": f"resp_{task:04d}_{index}", "object": "response", "status": "completed",
+                              "output": items}
+        record.update(p.observations or {})
         lines.append(orjson.dumps(record) + b"\n")
     return b"".join(lines)
+
+
+def diagnosis_facts(planned: Sequence[Planned], retokenized: set[int] = frozenset()  # type: ignore[assignment]
+                    ) -> dict[str, Any]:
+    """What the diagnosis of a run scanned with its records must say (SPEC 11.3, 12), from the
+    situations alone: per rollout its breaks (with its record as evidence and the bundled
+    tokenizer), what was delivered, and per cause the rollouts that have it."""
+    records = {p.rollout_id for p in latest_records(planned).values()}
+    rollouts: dict[str, Any] = {}
+    delivery: dict[str, tuple[bool | None, str | None, bool]] = {}
+    for p in sorted(planned, key=lambda p: p.rollout_id):
+        has_record = p.rollout_id in records
+        breaks = (p.record_breaks or []) if has_record else p.declared["breaks"]
+        reasons = with_records(p.declared, retokenized=indices_of(p.rollout_id)[0] in retokenized) if has_record \
+            else p.declared["mask_reasons"]
+        mask, by = delivered(p, reasons) if has_record else (None, None)
+        delivery[p.rollout_id] = (mask, by, mask is False and bool(reasons))
+        if breaks:
+            rollouts[p.rollout_id] = {
+                "break_causes": [c for c in CAUSE_ORDER if any(b["cause"] == c for b in breaks)],
+                "first_break_call": breaks[0]["call_id"], "breaks": breaks}
+    causes = {c: sorted(r for r, d in rollouts.items() if c in d["break_causes"]) for c in CAUSE_ORDER}
+    return {
+        "rollouts_with_breaks": len(rollouts),
+        "cause_rollouts": {c: len(v) for c, v in causes.items()},
+        "delivered_masked": sorted(r for r, (mask, _, _) in delivery.items() if mask),
+        "delivered_trainable": sorted(r for r, (mask, _, _) in delivery.items() if mask is False),
+        "masked_by_agent": sorted(r for r, (_, by, _) in delivery.items() if by == "agent"),
+        "trained_on_in_doubt": sorted(r for r, (_, _, doubt) in delivery.items() if doubt),
+        "rollouts": rollouts,
+    }
 
 
 def reward_facts(planned: Sequence[Planned], rewards: dict[tuple[int, int], float],
@@ -984,6 +1398,7 @@ def generate_pair(root: Path, seed: int = RUN_SEED) -> dict[str, Any]:
         rewards[(task, index)] = reward_of(task, index, masked, p.declared["metrics"].get("n_calls", 1))
     records = root / RECORDS_NAME
     records.mkdir(parents=True, exist_ok=True)
+    (root / TOKENIZER_NAME).write_bytes(chat.tokenizer_bytes())  # what the runs' ids decode with
     for name, made in runs.items():
         (records / f"{name}.jsonl").write_bytes(
             records_bytes(made, rewards, retokenized if name == RUN_NAME else set()))
@@ -1005,7 +1420,45 @@ def generate_pair(root: Path, seed: int = RUN_SEED) -> dict[str, Any]:
     assert facts["mean_reward_masked"] > facts["mean_reward_trainable"], facts
     assert facts["groups_under_2_trainable"] and facts["groups_one_reward"], facts
     (records / RECORDS_EXPECTED).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    diagnosis = {"about": DIAGNOSIS_ABOUT, "gym_delivery_ignores": list(GYM_DELIVERY_IGNORES),
+                 "masked_by_agent_situations": list(AGENT_MASKED),
+                 RUN_NAME: diagnosis_facts(runs[RUN_NAME], retokenized),
+                 AFTER_FIX_NAME: diagnosis_facts(runs[AFTER_FIX_NAME])}
+    shares = {name: diagnosis[name]["cause_rollouts"]["generation_dropped"] for name in (RUN_NAME, AFTER_FIX_NAME)}
+    assert shares[AFTER_FIX_NAME] < shares[RUN_NAME], shares  # the fixed template: its cause falls
+    (records / DIAGNOSIS_NAME).write_bytes(diagnosis_bytes(diagnosis))
     return doc
+
+
+DIAGNOSIS_NAME = "diagnosis.json"
+DIAGNOSIS_ABOUT = ("Declared diagnosis of the two sample runs scanned with their rollout records (tokencap scan RUN "
+                   "--final-responses rollout_records/RUN.jsonl, with sample_data/tokenizer.json), written by "
+                   "scripts/make_sample_run.py from the situation that built each rollout, never by running tokencap. "
+                   "Per rollout with breaks: its breaks (SPEC 12, with the record as harness evidence), "
+                   "break_causes and first_break_call (a rollout not listed has none). What NeMo Gym delivered "
+                   "(SPEC 12.7): delivered_masked / delivered_trainable (delivered_mask_sample true / false), "
+                   "masked_by_agent (delivered_by agent; every other rollout with a record: token_capture), "
+                   "trained_on_in_doubt (delivered trainable, masked by tokencap). A rollout without a record (a "
+                   "first attempt replaced by a re-run) is diagnosed without one and has no delivery.")
+
+
+def diagnosis_bytes(doc: dict[str, Any]) -> bytes:
+    """Indented JSON, except that each rollout's diagnosis sits on one line."""
+    out = [b"{"]
+    items = list(doc.items())
+    for n, (key, value) in enumerate(items):
+        comma = b"," if n < len(items) - 1 else b""
+        if isinstance(value, dict) and "rollouts" in value:
+            head = {k: v for k, v in value.items() if k != "rollouts"}
+            body = orjson.dumps(head, option=orjson.OPT_INDENT_2).decode()[:-2].replace("\n", "\n  ")
+            rows = ",\n".join(f"      {orjson.dumps(rid).decode()}: {orjson.dumps(d).decode()}"
+                               for rid, d in value["rollouts"].items())
+            out.append(f'  {orjson.dumps(key).decode()}: {body},\n    "rollouts": {{\n{rows}\n    }}\n  }}'.encode()
+                       + comma)
+        else:
+            out.append(f"  {orjson.dumps(key).decode()}: {orjson.dumps(value).decode()}".encode() + comma)
+    out.append(b"}\n")
+    return b"\n".join(out)
 
 
 USAGE = """usage: python scripts/make_sample_run.py                 # sample_data/run, run_after_fix, rollout_records

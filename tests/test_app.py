@@ -368,11 +368,11 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     build = build_rollout(view_snapshot).build
     parent = build.entries["call-0002"]
     assert any(c.key == "proof:call:call-0003" for c in at.get("plotly_chart"))
-    assert any("differ at position 37" in c.value for c in at.caption)
+    assert any("differ at position 176" in c.value for c in at.caption)
     codes = [c.value for c in at.code if c.value.startswith("expected")]
     assert len(codes) == 1 and parent.digest in codes[0]
     found = [line for line in codes[0].splitlines() if line.startswith("found")][0]
-    assert len(found.split()[1]) == 64  # the digest of the child's first 113 tokens, in full
+    assert len(found.split()[1]) == 64  # the digest of the child's first 236 tokens, in full
     # The checks table shows the digests shortened (they are in full just below), and wraps.
     checks = next(t.value for t in at.table if "check" in t.value.columns)
     assert all(len(v) <= 13 or " " in v for v in checks["expected"])
@@ -382,7 +382,7 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
     pick.set_value("call:call-0002")
     rerun(at)
-    assert any("All 76 tokens of call\\-0001" in c.value for c in at.caption)
+    assert any("All 171 tokens of call\\-0001" in c.value for c in at.caption)
     pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
     pick.set_value("call:call-0001")
     rerun(at)

@@ -60,7 +60,7 @@ def copy_samples(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(SAMPLES, run, ignore=shutil.ignore_patterns("expected.json", "README.md", "run",
                                                                "final_responses", "run_after_fix",
-                                                               "rollout_records"))
+                                                               "rollout_records", "tokenizer.json"))
     return run
 
 

@@ -18,7 +18,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = REPO_ROOT / "sample_data"
 GENERATOR = REPO_ROOT / "scripts" / "make_sample_data.py"
-NOT_SAMPLES = {"README.md", "expected.json", "final_responses"}
+NOT_SAMPLES = {"README.md", "expected.json", "final_responses", "tokenizer.json"}
 # The sample run has its own generator (scripts/make_sample_run.py) and tests (test_sample_run.py).
 RUN = "run"
 RUNS = {RUN, "run_after_fix", "rollout_records"}  # written by make_sample_run.py, tested in test_sample_run.py
@@ -131,11 +131,13 @@ def test_final_responses_apply_to_their_scenario(name: str) -> None:
 def test_samples_stay_small() -> None:
     # Counted as git stores them: the run after the fix repeats most of the run's files byte
     # for byte, and an identical file is one object in the repository.
+    # The bounds grew by a MiB when the ids became text of a bundled tokenizer, with a scenario per
+    # cause of a broken lineage and the harness's evidence in the run's rollout records.
     distinct = {p.read_bytes() for p in SAMPLE_DIR.rglob("*") if p.is_file()}
     total = sum(len(data) for data in distinct)
-    assert total < 5 * 1024 * 1024, f"sample_data/ holds {total} bytes of distinct files"
+    assert total < 6 * 1024 * 1024, f"sample_data/ holds {total} bytes of distinct files"
     on_disk = sum(p.stat().st_size for p in SAMPLE_DIR.rglob("*") if p.is_file())
-    assert on_disk < 8 * 1024 * 1024, f"sample_data/ is {on_disk} bytes on disk"
+    assert on_disk < 9 * 1024 * 1024, f"sample_data/ is {on_disk} bytes on disk"
 
 
 # --------------------------------------------------------------------------- verdicts

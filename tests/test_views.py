@@ -450,7 +450,7 @@ def test_anchor_effect_sentences():
     text = vv.anchor_effect(ended.result, cut.result)
     assert "verdict" not in text.split("Compared")[1]
     assert "response status: incomplete (max_output_tokens) → completed" in text
-    assert "generated_tokens_delivered: 84 → 62" in text and "after_terminal_calls: 0 → 1" in text
+    assert "generated_tokens_delivered: 113 → 79" in text and "after_terminal_calls: 0 → 1" in text
     last = sample_view("engine_refusal_ended.json", anchor="call-0003")
     assert vv.anchor_effect(ended.result, last.result).endswith("Nothing else changes: the verdict stays trainable.")
     quarantined = sample_view("retry_resolved_by_child.json", anchor="call-0002")

@@ -34,7 +34,7 @@ SAMPLES = REPO / "sample_data"
 
 @pytest.fixture(scope="module")
 def sample_table(tmp_path_factory):
-    """The scenario files of sample_data/ as a small run: 26 rollouts plus expected.json,
+    """The scenario files of sample_data/ as a small run: 34 rollouts plus expected.json,
     which is not a rollout. The sample run (run/) and the scenarios that need a harness
     final-responses file are left out, so these counts stay those of the capture scenarios."""
     declared = json.loads((SAMPLES / "expected.json").read_text())
@@ -42,7 +42,7 @@ def sample_table(tmp_path_factory):
     run = tmp_path_factory.mktemp("samples") / "sample_data"
     shutil.copytree(SAMPLES, run, ignore=lambda d, names: [n for n in names if n in needs_finals
                                                            or n in ("run", "run_after_fix", "rollout_records",
-                                                                     "final_responses", "README.md")])
+                                                                     "final_responses", "README.md", "tokenizer.json")])
     return scan_table(run, workers=1)
 
 
@@ -68,7 +68,7 @@ def _row(frame, rollout_id):
 
 def test_frame_of_the_sample_run_derives_status_verdict_reasons_and_refusal_outcome(sample_frame):
     f = sample_frame
-    assert len(f) == 27 and list(f.index) == list(range(27))
+    assert len(f) == 35 and list(f.index) == list(range(35))
     assert _row(f, "length-stop")["status"] == "max_output_tokens"
     assert _row(f, "content-filter-stop")["status"] == "content_filter"
     assert _row(f, "clean-multiturn-tools")["status"] == "completed"
@@ -371,9 +371,9 @@ def test_hover_text_of_a_bar_is_escaped():
 
 def test_run_metrics_and_the_single_call_warning(sample_frame, big):
     metrics = {m.label: m for m in rd.run_metrics(sample_frame)}
-    assert metrics["rollouts"].value == "27"
-    assert metrics["trainable"].value == "16" and metrics["masked"].value == "11"
-    assert metrics["not loaded"].value == "1" and metrics["not loaded"].share == "3.7% of the run"
+    assert metrics["rollouts"].value == "35"
+    assert metrics["trainable"].value == "16" and metrics["masked"].value == "19"
+    assert metrics["not loaded"].value == "1" and metrics["not loaded"].share == "2.9% of the run"
     assert rd.single_call_warning(sample_frame) is None
     assert rd.single_call_warning(big[1]) is None
     stuck = synthetic_scan_table(50, seed=1)
@@ -524,7 +524,7 @@ def test_uploaded_files_scan_in_memory_with_a_bad_one_as_a_row():
 def test_an_uploaded_parquet_is_read_or_refused_with_its_name(sample_table):
     buffer = io.BytesIO()
     pq.write_table(sample_table, buffer)
-    assert rs.table_of_parquet(rs.Upload("run.parquet", buffer.getvalue())).num_rows == 27
+    assert rs.table_of_parquet(rs.Upload("run.parquet", buffer.getvalue())).num_rows == 35
     with pytest.raises(ValueError, match=r"^junk\.parquet: not a readable parquet file"):
         rs.table_of_parquet(rs.Upload("junk.parquet", b"nope"))
 
