@@ -475,3 +475,19 @@ def test_rollouts_gym_trained_on_are_masked_by_tokencap(name: str) -> None:
     declared = DIAGNOSIS[name]
     doubt = sorted(r for r in declared["delivered_trainable"] if rows[r]["mask_sample"])
     assert doubt == declared["trained_on_in_doubt"]
+
+
+def test_without_the_tokenizer_only_the_retokenized_rollouts_read_otherwise() -> None:
+    """The tokenizer refines one cause: the same text in other ids is `retokenized` with it and
+    `tokens_replaced` without; every other break of the run reads the same either way."""
+    from tokencap import build_rollout, diagnose, load_final_responses, load_snapshots
+
+    records = load_final_responses(RECORDS_DIR / "run.jsonl")
+    declared = DIAGNOSIS["run"]["rollouts"]
+    changed = {rid for rid, d in declared.items() if any("cause_without_tokenizer" in b for b in d["breaks"])}
+    assert len(changed) >= 5
+    snaps = {s.rollout_id: s for s in load_snapshots(RUN_DIR)}
+    for rid in sorted(changed) + sorted(set(declared) - changed)[:20]:
+        result = build_rollout(snaps[rid], final_response=records.for_rollout(rid, single_rollout=False))
+        got = [b.to_dict()["cause"] for b in diagnose(result, evidence=records.evidence_for(rid, single_rollout=False))]
+        assert got == [b.get("cause_without_tokenizer", b["cause"]) for b in declared[rid]["breaks"]], rid
