@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import show_tiles
+from app_pages.rollout.common import show_tiles, tokenizer_in_use
 from app_pages.rollout.url import current_view_state
 from tokencap.views import links
 from tokencap.views import sources as src
@@ -53,7 +53,8 @@ def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
 
 
 def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
-    banner = vv.banner_of(view)
+    tokenizer, _, key = tokenizer_in_use()
+    banner = vv.banner_of(view, tokenizer, key)  # the culprits say why each lineage broke, in the tokens' text
     snap = view.snapshot
     title, share = st.columns([5, 1], vertical_alignment="bottom")
     title.markdown(f"### {md_escape(view.rollout_id)}")
