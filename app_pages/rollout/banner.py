@@ -32,9 +32,9 @@ def _open_culprit(rk: str, key: str) -> None:
 
 def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
     if culprit.key is None:
-        st.markdown(md_escape(culprit.text), width="content")
+        st.markdown(md_escape(culprit.words), width="content")
     else:
-        st.button(md_escape(culprit.text), key=widget_key, type="tertiary", on_click=_open_culprit,
+        st.button(md_escape(culprit.words), key=widget_key, type="tertiary", on_click=_open_culprit,
                   args=(rk, culprit.key), help="Select this call in the call tree")
 
 

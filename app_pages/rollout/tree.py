@@ -157,7 +157,11 @@ def scroll_to_detail() -> None:
 def show_link(view: RolloutView, d: Any) -> None:
     st.markdown("**Parent link**")
     outcome(d.link_outcome, d.link_ok)
-    proof = lp.link_proof(view, d.ident) if show_break(view, d) is None else None  # a break's proof says more
+    brk = show_break(view, d)
+    # The claimed or linked parent's proof (with the digests) stays: a branch's link holds, and a claimed
+    # parent is the predecessor; an unresolved boundary or an extra root has only its break's proof.
+    proof = lp.link_proof(view, d.ident) if brk is None or brk.kind == "branch" or brk.relation == "claimed" \
+        else None
     if proof is not None:
         st.caption(md_escape(proof.summary()))
         tokenizer, _ = sidebar_tokenizer_state()
@@ -186,7 +190,7 @@ def show_break(view: RolloutView, d: Any) -> Any:
         st.markdown(f"**Why the lineage breaks here** · cause `{brk.cause}`")
         st.warning(md_escape(bv.break_words(brk)), icon=":material/link_off:")
         st.caption(md_escape(bv.hint(brk)))
-        proof = lp.break_proof(view, brk)
+        proof = lp.break_proof(view, brk) if brk.kind != "branch" else None
         if proof is not None:
             st.caption(md_escape(proof.summary()))
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None

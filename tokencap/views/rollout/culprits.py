@@ -39,6 +39,13 @@ class Culprit:
     reason: str
     text: str
     key: str | None = None
+    why: str = ""
+    """Why the lineage breaks at the culprit's call (the diagnosis's words, `breaks.break_words`), if it does."""
+
+    @property
+    def words(self) -> str:
+        """What the banner shows: what happened, then why the lineage broke there."""
+        return f"{self.text} — {self.why}" if self.why else self.text
 
 
 @dataclass(frozen=True)
@@ -219,7 +226,7 @@ def _with_why(culprits: list[Culprit], words: Mapping[str, str]) -> list[Culprit
     for c in culprits:
         ident = c.key.partition(":")[2] if c.key else None
         why = words.get(ident) if ident else None
-        out.append(Culprit(c.reason, f"{c.text} — {why}", c.key) if why else c)
+        out.append(Culprit(c.reason, c.text, c.key, why) if why else c)
     return out
 
 

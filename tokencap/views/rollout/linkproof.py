@@ -304,7 +304,7 @@ class BreakProof:
                 {(s.cause, s.start) for s in self.spans if s.side == "prompt"})
         head = (f"{self.child}'s prompt ({self.prompt_len:,} tokens) against {self.parent}'s cumulative sequence "
                 f"({self.parent_len:,} tokens, the predecessor: {RELATION_WORDS.get(self.relation, self.relation)}): "
-                f"they agree on the first {self.agree:,}")
+                f"they share a prefix of {self.agree:,} tokens")
         if not self.spans:
             return head + ", the whole predecessor: the prompt continues it exactly."
         more = f" and {self.more:,} more" if self.more else ""
