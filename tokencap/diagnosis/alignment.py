@@ -8,12 +8,13 @@ occurs in P at some j >= j0 (the smallest such j), records the divergence
 the divergence runs to the end. The walk stops when S is used up.
 
 Why it is linear: every 8-token window of both sequences is hashed once (eight vector
-multiply-adds over a strided view), P's window hashes are sorted once, and each S window
-learns, by one vectorised binary search, the last position in P where its hash occurs.
-"Does S's window at i occur at some j >= j0" is then ``last[i] >= j0``: finding the
-resynchronisation point is one vectorised scan over S from i0, in growing chunks so its
-cost is proportional to the span scanned, and the smallest j comes from a binary search in
-the window's (sorted) group. A hash match is always confirmed on the tokens, so a
+multiply-adds), and P's windows go into a direct-address table that tells, for any S
+window, the last position in P where its hash occurs (`_WindowIndex`; no sort but of the
+few windows whose slot another hash took). "Does S's window at i occur at some j >= j0" is
+then ``last >= j0``: the resynchronisation point is found by a vectorised scan over S from
+i0, and the smallest such j by a vectorised scan over P from j0, both in chunks that grow
+fourfold, so each costs what it scans; the walk consumes what both scans pass over, so
+the whole walk is linear in L + M. A hash match is always confirmed on the tokens: a
 collision can cost time but never give a wrong span. Python loops only per divergence.
 """
 
@@ -33,7 +34,9 @@ _MULTIPLIERS = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E377
                          0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x94D049BB133111EB, 0xBF58476D1CE4E5B9],
                         dtype=np.uint64)
 
-_FIRST_CHUNK = 64
+_FIRST_CHUNK = 16
+_PREFIX_CHUNK = 64
+_BLOCK = 1024
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,13 @@ def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     Compared in chunks that grow fourfold, so the cost follows the prefix found, not the
     arrays' lengths (most candidates of a predecessor search part early)."""
     n = min(int(a.size), int(b.size))
-    start, step = 0, _FIRST_CHUNK
+    start, step = 0, _PREFIX_CHUNK
     while start < n:
         end = min(n, start + step)
-        differ = np.flatnonzero(a[start:end] != b[start:end])
-        if differ.size:
-            return start + int(differ[0])
+        differ = a[start:end] != b[start:end]
+        first = int(differ.argmax())
+        if differ[first]:
+            return start + first
         start, step = end, step * 4
     return n
 
@@ -94,36 +98,93 @@ def window_hashes(x: np.ndarray, k: int = WINDOW) -> np.ndarray:
 
 
 class _WindowIndex:
-    """Where each 8-token window of S (from ``base_i``) occurs in P (from ``base_j``)."""
+    """Where the 8-token windows of S (from ``base_i``) occur in P (from ``base_j``).
+
+    Built without sorting P: a direct-address table, of at least eight slots per window,
+    keeps in each slot the last P window that falls there (checked, since numpy does not
+    promise which of repeated writes wins). A window whose slot another hash won is
+    *evicted*; the few evicted ones (about one in sixteen) are sorted on their own and
+    their slots marked, so only a query landing on a marked slot searches them. A query is
+    a couple of vector lookups, made in blocks for the S windows a walk scans.
+    """
 
     def __init__(self, s: np.ndarray, p: np.ndarray, base_i: int, base_j: int) -> None:
-        self.s, self.p, self.base_i = s, p, base_i
-        hs = window_hashes(s[base_i:])
-        hp = window_hashes(p[base_j:])
-        order = np.argsort(hp, kind="stable")  # stable: each hash's positions stay ascending
-        sorted_hp = hp[order]
-        self.positions = order.astype(np.int64) + base_j
-        self.lo = np.searchsorted(sorted_hp, hs, side="left")
-        self.hi = np.searchsorted(sorted_hp, hs, side="right")
-        last = np.full(hs.size, -1, dtype=np.int64)
-        present = self.hi > self.lo
-        last[present] = self.positions[self.hi[present] - 1]
-        self.last = last  # the last position in P of S's window at base_i + index, or -1
+        self.s, self.p, self.base_i, self.base_j = s, p, base_i, base_j
+        self.hs = window_hashes(s[base_i:])
+        hp = self.hp = window_hashes(p[base_j:])
+        n = int(hp.size)
+        bits = max(8, (8 * max(n, 1)).bit_length())
+        self.shift = np.uint64(64 - bits)
+        slots = (hp >> self.shift).astype(np.intp)
+        table = np.full(1 << bits, -1, dtype=np.int64)
+        positions = np.arange(n, dtype=np.int64)
+        table[slots] = positions  # in practice the last write of a slot wins, but numpy does not promise it:
+        won = table[slots]
+        if (won < positions).any():  # so check, and take the guaranteed (slower) way if it did not
+            np.maximum.at(table, slots, positions)
+            won = table[slots]
+        self.table = table
+        evicted = np.flatnonzero(hp[won] != hp)
+        self.crowded = np.zeros(1 << bits, dtype=bool)  # slots that hold an evicted window
+        self.crowded[slots[evicted]] = True
+        # Evicted windows: the last position of each distinct hash, sorted by hash.
+        order = np.lexsort((evicted, hp[evicted]))
+        ev_hash, ev_pos = hp[evicted][order], evicted[order]
+        keep = np.ones(ev_hash.size, dtype=bool)
+        keep[:-1] = ev_hash[1:] != ev_hash[:-1]
+        self.ev_hash, self.ev_last = ev_hash[keep], ev_pos[keep]
+        self.last = np.empty(self.hs.size, dtype=np.int64)  # per S window: its last position in P, or -1
+        self.filled = 0
+
+    def _ensure(self, end: int) -> None:
+        """`last` filled for S's windows up to ``end`` at least (in doubling blocks)."""
+        if end > self.filled:
+            new = min(int(self.hs.size), max(end, 2 * self.filled, _BLOCK))
+            self.last[self.filled:new] = self._last(self.filled, new)
+            self.filled = new
+
+    def _last(self, start: int, end: int) -> np.ndarray:
+        """The last position in P (absolute) of S's windows ``start:end`` (index into ``hs``), or -1."""
+        h = self.hs[start:end]
+        if not self.hp.size:
+            return np.full(h.size, -1, dtype=np.int64)
+        slots = (h >> self.shift).astype(np.intp)
+        pos = self.table[slots]
+        won = (pos >= 0) & (self.hp[np.maximum(pos, 0)] == h)
+        last = np.where(won, pos, -1)
+        if self.ev_hash.size:
+            ask = np.flatnonzero(~won & self.crowded[slots])  # only these can be evicted windows
+            if ask.size:
+                at = np.minimum(np.searchsorted(self.ev_hash, h[ask]), self.ev_hash.size - 1)
+                found = self.ev_hash[at] == h[ask]
+                last[ask[found]] = self.ev_last[at[found]]
+        return np.where(last >= 0, last + self.base_j, -1)
+
+    def _first_at_or_after(self, i: int, j0: int) -> int | None:
+        """The smallest j >= j0 where S's window at i occurs in P (tokens confirmed), else None."""
+        h = self.hs[i - self.base_i]
+        window = self.s[i:i + WINDOW].tobytes()
+        start, n, step = j0 - self.base_j, int(self.hp.size), _FIRST_CHUNK
+        while start < n:
+            end = min(n, start + step)
+            for j in (np.flatnonzero(self.hp[start:end] == h) + (start + self.base_j)).tolist():
+                if self.p[j:j + WINDOW].tobytes() == window:  # confirm on the tokens: a hash proves nothing
+                    return j
+            start, step = end, step * 4
+        return None
 
     def find(self, i0: int, j0: int) -> tuple[int, int] | None:
         """The smallest i >= i0 (i <= L - 8) whose window occurs in P at some j >= j0, with
         the smallest such j; None when there is none."""
-        start, n, step = i0 - self.base_i, int(self.last.size), _FIRST_CHUNK
+        start, n, step = i0 - self.base_i, int(self.hs.size), _FIRST_CHUNK
         while start < n:
             end = min(n, start + step)
+            self._ensure(end)
             for offset in np.flatnonzero(self.last[start:end] >= j0).tolist():
-                k = start + offset
-                i = self.base_i + k
-                group = self.positions[self.lo[k]:self.hi[k]]
-                window = self.s[i:i + WINDOW]
-                for j in group[np.searchsorted(group, j0):].tolist():
-                    if np.array_equal(self.p[j:j + WINDOW], window):  # confirm: a hash proves nothing
-                        return i, j
+                i = self.base_i + start + offset
+                j = self._first_at_or_after(i, j0)
+                if j is not None:
+                    return i, j
             start, step = end, step * 4
         return None
 

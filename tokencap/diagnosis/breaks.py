@@ -132,7 +132,7 @@ def predecessor(build: BuildOutput, site: BreakSite, children: dict[str, list[st
     claimed = entry.parent_call_id
     if claimed is not None and claimed != site.call_id and claimed in build.entries:
         return claimed, "claimed"
-    nearest = nearest_call(build, entry, descendants(children, site.call_id))
+    nearest = nearest_call(build, entry, descendants(children, site.call_id), children)
     return (nearest, "nearest") if nearest is not None else (None, None)
 
 
@@ -144,16 +144,48 @@ def sequence_prefix(entry: TokenEntry, prompt: np.ndarray) -> int:
     return head + common_prefix(entry.generation_token_ids, prompt[head:])
 
 
-def nearest_call(build: BuildOutput, entry: TokenEntry, below: set[str]) -> str | None:
+class _SharedPrefix:
+    """The common prefix of each call's full sequence with one prompt, memoised over links.
+
+    A linked call's full sequence is a prefix of each linked child's (the build proved it),
+    so a call shares ``min(its length, what a child shares)``: one comparison per path down
+    to a leaf serves every call above it, instead of one per call."""
+
+    def __init__(self, build: BuildOutput, prompt: np.ndarray, children: dict[str, list[str]]) -> None:
+        self.build, self.prompt, self.children = build, prompt, children
+        self.memo: dict[str, int] = {}
+
+    def __call__(self, call_id: str) -> int:
+        memo, entries = self.memo, self.build.entries
+        path: list[str] = []
+        cursor: str | None = call_id
+        while cursor is not None and cursor not in memo and cursor in entries:
+            path.append(cursor)
+            kids = [k for k in self.children.get(cursor, ()) if k in entries]
+            cursor = kids[0] if kids else None
+        if cursor is not None and cursor in memo:
+            shared = memo[cursor]
+        else:
+            shared = sequence_prefix(entries[path[-1]], self.prompt)
+        for node in reversed(path):
+            shared = min(shared, entries[node].full_len)
+            memo[node] = shared
+        return memo[call_id]
+
+
+def nearest_call(build: BuildOutput, entry: TokenEntry, below: set[str],
+                 children: dict[str, list[str]] | None = None) -> str | None:
     """The `nearest` rule: among the build's entries other than ``entry`` and ``below``,
     created no later than it, the longest common prefix of the full sequence with its
     prompt; ties to the latest time, then the longer sequence, then the smaller id.
 
     Candidates are tried by how long a prefix they could share at most (their length, up
-    to the prompt's), so most are never compared once a long shared prefix is known."""
+    to the prompt's), so most are never compared once a long shared prefix is known; with
+    ``children`` (linked parent -> children) a chain of calls costs one comparison."""
     prompt = entry.prompt_token_ids
     created = entry.created_at
     m = int(prompt.size)
+    shared_of = _SharedPrefix(build, prompt, children or {})
     candidates = []
     for call_id, other in build.entries.items():
         if call_id == entry.model_call_id or call_id in below:
@@ -162,13 +194,12 @@ def nearest_call(build: BuildOutput, entry: TokenEntry, below: set[str]) -> str 
             continue
         candidates.append((min(other.full_len, m), call_id, other))
     candidates.sort(key=lambda c: -c[0])
-    best: tuple | None = None  # (shared, created_at, full_len, -id order via id) of the best so far
+    best: tuple[int, float, int] | None = None
     best_id: str | None = None
     for bound, call_id, other in candidates:
         if best is not None and bound < best[0]:
             break
-        shared = sequence_prefix(other, prompt)
-        key = (shared, other.created_at, other.full_len)
+        key = (shared_of(call_id), other.created_at, other.full_len)
         if best is None or key > best or (key == best and call_id < best_id):  # type: ignore[operator]
             best, best_id = key, call_id
     return best_id

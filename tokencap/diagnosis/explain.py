@@ -58,6 +58,24 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
     return [_one(build, site, children, decoder, harness, created) for site in sites]
 
 
+def span_texts(result: Any, brk: Break, tokenizer: TokenizerLike | str | os.PathLike[str]
+               ) -> list[tuple[str | None, str | None]]:
+    """(predecessor text, prompt text) of every divergence ``brk`` lists, decoded with
+    special tokens kept and clipped like `Break.parent_text`; None for a side the tokenizer
+    cannot decode. For showing every divergence (the `Break` itself carries only the first)."""
+    build: BuildOutput | None = getattr(result, "build", None)
+    decoder = as_tokenizer(tokenizer)
+    if build is None or decoder is None or brk.predecessor not in build.entries or brk.call_id not in build.entries:
+        return [(None, None) for _ in brk.divergences]
+    texts = _Texts(decoder, full_sequence(build.entries[brk.predecessor]), build.entries[brk.call_id].prompt_token_ids,
+                   [])
+    out = []
+    for d in brk.divergences:
+        parent, prompt = texts.span(d)
+        out.append((clipped(parent) if parent is not None else None, clipped(prompt) if prompt is not None else None))
+    return out
+
+
 def full_sequence(entry: TokenEntry) -> np.ndarray:
     """A call's prompt followed by its generation (a view when they share a buffer)."""
     seq = joined(entry.prompt_token_ids, entry.generation_token_ids)
@@ -200,4 +218,4 @@ def _kinded(alignment: Alignment, length: int, opening: int, generated: _Generat
     return out
 
 
-__all__ = ["diagnose", "full_sequence"]
+__all__ = ["diagnose", "full_sequence", "span_texts"]

@@ -8,8 +8,11 @@ back into the build: positions, call ids and texts only.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+from .causes import cause_order
 
 MAX_DIVERGENCES = 32
 """At most this many divergences are listed per break; ``more_divergences`` counts the rest."""
@@ -92,4 +95,20 @@ class Break:
 BREAK_FIELDS = tuple(Break.__dataclass_fields__)
 """The keys of `Break.to_dict`, in order."""
 
-__all__ = ["BREAK_FIELDS", "Break", "Divergence", "MAX_DIVERGENCES"]
+
+class BreakFacts(NamedTuple):
+    """A rollout's breaks as the scan table's columns (SPEC 11.3)."""
+
+    breaks: int
+    break_causes: list[str]
+    """The distinct causes, in the order of `causes.CAUSES`."""
+    first_break_call: str | None
+    """The earliest break's call (breaks are listed by ``(created_at, call id)``)."""
+
+
+def break_facts(breaks: Sequence[Break]) -> BreakFacts:
+    """``breaks`` (as `diagnose` lists them) summed up for a table row."""
+    return BreakFacts(len(breaks), cause_order({b.cause for b in breaks}), breaks[0].call_id if breaks else None)
+
+
+__all__ = ["BREAK_FIELDS", "Break", "BreakFacts", "Divergence", "MAX_DIVERGENCES", "break_facts"]
