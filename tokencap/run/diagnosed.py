@@ -19,7 +19,7 @@ import os
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..diagnosis import cause_order, delivered_by, delivered_mask_sample, diagnose
+from ..diagnosis import break_facts, delivered_by, delivered_mask_sample, diagnose
 from ..diagnosis.breaks import find_breaks
 from ..rollout import RolloutResult
 
@@ -62,9 +62,8 @@ def diagnosis_facts(result: RolloutResult, evidence: Any = None, tokenizer: str 
         found = diagnose(result, tokenizer=decoder, evidence=evidence if isinstance(evidence, dict) else None)
     except Exception:  # noqa: BLE001 -- the diagnosis explains and never decides: it never costs a row
         return DiagnosisFacts(None, [], None, *delivered)
-    if not found:
-        return DiagnosisFacts(0, [], None, *delivered)
-    return DiagnosisFacts(len(found), cause_order([b.cause for b in found]), found[0].call_id, *delivered)
+    facts = break_facts(found)  # the diagnosis's own definition of the three columns
+    return DiagnosisFacts(facts.breaks, list(facts.break_causes), facts.first_break_call, *delivered)
 
 
 __all__ = ["DiagnosisFacts", "NOT_BUILT", "diagnosis_facts", "tokenizer_at"]
