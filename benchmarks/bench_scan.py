@@ -17,6 +17,14 @@ runs, and the ratio (``--floor-rollouts``/``--floor-calls`` pick the run; defaul
 about 95 MB). A second line adds to that floor the digests any verifier must compute (one
 SHA-256 per call of its whole prompt + generation), so the report shows what is inherent.
 
+With ``--diagnosis``: the cost of the diagnosis columns (SPEC 11.3). The code of ``--before``
+(a git ref, default ``main``) is exported into a temporary directory and both checkouts scan
+the same run (``--break-weight 3``: about a third of the rollouts have a break), interleaved,
+each `tokencap scan --workers 1` with PYTHONPATH on its checkout; medians, their ratio, and the
+peak memory of one sampled scan each, plus this checkout's peak on a run a quarter the size
+(memory must stay flat in the number of rollouts). A second pair of lines does the same with
+rollout records that carry what Gym delivered and harness evidence for every rollout.
+
 Runs are generated into benchmarks/out/ (git-ignored) by `make_big_run.py`.
 """
 
@@ -197,6 +205,108 @@ def floor_ratio(source: Path, runs: int) -> None:
           f"{digest:.2f} s CPU, scan_shard {scan:.2f} s CPU, ratio {scan / digest:.2f}x (runs: {shown(digests)})")
 
 
+def records_for(run: Path, out: Path) -> Path:
+    """Rollout records for every rollout of a `make_big_run` run: what Gym delivered (trainable, by token
+    capture), a tool-call and a compaction observation naming its first call, and a final answer that
+    names no call (the same for both checkouts: it only adds work)."""
+    import json
+
+    expected = json.loads((run / "expected.json.txt").read_text())
+    with open(out, "w") as handle:
+        for rollout_id in sorted(expected["rollouts"]):
+            handle.write(json.dumps({
+                "rollout_id": rollout_id, "reward": 1.0, "mask_sample": False, "_ng_token_capture": {"calls": 1},
+                "ng_agent_observations": {"source": "bench", "gaps": [], "records": [
+                    {"kind": "tool_call", "tool_call_id": "t1", "tool_name": "bash", "status": "ok",
+                     "duration_ms": 12.5},
+                    {"kind": "context_compaction", "after_model_call": {"model_call_id": "call-0002"},
+                     "trigger": "tokens", "tokens_before": 900, "tokens_after": 100}]},
+                "response": {"object": "response", "output": [
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}]},
+            }) + "\n")
+    return out
+
+
+def diagnosis_cost(args: argparse.Namespace) -> None:
+    """The scan with the diagnosis columns against the scan of ``--before``, side by side (see the docstring)."""
+    import shutil
+    import tempfile
+
+    OUT.mkdir(exist_ok=True)
+    repo = HERE.parent
+    big = OUT / f"run-{args.rollouts}x{args.calls}-breaks"
+    quarter = OUT / f"run-{max(1, args.rollouts // 4)}x{args.calls}-breaks"
+    for path, n in ((big, args.rollouts), (quarter, max(1, args.rollouts // 4))):
+        if not path.exists():
+            subprocess.run([sys.executable, str(HERE / "make_big_run.py"), str(path), "--rollouts", str(n),
+                            "--calls", str(args.calls), "--break-weight", "3"], check=True)
+    records = records_for(big, OUT / f"records-{args.rollouts}x{args.calls}.jsonl")
+    before = Path(tempfile.mkdtemp(prefix="tokencap-before-"))
+    try:
+        archive = subprocess.run(["git", "-C", str(repo), "archive", args.before, "tokencap"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+        checkouts = {"before": before, "after": repo}
+        for path in checkouts.values():
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(path / "tokencap")], check=True)
+
+        def cpu_of(cmd: list[str]) -> tuple[float, float]:
+            """(wall, CPU) seconds of one command: CPU is user + system of it and its children, which
+            other load on a shared machine disturbs far less than the wall clock."""
+            import resource
+
+            before_usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, _ = timed_command(cmd, sample=False)
+            after_usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return wall, (after_usage.ru_utime - before_usage.ru_utime) + (after_usage.ru_stime - before_usage.ru_stime)
+
+        def command(code: Path, run: Path, *extra: str) -> list[str]:
+            return ["env", f"PYTHONPATH={code}", sys.executable, "-m", "tokencap", "scan", str(run), "-o",
+                    str(OUT / f"diag-{code.name}.parquet"), "--workers", "1", *extra]
+
+        broken = _broken_share(repo, big)
+        print(f"run: {args.rollouts:,} rollouts x ~{args.calls} calls, {broken:.0%} with a break; "
+              f"before = {args.before}, interleaved, median of {args.runs}")
+        for label, extra in (("no records", ()), ("records with evidence", ("--final-responses", str(records)))):
+            times: dict[str, list[float]] = {"before": [], "after": []}
+            cpus: dict[str, list[float]] = {"before": [], "after": []}
+            for name, code in checkouts.items():  # warm-up: imports and page cache
+                timed_command(command(code, big, *extra), sample=False)
+            for _ in range(args.runs):
+                for name, code in checkouts.items():
+                    wall, cpu = cpu_of(command(code, big, *extra))
+                    times[name].append(wall)
+                    cpus[name].append(cpu)
+            peaks = {name: timed_command(command(code, big, *extra))[1] for name, code in checkouts.items()}
+            small = timed_command(command(repo, quarter))[1] if not extra else None
+            med = {name: statistics.median(t) for name, t in times.items()}
+            cpu = {name: statistics.median(t) for name, t in cpus.items()}
+            print(f"{label}: CPU before {cpu['before']:.2f} s, after {cpu['after']:.2f} s, "
+                  f"ratio {cpu['after'] / cpu['before']:.3f}x (runs: before "
+                  f"{', '.join(f'{t:.2f}' for t in cpus['before'])}; after "
+                  f"{', '.join(f'{t:.2f}' for t in cpus['after'])})")
+            print(f"{label}: wall before {med['before']:.2f} s, after {med['after']:.2f} s, "
+                  f"ratio {med['after'] / med['before']:.3f}x")
+            print(f"{label}: peak memory before {peaks['before'] / 1024:.0f} MiB, after {peaks['after'] / 1024:.0f} MiB"
+                  + (f"; after on {max(1, args.rollouts // 4):,} rollouts {small / 1024:.0f} MiB "
+                     f"({(peaks['after'] / small - 1) * 100:+.1f}% for {args.rollouts:,})" if small else ""))
+    finally:
+        shutil.rmtree(before, ignore_errors=True)
+
+
+def _broken_share(repo: Path, run: Path) -> float:
+    """The share of the run's rollouts with a break, read from this checkout's scan table."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(OUT / f"diag-{repo.name}.parquet") if (OUT / f"diag-{repo.name}.parquet").exists() else None
+    if table is None or table.num_rows == 0 or "breaks" not in table.column_names:
+        subprocess.run(["env", f"PYTHONPATH={repo}", sys.executable, "-m", "tokencap", "scan", str(run), "-o",
+                        str(OUT / f"diag-{repo.name}.parquet"), "--workers", "2"], check=True, capture_output=True)
+        table = pq.read_table(OUT / f"diag-{repo.name}.parquet")
+    breaks = table.column("breaks").to_pylist()
+    return sum(1 for b in breaks if b) / max(1, len(breaks))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -207,7 +317,14 @@ def main() -> None:
     parser.add_argument("--floor-rollouts", type=int, default=500)
     parser.add_argument("--floor-calls", type=int, default=80)
     parser.add_argument("--floor-run", type=Path, help="an existing run directory for --floor")
+    parser.add_argument("--diagnosis", action="store_true",
+                        help="only the scan with the diagnosis columns against --before's, side by side")
+    parser.add_argument("--before", default="main", help="the git ref --diagnosis compares with (default: main)")
     args = parser.parse_args()
+
+    if args.diagnosis:
+        diagnosis_cost(args)
+        return
 
     if args.floor:
         sys.path.insert(0, str(HERE.parent))  # this checkout's tokencap, in this process

@@ -31,9 +31,15 @@ sys.path.insert(0, str(HERE.parent / "scripts"))
 from make_sample_run import SITUATIONS, Situation, iter_run, write_run  # noqa: E402
 
 
-def situation_counts(n: int) -> dict[str, int]:
-    """The sample run's mix scaled to ``n`` rollouts (largest remainders, so they sum to n)."""
-    weights = {s.name: s.count for s in SITUATIONS}
+LINEAGE_BREAKS = ("subagent_branch", "compaction_new_root", "unresolved_continuation", "stale_parent_link",
+                  "legacy_missing_resolution", "broken_delta_chain", "corrupt_record", "duplicate_call_id")
+"""The sample run's situations whose rollouts have a break (SPEC 12.1): ~14% of its mix."""
+
+
+def situation_counts(n: int, break_weight: float = 1.0) -> dict[str, int]:
+    """The sample run's mix scaled to ``n`` rollouts (largest remainders, so they sum to n);
+    ``break_weight`` multiplies the weight of the situations with a lineage break (3: about a third)."""
+    weights = {s.name: s.count * (break_weight if s.name in LINEAGE_BREAKS else 1.0) for s in SITUATIONS}
     total = sum(weights.values())
     exact = {name: n * w / total for name, w in weights.items()}
     counts = {name: int(x) for name, x in exact.items()}
@@ -59,12 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rollouts", "-n", type=int, default=2000, help="number of rollouts (default 2000)")
     ap.add_argument("--calls", "-k", type=int, default=20, help="about this many calls per rollout (default 20)")
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--break-weight", type=float, default=1.0,
+                    help="weight of the situations whose lineage breaks (default 1: the sample run's ~14%%; "
+                         "3: about a third)")
     args = ap.parse_args(argv)
     if args.rollouts < 1 or args.calls < 1:
         ap.error("--rollouts and --calls must be at least 1")
 
     started = time.perf_counter()
-    counts = situation_counts(args.rollouts)
+    counts = situation_counts(args.rollouts, args.break_weight)
     planned = iter_run(counts, seed=args.seed, calls=calls_about(args.calls),
                        tasks=max(1000, args.rollouts), spread=4 * 3600.0)
     about = (f"Declared verdicts of a synthetic run of {args.rollouts} rollouts of about {args.calls} calls "

@@ -85,8 +85,32 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
         "reward": (rng.random(n) < np.where(masked, 0.7, 0.4)).astype(np.float64),
         "task_index": idx // 4, "rollout_index": idx % 4,
     }
+    columns.update(_diagnosis_columns(rng, reasons, n))  # drawn last: the earlier columns are as before
     assert list(columns) == list(COLUMNS)
     return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)
+
+
+SYNTH_CAUSES = ("generation_dropped", "retokenized", "tokens_replaced", "history_dropped", "new_context", "branch",
+                "link_intact", "record_fault")
+
+
+def _diagnosis_columns(rng: np.random.Generator, reasons: dict[str, np.ndarray], n: int) -> dict[str, object]:
+    """SPEC 11.3: a break (one or two causes) on every rollout masked for its lineage; what Gym delivered
+    for nine in ten rollouts (token capture: trainable; a few masked by the harness itself)."""
+    broken = reasons["unresolved_parent_calls"] | reasons["multiple_roots"] | reasons["multiple_chains"]
+    first = rng.integers(0, len(SYNTH_CAUSES), n)
+    second = rng.integers(0, len(SYNTH_CAUSES), n)
+    two = rng.random(n) < 0.3
+    causes = [sorted({SYNTH_CAUSES[f], *([SYNTH_CAUSES[s]] if t else [])}, key=SYNTH_CAUSES.index) if b else []
+              for b, f, s, t in zip(broken.tolist(), first.tolist(), second.tolist(), two.tolist())]
+    breaks = np.where(broken, np.array([len(c) for c in causes]) + rng.integers(0, 2, n), 0)
+    draw = rng.random(n)
+    by = np.where(draw < 0.87, "token_capture", np.where(draw < 0.9, "agent", None)).astype(object)
+    delivered = np.where(by == "token_capture", False, np.where(by == "agent", True, None)).astype(object)
+    return {"breaks": breaks, "break_causes": causes,
+            "first_break_call": [f"call-{k:04d}" if b else None for k, b in zip(rng.integers(2, 60, n).tolist(),
+                                                                             broken.tolist())],
+            "delivered_mask_sample": delivered.tolist(), "delivered_by": by.tolist()}
 
 
 def _set_column(table: pa.Table, name: str, values) -> pa.Table:
@@ -116,6 +140,11 @@ def after_a_fix(a: pa.Table, seed: int = 1) -> pa.Table:
     for r in MASK_REASON_ORDER:
         b = _set_column(b, f"reason_{r}", reasons[r])
     b = _set_column(b, "mask_reasons", [[r for r in MASK_REASON_ORDER if reasons[r][i]] for i in range(n)])
+    causes = a.column("break_causes").to_pylist()  # a fixed rollout's lineage no longer breaks
+    b = _set_column(b, "break_causes", [[] if fix[i] else causes[i] for i in range(n)])
+    b = _set_column(b, "breaks", np.where(fix, 0, a.column("breaks").to_numpy()))
+    b = _set_column(b, "first_break_call", [None if fix[i] else c for i, c in
+                                            enumerate(a.column("first_break_call").to_pylist())])
     keep = rng.random(n) > 0.01
     b = b.filter(pa.array(keep))
     extra = synthetic_scan_table(25, seed=seed + 100)

@@ -166,7 +166,7 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert metrics["masked"] == f"{int(table.column('mask_sample').to_numpy().sum()):,}"
     assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
     assert shown_count(at) == (len(frame), len(frame))
-    assert len([c for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]) == 6
+    assert len([c for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]) == len(rd.CHARTS)
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL

@@ -25,13 +25,13 @@ SPEC_DIFF_COLUMNS = [
     ("reasons_gained", "list<item: string>"), ("reasons_lost", "list<item: string>"), ("change", "string"),
     ("status_a", "string"), ("status_b", "string"), ("delivered_fraction_a", "double"),
     ("delivered_fraction_b", "double"), ("reward_a", "double"), ("reward_b", "double"), ("source_a", "string"),
-    ("source_b", "string"),
+    ("source_b", "string"), ("break_causes_a", "list<item: string>"), ("break_causes_b", "list<item: string>"),
 ]
 
 
 def row(rollout_id: str, reasons: tuple[str, ...] = (), *, status: str | None = "completed",
         reward: float | None = None, task: int | None = None, index: int | None = None,
-        delivered: float = 1.0) -> dict:
+        delivered: float = 1.0, causes: tuple[str, ...] = ()) -> dict:
     """A scan-table row with the fields a diff reads; everything else zero."""
     out: dict = {}
     for f in SCHEMA:
@@ -40,7 +40,8 @@ def row(rollout_id: str, reasons: tuple[str, ...] = (), *, status: str | None = 
     ordered = [r for r in REASONS if r in reasons]
     out.update(rollout_id=rollout_id, source=f"{rollout_id}.tokens.*", snapshot_id=rollout_id,
                mask_sample=bool(ordered), mask_reasons=ordered, status=status, delivered_fraction=delivered,
-               reward=reward, task_index=task, rollout_index=index, source_mtime=0.0)
+               reward=reward, task_index=task, rollout_index=index, source_mtime=0.0,
+               breaks=len(causes), break_causes=list(causes))
     for r in REASONS:
         out[f"reason_{r}"] = r in ordered
     return out
@@ -501,3 +502,33 @@ def test_cli_diff_a_broken_records_path_is_blamed_on_the_records_file_not_the_ru
     old = _write(B, tmp_path / "old_diff.parquet")
     assert main(["diff", str(a), str(long_name)[:-6], "-o", str(old)]) == 2  # also beside an -o that exists
     assert _one_error(capsys).endswith("(File name too long) (run B)")
+
+
+# --------------------------------------------------------------------------- break causes (SPEC 11.3)
+
+
+def test_break_causes_of_both_sides_and_their_shares():
+    a = table(row("r1", ("multiple_roots",), causes=("generation_dropped",)),
+              row("r2", ("multiple_roots",), causes=("generation_dropped", "seam")),
+              row("r3"), row("r4", ("unresolved_parent_calls",), causes=("record_fault",)))
+    b = table(row("r1"), row("r2", ("multiple_roots",), causes=("seam",)), row("r3"), row("r5"))
+    diff = diff_tables(a, b)
+    rows = by_a(diff)
+    assert rows["r2"]["break_causes_a"] == ["generation_dropped", "seam"] and rows["r2"]["break_causes_b"] == ["seam"]
+    assert rows["r4"]["break_causes_b"] is None and rows["r5"]["break_causes_a"] is None
+    causes = diff.summary.causes
+    assert list(causes.index[:4]) == ["compaction", "compaction_summary", "subagent", "generation_dropped"]
+    assert causes.loc["generation_dropped"].tolist() == [2, 0, 0.5, 0.0, -50.0]
+    assert causes.loc["seam"].tolist() == [1, 1, 0.25, 0.25, 0.0]
+    text = summary_text(diff)
+    assert "why lineage broke" in text
+    line = next(t for t in text.splitlines() if t.strip().startswith("generation_dropped"))
+    assert line.split()[1:] == ["50.0%", "0.0%", "-50.0", "pp"]
+    assert not any(t.strip().startswith("subagent") for t in text.splitlines())  # no rollout of either: not listed
+
+
+def test_tables_from_before_the_diagnosis_columns_diff_with_no_causes():
+    old = A.drop_columns(["breaks", "break_causes", "first_break_call", "delivered_mask_sample", "delivered_by"])
+    diff = diff_tables(old, B)
+    assert all(r["break_causes_a"] is None or r["break_causes_a"] == [] for r in diff.arrow.to_pylist())
+    assert sum(a for a, _ in diff.summary.cause_counts.values()) == 0

@@ -82,7 +82,29 @@ def _parser() -> argparse.ArgumentParser:
     app.add_argument("--final-responses", metavar="FILE",
                      help="the run's rollout records (JSONL with rollout_id, response, reward, task and rollout "
                           "index): the Run page scans the run with them and shows rewards and task groups")
+    _add_tokenizer(app)
     return parser
+
+
+_TOKENIZER_HELP = ("a tokenizer.json (Hugging Face `tokenizers`): refines why a lineage broke (re-encoded text, "
+                   "stripped reasoning) and shows the divergence as text; never changes a verdict")
+
+
+def _add_tokenizer(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--tokenizer", metavar="PATH", help=_TOKENIZER_HELP)
+
+
+def _checked_tokenizer(path: str | None) -> str | None:
+    """``--tokenizer PATH`` read once, so a bad one is a one-line error before any work."""
+    if path is None:
+        return None
+    from .diagnosis import TokenizerError, load_tokenizer
+
+    try:
+        load_tokenizer(path)
+    except TokenizerError as exc:
+        raise _UsageError(f"--tokenizer: {exc}") from None
+    return path
 
 
 _RUN_OUTPUT_HELP = {
@@ -113,6 +135,7 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
         if name == "scan":
             cmd.add_argument("--since", metavar="OLD.parquet",
                              help="reuse the rows of rollouts whose files did not change since this earlier scan")
+            _add_tokenizer(cmd)
         else:
             cmd.add_argument("--only-trainable", action="store_true", help="write only rollouts that are not masked")
 
@@ -148,6 +171,7 @@ def _add_diff_command(sub: argparse._SubParsersAction) -> None:
                      help="worker processes or Ray CPUs for scanning a run directory (default: CPU count)")
     cmd.add_argument("--engine", choices=ENGINES, default="local", help="local processes (default) or Ray tasks")
     cmd.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join ('auto': the running one)")
+    _add_tokenizer(cmd)
 
 
 def _positive_int(text: str) -> int:
@@ -411,9 +435,10 @@ def _stopped(exc: KeyboardInterrupt, output: str | None) -> str:
 def _cmd_scan(args: argparse.Namespace) -> int:
     from .run import scan
 
+    tokenizer = _checked_tokenizer(args.tokenizer)
     summary = _run_command(args, "scan", lambda progress: scan(
         args.source, args.output, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
-        final_responses=args.final_responses, since=args.since, progress=progress))
+        final_responses=args.final_responses, since=args.since, progress=progress, tokenizer=tokenizer))
     reused = f", {summary.reused:,} reused from {args.since}" if args.since else ""
     print(f"tokencap: scanned {summary.rollouts:,} rollouts ({summary.trainable:,} trainable, "
           f"{summary.rollouts - summary.trainable:,} masked{reused}) -> {args.output}"
@@ -544,7 +569,8 @@ def _diff_side(args: argparse.Namespace, side: str, table: bool, finals: FinalRe
     def work(progress: Any) -> Any:
         summary = RunSummary()
         tables.append(scan_table(source, workers=args.workers, engine=args.engine, ray_address=args.ray_address,
-                                 final_responses=finals, progress=progress, summary=summary))
+                                 final_responses=finals, progress=progress, summary=summary,
+                                 tokenizer=args.tokenizer))
         return summary
 
     try:
@@ -591,6 +617,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         raise _UsageError("--ray-address needs --engine ray")
     tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
     _check_diff_output(args)
+    args.tokenizer = _checked_tokenizer(args.tokenizer)
     records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
     # Scan tables are read first (quick), so a task join that cannot be is refused before any scan.
     read = {side: _diff_side(args, side, True, None) for side in ("a", "b") if tables[side]}
@@ -652,6 +679,8 @@ def _cmd_app(args: argparse.Namespace) -> int:
     from .views.run.source import START_DIR_ENV
 
     os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
+    if args.tokenizer:
+        cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
     return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses) if source else None)
 
 

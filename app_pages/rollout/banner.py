@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import show_tiles
+from app_pages.rollout.common import show_tiles, tokenizer_in_use
 from app_pages.rollout.sources import run_request
 from app_pages.rollout.url import current_view_state
 from tokencap.views import links
@@ -33,9 +33,9 @@ def _open_culprit(rk: str, key: str) -> None:
 
 def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
     if culprit.key is None:
-        st.markdown(md_escape(culprit.text), width="content")
+        st.markdown(md_escape(culprit.words), width="content")
     else:
-        st.button(md_escape(culprit.text), key=widget_key, type="tertiary", on_click=_open_culprit,
+        st.button(md_escape(culprit.words), key=widget_key, type="tertiary", on_click=_open_culprit,
                   args=(rk, culprit.key), help="Select this call in the call tree")
 
 
@@ -55,7 +55,8 @@ def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
 
 
 def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
-    banner = vv.banner_of(view)
+    tokenizer, _, key = tokenizer_in_use()
+    banner = vv.banner_of(view, tokenizer, key)  # the culprits say why each lineage broke, in the tokens' text
     snap = view.snapshot
     title, share = st.columns([5, 1], vertical_alignment="bottom")
     title.markdown(f"### {md_escape(view.rollout_id)}")

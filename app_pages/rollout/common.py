@@ -43,11 +43,28 @@ def sidebar_tokenizer() -> None:
 
 
 def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
-    """(tokenizer, problem) from the sidebar's upload: (None, None) when there is none."""
+    """(tokenizer, problem): the sidebar's upload, else the page's default (`tokencap app --tokenizer PATH`,
+    or the bundled sample tokenizer for the sample data: ``STATE["default_tokenizer"]``); (None, None)
+    when there is none."""
+    tokenizer, problem, _ = tokenizer_in_use()
+    return tokenizer, problem
+
+
+def tokenizer_in_use() -> tuple[Any | None, str | None, str]:
+    """(tokenizer, problem, key): ``key`` names the tokenizer's content (empty without one)."""
     upload = STATE.get("tokenizer")
-    if upload is None:
-        return None, None
-    return cached_tokenizer(src.content_key(upload.getvalue()), upload.getvalue())
+    if upload is not None:
+        key = src.content_key(upload.getvalue())
+        return (*cached_tokenizer(key, upload.getvalue()), key)
+    path = STATE.get("default_tokenizer")
+    if not path:
+        return None, None, ""
+    try:
+        data = open(path, "rb").read()
+    except OSError as exc:
+        return None, f"{path}: cannot be read ({exc.strerror or exc})", ""
+    key = src.content_key(data)
+    return (*cached_tokenizer(key, data), key)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

@@ -49,7 +49,7 @@ from app_pages.rollout import tabs as tabs_part
 from app_pages.rollout import tree as tree_tab
 from app_pages.rollout.banner import show_banner
 from app_pages.rollout.common import sidebar_tokenizer
-from app_pages.rollout.sources import (Builds, final_responses_choice, load_sources, run_records, run_request,
+from app_pages.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
                                        sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
 from app_pages.rollout.triage import show_triage
 from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
@@ -83,6 +83,7 @@ def main() -> None:
     # Before loading: every view is built with its final response (this run's, never a module's).
     builds = Builds(final_responses_choice(), run_records())
     loaded = load_sources(sources, builds, page, progress)
+    STATE["default_tokenizer"] = default_tokenizer(loaded)
     with page.container():
         show_page(loaded, source_label, path_error, builds)
     sidebar_tokenizer()

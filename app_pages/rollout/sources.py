@@ -50,9 +50,11 @@ def loaded_source(key: str, _source: src.Source) -> src.LoadedSource:
 
 @st.cache_resource(show_spinner=False, max_entries=512)
 def rollout_view(key: str, index: int, anchor: str | None, _loaded: src.LoadedSource,
-                 finals_key: str | None = None, _final: dict | None = None) -> RolloutView:
-    """One rollout built once per (source content, rollout, anchor, final responses); derived views live on it."""
-    return RolloutView(_loaded.snapshots[index], anchor=anchor, final_response=_final)
+                 finals_key: str | None = None, _final: dict | None = None,
+                 _evidence: dict | None = None) -> RolloutView:
+    """One rollout built once per (source content, rollout, anchor, final responses); derived views live on it.
+    The record's evidence (which ``finals_key`` names with its file) is read by the diagnosis only."""
+    return RolloutView(_loaded.snapshots[index], anchor=anchor, final_response=_final, evidence=_evidence)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -80,8 +82,22 @@ class Builds:
     def view_of(self, ls: src.LoadedSource, index: int, anchor: str | None) -> RolloutView:
         """The cached view of one rollout, built with its harness final response when one applies
         (matched by rollout id; an unnamed response only when the file holds a single rollout)."""
-        final, finals_key = self.choice_for(ls).response_for(ls.snapshots[index].rollout_id, len(ls.snapshots))
-        return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final)
+        choice = self.choice_for(ls)
+        rollout_id = ls.snapshots[index].rollout_id
+        final, finals_key = choice.response_for(rollout_id, len(ls.snapshots))
+        evidence = choice.finals.evidence_for(rollout_id, single_rollout=len(ls.snapshots) == 1) \
+            if choice.finals is not None else None
+        return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final, evidence)
+
+
+def default_tokenizer(loaded: list[src.LoadedSource]) -> str | None:
+    """The tokenizer to decode with when none is uploaded: ``tokencap app --tokenizer PATH``, else the bundled
+    sample tokenizer when only sample data is shown (`breaks.default_tokenizer_path`)."""
+    from tokencap.views.rollout.breaks import default_tokenizer_path
+
+    given = rs.app_arguments(sys.argv[1:]).tokenizer
+    path = default_tokenizer_path(APP_DIR, given, [ls.source.path for ls in loaded])
+    return str(path) if path is not None else None
 
 
 def cli_argument() -> str | None:

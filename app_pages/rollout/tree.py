@@ -10,7 +10,8 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state
+from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
+from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import mask as mv
@@ -156,7 +157,11 @@ def scroll_to_detail() -> None:
 def show_link(view: RolloutView, d: Any) -> None:
     st.markdown("**Parent link**")
     outcome(d.link_outcome, d.link_ok)
-    proof = lp.link_proof(view, d.ident)
+    brk = show_break(view, d)
+    # The claimed or linked parent's proof (with the digests) stays: a branch's link holds, and a claimed
+    # parent is the predecessor; an unresolved boundary or an extra root has only its break's proof.
+    proof = lp.link_proof(view, d.ident) if brk is None or brk.kind == "branch" or brk.relation == "claimed" \
+        else None
     if proof is not None:
         st.caption(md_escape(proof.summary()))
         tokenizer, _ = sidebar_tokenizer_state()
@@ -174,6 +179,34 @@ def show_link(view: RolloutView, d: Any) -> None:
             st.code(digests, language=None, wrap_lines=True)
 
 
+def show_break(view: RolloutView, d: Any) -> Any:
+    """Why the lineage breaks at this call (the diagnosis's words and hint), and its prompt against its
+    predecessor with every divergence marked (decoded with a tokenizer); the break, or None."""
+    tokenizer, _, key = tokenizer_in_use()
+    brk = bv.break_of(view, d.ident, tokenizer, key) if d.kind == tv.CALL else None
+    if brk is None:
+        return None
+    with st.container(key=f"break_{d.key.replace(':', '_')}"):
+        st.markdown(f"**Why the lineage breaks here** · cause `{brk.cause}`")
+        st.warning(md_escape(bv.break_words(brk)), icon=":material/link_off:")
+        st.caption(md_escape(bv.hint(brk)))
+        proof = lp.break_proof(view, brk) if brk.kind != "branch" else None
+        if proof is not None:
+            st.caption(md_escape(proof.summary()))
+            decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
+            st.plotly_chart(lp.break_proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
+                            key=f"break_proof:{d.key}")
+            if proof.parent_text is not None and proof.prompt_text is not None:
+                left, right = st.columns(2)
+                left.caption(f"{md_escape(proof.parent)} had (decoded)")
+                left.code(proof.parent_text or "∅", language=None, wrap_lines=True)
+                right.caption("this prompt has instead (decoded)")
+                right.code(proof.prompt_text or "∅", language=None, wrap_lines=True)
+            elif decode is None:
+                st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
+    return brk
+
+
 def show_detail(view: RolloutView, key: str) -> None:
     d = dv.call_detail(view, key)
     st.markdown(f"#### {md_escape(d.ident)} — {d.headline}")
@@ -186,6 +219,8 @@ def show_detail(view: RolloutView, key: str) -> None:
             show_table(d.conditions)
     elif d.link_outcome or d.link_checks is not None:
         show_link(view, d)
+    else:
+        show_break(view, d)
     side = d.group is not None or bool(d.twins)
     left, right = st.columns([1, 1], gap="large") if side else (st.container(), st.container())
     with left:

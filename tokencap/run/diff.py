@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..diagnosis import CAUSES
 from ..rollout import MASK_REASON_ORDER
 from .errors import DiffError
 from .rows import REASON_COLUMNS
@@ -52,13 +53,13 @@ DIFF_SCHEMA = pa.schema([
     ("mask_sample_b", _BOOL), ("mask_reasons_a", _STRS), ("mask_reasons_b", _STRS), ("reasons_gained", _STRS),
     ("reasons_lost", _STRS), ("change", _STR), ("status_a", _STR), ("status_b", _STR),
     ("delivered_fraction_a", _FLOAT), ("delivered_fraction_b", _FLOAT), ("reward_a", _FLOAT), ("reward_b", _FLOAT),
-    ("source_a", _STR), ("source_b", _STR),
+    ("source_a", _STR), ("source_b", _STR), ("break_causes_a", _STRS), ("break_causes_b", _STRS),
 ])
-"""The diff table's columns, in order (SPEC 11.2)."""
+"""The diff table's columns, in order (SPEC 11.2, and 11.3's causes after them)."""
 
 _NEEDED = ("rollout_id", "source", "mask_sample", "mask_reasons", *REASON_COLUMNS, "status", "incomplete_reason",
-           "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution")
-_OPTIONAL = ("incomplete_reason", *RECORD_COLUMNS, "terminal_attribution")
+           "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution", "break_causes")
+_OPTIONAL = ("incomplete_reason", *RECORD_COLUMNS, "terminal_attribution", "break_causes")
 """Read as null when a table lacks them (a table from before SPEC 11.1, a frame without them)."""
 _INDEX_KEY = ("task_index", "rollout_index")
 
@@ -105,6 +106,8 @@ class DiffSummary:
     null one `NO_STATUS`) -> (rollouts of A, rollouts of B); only statuses some rollout has."""
     changes: dict[str, int] = field(default_factory=dict)
     """Rows of the diff per ``change`` value, every value of `CHANGES` in that order."""
+    cause_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Break cause (SPEC 12.4 order) -> (rollouts of A, rollouts of B) with a break of that cause."""
     records: tuple[bool, bool] = (False, False)
     """Whether A / B was scanned with rollout records (any rollout with a terminal attribution or a reward)."""
 
@@ -170,6 +173,11 @@ class DiffSummary:
         """One row per mask reason (SPEC 7 order, index ``reason``): ``count_a``, ``count_b``,
         ``share_a``, ``share_b``, ``change_pp``."""
         return self._frame(self.reason_counts, "reason")
+
+    @property
+    def causes(self) -> pd.DataFrame:
+        """One row per break cause (SPEC 12.4 order, index ``cause``), the same columns as `reasons`."""
+        return self._frame(self.cause_counts, "cause")
 
     @property
     def statuses(self) -> pd.DataFrame:
@@ -394,6 +402,21 @@ def can_join_by_task(table: pa.Table | pd.DataFrame, name: str = "A") -> bool:
     return bool(_has_indices(_checked(table, name)).any())
 
 
+def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
+    return {row["values"]: row["counts"] for row in pc.value_counts(column).to_pylist()}
+
+
+def _cause_counts(a: pa.Table, b: pa.Table) -> dict[str, tuple[int, int]]:
+    """Rollouts of A and of B per break cause (a rollout counts once per cause it has), every cause in order."""
+    def counts(table: pa.Table) -> dict[str, int]:
+        flat = pc.list_flatten(table.column("break_causes"))  # each row's causes are distinct (SPEC 11.3)
+        return _value_counts(flat) if len(flat) else {}
+
+    ca, cb = counts(a), counts(b)
+    return {c: (ca.get(c, 0), cb.get(c, 0)) for c in CAUSES}
+
+
+
 def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Join = "auto", *,
                 names: tuple[str, str] = ("A", "B")) -> RunDiff:
     """Compare scan table ``a`` (before) with ``b`` (after), SPEC 11.2.
@@ -427,6 +450,7 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
         "delivered_fraction_b": _take(tb.column("delivered_fraction"), ib),
         "reward_a": _take(ta.column("reward"), ia), "reward_b": _take(tb.column("reward"), ib),
         "source_a": _take(ta.column("source"), ia), "source_b": _take(tb.column("source"), ib),
+        "break_causes_a": _take(ta.column("break_causes"), ia), "break_causes_b": _take(tb.column("break_causes"), ib),
     }
     arrow = pa.Table.from_arrays([columns[f.name].cast(f.type) for f in DIFF_SCHEMA], schema=DIFF_SCHEMA)
 
@@ -443,7 +467,8 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
         trainable_a=n_a - int(_masked(ta).sum()), trainable_b=n_b - int(_masked(tb).sum()),
         reason_counts={r: (int(a), int(b)) for r, a, b in zip(MASK_REASON_ORDER, reason_a, reason_b)},
         status_counts=statuses,
-        changes={c: counted.get(c, 0) for c in CHANGES}, records=(_with_records(ta), _with_records(tb)))
+        changes={c: counted.get(c, 0) for c in CHANGES}, records=(_with_records(ta), _with_records(tb)),
+        cause_counts=_cause_counts(ta, tb))
     return RunDiff(arrow=arrow, join=choice, summary=summary)
 
 
@@ -473,10 +498,14 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
               f"{s.changes['broke']:,} broke (trainable in A, masked in B), {s.changes['reasons_changed']:,} "
               f"reasons_changed (masked in both, for other reasons), {s.changes['same']:,} same"]
     first, second = "mask reasons (share of rollouts)", "status (share of rollouts)"
+    causes = {k: v for k, v in s.cause_counts.items() if v != (0, 0)}
     # The labels' column is as wide as its widest line, so A, B and change head their values.
-    width = max(len(first), len(second), *(2 + len(k) for k in (*s.reason_counts, *s.status_counts)))
+    width = max(len(first), len(second), *(2 + len(k) for k in (*s.reason_counts, *s.status_counts, *causes)))
     lines.append(f"{first:<{width}}  {'A':>7}  {'B':>7}  {'change':>10}")
-    for title, counts in ((None, s.reason_counts), (second, s.status_counts)):
+    sections = [(None, s.reason_counts), (second, s.status_counts)]
+    if causes:
+        sections.append(("why lineage broke: rollouts with a break of each cause (share of rollouts)", causes))
+    for title, counts in sections:
         if title:
             lines.append(title)
         for key, _, _, share_a, share_b, change in s.shares(counts):

@@ -20,6 +20,7 @@ from ..builder import (
 )
 from ..records import CONTEXT_LENGTH_EXCEEDED, TokenCaptureSnapshot
 from ..rollout import MASK_REASON_ORDER, RolloutResult
+from .diagnosed import NOT_BUILT, DiagnosisFacts
 
 LINK_NOTES = (
     PARENT_UNRESOLVED, PARENT_DIGEST_MISMATCH, PARENT_MISSING_RECOVERED, PARENT_MISSING,
@@ -36,9 +37,12 @@ Row = tuple
 
 def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, source_bytes: int,
            source_mtime: float,
-           facts: tuple[float | None, int | None, int | None, str | None] = (None, None, None, None)) -> Row:
+           facts: tuple[float | None, int | None, int | None, str | None] = (None, None, None, None),
+           diagnosis: DiagnosisFacts = NOT_BUILT) -> Row:
     """The table row of one built rollout; ``facts`` are what its rollout record says
-    (reward, task index, rollout index, a note: `RecordFacts`), SPEC 11.1."""
+    (reward, task index, rollout index, a note: `RecordFacts`), SPEC 11.1; ``diagnosis`` the
+    values after them (`diagnosed.diagnosis_facts`, SPEC 11.3), computed from the finished build
+    and never read by any column before them."""
     m = result.metrics
     reasons = set(result.mask_reasons)
     links = m.get("parent_link_failures") or {}
@@ -60,4 +64,6 @@ def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, s
         attribution.get("outcome") if isinstance(attribution, dict) else None,
         m["error"], [*snapshot.source_notes, *([facts[3]] if facts[3] else [])], int(source_bytes),
         float(source_mtime), facts[0], facts[1], facts[2],
+        diagnosis.breaks, list(diagnosis.break_causes), diagnosis.first_break_call, diagnosis.delivered_mask_sample,
+        diagnosis.delivered_by,
     )

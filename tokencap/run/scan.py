@@ -31,6 +31,7 @@ from .errors import DiffTableGiven, DiscoveryError, ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from ..rollout import build_rollout
+from .diagnosed import diagnosis_facts, tokenizer_at
 from .rows import Row, row_of
 from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences, with_record_columns
 from .work import RunOptions, export_shard, scan_shard
@@ -73,7 +74,7 @@ def _shards(units: list[RolloutUnit], workers: int) -> list[list[RolloutUnit]]:
     return shards
 
 
-def _final_responses_digest(path: str | None) -> str:
+def _file_digest(path: str | os.PathLike[str] | None) -> str:
     if not path:
         return ""
     digest = hashlib.sha256()
@@ -83,11 +84,24 @@ def _final_responses_digest(path: str | None) -> str:
     return digest.hexdigest()
 
 
-def _metadata(final_responses_path: str | None) -> dict[bytes, bytes]:
+def _metadata(final_responses_path: str | None, tokenizer: str | None = None) -> dict[bytes, bytes]:
+    """What a table is written with: the code, the rollout records' digest (their evidence and
+    delivered values included: any byte of the file changes it) and the tokenizer's digest."""
     from ..identity import code_identity
 
     return {META_KEY: orjson.dumps({"version": code_identity(),
-                                    "final_responses_sha256": _final_responses_digest(final_responses_path)})}
+                                    "final_responses_sha256": _file_digest(final_responses_path),
+                                    "tokenizer_sha256": _file_digest(tokenizer)})}
+
+
+def check_tokenizer(tokenizer: str | os.PathLike[str] | None) -> str | None:
+    """The tokenizer's path as a string, read once here so a bad one fails before any work starts
+    (`tokencap.diagnosis.TokenizerError`, one line); None for none."""
+    if tokenizer is None:
+        return None
+    path = os.fspath(tokenizer)
+    tokenizer_at(path)
+    return path
 
 
 def _load_final_responses(path: str | FinalResponses | None) -> Any:
@@ -119,27 +133,29 @@ class _Previous:
         return self.table.slice(start, count)
 
 
-def _is_current(meta: dict, final_responses_path: str | None) -> bool:
+def _is_current(meta: dict, final_responses_path: str | None, tokenizer: str | None = None) -> bool:
     """Whether a table's metadata says this tokencap (`code_identity`) wrote it, with these final responses
-    (either can change a row)."""
-    return meta == orjson.loads(_metadata(final_responses_path)[META_KEY])
+    and this tokenizer (each can change a row)."""
+    return meta == orjson.loads(_metadata(final_responses_path, tokenizer)[META_KEY])
 
 
-def read_current_scan(path: str | os.PathLike[str], final_responses: str | None = None) -> pa.Table | None:
+def read_current_scan(path: str | os.PathLike[str], final_responses: str | None = None,
+                      tokenizer: str | None = None) -> pa.Table | None:
     """The scan table at ``path`` when this tokencap version wrote it with these final
-    responses; None when it was not (or is not a readable scan table)."""
+    responses and this tokenizer; None when it was not (or is not a readable scan table)."""
     try:
         table, meta = _read_table(path)
     except ScanTableError:
         return None
-    return table if _is_current(meta, final_responses) else None
+    return table if _is_current(meta, final_responses, tokenizer) else None
 
 
-def _read_previous(path: str, final_responses_path: str | None, notes: list[str]) -> _Previous | None:
+def _read_previous(path: str, final_responses_path: str | None, notes: list[str],
+                   tokenizer: str | None = None) -> _Previous | None:
     table, meta = _read_table(path)
-    if not _is_current(meta, final_responses_path):
-        notes.append(f"{path} was written by another tokencap (version or code), with other final responses or before "
-                     "the reward columns; every rollout was built again")
+    if not _is_current(meta, final_responses_path, tokenizer):
+        notes.append(f"{path} was written by another tokencap (version or code), with other final responses, "
+                     "another tokenizer or before the reward or diagnosis columns; every rollout was built again")
         return None
     sources = table.column("source").to_pylist()
     sizes = table.column("source_bytes").to_pylist()
@@ -155,9 +171,10 @@ def _read_previous(path: str, final_responses_path: str | None, notes: list[str]
 
 
 def _plan(source: str | os.PathLike[str], since: str | None, final_responses: str | None,
-          workers: int, summary: RunSummary) -> tuple[list[Any], _Previous | None, int, bool]:
+          workers: int, summary: RunSummary, tokenizer: str | None = None
+          ) -> tuple[list[Any], _Previous | None, int, bool]:
     """The run as an ordered plan of shards (lists of units) and reused sources (str)."""
-    previous = _read_previous(since, final_responses, summary.notes) if since else None
+    previous = _read_previous(since, final_responses, summary.notes, tokenizer) if since else None
     skipped: list[str] = []
     units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped)
     if skipped:
@@ -221,18 +238,21 @@ def _ordered_results(fn: Callable, plan: list[Any], options: RunOptions, engine:
 def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, engine: str = "local",
                  ray_address: str | None = None, final_responses: str | FinalResponses | None = None,
                  since: str | None = None, progress: Progress | None = None,
-                 summary: RunSummary | None = None) -> Iterator[pa.RecordBatch | pa.Table]:
+                 summary: RunSummary | None = None, tokenizer: str | os.PathLike[str] | None = None
+                 ) -> Iterator[pa.RecordBatch | pa.Table]:
     """The run table as a stream of record batches (or reused slices), in table order.
 
     ``final_responses`` is the rollout records' path, or records already read (not with ``since``,
-    whose reuse rule compares the file's digest)."""
+    whose reuse rule compares the file's digest). ``tokenizer`` (a tokenizer.json's path) refines
+    the diagnosis columns only (SPEC 11.3)."""
     if since and isinstance(final_responses, FinalResponses):
         raise TypeError("since needs the rollout records' path, not records already read")
     workers = workers or default_workers()
     summary = summary if summary is not None else RunSummary()
     finals = _load_final_responses(final_responses)  # a bad file fails before any work starts
-    plan, previous, total, single = _plan(source, since, final_responses, workers, summary)
-    options = RunOptions(final_responses=finals, single_rollout=single)
+    tokenizer = check_tokenizer(tokenizer)
+    plan, previous, total, single = _plan(source, since, final_responses, workers, summary, tokenizer)
+    options = RunOptions(final_responses=finals, single_rollout=single, tokenizer=tokenizer)
     done = 0
     if progress:
         progress(0, total)
@@ -269,12 +289,14 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
 
 def scan(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
          engine: str = "local", ray_address: str | None = None, final_responses: str | None = None,
-         since: str | None = None, progress: Progress | None = None) -> RunSummary:
+         since: str | None = None, progress: Progress | None = None,
+         tokenizer: str | os.PathLike[str] | None = None) -> RunSummary:
     """Write the run table of ``source`` to ``out`` (parquet), atomically."""
     summary = RunSummary()
+    tokenizer = check_tokenizer(tokenizer)  # before the output is opened
 
     def write(handle: BinaryIO) -> None:
-        writer = pq.ParquetWriter(handle, SCHEMA.with_metadata(_metadata(final_responses)))
+        writer = pq.ParquetWriter(handle, SCHEMA.with_metadata(_metadata(final_responses, tokenizer)))
         pending: list[pa.Table] = []
         rows = 0
 
@@ -288,7 +310,7 @@ def scan(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers
         try:
             for part in scan_batches(source, workers=workers, engine=engine, ray_address=ray_address,
                                      final_responses=final_responses, since=since, progress=progress,
-                                     summary=summary):
+                                     summary=summary, tokenizer=tokenizer):
                 table = part if isinstance(part, pa.Table) else pa.Table.from_batches([part], schema=SCHEMA)
                 pending.append(table.replace_schema_metadata(None).cast(SCHEMA))
                 rows += table.num_rows
@@ -313,7 +335,8 @@ def scan_table(source: str | os.PathLike[str], **kwargs: Any) -> pa.Table:
 
 
 def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: str, *, source_bytes: int = 0,
-                       source_mtime: float = 0.0, progress: Progress | None = None) -> pa.Table:
+                       source_mtime: float = 0.0, progress: Progress | None = None,
+                       tokenizer: str | os.PathLike[str] | None = None) -> pa.Table:
     """The scan table of rollouts already in memory (an upload read as a run), sorted by rollout id.
 
     Each snapshot is built as `scan` builds it, and every row's ``source`` is
@@ -324,9 +347,11 @@ def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: 
     if progress:
         progress(0, len(ordered))
     rows: list[Row] = []
+    tokenizer = check_tokenizer(tokenizer)
     for n, snapshot in enumerate(ordered, 1):
-        rows.append(row_of(build_rollout(snapshot, project=False), snapshot, source_label, source_bytes,
-                           source_mtime))  # a row reads no payload
+        result = build_rollout(snapshot, project=False)  # a row reads no payload
+        rows.append(row_of(result, snapshot, source_label, source_bytes, source_mtime,
+                           diagnosis=diagnosis_facts(result, None, tokenizer)))
         if progress:
             progress(n, len(ordered))
     return pa.Table.from_batches([to_batch(rows)], schema=SCHEMA)
@@ -355,7 +380,7 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     upgraded = with_record_columns(table)
     if upgraded is not table:
         table = upgraded
-        meta = {**meta, "record_columns": False}  # written before SPEC 11.1: never equal to a current scan's
+        meta = {**meta, "record_columns": False}  # written before SPEC 11.1 or 11.3: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
         from .diff import DIFF_SCHEMA  # only on this error path: the diff module imports pandas
 

@@ -28,9 +28,11 @@ SCHEMA = pa.schema(
        ("engine_refusals", _INT), ("context_refusals", _INT), ("refusal_ended_chain", _BOOL),
        ("capture_incomplete", _BOOL), ("terminal_call_id", _STR), ("terminal_attribution", _STR),
        ("error", _STR), ("source_notes", _STRS), ("source_bytes", _INT), ("source_mtime", _FLOAT),
-       ("reward", _FLOAT), ("task_index", _INT), ("rollout_index", _INT)]
+       ("reward", _FLOAT), ("task_index", _INT), ("rollout_index", _INT),
+       ("breaks", _INT), ("break_causes", _STRS), ("first_break_call", _STR), ("delivered_mask_sample", _BOOL),
+       ("delivered_by", _STR)]
 )
-"""Every column of the scan table, in order (SPEC 11, 11.1)."""
+"""Every column of the scan table, in order (SPEC 11, 11.1, 11.3)."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
@@ -78,14 +80,34 @@ RECORD_COLUMNS: tuple[str, ...] = ("reward", "task_index", "rollout_index")
 """Facts from rollout records (SPEC 11.1): added after the first tables were written, so a
 table without them is read with them null (`with_record_columns`)."""
 
+DIAGNOSIS_COLUMNS: tuple[str, ...] = ("breaks", "break_causes", "first_break_call", "delivered_mask_sample",
+                                      "delivered_by")
+"""Why lineage broke and what Gym delivered (SPEC 11.3): added after the record columns, so a
+table without them is read with them null (``break_causes`` empty; `with_record_columns`)."""
+
+
+def _later_columns(table: pa.Table) -> tuple[str, ...] | None:
+    """The columns a table written before them lacks (its columns are exactly an earlier
+    generation's), or None when it is not such a table."""
+    names = tuple(table.schema.names)
+    for added in (DIAGNOSIS_COLUMNS, (*RECORD_COLUMNS, *DIAGNOSIS_COLUMNS)):
+        if names == COLUMNS[: -len(added)]:
+            return added
+    return None
+
 
 def with_record_columns(table: pa.Table) -> pa.Table:
-    """``table`` with the record columns appended as nulls when it was written before them
-    (its columns are exactly SPEC 11's without them); any other table is returned unchanged."""
-    if tuple(table.schema.names) != COLUMNS[: -len(RECORD_COLUMNS)]:
+    """``table`` with the record (SPEC 11.1) and diagnosis (11.3) columns appended when it was
+    written before them (as nulls; ``break_causes`` as empty lists); any other table is
+    returned unchanged."""
+    added = _later_columns(table)
+    if added is None:
         return table
-    for name in RECORD_COLUMNS:
-        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+    n = table.num_rows
+    for name in added:
+        field = SCHEMA.field(name)
+        column = pa.array([[]] * n, field.type) if name == "break_causes" else pa.nulls(n, field.type)
+        table = table.append_column(field, column)
     return table
 
 

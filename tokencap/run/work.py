@@ -24,6 +24,7 @@ from ..loading.store import base_name, error_message, load_store
 from ..loading.text import read_jsonl_records, snapshots_from_records
 from ..records import TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
+from .diagnosed import diagnosis_facts
 from .discover import RolloutUnit, spans_of
 from .rows import Row, row_of
 
@@ -35,6 +36,7 @@ class RunOptions:
     final_responses: Any = None  # a FinalResponses (terminal attribution), or None
     single_rollout: bool = False  # the source holds exactly one rollout (final-response lines without an id apply)
     only_trainable: bool = False  # export: skip masked rollouts
+    tokenizer: str | None = None  # a tokenizer.json's path: refines the diagnosis columns (SPEC 11.3, 12.5)
 
 
 def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
@@ -80,27 +82,31 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
 
 
 def build_unit(unit: RolloutUnit, options: RunOptions, *, project: bool = True
-               ) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts]]:
-    """Each rollout of a unit with its build result and its record's facts, one at a time
-    (``project=False``: no payload, see `build_rollout`)."""
+               ) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts, Any]]:
+    """Each rollout of a unit with its build result, its record's facts and its record's
+    evidence (`FinalResponses.evidence_for`, None without a record), one at a time
+    (``project=False``: no payload, see `build_rollout`). The build never sees the evidence."""
     snapshots = load_unit(unit)
     # A final response without a rollout id applies only when the whole source is one rollout.
     single = options.single_rollout and len(snapshots) == 1
     for snapshot in snapshots:
-        final, facts = None, NO_FACTS
+        final, facts, evidence = None, NO_FACTS, None
         if options.final_responses is not None:
             final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=single)
             facts = options.final_responses.facts_for(snapshot.rollout_id, single_rollout=single)
         result = build_rollout(snapshot, final_response=final, project=project)
-        yield snapshot, result, facts
+        if options.final_responses is not None:
+            evidence = options.final_responses.evidence_for(snapshot.rollout_id, single_rollout=single)
+        yield snapshot, result, facts, evidence
 
 
 def scan_shard(units: list[RolloutUnit], options: RunOptions) -> list[Row]:
     """The table rows of a shard of units, in unit order."""
     rows: list[Row] = []
     for unit in units:
-        for snapshot, result, facts in build_unit(unit, options, project=False):  # a row reads no payload
-            rows.append(row_of(result, snapshot, unit.source, unit.size, unit.mtime, facts))
+        for snapshot, result, facts, evidence in build_unit(unit, options, project=False):  # a row reads no payload
+            rows.append(row_of(result, snapshot, unit.source, unit.size, unit.mtime, facts,
+                               diagnosis_facts(result, evidence, options.tokenizer)))
     return rows
 
 
@@ -111,7 +117,7 @@ def export_shard(units: list[RolloutUnit], options: RunOptions) -> tuple[list[st
     seen: list[str] = []
     trainable = 0
     for unit in units:
-        for snapshot, result, _facts in build_unit(unit, options):
+        for snapshot, result, _facts, _evidence in build_unit(unit, options):
             seen.append(snapshot.rollout_id)
             trainable += not result.mask_sample
             if options.only_trainable and result.mask_sample:

@@ -66,11 +66,15 @@ class RolloutView:
     derived values are pure, so a race at worst computes one twice."""
 
     def __init__(self, snapshot: TokenCaptureSnapshot, anchor: str | None = None,
-                 result: RolloutResult | None = None, final_response: dict | None = None) -> None:
+                 result: RolloutResult | None = None, final_response: dict | None = None,
+                 evidence: dict | None = None) -> None:
         self.snapshot = snapshot
         self.anchor = anchor
         self.final_response = final_response
         """The harness's final response this view was built with (SPEC 10), if any."""
+        self.evidence = evidence
+        """The rollout record's evidence (`FinalResponses.evidence_for`, SPEC 12.6): read by the diagnosis
+        only, never by the build."""
         self.result = result if result is not None else build_rollout(snapshot, terminal_call_id=anchor,
                                                                       final_response=final_response)
         self._masks: dict[str, LossMask] = {}

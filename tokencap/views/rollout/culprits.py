@@ -13,8 +13,9 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...builder import (
     DELTA_UNRECONSTRUCTABLE,
@@ -29,6 +30,7 @@ from ...attribution import TerminalAttribution
 from ...loading.store import WITHOUT_SIBLINGS
 from ...rollout import MASK_REASON_TEXT
 from ..model import CALL, GHOST, RolloutView, node_key
+from .breaks import break_words, breaks_of
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,13 @@ class Culprit:
     reason: str
     text: str
     key: str | None = None
+    why: str = ""
+    """Why the lineage breaks at the culprit's call (the diagnosis's words, `breaks.break_words`), if it does."""
+
+    @property
+    def words(self) -> str:
+        """What the banner shows: what happened, then why the lineage broke there."""
+        return f"{self.text} — {self.why}" if self.why else self.text
 
 
 @dataclass(frozen=True)
@@ -224,9 +233,26 @@ _BUILD_CULPRITS: dict[str, Callable[[RolloutView], list[Culprit]]] = {
 """The culprits of each reason the build decides (none without a build)."""
 
 
-def reason_lines(view: RolloutView) -> list[ReasonLine]:
-    """Every mask reason of the view's result, in the contract's order, with its culprits."""
+WHY_REASONS = ("unresolved_parent_calls", "multiple_roots", "multiple_chains")
+"""Reasons whose culprits end with why the lineage broke there (the diagnosis's words, SPEC 12)."""
+
+
+def _with_why(culprits: list[Culprit], words: Mapping[str, str]) -> list[Culprit]:
+    """Each culprit on a call with a break, its text followed by the break's words (a record fault's
+    culprit says it is corrupt already)."""
+    out = []
+    for c in culprits:
+        ident = c.key.partition(":")[2] if c.key else None
+        why = words.get(ident) if ident else None
+        out.append(Culprit(c.reason, c.text, c.key, why) if why else c)
+    return out
+
+
+def reason_lines(view: RolloutView, breaks: list[Any] | None = None) -> list[ReasonLine]:
+    """Every mask reason of the view's result, in the contract's order, with its culprits; ``breaks``
+    (`breaks.breaks_of`) add why each culprit call's lineage broke."""
     result = view.result
+    words = {b.call_id: break_words(b) for b in breaks or () if b.cause != "record_fault"}
     error = result.metrics.get("error")
     out = []
     for code in result.mask_reasons:
@@ -239,6 +265,8 @@ def reason_lines(view: RolloutView) -> list[ReasonLine]:
             culprits = [Culprit(code, "the snapshot holds no token entries")]
         elif view.build is not None and code in _BUILD_CULPRITS:
             culprits = _BUILD_CULPRITS[code](view)
+            if code in WHY_REASONS and words:
+                culprits = _with_why(culprits, words)
         else:
             culprits = []
         out.append(ReasonLine(code, REASON_WORDS.get(code, code), culprits, MASK_REASON_TEXT.get(code, "")))
@@ -260,9 +288,10 @@ REASON_WORDS = {
 """Short words for the banner; the reason at length is `MASK_REASON_TEXT`."""
 
 
-def culprits_of(view: RolloutView) -> list[ReasonLine]:
-    """The view's reason lines, computed once per view."""
-    return view.derived("culprits", reason_lines)
+def culprits_of(view: RolloutView, tokenizer: Any = None, key: str = "") -> list[ReasonLine]:
+    """The view's reason lines with why each lineage broke, computed once per view and tokenizer."""
+    return view.derived(f"culprits:{key}" if tokenizer is not None else "culprits",
+                        lambda v: reason_lines(v, breaks_of(v, tokenizer, key)))
 
 
 def first_culprit(view: RolloutView) -> str | None:

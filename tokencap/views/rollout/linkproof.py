@@ -254,3 +254,164 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=2, col=1)
     return fig
+
+
+# --------------------------------------------------------------------------- a break against its predecessor (SPEC 12)
+
+SPAN = {"dropped": "#dc2626", "inserted": "#2563eb", "replaced": "#f59e0b"}
+SPAN_WORDS = {
+    "dropped": "the predecessor's tokens left out of this prompt",
+    "inserted": "tokens this prompt has that the predecessor's sequence does not",
+    "replaced": "the predecessor's tokens this prompt carries as other tokens",
+}
+
+
+@dataclass(frozen=True)
+class MarkedSpan:
+    """One stretch of a divergence on one row of the proof: ``side`` is "parent" or "prompt"."""
+
+    side: str
+    start: int
+    end: int
+    kind: str  # dropped, inserted or replaced
+    cause: str  # the divergence's kind (SPEC 12.4)
+
+
+@dataclass(frozen=True)
+class BreakProof:
+    """A break's prompt against its predecessor's full sequence (SPEC 12.3), for a boundary, an extra
+    root or a branch: where they agree, every divergence marked, and the first one's tokens (and text)."""
+
+    child: str
+    parent: str
+    relation: str  # how the predecessor was chosen: claimed, branch_point, nearest
+    cause: str
+    parent_len: int
+    prompt_len: int
+    agree: int
+    spans: tuple[MarkedSpan, ...]
+    more: int  # divergences beyond those listed
+    parent_window: tuple[int, int]
+    parent_tokens: np.ndarray
+    prompt_window: tuple[int, int]
+    prompt_tokens: np.ndarray
+    parent_text: str | None = None  # the first divergence decoded (with a tokenizer), else None
+    prompt_text: str | None = None
+
+    def summary(self) -> str:
+        """Where the two agree and how they part, in one or two sentences."""
+        n = len({(s.cause, s.start) for s in self.spans if s.side == "parent"} |
+                {(s.cause, s.start) for s in self.spans if s.side == "prompt"})
+        head = (f"{self.child}'s prompt ({self.prompt_len:,} tokens) against {self.parent}'s cumulative sequence "
+                f"({self.parent_len:,} tokens, the predecessor: {RELATION_WORDS.get(self.relation, self.relation)}): "
+                f"they share a prefix of {self.agree:,} tokens")
+        if not self.spans:
+            return head + ", the whole predecessor: the prompt continues it exactly."
+        more = f" and {self.more:,} more" if self.more else ""
+        return head + f", then part: {n:,} divergence{'s' if n != 1 else ''}{more} marked below."
+
+
+RELATION_WORDS = {"claimed": "the parent its record claims", "branch_point": "the call it branches from",
+                  "nearest": "the earlier call sharing the longest prefix"}
+
+
+def break_proof(view: RolloutView, brk: object) -> BreakProof | None:
+    """The proof of a break (a `tokencap.diagnosis.Break`) that has a predecessor; None otherwise."""
+    build = view.build
+    call_id, pred = getattr(brk, "call_id", None), getattr(brk, "predecessor", None)
+    if build is None or pred is None or call_id not in build.entries or pred not in build.entries:
+        return None
+    seq = _sequence(build.entries[pred])
+    prompt = build.entries[call_id].prompt_token_ids
+    spans: list[MarkedSpan] = []
+    for d in brk.divergences:  # type: ignore[attr-defined]
+        dropped, inserted = d.parent_end > d.parent_start, d.prompt_end > d.prompt_start
+        kind = "replaced" if dropped and inserted else "dropped" if dropped else "inserted"
+        if dropped:
+            spans.append(MarkedSpan("parent", d.parent_start, d.parent_end, kind, d.kind))
+        if inserted:
+            spans.append(MarkedSpan("prompt", d.prompt_start, d.prompt_end, kind, d.kind))
+    first = brk.first_divergence  # type: ignore[attr-defined]
+    at_parent = first.parent_start if first is not None else seq.size
+    at_prompt = first.prompt_start if first is not None else seq.size
+
+    def window(centre: int, size: int) -> tuple[int, int]:
+        start = max(0, centre - WINDOW_BEFORE)
+        return start, max(start + 1, min(size, centre + WINDOW_AFTER))
+
+    pw, qw = window(at_parent, int(seq.size)), window(at_prompt, int(prompt.size))
+    return BreakProof(call_id, pred, str(brk.relation), str(brk.cause), int(seq.size),  # type: ignore[attr-defined]
+                      int(prompt.size), int(brk.agree or 0), tuple(spans),  # type: ignore[attr-defined]
+                      int(brk.more_divergences), pw, np.asarray(seq[pw[0]:pw[1]]),  # type: ignore[attr-defined]
+                      qw, np.asarray(prompt[qw[0]:qw[1]]), brk.parent_text, brk.prompt_text)  # type: ignore
+
+
+def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = None) -> go.Figure:
+    """Both sequences as bars on one position axis, green where aligned and each divergence marked
+    (dropped red, inserted blue, replaced amber); below, the tokens around the first divergence on
+    each side (decoded when ``decode`` is given)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.45, 0.55], vertical_spacing=0.22)
+    rows = [html_text(f"predecessor {proof.parent}", 40), html_text(f"this call {proof.child}", 40)]
+    for r, (side, length) in enumerate((("parent", proof.parent_len), ("prompt", proof.prompt_len))):
+        marked = sorted((s for s in proof.spans if s.side == side), key=lambda s: s.start)
+        cursor, plain = 0, []
+        for s in marked:
+            if s.start > cursor:
+                plain.append((cursor, s.start))
+            cursor = max(cursor, s.end)
+        if cursor < length:
+            plain.append((cursor, length))
+        groups: dict[str, list[tuple[int, int, str]]] = {"aligned": [(a, b, "") for a, b in plain]}
+        for s in marked:
+            groups.setdefault(s.kind, []).append((s.start, s.end, s.cause))
+        for kind, items in groups.items():
+            if not items:
+                continue
+            starts = np.array([a for a, _, _ in items])
+            widths = np.array([b - a for a, b, _ in items])
+            what = SPAN_WORDS.get(kind, "aligned with the other sequence")
+            fig.add_trace(go.Bar(
+                y=[rows[r]] * len(items), x=widths, base=starts, orientation="h",
+                marker={"color": SPAN.get(kind, AGREE), "line": {"width": 0}}, name=kind, showlegend=False,
+                customdata=np.column_stack((starts, starts + widths - 1, [html_text(c) for _, _, c in items])),
+                hovertemplate=f"<b>{kind}</b>: {html_text(what)}<br>positions %{{customdata[0]:,}}–"
+                              "%{customdata[1]:,}<br>%{customdata[2]}<extra></extra>"), row=1, col=1)
+    fig.add_vline(x=proof.agree, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+    # The tokens around the first divergence, each side from its own position.
+    width = max(proof.parent_window[1] - proof.parent_window[0], proof.prompt_window[1] - proof.prompt_window[0])
+    z = np.full((2, width), np.nan)
+    text = [[""] * width for _ in range(2)]
+    hover = [[""] * width for _ in range(2)]
+    for r, (window, tokens, side) in enumerate(((proof.parent_window, proof.parent_tokens, "parent"),
+                                               (proof.prompt_window, proof.prompt_tokens, "prompt"))):
+        labels = cell_labels(tokens, decode)
+        marked = [s for s in proof.spans if s.side == side]
+        for i in range(width):
+            pos = window[0] + i
+            if i >= tokens.size:
+                z[r, i], text[r][i], hover[r][i] = 0.0, "—", f"pos {pos:,}: no token"
+                continue
+            span = next((s for s in marked if s.start <= pos < s.end), None)
+            z[r, i] = {"dropped": 2.0, "inserted": 3.0, "replaced": 2.5}.get(span.kind, 1.0) if span else 1.0
+            text[r][i] = html_text(labels[i], 14)
+            hover[r][i] = (f"pos {pos:,} · token {int(tokens[i])}" + (f" · {html_text(labels[i], 40)}" if decode else "")
+                           + (f" · {span.kind}" if span else ""))
+    colours = [[0.0, CELL["absent"]], [0.2, CELL["absent"]], [0.2, CELL["agree"]], [0.45, CELL["agree"]],
+               [0.45, "#fecaca"], [0.7, "#fecaca"], [0.7, "#fde68a"], [0.85, "#fde68a"], [0.85, "#bfdbfe"],
+               [1.0, "#bfdbfe"]]
+    fig.add_trace(go.Heatmap(z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
+                             text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
+                             hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
+                  row=2, col=1)
+    fig.update_layout(**style.BASE_LAYOUT, height=260, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
+                      barmode="overlay")
+    fig.update_xaxes(range=[0, max(proof.parent_len, proof.prompt_len) * 1.01 + 1], row=1, col=1, showgrid=False,
+                     tickformat=",d")
+    fig.update_xaxes(title={"text": f"tokens around the first divergence: predecessor from {proof.parent_window[0]:,}, "
+                                    f"this prompt from {proof.prompt_window[0]:,}", "font": {"size": 10}},
+                     showticklabels=False, row=2, col=1)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    return fig

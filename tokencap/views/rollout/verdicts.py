@@ -111,13 +111,14 @@ def verdict_banner(result: RolloutResult) -> Banner:
     )
 
 
-def banner_of(view: RolloutView) -> Banner:
-    """The view's banner with every reason's culprits, computed once per view."""
+def banner_of(view: RolloutView, tokenizer: Any = None, key: str = "") -> Banner:
+    """The view's banner with every reason's culprits (and why each lineage broke, its text refined by
+    ``tokenizer``, named by ``key``), computed once per view and tokenizer."""
     def compute(v: RolloutView) -> Banner:
         banner = verdict_banner(v.result)
-        banner.lines = culprits_of(v)
+        banner.lines = culprits_of(v, tokenizer, key)
         return banner
-    return view.derived("banner", compute)
+    return view.derived(f"banner:{key}" if tokenizer is not None else "banner", compute)
 
 
 CONDITION_QUESTIONS = {

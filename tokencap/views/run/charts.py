@@ -27,6 +27,8 @@ BAR = {
     "delivered": style.BRANCH,
     "calls": style.MAIN,
     "link": style.AFTER_TERMINAL,
+    "causes": style.BOUNDARY,
+    "delivery": style.EXCLUDED,
 }
 KEY_BAR = {
     "statuses": {"completed": style.MAIN, "max_output_tokens": style.QUARANTINED, "content_filter": style.REFUSAL,
@@ -36,13 +38,19 @@ KEY_BAR = {
     "link": {"parent_call_id_missing_recovered": style.RECOVERED},
     "change": {"fixed": style.RECOVERED, "broke": style.REFUSAL, "reasons_changed": style.QUARANTINED,
                "only_a": style.EXCLUDED, "only_b": style.EXCLUDED, "same": style.GHOST},
+    "causes": {"compaction": style.AFTER_TERMINAL, "compaction_summary": style.AFTER_TERMINAL,
+               "subagent": style.AFTER_TERMINAL, "branch": style.BRANCH, "link_intact": style.RECOVERED,
+               "record_fault": style.EXCLUDED},
+    "delivery": {"in_doubt": style.REFUSAL, "agent": style.QUARANTINED, "capture_masked": style.AFTER_TERMINAL,
+                 "trained": style.RECOVERED, "unknown": style.GHOST},
 }
 """Bars whose key has a meaning of its own (a recovered link is proven, not a failure)."""
 FADED = "#e2e8f0"
-HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link", "change"})
-ROWS = (("reasons", "statuses"), ("delivered", "calls"), ("link", "refusal"))
+HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link", "change", "causes", "delivery"})
+ROWS = (("reasons", "statuses"), ("causes", "delivery"), ("delivered", "calls"), ("link", "refusal"))
 """The page's grid of charts, two a row (a third column leaves no room for the bar labels at 1280 px)."""
-HEIGHTS = {"change": 230, "reasons": 290, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250}
+HEIGHTS = {"change": 230, "reasons": 290, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
+           "causes": 380, "delivery": 380}
 CONFIG = {"displayModeBar": False}
 """plotly config for these charts: nothing to zoom or pan, a click is the only interaction."""
 

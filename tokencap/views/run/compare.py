@@ -177,7 +177,8 @@ def change_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray], masks_b: Map
 def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
     """The headline numbers of both runs (whole tables), each with the change from A to B."""
     out = []
-    for ma, mb in zip(rd.run_metrics(cmp.a), rd.run_metrics(cmp.b)):
+    delivery = rd.has_delivery(cmp.a) or rd.has_delivery(cmp.b)  # the same tiles on both sides
+    for ma, mb in zip(rd.run_metrics(cmp.a, delivery), rd.run_metrics(cmp.b, delivery)):
         a, b = (int(m.value.replace(",", "")) for m in (ma, mb))
         share = ""
         if ma.label != "rollouts":

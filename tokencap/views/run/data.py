@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...diagnosis import CAUSES, HINTS
 from ...rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
 from ...run.rows import LINK_NOTES
 from ...run.table import STATUSES, status_codes
@@ -83,6 +84,28 @@ DELIVERED_LABELS = {"0": "0%", "100": "100%", "0-10": "<10%", "90-100": "90–<1
                     **{f"{i}-{i + 10}": f"{i}–{i + 10}%" for i in range(10, 90, 10)}}
 
 MAX_CALLS_BINS = 24
+
+CAUSE_COLUMNS = tuple(f"cause_{c}" for c in CAUSES)
+"""One bool column per break cause (SPEC 12.4): the rollout has a break of that cause."""
+
+DELIVERY = ("in_doubt", "agent", "capture_masked", "trained", "unknown")
+"""What NeMo Gym delivered (SPEC 12.7) beside tokencap's verdict, one state per rollout."""
+DELIVERY_LABELS = {
+    "in_doubt": "trained on, lineage in doubt",
+    "agent": "masked by the harness itself",
+    "capture_masked": "masked by token capture",
+    "trained": "trained on, tokencap agrees",
+    "unknown": "not in the rollout records",
+}
+DELIVERY_TEXT = {
+    "in_doubt": "Gym delivered it as trainable (mask_sample false) but tokencap masks it: the trainer learned from "
+                "a rollout whose lineage is in doubt",
+    "agent": "the harness masked it for its own reasons (a timeout, an out-of-memory sandbox): mask_sample true "
+             "without _ng_token_capture",
+    "capture_masked": "Gym's token capture masked it (mask_sample true with _ng_token_capture)",
+    "trained": "Gym delivered it as trainable and tokencap agrees",
+    "unknown": "its rollout record says nothing of what was delivered (no mask_sample), or the run has no records",
+}
 
 
 def calls_bins(n: int = MAX_CALLS_BINS) -> tuple[str, ...]:
@@ -212,7 +235,51 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
     out["group"] = _categorical(rw.group_codes(out["task_index"], ~masked, out["reward"]), rw.GROUP_STATES)
     out["error"] = _strings(table, "error")
     out["snapshot_id"] = _strings(table, "snapshot_id")
+    out.update(_diagnosis(table, masked))
     return pd.DataFrame(out, index=pd.RangeIndex(n, name="row"))
+
+
+def _cause_bits(table: pa.Table) -> np.ndarray:
+    """Per row, bit i set when the row's ``break_causes`` holds `CAUSES`[i] (vectorised; 0 without the column)."""
+    n = table.num_rows
+    bits = np.zeros(n, dtype=np.int64)
+    if "break_causes" not in table.column_names or not n:
+        return bits
+    column = table.column("break_causes").combine_chunks()
+    flat = pc.list_flatten(column)
+    if not len(flat):
+        return bits
+    parents = np.asarray(pc.list_parent_indices(column).to_numpy(zero_copy_only=False), dtype=np.int64)
+    codes = pc.index_in(flat, value_set=pa.array(CAUSES)).fill_null(-1).to_numpy(zero_copy_only=False)
+    known = codes >= 0  # a cause this version does not know is not counted
+    np.bitwise_or.at(bits, parents[known], np.left_shift(1, codes[known].astype(np.int64)))
+    return bits
+
+
+def _diagnosis(table: pa.Table, masked: np.ndarray) -> dict[str, Any]:
+    """The frame's columns of SPEC 11.3: ``breaks``, one ``cause_*`` bool per cause, ``causes`` (the
+    combination as one category, like ``reasons``) and ``delivery`` (`DELIVERY`)."""
+    n = table.num_rows
+    out: dict[str, Any] = {}
+    out["breaks"] = _np(table, "breaks", np.int64) if "breaks" in table.column_names else np.zeros(n, np.int64)
+    bits = _cause_bits(table)
+    for i, column in enumerate(CAUSE_COLUMNS):
+        out[column] = (bits >> i) & 1 == 1
+    combos, codes = np.unique(bits, return_inverse=True)
+    labels = [", ".join(c for i, c in enumerate(CAUSES) if (int(k) >> i) & 1) or "—" for k in combos]
+    out["causes"] = pd.Categorical.from_codes(codes.reshape(-1).astype(np.int64), categories=labels)
+    delivery = np.full(n, DELIVERY.index("unknown"), dtype=np.int64)
+    if "delivered_mask_sample" in table.column_names:
+        said = table.column("delivered_mask_sample")
+        trainable = np.asarray(pc.equal(said, False).fill_null(False), dtype=bool)
+        masked_by_gym = np.asarray(pc.equal(said, True).fill_null(False), dtype=bool)
+        agent = np.asarray(pc.equal(table.column("delivered_by"), "agent").fill_null(False), dtype=bool)
+        delivery[masked_by_gym] = DELIVERY.index("capture_masked")
+        delivery[masked_by_gym & agent] = DELIVERY.index("agent")
+        delivery[trainable] = DELIVERY.index("trained")
+        delivery[trainable & masked] = DELIVERY.index("in_doubt")
+    out["delivery"] = _categorical(delivery, DELIVERY)
+    return out
 
 
 # --------------------------------------------------------------------------- filters
@@ -230,8 +297,8 @@ SORTS = {
 }
 """Columns the table can be sorted by (key -> label); "" is the scan's own order."""
 
-DIMENSIONS = ("change", "verdict", "reasons", "statuses", "delivered", "calls", "link", "refusal", "groups", "source",
-              "query")
+DIMENSIONS = ("change", "verdict", "reasons", "statuses", "delivered", "calls", "link", "refusal", "causes", "delivery",
+              "groups", "source", "query")
 """Every filter of `RunFilter`, each one `filter_masks` entry."""
 
 CHANGES = ("fixed", "broke", "reasons_changed", "only_a", "only_b", "same")
@@ -249,7 +316,8 @@ CHANGE_TEXT = {
 
 _PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons": "reason", "statuses": "status",
            "delivered": "delivered", "calls": "calls", "link": "link", "refusal": "refusal", "source": "source",
-           "query": "q", "sort": "sort", "descending": "desc"}
+           "query": "q", "sort": "sort", "descending": "desc", "causes": "cause", "delivery": "gym"}
+_TUPLES = ("reasons", "statuses", "change", "causes")
 
 
 @dataclass(frozen=True)
@@ -260,6 +328,8 @@ class RunFilter:
     and ``query`` are case-insensitive substrings of the source path and the rollout id.
     ``change`` (a comparison's `CHANGES`) keeps rows having any of the listed changes;
     ``groups`` (`reward.GROUP_FILTERS`) keeps the rollouts of groups left without a learning signal.
+    ``causes`` keeps a row with a break of any of the listed causes (SPEC 12.4); ``delivery``
+    (`DELIVERY`) the rows in that state of what Gym delivered (SPEC 12.7).
     """
 
     change: tuple[str, ...] = ()
@@ -275,6 +345,8 @@ class RunFilter:
     query: str = ""
     sort: str = ""
     descending: bool = False
+    causes: tuple[str, ...] = ()
+    delivery: str = ""
 
     def __post_init__(self) -> None:
         # A filter comes from the URL or a widget: anything unknown is dropped, never raised.
@@ -292,6 +364,8 @@ class RunFilter:
         fix(self, "query", " ".join(str(self.query).split())[:200])
         fix(self, "sort", self.sort if self.sort in SORTS else "")
         fix(self, "descending", bool(self.descending) and bool(self.sort))
+        fix(self, "causes", tuple(c for c in CAUSES if c in set(self.causes)))
+        fix(self, "delivery", self.delivery if self.delivery in DELIVERY else "")
 
     # ----------------------------------------------------------------- URL
 
@@ -318,7 +392,7 @@ class RunFilter:
         values: dict[str, Any] = {}
         for f in fields(cls):
             text = get(_PARAMS[f.name])
-            if f.name in ("reasons", "statuses", "change"):
+            if f.name in _TUPLES:
                 values[f.name] = tuple(t.strip() for t in text.split(",") if t.strip())
             elif f.name == "descending":
                 values[f.name] = text in ("1", "true", "yes")
@@ -333,10 +407,10 @@ class RunFilter:
 
     def toggle(self, dimension: str, key: str) -> RunFilter:
         """What a click on a chart bar does: filter on that bar, or clear it when it is the filter."""
-        if dimension in ("reasons", "statuses", "change"):
+        if dimension in _TUPLES:
             current = getattr(self, dimension)
             return replace(self, **{dimension: () if current == (key,) else (key,)})
-        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups"):
+        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery"):
             return replace(self, **{dimension: "" if getattr(self, dimension) == key else key})
         raise ValueError(f"no chart filters on {dimension!r}")
 
@@ -386,6 +460,10 @@ class RunFilter:
                 text = f"parent-link failure: {value}"
             elif d == "refusal":
                 text = f"refusals: {REFUSAL_LABELS[value]}"
+            elif d == "causes":
+                text = "lineage broke by: " + " or ".join(value)
+            elif d == "delivery":
+                text = f"Gym delivered: {DELIVERY_LABELS[value]}"
             elif d == "source":
                 text = f"source contains “{value}”"
             else:
@@ -438,6 +516,13 @@ def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
             masks[dimension] = frame[column].cat.codes.to_numpy() == _code_of(frame[column], key)
     if flt.link:
         masks["link"] = frame[f"link_{flt.link}"].to_numpy() > 0
+    if flt.causes:
+        keep = np.zeros(len(frame), dtype=bool)
+        for c in flt.causes:
+            keep |= frame[f"cause_{c}"].to_numpy()
+        masks["causes"] = keep
+    if flt.delivery:
+        masks["delivery"] = frame["delivery"].cat.codes.to_numpy() == DELIVERY.index(flt.delivery)
     if flt.source:
         masks["source"] = _categories_matching(frame["source"], flt.source)
     if flt.query:
@@ -478,6 +563,7 @@ TABLE_COLUMNS = {
     "rollout_id": "rollout",
     "verdict": "verdict",
     "reasons": "mask reasons",
+    "causes": "why lineage broke",
     "status": "status",
     "n_calls": "calls",
     "delivered_fraction": "delivered",
@@ -536,8 +622,34 @@ def _share(n: int, total: int) -> str:
     return f"{share:.0%}" if share in (0, 1) or share >= 0.1 else f"{share:.1%}" if share >= 0.001 else "<0.1%"
 
 
-def run_metrics(frame: pd.DataFrame) -> list[Metric]:
-    """The headline numbers of a run (the whole table, not the filtered rows)."""
+def has_delivery(frame: pd.DataFrame) -> bool:
+    """Whether any rollout's record said what Gym delivered (SPEC 12.7)."""
+    return "delivery" in frame and bool((frame["delivery"].cat.codes != DELIVERY.index("unknown")).any())
+
+
+def delivery_metrics(frame: pd.DataFrame) -> list[Metric]:
+    """The tiles of what Gym delivered: rollouts trained on although tokencap masks them, and rollouts a
+    harness masked on its own (the chart "What Gym delivered" filters on them)."""
+    total = len(frame)
+    codes = frame["delivery"].cat.codes.to_numpy() if "delivery" in frame else np.zeros(0, dtype=np.int64)
+    doubt = int((codes == DELIVERY.index("in_doubt")).sum())
+    agent = int((codes == DELIVERY.index("agent")).sum())
+
+    def share(n: int) -> str:
+        return f"{_share(n, total)} of the run" if total else ""
+
+    return [
+        Metric("trained in doubt", f"{doubt:,}", "trained on although their lineage is in doubt: Gym delivered them "
+               "as trainable (mask_sample false) and tokencap masks them; click that bar of 'What Gym delivered' "
+               "to list them", share(doubt)),
+        Metric("masked by harness", f"{agent:,}", "the harness masked them on its own (a timeout, an out-of-memory "
+               "sandbox: mask_sample without _ng_token_capture), whatever their lineage", share(agent)),
+    ]
+
+
+def run_metrics(frame: pd.DataFrame, delivery: bool | None = None) -> list[Metric]:
+    """The headline numbers of a run (the whole table, not the filtered rows); the tiles of what Gym
+    delivered follow when ``delivery`` (by default: when a record of the run said so)."""
     total = len(frame)
     masked = int((frame["verdict"].cat.codes == 1).sum())
     trainable = total - masked
@@ -555,7 +667,7 @@ def run_metrics(frame: pd.DataFrame) -> list[Metric]:
                share(incomplete)),
         Metric("not loaded", f"{failed:,}", "load_error: the rollout could not be read (see the error column)",
                share(failed)),
-    ]
+    ] + (delivery_metrics(frame) if (has_delivery(frame) if delivery is None else delivery) else [])
 
 
 def single_call_warning(frame: pd.DataFrame, threshold: float = 0.9, minimum: int = 10) -> str | None:
@@ -647,8 +759,24 @@ def refusal_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
                 tuple(int(c) for c in counts), int(keep.sum()), hover=tuple(REFUSAL_TEXT[k] for k in REFUSALS))
 
 
+def cause_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
+    """Rollouts with a break of each cause (SPEC 12.4 order), each cause's hint on hover."""
+    counts = tuple(int(frame[c].to_numpy()[keep].sum()) if c in frame else 0 for c in CAUSE_COLUMNS)
+    return Bars("causes", "Why lineage broke", CAUSES, CAUSES, counts, int(keep.sum()),
+                hover=tuple(HINTS[c] for c in CAUSES))
+
+
+def delivery_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
+    """Rollouts per state of what Gym delivered (`DELIVERY`), beside tokencap's verdict."""
+    codes = frame["delivery"].cat.codes.to_numpy()[keep] if "delivery" in frame else np.zeros(0, dtype=np.int64)
+    counts = _counts(codes, len(DELIVERY))
+    return Bars("delivery", "What Gym delivered", DELIVERY, tuple(DELIVERY_LABELS[k] for k in DELIVERY),
+                tuple(int(c) for c in counts), int(keep.sum()), hover=tuple(DELIVERY_TEXT[k] for k in DELIVERY))
+
+
 CHARTS = (("reasons", reason_bars), ("statuses", status_bars), ("delivered", delivered_bars),
-          ("calls", calls_bars), ("link", link_bars), ("refusal", refusal_bars))
+          ("calls", calls_bars), ("link", link_bars), ("refusal", refusal_bars), ("causes", cause_bars),
+          ("delivery", delivery_bars))
 """The charts a researcher reads first, in the page's order, each with the filter its bars set."""
 
 
@@ -658,7 +786,8 @@ def chart_bars(frame: pd.DataFrame, masks: Mapping[str, np.ndarray]) -> list[Bar
 
 
 __all__ = [
-    "Bars", "CALLS_BINS", "CHARTS", "DELIVERED_BINS", "DIMENSIONS", "LINK_TEXT", "Metric", "REFUSALS",
+    "Bars", "CALLS_BINS", "CAUSE_COLUMNS", "CHARTS", "DELIVERED_BINS", "DELIVERY", "DELIVERY_LABELS", "DIMENSIONS",
+    "LINK_TEXT", "Metric", "REFUSALS", "cause_bars", "delivery_bars", "delivery_metrics", "has_delivery",
     "REFUSAL_LABELS", "RunFilter", "SORTS", "STATUSES", "TABLE_COLUMNS", "calls_bars", "calls_bin_codes", "chart_bars",
     "delivered_bars", "delivered_bin_codes", "filter_masks", "link_bars", "passing", "reason_bars", "refusal_bars",
     "row_at", "run_frame", "run_metrics", "single_call_warning", "sorted_rows", "status_bars", "table_frame",

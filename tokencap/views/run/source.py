@@ -65,33 +65,40 @@ def path_params(typed: str, showing_upload: bool) -> dict[str, str]:
 
 
 RECORDS_OPTION = "--final-responses"
+TOKENIZER_OPTION = "--tokenizer"
 
 
 @dataclass(frozen=True)
 class AppArguments:
-    """What the command line gives the app: ``[PATH] [--final-responses RECORDS]``."""
+    """What the command line gives the app: ``[PATH] [--final-responses RECORDS] [--tokenizer PATH]``."""
 
     path: str | None = None
     records: str | None = None
+    tokenizer: str | None = None
 
 
 def app_arguments(argv: Iterable[str]) -> AppArguments:
     """``streamlit run app.py -- RUN --final-responses FILE`` (``tokencap app RUN --final-responses FILE``)."""
-    path = records = None
+    path = records = tokenizer = None
     args = [a for a in argv if a.strip()]
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg == RECORDS_OPTION and i + 1 < len(args):
-            records = args[i + 1]
+        if arg in (RECORDS_OPTION, TOKENIZER_OPTION) and i + 1 < len(args):
+            if arg == RECORDS_OPTION:
+                records = args[i + 1]
+            else:
+                tokenizer = args[i + 1]
             i += 2
             continue
         if arg.startswith(RECORDS_OPTION + "="):
             records = arg.split("=", 1)[1] or None
+        elif arg.startswith(TOKENIZER_OPTION + "="):
+            tokenizer = arg.split("=", 1)[1] or None
         elif path is None and not arg.startswith("--"):
             path = arg
         i += 1
-    return AppArguments(path, records)
+    return AppArguments(path, records, tokenizer)
 
 
 def sample_records(app_dir: str | os.PathLike[str], run: str | os.PathLike[str]) -> Path | None:

@@ -1,0 +1,71 @@
+"""The Rollout page says why a lineage broke: the culprit's words and a break's link proof (AppTest)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from test_app import SAMPLES, open_app, rerun
+from test_run_diagnosis import broken_rollout, tokenizer_file
+
+from tokencap.views.rollout import breaks as bv
+
+
+def culprit_labels(at) -> list[str]:
+    return [b.label for b in at.button if b.key.startswith("culprit:")]
+
+
+def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypatch, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken_rollout("broken")))
+    at = open_app(monkeypatch, str(path))
+    label = culprit_labels(at)[0].replace("\\", "")
+    assert label.startswith("call-0002's claimed parent call-0001 does not open its prompt — ")
+    assert "call-0002's prompt replaces 2 tokens of call-0001 at position 5 with 1 token of its own" in label
+    assert "re-rendered tool call" in label
+    # The break's detail: its words, its hint and the proof against its predecessor.
+    at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
+    rerun(at)
+    assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
+    assert any("break_proof:call:call-0002" in c.proto.id for c in at.get("plotly_chart"))
+    assert not [c for c in at.code if "(decoded)" in c.value]  # no tokenizer: no text
+
+
+def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkeypatch, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken_rollout("broken")))
+    tok = tokenizer_file(tmp_path / "tokenizer.json")
+    at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
+    label = culprit_labels(at)[0].replace("\\", "")
+    assert "as 1 token of the same text: the history was likely decoded and encoded again" in label
+    at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
+    rerun(at)
+    assert any("cause `retokenized`" in m.value for m in at.markdown)
+    decoded = [c.value for c in at.code]
+    assert "x y" in decoded  # both sides decode to the same text
+    assert decoded.count("x y") >= 2
+
+
+def test_an_unresolved_boundary_gets_a_proof_against_its_nearest_predecessor(monkeypatch):
+    at = open_app(monkeypatch, str(SAMPLES / "unresolved_continuation.json"))
+    label = culprit_labels(at)[0].replace("\\", "")
+    assert "call-0003's prompt continues all 134 tokens of call-0002 exactly" in label
+    at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0003")
+    rerun(at)
+    assert any("cause `link_intact`" in m.value for m in at.markdown)
+    assert any("break_proof:call:call-0003" in c.proto.id for c in at.get("plotly_chart"))
+
+
+def test_the_bundled_sample_tokenizer_is_the_default_only_for_sample_data(tmp_path):
+    app = tmp_path / "app"
+    (app / "sample_data").mkdir(parents=True)
+    sample = app / "sample_data" / "x.json"
+    sample.write_text("{}")
+    assert bv.default_tokenizer_path(app, None, [str(sample)]) is None  # no bundled tokenizer: a no-op
+    tokenizer_file(app / "sample_data" / "tokenizer.json")
+    assert bv.default_tokenizer_path(app, None, [str(sample)]) == app / "sample_data" / "tokenizer.json"
+    other = tmp_path / "mine.json"
+    shutil.copy(sample, other)
+    assert bv.default_tokenizer_path(app, None, [str(sample), str(other)]) is None
+    assert bv.default_tokenizer_path(app, None, [None]) is None  # an upload
+    assert bv.default_tokenizer_path(app, "/given/tokenizer.json", [str(other)]).name == "tokenizer.json"

@@ -1,0 +1,74 @@
+"""The Run page's "Why lineage broke" chart, its cause filter and the tiles of what Gym delivered (AppTest)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from test_app_run import click_bar, run_app, run_table, shown_count
+from test_run_diagnosis import broken_rollout, records_file
+
+from tokencap.run import scan_table
+from tokencap.views.run import data as rd
+
+
+def broken_run(tmp_path: Path) -> tuple[Path, Path]:
+    """Six rollouts, every third broken (tokens_replaced); records: r00 (broken) and r01 (clean) delivered as
+    trainable by token capture, r02 masked by the harness itself."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for i in range(6):
+        rid = f"r{i:02d}"
+        (run / f"{rid}.json").write_text(json.dumps(broken_rollout(rid, replaced=i % 3 == 0)))
+    records = records_file(tmp_path / "records.jsonl", [f"r{i:02d}" for i in range(6)], {
+        "r00": {"mask_sample": False, "_ng_token_capture": {"calls": 2}},
+        "r01": {"mask_sample": False, "_ng_token_capture": {"calls": 2}},
+        "r02": {"mask_sample": True},
+    })
+    return run, records
+
+
+def test_the_cause_chart_counts_rollouts_by_cause_and_a_click_filters_the_table(monkeypatch, tmp_path):
+    run, records = broken_run(tmp_path)
+    at = run_app(monkeypatch, str(run), "--final-responses", str(records))
+    assert any("run_chart:causes:" in c.proto.id for c in at.get("plotly_chart"))
+    chart = next(c for c in at.get("plotly_chart") if "run_chart:causes:" in c.proto.id)
+    figure = json.loads(chart.proto.spec)
+    bar = figure["data"][0]
+    assert "Why lineage broke" in figure["layout"]["title"]["text"]
+    counts = dict(zip(bar["y"], bar["x"]))
+    assert counts["tokens_replaced"] == 2 and counts["seam"] == 0
+    assert any("re-serialised" in h for h in bar["hovertext"])  # the cause's hint on hover
+    assert shown_count(at) == (6, 6)
+    click_bar(at, "causes", "tokens_replaced")
+    assert shown_count(at) == (2, 6)
+    assert at.query_params["run_cause"] == "tokens_replaced"
+    assert run_table(at).value["rollout"].tolist() == ["r00", "r03"]
+    assert run_table(at).value["why lineage broke"].tolist() == ["tokens_replaced"] * 2
+    click_bar(at, "causes", "tokens_replaced")  # again: cleared
+    assert shown_count(at) == (6, 6)
+
+
+def test_the_tiles_and_the_filter_of_rollouts_trained_on_in_doubt(monkeypatch, tmp_path):
+    run, records = broken_run(tmp_path)
+    at = run_app(monkeypatch, str(run), "--final-responses", str(records))
+    metrics = {m.label: m.value for m in at.metric}
+    # r00 and r01: Gym trained on them, tokencap masks them (r00's lineage breaks; the final answer of
+    # each names none of its calls)
+    assert metrics["trained in doubt"] == "2"
+    assert metrics["masked by harness"] == "1"  # r02
+    click_bar(at, "delivery", "in_doubt")
+    assert shown_count(at) == (2, 6)
+    assert run_table(at).value["rollout"].tolist() == ["r00", "r01"]
+    click_bar(at, "delivery", "in_doubt")
+    click_bar(at, "delivery", "agent")
+    assert run_table(at).value["rollout"].tolist() == ["r02"]
+
+
+def test_without_records_there_is_no_delivery_tile(monkeypatch, tmp_path):
+    run, _ = broken_run(tmp_path)
+    at = run_app(monkeypatch, str(run))
+    assert "trained in doubt" not in {m.label for m in at.metric}
+    frame = rd.run_frame(scan_table(run, workers=1))
+    assert int(frame["cause_tokens_replaced"].sum()) == 2

@@ -1,0 +1,95 @@
+"""Why lineage broke, in a real browser (Streamlit + Chromium via Playwright; see tests/test_browser.py).
+
+The Run page of a small run: the "Why lineage broke" chart is drawn, a click on a cause's bar
+filters the table (and goes in the URL); a row of the filtered table opens its rollout, whose
+detail shows the break's link proof with the divergence decoded by the tokenizer given on the
+command line. Every wait is on a condition, never a fixed time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from test_browser import _launch, streamlit_server
+from test_run_diagnosis import broken_rollout, tokenizer_file
+
+pytestmark = pytest.mark.browser
+
+CAUSE_BAR = """([dimension, key]) => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const trace = gd._fullData && gd._fullData[0];
+        if (!trace || !trace.customdata) continue;
+        const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
+        if (i < 0) continue;
+        const point = gd.querySelectorAll('.trace.bars .point')[i];
+        const path = point && point.querySelector('path');
+        if (!path) return null;
+        gd.scrollIntoView({block: 'center'});
+        const r = path.getBoundingClientRect();
+        return r.width > 2 && r.height > 2 ? [r.left + r.width / 2, r.top + r.height / 2] : null;
+    }
+    return null;
+}"""
+
+
+FIRST_ROW = """() => {
+    const grids = [...document.querySelectorAll("[data-testid='stDataFrame']")];
+    const grid = grids[grids.length - 1];
+    if (!grid) return null;
+    grid.scrollIntoView({block: 'center'});
+    const r = grid.getBoundingClientRect();
+    return r.height > 60 && r.height < 160 ? [r.left + 16, r.top + 35 + 17] : null;
+}"""
+
+
+def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for i in range(6):
+        rid = f"r{i:02d}"
+        (run / f"{rid}.json").write_text(json.dumps(broken_rollout(rid, replaced=i % 3 == 0)))
+    tok = tokenizer_file(tmp_path / "tokenizer.json")
+    expect.set_options(timeout=30_000)
+    with streamlit_server(tmp_path, str(run), "--tokenizer", str(tok)) as url, sync_playwright() as pw:
+        browser = _launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            expect(page.get_by_text("6 of 6 rollouts")).to_be_visible(timeout=120_000)  # a cold server, a busy box
+            handle = page.wait_for_function(CAUSE_BAR, arg=["causes", "tokens_replaced"], timeout=120_000)
+            x, y = handle.json_value()
+            page.screenshot(path=str(tmp_path / "causes.png"))
+            page.mouse.move(x, y)
+            page.mouse.click(x, y)
+            expect(page.get_by_text("2 of 6 rollouts")).to_be_visible()
+            expect(page).to_have_url(re.compile("run_cause=tokens_replaced"))
+
+            # The filtered table (two rows: header and rows are 35 px): its first row's checkbox, once drawn.
+            handle = page.wait_for_function(FIRST_ROW, timeout=120_000)
+            x, y = handle.json_value()
+            page.mouse.click(x, y)
+
+            expect(page.get_by_role("heading", name="r00", exact=True)).to_be_visible()
+            culprit = page.get_by_role("button", name=re.compile(r"call-0002's claimed parent call-0001"))
+            expect(culprit).to_be_visible()
+            expect(culprit).to_contain_text("the same text")
+            culprit.click()
+            expect(page.get_by_text("Why the lineage breaks here").first).to_be_visible()
+            expect(page.get_by_text("cause retokenized").or_(page.locator("code", has_text="retokenized")).first) \
+                .to_be_attached()
+            decoded = page.locator("[data-testid='stCode']", has_text="x y")
+            expect(decoded.first).to_be_visible()
+            expect(decoded).to_have_count(2)
+            proof = page.locator(".js-plotly-plot").filter(has=page.locator(".heatmaplayer")).last
+            expect(proof).to_be_attached()
+            page.screenshot(path=str(tmp_path / "break-proof.png"))
+        finally:
+            browser.close()
+    print(f"screenshots: {tmp_path / 'causes.png'} {tmp_path / 'break-proof.png'}")

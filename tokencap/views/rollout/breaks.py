@@ -1,0 +1,154 @@
+"""Why a rollout's lineage broke, in plain words, for the Rollout page (SPEC 12).
+
+`breaks_of(view, tokenizer, key)` runs `tokencap.diagnose` once per view and tokenizer
+(kept on the view), with the harness evidence the view was built with (its rollout
+record's, `RolloutView.evidence`). `break_words(brk)` says in one sentence what the
+break's prompt did to its predecessor's tokens and what that likely means:
+
+    call-0007's prompt leaves out 412 tokens call-0006 generated (its reasoning): the chat
+    template likely strips earlier reasoning
+
+The culprits of the verdict banner end with these words (`culprits.py`), and the link
+proof of a break draws its prompt against its predecessor (`linkproof.break_proof`).
+
+The diagnosis explains and never decides: nothing here changes a verdict, and a
+diagnosis that fails for any reason leaves the page with no break words, never an error.
+Capture strings (call ids) are kept verbatim; the page escapes them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ...diagnosis import HINTS, Break, diagnose
+from ..model import RolloutView
+
+LIKELY = {
+    "compaction": "the harness compacted its context there",
+    "compaction_summary": "it is the harness's own summariser request, not a turn of the conversation",
+    "subagent": "it opens a sub-agent's own conversation",
+    "generation_dropped": "earlier model output was left out of the history",
+    "retokenized": "the history was likely decoded and encoded again",
+    "tokens_replaced": "likely a re-rendered tool call (JSON spacing, key order) or changed whitespace",
+    "tokens_inserted": "tokens were added to history the model had already seen",
+    "history_dropped": "likely truncation or a sliding window",
+    "history_replaced": "a stretch of history was likely rewritten or summarised",
+    "opening_changed": "the system prompt or the tool list likely changed",
+    "seam": "likely a stop or special token lost at the turn boundary",
+    "new_context": "likely a summary after compaction, a sub-agent, a title request or a fresh conversation",
+    "branch": "a second conversation continues the same call",
+    "link_intact": "the tokens prove the link the capture's metadata did not (fix the parent resolution)",
+    "record_fault": "the record itself is faulty",
+}
+"""What each cause likely means, a few words after the break's facts (the hint says how to fix it)."""
+REASONING_LIKELY = "the chat template likely strips earlier reasoning"
+
+
+def breaks_of(view: RolloutView, tokenizer: Any = None, key: str = "") -> list[Break]:
+    """The view's breaks, diagnosed once per view and tokenizer (``key`` names the tokenizer: its
+    content hash; empty without one); [] when the diagnosis cannot be made."""
+    def compute(v: RolloutView) -> list[Break]:
+        try:
+            return diagnose(v.result, tokenizer=tokenizer, evidence=getattr(v, "evidence", None))
+        except Exception:  # noqa: BLE001 -- it explains and never decides: no words, never a failed page
+            return []
+    return view.derived(f"breaks:{key}" if tokenizer is not None else "breaks", compute)
+
+
+def break_of(view: RolloutView, call_id: str, tokenizer: Any = None, key: str = "") -> Break | None:
+    """The break at ``call_id``, if there is one."""
+    return next((b for b in breaks_of(view, tokenizer, key) if b.call_id == call_id), None)
+
+
+def _n(count: int, what: str = "token") -> str:
+    return f"{count:,} {what}{'' if count == 1 else 's'}"
+
+
+def token_words(brk: Break) -> str:
+    """What the break's prompt did to its predecessor's tokens (its first divergence), in words."""
+    call, pred = brk.call_id, brk.predecessor
+    cause = brk.token_cause
+    if pred is None:
+        return f"{call} continues no earlier call"
+    if cause == "link_intact":
+        return f"{call}'s prompt continues all {_n(brk.predecessor_len or 0)} of {pred} exactly"
+    first = brk.first_divergence
+    if first is None:
+        return f"{call}'s prompt shares {_n(brk.agree or 0)} with {pred}"
+    dropped = first.parent_end - first.parent_start
+    inserted = first.prompt_end - first.prompt_start
+    at = f"at position {first.parent_start:,}"
+    if cause == "generation_dropped":
+        return f"{call}'s prompt leaves out {_n(dropped)} {pred} generated" + (" (its reasoning)" if brk.reasoning
+                                                                             else "")
+    if cause == "history_dropped":
+        return f"{call}'s prompt leaves out {_n(dropped)} of {pred}'s history {at}"
+    if cause == "tokens_inserted":
+        return f"{call}'s prompt inserts {_n(inserted)} into {pred}'s history {at}"
+    if cause == "retokenized":
+        return f"{call}'s prompt carries {_n(dropped)} of {pred} {at} as {_n(inserted)} of the same text"
+    if cause in ("tokens_replaced", "opening_changed"):
+        where = "in the opening (system prompt, tools) " if cause == "opening_changed" else ""
+        return f"{call}'s prompt replaces {_n(dropped)} of {pred} {where}{at} with {_n(inserted)} of its own"
+    if cause == "seam":
+        return f"{call}'s prompt leaves out the last {_n(dropped)} of {pred} (its turn boundary)"
+    if cause == "new_context":
+        if not brk.agree:
+            return f"{call}'s prompt shares no token with {pred}, the nearest earlier call"
+        return f"{call}'s prompt shares only the opening with {pred} ({_n(brk.agree)}), nothing after it"
+    return f"{call}'s prompt replaces {pred}'s history from position {first.parent_start:,} on ({_n(dropped)}) " \
+           f"with {_n(inserted)} of its own"
+
+
+def _evidence_words(brk: Break) -> str:
+    if brk.cause == "compaction":
+        compaction = next((e for e in brk.evidence if e.get("kind") == "compaction_after"), {})
+        before, after = compaction.get("tokens_before"), compaction.get("tokens_after")
+        sizes = f" ({before:,} → {after:,} tokens)" if isinstance(before, int) and isinstance(after, int) else ""
+        return f"the harness recorded a compaction at {brk.call_id}{sizes}"
+    if brk.cause == "compaction_summary":
+        return f"{brk.call_id} is the summariser request of a compaction the harness recorded"
+    invocation = next((e for e in brk.evidence if e.get("kind") == "invocation"
+                       and e.get("call_id", brk.call_id) == brk.call_id), {})
+    name = invocation.get("invocation_id")
+    return f"{brk.call_id} opens a sub-agent's conversation" + (f" (invocation {name})" if name else "")
+
+
+def break_words(brk: Break) -> str:
+    """One sentence: the cause, the predecessor and the first divergence, then what it likely means."""
+    if brk.cause == "record_fault":
+        return f"{brk.call_id}'s record is faulty ({brk.note or 'record fault'})"
+    if brk.cause == "branch":
+        return (f"{brk.call_id} continues {brk.predecessor} as {brk.sibling} does, with another prompt: "
+                f"{LIKELY['branch']}")
+    likely = REASONING_LIKELY if brk.cause == "generation_dropped" and brk.reasoning else LIKELY[brk.cause]
+    if brk.cause in ("compaction", "compaction_summary", "subagent"):
+        return f"{_evidence_words(brk)}: {likely}; in the tokens, {token_words(brk)}"
+    return f"{token_words(brk)}: {likely}"
+
+
+def hint(brk: Break) -> str:
+    """The cause's fixed sentence: what usually produces it and what fixes it."""
+    return HINTS.get(brk.cause, "")
+
+
+__all__ = ["LIKELY", "REASONING_LIKELY", "break_of", "default_tokenizer_path", "break_words", "breaks_of", "hint", "token_words"]
+
+
+def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
+                           source_paths: list[str | None]) -> Path | None:
+    """The tokenizer the Rollout page decodes with when none is uploaded: the one given on the command
+    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/tokenizer.json`` when it
+    exists and every source shown is bundled sample data; else None."""
+    if given:
+        return Path(given)
+    samples = Path(app_dir) / "sample_data"
+    bundled = samples / "tokenizer.json"
+    if not bundled.is_file() or not source_paths:
+        return None
+    base = samples.resolve()
+    if all(p is not None and Path(p).resolve().is_relative_to(base) for p in source_paths):
+        return bundled
+    return None
