@@ -152,11 +152,16 @@ class WireLine:
 def decode_entry_line(text: bytes | memoryview) -> WireLine | None:
     """A token entry line read by the typed decode, or None when the exact path must read it."""
     try:
-        wire = _decode_wire_entry(text)
-        items = _decode_items(wire.output_items)
-        experts = None if wire.routed_experts == _NULL else _decode_any(wire.routed_experts)
+        return typed_line(_decode_wire_entry(text))
     except (msgspec.MsgspecError, RecursionError):
         return None
+
+
+def typed_line(wire: WireEntry) -> WireLine:  # type: ignore[valid-type]
+    """A decoded `WireEntry` with its carried fields' values (raises msgspec errors, or
+    RecursionError, when they are not what the exact path would read)."""
+    items = _decode_items(wire.output_items)
+    experts = None if wire.routed_experts == _NULL else _decode_any(wire.routed_experts)
     return WireLine(wire, items, experts)
 
 
