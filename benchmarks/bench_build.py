@@ -13,9 +13,10 @@ chaining, verdicts, metrics), so the ratio says how much its data layout saves.
 directory and times it on the same inputs, run for run with the checkout (interleaved, so
 both see the same machine load), and says whether both wrote the same bytes.
 
-tokencap's modules are byte-compiled first, as an installed package's are. Figures are wall time (median of the runs) and peak RSS of each child process (from
-wait4's rusage, so every run is measured on its own). Generated inputs go to
-benchmarks/out/ (git-ignored).
+tokencap's modules are byte-compiled first, as an installed package's are. Figures are wall
+time and CPU time (user + system; steadier on a shared machine), medians of the runs, and
+peak RSS of each child process (from wait4's rusage, so every run is measured on its own).
+Generated inputs go to benchmarks/out/ (git-ignored).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def make_linear_rollout(path: Path, n_calls: int, tool_tokens: int = 200, gen_to
     path.write_bytes(orjson.dumps({"rollout_id": "bench", "entries": entries}))
 
 
-def _run(cmd: list[str], tree: Path) -> tuple[float, int]:
+def _run(cmd: list[str], tree: Path) -> tuple[float, float, int]:
     start = time.perf_counter()
     # From a neutral directory with the tree first on the path: `python -m` would put the
     # working directory first, and the editable install may point at another checkout.
@@ -105,24 +106,26 @@ def _run(cmd: list[str], tree: Path) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-    return elapsed, usage.ru_maxrss  # KiB on Linux
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss  # KiB on Linux
 
 
 def measure(cases: list[tuple[str, list[str], Path]], runs: int) -> dict[str, tuple[float, int]]:
     """Each case's median wall time and peak RSS, the cases run in turn in every round."""
     times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+    cpus: dict[str, list[float]] = {label: [] for label, _, _ in cases}
     peaks: dict[str, list[int]] = {label: [] for label, _, _ in cases}
     for _ in range(runs):
         for label, cmd, tree in cases:
-            t, peak = _run(cmd, tree)
+            t, cpu, peak = _run(cmd, tree)
             times[label].append(t)
+            cpus[label].append(cpu)
             peaks[label].append(peak)
     out = {}
     for label, _, _ in cases:
-        med, peak = statistics.median(times[label]), max(peaks[label])
+        med, cpu, peak = statistics.median(times[label]), statistics.median(cpus[label]), max(peaks[label])
         print(f"  {label:<34} median {med:6.3f} s  (runs: {', '.join(f'{t:.3f}' for t in times[label])})  "
-              f"peak RSS {peak / 1024:7.1f} MiB", flush=True)
-        out[label] = (med, peak)
+              f"CPU median {cpu:6.3f} s  peak RSS {peak / 1024:7.1f} MiB", flush=True)
+        out[label] = (med, cpu, peak)
     return out
 
 
@@ -189,18 +192,19 @@ def main() -> None:
     finally:
         if old_dir is not None:
             shutil.rmtree(old_dir, ignore_errors=True)
-    base_t, base_m = figures["baseline (orjson script)"]
-    tc_t, tc_m = figures["tokencap build (full)"]
-    dl_t, _ = figures["tokencap build (delta)"]
-    print(f"full-prompt: time {tc_t / base_t:.2f}x baseline (target <= 0.20), peak memory {tc_m / base_m:.2f}x "
-          f"(target <= 0.50)")
-    print(f"delta:       time {dl_t / base_t:.2f}x baseline (target < 0.20)")
+    base_t, base_c, base_m = figures["baseline (orjson script)"]
+    tc_t, tc_c, tc_m = figures["tokencap build (full)"]
+    dl_t, dl_c, _ = figures["tokencap build (delta)"]
+    print(f"full-prompt: time {tc_t / base_t:.2f}x baseline (target <= 0.20; CPU {tc_c / base_c:.2f}x), "
+          f"peak memory {tc_m / base_m:.2f}x (target <= 0.50)")
+    print(f"delta:       time {dl_t / base_t:.2f}x baseline (target < 0.20; CPU {dl_c / base_c:.2f}x)")
     if args.against:
         for kind in ("full", "delta", f"{args.long_calls} calls"):
-            new_t, new_m = figures[f"tokencap build ({kind})"]
-            old_t, old_m = figures[f"{args.against} build ({kind})"]
-            print(f"{kind + ':':<12} time {new_t / old_t:.2f}x {args.against} ({new_t:.3f} s against {old_t:.3f} s), "
-                  f"peak memory {new_m / 1024:.1f} MiB against {old_m / 1024:.1f} MiB")
+            new_t, new_c, new_m = figures[f"tokencap build ({kind})"]
+            old_t, old_c, old_m = figures[f"{args.against} build ({kind})"]
+            print(f"{kind + ':':<12} time {new_t / old_t:.2f}x {args.against} ({new_t:.3f} s against {old_t:.3f} s; "
+                  f"CPU {new_c:.3f} s against {old_c:.3f} s), peak memory {new_m / 1024:.1f} MiB against "
+                  f"{old_m / 1024:.1f} MiB")
         for mine, theirs in (("tc_full.json", "old_full.json"), ("tc_delta.json", "old_delta.json"),
                              ("tc_long.json", "old_long.json")):
             same = (OUT / mine).read_bytes() == (OUT / theirs).read_bytes()
