@@ -12,6 +12,8 @@ never committed):
 - ``many.zip``: 10,000 small snapshot JSON files (three calls each), ~21 MB zipped;
 - ``renamed.zip``: the same members named ``f{i}.json`` holding rollout ``r{i}`` (names that are
   not rollout ids, so each member's name sorts before every rollout id);
+- ``renamed12.zip``: 10,000 snapshots of 12 calls (~8.7 KB each), members ``f{i}.json`` holding
+  ``r{i}``; ``renamed12/``: the first 1,000 of them as files of a plain directory;
 - ``many.jsonl``: the same records as one JSONL file (what the same bytes cost without
   the per-file overhead).
 - ``sparse.jsonl``: a 3 GiB sparse file (all zero bytes, no disk blocks), as SOURCE: binary
@@ -126,6 +128,31 @@ def make_renamed(path: Path, count: int = 10_000) -> None:
             zf.writestr(f"f{i}.json", orjson.dumps({"rollout_id": rid, "entries": linear_records(rid, 3, 70, 35, rng)}))
 
 
+def make_renamed12(path: Path, count: int = 10_000) -> None:
+    """``count`` snapshots of 12 calls (~8.7 KB each), members ``f{i}.json`` holding rollout ``r{i}``."""
+    import numpy as np
+    import orjson
+
+    rng = np.random.default_rng(4)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(count):
+            rid = f"r{i}"
+            zf.writestr(f"f{i}.json", orjson.dumps({"rollout_id": rid, "entries": linear_records(rid, 12, 5, 2, rng)}))
+
+
+def make_renamed12_dir(path: Path, count: int = 1_000) -> None:
+    """The first ``count`` snapshots of ``renamed12.zip``, as files of a plain directory."""
+    import numpy as np
+    import orjson
+
+    rng = np.random.default_rng(4)
+    path.mkdir()
+    for i in range(count):
+        rid = f"r{i}"
+        (path / f"f{i}.json").write_bytes(orjson.dumps({"rollout_id": rid,
+                                                        "entries": linear_records(rid, 12, 5, 2, rng)}))
+
+
 def make_many_jsonl(path: Path, count: int = 10_000) -> None:
     """The same records as ``many.zip``, as one JSONL file: the per-file cost is the difference."""
     import numpy as np
@@ -141,6 +168,11 @@ def make_many_jsonl(path: Path, count: int = 10_000) -> None:
 def make_sparse(path: Path, size: int = 3 << 30) -> None:
     with open(path, "wb") as out:
         out.truncate(size)  # a hole: no blocks on disk, reads as zeros
+
+
+def _size(path: Path) -> int:
+    """A file's size, or the total size of a directory's files."""
+    return sum(p.stat().st_size for p in path.iterdir()) if path.is_dir() else path.stat().st_size
 
 
 def run_once(cmd: list[str]) -> tuple[float, float, int, int, str]:
@@ -166,6 +198,7 @@ def main() -> None:
     try:
         inputs = {"bomb": (work / "bomb.zip", None), "blank": (work / "blank.jsonl", None),
                   "many": (work / "many.zip", None), "renamed": (work / "renamed.zip", None),
+                  "renamed12": (work / "renamed12.zip", None), "renamed12-dir": (work / "renamed12", None),
                   "many-jsonl": (work / "many.jsonl", None), "sparse": (work / "sparse.jsonl", None)}
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tokencap")], check=True)
         env_py = [sys.executable, "-m", "tokencap", "build"]
@@ -188,7 +221,7 @@ def main() -> None:
                     peaks.append(peak)
                     figures[name] = (times, cpus, peaks, f"exit {code}" + (f": {err[:120]}" if err else ""))
             for name, (times, cpus, peaks, note) in figures.items():
-                print(f"  {(label + ' ' + name).strip():<17} {path.stat().st_size / 1e6:7.1f} MB  wall median "
+                print(f"  {(label + ' ' + name).strip():<17} {_size(path) / 1e6:7.1f} MB  wall median "
                       f"{statistics.median(times):7.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})  CPU median "
                       f"{statistics.median(cpus):7.2f} s  peak RSS {max(peaks) / 1024:8.1f} MiB  {note}", flush=True)
     finally:
@@ -199,7 +232,8 @@ def main() -> None:
 
 
 MAKERS = {"bomb": make_bomb, "blank": make_blank_lines, "many": make_many, "renamed": make_renamed,
-          "many-jsonl": make_many_jsonl, "sparse": make_sparse}
+          "renamed12": make_renamed12, "renamed12-dir": make_renamed12_dir, "many-jsonl": make_many_jsonl,
+          "sparse": make_sparse}
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--generate":

@@ -216,3 +216,144 @@ def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them()
     data = b"\n".join(_line(r) for r in records) + b"\n"
     typed = _outcome(data, True)
     assert typed[0] == "ok" and typed == _outcome(data, False)
+
+
+# --------------------------------------------------------------------------- snapshot JSON
+#
+# A snapshot JSON's entries are read by the same typed decode, all in one call with the
+# snapshot's top level (`text.typed_snapshot`); a snapshot whose text it cannot read takes the
+# exact path whole. Same rule: the same snapshots, or the same message.
+
+_TOP_FIELDS = ["rollout_id", "snapshot_id", "version", "incomplete", "engine_refusals", "source_notes",
+               "load_error", "entries", "an_unknown_field"]
+_TOP_VALUES = [None, True, 0, 3, -1, 1 << 63, "", "r1", "r2", "snap-1", [], ["a note"], [1], {}, "x",
+               [{"schema_version": 1, "rollout_id": "r1", "model_call_id": "refused", "recorded_at": 9.0,
+                 "parent_resolution": "resolved", "parent_call_id": "call-3",
+                 "code": "context_length_exceeded"}],
+               [{"rollout_id": "r1"}], [None], [{"model_call_id": "x"}]]
+
+
+def _snapshot_outcome(data: bytes, typed: bool) -> tuple[str, Any]:
+    """('ok', each snapshot's fields with its entries' and refusals' fingerprints) or ('error', the message)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not typed:
+            patch.setattr(text_module, "typed_snapshot", lambda _data: None)
+        try:
+            snapshots = text_module.load_text(data, "snap.json")
+        except LoadError as exc:
+            return "error", str(exc)
+    return "ok", [(s.rollout_id, s.snapshot_id, s.version, s.incomplete, s.source_notes, s.load_error,
+                   [_fingerprint(e) for e in s.entries], [r.to_dict() for r in s.engine_refusals])
+                  for s in snapshots]
+
+
+def _snapshot_text(records: list[dict[str, Any]], mutations: list, top: list[tuple[str, str, Any]],
+                   pretty: bool) -> bytes:
+    lines = _mutated_text(records, mutations).splitlines()
+    entries = "[" + ", ".join(line.decode() for line in lines) + "]"
+    snapshot: dict[str, Any] = {"rollout_id": "r1", "entries": _RAW}
+    for name, kind, value in top:
+        if kind == "drop":
+            snapshot.pop(name, None)
+        elif name != "entries" or kind == "value":
+            snapshot[name] = value
+    text = json.dumps(snapshot, indent=2 if pretty else None)
+    if "entries" in snapshot and snapshot["entries"] == _RAW:
+        text = text.replace(json.dumps(_RAW), entries)
+    return text.encode()
+
+
+@st.composite
+def _top_mutations(draw: st.DrawFn) -> tuple[str, str, Any]:
+    name = draw(st.sampled_from(_TOP_FIELDS))
+    kind = draw(st.sampled_from(["value", "drop"]))
+    return name, kind, draw(st.sampled_from(_TOP_VALUES)) if kind == "value" else None
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(delta=st.booleans(), mutations=st.lists(_mutations(), min_size=0, max_size=3),
+       top=st.lists(_top_mutations(), min_size=0, max_size=2), pretty=st.booleans())
+def test_typed_and_exact_loads_of_a_mutated_snapshot_json_agree(delta: bool, mutations: list, top: list,
+                                                               pretty: bool) -> None:
+    data = _snapshot_text(_conversation(delta), mutations, top, pretty)
+    assert _snapshot_outcome(data, True) == _snapshot_outcome(data, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), delta=st.booleans())
+def test_typed_and_exact_loads_of_a_snapshot_json_agree_in_any_entry_order_and_spacing(seed: int,
+                                                                                       delta: bool) -> None:
+    rng = random.Random(seed)
+    records = _conversation(delta)
+    rng.shuffle(records)
+    entries = []
+    for record in records:
+        items = list(record.items())
+        rng.shuffle(items)
+        entries.append(dict(items))
+    spaced = rng.random() < 0.5
+    data = json.dumps({"entries": entries, "snapshot_id": "s", "version": 2},
+                      separators=(" , ", " : ") if spaced else (",", ":")).encode()
+    typed = _snapshot_outcome(data, True)
+    assert typed[0] == "ok" and typed == _snapshot_outcome(data, False)
+
+
+def _refuse_exact(monkeypatch) -> list[str]:
+    """Make the exact path's entry builder fail loudly; returns the calls it was asked for."""
+    asked: list[str] = []
+
+    def refuse(cls, data, *args, **kwargs):
+        asked.append(data.get("model_call_id"))
+        raise AssertionError("the exact path ran on a well-formed snapshot entry")
+
+    monkeypatch.setattr(TokenEntry, "from_dict", classmethod(refuse))
+    return asked
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_every_entry_of_a_well_formed_snapshot_json_takes_the_typed_path(delta: bool, monkeypatch) -> None:
+    data = json.dumps({"rollout_id": "r1", "entries": _conversation(delta)}, indent=1).encode()
+    asked = _refuse_exact(monkeypatch)
+    snapshots = text_module.load_text(data, "snap.json")
+    assert asked == []
+    assert [e.model_call_id for e in snapshots[0].entries] == ["call-1", "call-2", "call-3", "call-4"]
+
+
+def test_snapshots_in_a_zip_and_a_directory_take_the_typed_path(tmp_path, monkeypatch) -> None:
+    """The many-small-files case: members `f{i}.json` holding rollout `r{i}`, zipped or not."""
+    import io
+    import zipfile
+
+    from tokencap.loading import load_snapshots
+
+    files = {}
+    for i in range(3):
+        conv = _conversation(False)
+        for record in conv:
+            record["rollout_id"] = f"r{i}"
+        files[f"f{i}.json"] = json.dumps({"rollout_id": f"r{i}", "entries": conv}).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+            (tmp_path / name).write_bytes(data)
+    asked = _refuse_exact(monkeypatch)
+    for source in (buffer.getvalue(), tmp_path):
+        snapshots = load_snapshots(source)
+        assert [(s.rollout_id, s.load_error, len(s.entries)) for s in snapshots] == [
+            ("r0", None, 4), ("r1", None, 4), ("r2", None, 4)]
+    assert asked == []
+
+
+def test_a_snapshot_json_the_typed_decode_cannot_read_is_read_the_exact_way(monkeypatch) -> None:
+    entries = _conversation(False)
+    assert text_module.typed_snapshot(json.dumps({"entries": entries}).encode()) is not None
+    for changed in ({"entries": [{**entries[0], "an_unknown_field": 1}, *entries[1:]]},
+                    {"entries": [{**entries[0], "model": None}]},
+                    {"entries": [{**entries[0], "output_items": {}}]},
+                    {"entries": {}}, {"rollout_id": "r1"}):
+        assert text_module.typed_snapshot(json.dumps(changed).encode()) is None
+    assert text_module.typed_snapshot(b"[1]") is None and text_module.typed_snapshot(b"{") is None
+    # An entry the typed decode cannot read sends the snapshot the exact way, which keeps the unknown field.
+    data = json.dumps({"entries": [{**entries[0], "an_unknown_field": 1}]}).encode()
+    assert text_module.load_text(data, "snap.json")[0].entries[0].extra == {"an_unknown_field": 1}

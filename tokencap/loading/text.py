@@ -17,7 +17,8 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
-from .wire import TOO_DEEP, RecordDecoder, WireLine, decode_entry_line, decode_field, decode_raw_object, decode_value
+from .wire import (TOO_DEEP, RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_field, decode_raw_object,
+                   decode_value, typed_line)
 
 
 class LoadError(ValueError):
@@ -38,6 +39,41 @@ class _SnapshotWire(msgspec.Struct):
 
 
 _decode_snapshot = msgspec.json.Decoder(_SnapshotWire).decode
+
+
+class _TypedSnapshotWire(msgspec.Struct):
+    """`_SnapshotWire` whose entries are read by the typed decode (`WireEntry`), in the same C call."""
+
+    entries: list[WireEntry]  # type: ignore[valid-type]
+    rollout_id: Raw | UnsetType = UNSET
+    snapshot_id: Raw | UnsetType = UNSET
+    version: Raw | UnsetType = UNSET
+    incomplete: Raw | UnsetType = UNSET
+    engine_refusals: Raw | UnsetType = UNSET
+    source_notes: Raw | UnsetType = UNSET
+    load_error: Raw | UnsetType = UNSET
+
+
+_decode_typed_snapshot = msgspec.json.Decoder(_TypedSnapshotWire).decode
+
+
+def typed_snapshot(data: bytes | memoryview) -> _SnapshotWire | None:
+    """A snapshot JSON whose every entry the typed decode read (`WireLine`s, built by
+    `TokenEntry.from_proven`), or None when the exact decode must read the text.
+
+    Only a text whose entries all hold exactly `TokenEntry`'s fields with their table's
+    types gets here; anything else (an unknown field, a wrong type, no ``entries``, not one
+    JSON object) is None, and `load_text` reads it the exact way, which names the problem.
+    The top-level fields stay raw texts, judged by `_snapshot_from_wire` as before.
+    """
+    try:
+        typed = _decode_typed_snapshot(data)
+        entries = [typed_line(wire) for wire in typed.entries]
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    return _SnapshotWire(entries=entries, rollout_id=typed.rollout_id, snapshot_id=typed.snapshot_id,
+                         version=typed.version, incomplete=typed.incomplete, engine_refusals=typed.engine_refusals,
+                         source_notes=typed.source_notes, load_error=typed.load_error)
 
 
 def _where(name: str | None, detail: str | None = None) -> str:
@@ -116,6 +152,9 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
         raise LoadError(f"{_where(name)}: {problem}")
     if is_blank(data):
         raise LoadError(f"{_where(name)}: the input is empty; expected a snapshot JSON object or JSON lines")
+    typed = typed_snapshot(data)
+    if typed is not None:
+        return [_snapshot_from_wire(typed, name)]
     whole_value = True  # the text is one JSON value (not necessarily an object)
     try:
         wire = _decode_snapshot(data)
