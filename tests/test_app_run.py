@@ -812,8 +812,9 @@ def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
 
     calls = []
     monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
-    records = tmp_path / "records.jsonl"
-    records.write_text("")
+    monkeypatch.setattr(cli, "_check_port_free", lambda port: None)  # 8765 may be in use: not the point here
+    records = tmp_path / "records.jsonl"  # read before the server starts: a readable one
+    records.write_text(json.dumps({"rollout_id": "r", "response": {"object": "response", "output": []}}) + "\n")
     assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0
     cmd = calls[-1]
     assert cmd[cmd.index("--") + 1:] == [str(tmp_path), "--final-responses", str(records)]

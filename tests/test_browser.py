@@ -30,9 +30,10 @@ from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app 
 
 pytestmark = pytest.mark.browser
 
-WAIT_MS = 120_000
-"""How long a wait on a condition may take before the test fails. Generous: the first paint of the
-Run page took 30 s on a 2-core machine with a load of 20; a condition met sooner ends the wait sooner."""
+WAIT_MS = 300_000
+"""How long a wait on a condition may take before the test fails. Generous: on a 2-core machine the
+first paint of the Run page took 30 s at a load of 20 and over 120 s at a load of 40; a condition
+met sooner ends the wait sooner."""
 
 
 @contextlib.contextmanager
@@ -67,6 +68,7 @@ def chromium_page(**context_options):
             context = browser.new_context(**{"viewport": {"width": 1280, "height": 800}, **context_options})
             page = context.new_page()
             page.set_default_timeout(WAIT_MS)
+            _watch_runs(page)
             yield page
         finally:
             browser.close()
@@ -107,22 +109,38 @@ def _settled(page, condition: str = "true", arg=None) -> None:
                            polling="raf")
 
 
-def _after_rerun(page, act, condition: str = "true", arg=None) -> None:
-    """Do ``act`` (an input that makes the app rerun), then wait until that rerun is over (`_settled`).
+_SOCKETS: dict[int, object] = {}
+"""Page (by id) -> the websocket its app talks over (the latest: a reload opens another)."""
 
-    Right after ``act`` the old page still stands and would pass for settled: so a watcher, set
-    before ``act``, records that Streamlit marked elements stale (its rerun began), and only then
-    does the page count as settled."""
-    page.evaluate("""() => {
-        window.__tokencapRerun = false;
-        if (window.__tokencapWatch) window.__tokencapWatch.disconnect();
-        const look = () => { if (document.querySelector('[data-stale="true"]')) window.__tokencapRerun = true; };
-        window.__tokencapWatch = new MutationObserver(look);
-        window.__tokencapWatch.observe(document.body, {subtree: true, childList: true, attributes: true,
-                                                       attributeFilter: ['data-stale']});
-    }""")
-    act()
-    _settled(page, f"window.__tokencapRerun && ({condition})", arg)
+
+def _watch_runs(page) -> None:
+    """Keep the page's Streamlit websocket, so `_after_rerun` can see the server end a script run."""
+    page.on("websocket", lambda ws: _SOCKETS.__setitem__(id(page), ws))
+
+
+def _script_finished(payload) -> bool:
+    """Whether a websocket frame from the server says a script run ended (not one cut short for a rerun)."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    if not isinstance(payload, bytes):
+        return False
+    try:
+        msg = ForwardMsg.FromString(payload)
+    except Exception:  # noqa: BLE001 -- any frame that is not a ForwardMsg is not the one waited for
+        return False
+    return msg.WhichOneof("type") == "script_finished" and msg.script_finished in (
+        ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
+
+
+def _after_rerun(page, act, condition: str = "true", arg=None) -> None:
+    """Do ``act`` (an input that makes the app rerun) once the page has settled, wait for the server to
+    say that rerun finished (its websocket's ``script_finished``), then until the page settles again:
+    right after ``act`` the old page still stands and would pass for settled. The page must come from
+    `chromium_page` (which watches its websocket)."""
+    _settled(page)
+    with _SOCKETS[id(page)].expect_event("framereceived", predicate=_script_finished, timeout=WAIT_MS):
+        act()
+    _settled(page, condition, arg)
 
 
 _GRID_ROWS = """arg => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
@@ -610,6 +628,7 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
         _opened_in_a_fresh_browser(page, "store-interrupted")
     with streamlit_server(tmp_path, str(parquet)) as url, chromium_page() as page:
         page.goto(url)
+        _settled(page, f"({_GRID_ROWS})(arg)", len(ids))  # the table's first run is over
         root = page.get_by_role("textbox", name="Run directory on this machine (optional)")
         root.fill(str(run))
         _after_rerun(page, lambda: root.press("Enter"))
