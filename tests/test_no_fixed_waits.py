@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CHECKED = sorted({REPO / "tests" / "test_browser.py", REPO / "benchmarks" / "app_server.py",
+CHECKED = sorted({*(REPO / "tests").glob("test_browser*.py"), REPO / "benchmarks" / "app_server.py",
                   *(REPO / "tests").glob("test_app*.py")})
 FIXED_WAITS = {"wait_for_timeout", "sleep"}
 
