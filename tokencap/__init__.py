@@ -8,6 +8,7 @@ command line (`python -m tokencap`).
 
 from .attribution import TerminalAttribution, attribute_terminal
 from .builder import BuildNotes, BuildOutput, Chain, ChainLink, prefix_merging, run_builder
+from .diagnosis import Break, diagnose
 from .digest import compute_digest
 from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
 from .lossmask import LossMask, loss_mask
@@ -18,6 +19,7 @@ from .rollout import RolloutResult, build_rollout
 __version__ = "0.1.0"
 
 __all__ = [
+    "Break",
     "BuildNotes",
     "BuildOutput",
     "Chain",
@@ -36,6 +38,7 @@ __all__ = [
     "attribute_terminal",
     "build_rollout",
     "compute_digest",
+    "diagnose",
     "load_final_responses",
     "load_snapshots",
     "loss_mask",

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .diagnosis.text import TokenizerError
 from .export import OutputPathError, check_output_path
 from .interrupts import Run, Terminated, current_run, exit_code, handling_interrupts, parent_death_signal
 from .loading import FinalResponses, LoadError, iter_snapshots, load_final_responses
@@ -55,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--final-responses", metavar="FILE",
                          help="the harness's final responses (JSON, JSONL, or a bare Responses object): anchor each "
                               "rollout it names on the call its final answer came from")
+        if name == "inspect":
+            cmd.add_argument("--tokenizer", metavar="PATH",
+                             help="a tokenizer.json (Hugging Face tokenizers): show each break's divergences as text "
+                                  "and tell re-encoded text from changed text")
         if name == "build":
             cmd.add_argument("-o", "--output", metavar="OUT",
                              help="write the result to this file instead of stdout: one JSON object for one "
@@ -222,7 +227,8 @@ def _read_final_responses(path: str | None) -> FinalResponses | None:
 
 
 def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: FinalResponses | None,
-                          source_ids: list[str] | None) -> Iterator[tuple[TokenCaptureSnapshot, dict | None]]:
+                          source_ids: list[str] | None, evidence: bool = False
+                          ) -> Iterator[tuple[TokenCaptureSnapshot, dict | None, dict | None]]:
     """Each snapshot with the final response the file holds for it (SPEC 10).
 
     Lazily, so a directory is still built one rollout at a time. Whether the source is a
@@ -230,10 +236,12 @@ def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: Fin
     ``source_ids`` when given, else by peeking at the first two snapshots. Responses that
     apply to no rollout of the source are a note on stderr at the end, not an error: a
     run's rollout records may well cover more rollouts than one capture directory holds.
+    With ``evidence``, each snapshot also gets its record's harness evidence (SPEC 12.6,
+    `FinalResponses.evidence_for`), else None.
     """
     if finals is None:
         for snapshot in snapshots:
-            yield snapshot, None
+            yield snapshot, None, None
         return
     head = [] if source_ids is not None else [s for _, s in zip(range(2), snapshots)]
     single = len(set(source_ids)) == 1 if source_ids is not None else len(head) == 1
@@ -241,27 +249,31 @@ def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: Fin
     for snapshot in itertools.chain(head, snapshots):
         head = []
         seen.append(snapshot.rollout_id)
-        yield snapshot, finals.for_rollout(snapshot.rollout_id, single_rollout=single)
+        yield (snapshot, finals.for_rollout(snapshot.rollout_id, single_rollout=single),
+               finals.evidence_for(snapshot.rollout_id, single_rollout=single) if evidence else None)
     for note in finals.notes(source_ids if source_ids is not None else seen):
         _PROGRESS.done()
         print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)
 
 
-def _inputs(args: argparse.Namespace) -> Iterator[tuple[TokenCaptureSnapshot, dict | None]]:
-    """The selected snapshots, lazily, each with the final response that applies to it."""
+def _inputs(args: argparse.Namespace, evidence: bool = False
+            ) -> Iterator[tuple[TokenCaptureSnapshot, dict | None, dict | None]]:
+    """The selected snapshots, lazily, each with the final response that applies to it (and,
+    with ``evidence``, its record's harness evidence)."""
     finals = _read_final_responses(getattr(args, "final_responses", None))
     source_ids = None
     if finals is not None and args.rollout is not None:
         # The notes and the single-rollout rule speak of the whole source, not the selection:
         # list its rollout ids first (one rollout in memory at a time).
         source_ids = [s.rollout_id for s in iter_snapshots(args.source)]
-    return _with_final_responses(_snapshots(args.source, args.rollout), finals, source_ids)
+    return _with_final_responses(_snapshots(args.source, args.rollout), finals, source_ids, evidence)
 
 
-def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], terminal: str | None
-                ) -> Iterator[tuple[RolloutResult, list[str]]]:
-    """Each rollout built, with its snapshot's source notes (what the loader skipped or inferred)."""
-    for n, (snapshot, final) in enumerate(inputs, 1):
+def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None, dict | None]], terminal: str | None
+                ) -> Iterator[tuple[RolloutResult, list[str], dict | None]]:
+    """Each rollout built, with its snapshot's source notes (what the loader skipped or
+    inferred) and its record's evidence (as `_inputs` gave it)."""
+    for n, (snapshot, final, evidence) in enumerate(inputs, 1):
         _PROGRESS.say(f"tokencap: building rollout {n} ({snapshot.rollout_id}, {len(snapshot.entries)} records) ...")
         result = build_rollout(snapshot, terminal_call_id=terminal, final_response=final)
         source_notes = snapshot.source_notes
@@ -269,8 +281,8 @@ def _build_each(inputs: Iterable[tuple[TokenCaptureSnapshot, dict | None]], term
         for note in result.notes:  # e.g. a terminal call id the rollout does not have
             _PROGRESS.done()
             print(f"tokencap: warning: {' '.join(note.split())}", file=sys.stderr)
-        yield result, source_notes
-        del result
+        yield result, source_notes, evidence
+        del result, evidence
     _PROGRESS.done()
 
 
@@ -282,7 +294,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     inputs = _inputs(args)
 
     def write(handle) -> None:
-        for result, notes in _build_each(inputs, args.terminal_call_id):
+        for result, notes, _ in _build_each(inputs, args.terminal_call_id):
             for note in notes:
                 if WITHOUT_SIBLINGS in note:  # the one source note that masks a sample for a reason one can fix
                     _PROGRESS.done()
@@ -301,10 +313,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .diagnosis import diagnose, load_tokenizer, span_texts
     from .report import render_text
 
-    results = _build_each(_inputs(args), args.terminal_call_id)
-    sys.stdout.write("\n".join(render_text(r, notes) for r, notes in results))
+    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad path fails before any work
+
+    def report(result: RolloutResult, notes: list[str], evidence: dict | None) -> str:
+        breaks = diagnose(result, tokenizer=tokenizer, evidence=evidence)
+        texts = [span_texts(result, b, tokenizer) for b in breaks] if tokenizer is not None else []
+        return render_text(result, notes, breaks, texts)
+
+    results = _build_each(_inputs(args, evidence=True), args.terminal_call_id)
+    sys.stdout.write("\n".join(report(*built) for built in results))
     return EXIT_OK
 
 
@@ -666,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK  # the output was complete before the interrupt: the run succeeded
         return exit_code(exc)
     except (LoadError, RecordError, _UsageError, OutputPathError, DiscoveryError, ScanTableError,
-            EngineUnavailable, DiffError) as exc:
+            EngineUnavailable, DiffError, TokenizerError) as exc:
         return _fail(str(exc))
     except WorkerCrashed as exc:
         _PROGRESS.done()

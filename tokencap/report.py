@@ -6,10 +6,13 @@ this module only arranges them.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from .builder import BuildOutput
+from .diagnosis import Break
 from .rollout import MASK_REASON_TEXT, RolloutResult
 
 _MARKS = {
@@ -94,9 +97,86 @@ def attribution_lines(result: RolloutResult) -> list[str]:
     return lines
 
 
-def render_text(result: RolloutResult, source_notes: Sequence[str] = ()) -> str:
+_RELATION_TEXT = {
+    "claimed": "the record's own parent_call_id",
+    "branch_point": "the call the branch forks from",
+    "nearest": "the earlier call sharing the longest prefix with its prompt",
+}
+_TEXT_SHOWN = 200  # characters of a decoded span per line in the report
+
+
+def _quoted(text: str | None) -> str:
+    """A decoded span on one line: JSON-quoted (newlines and control characters escaped)."""
+    if text is None:
+        return "(cannot be decoded)"
+    shown = text if len(text) <= _TEXT_SHOWN else text[:_TEXT_SHOWN - 1] + "…"
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def _evidence_line(item: dict[str, Any]) -> str:
+    kind, call = item.get("kind"), item.get("call_id")
+    if kind == "invocation":
+        parent = item.get("parent_invocation_id")
+        return (f"{call} ran in invocation {item.get('invocation_id')}"
+                + (f", a sub-agent of {parent}" if parent else "")
+                + (f" spawned by tool call {item['spawned_by_tool_call_id']}" if item.get("spawned_by_tool_call_id")
+                   else ""))
+    if kind == "compaction_after":
+        return (f"the harness compacted its context, after_model_call {call} (trigger {item.get('trigger')}, "
+                f"{item.get('tokens_before')} -> {item.get('tokens_after')} tokens)")
+    if kind == "compaction_call":
+        return f"{call} is a request of a context compaction (the summary)"
+    if kind == "tool_calls":
+        calls = ", ".join(f"{t.get('tool_name')} {t.get('status')} {t.get('duration_ms')} ms"
+                          for t in item.get("calls", []))
+        return f"tool calls of {call}: {calls}"
+    return json.dumps(item, sort_keys=True)
+
+
+def break_lines(breaks: Sequence[Break], texts: Sequence[Sequence[tuple[str | None, str | None]]] = ()
+                ) -> list[str]:
+    """Each break in plain words: call and kind, predecessor and how it was chosen, agree and
+    lengths, each divergence's positions (``texts[n]``: its decoded sides, when given), the
+    cause with its hint, evidence and notes."""
+    lines: list[str] = []
+    for n, brk in enumerate(breaks):
+        lines.append(f"  {brk.call_id}: {brk.kind}" + (f" ({brk.note})" if brk.note else "")
+                     + (f", beside main-chain call {brk.sibling}" if brk.sibling else ""))
+        if brk.predecessor is None:
+            lines.append("    predecessor: none" + ("" if brk.kind == "record_fault"
+                                                     else " (no earlier call to continue)"))
+        else:
+            lines.append(f"    predecessor: {brk.predecessor} ({brk.relation}: {_RELATION_TEXT.get(brk.relation or '')})")
+            lines.append(f"    agree {brk.agree} of {brk.predecessor_len} predecessor tokens; prompt {brk.prompt_len} "
+                         "tokens")
+        shown = texts[n] if n < len(texts) else ()
+        for k, d in enumerate(brk.divergences):
+            lines.append(f"    divergence {k + 1}: predecessor [{d.parent_start}:{d.parent_end}) "
+                         f"({d.parent_end - d.parent_start} tokens) -> prompt [{d.prompt_start}:{d.prompt_end}) "
+                         f"({d.prompt_end - d.prompt_start} tokens): {d.kind}")
+            if k < len(shown):
+                lines.append(f"      predecessor text: {_quoted(shown[k][0])}")
+                lines.append(f"      prompt text:      {_quoted(shown[k][1])}")
+        if brk.more_divergences:
+            lines.append(f"    ... and {brk.more_divergences} more divergences")
+        cause = brk.cause + (" (its reasoning)" if brk.reasoning else "")
+        if brk.token_cause != brk.cause:
+            cause += f"; the tokens alone say {brk.token_cause}"
+        lines.append(f"    cause: {cause}")
+        lines.append(f"    hint: {brk.hint}")
+        for item in brk.evidence:
+            lines.append(f"    evidence: {_evidence_line(item)}")
+        for note in brk.notes:
+            lines.append(f"    note: {' '.join(note.split())}")
+    return lines
+
+
+def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks: Sequence[Break] | None = None,
+                break_texts: Sequence[Sequence[tuple[str | None, str | None]]] = ()) -> str:
     """The report of one build; ``source_notes`` (the snapshot's: what the loader skipped or
-    inferred, why a capture counts as incomplete) are listed under "source"."""
+    inferred, why a capture counts as incomplete) are listed under "source". With
+    ``breaks`` (`tokencap.diagnose`'s), a "breaks" section says why the lineage broke;
+    ``break_texts`` are each break's decoded divergences (`diagnosis.span_texts`)."""
     lines: list[str] = []
     verdict = "MASKED" if result.mask_sample else "TRAINABLE"
     lines.append(f"rollout {result.rollout_id}: {verdict}")
@@ -196,4 +276,8 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = ()) -> str:
             lines.append(f"    [{'x' if cond.holds else ' '}] {cond.name}: {cond.detail}")
     if not result.refusal_verdicts:
         lines.append("  no engine refusals")
+    if breaks is not None:
+        lines.append("")
+        lines.append("breaks (why the lineage is not one proven chain)")
+        lines.extend(break_lines(breaks, break_texts) if breaks else ["  none: the rollout is one proven chain"])
     return "\n".join(lines) + "\n"

@@ -14,6 +14,12 @@ finite number), the task index (``_ng_task_index``, else ``task_index``) and the
 index (``_ng_rollout_index``, else ``rollout_index``). A ``task_id`` is a name, not an
 index: it becomes a note on the rollout, never its task index.
 
+The harness's evidence fields (SPEC 12.6, 12.7: ``ng_agent_observations``, ``ng_trajectory``,
+``ng_model_call_capture``, ``mask_sample``, ``_ng_token_capture``) are kept as their raw JSON
+text, unchecked, and parsed only when `FinalResponses.evidence_for` is asked: they explain a
+diagnosis and never decide a build, so a malformed one is a note there, never a `LoadError`
+here, and reading a file costs what it did before.
+
 Only what attribution reads is kept per response: each output item's type, role, text,
 tool-call name and arguments and reasoning summary, and the token ids of the one item
 attribution matches by tokens (the last one that carries generated tokens). A rollout
@@ -87,6 +93,12 @@ class RecordFacts(NamedTuple):
 
 NO_FACTS = RecordFacts()
 
+EVIDENCE_RECORD_FIELDS = ("ng_agent_observations", "ng_trajectory", "ng_model_call_capture", "mask_sample",
+                          "_ng_token_capture")
+"""The rollout record's top-level fields handed to the diagnosis by `FinalResponses.evidence_for`."""
+EVIDENCE_NOTES_KEY = "_tokencap_notes"
+"""Key of the list of notes `evidence_for` adds for a field whose JSON it could not read."""
+
 _INDEX_FIELDS = (("task_index", ("_ng_task_index", "task_index")),
                  ("rollout_index", ("_ng_rollout_index", "rollout_index")))
 
@@ -108,6 +120,9 @@ class FinalResponses:
     facts: dict[str, RecordFacts] = field(default_factory=dict)
     """Rollout id -> reward and indices of its record (only records that carry any)."""
     unnamed_facts: RecordFacts = NO_FACTS
+    evidence: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    """Rollout id -> the raw JSON of its record's evidence fields (records that carry any)."""
+    unnamed_evidence: dict[str, bytes] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.by_rollout) + (self.unnamed is not None)
@@ -129,6 +144,31 @@ class FinalResponses:
         if rollout_id in self.by_rollout:
             return self.facts.get(rollout_id, NO_FACTS)
         return self.unnamed_facts if single_rollout and self.unnamed is not None else NO_FACTS
+
+    def evidence_for(self, rollout_id: str, *, single_rollout: bool) -> dict[str, Any] | None:
+        """The evidence fields of ``rollout_id``'s record as parsed JSON (only those present),
+        by the same rule as `for_rollout`; None when no record applies.
+
+        For `tokencap.diagnose`'s ``evidence``. A field whose JSON cannot be read (nested too
+        deeply) is left out and named in a note under `EVIDENCE_NOTES_KEY`; nothing here
+        raises, and nothing is checked beyond JSON: the diagnosis checks the shapes."""
+        if rollout_id in self.by_rollout:
+            raw, line = self.evidence.get(rollout_id, {}), self.lines.get(rollout_id)
+        elif single_rollout and self.unnamed is not None:
+            raw, line = self.unnamed_evidence, self.unnamed_line
+        else:
+            return None
+        out: dict[str, Any] = {}
+        notes: list[str] = []
+        for name, text in raw.items():
+            try:
+                out[name] = _decode_any(text)
+            except (msgspec.MsgspecError, RecursionError) as exc:
+                notes.append(f"{self.name}, line {line}: field {name!r} cannot be read "
+                             f"({' '.join(str(exc).split())[:120]}); left out")
+        if notes:
+            out[EVIDENCE_NOTES_KEY] = notes
+        return out
 
     def unmatched(self, rollout_ids: Iterable[str]) -> list[str]:
         """Rollout ids this file names that are not among ``rollout_ids`` (sorted)."""
@@ -223,6 +263,7 @@ def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: 
             raise LoadError(f"{where}: field 'rollout_id' is missing, and line {out.unnamed_line} has no rollout_id "
                             "either; with several final responses every one must name its rollout")
         out.unnamed, out.unnamed_line, out.unnamed_facts = response, line, facts
+        out.unnamed_evidence = _evidence(record)
         return
     if rollout_id in out.by_rollout:
         raise LoadError(f"{where}: field 'rollout_id': rollout {rollout_id!r} already has a final response "
@@ -231,6 +272,14 @@ def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: 
     out.lines[rollout_id] = line
     if facts != NO_FACTS:
         out.facts[rollout_id] = facts
+    evidence = _evidence(record)
+    if evidence:
+        out.evidence[rollout_id] = evidence
+
+
+def _evidence(record: dict[str, msgspec.Raw]) -> dict[str, bytes]:
+    """The raw JSON of the record's evidence fields (parsed only when asked for)."""
+    return {name: bytes(record[name]) for name in EVIDENCE_RECORD_FIELDS if name in record}
 
 
 def _value(raw: msgspec.Raw, path: str) -> Any:
@@ -366,4 +415,4 @@ def _check_item(item: dict[str, Any], path: str) -> None:
                 raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
-__all__ = ["NO_FACTS", "FinalResponses", "RecordFacts", "load_final_responses"]
+__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "load_final_responses"]

@@ -1,0 +1,35 @@
+"""Why a rollout's lineage broke (SPEC 12): breaks, predecessors, alignments, causes, evidence.
+
+Layer: above rollout assembly (it reads a `RolloutResult` and its build), below the
+writers, run scans, views and the command line. The diagnosis explains and never
+decides: nothing below it reads it, so every build, verdict, metric, payload, export and
+scan column of SPEC 4-11.2 is the same with or without it.
+
+Public surface:
+
+- ``diagnose(result, *, tokenizer=None, evidence=None) -> list[Break]``
+- ``Break`` / ``Divergence`` (frozen; ``Break.to_dict()`` is JSON-native), ``BREAK_FIELDS``;
+  ``break_facts(breaks) -> BreakFacts(breaks, break_causes, first_break_call)`` (SPEC 11.3)
+- ``CAUSES`` (the vocabulary, in table order), ``HINTS[cause]``, ``DIVERGENCE_KINDS``,
+  ``BREAK_KINDS``, ``RELATIONS``, ``cause_order(causes)``
+- ``delivered_mask_sample(record) -> bool | None``, ``delivered_by(record) -> str | None``,
+  ``trained_in_doubt(record, tokencap_masks) -> bool`` (SPEC 12.7)
+- ``parse_evidence(record, *, rollout_id, call_ids) -> HarnessEvidence`` (SPEC 12.6)
+- ``load_tokenizer(path)``, ``TokenizerError``
+- ``align(s, p, limit=32) -> Alignment`` (SPEC 12.3, for link proofs);
+  ``span_texts(result, brk, tokenizer)``: every listed divergence decoded
+"""
+
+from .alignment import Alignment, Span, align
+from .breaks import BREAK_KINDS, RELATIONS
+from .causes import CAUSES, DIVERGENCE_KINDS, EVIDENCE_CAUSES, HINTS, cause_order
+from .delivered import DELIVERED_BY, delivered_by, delivered_mask_sample, trained_in_doubt
+from .explain import diagnose, span_texts
+from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
+from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
+from .text import TokenizerError, load_tokenizer
+
+__all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "BreakFacts", "break_facts", "CAUSES", "DELIVERED_BY", "DIVERGENCE_KINDS",
+           "Divergence", "EVIDENCE_CAUSES", "EVIDENCE_FIELDS", "HINTS", "HarnessEvidence", "MAX_DIVERGENCES",
+           "RELATIONS", "Span", "TokenizerError", "align", "cause_order", "delivered_by", "delivered_mask_sample",
+           "diagnose", "load_tokenizer", "span_texts", "parse_evidence", "trained_in_doubt"]
