@@ -100,7 +100,7 @@ def test_lanes_are_named_in_the_margin_and_a_branch_names_itself_beside_its_firs
     header = g.annotation_texts()[0]
     assert header.y1 <= g.plot[1] + 0.5  # above the plot, whole
     labels = dict(zip((n.ident for n in model.nodes), next(t for t in fig.data if t.name == "call ids").text))
-    assert labels["call-0003"] == "call-0003 · branch-0" and labels["call-0002"] == "call-0002"
+    assert labels["call-0003"] == "call-0003 · branch-0 · ↯ branch" and labels["call-0002"] == "call-0002"
     # In a window below the top, a lane coming down from above keeps its name at the top.
     long = tv.tree_of(RolloutView(long_linear(88, retry_every=9, branch_every=20).snapshot()))
     names = [a.text for a in tv.tree_figure(long, None, window=(30, 59), legend=False).layout.annotations]
@@ -136,3 +136,71 @@ def test_an_attributed_final_answer_keeps_its_star():
     view = sample("title_call_after_final_answer.json", finals=True)
     model = tv.tree_of(view)
     assert [n.ident for n in model.nodes if n.category == "terminal"] == ["call-0004"]
+
+
+# --------------------------------------------------------------------------- breaks (issue 18, item 6)
+
+
+def _observations(*records):
+    return {"ng_agent_observations": {"source": "harness", "records": list(records), "gaps": []}}
+
+
+def _ref(call_id):
+    return {"model_ref": "policy", "model_call_id": call_id}
+
+
+def compaction_and_subagent() -> RolloutView:
+    """a -> a2 -> s (the compaction's summary request); b the compacted context (a new root); sa1 -> sa2 a
+    sub-agent's invocation (a new root too), with the harness's evidence of both."""
+    from diagnosis_cases import Case
+
+    case = Case()
+    case.brk(case.s + case.fresh(6), call_id="s", resolution="resolved", claimed="a2")
+    case.brk(case.opening + case.fresh(30), call_id="b", resolution="root")
+    case.brk(case.fresh(25), call_id="sa1", resolution="root")
+    case.c.call("sa2", "sa1")
+    evidence = _observations(
+        {"kind": "context_compaction", "after_model_call": _ref("b"), "model_calls": [_ref("s")],
+         "trigger": "tokens", "tokens_before": 4000, "tokens_after": 300, "observed_at": 12.5},
+        {"kind": "agent_invocation", "invocation_id": "inv-2", "parent_invocation_id": "inv-1",
+         "spawned_by_tool_call_id": "t9", "model_calls": [_ref("sa1"), _ref("sa2")]})
+    return RolloutView(case.c.snapshot(), evidence=evidence)
+
+
+def test_each_break_is_marked_with_its_cause():
+    view = RolloutView(kitchen_sink().snapshot())
+    causes = {b.call_id: b.cause for b in view.breaks}
+    assert causes == {"b01": "branch", "s01": "history_replaced", "g01": "new_context", "x01": "record_fault"}
+    model = tv.tree_of(view)
+    assert {n.ident for n in model.nodes if "break" in n.flags} == set(causes)
+    fig = tv.tree_figure(model, model.default_key)
+    labels = dict(zip((n.ident for n in model.nodes), next(t for t in fig.data if t.name == "call ids").text))
+    assert labels["s01"] == "s01 · branch-1 (fragment) · ↯ history replaced"
+    assert labels["x01"] == "x01 · ↯ record fault" and labels["c03"] == "c03"
+    rings = next(t for t in fig.data if t.name == tv.OVERLAY_STYLES["break"][0])
+    assert sorted(model.node(row[0]).ident for row in rings.customdata) == sorted(causes)
+    assert "cause history_replaced" in model.node("call:s01").hover and "should have continued" in \
+        model.node("call:s01").hover
+    assert_readable(model)
+    # Without breaks (the build alone), the tree is today's: no rings, no causes.
+    plain = tv.build_tree(view)
+    assert not any("break" in n.flags or "↯" in n.note for n in plain.nodes)
+    assert [(n.key, n.order, n.lane) for n in plain.nodes] == [(n.key, n.order, n.lane) for n in model.nodes]
+
+
+def test_a_sub_agent_gets_its_own_labelled_lane_and_compactions_are_marked():
+    view = compaction_and_subagent()
+    model = tv.tree_of(view)
+    sub = model.node("call:sa1")
+    run = model.runs[sub.run]
+    assert run.name.startswith("sub-agent inv-2") and run.keys == ["call:sa1", "call:sa2"]
+    assert run.lane not in {model.node(k).lane for k in ("call:a", "call:b")}  # a lane of its own
+    assert sub.note.startswith("sub-agent inv-2") and sub.note.endswith("↯ subagent")
+    b, s = model.node("call:b"), model.node("call:s")
+    assert "compaction" in b.flags and b.note.endswith("↯ compaction")
+    assert "compaction" in s.flags and s.note == "compaction summary"
+    assert "first call after a compaction (tokens: 4000 → 300 tokens)" in b.hover
+    assert_readable(model)
+    # A window starting inside the sub-agent's lane names it at the top.
+    names = {a.text for a in tv.tree_figure(model, None, window=(6, 6), legend=False).layout.annotations}
+    assert any(name.startswith("sub-agent inv-2") for name in names)

@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 from .. import style
 from ..model import CALL
 from ..text import html_text
-from .tree_model import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, TreeModel, short_labels
+from .tree_model import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS, TreeModel, short_labels
 
 WEBGL_THRESHOLD = 1000
 
@@ -196,7 +196,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     # Overlay rings (boundary, recovered, conflict, final answer) and the selection.
     first_ring = True
     rings = [(flag, [i for i in visible if flag in nodes[i].flags])
-             for flag in ("boundary", "recovered", "conflict", "final_answer", "answer_candidate")]
+             for flag in RING_FLAGS]
     if selected is not None and selected in shown:
         rings.append(("selected", [model.index[selected]]))
     for flag, idx in rings:

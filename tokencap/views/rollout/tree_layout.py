@@ -55,6 +55,7 @@ class TreeNode:
     note: str = ""
     """Words the node's label adds after its id (the lane it opens, its break's cause, a compaction)."""
     hover: str = ""
+    break_hover: str = ""
 
 
 @dataclass

@@ -11,6 +11,7 @@ per node in call order, lanes as columns); `tree_figure` draws them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,8 +55,14 @@ OVERLAY_STYLES: dict[str, tuple[str, str, str, float, float]] = {
     "final_answer": ("the harness's final answer (attributed)", style.FINAL_ANSWER, "star-open", 2.6, 2.0),
     "answer_candidate": ("matches the final answer, ambiguously", style.FINAL_ANSWER, "star-triangle-up-open", 2.6,
                          2.0),
+    "break": ("a break in the lineage (its cause beside the call)", style.BREAK, "triangle-down-open", 2.2, 2.0),
+    "compaction": ("context compaction (its summary, or the first call after it)", style.COMPACTION, "hourglass-open",
+                   2.0, 1.5),
     "selected": ("selected", style.SELECTED, "circle-open", 2.4, 3.0),
 }
+
+RING_FLAGS = ("boundary", "recovered", "conflict", "final_answer", "answer_candidate", "break", "compaction")
+"""The rings a node can carry, drawn in this order (the selection last)."""
 
 # Edge categories: (legend label, colour, dash, width).
 EDGE_STYLES: dict[str, tuple[str, str, str, float]] = {
@@ -194,8 +201,7 @@ class TreeModel:
         if n is None:
             return key
         what = NODE_STYLES[n.category][0]
-        extra = [OVERLAY_STYLES[f][0].split(" (")[0]
-                 for f in ("boundary", "recovered", "conflict", "final_answer", "answer_candidate") if f in n.flags]
+        extra = [OVERLAY_STYLES[f][0].split(" (")[0] for f in RING_FLAGS if f in n.flags]
         prefix = {CALL: "", REFUSAL: "refusal ", GHOST: "never captured "}[n.kind]
         return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "")
 
@@ -203,11 +209,14 @@ class TreeModel:
 
 
 def tree_of(view: RolloutView) -> TreeModel:
-    """The view's laid-out tree, computed once per view."""
-    return view.derived("tree", build_tree)
+    """The view's laid-out tree with its breaks marked (`RolloutView.breaks`), computed once per view."""
+    return view.derived("tree", lambda v: build_tree(v, v.breaks))
 
 
-def build_tree(view: RolloutView) -> TreeModel:
+def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeModel:
+    """The tree of ``view``'s build; ``breaks`` (the diagnosis: `Break`s or their ``to_dict()``) adds a
+    ring and the cause to each break's call, a lane per sub-agent invocation and the compactions.
+    Without breaks it is the tree of the build alone."""
     build = view.build
     nodes: dict[str, TreeNode] = {}
     extra_edges: list[tuple[str, str, str]] = []
@@ -316,14 +325,17 @@ def build_tree(view: RolloutView) -> TreeModel:
         else:
             nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
 
+    subagents = _mark_breaks(nodes, breaks or ())
     main = view.build.main if build is not None else None
     main_root = node_key(CALL, main.call_ids[0]) if main is not None and main.links else None
-    ordered, runs = lay_out(nodes, main_root if main_root in nodes else None)
+    # A sub-agent's first call never continues its parent's lane: the invocation gets one of its own.
+    ordered, runs = lay_out(nodes, main_root if main_root in nodes else None,
+                            lambda parent, child: child.key not in subagents)
     index = {n.key: i for i, n in enumerate(ordered)}
     for n in ordered:
-        n.hover = _hover(n, view, origin)
+        n.hover = _hover(n, view, origin) + (f"<br>{n.break_hover}" if n.break_hover else "")
     chain_leaves = {c.chain_id: node_key(CALL, c.call_ids[-1]) for c in view.chains if c.links}
-    _name_runs(runs, nodes, chain_leaves, main_root)
+    _name_runs(runs, nodes, chain_leaves, main_root, subagents)
     last = view.terminal_call_id
     default = node_key(CALL, last) if last is not None else (ordered[0].key if ordered else None)
     return TreeModel(
@@ -341,9 +353,10 @@ _ANONYMOUS_RUN = {"quarantined": "retry", "refusal": "refusal", "refusal_ended":
 
 
 def _name_runs(runs: list[Run], nodes: dict[str, TreeNode], chain_leaves: dict[str, str],
-               main_root: str | None) -> None:
-    """Each run's name: the chains ending in it (a fragment said so), else what its head is. The head of
-    every named run other than the main chain's carries the name in its label."""
+               main_root: str | None, subagents: dict[str, str] | None = None) -> None:
+    """Each run's name: a sub-agent's invocation, else the chains ending in it (a fragment said so), else
+    what its head is. The head of every named run other than the main chain's carries the name in its
+    label (before its break's cause, if any)."""
     leaf_chains: dict[str, list[str]] = {}
     for chain_id, key in chain_leaves.items():
         leaf_chains.setdefault(key, []).append(chain_id)
@@ -352,12 +365,53 @@ def _name_runs(runs: list[Run], nodes: dict[str, TreeNode], chain_leaves: dict[s
         chains = [c for k in run.keys for c in leaf_chains.get(k, ())]
         if run.head == main_root:
             run.name = "main"
+        elif subagents and run.head in subagents:
+            run.name = f"sub-agent {subagents[run.head]}" + (f" ({chains[0]})" if chains else "")
+            head.note = " · ".join(x for x in (run.name, head.note) if x)
         elif chains:
             cut = head.parent is None or head.edge not in ("verified", "recovered")
             run.name = ", ".join(chains[:2]) + (" …" if len(chains) > 2 else "") + (" (fragment)" if cut else "")
-            head.note = run.name
+            head.note = " · ".join(x for x in (run.name, head.note) if x)
         else:
             run.name = _ANONYMOUS_RUN.get(head.category, head.category.replace("_", " "))
+
+
+def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str, str]:
+    """Mark each break (a ring, its cause in the label and the hover) and the compactions its evidence
+    names; returns the keys of sub-agents' first calls -> their invocation id."""
+    subagents: dict[str, str] = {}
+    for item in breaks:
+        b = item.to_dict() if hasattr(item, "to_dict") else dict(item)
+        node = nodes.get(node_key(CALL, str(b.get("call_id"))))
+        if node is None:
+            continue
+        cause = str(b.get("cause") or "")
+        node.flags.add("break")
+        node.note = " · ".join(x for x in (node.note, f"↯ {cause.replace('_', ' ')}") if x)
+        lines = [f"break: {html_text(b.get('kind'))}, cause {html_text(cause)}"]
+        if b.get("predecessor"):
+            lines.append(f"should have continued {html_text(b['predecessor'], 60)} ({html_text(b.get('relation'))})")
+        if b.get("hint"):
+            lines.append(html_text(b["hint"], 160))
+        for ev in b.get("evidence") or ():
+            if not isinstance(ev, dict):
+                continue
+            target = nodes.get(node_key(CALL, str(ev.get("call_id"))))
+            kind = ev.get("kind")
+            if kind == "invocation" and target is not None:
+                target.group = str(ev.get("invocation_id"))
+                if ev.get("parent_invocation_id") is not None and cause == "subagent" and target is node:
+                    subagents[node.key] = str(ev.get("invocation_id"))
+            elif kind in ("compaction_after", "compaction_call") and target is not None:
+                target.flags.add("compaction")
+                if "compaction" not in target.note:
+                    word = "compaction summary" if kind == "compaction_call" else "after a compaction"
+                    target.note = " · ".join(x for x in (target.note, word) if x)
+                lines.append("compaction summary request" if kind == "compaction_call" else
+                             f"first call after a compaction ({html_text(ev.get('trigger'))}: "
+                             f"{html_text(ev.get('tokens_before'))} → {html_text(ev.get('tokens_after'))} tokens)")
+        node.break_hover = "<br>".join(lines)
+    return subagents
 
 
 def terminal_call(view: RolloutView) -> str | None:
