@@ -171,7 +171,7 @@ def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
     assert cats["ghost-parent"] == "ghost"
     flags = {n.ident: n.flags for n in model.nodes}
     assert flags["c05"] == {"recovered"}
-    assert flags["s01"] == {"boundary"} and flags["g01"] == {"boundary"}
+    assert flags["s01"] == {"boundary", "break"} and flags["g01"] == {"boundary", "break"}  # breaks: diagnosed
     edges = {(model.node(b).ident, kind) for a, b, kind in model.edges()}
     assert ("c05", "recovered") in edges and ("c05", "claimed") in edges  # recovered, and the claim it replaced
     assert ("s01", "digest_mismatch") in edges

@@ -1,7 +1,7 @@
 """The call tree of the Rollout page: one row per call in call order, lanes as columns.
 
 The page part's one door (the page imports only this module): the tree of a view
-(`tree_model`: nodes, marks and what they mean; `tree_layout`: rows, runs, lanes), its
+(`tree_model`: its nodes; `tree_marks`: what each mark means; `tree_layout`: rows, runs, lanes), its
 figures (`tree_figure`: the tree, a long rollout's window of rows and its overview), and
 here the window of rows a long rollout shows, how it follows the selection, search, and
 the captions.
@@ -25,13 +25,10 @@ from .tree_figure import (
     tree_figure,
 )
 from .tree_layout import Run, TreeNode
+from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS, legend_frame
 from .tree_model import (
-    EDGE_STYLES,
-    NODE_STYLES,
-    OVERLAY_STYLES,
     TreeModel,
     build_tree,
-    legend_frame,
     nodes_frame,
     search,
     short_labels,
@@ -41,7 +38,7 @@ from .tree_model import (
 
 __all__ = [
     "CALL", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES", "OVERVIEW_ABOVE",
-    "OVERVIEW_CONFIG", "REFUSAL", "Run", "TreeModel", "TreeNode", "WEBGL_THRESHOLD", "Window", "build_tree",
+    "OVERVIEW_CONFIG", "REFUSAL", "RING_FLAGS", "Run", "TreeModel", "TreeNode", "WEBGL_THRESHOLD", "Window", "build_tree",
     "clamp_window", "follow_selection", "keep_in_window", "key_from_selection", "legend_frame", "needs_overview",
     "nodes_frame", "overview_figure", "overview_hover", "search", "search_caption", "short_labels",
     "terminal_call", "tree_caption", "tree_figure", "tree_of", "window_around", "window_from_selection",

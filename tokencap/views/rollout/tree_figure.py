@@ -25,7 +25,8 @@ import plotly.graph_objects as go
 from .. import style
 from ..model import CALL
 from ..text import html_text
-from .tree_model import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS, TreeModel, short_labels
+from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
+from .tree_model import TreeModel, short_labels
 
 WEBGL_THRESHOLD = 1000
 

@@ -5,14 +5,15 @@ records), its engine refusals (attached to the call they continued) and "ghost" 
 parents that were claimed but never captured. Each node hangs under its *display parent*:
 the parent the build linked (verified or recovered), else the parent the record claimed
 (the link is drawn as rejected), else nothing (a root). `tree_layout` places them (one row
-per node in call order, lanes as columns); `tree_figure` draws them.
+per node in call order, lanes as columns); `tree_marks` says what each mark means;
+`tree_figure` draws them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,55 +26,10 @@ from ...builder import (
     PARENT_UNRESOLVED,
 )
 from ...records import ParentResolutionStatus
-from .. import style
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
 from ..text import fmt_int, html_text
 from .tree_layout import Run, TreeNode, lay_out
-
-# Node categories: (legend label, colour, symbol, size factor). The first that applies wins.
-NODE_STYLES: dict[str, tuple[str, str, str, float]] = {
-    "terminal": ("terminal call (end of the delivered chain)", style.MAIN, "star", 1.7),
-    "main": ("main chain (delivered)", style.MAIN, "circle", 1.0),
-    "branch": ("branch", style.BRANCH, "circle", 1.0),
-    "quarantined": ("quarantined retry", style.QUARANTINED, "circle", 1.0),
-    "after_terminal": ("after the terminal call (not delivered)", style.AFTER_TERMINAL, "circle", 1.0),
-    "chained": ("chained call", style.OTHER, "circle", 1.0),
-    "empty": ("empty generation (not chained)", style.EMPTY, "circle-open", 1.0),
-    "excluded": ("excluded record (corrupt digest or broken delta)", style.EXCLUDED, "x", 1.1),
-    "refusal_ended": ("engine refusal that ended the chain", style.REFUSAL, "hexagon", 1.2),
-    "refusal": ("engine refusal (does not end the chain)", style.REFUSAL, "hexagon-open", 1.2),
-    "ghost": ("claimed parent, never captured", style.GHOST, "square-open", 1.0),
-    "announced": ("announced by the store, never captured (capture incomplete)", style.REFUSAL, "square-x-open",
-                  1.2),
-}
-
-# Overlay marks drawn around a node: (legend label, colour, symbol, size factor, line width).
-OVERLAY_STYLES: dict[str, tuple[str, str, str, float, float]] = {
-    "boundary": ("unresolved boundary (fragment root)", style.BOUNDARY, "diamond-open", 2.0, 2.5),
-    "recovered": ("recovered link (parent re-found by prefix)", style.RECOVERED, "circle-open", 1.9, 2.5),
-    "conflict": ("conflicting duplicate copies", style.EXCLUDED, "square-open", 1.9, 2.5),
-    "final_answer": ("the harness's final answer (attributed)", style.FINAL_ANSWER, "star-open", 2.6, 2.0),
-    "answer_candidate": ("matches the final answer, ambiguously", style.FINAL_ANSWER, "star-triangle-up-open", 2.6,
-                         2.0),
-    "break": ("a break in the lineage (its cause beside the call)", style.BREAK, "triangle-down-open", 2.2, 2.0),
-    "compaction": ("context compaction (its summary, or the first call after it)", style.COMPACTION, "hourglass-open",
-                   2.0, 1.5),
-    "selected": ("selected", style.SELECTED, "circle-open", 2.4, 3.0),
-}
-
-RING_FLAGS = ("boundary", "recovered", "conflict", "final_answer", "answer_candidate", "break", "compaction")
-"""The rings a node can carry, drawn in this order (the selection last)."""
-
-# Edge categories: (legend label, colour, dash, width).
-EDGE_STYLES: dict[str, tuple[str, str, str, float]] = {
-    "verified": ("verified link", style.EDGE_VERIFIED, "solid", 1.6),
-    "recovered": ("recovered link", style.EDGE_RECOVERED, "dot", 2.2),
-    "digest_mismatch": ("claimed link rejected: digest mismatch", style.EDGE_REJECTED, "dash", 1.8),
-    "missing_parent": ("claimed link rejected: parent missing", style.EDGE_REJECTED, "dot", 1.8),
-    "missing_resolution": ("claimed link not trusted: no resolution recorded", style.EDGE_REJECTED, "dashdot", 1.8),
-    "claimed": ("claimed parent of a call left out of chaining", style.EDGE_NOT_CHAINED, "dot", 1.3),
-    "refusal": ("refused request continuing this call", style.EDGE_REFUSAL, "longdash", 1.2),
-}
+from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 
 _NOTE_EDGE = {
     PARENT_DIGEST_MISMATCH: "digest_mismatch",
@@ -88,14 +44,6 @@ _NOTE_SHORT = {
     PARENT_MISSING_RECOVERED: "claimed parent missing: recovered by longest prefix",
     MISSING_RESOLUTION: "no resolution recorded: fragment root",
 }
-
-
-def legend_frame() -> pd.DataFrame:
-    """Every mark the tree can draw and what it means (the page shows it under the figure)."""
-    rows = [("node", label, colour, symbol) for label, colour, symbol, _ in NODE_STYLES.values()]
-    rows += [("ring", label, colour, symbol) for label, colour, symbol, _, _ in OVERLAY_STYLES.values()]
-    rows += [("edge", label, colour, dash) for label, colour, dash, _ in EDGE_STYLES.values()]
-    return pd.DataFrame(rows, columns=["mark", "meaning", "colour", "shape"])
 
 
 def nodes_frame(model: TreeModel, view: RolloutView) -> pd.DataFrame:
