@@ -432,10 +432,11 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
     print(f"screenshot: {tmp_path / 'run-compare-fixed.png'}")
 
 
-def _x_range(page, chart: str) -> list[float]:
+def _y_range(page, chart: str) -> list[float]:
+    """The rows a tree chart shows (its y axis runs down in call order: [last, first])."""
     return page.evaluate(
         """(chart) => [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0]
-               .querySelector('.js-plotly-plot')._fullLayout.xaxis.range""", chart)
+               .querySelector('.js-plotly-plot')._fullLayout.yaxis.range""", chart)
 
 
 def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_path):
@@ -450,12 +451,12 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         expect(page.get_by_role("heading", name="bench")).to_be_visible()
         expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
         expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first).to_be_attached()
-        zoom = _x_range(page, "tree")
-        assert zoom[1] - zoom[0] < 40  # a zoomed window of depths, not 1,500 touching dots
+        zoom = _y_range(page, "tree")
+        assert zoom[0] - zoom[1] < 40  # a zoomed window of rows, not 1,500 touching dots
         for call in ("call-01480", "call-01481"):  # neighbours: each click lands on the one pointed at
             _click_node(page, f"call:{call}")
             expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
-            assert _x_range(page, "tree") == zoom  # the zoom is kept across the rerun
+            assert _y_range(page, "tree") == zoom  # the zoom is kept across the rerun
         # The detail of the selected call was scrolled into view.
         page.wait_for_function("() => { const t = document.querySelector('.st-key-detail')"
                                ".getBoundingClientRect().top; return t >= 0 && t < 800; }")
@@ -465,8 +466,8 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         box.fill("call-00042")
         box.press("Enter")
         expect(page.get_by_text("call-00042 — On the delivered main chain")).to_be_visible()
-        moved = _x_range(page, "tree")
-        assert moved[0] <= 42 <= moved[1]
+        moved = _y_range(page, "tree")
+        assert moved[1] <= 43 <= moved[0]  # call-00042 is the 43rd call
         page.screenshot(path=str(tmp_path / "long-tree.png"))
 
 
@@ -654,16 +655,16 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
         _settled(page)
         hover = page.evaluate("""() => document.querySelector('[class*="st-key-tree_overview-"] .js-plotly-plot')
             ._fullData.flatMap(t => t.hovertext || [])""")
-        assert "call-00749 · depth 749" in hover and not any("call:" in h for h in hover)
+        assert "call-00749 · #750" in hover and not any("call:" in h for h in hover)
         # A click on a dot far from the zoomed window goes there.
         _click_node(page, "call:call-00300", chart="tree_overview")
         picked = page.get_by_text(re.compile(r"call-0029\d|call-0030\d|call-0031\d")).filter(
             has_text="On the delivered main chain").first
         expect(picked).to_be_visible()
-        caption = page.get_by_text(re.compile(r"Below: depths ([\d,]+)–([\d,]+)"))
-        low, high = (int(v.replace(",", "")) for v in re.search(r"depths ([\d,]+)–([\d,]+)", caption.inner_text()).groups())
-        assert low <= 300 <= high
-        # The box tool: drag across depths 1,000-1,100 to zoom into them.
+        caption = page.get_by_text(re.compile(r"Below: calls ([\d,]+)–([\d,]+)"))
+        low, high = (int(v.replace(",", "")) for v in re.search(r"calls ([\d,]+)–([\d,]+)", caption.inner_text()).groups())
+        assert low <= 301 <= high  # call-00300 is the 301st call
+        # The box tool: drag across calls 1,000-1,100 to zoom into them.
         _settled(page)  # the rerun after the click redraws the overview
         overview.hover()
         page.locator('[class*="st-key-tree_overview-"] [data-title="Box Select"]').click()
@@ -675,5 +676,65 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
         page.mouse.move(x2, y1 + 4, steps=5)
         page.mouse.up()
         page.screenshot(path=str(tmp_path / "overview-box.png"))
-        expect(page.get_by_text(re.compile(r"Below: depths (99\d|1,0\d\d)–1,(09|10)\d"))).to_be_visible()
+        expect(page.get_by_text(re.compile(r"Below: calls (99\d|1,0\d\d)–1,(09|10)\d"))).to_be_visible()
         page.screenshot(path=str(tmp_path / "overview.png"))
+
+
+_TREE_BOXES = """() => {
+    const gd = [...document.querySelectorAll('[class*="st-key-tree-"] .js-plotly-plot')][0];
+    const rect = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const bg = gd.querySelector('.bglayer .bg') || gd.querySelector('.draglayer .nsewdrag');
+    const texts = [...gd.querySelectorAll('.scatterlayer .textpoint text')]
+        .filter(t => t.textContent).map(t => [t.textContent, ...rect(t)]);
+    const names = [...gd.querySelectorAll('.annotation-text')].map(t => [t.textContent, ...rect(t)]);
+    const marks = [...gd.querySelectorAll('.scatterlayer .point')].filter(p => {
+        const s = getComputedStyle(p);
+        return !/rgba\\(0, 0, 0, 0\\)/.test(s.fill) || (parseFloat(s.strokeWidth) > 0 && !/rgba\\(0, 0, 0, 0\\)/.test(s.stroke));
+    }).map(p => rect(p));
+    return {plot: rect(bg), figure: rect(gd), texts, names, marks};
+}"""
+
+
+def _tree_geometry_problems(page) -> tuple[int, list[str]]:
+    """(labels drawn, what is wrong): every label of the tree as Chromium drew it, against the others,
+    the nodes' marks and the plot area (lane names: the figure)."""
+    g = page.evaluate(_TREE_BOXES)
+
+    def overlap(a, b) -> bool:
+        return a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
+
+    def inside(a, area) -> bool:
+        return a[0] >= area[0] - 0.5 and a[1] >= area[1] - 0.5 and a[2] <= area[2] + 0.5 and a[3] <= area[3] + 0.5
+
+    out = [f"{t[0]!r} is clipped" for t in g["texts"] if not inside(t[1:], g["plot"])]
+    out += [f"lane name {t[0]!r} is clipped" for t in g["names"] if not inside(t[1:], g["figure"])]
+    boxes = g["texts"] + g["names"]
+    out += [f"{a[0]!r} overlaps {b[0]!r}" for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a[1:], b[1:])]
+    out += [f"{a[0]!r} overlaps a node" for a in boxes for m in g["marks"] if overlap(a[1:], m)]
+    return len(g["texts"]), out
+
+
+def test_the_call_tree_labels_as_chromium_draws_them_never_collide_or_clip(tmp_path):
+    """Issue 20: at 24 and 88 calls every label sits whole beside its node, clear of the others."""
+    from playwright.sync_api import expect
+
+    from synth_snapshots import long_linear
+
+    path = tmp_path / "linear88.json"
+    path.write_bytes(long_linear(88, retry_every=9, branch_every=20).json_bytes())
+    with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
+        tree = page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .textpoint').first
+        page.goto(f"{url}/rollout?src=sample:run&part=task0003-rollout1-attempt0.tokens.jsonl"
+                  "&rollout=task0003-rollout1-attempt0")
+        expect(page.get_by_role("heading", name="task0003-rollout1-attempt0")).to_be_visible()
+        expect(tree).to_be_attached()
+        drawn, found = _tree_geometry_problems(page)
+        assert drawn == 25 and not found, found
+        page.screenshot(path=str(tmp_path / "tree-24.png"), full_page=True)
+        page.goto(url)
+        expect(page.get_by_role("heading", name="linear-88")).to_be_visible()
+        expect(tree).to_be_attached()
+        drawn, found = _tree_geometry_problems(page)
+        assert drawn == 30 and not found, found  # the window of 30 rows under the overview
+        page.screenshot(path=str(tmp_path / "tree-88.png"), full_page=True)
+    print(f"screenshots: {tmp_path / 'tree-24.png'} {tmp_path / 'tree-88.png'}")

@@ -171,7 +171,7 @@ def test_tree_draws_every_mark_of_the_kitchen_sink(sink):
     assert cats["ghost-parent"] == "ghost"
     flags = {n.ident: n.flags for n in model.nodes}
     assert flags["c05"] == {"recovered"}
-    assert flags["s01"] == {"boundary"} and flags["g01"] == {"boundary"}
+    assert flags["s01"] == {"boundary", "break"} and flags["g01"] == {"boundary", "break"}  # breaks: diagnosed
     edges = {(model.node(b).ident, kind) for a, b, kind in model.edges()}
     assert ("c05", "recovered") in edges and ("c05", "claimed") in edges  # recovered, and the claim it replaced
     assert ("s01", "digest_mismatch") in edges
@@ -214,7 +214,7 @@ def test_tree_survives_a_loop_of_claimed_parents():
 
 def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
     model = tv.tree_of(sink)
-    fig = model.figure(selected="call:c05")
+    fig = tv.tree_figure(model, selected="call:c05")
     assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 1
     keys = set()
     for trace in fig.data:
@@ -250,7 +250,7 @@ def test_tree_is_compact_at_scale(n_calls):
     # Speed is measured by benchmarks/bench_app_browser.py, never asserted here.
     view = RolloutView(long_linear(n_calls).snapshot())
     model = tv.tree_of(view)
-    fig = model.figure(selected=model.default_key)
+    fig = tv.tree_figure(model, selected=model.default_key)
     fig.to_json()
     assert len(model) == n_calls
     assert model.lanes <= 4  # retries and side branches pack into a few lanes
@@ -260,10 +260,10 @@ def test_tree_is_compact_at_scale(n_calls):
 
 def test_dense_trees_draw_nodes_without_rims():
     # White rims on hundreds of touching markers paint over their fills (the main chain vanished).
-    fig = tv.tree_of(RolloutView(long_linear(600).snapshot())).figure()
+    fig = tv.tree_figure(tv.tree_of(RolloutView(long_linear(600).snapshot())))
     filled = [t for t in fig.data if t.mode == "markers" and t.name == "main chain (delivered)"]
     assert filled and filled[0].marker.line.width == 0
-    small = tv.tree_of(RolloutView(kitchen_sink().snapshot())).figure()
+    small = tv.tree_figure(tv.tree_of(RolloutView(kitchen_sink().snapshot())))
     assert next(t for t in small.data if t.name == "main chain (delivered)").marker.line.color == "#ffffff"
 
 
@@ -479,16 +479,18 @@ def test_rollout_view_caches_masks_and_tree():
 def test_a_deep_tree_gets_an_overview_and_a_zoomed_window_that_keeps_its_place():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
     assert tv.needs_overview(model) and not tv.needs_overview(tv.tree_of(RolloutView(kitchen_sink().snapshot())))
+    # Windows are rows: 1-based positions in call order.
+    assert [n.order for n in model.nodes] == list(range(1, len(model) + 1))
     key = "call:m00200"
     window = tv.window_around(model, key)
-    assert window[1] - window[0] == tv.DETAIL_SPAN and window[0] <= model.node(key).depth <= window[1]
-    # A selection inside the window keeps it; one outside moves it, keeping its width.
+    assert window[1] - window[0] == tv.DETAIL_SPAN and window[0] <= model.node(key).order <= window[1]
+    # A selection inside the window keeps it; one outside moves it, keeping its height.
     assert tv.keep_in_window(model, "call:m00205", window) == window
     moved = tv.keep_in_window(model, "call:m00300", (10, 50))
-    assert moved[1] - moved[0] == 40 and moved[0] <= model.node("call:m00300").depth <= moved[1]
-    assert tv.clamp_window(model, (-5, 10)) == (0, 15)
-    assert tv.clamp_window(model, (model.max_depth + 3, model.max_depth + 10)) == (model.max_depth - 7,
-                                                                                  model.max_depth)
+    assert moved[1] - moved[0] == 40 and moved[0] <= model.node("call:m00300").order <= moved[1]
+    assert tv.clamp_window(model, (-5, 10)) == (1, 16)
+    assert tv.clamp_window(model, (model.max_order + 3, model.max_order + 10)) == (model.max_order - 7,
+                                                                                  model.max_order)
     assert tv.keep_in_window(model, None, None) == tv.window_around(model, None)
     # The window follows the selection only when the selection changed.
     assert tv.follow_selection(model, "call:m00200", (10, 40), "call:m00200") == (10, 40)
@@ -498,11 +500,12 @@ def test_a_deep_tree_gets_an_overview_and_a_zoomed_window_that_keeps_its_place()
 def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
     window = (100, 124)
-    fig = model.figure("call:m00110", window=window, legend=False)
+    fig = tv.tree_figure(model, "call:m00110", window=window, legend=False)
     keys = {row[0] for t in fig.data if t.customdata is not None for row in t.customdata}
-    depths = {model.node(k).depth for k in keys}
-    assert min(depths) >= 100 and max(depths) <= 124 and "call:m00110" in keys
-    assert fig.layout.xaxis.range[0] < 100 < 124 < fig.layout.xaxis.range[1] < 126
+    rows = {model.node(k).order for k in keys}
+    assert min(rows) == 100 and max(rows) == 124 and "call:m00110" in keys
+    # Rows run down the y axis (reversed: the first call on top), fixed to the window.
+    assert fig.layout.yaxis.range[1] < 100 < 124 < fig.layout.yaxis.range[0] < 126
     labels = next(t for t in fig.data if t.name == "call ids")
     assert "m00110" in labels.text and fig.layout.showlegend is False
     # Labels are set off by an invisible marker wider than any ring, so they never sit on a node.
@@ -510,8 +513,10 @@ def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range()
     assert labels.mode == "markers+text" and labels.marker.size > widest and labels.marker.color == "rgba(0,0,0,0)"
     assert labels.hoverinfo == "skip" and labels.customdata is None  # a click goes to the node, not the label
     assert fig.layout.uirevision == "tree:100:124"
-    # The whole tree has no labels: they would only collide.
-    assert not any(t.name == "call ids" for t in model.figure().data)
+    # A lane passing through the window without a node in it is still drawn: links reaching into it count.
+    assert any(t.mode == "lines" for t in fig.data)
+    # The whole tree (400 rows) is drawn without labels: they would only crowd.
+    assert not any(t.name == "call ids" for t in tv.tree_figure(model).data)
 
 
 def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
@@ -521,8 +526,12 @@ def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
     # No drag mode, so a click on a dot is a selection; the box is the toolbar's one tool.
     assert fig.layout.dragmode is False and tv.OVERVIEW_CONFIG["modeBarButtons"] == [["select2d"]]
     assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    # A dot's x is its place in call order; its hover names the call and that place.
+    order = model.node("call:m00110").order
+    dots = {row[0]: x for t in fig.data if t.name != "selected" for row, x in zip(t.customdata, t.x)}
+    assert dots["call:m00110"] == order
     hover = [h for t in fig.data for h in t.hovertext]
-    assert "m00110 · depth 110" in hover and not any(h.startswith("call:") for h in hover)
+    assert f"m00110 · #{order}" in hover and not any(h.startswith("call:") for h in hover)
     assert tv.window_from_selection(model, {"box": [{"x": [200.4, 251.7], "y": [0, 1]}], "points": []}) == (201, 251)
     assert tv.window_from_selection(model, {"box": [], "points": [{"customdata": ["call:m00001"]}]}) is None
     assert tv.window_from_selection(model, {"box": [{"x": [5.2, 5.4]}]}) == (6, 6)
@@ -531,7 +540,8 @@ def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
 def test_search_finds_exact_then_prefix_then_substring():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
     assert tv.search(model, "m00120")[0] == "call:m00120"
-    assert tv.search(model, " M0012 ")[:3] == ["call:m00120", "call:m00121", "call:m00122"]
+    # Prefix matches in call order: m00120's side branch came right after it.
+    assert tv.search(model, " M0012 ")[:4] == ["call:m00120", "call:m00120-b1", "call:m00120-b2", "call:m00121"]
     assert "call:m00125-retry" in tv.search(model, "125-ret")
     assert tv.search(model, "") == [] and tv.search(model, "zzz") == []
 

@@ -128,7 +128,7 @@ def test_the_tree_marks_the_final_answer_and_ambiguous_candidates() -> None:
     assert {n.ident for n in model.nodes if "answer_candidate" in n.flags} == {"call-0003", "call-0005"}
     assert "ambiguous" in model.node("call:call-0003").hover
     assert "matches the final answer, ambiguously" in model.label("call:call-0003")
-    names = [t.name for t in model.figure().data]
+    names = [t.name for t in tv.tree_figure(model).data]
     assert "matches the final answer, ambiguously" in names
     plain = tv.tree_of(view("title_call_after_final_answer.json", with_finals=False))
     assert not any({"final_answer", "answer_candidate"} & n.flags for n in plain.nodes)

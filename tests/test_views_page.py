@@ -219,11 +219,11 @@ def test_the_call_tree_captions_say_its_size_and_how_to_move_around():
     model = tv.tree_of(sample_view("clean_multiturn_tools.json"))
     n = len(model)
     lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
-    assert tv.tree_caption(model, None) == (f"{n} nodes in {lanes}. Click a node to inspect it; drag to zoom, "
-                                            "double-click to reset.")
+    assert tv.tree_caption(model, None) == (f"{n} nodes in {lanes}, one row per node in call order. Click a node "
+                                            "to inspect it; drag up or down to zoom, double-click to reset.")
     zoomed = tv.tree_caption(model, (2, 1_500))
-    assert zoomed.startswith(f"{n} nodes in {lanes}, depths 0–{model.max_depth}. Overview (all nodes)")
-    assert zoomed.endswith("Below: depths 2–1,500; click a node to inspect it.")
+    assert zoomed.startswith(f"{n} nodes in {lanes}. Overview (every node, in call order from left to right)")
+    assert zoomed.endswith("Below: calls 2–1,500 in call order; click a node to inspect it.")
     assert tv.search_caption("c*1", 0) == "No call id contains “c\\*1”."
     assert tv.search_caption("c1", 1) == "Found “c1”."
     assert tv.search_caption("c1", 3) == "3 matches for “c1”; showing the first (exact, then prefix, then substring)."

@@ -97,13 +97,14 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
                         selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
     else:
         st.caption(tv.tree_caption(model, None))
-    st.plotly_chart(model.figure(selected, window=window, legend=window is None), key=chart_key,
+    # Drawn at the figure's own width: its rows, lanes and labels are sized in pixels.
+    st.plotly_chart(tv.tree_figure(model, selected, window=window, legend=window is None), key=chart_key,
                     on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
-                    config=PLOTLY_CONFIG, width="stretch")
+                    config=PLOTLY_CONFIG, width="content")
     if window is not None:
         slider_key = f"tree_window_w:{rk}:{view.anchor}"
         STATE[slider_key] = window
-        st.slider("Depths shown in the zoomed view", 0, model.max_depth, key=slider_key,
+        st.slider("Calls shown in the zoomed view (in call order)", 1, model.max_order, key=slider_key,
                   on_change=lambda: STATE.__setitem__(window_key, tuple(STATE[slider_key])))
 
     find_col, pick_col = st.columns([1, 2], vertical_alignment="bottom")

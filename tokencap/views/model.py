@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from ..builder import BuildOutput, Chain
+from ..diagnosis import Break, diagnose
 from ..lossmask import LossMask, loss_mask
 from ..records import EngineRefusalRecord, TokenCaptureSnapshot, TokenEntry
 from ..report import call_roles
@@ -136,6 +137,12 @@ class RolloutView:
         """Calls the store announced but never captured (they make the capture incomplete)."""
         captured = set(self.records_by_id) | set(self.refusals_by_id)
         return [c for c in dangling_intents(self.snapshot.source_notes) if c not in captured]
+
+    @cached_property
+    def breaks(self) -> list[Break]:
+        """Where the rollout's lineage breaks and why (`tokencap.diagnose`, SPEC 12), with the view's
+        evidence; none for a rollout that was not built. Computed on first use."""
+        return diagnose(self.result, evidence=self.evidence) if self.build is not None else []
 
     @cached_property
     def origin_time(self) -> float | None:

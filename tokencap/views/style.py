@@ -24,6 +24,8 @@ RECOVERED = "#16a34a"
 TERMINAL = "#111827"
 SELECTED = "#111827"
 FINAL_ANSWER = "#db2777"  # the harness's own final answer (terminal attribution)
+BREAK = "#b45309"  # a break in the lineage (diagnosis): amber, apart from the boundary's red
+COMPACTION = "#7c3aed"
 OTHER = "#475569"
 
 EDGE_VERIFIED = "#64748b"

@@ -1,0 +1,206 @@
+"""The call tree can be read at any size, checked from the figure itself (no browser).
+
+`figure_geometry` estimates every label's box from its position, font size and length
+(conservatively), every marker's from its size, and the plot area from the layout. At 5,
+24, 88 and 1,500 calls no label leaves the plot (lane names: the figure), overlaps another
+label or a marker, or is crossed by a link; a rollout with no anchor stars no terminal call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from figure_geometry import Geometry, problems
+from synth_snapshots import kitchen_sink, long_linear
+from tokencap import load_final_responses, load_snapshots
+from tokencap.views import RolloutView
+from tokencap.views.rollout import tree as tv
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
+
+
+def sample(name: str, finals: bool = False) -> RolloutView:
+    snapshot = load_snapshots(SAMPLES / name)[0]
+    final = None
+    if finals:
+        final = load_final_responses(SAMPLES / "final_responses" / name).for_rollout(snapshot.rollout_id,
+                                                                                   single_rollout=True)
+    return RolloutView(snapshot, final_response=final)
+
+
+def shown_figures(model: tv.TreeModel, selected: str | None = None):
+    """The figures the page draws: the whole tree, or (long) the window around the selection and
+    windows covering every row."""
+    selected = selected or model.default_key
+    if not tv.needs_overview(model):
+        yield tv.tree_figure(model, selected)
+        return
+    yield tv.tree_figure(model, selected, window=tv.window_around(model, selected), legend=False)
+    step = tv.DETAIL_SPAN
+    for first in range(1, len(model), step):
+        yield tv.tree_figure(model, selected, window=tv.clamp_window(model, (first, first + step)), legend=False)
+
+
+def assert_readable(model: tv.TreeModel, selected: str | None = None) -> None:
+    for fig in shown_figures(model, selected):
+        found = problems(fig, lines=True)
+        assert not found, "\n".join(found[:10])
+
+
+CASES = {
+    "5 calls": lambda: sample("clean_multiturn_tools.json"),
+    "24 calls of the sample run": lambda: RolloutView(load_snapshots(
+        SAMPLES / "run" / "task0003-rollout1-attempt0.tokens.jsonl")[0]),
+    "24 calls with retries and branches": lambda: RolloutView(long_linear(24, retry_every=5, branch_every=8)
+                                                               .snapshot()),
+    "every mark": lambda: RolloutView(kitchen_sink().snapshot()),
+    "a sub-agent": lambda: sample("subagent_branch.json"),
+    "a compaction": lambda: sample("compaction_new_root.json"),
+    "88 calls": lambda: RolloutView(long_linear(88, retry_every=9, branch_every=20).snapshot()),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_label_is_clipped_overlaps_a_label_or_a_node_or_is_crossed_by_a_link(case):
+    model = tv.tree_of(CASES[case]())
+    assert_readable(model)
+
+
+def test_the_whole_88_call_tree_is_readable_too_and_every_node_has_its_own_row():
+    model = tv.tree_of(CASES["88 calls"]())
+    assert tv.needs_overview(model)  # the page shows windows of it; drawn whole it is still readable
+    fig = tv.tree_figure(model, model.default_key)
+    assert not problems(fig, lines=True)
+    g = Geometry(fig)
+    marks = {row[0]: g.px(x, y) for t in fig.data if t.customdata is not None and t.name != "selected"
+             for row, x, y in zip(t.customdata, t.x, t.y)}
+    rows = sorted({round(y, 3) for _, y in marks.values()})
+    assert len(rows) == len(model) and min(b - a for a, b in zip(rows, rows[1:])) >= 20  # one node per row
+    # Each label is on its node's row, to the right of it.
+    labels = next(t for t in fig.data if t.name == "call ids")
+    for node, x, y in zip(model.nodes, labels.x, labels.y):
+        lx, ly = g.px(x, y)
+        assert ly == marks[node.key][1] and lx >= marks[node.key][0]
+
+
+def test_1500_calls_windows_are_readable():
+    model = tv.tree_of(RolloutView(long_linear(1500).snapshot()))
+    for selected in (model.default_key, model.nodes[0].key, model.nodes[700].key):
+        fig = tv.tree_figure(model, selected, window=tv.window_around(model, selected), legend=False)
+        assert not problems(fig, lines=True)
+
+
+def test_lanes_are_named_in_the_margin_and_a_branch_names_itself_beside_its_first_call():
+    model = tv.tree_of(sample("subagent_branch.json"))
+    fig = tv.tree_figure(model, model.default_key)
+    assert [a.text for a in fig.layout.annotations] == ["main"]
+    g = Geometry(fig)
+    header = g.annotation_texts()[0]
+    assert header.y1 <= g.plot[1] + 0.5  # above the plot, whole
+    labels = dict(zip((n.ident for n in model.nodes), next(t for t in fig.data if t.name == "call ids").text))
+    assert labels["call-0003"] == "call-0003 · branch-0 · ↯ branch" and labels["call-0002"] == "call-0002"
+    # In a window below the top, a lane coming down from above keeps its name at the top.
+    long = tv.tree_of(RolloutView(long_linear(88, retry_every=9, branch_every=20).snapshot()))
+    names = [a.text for a in tv.tree_figure(long, None, window=(30, 59), legend=False).layout.annotations]
+    assert names[0] == "main"
+
+
+def test_the_refusal_link_does_not_strike_through_the_main_lane_name():
+    # Issue 19, item 10: the dashed refusal link ran through the "main" label.
+    model = tv.tree_of(sample("engine_refusal_ended.json"))
+    fig = tv.tree_figure(model, model.default_key)
+    g = Geometry(fig)
+    refusal = [s for s in g.segments() if s[2] == "refused request continuing this call"]
+    assert refusal
+    assert not problems(fig, lines=True)
+
+
+@pytest.mark.parametrize("name", ["ambiguous_final_answer.json", "unattributed_final_answer.json"])
+def test_no_anchor_no_terminal_star(name):
+    # Issue 19, item 2: with the final answer unattributed or ambiguous there is no anchor (the banner
+    # says so): the tree stars no call as the terminal one.
+    view = sample(name, finals=True)
+    assert view.result.terminal_call_id is None and "terminal_call_not_delivered" in view.result.mask_reasons
+    model = tv.tree_of(view)
+    assert not any(n.category == "terminal" for n in model.nodes)
+    assert not any(t.marker.symbol == "star" for t in tv.tree_figure(model).data if t.mode == "markers")
+    assert model.default_key is not None  # the page still opens on the delivered chain's last call
+    # Without the final responses (no attribution tried) the delivered chain's end is starred, as before.
+    plain = tv.tree_of(sample(name))
+    assert [n.ident for n in plain.nodes if n.category == "terminal"] == [plain.node(plain.default_key).ident]
+
+
+def test_an_attributed_final_answer_keeps_its_star():
+    view = sample("title_call_after_final_answer.json", finals=True)
+    model = tv.tree_of(view)
+    assert [n.ident for n in model.nodes if n.category == "terminal"] == ["call-0004"]
+
+
+# --------------------------------------------------------------------------- breaks (issue 18, item 6)
+
+
+def _observations(*records):
+    return {"ng_agent_observations": {"source": "harness", "records": list(records), "gaps": []}}
+
+
+def _ref(call_id):
+    return {"model_ref": "policy", "model_call_id": call_id}
+
+
+def compaction_and_subagent() -> RolloutView:
+    """a -> a2 -> s (the compaction's summary request); b the compacted context (a new root); sa1 -> sa2 a
+    sub-agent's invocation (a new root too), with the harness's evidence of both."""
+    from diagnosis_cases import Case
+
+    case = Case()
+    case.brk(case.s + case.fresh(6), call_id="s", resolution="resolved", claimed="a2")
+    case.brk(case.opening + case.fresh(30), call_id="b", resolution="root")
+    case.brk(case.fresh(25), call_id="sa1", resolution="root")
+    case.c.call("sa2", "sa1")
+    evidence = _observations(
+        {"kind": "context_compaction", "after_model_call": _ref("b"), "model_calls": [_ref("s")],
+         "trigger": "tokens", "tokens_before": 4000, "tokens_after": 300, "observed_at": 12.5},
+        {"kind": "agent_invocation", "invocation_id": "inv-2", "parent_invocation_id": "inv-1",
+         "spawned_by_tool_call_id": "t9", "model_calls": [_ref("sa1"), _ref("sa2")]})
+    return RolloutView(case.c.snapshot(), evidence=evidence)
+
+
+def test_each_break_is_marked_with_its_cause():
+    view = RolloutView(kitchen_sink().snapshot())
+    causes = {b.call_id: b.cause for b in view.breaks}
+    assert causes == {"b01": "branch", "s01": "history_replaced", "g01": "new_context", "x01": "record_fault"}
+    model = tv.tree_of(view)
+    assert {n.ident for n in model.nodes if "break" in n.flags} == set(causes)
+    fig = tv.tree_figure(model, model.default_key)
+    labels = dict(zip((n.ident for n in model.nodes), next(t for t in fig.data if t.name == "call ids").text))
+    assert labels["s01"] == "s01 · branch-1 (fragment) · ↯ history replaced"
+    assert labels["x01"] == "x01 · ↯ record fault" and labels["c03"] == "c03"
+    rings = next(t for t in fig.data if t.name == tv.OVERLAY_STYLES["break"][0])
+    assert sorted(model.node(row[0]).ident for row in rings.customdata) == sorted(causes)
+    assert "cause history_replaced" in model.node("call:s01").hover and "should have continued" in \
+        model.node("call:s01").hover
+    assert_readable(model)
+    # Without breaks (the build alone), the tree is today's: no rings, no causes.
+    plain = tv.build_tree(view)
+    assert not any("break" in n.flags or "↯" in n.note for n in plain.nodes)
+    assert [(n.key, n.order, n.lane) for n in plain.nodes] == [(n.key, n.order, n.lane) for n in model.nodes]
+
+
+def test_a_sub_agent_gets_its_own_labelled_lane_and_compactions_are_marked():
+    view = compaction_and_subagent()
+    model = tv.tree_of(view)
+    sub = model.node("call:sa1")
+    run = model.runs[sub.run]
+    assert run.name.startswith("sub-agent inv-2") and run.keys == ["call:sa1", "call:sa2"]
+    assert run.lane not in {model.node(k).lane for k in ("call:a", "call:b")}  # a lane of its own
+    assert sub.note.startswith("sub-agent inv-2") and sub.note.endswith("↯ subagent")
+    b, s = model.node("call:b"), model.node("call:s")
+    assert "compaction" in b.flags and b.note.endswith("↯ compaction")
+    assert "compaction" in s.flags and s.note == "compaction summary"
+    assert "first call after a compaction (tokens: 4000 → 300 tokens)" in b.hover
+    assert_readable(model)
+    # A window starting inside the sub-agent's lane names it at the top.
+    names = {a.text for a in tv.tree_figure(model, None, window=(6, 6), legend=False).layout.annotations}
+    assert any(name.startswith("sub-agent inv-2") for name in names)

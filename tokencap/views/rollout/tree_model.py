@@ -1,0 +1,484 @@
+"""The call tree's nodes: every call, refusal and missing parent of one build, and what each is.
+
+Nodes are the snapshot's calls (chained, quarantined, empty generations, excluded
+records), its engine refusals (attached to the call they continued) and "ghost" nodes for
+parents that were claimed but never captured. Each node hangs under its *display parent*:
+the parent the build linked (verified or recovered), else the parent the record claimed
+(the link is drawn as rejected), else nothing (a root). `tree_layout` places them (one row
+per node in call order, lanes as columns); `tree_marks` says what each mark means;
+`tree_figure` draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...builder import (
+    MISSING_RESOLUTION,
+    PARENT_DIGEST_MISMATCH,
+    PARENT_MISSING,
+    PARENT_MISSING_RECOVERED,
+    PARENT_UNRESOLVED,
+)
+from ...records import ParentResolutionStatus
+from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
+from ..text import fmt_int, html_text
+from .tree_layout import Run, TreeNode, lay_out
+from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
+
+_NOTE_EDGE = {
+    PARENT_DIGEST_MISMATCH: "digest_mismatch",
+    PARENT_MISSING: "missing_parent",
+    MISSING_RESOLUTION: "missing_resolution",
+}
+
+_NOTE_SHORT = {
+    PARENT_UNRESOLVED: "unresolved at request time: fragment root",
+    PARENT_DIGEST_MISMATCH: "claimed parent's digest does not match: fragment root",
+    PARENT_MISSING: "claimed parent missing, no unique prefix: fragment root",
+    PARENT_MISSING_RECOVERED: "claimed parent missing: recovered by longest prefix",
+    MISSING_RESOLUTION: "no resolution recorded: fragment root",
+}
+
+
+def nodes_frame(model: TreeModel, view: RolloutView) -> pd.DataFrame:
+    """Every node as a table row (what the figure shows, sortable and searchable), in layout order."""
+    build = view.build
+    origin = view.origin_time
+    rows = []
+    for n in model.nodes:
+        entry = view.entry(n.ident) if n.kind == CALL else None
+        decision = build.links.get(n.ident) if build is not None and n.kind == CALL else None
+        if decision is None:
+            link = {"claimed": "claimed only (not chained)", "refusal": "refused continuation"}.get(n.edge or "", "—")
+        elif decision.note is None:
+            link = "verified" if decision.linked_parent else "root"
+        else:
+            link = decision.note
+        rows.append({
+            "node": n.ident,
+            "what": NODE_STYLES[n.category][0],
+            "link": link,
+            "parent": split_key(n.parent)[1] if n.parent else "",
+            "prompt": int(entry.prompt_token_ids.size) if entry is not None else None,
+            "generated": int(entry.generation_token_ids.size) if entry is not None else None,
+            "finish": (entry.finish_reason or "null") if entry is not None else "",
+            "t (s)": round(n.created_at - origin, 3) if origin is not None and n.kind != GHOST else None,
+            "depth": n.depth,
+            "key": n.key,
+        })
+    return pd.DataFrame(rows, columns=["node", "what", "link", "parent", "prompt", "generated", "finish", "t (s)",
+                                       "depth", "key"])
+
+
+@dataclass
+class TreeModel:
+    """The laid-out call tree of one build."""
+
+    nodes: list[TreeNode]
+    index: dict[str, int]
+    lanes: int
+    max_depth: int
+    extra_edges: list[tuple[str, str, str]]  # (from key, to key, edge category) beyond display parents
+    chain_leaves: dict[str, str]             # chain id -> key of its last call
+    default_key: str | None
+    runs: list[Run]                          # the lane segments, each named (`Run.name`)
+    main_lane: bool = False                  # whether lane 0 is the main chain's
+    _edges: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def max_order(self) -> int:
+        """The last row (nodes are numbered 1.. in call order)."""
+        return len(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, key: str) -> TreeNode | None:
+        i = self.index.get(key)
+        return self.nodes[i] if i is not None else None
+
+    def keys(self) -> list[str]:
+        return [n.key for n in self.nodes]
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        out = [(n.parent, n.key, n.edge) for n in self.nodes if n.parent is not None and n.edge is not None]
+        return out + self.extra_edges  # type: ignore[return-value]
+
+    def edge_table(self) -> dict[str, np.ndarray]:
+        """Every drawn link as arrays (kept): rows and lanes of both ends, the `EDGE_STYLES` index of its
+        kind, and whether it is drawn straight (a claim beside the link the build made) or along the lanes."""
+        if self._edges is None:
+            pairs = [(n.parent, n.key, n.edge, False) for n in self.nodes if n.parent is not None and n.edge is not None]
+            pairs += [(a, b, kind, True) for a, b, kind in self.extra_edges if a in self.index and b in self.index]
+            codes = {kind: i for i, kind in enumerate(EDGE_STYLES)}
+            parents = [self.nodes[self.index[a]] for a, _, _, _ in pairs]
+            children = [self.nodes[self.index[b]] for _, b, _, _ in pairs]
+            self._edges = {
+                "parent_row": np.array([n.order for n in parents], dtype=float),
+                "child_row": np.array([n.order for n in children], dtype=float),
+                "parent_lane": np.array([n.lane for n in parents], dtype=float),
+                "child_lane": np.array([n.lane for n in children], dtype=float),
+                "kind": np.array([codes[kind] for _, _, kind, _ in pairs], dtype=np.int16),
+                "straight": np.array([straight for *_, straight in pairs], dtype=bool),
+            }
+        return self._edges
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({
+            "key": [n.key for n in self.nodes],
+            "kind": [n.kind for n in self.nodes],
+            "id": [n.ident for n in self.nodes],
+            "category": [n.category for n in self.nodes],
+            "flags": [",".join(sorted(n.flags)) for n in self.nodes],
+            "parent": [n.parent for n in self.nodes],
+            "edge": [n.edge for n in self.nodes],
+            "depth": [n.depth for n in self.nodes],
+            "order": [n.order for n in self.nodes],
+            "lane": [n.lane for n in self.nodes],
+        })
+
+    def label(self, key: str) -> str:
+        """A one-line plain-text label for pickers: id, then what the node is."""
+        n = self.node(key)
+        if n is None:
+            return key
+        what = NODE_STYLES[n.category][0]
+        extra = [OVERLAY_STYLES[f][0].split(" (")[0] for f in RING_FLAGS if f in n.flags]
+        prefix = {CALL: "", REFUSAL: "refusal ", GHOST: "never captured "}[n.kind]
+        return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "")
+
+# --------------------------------------------------------------------------- model
+
+
+def tree_of(view: RolloutView) -> TreeModel:
+    """The view's laid-out tree with its breaks marked (`RolloutView.breaks`), computed once per view."""
+    return view.derived("tree", lambda v: build_tree(v, v.breaks))
+
+
+def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeModel:
+    """The tree of ``view``'s build; ``breaks`` (the diagnosis: `Break`s or their ``to_dict()``) adds a
+    ring and the cause to each break's call, a lane per sub-agent invocation and the compactions.
+    Without breaks it is the tree of the build alone."""
+    build = view.build
+    nodes: dict[str, TreeNode] = {}
+    extra_edges: list[tuple[str, str, str]] = []
+    membership = view.chain_membership
+    chain_rank = {c.chain_id: i for i, c in enumerate(view.chains)}
+    roles = view.roles
+    terminal = terminal_call(view)
+    origin = view.origin_time
+
+    def rank_of(cid: str) -> int:
+        chains = membership.get(cid)
+        if chains:
+            return min(chain_rank[c] for c in chains)
+        return 10**6 if roles.get(cid) == "quarantined" else 10**7
+
+    def ensure_ghost(ident: str) -> str:
+        key = node_key(GHOST, ident)
+        if key not in nodes:
+            nodes[key] = TreeNode(key, GHOST, ident, "ghost", hover="")
+        return key
+
+    def call_key_if_present(ident: str | None) -> str | None:
+        if ident is None:
+            return None
+        key = node_key(CALL, ident)
+        return key if key in nodes else None
+
+    # 1. Calls: everything the build saw (entries), plus excluded records.
+    entries = build.entries if build is not None else {}
+    excluded = build.excluded if build is not None else {}
+    links = build.links if build is not None else {}
+    empty = set(build.notes.empty_generation_calls) if build is not None else set()
+    conflicts = set(build.conflicting_duplicates) if build is not None else set()
+    if build is None:
+        # Not built (load error, no records, builder failure): show the raw records unlinked.
+        all_ids = list(view.records_by_id)
+    else:
+        all_ids = list(entries) + [c for c in excluded if c not in entries]
+    answer, ambiguous = _final_answer_calls(view)
+    for cid in all_ids:
+        entry = view.entry(cid)
+        created = entry.created_at if entry is not None else 0.0
+        if cid in excluded:
+            category = "excluded"
+        elif cid in empty:
+            category = "empty"
+        elif cid == terminal:
+            category = "terminal"
+        elif cid in roles:
+            category = roles[cid]
+        else:
+            category = "chained" if cid in links else "excluded"
+        node = TreeNode(node_key(CALL, cid), CALL, cid, category, created_at=created, rank=rank_of(cid))
+        decision = links.get(cid)
+        if decision is not None and decision.note is not None:
+            node.flags.add("boundary" if decision.boundary else "recovered")
+        if cid in conflicts:
+            node.flags.add("conflict")
+        if cid in answer:
+            node.flags.add("final_answer")
+        elif cid in ambiguous:
+            node.flags.add("answer_candidate")
+        nodes[node.key] = node
+
+    # 2. Display parents and edge kinds for calls.
+    for cid in all_ids:
+        node = nodes[node_key(CALL, cid)]
+        decision = links.get(cid)
+        entry = view.entry(cid)
+        claimed = entry.parent_call_id if entry is not None else None
+        if decision is not None:
+            if decision.linked_parent is not None:
+                node.parent = node_key(CALL, decision.linked_parent)
+                node.edge = "recovered" if decision.note == PARENT_MISSING_RECOVERED else "verified"
+                if decision.note == PARENT_MISSING_RECOVERED and claimed is not None:
+                    claimed_key = call_key_if_present(claimed) or ensure_ghost(claimed)
+                    extra_edges.append((claimed_key, node.key, "claimed"))
+            elif claimed is not None and decision.note in _NOTE_EDGE:
+                node.parent = call_key_if_present(claimed) or ensure_ghost(claimed)
+                node.edge = _NOTE_EDGE[decision.note]
+        elif claimed is not None:
+            # Left out of chaining (empty generation, excluded): hang it under the parent it claimed.
+            node.parent = call_key_if_present(claimed) or ensure_ghost(claimed)
+            node.edge = "claimed"
+
+    # 3. Engine refusals, attached to the call they continued.
+    verdicts = {v.refusal.model_call_id: v for v in view.result.refusal_verdicts}
+    for refusal in view.snapshot.engine_refusals:
+        key = node_key(REFUSAL, refusal.model_call_id)
+        if key in nodes:
+            continue
+        verdict = verdicts.get(refusal.model_call_id)
+        ended = verdict is not None and verdict.ended_chain
+        node = TreeNode(key, REFUSAL, refusal.model_call_id, "refusal_ended" if ended else "refusal",
+                        created_at=refusal.recorded_at, rank=10**8)
+        if refusal.parent_resolution is ParentResolutionStatus.RESOLVED and refusal.parent_call_id is not None:
+            node.parent = call_key_if_present(refusal.parent_call_id) or ensure_ghost(refusal.parent_call_id)
+            node.edge = "refusal"
+        nodes[key] = node
+
+    # 4. Calls the store announced (an intent) but never captured: why the capture is incomplete.
+    for ident in view.announced_uncaptured:
+        key = node_key(GHOST, ident)
+        if key in nodes:
+            nodes[key].category = "announced"
+        else:
+            nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
+
+    subagents = _mark_breaks(nodes, breaks or ())
+    main = view.build.main if build is not None else None
+    main_root = node_key(CALL, main.call_ids[0]) if main is not None and main.links else None
+    # A sub-agent's first call never continues its parent's lane: the invocation gets one of its own.
+    ordered, runs = lay_out(nodes, main_root if main_root in nodes else None,
+                            lambda parent, child: child.key not in subagents)
+    index = {n.key: i for i, n in enumerate(ordered)}
+    for n in ordered:
+        n.hover = _hover(n, view, origin) + (f"<br>{n.break_hover}" if n.break_hover else "")
+    chain_leaves = {c.chain_id: node_key(CALL, c.call_ids[-1]) for c in view.chains if c.links}
+    _name_runs(runs, nodes, chain_leaves, main_root, subagents)
+    last = view.terminal_call_id
+    default = node_key(CALL, last) if last is not None else (ordered[0].key if ordered else None)
+    return TreeModel(
+        nodes=ordered, index=index,
+        lanes=(max((n.lane for n in ordered), default=0) + 1) if ordered else 0,
+        max_depth=max((n.depth for n in ordered), default=0),
+        extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default, runs=runs,
+        main_lane=main_root is not None and main_root in nodes,
+    )
+
+
+_ANONYMOUS_RUN = {"quarantined": "retry", "refusal": "refusal", "refusal_ended": "refusal", "excluded": "excluded",
+                  "empty": "empty generation", "ghost": "never captured", "announced": "never captured",
+                  "after_terminal": "after the terminal call", "terminal": "main", "main": "main"}
+
+
+def _name_runs(runs: list[Run], nodes: dict[str, TreeNode], chain_leaves: dict[str, str],
+               main_root: str | None, subagents: dict[str, str] | None = None) -> None:
+    """Each run's name: a sub-agent's invocation, else the chains ending in it (a fragment said so), else
+    what its head is. The head of every named run other than the main chain's carries the name in its
+    label (before its break's cause, if any)."""
+    leaf_chains: dict[str, list[str]] = {}
+    for chain_id, key in chain_leaves.items():
+        leaf_chains.setdefault(key, []).append(chain_id)
+    for run in runs:
+        head = nodes[run.head]
+        chains = [c for k in run.keys for c in leaf_chains.get(k, ())]
+        if run.head == main_root:
+            run.name = "main"
+        elif subagents and run.head in subagents:
+            run.name = f"sub-agent {subagents[run.head]}" + (f" ({chains[0]})" if chains else "")
+            head.note = " · ".join(x for x in (run.name, head.note) if x)
+        elif chains:
+            cut = head.parent is None or head.edge not in ("verified", "recovered")
+            run.name = ", ".join(chains[:2]) + (" …" if len(chains) > 2 else "") + (" (fragment)" if cut else "")
+            head.note = " · ".join(x for x in (run.name, head.note) if x)
+        else:
+            run.name = _ANONYMOUS_RUN.get(head.category, head.category.replace("_", " "))
+
+
+def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str, str]:
+    """Mark each break (a ring, its cause in the label and the hover) and the compactions its evidence
+    names; returns the keys of sub-agents' first calls -> their invocation id."""
+    subagents: dict[str, str] = {}
+    for item in breaks:
+        b = item.to_dict() if hasattr(item, "to_dict") else dict(item)
+        node = nodes.get(node_key(CALL, str(b.get("call_id"))))
+        if node is None:
+            continue
+        cause = str(b.get("cause") or "")
+        node.flags.add("break")
+        node.note = " · ".join(x for x in (node.note, f"↯ {cause.replace('_', ' ')}") if x)
+        lines = [f"break: {html_text(b.get('kind'))}, cause {html_text(cause)}"]
+        if b.get("predecessor"):
+            lines.append(f"should have continued {html_text(b['predecessor'], 60)} ({html_text(b.get('relation'))})")
+        if b.get("hint"):
+            lines.append(html_text(b["hint"], 160))
+        for ev in b.get("evidence") or ():
+            if not isinstance(ev, dict):
+                continue
+            target = nodes.get(node_key(CALL, str(ev.get("call_id"))))
+            kind = ev.get("kind")
+            if kind == "invocation" and target is not None:
+                target.group = str(ev.get("invocation_id"))
+                if ev.get("parent_invocation_id") is not None and cause == "subagent" and target is node:
+                    subagents[node.key] = str(ev.get("invocation_id"))
+            elif kind in ("compaction_after", "compaction_call") and target is not None:
+                target.flags.add("compaction")
+                if "compaction" not in target.note:
+                    word = "compaction summary" if kind == "compaction_call" else "after a compaction"
+                    target.note = " · ".join(x for x in (target.note, word) if x)
+                lines.append("compaction summary request" if kind == "compaction_call" else
+                             f"first call after a compaction ({html_text(ev.get('trigger'))}: "
+                             f"{html_text(ev.get('tokens_before'))} → {html_text(ev.get('tokens_after'))} tokens)")
+        node.break_hover = "<br>".join(lines)
+    return subagents
+
+
+def terminal_call(view: RolloutView) -> str | None:
+    """The call the tree stars as the terminal call: the delivered chain's end, unless the harness's final
+    answer could not be attributed (unattributed or ambiguous) and no anchor was given: then the build
+    has no anchor, the banner says so, and no call is the terminal one."""
+    attribution = view.result.terminal_attribution
+    if view.result.terminal_call_id is None and attribution is not None and not attribution.attributed:
+        return None
+    return view.terminal_call_id
+
+
+def _final_answer_calls(view: RolloutView) -> tuple[set[str], set[str]]:
+    """(calls the harness's final answer was attributed to, calls it matched ambiguously)."""
+    attribution = view.result.terminal_attribution
+    if attribution is None:
+        return set(), set()
+    if attribution.outcome == "attributed":
+        return set(attribution.candidates), set()
+    if attribution.outcome == "ambiguous":
+        return set(), set(attribution.candidates)
+    return set(), set()
+
+
+def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
+    lines = [f"<b>{html_text(n.ident, 80)}</b>  {html_text(NODE_STYLES[n.category][0])}"]
+    if n.kind == CALL:
+        entry = view.entry(n.ident)
+        build = view.build
+        if entry is not None:
+            p, g = int(entry.prompt_token_ids.size), int(entry.generation_token_ids.size)
+            stored = " (delta record)" if entry.prompt_is_delta else ""
+            lines.append(f"prompt {fmt_int(p)} · generated {fmt_int(g)} · total {fmt_int(p + g)}{stored}")
+            lines.append(f"finish {html_text(entry.finish_reason, 40)} · created {_time(entry.created_at, origin)}")
+            res = entry.parent_resolution.value if entry.parent_resolution is not None else "null"
+            claimed = f" → {html_text(entry.parent_call_id, 60)}" if entry.parent_call_id else ""
+            lines.append(f"resolution {res}{claimed}")
+        decision = build.links.get(n.ident) if build is not None else None
+        if decision is not None:
+            if decision.note is None:
+                if decision.linked_parent is not None:
+                    lines.append(f"link verified to {html_text(decision.linked_parent, 60)}")
+                else:
+                    lines.append("root")
+            else:
+                lines.append(html_text(_NOTE_SHORT.get(decision.note, decision.note)))
+                if decision.note == PARENT_MISSING_RECOVERED and decision.linked_parent:
+                    lines.append(f"re-attached to {html_text(decision.linked_parent, 60)}")
+        if build is not None and n.ident in build.excluded:
+            lines.append(f"excluded: {html_text(build.excluded[n.ident])}")
+        if "conflict" in n.flags:
+            lines.append("conflicting duplicate copies of this id")
+        if "final_answer" in n.flags or "answer_candidate" in n.flags:
+            attribution = view.result.terminal_attribution
+            method = attribution.method if attribution is not None else ""
+            lines.append(f"the harness's final answer (attributed by {method})" if "final_answer" in n.flags else
+                         f"matches the harness's final answer by {method}, as does another sequence: ambiguous")
+        if entry is not None and entry.parent_resolution_reason:
+            lines.append(f"reason: {html_text(entry.parent_resolution_reason, 100)}")
+        chains = view.chain_membership.get(n.ident)
+        if chains:
+            lines.append("on " + html_text(", ".join(chains[:6]) + (" …" if len(chains) > 6 else "")))
+    elif n.kind == REFUSAL:
+        r = view.refusals_by_id.get(n.ident)
+        if r is not None:
+            lines.append(f"code {html_text(r.code, 60)} · recorded {_time(r.recorded_at, origin)}")
+            parent = f" → {html_text(r.parent_call_id, 60)}" if r.parent_call_id else ""
+            lines.append(f"resolution {r.parent_resolution.value}{parent}")
+            if r.message:
+                lines.append(f"message: {html_text(r.message, 100)}")
+    elif n.category == "announced":
+        lines.append("the store wrote an intent for this call; no record of it was captured")
+    else:
+        lines.append("claimed as a parent; no record of this id was captured")
+    return "<br>".join(lines)
+
+
+def _time(t: float, origin: float | None) -> str:
+    return f"{t:.3f}" + (f" (t+{t - origin:.3f} s)" if origin is not None else "")
+
+
+def short_labels(idents: Sequence[str], limit: int = 10) -> list[str]:
+    """Readable labels for ids drawn side by side. Ids of at most ``limit`` characters are kept whole;
+    longer ones lose the prefix they all share (up to its last separator, so "call-0012" keeps its
+    number), and what remains is cut to its last ``limit`` characters."""
+    if not idents:
+        return []
+    prefix = idents[0]
+    for ident in idents[1:]:
+        while not ident.startswith(prefix):
+            prefix = prefix[:-1]
+    if len(idents) < 2 or len(prefix) < 3:
+        cut, mark = 0, ""
+    else:
+        # Up to the shared prefix's last separator ("call-0012" keeps "0012"), else the whole prefix.
+        sep = max(prefix.rfind(ch) for ch in "-_.:/")
+        cut, mark = (sep + 1, "") if sep >= 2 else (len(prefix), "…")
+    out = []
+    for ident in idents:
+        if len(ident) <= limit:
+            out.append(ident)
+            continue
+        rest = ident[cut:] or ident
+        out.append(mark + rest if len(rest) <= limit else "…" + rest[-(limit - 1):])
+    return out
+
+
+def search(model: TreeModel, query: str, limit: int = 50) -> list[str]:
+    """Node keys whose id matches ``query`` (case-insensitive): exact first, then prefix, then substring."""
+    q = query.strip().lower()
+    if not q:
+        return []
+    exact, prefix, inside = [], [], []
+    for n in model.nodes:
+        ident = n.ident.lower()
+        if ident == q:
+            exact.append(n.key)
+        elif ident.startswith(q):
+            prefix.append(n.key)
+        elif q in ident:
+            inside.append(n.key)
+    return (exact + prefix + inside)[:limit]
