@@ -49,7 +49,9 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
 def test_an_unresolved_boundary_gets_a_proof_against_its_nearest_predecessor(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "unresolved_continuation.json"))
     label = culprit_labels(at)[0].replace("\\", "")
-    assert "call-0003's prompt continues all 134 tokens of call-0002 exactly" in label
+    entries = {e["model_call_id"]: e for e in json.loads((SAMPLES / "unresolved_continuation.json").read_text())["entries"]}
+    predecessor_len = len(entries["call-0002"]["prompt_token_ids"]) + len(entries["call-0002"]["generation_token_ids"])
+    assert f"call-0003's prompt continues all {predecessor_len} tokens of call-0002 exactly" in label
     at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0003")
     rerun(at)
     assert any("cause `link_intact`" in m.value for m in at.markdown)
