@@ -119,7 +119,7 @@ def settle(page, locator=None, js: str | None = None, arg=None) -> None:
 
 def grid_rows(page, rows: int) -> None:
     """The run's table holds ``rows`` rows and the script is idle."""
-    settle(page, js="""(n) => [...document.querySelectorAll("[data-testid='stDataFrame'] [aria-rowcount]")]
+    settle(page, js="""(n) => [...document.querySelectorAll(".st-key-run_table_box [aria-rowcount]")]
                         .some(g => g.getAttribute('aria-rowcount') === String(n + 1))""", arg=rows)
 
 
@@ -180,7 +180,7 @@ def click_bar(page, dimension: str, key: str) -> None:
 
 def click_row(page, position: int) -> None:
     """Click the checkbox of the ``position``-th row of the Run page's table (a canvas)."""
-    grid = page.locator("[data-testid='stDataFrame']").last
+    grid = page.locator(".st-key-run_table_box [data-testid='stDataFrame']")
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)

@@ -185,6 +185,10 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
     print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
 
 
+RUN_TABLE = ".st-key-run_table_box [data-testid='stDataFrame']"
+"""The Run page's table (the rewards' tables follow it)."""
+
+
 def _bar_box(page, dimension: str, key: str) -> dict | None:
     """Where a Run-page chart's bar (the first run's) is drawn on the page (found by its customdata)."""
     return page.evaluate(
@@ -278,7 +282,7 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
             expect(page).to_have_url(re.compile(f"run_reason={reason}"))
             page.wait_for_timeout(800)  # the filtered table replaces the old one: let it settle
-            grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
+            grid = page.locator(RUN_TABLE)
             expect(grid).to_be_visible()
             grid.scroll_into_view_if_needed()
             page.wait_for_timeout(300)
@@ -314,7 +318,7 @@ def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromi
     counts = frame["refusal"].value_counts()
     key = min((k for k in rd.REFUSALS if counts[k] > 0), key=lambda k: counts[k])
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
-        page.goto(server)
+        page.goto(f"{server}/?run_charts=1")  # the other charts open (the refusal chart is one of them)
         expect(page.get_by_text(f"{total:,} of {total:,} rollouts")).to_be_visible()
         expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
         # The reward and group views, filled from the bundled rollout records.
@@ -357,7 +361,7 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
         page.screenshot(path=str(tmp_path / "run-compare-fixed.png"), full_page=True)
         # A fixed rollout opens on the Rollout page's Compare tab with its two captures.
         page.wait_for_timeout(800)
-        grid = page.locator("[data-testid='stDataFrame']").last
+        grid = page.locator("[class*='st-key-run_pairs'] [data-testid='stDataFrame']")
         grid.scroll_into_view_if_needed()
         page.wait_for_timeout(300)
         box = grid.bounding_box()
@@ -471,7 +475,7 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
 
 def _select_grid_row(page, position: int) -> None:
     """Click the checkbox column of the ``position``-th row of the Run page's table (a canvas)."""
-    grid = page.locator("[data-testid='stDataFrame']").last  # the run's table ends the page
+    grid = page.locator(RUN_TABLE)
     expect_visible(grid)
     grid.scroll_into_view_if_needed()
     page.wait_for_timeout(500)  # a filtered table replaces the old one: let it settle
@@ -616,3 +620,89 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
         page.screenshot(path=str(tmp_path / "overview-box.png"))
         expect(page.get_by_text(re.compile(r"Below: depths (99\d|1,0\d\d)–1,(09|10)\d"))).to_be_visible()
         page.screenshot(path=str(tmp_path / "overview.png"))
+
+
+def _spans(path: Path) -> list[str]:
+    from tokencap.views import trace
+
+    return [name for name, _ in trace.read(path)]
+
+
+def _idle(page) -> None:
+    page.wait_for_function("""() => {
+        const app = document.querySelector("[data-testid='stApp']");
+        return app && app.getAttribute('data-test-script-state') === 'notRunning';
+    }""")
+
+
+def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_first_screen(tmp_path):
+    from playwright.sync_api import expect
+
+    from tokencap.views.run import data as rd
+
+    frame = rd.run_frame(_sample_table())
+    with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
+        page.goto(url)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        _idle(page)
+        tiles = page.locator("[data-testid='stMetric']")
+        expect(tiles.first).to_be_visible()
+        charts = page.locator("[class*='st-key-run_chart'] .js-plotly-plot")
+        expect(charts).to_have_count(1)  # the mask-reason chart; the others are behind the switch
+        assert page.evaluate("() => scrollY") == 0
+        table = page.locator(RUN_TABLE).bounding_box()
+        assert table["y"] + 35 * 2 <= 800, table  # the header and the first row are on the first screen
+        for box in [tiles.nth(i).bounding_box() for i in range(tiles.count())] + [charts.first.bounding_box()]:
+            assert box["y"] + box["height"] <= 800, box
+        page.screenshot(path=str(tmp_path / "run-first-screen.png"))
+        # The switch opens the other charts; the URL keeps them open.
+        page.get_by_text("More charts:").click()
+        expect(charts).to_have_count(6)
+        page.wait_for_function("() => location.search.includes('run_charts=1')")
+    print(f"screenshot: {tmp_path / 'run-first-screen.png'}")
+
+
+def test_a_click_reruns_only_the_part_it_changes(tmp_path):
+    """A bar click reruns the Run page's fragment (filters, first chart, table), not the page, the header
+    or the charts behind the switch; a tab of the Rollout page reruns its tabs alone and computes the
+    open tab only (the spans the app writes with TOKENCAP_APP_TRACE)."""
+    from playwright.sync_api import expect
+
+    from tokencap.views.run import data as rd
+
+    spans = tmp_path / "trace.txt"
+    frame = rd.run_frame(_sample_table())
+    reason = "multiple_chains"
+    filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(reason,)))["reasons"].sum())
+    with streamlit_server(tmp_path, env={"TOKENCAP_APP_TRACE": str(spans)}) as url, chromium_page() as page:
+        page.goto(url)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible(timeout=90_000)
+        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        _idle(page)
+        page.wait_for_function("() => document.querySelector('.js-plotly-plot')._fullLayout")
+        before = _spans(spans)
+        assert before.count("script") >= 1 and "run body" in before and "run header" in before
+        assert not [s for s in before if s.startswith("run chart") and s != "run chart reasons"]
+        x, y = _bar_pixel(page, "reasons", reason)
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        expect(page.get_by_text(f"{filtered:,} of {len(frame):,} rollouts")).to_be_visible()
+        _idle(page)
+        after = _spans(spans)[len(before):]
+        assert "run body" in after and "run chart reasons" in after, (before, after)
+        assert "script" not in after and "run header" not in after and "run rewards" not in after, after
+
+        page.goto(f"{url}/rollout?src=sample:final_retry_unresolved.json")
+        expect(page.get_by_role("tab", name="Call tree")).to_have_attribute("aria-selected", "true")
+        expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot').first).to_be_visible()
+        _idle(page)
+        before = _spans(spans)
+        assert "rollout tab Call tree" in before and not [s for s in before if s.startswith("rollout tab ")
+                                                           and s != "rollout tab Call tree"]
+        page.get_by_role("tab", name="Verdicts").click()
+        expect(page.get_by_text("Metrics (as tokencap build reports them)").first).to_be_visible()
+        _idle(page)
+        after = _spans(spans)[len(before):]
+        assert "rollout tab Verdicts" in after, after
+        assert "script" not in after and "rollout banner" not in after and "rollout tab Call tree" not in after
