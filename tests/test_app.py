@@ -783,3 +783,28 @@ def test_query_parameters_set_by_another_page_open_that_rollout(monkeypatch):
     assert heading(at) == "### store\\-interrupted"
     assert picked(at) == "call:call-0003"
     assert at.query_params["src"] == str(SAMPLES / "capture_store")
+
+
+def test_only_the_open_tab_is_computed(monkeypatch):
+    """A tab's body runs only while it is shown: the loss mask's strip and the verdicts' finish-reason
+    table are built by the tab that shows them, never while another tab is open."""
+    from collections import Counter
+
+    from tokencap.views.rollout import mask as mv
+    from tokencap.views.rollout import verdicts as vv
+
+    built: Counter[str] = Counter()
+    for module, name in ((mv, "strip_figure"), (vv, "finish_reason_frame")):
+        original = getattr(module, name)
+
+        def counted(*a, _original=original, _name=name, **k):
+            built[_name] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(module, name, counted)
+    at = open_app(monkeypatch, tab="Call tree", query={"src": "sample:final_retry_unresolved.json"})
+    assert not built["strip_figure"] and not built["finish_reason_frame"]
+    rerun(at, tab="Loss mask")
+    assert built["strip_figure"] == 1 and not built["finish_reason_frame"]
+    rerun(at, tab="Verdicts")
+    assert built["strip_figure"] == 1 and built["finish_reason_frame"] == 1
