@@ -570,6 +570,9 @@ def test_links_that_do_not_fit_are_ignored_and_other_pages_keys_are_kept(monkeyp
 
 def test_copy_link_shows_the_url_and_says_uploads_cannot_be_shared(monkeypatch):
     at = open_app(monkeypatch)
+    assert not [c for c in at.code if "src=sample" in c.value]  # filled only while open
+    at.session_state["share"] = True  # opened
+    rerun(at)
     share = next(c.value for c in at.code if "src=sample" in c.value)
     assert "call=call-0003" in share and "tab=tree" in share
     assert not any("can't be in a URL" in w.value for w in at.warning)

@@ -39,7 +39,12 @@ def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
 
 
 def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
-    with st.popover("Copy link", icon=":material/link:", key="share", width="stretch"):
+    # Filled only while open (opening it reruns the page): its URL is the view's at that moment (a click
+    # in the tabs reruns them alone), and a closed popover sends nothing to the browser.
+    popover = st.popover("Copy link", icon=":material/link:", key="share", width="stretch", on_change="rerun")
+    if not popover.open:
+        return
+    with popover:
         url = links.share_url(st.context.url, current_view_state(view, ref, rk))
         st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
         st.code(url, language=None, wrap_lines=True)
