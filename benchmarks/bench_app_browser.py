@@ -28,7 +28,10 @@ DevTools protocol: receiving, laying out, drawing); the rest is waiting (and oth
     python benchmarks/bench_app_browser.py --download           # also the 85 MB download of the big rollout
 
 ``--compare REV`` extracts REV's files (``git archive``) into a temporary directory and runs
-every measurement on both trees, interleaved run by run, so both columns meet the same load.
+every measurement on both trees, interleaved run by run, so both columns meet the same load
+(REV may also be a directory holding a tree). To keep editing while it runs, run a copy:
+``git archive HEAD | tar -x -C /tmp/head && python /tmp/head/benchmarks/bench_app_browser.py
+--compare /tmp/before`` (with REV extracted into /tmp/before the same way).
 """
 
 from __future__ import annotations
@@ -450,7 +453,8 @@ def report(trees: list[str], results: dict[str, dict], runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--compare", metavar="REV", help="also measure commit REV's code, side by side")
+    parser.add_argument("--compare", metavar="REV", help="also measure commit REV's code (or the tree in the "
+                                                        "directory REV), side by side")
     parser.add_argument("--only", default="run,long,big,table", help="scenarios: run, long, big, table")
     parser.add_argument("--rows", type=int, default=100_000, help="rows of the scan table (table)")
     parser.add_argument("--download", action="store_true", help="also time the big rollout's download")
@@ -464,7 +468,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tokencap-bench-") as tmp:
         work = Path(tmp)
         trees: dict[str, Path] = {}
-        if args.compare:
+        if args.compare and Path(args.compare).is_dir():  # a tree extracted before
+            trees[Path(args.compare).name] = Path(args.compare).resolve()
+        elif args.compare:
             trees[args.compare] = extract(args.compare, work / "before")
         trees["this tree"] = REPO
         inp = make_inputs(work, only, args.rows)
