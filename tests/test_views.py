@@ -542,3 +542,9 @@ def test_short_labels_keep_short_ids_and_the_telling_end_of_long_ones():
     assert tv.short_labels(["chatcmpl-8f3a9b2c1d", "chatcmpl-8f3a9b2c2e"]) == ["8f3a9b2c1d", "8f3a9b2c2e"]
     long = tv.short_labels(["4f9c0d2e-aaaa-bbbb-cccc-000000000001", "4f9c0d2e-aaaa-bbbb-cccc-000000000002"])
     assert long == ["…000000001", "…000000002"] and len(set(long)) == 2
+
+
+def test_the_bundled_run_scenario_is_built_with_the_run_s_rollout_records():
+    # The picker's "run" entry builds as the Run page scans it (README): with rollout_records/run.jsonl.
+    run = next(s for s in src.sample_scenarios(SAMPLES) if s.name == "run")
+    assert run.final_responses == SAMPLES / "rollout_records" / "run.jsonl"

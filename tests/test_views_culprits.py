@@ -121,3 +121,26 @@ def test_no_generated_tokens_points_at_the_last_call_of_the_empty_chain():
     view = RolloutView(c.snapshot())
     assert "no_generated_tokens" in view.result.mask_reasons
     assert [c.key for c in lines_by_code(view)["no_generated_tokens"]] == [None]
+
+
+def _attributed_view(name: str) -> RolloutView:
+    from tokencap import load_final_responses
+
+    snapshot = load_snapshots(SAMPLES / name)[0]
+    finals = load_final_responses(next((SAMPLES / "final_responses").glob(name.rsplit(".", 1)[0] + ".*")))
+    return RolloutView(snapshot, final_response=finals.for_rollout(snapshot.rollout_id, single_rollout=True))
+
+
+def test_a_final_answer_without_an_anchor_names_its_outcome_and_links_each_candidate():
+    ambiguous = _attributed_view("ambiguous_final_answer.json")
+    attribution = ambiguous.result.terminal_attribution
+    assert ambiguous.result.terminal_call_id is None and attribution.outcome == "ambiguous"
+    culprits = lines_by_code(ambiguous)["terminal_call_not_delivered"]
+    assert [c.key for c in culprits] == [f"call:{cid}" for cid in attribution.candidates]
+    assert len(culprits) >= 2
+    for c in culprits:
+        assert "None" not in c.text and c.text.startswith("ambiguous final answer: candidate ")
+    unattributed = _attributed_view("unattributed_final_answer.json")
+    assert unattributed.result.terminal_attribution.outcome == "unattributed"
+    [culprit] = lines_by_code(unattributed)["terminal_call_not_delivered"]
+    assert culprit.text.startswith("unattributed: no captured call matches the final answer") and culprit.key is None

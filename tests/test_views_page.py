@@ -244,3 +244,12 @@ def test_the_export_tab_repeats_the_verdict_and_counts_anchored_rollouts():
     views = [sample_view("clean_multiturn_tools.json"), sample_view("final_retry_unresolved.json", anchor="call-0004")]
     assert rp.every_rollout_caption(views) == "2 rollouts, one build result per line; 1 with the anchor chosen here."
     assert rp.every_rollout_caption(views[:1]) == "1 rollout, one build result per line."
+
+
+def test_a_file_s_rollouts_are_listed_and_opened_in_rollout_id_order_as_the_run_table_lists_them():
+    from tokencap.views import sources as src
+    from tokencap.views.rollout import rollout_page as rp
+
+    loaded = [src.load_source(src.source_from_path(REPO / "sample_data" / "multi_rollout_entries.jsonl"))]
+    refs = rp.in_table_order(src.rollout_refs(loaded))
+    assert [r.rollout_id for r in refs] == ["jsonl-clean", "jsonl-parameter-refusal", "jsonl-refusal-ended"]

@@ -567,6 +567,9 @@ def _cmd_app(args: argparse.Namespace) -> int:
         if not Path(args.final_responses).is_file():
             raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
+    from .views.run.source import START_DIR_ENV
+
+    os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses) if source else None)
 
 

@@ -82,7 +82,8 @@ def main() -> None:
     page = st.empty()
     take_url_state()
     sources, source_label, path_error = sidebar_sources()
-    sources += [s for s in versus_sources(run_request()) if s.cache_key not in {x.cache_key for x in sources}]
+    taken = {x.cache_key for x in sources}
+    sources += [s for s in versus_sources(run_request(), taken) if s.cache_key not in taken]
     # Before loading: every view is built with its final response (this run's, never a module's).
     builds = Builds(final_responses_choice(), run_records())
     loaded = load_sources(sources, builds, page, progress)
@@ -108,7 +109,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         if not ls.ok:
             st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
-    refs = src.rollout_refs(good)
+    file_refs = src.rollout_refs(good)  # in file order: the export writes them as tokencap build does
+    refs = rp.in_table_order(file_refs)
     builds.finals = av.with_notes(builds.finals, (r.rollout_id for r in refs))
     sidebar_final_responses(builds.finals)
     if not refs:
@@ -146,7 +148,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     write_url_state(current_view_state(view, ref, rk))
     with trace.span("rollout banner"):
         show_banner(view, ref, rk)
-    show_tabs(TabsContext(base, view, ref, rk, refs, by_key, view_of, source_label, builds))
+    show_tabs(TabsContext(base, view, ref, rk, refs, file_refs, by_key, view_of, source_label, builds))
 
 
 @dataclass
@@ -157,6 +159,7 @@ class TabsContext:
     ref: src.RolloutRef
     rk: str
     refs: list[src.RolloutRef]
+    file_refs: list[src.RolloutRef]  # in file order: the export writes them as tokencap build does
     by_key: dict[str, src.LoadedSource]
     view_of: Callable[[src.LoadedSource, int, str | None], RolloutView]
     source_label: str
@@ -189,7 +192,7 @@ def show_tabs(c: TabsContext) -> None:
                 else:
                     ls = c.by_key[ref.source_key]
                     all_views = [c.view_of(c.by_key[r.source_key], r.index, STATE["anchors"].get(r.key))
-                                 for r in c.refs]
+                                 for r in c.file_refs]
                     label = rp.export_source_label(ref.source_name, c.source_label,
                                                    c.source_label == "uploaded files")
                     several = rp.export_several(c.refs, ref, bool(ls.source.names))

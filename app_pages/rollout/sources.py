@@ -244,16 +244,19 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     return [source], f"sample_data/{scenario.name}", None
 
 
-def versus_sources(request: dict[str, Any] | None) -> list[src.Source]:
-    """The capture to compare with: the Run page's ``open_rollout["vs"]``, or the URL's ``vs_src``."""
+def versus_sources(request: dict[str, Any] | None, taken: set[str] = frozenset()) -> list[src.Source]:  # type: ignore[assignment]
+    """The capture to compare with: the Run page's ``open_rollout["vs"]``, or the URL's ``vs_src``. One
+    byte-identical to a source shown (``taken``: cache keys) is a source of its own all the same."""
     STATE["vs_source_key"] = None
     vs = request.get("vs") if request is not None else None
     if isinstance(vs, dict):
         try:
-            source = source_once(vs, request.get("seq"), "open_rollout_vs_source")
+            source = rp.distinct_capture(source_once(vs, request.get("seq"), "open_rollout_vs_source"), taken,
+                                         vs.get("run"))
         except (OSError, ValueError) as exc:
             st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
             return []
+        STATE["open_rollout_vs_source"] = (request.get("seq"), source)  # built with its own run's records
         st.sidebar.caption(f"Compared with {md_escape(vs.get('rollout_id'))} ({md_escape(vs.get('source'))})")
     elif request is None and STATE.get("vs_src"):
         path = rp.versus_path(STATE["vs_src"], src.sample_scenarios(SAMPLE_DIR))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from app_pages.rollout.sources import run_request
 from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
@@ -57,7 +58,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
     STATE["mask_view"][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
 
-    controls = st.columns([3, 1.2, 2.2, 2.2], vertical_alignment="bottom")
+    # The chain's label (calls, generated of total tokens) gets a row's width: a quarter of it cut it off.
+    controls = st.columns([5, 1.5], vertical_alignment="bottom") + st.columns(2, vertical_alignment="bottom")
     with controls[0]:
         st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
     with controls[1]:
@@ -236,12 +238,19 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
             snap = by_key[r.source_key].snapshots[r.index]
             return df.capture_label(r.source_name, snap.snapshot_id, snap.version)
 
-        st.selectbox("B: the other capture", list(by_ref), key=other_key, format_func=describe)
+        st.selectbox("The other capture", list(by_ref), key=other_key, format_func=describe)
         other = by_ref[STATE[other_key]]
-        va = base
-        vb = view_of(by_key[other.source_key], other.index, None)
-        name_a = df.capture_side_name("A", ref.source_name, base.snapshot.version)
-        name_b = df.capture_side_name("B", other.source_name, vb.snapshot.version)
+        vo = view_of(by_key[other.source_key], other.index, None)
+        # A joined rollout of two runs: run A's capture on the left whichever side was opened, each named by its run.
+        handed = STATE.get("open_rollout_source")  # (seq, source) of the rollout the Run page handed over
+        runs = rp.capture_runs(run_request(), [handed[1].cache_key if handed else None, STATE.get("vs_source_key")])
+        (ra, va), (rb, vb) = ((other, vo), (ref, base)) if rp.capture_columns(ref, other, runs) else \
+            ((ref, base), (other, vo))
+        name_a = rp.capture_column_name("A", ra.source_name, va.snapshot.version, runs.get(ra.source_key, ("", ""))[1])
+        name_b = rp.capture_column_name("B", rb.source_name, vb.snapshot.version, runs.get(rb.source_key, ("", ""))[1])
+        same = rp.identical_files_note(by_key[ra.source_key].source, by_key[rb.source_key].source)
+        if same:
+            st.info(same, icon=":material/difference:")
     cmp = df.compare(va, vb, name_a, name_b)
     st.markdown("**What changes from A to B**")
     if cmp.changes:

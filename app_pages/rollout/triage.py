@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages.rollout.sources import run_request
+from app_pages.run import parts as run_parts
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
@@ -25,7 +26,7 @@ STATE = st.session_state
 
 def triage_order(request: dict[str, Any]) -> tr.RunOrder | None:
     """The Run page's table (its filter and sort) this rollout was opened from, computed once per run and filter."""
-    key = (id(request.get("frame")), tuple(sorted((request.get("back_params") or {}).items())))
+    key = (id(request.get("frame")), id(request.get("comparison")), tuple(sorted((request.get("back_params") or {}).items())))
     memo = STATE.get("triage_order")
     if memo is None or memo[0] != key:
         memo = STATE["triage_order"] = (key, tr.order_of(request))
@@ -47,8 +48,24 @@ def _step(delta: int) -> None:
         STATE["triage_problem"] = step.problem
 
 
+def placed(request: dict[str, Any]) -> dict[str, Any]:
+    """The request with its place in the run's table: a run's rollout opened by a link (a reload) finds it
+    once per opening in the run's scan (`run_parts.place_of_link`), so previous / next and "Rollout N of M"
+    are there as on the way from the Run page."""
+    if request.get("frame") is not None or request.get("comparison") is not None or \
+            STATE.get("triage_placed") == request.get("seq"):
+        return request
+    STATE["triage_placed"] = request.get("seq")
+    found = run_parts.place_of_link(request)
+    if found is None:
+        return request
+    STATE["open_rollout"] = found
+    return found
+
+
 def show_triage(request: dict[str, Any]) -> None:
     """Back to the run, and previous / next in its filter (buttons, and the keys K and J)."""
+    request = placed(request)
     order = triage_order(request)
     row = request.get("row")
     with st.container(horizontal=True, vertical_alignment="center", gap="small", key="triage"):

@@ -15,6 +15,7 @@ from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.run import data as rd
 
 STATE = st.session_state
 
@@ -37,7 +38,11 @@ def take_url_state() -> links.ViewState | None:
         STATE.pop("open_rollout", None)
         STATE["open_rollout_seq"] = seq = STATE.get("open_rollout_seq", 0) + 1
         try:
-            STATE["open_rollout"] = rp.run_request_of_link(state, SAMPLE_DIR, seq)
+            request = rp.run_request_of_link(state, SAMPLE_DIR, seq)
+            # The run's filters the link carries (``run_*``): the triage bar finds the rollout's place in them.
+            request["back_params"] = {k: str(v) for k, v in st.query_params.to_dict().items()
+                                      if k.startswith(rd.PARAM_PREFIX)}
+            STATE["open_rollout"] = request
         except ValueError as exc:
             STATE["link_error"] = str(exc)
     elif target == "sample":
@@ -104,7 +109,7 @@ def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links
         view, ref.rollout_id, selected=STATE["selected"].get(rk), tab=STATE.get("tab"),
         mask=STATE["mask_view"].get(rk), src=STATE.get("src_param"), part=STATE.get("part_param"),
         vs_src=STATE.get("vs_src"), vs_rollout=STATE.get("vs_rollout"), from_run=run_request() is not None,
-        records=STATE.get("records_param"))
+        records=STATE.get("records_param"), versus=rp.versus_link(run_request() or {}, SAMPLE_DIR))
 
 
 def loaded_keys(good: list[src.LoadedSource]) -> tuple[str, ...]:

@@ -24,8 +24,10 @@ from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw
 from tokencap.views.run import source as rs
-from tokencap.views.text import md_escape
+from tokencap.views.run import triage as tr
+from tokencap.views.text import md_escape, md_frame
 
+APP_DIR = Path(__file__).resolve().parents[2]
 STATE = st.session_state
 RECORD_TYPES = ("jsonl", "json")
 
@@ -136,6 +138,12 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
                          on_change=_remember_vs, args=("upload", "run_vs_uploader"))
         if any(chosen.values()):
             st.button("Stop comparing", icon=":material/close:", key="run_vs_close", on_click=_stop_comparing)
+    return versus_of(chosen, app_dir, after)
+
+
+def versus_of(chosen: dict[str, Any], app_dir: Path, after: Path | None) -> Versus | None:
+    """Run B as ``chosen`` names it (the sidebar's inputs, or a link's ``run_vs``), loaded (cached for the
+    server); ``after`` is the bundled run after a fix when the page shows the sample run."""
     upload: rs.Upload | None = chosen.get("upload")
     if upload is not None:
         return Versus(rs.RunOrigin("parquet", upload.name, uploads=(upload,)), load_uploads((upload,)),
@@ -143,10 +151,10 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
     path = chosen.get("path") or (str(after) if after is not None and chosen.get("sample") else "")
     if not path:
         return None
-    path = str(Path(path).expanduser().resolve())
-    records = chosen.get("records") or (str(rs.sample_records(app_dir, path) or "") if after is not None
+    path = rs.typed_path(path)  # from where `tokencap app` was started, not the server's directory
+    records = (rs.typed_path(chosen["records"]) if chosen.get("records") else "") or (str(rs.sample_records(app_dir, path) or "") if after is not None
                                         and Path(path) == after.resolve() else "")
-    fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
+    fps: dict[str, rs.Fingerprint] = STATE.setdefault("run_fingerprints", {})
     if path not in fps:
         fps[path] = rs.fingerprint(path)
     run = load_any_path(path, fps[path], records or None)
@@ -156,12 +164,58 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
     return Versus(origin, run, f"B ({Path(path).name})")
 
 
+def versus_words(versus: Versus) -> str:
+    """Where run B was read from (the absolute path used) and the records it was scanned with."""
+    if versus.origin.kind == "parquet":
+        return f"{versus.name}: read from the scan table {versus.origin.label}"
+    return f"{versus.name}: {versus.origin.label}, scanned {rs.records_words(versus.origin.records, APP_DIR)}"
+
+
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _compared(key_a: str, key_b: str, names: tuple[str, str], _a: LoadedRun, _b: LoadedRun) -> cv.Comparison | str:
     try:
         return cv.compare_runs(_a.table, _a.frame, _b.table, _b.frame, names=names)
     except DiffError as exc:
         return str(exc)
+
+
+def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's rollout opened by a link (a reload, a shared link): the request with its place in the run's
+    table (frame and row; in a comparison, the joined rows and their position), found in the run's scan
+    (the Run page's own cache, so "Back to the run" selects its row); None when the run cannot be read or
+    does not hold it."""
+    named = str((request.get("back_params") or {}).get(COMPARE_PARAM, "")).strip()
+    side = str(request.get("side") or "A") if named else "A"
+    run_a = request if side != "B" else request.get("vs")  # run A is the page's run, B the one compared with
+    if not isinstance(run_a, dict):
+        return None
+    path, records = str(run_a.get("path") or ""), run_a.get("final_responses")
+    if not path or run_a.get("data") is not None:
+        return None
+    fps: dict[str, rs.Fingerprint] = STATE.setdefault("run_fingerprints", {})
+    if path not in fps:
+        fps[path] = rs.fingerprint(path)
+    run = load_any_path(path, fps[path], records)
+    if run.frame is None:
+        return None
+    kind = "parquet" if path.lower().endswith(".parquet") else "directory" if Path(path).is_dir() else "file"
+    origin = rs.RunOrigin(kind, path, root=path, records=records)
+    source, rollout_id = str(request.get("source")), str(request.get("rollout_id"))
+    if not named or side not in ("A", "B"):
+        row = tr.row_of(run.frame, source, rollout_id)
+        return None if row is None else tr.with_place(request, origin, run.frame, row)
+    sample = rs.sample_run_path(APP_DIR)
+    after = rs.sample_after_fix_path(APP_DIR) if Path(path).resolve() == sample.resolve() else None
+    versus = versus_of({"sample": True} if named == "sample" else {"path": named}, APP_DIR, after)
+    if versus is None or versus.run.frame is None or run.table is None or versus.run.table is None:
+        return None
+    result = _compared(run.key, versus.run.key, (f"A ({Path(path).name})", versus.name), run, versus.run)
+    if isinstance(result, str):
+        return None
+    position = tr.pair_position(result, side, tr.row_of(result.a if side == "A" else result.b, source, rollout_id))
+    if position is None:
+        return None
+    return {**request, "comparison": result, "row": position, "origin": origin, "origin_b": versus.origin}
 
 
 def comparison(origin: rs.RunOrigin, run: LoadedRun, versus: Versus) -> cv.Comparison | None:
@@ -186,6 +240,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     """Reward of trainable vs masked rollouts, and the groups masking leaves without a learning signal."""
     runs = [(cmp.name_a, cmp.a), (cmp.name_b, cmp.b)] if cmp is not None else [("this run", frame)]
     st.markdown("#### Rewards and groups · does masking bias what the trainer learns?")
+    st.caption(md_escape(rw.scope_words(len(runs[0][1]), bool(flt.active), len(runs))))
     rewarded = [(n, f) for n, f in runs if rw.has_rewards(f)]
     grouped = [(n, f) for n, f in runs if rw.has_groups(f)]
     if not rewarded and not grouped:
@@ -199,10 +254,6 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     with left, st.container(border=True):
         if rewarded:
             _figure_and_words(rw.reward_figure(rewarded), "run_reward_figure", rewarded, rw.reward_bias, cmp)
-            with st.expander("Reward per slice (trainable, masked, each mask reason)"):
-                for name, f in rewarded:
-                    st.dataframe(rw.reward_slices(f), hide_index=True, width="stretch", key=f"run_reward_slices:{name}",
-                                 column_config={"share": st.column_config.NumberColumn(format="percent")})
         else:
             st.info("No reward in the rollout records: the trainable/masked reward comparison needs `reward`.")
     with right, st.container(border=True):
@@ -212,6 +263,13 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
                                  format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
+    if rewarded:  # the page's whole width: its columns are cut off in half of it at 1280 px
+        with st.expander("Reward per slice (trainable, masked, each mask reason)"):
+            for i, (name, f) in enumerate(rewarded):
+                if cmp is not None:
+                    st.caption(md_escape(name))
+                with st.container(key=f"run_reward_slices_{i}"):
+                    st.table(md_frame(rw.reward_slices_shown(f)), hide_index=True, border="horizontal")
 
 
 def _figure_and_words(figure: dict[str, Any], key: str, runs: list[tuple[str, pd.DataFrame]],
@@ -228,16 +286,24 @@ def _figure_and_words(figure: dict[str, Any], key: str, runs: list[tuple[str, pd
 
 
 def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarray], masks_b: dict[str, np.ndarray],
-               run_key: str, heading: Callable[..., None], column_config: dict[str, Any]) -> int | None:
-    """The joined rollouts passing the filters (either side); the position of the one selected."""
+               run_key: str, heading: Callable[..., None], column_config: dict[str, Any],
+               back_position: Callable[[np.ndarray], tuple[int, int] | None] | None = None,
+               scroll: Callable[[int], str] | None = None) -> int | None:
+    """The joined rollouts passing the filters (either side); the position of the one selected. Back from a
+    joined rollout opened here, its row is selected and scrolled into view, as on one run's table."""
     keep_a, keep_b = rd.passing(cmp.a, masks), rd.passing(cmp.b, masks_b)
     positions = cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt)
     heading(flt, len(positions), len(cmp.rows), "joined rollouts")
     shown = cv.compare_table_frame(cmp, positions)
     config = {f"{name} {side}": column_config[name] for name in ("delivered", "calls") for side in "AB"}
-    event = st.dataframe(shown, key=f"run_pairs:{run_key}:{flt.token}", on_select="rerun",
-                         selection_mode="single-row", hide_index=True, column_config=config,
-                         height=min(38 + 35 * max(len(shown), 1), 560), width="stretch", placeholder="")
+    back = back_position(positions) if back_position is not None else None
+    with st.container(key="run_table_box"):
+        event = st.dataframe(shown, key=f"run_pairs:{run_key}:{flt.token}" + (f":{back[0]}" if back else ""),
+                             on_select="rerun", selection_mode="single-row", hide_index=True, column_config=config,
+                             height=min(38 + 35 * max(len(shown), 1), 560), width="stretch", placeholder="",
+                             selection_default={"selection": {"rows": [back[1]]}} if back else None)
+    if back and scroll is not None and STATE.pop("run_back_scroll", None) == back[0]:
+        st.html(scroll(back[1]), unsafe_allow_javascript=True)
     picked = event.selection.rows if event is not None else []
     if picked and 0 <= int(picked[0]) < len(positions):
         return int(positions[int(picked[0])])
@@ -245,8 +311,9 @@ def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarra
 
 
 def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, position: int, flt: rd.RunFilter,
-              open_rollout: Callable[..., None]) -> None:
-    """Buttons opening a joined rollout's A or B capture; with both, on the Rollout page's Compare tab."""
+              back_params: dict[str, str], open_request: Callable[[dict], None]) -> None:
+    """Buttons opening a joined rollout's A or B capture; with both, on the Rollout page's Compare tab
+    (`triage.pair_request`: each side named by its run, built with its records, previous / next kept)."""
     assert versus is not None
     sides = []
     for side, frame, row, where in (("A", cmp.a, int(cmp.rows["row_a"].iloc[position]), origin),
@@ -264,7 +331,6 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
                        if all(s is not None and s[3] is not None for s in sides) else ""))
         columns = st.columns(2)
         for i, (col, mine) in enumerate(zip(columns, sides)):
-            other = sides[1 - i]
             if mine is None:
                 col.caption(f"Not in run {'AB'[i]}.")
                 continue
@@ -274,6 +340,8 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
                 continue
             label = f"Open {side}: {md_escape(rollout_id)}"
             if col.button(label, key=f"run_open_{side}", icon=":material/open_in_new:", width="stretch"):
-                vs = rs.open_request(other[3], other[1], other[2], records=other[4].records) \
-                    if other is not None and other[3] is not None else None
-                open_rollout(located, source, rollout_id, flt, vs, where.records)
+                STATE["open_rollout_seq"] += 1
+                step = tr.pair_request(cmp, position, side, (origin, versus.origin), STATE["open_rollout_seq"],
+                                       back_params)
+                if step.request is not None:
+                    open_request(step.request)

@@ -204,12 +204,14 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
         if described:
             st.button("Clear filters", icon=":material/filter_alt_off:", key="run_clear",
                       on_click=lambda: _set_filter(current_filter().cleared()), width="stretch")
+    st.space(TOOLBAR_ROOM)  # the table's hover toolbar sits above its top edge: never over this row's button
 
 
 # --------------------------------------------------------------------------- page parts
 
 
-def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None) -> None:
+def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
+                versus: parts.Versus | None = None) -> None:
     st.markdown(f"## Run · {md_escape(origin.label)}")
     frame = run.frame
     assert frame is not None
@@ -217,10 +219,14 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None)
            "parquet": "read from the scan table"}[origin.kind]
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
+               + ("" if origin.kind == "parquet" else
+                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))))
                + " · charts count the rollouts passing every other filter; click a bar, its label or its count "
                  "to filter the table.")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
+        if versus is not None:
+            st.caption(md_escape(parts.versus_words(versus)))
         for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
@@ -265,7 +271,7 @@ def _more_charts_changed() -> None:
 def more_charts_shown() -> bool:
     """The switch that opens the other charts (closed at first; ``run_charts=1`` in the URL keeps it open)."""
     STATE["run_w_more"] = STATE["run_more_charts"]
-    st.toggle("More charts: status, delivered share, calls, parent links, refusals",
+    st.toggle("More charts (status, delivered, calls, links, refusals)",
               key="run_w_more", on_change=_more_charts_changed)
     return bool(STATE["run_more_charts"])
 
@@ -338,12 +344,15 @@ def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) ->
 
 TABLE_HEIGHT = 560
 ROW_HEIGHT = 35
+TOOLBAR_ROOM = 28  # px between the table's heading and its top (its hover toolbar is 44 px high, above the table)
 
 
-def _back_position(frame: pd.DataFrame, rows: np.ndarray) -> tuple[int, int] | None:
-    """(seq, position in the table) of the rollout last opened from this table, when it is shown."""
+def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tuple[int, int] | None:
+    """(seq, position in the table) of the rollout last opened from this table (a run's frame, or the joined
+    rows of a comparison), when it is shown."""
     request = STATE.get("open_rollout")
-    if not isinstance(request, dict) or request.get("frame") is not frame or not isinstance(request.get("row"), int):
+    if not isinstance(request, dict) or not isinstance(request.get("row"), int) or \
+            request.get("comparison" if isinstance(frame, cv.Comparison) else "frame") is not frame:
         return None
     hits = np.flatnonzero(rows == request["row"])
     if not len(hits):
@@ -377,8 +386,14 @@ def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, 
         request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
     if place is not None:
         request = tr.with_place(request, *place)  # previous / next, and the way back to this row
+    _open_request(request)
+
+
+def _open_request(request: dict) -> None:
+    """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
+    shared link of the rollout still knows its place in the run's table (previous / next)."""
     STATE["open_rollout"] = request
-    st.switch_page(ROLLOUT_PAGE)
+    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
 
 
 def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
@@ -442,9 +457,10 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
         if cmp is None:
             show_table(origin, frame, flt, masks, run_key)
         else:
-            picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG)
+            picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG,
+                                      lambda rows: _back_position(cmp, rows), scroll_to_row)
             if picked is not None:
-                parts.open_pair(origin, versus, cmp, picked, flt, _open)
+                parts.open_pair(origin, versus, cmp, picked, flt, _params(flt), _open_request)
 
 
 def main() -> None:
@@ -463,7 +479,7 @@ def main() -> None:
     frame = run.frame
     cmp = parts.comparison(origin, run, versus) if versus is not None else None
     with trace.span("run header"):
-        show_header(origin, run, cmp)
+        show_header(origin, run, cmp, versus)
     if not len(frame):
         st.info("This run holds no rollout.")
         return

@@ -33,7 +33,7 @@ def records_for(path: str, sample: Path) -> str | None:
         return str(rs.stored_upload(upload, records_directory()))
     typed = (STATE.get("run_records_path") or "").strip()
     if typed:
-        return str(Path(typed).expanduser().resolve())
+        return rs.typed_path(typed)
     cli = cli_arguments()
     if cli.records and Path(cli.path or sample).resolve() == Path(path).resolve():  # the run started on
         return str(Path(cli.records).resolve())
@@ -101,7 +101,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     sample = rs.sample_run_path(APP_DIR)
     typed = opened_path()
     named = typed or cli  # the sidebar's path, else the command line's
-    path = str(Path(named).expanduser().resolve()) if named else str(sample)
+    path = (rs.typed_path(typed) if typed else str(Path(cli).expanduser().resolve())) if named else str(sample)
     fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
     if path not in fps:
         fps[path] = rs.fingerprint(path)

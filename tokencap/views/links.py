@@ -21,6 +21,10 @@ The page keeps what a reader needs to see the same thing again in the URL:
 ``records`` with ``part``: the rollout records (a path) the run was scanned with, so a reload
             or a link builds the rollout as its row did (a final answer off the delivered
             chain masks it); left out for the bundled sample run's own records.
+``vs_part``, ``vs_records`` the same for the capture ``vs_src`` names (another run's rollout: a
+            comparison's joined row opened on the Rollout page)
+``side``    with ``part`` and a ``vs_src``: which run of the comparison ``src`` is (``A`` or
+            ``B``), so the Compare tab keeps run A on the left
 ==========  =====================================================================
 
 Other pages own other keys (the Run page uses ``run_*``); this module only ever reads or
@@ -43,7 +47,8 @@ from urllib.parse import urlencode
 
 from .model import CALL, GHOST, REFUSAL, node_key, split_key
 
-KEYS = ("src", "part", "records", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout")
+KEYS = ("src", "part", "records", "rollout", "call", "tab", "anchor", "mask", "vs_src", "vs_rollout", "vs_part",
+        "vs_records", "side")
 """The query parameters the Rollout page owns."""
 
 SAMPLE_PREFIX = "sample:"
@@ -98,6 +103,9 @@ class ViewState:
     vs_rollout: str | None = None
     part: str | None = None        # a run's row source inside the run ``src`` names
     records: str | None = None     # with ``part``: the rollout records the run was scanned with (a path)
+    vs_part: str | None = None     # a run's row source inside the run ``vs_src`` names
+    vs_records: str | None = None  # with ``vs_part``: that run's rollout records
+    side: str | None = None        # "A" / "B": which run of a comparison ``src`` is
 
     @property
     def vs_sample(self) -> str | None:
@@ -165,6 +173,9 @@ def parse(params: Mapping[str, object]) -> ViewState:
         vs_rollout=_value(params, "vs_rollout"),
         part=_value(params, "part"),
         records=_value(params, "records"),
+        vs_part=_value(params, "vs_part"),
+        vs_records=_value(params, "vs_records"),
+        side=_value(params, "side") if _value(params, "side") in ("A", "B") else None,
     )
 
 
@@ -191,6 +202,12 @@ def to_params(state: ViewState) -> dict[str, str]:
         out["vs_src"] = state.vs_src
     if state.vs_rollout:
         out["vs_rollout"] = state.vs_rollout
+    if state.vs_src and state.vs_part:
+        out["vs_part"] = state.vs_part
+        if state.vs_records:
+            out["vs_records"] = state.vs_records
+    if state.part and state.vs_src and state.side in ("A", "B"):
+        out["side"] = state.side
     return out
 
 

@@ -44,6 +44,7 @@ class Source:
     path: str | None = None
     data: bytes | None = field(default=None, repr=False)
     names: tuple[str, ...] = ()  # only these files of the directory ``path`` (one store rollout of a run)
+    copy: str = ""  # set on the same content opened again beside itself (the other run of a comparison)
 
     @property
     def is_directory(self) -> bool:
@@ -56,7 +57,8 @@ class Source:
     @property
     def cache_key(self) -> str:
         """Content plus name: the same bytes under another name load to other error messages."""
-        name = hashlib.sha256(self.name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        named = f"{self.name}\0{self.copy}" if self.copy else self.name
+        name = hashlib.sha256(named.encode("utf-8", "surrogateescape")).hexdigest()[:12]
         return f"{self.key}-{name}"
 
 
@@ -293,6 +295,9 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
         rollouts = info.get("rollouts") if isinstance(info.get("rollouts"), dict) else {}
         finals = info.get("final_responses")
         finals_path = root / finals if isinstance(finals, str) and (root / finals).is_file() else None
+        records = root / "rollout_records" / f"{name}.jsonl"
+        if finals_path is None and records.is_file():  # a bundled run: built with its rollout records (README)
+            finals_path = records
         out.append(Scenario(name=name, path=root / name, situation=str(info.get("situation", "")),
                             expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", "")),
                             final_responses=finals_path))

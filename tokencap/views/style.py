@@ -93,6 +93,7 @@ a.tc-download:hover { background: #1d4ed8; }
 # The page starts higher than Streamlit's default, so the table is on the first screen.
 RUN_PAGE_CSS = """
 *, *::before, *::after { transition: none !important; }
-[data-testid="stMainBlockContainer"] { padding-top: 2.4rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 1.6rem; }
 [data-testid="stMainBlockContainer"] h2 { padding-top: 0; }
+[data-testid="stMetricValue"] { font-size: 1.9rem; }
 """

@@ -25,6 +25,7 @@ from ...builder import (
     PARENT_UNRESOLVED,
     RULE_UNRESOLVED,
 )
+from ...attribution import TerminalAttribution
 from ...loading.store import WITHOUT_SIBLINGS
 from ...rollout import MASK_REASON_TEXT
 from ..model import CALL, GHOST, RolloutView, node_key
@@ -178,12 +179,29 @@ def _chains(view: RolloutView) -> list[Culprit]:
 
 def _not_delivered(view: RolloutView) -> list[Culprit]:
     anchor = view.result.terminal_call_id
+    attribution = view.result.terminal_attribution
+    if anchor is None and attribution is not None and not attribution.attributed:
+        return _unanchored(view, attribution)
     build = view.build
     where = build.notes.terminal_chain if build is not None else ""
     missing = view.result.notes[0] if view.result.notes else f"the anchor {anchor} is not among the chained calls"
     text = {"quarantined": f"the anchor {anchor} was quarantined: another retry of its request was kept",
             "missing": missing}.get(where, f"the anchor {anchor} is not on the delivered chain")
     return [Culprit("terminal_call_not_delivered", text, _call(view, anchor))]
+
+
+def _unanchored(view: RolloutView, attribution: TerminalAttribution) -> list[Culprit]:
+    """No anchor: the harness's final answer matched no call, or several different ones. The outcome
+    and each candidate (a link to its call), as `tokencap inspect` names them."""
+    reason = "terminal_call_not_delivered"
+    if not attribution.candidates:
+        return [Culprit(reason, attribution.describe())]
+    others = len(attribution.candidates) - 1
+    return [Culprit(reason, f"{attribution.outcome} final answer: candidate {cid} matches it, as {others} other "
+                            f"call{'s' if others != 1 else ''} with a different token sequence "
+                            f"{'do' if others != 1 else 'does'}; nothing is chosen between them",
+                    _call(view, cid))
+            for cid in attribution.candidates]
 
 
 def _no_generated(view: RolloutView) -> list[Culprit]:

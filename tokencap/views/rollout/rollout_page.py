@@ -9,6 +9,7 @@ triage bar, the sidebar's picker and the progress box.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from .. import links
 from .culprits import Culprit, ReasonLine, first_culprit
 from ..model import RolloutView
-from ..sources import RolloutRef, Scenario
+from ..sources import RolloutRef, Scenario, Source
 from ..text import fmt_bytes, md_escape
 from .tree import tree_of
 from .attribution import none_anchor_label
@@ -111,6 +112,54 @@ def handed_over_refs(refs: Sequence[RolloutRef], request: Mapping[str, Any],
     vs = request.get("vs") or {}
     other = next((r for r in refs if r.source_key == vs_key and r.rollout_id == vs.get("rollout_id")), None)
     return wanted, other
+
+
+def in_table_order(refs: Sequence[RolloutRef]) -> list[RolloutRef]:
+    """The rollouts as the sidebar's picker lists them: each source's in rollout-id order (sources in the order
+    opened), as the Run page's table and `tokencap scan` list a file's rollouts; the page opens on the first."""
+    first = {}
+    for r in refs:
+        first.setdefault(r.source_key, len(first))
+    return sorted(refs, key=lambda r: (first[r.source_key], r.rollout_id, r.index))
+
+
+def distinct_capture(source: Source, taken: Iterable[str], run: str | None) -> Source:
+    """The capture compared with, as a source of its own even when its files are byte-identical to the
+    rollout's (the same rollout in two runs): each is then built with its own run's records, and both
+    sides of the Compare tab exist."""
+    if source.cache_key not in set(taken):
+        return source
+    return dataclasses.replace(source, copy=run or "compared with")
+
+
+def capture_runs(request: Mapping[str, Any] | None, keys: Sequence[str | None]) -> dict[str, tuple[str, str]]:
+    """Per source (cache key) of the rollout a comparison handed over and of its ``vs``: (side, run name)
+    as the Run page names them ("A", "A (run)"). ``keys`` are the two sources' cache keys."""
+    out: dict[str, tuple[str, str]] = {}
+    for handed, key in zip((request, (request or {}).get("vs")), keys):
+        if isinstance(handed, Mapping) and key and handed.get("side") in ("A", "B"):
+            out[key] = (str(handed["side"]), str(handed.get("run") or handed["side"]))
+    return out
+
+
+def capture_columns(ref: RolloutRef, other: RolloutRef, runs: Mapping[str, tuple[str, str]]) -> bool:
+    """Whether the Compare tab shows ``other`` on the left: it is run A's capture and ``ref`` run B's
+    (a joined rollout opened on its B side), so A stays A whichever side was opened."""
+    return runs.get(ref.source_key, ("A",))[0] == "B" and runs.get(other.source_key, ("B",))[0] == "A"
+
+
+def capture_column_name(side: str, source_name: str, version: Any, run: str | None) -> str:
+    """A Compare-tab column of two captures: the run it comes from (when a comparison of runs handed it
+    over), its file and snapshot version."""
+    return f"{run} · {source_name} v{version}" if run else f"{side} ({source_name} v{version})"
+
+
+def identical_files_note(a: Source, b: Source) -> str | None:
+    """What the Compare tab says when the two captures' files are byte-identical (None otherwise)."""
+    if a.key != b.key:
+        return None
+    return ("The two captures' files are byte-identical: nothing changed in the files. Any difference below "
+            "comes from the rollout records each run was scanned with (the final answer a build is anchored on).")
 
 
 def export_several(refs: Sequence[RolloutRef], ref: RolloutRef, has_names: bool) -> bool:
@@ -237,6 +286,29 @@ def run_records_problem(error: str) -> str:
             "files by path to inspect the capture alone.")
 
 
+def versus_link(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The URL's ``vs_*`` (and ``side``) of a rollout handed over with the other run's capture (``vs``), so a
+    reload or a shared link opens the same comparison; {} when there is none or it cannot be named."""
+    vs = request.get("vs")
+    if not isinstance(vs, Mapping):
+        return {}
+    src, part = run_link(vs, sample_dir)
+    if src is None:
+        return {}
+    return {"vs_src": src, "vs_part": part, "vs_records": run_link_records(vs, sample_dir),
+            "vs_rollout": vs.get("rollout_id"), "side": request.get("side")}
+
+
+def _linked_path(sample: str | None, path: str | None, sample_dir: str | os.PathLike[str]) -> str:
+    """The capture a link's ``vs_src`` names: a bundled sample (checked to be one), else the path."""
+    if sample is not None:
+        root = Path(sample_dir) / sample
+        if not sample or "/" in sample or "\\" in sample or sample in (".", "..") or not root.exists():
+            raise ValueError(f"the link names the sample run {sample!r}, which this app does not bundle")
+        return str(root)
+    return str(path)
+
+
 def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[str], seq: int) -> dict[str, Any]:
     """The ``open_rollout`` request a URL with ``part`` stands for (a reload, a shared link).
 
@@ -256,6 +328,19 @@ def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[st
     records = state.records or (_bundled_records(sample_dir, path) if state.sample is not None else None)
     if records:
         request["final_responses"] = str(records)  # built as its row was: with its run's rollout records
+    if state.vs_src:  # the other run's capture of a comparison (or any capture named to compare with)
+        vs_path = _linked_path(state.vs_sample, state.vs_path, sample_dir)
+        vs: dict[str, Any] = {"path": vs_path, "source": state.vs_part or "",
+                              "rollout_id": state.vs_rollout or state.rollout}
+        vs_records = state.vs_records or (_bundled_records(sample_dir, vs_path)
+                                          if state.vs_sample is not None and state.vs_part else None)
+        if vs_records:
+            vs["final_responses"] = str(vs_records)
+        if state.side in ("A", "B"):
+            other = "B" if state.side == "A" else "A"
+            request.update(side=state.side, run=f"{state.side} ({Path(path).name})")
+            vs.update(side=other, run=f"{other} ({Path(vs_path).name})")
+        request["vs"] = vs
     return request
 
 
@@ -314,12 +399,18 @@ def linked_comparison(refs: Sequence[RolloutRef], ref: RolloutRef, vs_rollout: s
 
 def page_view_state(view: RolloutView, rollout_id: str, *, selected: str | None, tab: str | None,
                     mask: links.MaskWindow | None, src: str | None, part: str | None, vs_src: str | None,
-                    vs_rollout: str | None, from_run: bool, records: str | None = None) -> links.ViewState:
+                    vs_rollout: str | None, from_run: bool, records: str | None = None,
+                    versus: Mapping[str, Any] | None = None) -> links.ViewState:
     """What the page shows, as its URL says it: the node shown (`selected_node`), and a mask window
-    only on a chain of this view. A rollout handed over by the Run page names its comparison in
-    the request, not the URL, so ``vs_src`` is dropped then."""
+    only on a chain of this view. A rollout handed over by the Run page names its comparison by the
+    request's ``vs`` (``versus``: `versus_link`), never by a ``vs_src`` left from an earlier link."""
+    if from_run:
+        versus = dict(versus or {})
+        vs_src, vs_rollout = versus.pop("vs_src", None), versus.pop("vs_rollout", None)
+    else:
+        versus = {}
     return links.ViewState(
-        vs_src=vs_src if not from_run else None, vs_rollout=vs_rollout if vs_src else None,
+        **versus, vs_src=vs_src, vs_rollout=vs_rollout if vs_src else None,
         src=src, part=part, records=records if part else None, rollout=rollout_id, call=selected_node(view, selected), tab=tab, anchor=view.anchor,
         mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
 

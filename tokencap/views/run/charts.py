@@ -60,7 +60,7 @@ def more_charts_open(params: Mapping[str, Any]) -> bool:
 def more_charts_params(shown: bool) -> dict[str, str]:
     """The URL parameter for the other charts' switch: only when they are open (the default is closed)."""
     return {MORE_PARAM: "1"} if shown else {}
-HEIGHTS = {"change": 230, "reasons": 290, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250}
+HEIGHTS = {"change": 230, "reasons": 262, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250}
 CONFIG = {"displayModeBar": False}
 """plotly config for these charts: nothing to zoom or pan, a click is the only interaction."""
 

@@ -55,6 +55,14 @@ run's standard deviations is called biased (Cohen's "small" effect), when both s
 BIAS_MINIMUM = 5
 
 
+def scope_words(total: int, filtered: bool, runs: int = 1) -> str:
+    """What the rewards and groups section describes: the whole run (each whole run of a comparison), never
+    only the rows passing the table's filters."""
+    words = (f"Rewards and groups describe the whole run: all {total:,} rollout{'s' if total != 1 else ''}"
+             if runs == 1 else "Rewards and groups describe both whole runs: every rollout of each")
+    return words + (", not only those passing the table's filters." if filtered else ".")
+
+
 def has_rewards(frame: pd.DataFrame) -> bool:
     return "reward" in frame and bool(frame["reward"].notna().to_numpy().any())
 
@@ -253,6 +261,18 @@ def reward_slices(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def reward_slices_shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """`reward_slices` as the page shows it: shares in percent, rewards to two decimals (as text, so a
+    table that wraps shows every column at 1280 px)."""
+    out = reward_slices(frame).astype(object)
+    for column in out.columns:
+        if column == "share":
+            out[column] = [f"{v:.1%}" if pd.notna(v) else "–" for v in out[column]]
+        elif column not in ("slice", "rollouts", "rewarded"):
+            out[column] = [f"{v:.2f}" if pd.notna(v) else "–" for v in out[column]]
+    return out
+
+
 @dataclass(frozen=True)
 class RewardBias:
     """The masked slice's reward against the trainable slice's."""
@@ -357,7 +377,7 @@ def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] 
 
 
 __all__ = [
-    "BIAS_THRESHOLD", "GROUP_FILTERS", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
+    "BIAS_THRESHOLD", "GROUP_FILTERS", "reward_slices_shown", "scope_words", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
     "group_filter_mask", "group_summary", "groups_figure", "has_groups", "has_rewards", "reward_bias", "reward_figure",
     "reward_slices", "trainable_per_group",
 ]

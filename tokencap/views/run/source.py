@@ -106,6 +106,39 @@ def sample_after_fix_path(app_dir: str | os.PathLike[str]) -> Path | None:
     return run if run.is_dir() else None
 
 
+START_DIR_ENV = "TOKENCAP_START_DIR"
+"""The directory `tokencap app` was started in (set by it for the server, which may run elsewhere)."""
+
+
+def start_directory(environ: Mapping[str, str] | None = None) -> Path:
+    """Where a relative path typed in the app starts: the directory `tokencap app` was started in
+    (``$TOKENCAP_START_DIR``), else the server's working directory (``streamlit run app.py``)."""
+    named = (os.environ if environ is None else environ).get(START_DIR_ENV)
+    return Path(named) if named else Path.cwd()
+
+
+def typed_path(typed: str, environ: Mapping[str, str] | None = None) -> str:
+    """A path typed in the app (or named in its URL) as the absolute path it opens: ``~`` expanded, a
+    relative path taken from `start_directory`, never from wherever the server happens to run."""
+    path = Path(typed.strip()).expanduser()
+    return str((path if path.is_absolute() else start_directory(environ) / path).resolve())
+
+
+def records_words(records: str | os.PathLike[str] | None, app_dir: str | os.PathLike[str],
+                  upload: Upload | None = None) -> str:
+    """Which rollout records a run was scanned with, in plain words: an upload by its name, the records
+    bundled with a sample run as such, any other file by its absolute path; or none."""
+    if upload is not None:
+        return f"with the rollout records {upload.name} (uploaded)"
+    if not records:
+        return "without rollout records"
+    path = Path(records).resolve()
+    bundled = (Path(app_dir) / "sample_data" / "rollout_records").resolve()
+    if path.parent == bundled:
+        return f"with the bundled rollout records sample_data/rollout_records/{path.name}"
+    return f"with the rollout records {path}"
+
+
 def stored_upload(upload: Upload, directory: str | os.PathLike[str]) -> Path:
     """An uploaded records file as a file on disk (a scan reads records from a path).
 
@@ -667,7 +700,7 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
-    "AppArguments", "PATH_PARAM", "app_arguments", "path_params", "records_name", "sample_after_fix_path",
+    "AppArguments", "PATH_PARAM", "START_DIR_ENV", "records_words", "start_directory", "typed_path", "app_arguments", "path_params", "records_name", "sample_after_fix_path",
     "sample_records", "scan_problem", "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
     "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
@@ -690,7 +723,7 @@ def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
     if request.get("data") is not None:
         return src.source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
     path, source = Path(str(request.get("path"))), str(request.get("source") or "")
-    if path.is_file():
+    if path.is_file() or (not source and path.is_dir()):  # a file, or a capture named whole (a link's vs_src)
         return src.source_from_path(path)
     files = run_files(path, source)
     if not files:

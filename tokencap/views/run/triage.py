@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import compare as cv
 from . import data as rd
 from . import source as rs
 
@@ -69,9 +70,68 @@ def with_place(request: dict[str, Any], origin: rs.RunOrigin, frame: pd.DataFram
     return {**request, "frame": frame, "row": row, "origin": origin}
 
 
+def pair_order(cmp: cv.Comparison, flt: rd.RunFilter) -> RunOrder:
+    """The Run page's table of joined rollouts for ``flt`` (a comparison): positions in ``cmp.rows``
+    passing the filters on either side, in its sort, as `app_pages/run/parts.show_pairs` lists them."""
+    keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
+    keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
+    return RunOrder(cmp.rows, cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt))
+
+
+def row_of(frame: pd.DataFrame, source: str, rollout_id: str) -> int | None:
+    """The row of a run's frame holding (source, rollout id): where a link's rollout sits in its run."""
+    hits = np.flatnonzero((frame["source"].astype(str).to_numpy() == source)
+                          & (frame["rollout_id"].astype(str).to_numpy() == rollout_id))
+    return int(hits[0]) if len(hits) else None
+
+
+def pair_position(cmp: cv.Comparison, side: str, row: int | None) -> int | None:
+    """The joined rollout (a position in ``cmp.rows``) whose ``side`` ("A" or "B") is ``row``."""
+    if row is None:
+        return None
+    hits = np.flatnonzero(cmp.rows["row_a" if side == "A" else "row_b"].to_numpy() == row)
+    return int(hits[0]) if len(hits) else None
+
+
+def pair_request(cmp: cv.Comparison, position: int, side: str, origins: tuple[rs.RunOrigin, rs.RunOrigin],
+                 seq: int, back_params: Mapping[str, str] | None) -> Step:
+    """Open joined rollout ``position`` of a comparison: its ``side`` capture ("A" or "B"; the other side's
+    when this run lacks it or its file is not here), with the other run's capture as ``vs`` (the Rollout
+    page's Compare tab shows both). Each capture is named by its run (``run``, ``side``) and built with
+    that run's rollout records; the request keeps its place (``comparison``, ``row``, ``origin``,
+    ``origin_b``) for previous / next and the way back."""
+    sides: dict[str, tuple[str, str, rs.Located | None, rs.RunOrigin, str]] = {}
+    for letter, frame, column, origin, name in (("A", cmp.a, "row_a", origins[0], cmp.name_a),
+                                                ("B", cmp.b, "row_b", origins[1], cmp.name_b)):
+        row = int(cmp.rows[column].iat[position])
+        if row >= 0:
+            source = str(frame["source"].iat[row])
+            sides[letter] = (source, str(frame["rollout_id"].iat[row]), rs.locate(origin, source), origin, name)
+    order = [side, "B" if side == "A" else "A"]
+    chosen = next((s for s in order if s in sides and sides[s][2] is not None), None)
+    if chosen is None:
+        source, rollout_id, _, origin, _ = sides[next(s for s in order if s in sides)]
+        return Step(problem=f"{rollout_id}: {rs.missing_message(origin, source)} Go back to the run to upload it.")
+
+    def opened(letter: str, number: int) -> dict[str, Any]:
+        source, rollout_id, located, origin, name = sides[letter]
+        assert located is not None
+        request = rs.open_request(located, source, rollout_id, seq=number, back_params=back_params,
+                                  records=origin.records)
+        return {**request, "run": name, "side": letter}
+
+    request = opened(chosen, seq)
+    other = order[1] if chosen == order[0] else order[0]
+    if other in sides and sides[other][2] is not None:
+        request["vs"] = opened(other, seq)
+    return Step({**request, "comparison": cmp, "row": position, "origin": origins[0], "origin_b": origins[1]})
+
+
 def order_of(request: Mapping[str, Any]) -> RunOrder | None:
     """The order a request opened from the Run page walks in (its filter and sort), or None for a
     rollout opened otherwise (a link, a file)."""
+    if isinstance(request.get("comparison"), cv.Comparison) and isinstance(request.get("row"), int):
+        return pair_order(request["comparison"], rd.RunFilter.from_params(request.get("back_params") or {}))
     frame, row = request.get("frame"), request.get("row")
     if not isinstance(frame, pd.DataFrame) or not isinstance(row, int):
         return None
@@ -92,6 +152,9 @@ def step_request(request: Mapping[str, Any], order: RunOrder, delta: int, seq: i
     if target is None:
         return None
     origin: rs.RunOrigin = request["origin"]
+    if isinstance(request.get("comparison"), cv.Comparison):  # the next joined rollout, the same side
+        return pair_request(request["comparison"], target, str(request.get("side") or "A"),
+                            (origin, request["origin_b"]), seq, request.get("back_params"))
     source, rollout_id = order.entry(target)
     located = rs.locate(origin, source)
     if located is None:
@@ -101,4 +164,5 @@ def step_request(request: Mapping[str, Any], order: RunOrder, delta: int, seq: i
     return Step(with_place(opened, origin, order.frame, target))
 
 
-__all__ = ["RunOrder", "Step", "order_of", "run_order", "step_request", "with_place"]
+__all__ = ["RunOrder", "Step", "order_of", "pair_order", "pair_position", "pair_request", "row_of", "run_order",
+           "step_request", "with_place"]
