@@ -159,3 +159,9 @@ def test_a_link_can_name_a_second_capture_to_compare_with():
     refs = [RolloutRef("k1", 0, "a", "f.jsonl"), RolloutRef("k2", 0, "a", "g.jsonl"), RolloutRef("k2", 1, "b", "g.jsonl")]
     assert rp.other_captures(refs, refs[0]) == [refs[1]]
     assert rp.other_captures(refs, refs[0], also=refs[2].key) == [refs[1], refs[2]]
+
+
+def test_a_shared_link_keeps_the_run_s_filters_beside_the_page_s_own_keys():
+    state = links.ViewState(src="sample:run", part="p", rollout="r")
+    url = links.share_url("http://h/rollout?x=1", state, {"run_reason": "multiple_chains", "rollout": "other"})
+    assert url == "http://h/rollout?run_reason=multiple_chains&src=sample%3Arun&part=p&rollout=r"

@@ -153,7 +153,14 @@ def test_the_url_of_the_page_keeps_only_what_holds_for_this_view():
         view.rollout_id, tv.tree_of(view).default_key, "Loss mask", "/b.json", "r2")
     assert state.mask == links.MaskWindow(chain, 0, 64)
     handed = rp.page_view_state(view, view.rollout_id, mask=links.MaskWindow("gone", 0, 64), from_run=True, **kwargs)
-    assert handed.vs_src is None and handed.vs_rollout == "r2" and handed.mask is None
+    # Handed over by the Run page: the comparison comes from the request (`versus_link`), never a stale vs_src.
+    assert handed.vs_src is None and handed.vs_rollout is None and handed.mask is None
+    versus = {"vs_src": "sample:run", "vs_part": "p", "vs_records": None, "vs_rollout": "r3", "side": "B"}
+    linked = rp.page_view_state(view, view.rollout_id, mask=None, from_run=True, versus=versus,
+                                **{**kwargs, "part": "x"})
+    assert (linked.vs_src, linked.vs_part, linked.vs_rollout, linked.side) == ("sample:run", "p", "r3", "B")
+    assert links.to_params(linked)["side"] == "B" and links.parse(links.to_params(linked)) == linked.with_(
+        call=links.decode_call(links.encode_call(linked.call)))
     no_vs = rp.page_view_state(view, view.rollout_id, mask=None, from_run=False,
                                **{**kwargs, "vs_src": None})
     assert no_vs.vs_rollout is None
@@ -253,3 +260,29 @@ def test_a_file_s_rollouts_are_listed_and_opened_in_rollout_id_order_as_the_run_
     loaded = [src.load_source(src.source_from_path(REPO / "sample_data" / "multi_rollout_entries.jsonl"))]
     refs = rp.in_table_order(src.rollout_refs(loaded))
     assert [r.rollout_id for r in refs] == ["jsonl-clean", "jsonl-parameter-refusal", "jsonl-refusal-ended"]
+
+
+def test_a_link_to_a_run_s_rollout_keeps_the_capture_it_compares_with():
+    from tokencap.views import sources as src
+
+    samples = REPO / "sample_data"
+    state = links.parse({"src": "sample:run", "part": "p.tokens.*", "rollout": "r", "vs_src": "sample:run_after_fix",
+                         "vs_part": "p.tokens.*", "side": "B"})
+    request = rp.run_request_of_link(state, samples, 3)
+    assert request["vs"] == {"path": str(samples / "run_after_fix"), "source": "p.tokens.*", "rollout_id": "r",
+                             "final_responses": str(samples / "rollout_records" / "run_after_fix.jsonl"),
+                             "side": "A", "run": "A (run_after_fix)"}
+    assert (request["side"], request["run"]) == ("B", "B (run)")
+    plain = rp.run_request_of_link(links.parse({"src": "sample:run", "part": "p", "rollout": "r",
+                                                "vs_src": "sample:length_stop.json"}), samples, 4)
+    assert plain["vs"] == {"path": str(samples / "length_stop.json"), "source": "", "rollout_id": "r"}
+    # Byte-identical captures stay two sources; run A's is shown on the left.
+    one = src.source_from_path(samples / "length_stop.json")
+    two = rp.distinct_capture(src.source_from_path(samples / "length_stop.json"), {one.cache_key}, "B (x)")
+    assert two.cache_key != one.cache_key and two.key == one.key and two.name == one.name
+    assert rp.identical_files_note(one, two) and rp.identical_files_note(one, src.source_from_path(
+        samples / "content_filter_stop.json")) is None
+    a, b = src.RolloutRef(one.cache_key, 0, "r", "f"), src.RolloutRef(two.cache_key, 0, "r", "f")
+    runs = rp.capture_runs({"side": "B", "run": "B (x)", "vs": {"side": "A", "run": "A (y)"}},
+                           [two.cache_key, one.cache_key])
+    assert rp.capture_columns(b, a, runs) and not rp.capture_columns(a, b, runs)

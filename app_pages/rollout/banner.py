@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages.rollout.common import show_tiles
+from app_pages.rollout.sources import run_request
 from app_pages.rollout.url import current_view_state
 from tokencap.views import links
 from tokencap.views import sources as src
@@ -45,7 +46,8 @@ def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
     if not popover.open:
         return
     with popover:
-        url = links.share_url(st.context.url, current_view_state(view, ref, rk))
+        request = run_request() or {}  # a run's rollout: the link keeps its place in the run's filters
+        url = links.share_url(st.context.url, current_view_state(view, ref, rk), request.get("back_params"))
         st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
         st.code(url, language=None, wrap_lines=True)
         if STATE.get("src_param") is None:

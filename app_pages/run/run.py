@@ -42,7 +42,14 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
               dict of the same shape: the Rollout page opens its Compare tab on the two,
         "frame", "row", "origin": the run's frame, the row number and the `RunOrigin`
                 (previous / next in this filter, `tokencap.views.run.triage`),
+        (a joined row of a comparison, `triage.pair_request`, instead of "frame":)
+        "comparison", "origin_b": the `Comparison` (its ``row`` a position in its joined rows) and run
+                B's origin; "run", "side": the run the capture comes from ("A (run)", "A"), on the request
+                and on its "vs", so the Compare tab keeps run A on the left and names each column's run,
     }
+
+The Rollout page's URL keeps the ``run_*`` parameters (the filters): a reload or a shared link finds
+the rollout's place in the run again (`parts.place_of_link`).
 
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
 its own files only) and shows "Back to the run", returning here with the filters kept

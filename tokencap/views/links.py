@@ -225,9 +225,10 @@ def sample_src(name: str) -> str:
     return f"{SAMPLE_PREFIX}{name}"
 
 
-def share_url(base: str | None, state: ViewState) -> str:
-    """The link to ``state``: the page's URL with its query parameters."""
-    query = urlencode(to_params(state))
+def share_url(base: str | None, state: ViewState, others: Mapping[str, str] | None = None) -> str:
+    """The link to ``state``: the page's URL with its query parameters, and ``others`` (another page's keys
+    the view depends on: the Run page's filters, which place a run's rollout in its table)."""
+    query = urlencode({**{k: v for k, v in (others or {}).items() if k not in KEYS}, **to_params(state)})
     root = (base or "").split("?", 1)[0]
     return f"{root}?{query}" if query else root
 
