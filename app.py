@@ -23,6 +23,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from tokencap.views import trace
 from tokencap.views.run.source import app_arguments
 
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
@@ -53,4 +54,5 @@ if ROLLOUT_FIRST and current is RUN_PAGE and not st.session_state.get("_rollout_
     st.session_state["_rollout_first_done"] = True
     st.switch_page(ROLLOUT_PAGE)
 st.session_state["_rollout_first_done"] = True
-current.run()
+with trace.span("script"):  # TOKENCAP_APP_TRACE=FILE: a line per script run (a fragment's rerun has none)
+    current.run()

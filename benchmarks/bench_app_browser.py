@@ -1,50 +1,311 @@
-"""Time the Rollout page in a real browser (Streamlit + Debian's Chromium via Playwright).
+"""Every interaction of the app, timed in a real browser (Streamlit + Debian's Chromium via Playwright).
 
-Generates a linear 300-call full-prompt snapshot (about 85 MB, as bench_build.py does) into
-a temporary directory, starts `streamlit run app.py -- SNAPSHOT` and measures, at 1280x800:
+The goals of issue 20 (a click <= 0.5 s; a first render <= 3 s, <= 4 s for the big rollouts;
+a 100,000-row table rendering <= 4 s, filtering <= 0.5 s, the server under 600 MiB after
+20 filter cycles), each measured at 1280x800 in headless Chromium, median of ``--runs``:
 
-* first render: from opening the page on a freshly started server (nothing cached) until
-  the call tree is drawn and the selected call's detail is shown;
-* a click on a tree node until that call's detail is shown;
-* every tab switch (Call tree -> Loss mask -> Verdicts -> Export -> Compare -> Call tree),
-  each until the new tab's content is drawn (twice: the first visit, then a second one);
-* an 85 MB download: from the click on "Build result JSON" until the browser's download
-  starts (and until it is complete); not with --delta.
+* ``run``: the Run page on the bundled sample run -- first render in a fresh browser (a new
+  server each run); a bar click that filters the table, and one that clears it; a row of the
+  filtered table opening its rollout; Next and Previous; every tab of that rollout; the
+  rollout's link opened in a new tab of the same browser; "Back to the run";
+* ``long``: the 1,500-call delta rollout of the tests; ``big``: the 300-call full-prompt
+  rollout (about 85 MB) of bench_build.py -- first render on a new server, a click on a
+  tree node, every tab (a first visit);
+* ``table``: a 100,000-row scan table (tests/synth_run.py) -- first render until the grid
+  holds every row, a bar click filtering it and one clearing it, and the server's resident
+  memory (VmRSS, and its peak VmHWM) after 20 more filter cycles.
 
-    python benchmarks/bench_app_browser.py            # 5 runs, medians
-    python benchmarks/bench_app_browser.py --runs 3 --calls 300
-    python benchmarks/bench_app_browser.py --delta --calls 1500   # the long delta rollout of the tests
+An interaction ends when the content that says it is done is drawn (a heading, a count, a
+chart of the new tab, the grid's row count) and the app's script is idle
+(``stApp[data-test-script-state=notRunning]``). Beside each wall time the benchmark prints
+where it went: the server's CPU time over the same interval (``/proc/PID/stat``: the script
+run) and the time the page's main thread was busy (Chromium's ``TaskDuration`` from the
+DevTools protocol: receiving, laying out, drawing); the rest is waiting (and other processes).
 
-Figures are wall-clock medians of the runs; every run of "first render" starts a new server.
+    python benchmarks/bench_app_browser.py                      # this tree, 5 runs, medians
+    python benchmarks/bench_app_browser.py --compare main       # main's code and this tree, side by side
+    python benchmarks/bench_app_browser.py --only run,table --runs 3
+    python benchmarks/bench_app_browser.py --download           # also the 85 MB download of the big rollout
+
+``--compare REV`` extracts REV's files (``git archive``) into a temporary directory and runs
+every measurement on both trees, interleaved run by run, so both columns meet the same load
+(REV may also be a directory holding a tree). To keep editing while it runs, run a copy:
+``git archive HEAD | tar -x -C /tmp/head && python /tmp/head/benchmarks/bench_app_browser.py
+--compare /tmp/before`` (with REV extracted into /tmp/before the same way).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(HERE)]
 
-sys.path.insert(0, str(HERE))
-from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
+from app_server import CHROMIUM, free_port, launch_chromium, stop_server, wait_until_serving  # noqa: E402
+
+CLICK = 0.5
+GOALS = {  # interaction name prefix -> goal (seconds), as issue 20 sets them
+    "first render (sample run)": 3.0, "rollout link in a new tab": 3.0, "first render (1,500 calls)": 4.0,
+    "first render (85 MB)": 4.0, "first render (100,000 rows)": 4.0,
+}
+MEMORY_GOAL_MIB = 600
+TIMEOUT = 180_000
+CYCLES = 20
 
 
-@contextmanager
-def server(snapshot: Path, log: Path):
+# --------------------------------------------------------------------------- servers and conditions
+
+
+@dataclass
+class Server:
+    url: str
+    pid: int
+
+    def cpu(self) -> float:
+        """The server's CPU seconds so far (user + system)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def memory_mib(self) -> tuple[float, float]:
+        """(VmRSS, VmHWM) of the server, MiB."""
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
+                      if ":" in line)
+        return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+
+
+@contextlib.contextmanager
+def app_server(app_dir: Path, *args: str, log: Path, cache: Path) -> Iterator[Server]:
+    """`streamlit run app.py [-- ARGS]` of the tree ``app_dir`` on a free port, scans cached in ``cache``."""
+    port = free_port()
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONPATH": str(app_dir),
+           "TOKENCAP_CACHE_DIR": str(cache)}
+    command = [sys.executable, "-m", "streamlit", "run", str(app_dir / "app.py"), "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true"]
+    if args:
+        command += ["--", *args]
     with open(log, "ab") as out:
+        proc = subprocess.Popen(command, cwd=app_dir, stdout=out, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
         try:
-            with streamlit_app(str(snapshot), log=out) as url:
-                yield url
-        except AppDidNotStart as exc:
-            raise SystemExit(f"{exc}; see {log}") from None
+            wait_until_serving(proc, url, out)
+            yield Server(url, proc.pid)
+        finally:
+            stop_server(proc)
+
+
+IDLE = "(() => { const a = document.querySelector(\"[data-testid='stApp']\");" \
+       " return !!a && a.getAttribute('data-test-script-state') === 'notRunning'; })()"
+
+
+def settle(page, locator=None, js: str | None = None, arg=None) -> None:
+    """Wait until ``locator`` is visible (and ``js`` holds), then until the app's script is idle."""
+    from playwright.sync_api import expect
+
+    if locator is not None:
+        expect(locator).to_be_visible(timeout=TIMEOUT)
+    if js is not None:
+        page.wait_for_function(js, arg=arg, timeout=TIMEOUT, polling="raf")
+    page.wait_for_function(f"() => {IDLE}", timeout=TIMEOUT, polling="raf")
+
+
+def grid_rows(page, rows: int) -> None:
+    """The run's table holds ``rows`` rows and the script is idle."""
+    settle(page, js="""(n) => [...document.querySelectorAll(".st-key-run_table_box [aria-rowcount]")]
+                        .some(g => g.getAttribute('aria-rowcount') === String(n + 1))""", arg=rows)
+
+
+class Timer:
+    """Wall time, the server's CPU time and the page's main-thread busy time (Chromium's
+    ``TaskDuration``, through the DevTools protocol) of the interactions of one run of one tree."""
+
+    def __init__(self, server: Server, out: dict[str, list[tuple[float, float, float]]]):
+        self.server, self.out = server, out
+        self.sessions: dict[int, object] = {}
+
+    def _busy(self, page) -> float:
+        if page is None:
+            return 0.0
+        session = self.sessions.get(id(page))
+        if session is None:
+            session = self.sessions[id(page)] = page.context.new_cdp_session(page)
+            session.send("Performance.enable")
+        metrics = session.send("Performance.getMetrics")["metrics"]
+        return next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, page=None):
+        busy, cpu, start = self._busy(page), self.server.cpu(), time.perf_counter()
+        yield
+        wall = time.perf_counter() - start
+        self.out.setdefault(name, []).append((wall, self.server.cpu() - cpu, self._busy(page) - busy))
+
+
+def _bar_xy(page, dimension: str, key: str) -> tuple[float, float]:
+    """Scroll a Run-page chart's bar into view; the page coordinates of its middle."""
+    xy = page.evaluate(
+        """([dimension, key]) => {
+            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+                const t = gd._fullData && gd._fullData[0];
+                if (!t || !t.customdata) continue;
+                const i = t.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
+                if (i < 0) continue;
+                gd.scrollIntoView({block: 'center'});
+                const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
+                return [r.left + r.width / 2, r.top + r.height / 2];
+            }
+            return null;
+        }""", [dimension, key])
+    if xy is None:
+        raise RuntimeError(f"bar {dimension}={key} is not drawn")
+    return xy[0], xy[1]
+
+
+def click_bar(page, dimension: str, key: str) -> None:
+    page.wait_for_function("""([d, k]) => [...document.querySelectorAll('.js-plotly-plot')].some(gd =>
+        gd._fullData && gd._fullData[0] && (gd._fullData[0].customdata || []).some(c => c[0] === d && c[1] === k)
+        && gd.querySelector('.trace.bars .point path'))""", arg=[dimension, key], timeout=TIMEOUT)
+    x, y = _bar_xy(page, dimension, key)
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+
+
+def click_row(page, position: int) -> None:
+    """Click the checkbox of the ``position``-th row of the Run page's table (a canvas)."""
+    grid = page.locator(".st-key-run_table_box [data-testid='stDataFrame']")
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
+
+
+TAB_DRAWN = {  # what shows that a Rollout tab's content was drawn
+    "Loss mask": lambda page: page.locator('[class*="st-key-mask_strip"] .js-plotly-plot').first,
+    "Verdicts": lambda page: page.get_by_text("Metrics (as tokencap build reports them)").first,
+    "Compare": lambda page: page.get_by_text("What changes from A to B").first,
+    "Export": lambda page: page.get_by_text("Fixed trajectory", exact=True).first,
+    "Call tree": lambda page: page.locator('[class*="st-key-tree-"] .js-plotly-plot').first,
+}
+
+
+def every_tab(page, timer: Timer, label: str) -> None:
+    for name, drawn in TAB_DRAWN.items():
+        with timer(f"tab {name} ({label})", page):
+            page.get_by_role("tab", name=name).click()
+            settle(page, drawn(page))
+
+
+# --------------------------------------------------------------------------- the scenarios
+
+
+@dataclass
+class Inputs:
+    work: Path
+    sample_total: int = 0
+    sample_reason: str = "multiple_chains"
+    sample_filtered: int = 0
+    sample_ids: tuple[str, ...] = ()
+    long: Path | None = None
+    big: Path | None = None
+    table: Path | None = None
+    table_rows: int = 0
+    table_reason: str = "multiple_chains"
+    table_filtered: int = 0
+
+
+SAMPLE_POSITION = 3
+
+
+def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Path) -> None:
+    n, k, reason, ids = inp.sample_total, inp.sample_filtered, inp.sample_reason, inp.sample_ids
+    with app_server(app_dir, log=log, cache=cache) as server:
+        timer = Timer(server, out)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT)
+        counted = lambda shown: page.get_by_text(f"{shown:,} of {n:,} rollouts").first  # noqa: E731
+        with timer("first render (sample run)", page):
+            page.goto(server.url)
+            settle(page, counted(n))
+            grid_rows(page, n)
+        with timer("bar click: filter", page):
+            click_bar(page, "reasons", reason)
+            settle(page, counted(k))
+            grid_rows(page, k)
+        with timer("bar click: clear", page):
+            click_bar(page, "reasons", reason)
+            settle(page, counted(n))
+            grid_rows(page, n)
+        click_bar(page, "reasons", reason)
+        grid_rows(page, k)
+        heading = lambda i: page.get_by_role("heading", name=ids[i], exact=True)  # noqa: E731
+        with timer("row -> rollout", page):
+            click_row(page, SAMPLE_POSITION)
+            settle(page, heading(SAMPLE_POSITION))
+        with timer("next", page):
+            page.get_by_role("button", name="Next").click()
+            settle(page, heading(SAMPLE_POSITION + 1))
+        with timer("previous", page):
+            page.get_by_role("button", name="Previous").click()
+            settle(page, heading(SAMPLE_POSITION))
+        every_tab(page, timer, "sample rollout")
+        page.wait_for_function(f"() => location.search.includes('rollout={ids[SAMPLE_POSITION]}')")
+        link = page.url
+        other = context.new_page()
+        with timer("rollout link in a new tab", other):
+            other.goto(link)
+            settle(other, other.get_by_role("heading", name=ids[SAMPLE_POSITION], exact=True))
+            settle(other, TAB_DRAWN["Call tree"](other))
+        other.close()
+        with timer("back to the run", page):
+            page.get_by_role("link", name="Back to the run").click()
+            settle(page, counted(k))
+            grid_rows(page, k)
+        context.close()
+
+
+def scenario_rollout(browser, app_dir: Path, path: Path, calls: int, label: str, out, log: Path, cache: Path,
+                     download: bool = False) -> None:
+    from playwright.sync_api import expect
+
+    with app_server(app_dir, str(path), log=log, cache=cache) as server:
+        timer = Timer(server, out)
+        context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT)
+        with timer(f"first render ({label})", page):
+            page.goto(server.url)
+            settle(page, page.get_by_text(f"call-{calls - 1:05d} — On the delivered main chain"))
+            expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first
+                   ).to_be_attached(timeout=TIMEOUT)
+        call = f"call-{calls - 10:05d}"  # a node of the zoomed window
+        page.wait_for_function("() => { const gd = document.querySelector('[class*=\"st-key-tree-\"] .js-plotly-plot');"
+                               " return gd && gd._fullLayout && gd._fullData; }", timeout=TIMEOUT)
+        x, y = page.evaluate(NODE_XY, f"call:{call}")
+        page.mouse.move(x, y)
+        with timer(f"node click ({label})", page):
+            page.mouse.click(x, y)
+            settle(page, page.get_by_text(f"{call} — On the delivered main chain"))
+        every_tab(page, timer, label)
+        if download:
+            page.get_by_role("tab", name="Export").click()
+            button = page.get_by_role("button", name="Build result JSON", exact=True)
+            expect(button).to_be_visible(timeout=TIMEOUT)
+            with timer(f"download complete ({label})", page):
+                with page.expect_download(timeout=300_000) as info:
+                    button.click()
+                info.value.path()
+        context.close()
 
 
 NODE_XY = """(key) => {
@@ -63,98 +324,169 @@ NODE_XY = """(key) => {
     return null; }"""
 
 
-TAB_DRAWN = {  # what shows that a tab's content was drawn
-    "Loss mask": lambda page: page.locator('[class*="st-key-mask_strip"] .js-plotly-plot').first,
-    "Verdicts": lambda page: page.get_by_text("Metrics (as tokencap build reports them)").first,
-    "Export": lambda page: page.get_by_text("Every loaded rollout", exact=True),
-    "Compare": lambda page: page.get_by_text("What changes from A to B").first,
-    "Call tree": lambda page: page.locator('[class*="st-key-tree-"] .js-plotly-plot').first,
-}
+def scenario_table(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Path, memory: dict) -> None:
+    n, k, reason = inp.table_rows, inp.table_filtered, inp.table_reason
+    with app_server(app_dir, str(inp.table), log=log, cache=cache) as server:
+        timer = Timer(server, out)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT)
+        with timer(f"first render ({n:,} rows)", page):
+            page.goto(server.url)
+            grid_rows(page, n)
+        with timer(f"bar click: filter ({n:,} rows)", page):
+            click_bar(page, "reasons", reason)
+            grid_rows(page, k)
+        with timer(f"bar click: clear ({n:,} rows)", page):
+            click_bar(page, "reasons", reason)
+            grid_rows(page, n)
+        for _ in range(CYCLES):
+            click_bar(page, "reasons", reason)
+            grid_rows(page, k)
+            click_bar(page, "reasons", reason)
+            grid_rows(page, n)
+        rss, peak = server.memory_mib()
+        memory.setdefault("rss", []).append(rss)
+        memory.setdefault("peak", []).append(peak)
+        context.close()
 
 
-def measure(snapshot: Path, runs: int, workdir: Path, calls: int = 300, download: bool = True) -> dict[str, list[float]]:
-    from playwright.sync_api import expect, sync_playwright
+# --------------------------------------------------------------------------- inputs and trees
 
-    expect.set_options(timeout=120_000)
-    times: dict[str, list[float]] = {"first render": [], "click on a node": []}
-    for visit in ("first", "second"):
-        times.update({f"tab -> {name} ({visit})": [] for name in TAB_DRAWN})
-    if download:
-        times.update({"85 MB download start": [], "85 MB download complete": []})
-    log = workdir / "streamlit.log"
-    with sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            for run in range(runs):
-                with server(snapshot, log) as url:
-                    page = browser.new_context(viewport={"width": 1280, "height": 800},
-                                               accept_downloads=True).new_page()
-                    page.set_default_timeout(120_000)
-                    start = time.perf_counter()
-                    page.goto(url)
-                    expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first
-                           ).to_be_attached()
-                    expect(page.get_by_text(f"call-{calls - 1:05d} — On the delivered main chain")).to_be_visible()
-                    times["first render"].append(time.perf_counter() - start)
 
-                    call = f"call-{max(calls - 10 - run, 0):05d}"  # a node in the zoomed window
-                    x, y = page.evaluate(NODE_XY, f"call:{call}")
-                    page.mouse.move(x, y)
-                    start = time.perf_counter()
-                    page.mouse.click(x, y)
-                    expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
-                    times["click on a node"].append(time.perf_counter() - start)
+def make_inputs(work: Path, only: set[str], table_rows: int) -> Inputs:
+    inp = Inputs(work)
+    if "run" in only:
+        from tokencap.run import scan_table
+        from tokencap.views.run import data as rd
+        from tokencap.views.run import triage as tr
 
-                    for visit in ("first", "second"):
-                        for name, drawn in TAB_DRAWN.items():
-                            start = time.perf_counter()
-                            page.get_by_role("tab", name=name).click()
-                            expect(drawn(page)).to_be_visible()
-                            times[f"tab -> {name} ({visit})"].append(time.perf_counter() - start)
-                    if not download:
-                        page.context.close()
-                        print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
-                              flush=True)
-                        continue
+        records = REPO / "sample_data" / "rollout_records" / "run.jsonl"
+        frame = rd.run_frame(scan_table(REPO / "sample_data" / "run", workers=1, final_responses=str(records)))
+        order = tr.run_order(frame, rd.RunFilter(reasons=(inp.sample_reason,)))
+        inp.sample_total, inp.sample_filtered = len(frame), len(order.rows)
+        inp.sample_ids = tuple(order.entry(int(r))[1] for r in order.rows)
+    for name, calls, spec in (("long", 1500, {"n_calls": 1500, "tool_tokens": 20, "gen_tokens": 10, "delta": True}),
+                              ("big", 300, {"n_calls": 300})):
+        if name in only:
+            path = work / f"linear{calls}_{name}.json"
+            subprocess.run([sys.executable, str(HERE / "bench_build.py"), "--generate", str(path), json.dumps(spec)],
+                           check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+            setattr(inp, name, path)
+            print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB", flush=True)
+    if "table" in only:
+        import pyarrow.parquet as pq
 
-                    page.get_by_role("tab", name="Export").click()
-                    button = page.get_by_role("button", name="Build result JSON", exact=True)
-                    expect(button).to_be_visible()
-                    start = time.perf_counter()
-                    with page.expect_download(timeout=300_000) as info:
-                        button.click()
-                    times["85 MB download start"].append(time.perf_counter() - start)
-                    info.value.path()
-                    times["85 MB download complete"].append(time.perf_counter() - start)
-                    page.context.close()
-                print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
-        finally:
-            browser.close()
-    return times
+        from synth_run import synthetic_scan_table
+        from tokencap.views.run import data as rd
+
+        table = synthetic_scan_table(table_rows, seed=1)
+        frame = rd.run_frame(table)
+        inp.table, inp.table_rows = work / "run.parquet", table_rows
+        inp.table_filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(inp.table_reason,)))["reasons"].sum())
+        pq.write_table(table, inp.table)
+    return inp
+
+
+def extract(rev: str, into: Path) -> Path:
+    """The files of commit ``rev`` (``git archive``) under ``into``; raises when git cannot name it."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def run_tree(browser, app_dir: Path, inp: Inputs, only: set[str], work: Path, results: dict,
+             download: bool) -> None:
+    log = work / f"streamlit-{app_dir.name}.log"
+    cache = work / f"cache-{app_dir.name}"
+    out = results.setdefault("times", {})
+    if "run" in only:
+        scenario_run(browser, app_dir, inp, out, log, cache)
+    if "long" in only:
+        scenario_rollout(browser, app_dir, inp.long, 1500, "1,500 calls", out, log, cache)
+    if "big" in only:
+        scenario_rollout(browser, app_dir, inp.big, 300, "85 MB", out, log, cache, download=download)
+    if "table" in only:
+        scenario_table(browser, app_dir, inp, out, log, cache, results.setdefault("memory", {}))
+
+
+def goal_of(name: str) -> float | None:
+    for prefix, goal in GOALS.items():
+        if name.startswith(prefix):
+            return goal
+    return None if name.startswith("download") else CLICK
+
+
+def report(trees: list[str], results: dict[str, dict], runs: int) -> None:
+    print(f"\nmedians of {runs} runs, seconds (in brackets: server CPU / browser main thread busy), 1280x800 headless Chromium, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print("| interaction | goal | " + " | ".join(trees) + " | met |")
+    print("|---|---|" + "---|" * len(trees) + "---|")
+    names = list(results[trees[-1]]["times"])
+    for name in names:
+        goal = goal_of(name)
+        cells, last = [], None
+        for tree in trees:
+            values = results[tree]["times"].get(name)
+            if not values:
+                cells.append("—")
+                continue
+            last = statistics.median(v[0] for v in values)
+            cells.append(f"{last:.2f} ({statistics.median(v[1] for v in values):.2f} / "
+                         f"{statistics.median(v[2] for v in values):.2f})")
+        met = "" if goal is None or last is None else ("yes" if last <= goal else "no")
+        print(f"| {name} | {'' if goal is None else f'≤ {goal:g} s'} | " + " | ".join(cells) + f" | {met} |")
+    if any("memory" in results[t] for t in trees):
+        cells = []
+        for tree in trees:
+            mem = results[tree].get("memory")
+            cells.append("—" if not mem else
+                         f"{statistics.median(mem['rss']):.0f} MiB (peak {statistics.median(mem['peak']):.0f})")
+        last = results[trees[-1]].get("memory")
+        met = "" if not last else ("yes" if statistics.median(last["rss"]) < MEMORY_GOAL_MIB else "no")
+        print(f"| server memory after {CYCLES} filter cycles | < {MEMORY_GOAL_MIB} MiB | " + " | ".join(cells)
+              + f" | {met} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--delta", action="store_true",
-                        help="a delta-prompt rollout with short turns (20 tool, 10 generated tokens a call), "
-                             "as the long-rollout tests use; no download is measured")
+    parser.add_argument("--compare", metavar="REV", help="also measure commit REV's code (or the tree in the "
+                                                        "directory REV), side by side")
+    parser.add_argument("--only", default="run,long,big,table", help="scenarios: run, long, big, table")
+    parser.add_argument("--rows", type=int, default=100_000, help="rows of the scan table (table)")
+    parser.add_argument("--download", action="store_true", help="also time the big rollout's download")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="tokencap-bench-") as tmp:
         work = Path(tmp)
-        snapshot = work / f"linear{args.calls}_{'delta' if args.delta else 'full'}.json"
-        print(f"generating {snapshot.name} ...", flush=True)
-        spec = {"n_calls": args.calls, **({"tool_tokens": 20, "gen_tokens": 10, "delta": True} if args.delta else {})}
-        subprocess.run([sys.executable, str(HERE / "bench_build.py"), "--generate", str(snapshot),
-                        json.dumps(spec)], check=True)
-        print(f"{snapshot.stat().st_size / 1e6:.1f} MB; {args.runs} runs at 1280x800", flush=True)
-        times = measure(snapshot, args.runs, work, args.calls, download=not args.delta)
-    print("medians:")
-    for name, values in times.items():
-        print(f"  {name:<26} {statistics.median(values):6.2f} s   (runs: {', '.join(f'{v:.2f}' for v in values)})")
+        trees: dict[str, Path] = {}
+        if args.compare and Path(args.compare).is_dir():  # a tree extracted before
+            trees[Path(args.compare).name] = Path(args.compare).resolve()
+        elif args.compare:
+            trees[args.compare] = extract(args.compare, work / "before")
+        trees["this tree"] = REPO
+        inp = make_inputs(work, only, args.rows)
+        results: dict[str, dict] = {name: {} for name in trees}
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                for run in range(args.runs):
+                    for name, app_dir in trees.items():
+                        run_tree(browser, app_dir, inp, only, work, results[name], args.download)
+                        times = results[name]["times"]
+                        print(f"run {run + 1}, {name}: " + ", ".join(f"{k} {v[-1][0]:.2f}" for k, v in times.items()),
+                              flush=True)
+            finally:
+                browser.close()
+        report(list(trees), results, args.runs)
 
 
 if __name__ == "__main__":

@@ -570,6 +570,9 @@ def test_links_that_do_not_fit_are_ignored_and_other_pages_keys_are_kept(monkeyp
 
 def test_copy_link_shows_the_url_and_says_uploads_cannot_be_shared(monkeypatch):
     at = open_app(monkeypatch)
+    assert not [c for c in at.code if "src=sample" in c.value]  # filled only while open
+    at.session_state["share"] = True  # opened
+    rerun(at)
     share = next(c.value for c in at.code if "src=sample" in c.value)
     assert "call=call-0003" in share and "tab=tree" in share
     assert not any("can't be in a URL" in w.value for w in at.warning)
@@ -788,6 +791,31 @@ def test_query_parameters_set_by_another_page_open_that_rollout(monkeypatch):
     assert at.query_params["src"] == str(SAMPLES / "capture_store")
 
 
+def test_only_the_open_tab_is_computed(monkeypatch):
+    """A tab's body runs only while it is shown: the loss mask's strip and the verdicts' finish-reason
+    table are built by the tab that shows them, never while another tab is open."""
+    from collections import Counter
+
+    from tokencap.views.rollout import mask as mv
+    from tokencap.views.rollout import verdicts as vv
+
+    built: Counter[str] = Counter()
+    for module, name in ((mv, "strip_figure"), (vv, "finish_reason_frame")):
+        original = getattr(module, name)
+
+        def counted(*a, _original=original, _name=name, **k):
+            built[_name] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(module, name, counted)
+    at = open_app(monkeypatch, tab="Call tree", query={"src": "sample:final_retry_unresolved.json"})
+    assert not built["strip_figure"] and not built["finish_reason_frame"]
+    rerun(at, tab="Loss mask")
+    assert built["strip_figure"] == 1 and not built["finish_reason_frame"]
+    rerun(at, tab="Verdicts")
+    assert built["strip_figure"] == 1 and built["finish_reason_frame"] == 1
+
+
 def test_the_multi_rollout_sample_opens_on_its_first_rollout_in_rollout_id_order(monkeypatch):
     at = open_app(monkeypatch)
     at.selectbox(key="scenario").set_value("multi_rollout_entries.jsonl")
@@ -795,3 +823,31 @@ def test_the_multi_rollout_sample_opens_on_its_first_rollout_in_rollout_id_order
     assert heading(at) == "### jsonl\\-clean"
     assert [o.split(" · ")[-1] for o in at.selectbox(key="rollout").options] == [
         "jsonl-clean", "jsonl-parameter-refusal", "jsonl-refusal-ended"]
+
+
+def test_the_tree_tabs_legend_and_node_table_are_built_only_when_opened(monkeypatch):
+    """Closed, the "What the marks mean" legend and the table of every node are neither built nor sent
+    with each click in the tree; opening the table shows every node."""
+    from collections import Counter
+
+    from tokencap.views.rollout import tree as tv
+
+    built: Counter[str] = Counter()
+    for name in ("nodes_frame", "legend_frame"):
+        original = getattr(tv, name)
+
+        def counted(*a, _original=original, _name=name, **k):
+            built[_name] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(tv, name, counted)
+    at = open_app(monkeypatch, tab="Call tree")
+    assert not built
+    label = next(e.label for e in at.expander if e.label.startswith("All ") and "nodes as a table" in e.label)
+    count = int(label.split()[1].replace(",", ""))
+    assert not [d for d in at.dataframe if len(d.value) == count and "key" not in d.value.columns]
+    rk = next(iter(at.session_state["selected"]))
+    at.session_state[f"nodes_open:{rk}"] = True  # opened
+    rerun(at)
+    assert built["nodes_frame"] == 1 and not built["legend_frame"]
+    assert [d for d in at.dataframe if len(d.value) == count]

@@ -183,5 +183,8 @@ def test_copy_link_says_uploaded_final_responses_are_not_in_the_link(monkeypatch
     assert not any("final responses" in w.value for w in at.warning)
     at = upload_finals(at, "run.jsonl", (SAMPLES / "rollout_records" / "run.jsonl").read_bytes())
     assert "Masked" in banner(at)
+    assert not any("final responses" in w.value for w in at.warning)  # the Copy link popover is closed
+    at.session_state["share"] = True  # opened: filled
+    at.run()
     (note,) = [plain(w.value) for w in at.warning if "final responses" in w.value]
     assert "run.jsonl" in note and "without them" in note

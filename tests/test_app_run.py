@@ -166,10 +166,39 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert metrics["masked"] == f"{int(table.column('mask_sample').to_numpy().sum()):,}"
     assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
     assert shown_count(at) == (len(frame), len(frame))
-    assert len([c for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]) == len(rd.CHARTS)
+    # The first screen: the mask-reason chart only; the other five charts open with a switch.
+    assert [c.proto.id.split(":")[1] for c in at.get("plotly_chart") if "run_chart:" in c.proto.id] == ["reasons"]
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL
+
+
+def run_chart_dimensions(at: AppTest) -> list[str]:
+    return [c.proto.id.split(":")[1] for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]
+
+
+def test_the_other_charts_open_with_a_switch_kept_in_the_url(monkeypatch, sample):
+    at = run_app(monkeypatch)
+    assert at.toggle(key="run_w_more").value is False
+    at.toggle(key="run_w_more").set_value(True)
+    rerun(at)
+    assert run_chart_dimensions(at) == ["reasons", "statuses", "delivered", "calls", "link", "refusal"]
+    assert at.query_params["run_charts"] == "1"
+    # A filter set by one of them keeps them open, and so does the way back from a rollout (its URL).
+    click_bar(at, "statuses", "max_output_tokens")
+    assert at.query_params["run_charts"] == "1" and len(run_chart_dimensions(at)) == 6
+    select_row(at, 0)
+    assert STATE_of(at)["open_rollout"]["back_params"]["run_charts"] == "1"
+    # A link with the switch on opens them; off again, they are gone and so is the parameter.
+    fresh = run_app(monkeypatch, params={"run_charts": "1"})
+    assert len(run_chart_dimensions(fresh)) == 6 and fresh.toggle(key="run_w_more").value is True
+    fresh.toggle(key="run_w_more").set_value(False)
+    rerun(fresh)
+    assert run_chart_dimensions(fresh) == ["reasons"] and "run_charts" not in fresh.query_params
+
+
+def STATE_of(at: AppTest):
+    return at.session_state
 
 
 def test_the_run_page_draws_without_transitions_from_its_first_element_on(monkeypatch, sample):
@@ -204,7 +233,7 @@ def test_filtering_by_a_reason_filters_the_table_and_goes_in_the_url(monkeypatch
 
 def test_clicking_a_bar_filters_the_table_and_a_second_click_clears_it(monkeypatch, sample):
     _, frame = sample
-    at = run_app(monkeypatch)
+    at = run_app(monkeypatch, params={"run_charts": "1"})  # the status and calls charts are behind the switch
     click_bar(at, "statuses", "completed")
     completed = int((frame["status"] == "completed").sum())
     assert shown_count(at) == (completed, len(frame))

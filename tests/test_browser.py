@@ -143,9 +143,14 @@ def _after_rerun(page, act, condition: str = "true", arg=None) -> None:
     _settled(page, condition, arg)
 
 
-_GRID_ROWS = """arg => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
-    const grid = grids[grids.length - 1] && grids[grids.length - 1].querySelector('table[role=grid]');
+_GRID = """(() => { const pick = sel => { const all = document.querySelectorAll(sel); return all[all.length - 1]; };
+    return pick("[class*='st-key-run_pairs'] [data-testid='stDataFrame']")
+        || pick(".st-key-run_table_box [data-testid='stDataFrame']") || pick('[data-testid="stDataFrame"]'); })()"""
+"""The Run page's table as a JavaScript expression: a comparison's joined rows, else the run's rows."""
+
+_GRID_ROWS = ("""arg => { const found = GRID; const grid = found && found.querySelector('table[role=grid]');
     return !!grid && (arg === null || grid.getAttribute('aria-rowcount') === String(arg + 1)); }"""
+              .replace("GRID", _GRID))
 
 
 def _click_node(page, call_key: str, chart: str = "tree") -> None:
@@ -254,6 +259,10 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
     assert result_path.read_bytes() == cli
     assert shot.stat().st_size > 10_000
     print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
+
+
+RUN_TABLE = ".st-key-run_table_box [data-testid='stDataFrame']"
+"""The Run page's table (the rewards' tables follow it)."""
 
 
 def _bar_box(page, dimension: str, key: str) -> dict | None:
@@ -380,7 +389,7 @@ def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromi
     counts = frame["refusal"].value_counts()
     key = min((k for k in rd.REFUSALS if counts[k] > 0), key=lambda k: counts[k])
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
-        page.goto(server)
+        page.goto(f"{server}/?run_charts=1")  # the other charts open (the refusal chart is one of them)
         expect(page.get_by_text(f"{total:,} of {total:,} rollouts")).to_be_visible()
         expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
         # The reward and group views, filled from the bundled rollout records.
@@ -537,12 +546,9 @@ def _select_grid_row(page, position: int, rows: int | None = None) -> None:
     A filter's rerun replaces the table: a locator resolved before would point at a detached one. So
     the table is looked up afresh, scrolled to and measured in one step, after the page settled."""
     _settled(page, f"({_GRID_ROWS})(arg)", rows)
-    page.evaluate("""() => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
-                             grids[grids.length - 1].scrollIntoView({block: 'center'}); }""")
+    page.evaluate(f"() => {_GRID}.scrollIntoView({{block: 'center'}})")
     _settled(page, f"({_GRID_ROWS})(arg)", rows)  # the scroll moved it: measure it where it stands
-    box = page.evaluate("""() => { const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
-                                   const r = grids[grids.length - 1].getBoundingClientRect();
-                                   return {x: r.left, y: r.top}; }""")
+    box = page.evaluate(f"() => {{ const r = {_GRID}.getBoundingClientRect(); return {{x: r.left, y: r.top}}; }}")
     # Header and rows are 35 px high; the first column holds the row's checkbox.
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
 
@@ -738,3 +744,106 @@ def test_the_call_tree_labels_as_chromium_draws_them_never_collide_or_clip(tmp_p
         assert drawn == 30 and not found, found  # the window of 30 rows under the overview
         page.screenshot(path=str(tmp_path / "tree-88.png"), full_page=True)
     print(f"screenshots: {tmp_path / 'tree-24.png'} {tmp_path / 'tree-88.png'}")
+
+
+def _spans(path: Path) -> list[str]:
+    from tokencap.views import trace
+
+    return [name for name, _ in trace.read(path)]
+
+
+def _idle(page) -> None:
+    page.wait_for_function("""() => {
+        const app = document.querySelector("[data-testid='stApp']");
+        return app && app.getAttribute('data-test-script-state') === 'notRunning';
+    }""")
+
+
+def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_first_screen(tmp_path):
+    from playwright.sync_api import expect
+
+    from tokencap.views.run import data as rd
+
+    frame = rd.run_frame(_sample_table())
+    with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
+        page.goto(url)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        _idle(page)
+        tiles = page.locator("[data-testid='stMetric']")
+        expect(tiles.first).to_be_visible()
+        charts = page.locator("[class*='st-key-run_chart'] .js-plotly-plot")
+        expect(charts).to_have_count(1)  # the mask-reason chart; the others are behind the switch
+        assert page.evaluate("() => scrollY") == 0
+        table = page.locator(RUN_TABLE).last.bounding_box()
+        assert table["y"] + 35 * 2 <= 800, table  # the header and the first row are on the first screen
+        for box in [tiles.nth(i).bounding_box() for i in range(tiles.count())] + [charts.first.bounding_box()]:
+            assert box["y"] + box["height"] <= 800, box
+        page.screenshot(path=str(tmp_path / "run-first-screen.png"))
+        # The switch opens the other charts; the URL keeps them open.
+        page.get_by_text("More charts (").click()
+        expect(charts).to_have_count(1 + sum(len(row) for row in rc.ROWS))  # every other chart
+        page.wait_for_function("() => location.search.includes('run_charts=1')")
+    print(f"screenshot: {tmp_path / 'run-first-screen.png'}")
+
+
+def test_a_click_reruns_only_the_part_it_changes(tmp_path):
+    """A bar click reruns the Run page's fragment (filters, first chart, table), not the page, the header
+    or the charts behind the switch; a tab of the Rollout page reruns its tabs alone and computes the
+    open tab only (the spans the app writes with TOKENCAP_APP_TRACE)."""
+    from playwright.sync_api import expect
+
+    from tokencap.views.run import data as rd
+
+    spans = tmp_path / "trace.txt"
+    frame = rd.run_frame(_sample_table())
+    reason = "multiple_chains"
+    filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(reason,)))["reasons"].sum())
+    with streamlit_server(tmp_path, env={"TOKENCAP_APP_TRACE": str(spans)}) as url, chromium_page() as page:
+        page.goto(url)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible(timeout=90_000)
+        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        _idle(page)
+        page.wait_for_function("() => document.querySelector('.js-plotly-plot')._fullLayout")
+        before = _spans(spans)
+        assert before.count("script") >= 1 and "run body" in before and "run header" in before
+        assert not [s for s in before if s.startswith("run chart") and s != "run chart reasons"]
+        x, y = _bar_pixel(page, "reasons", reason)
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        expect(page.get_by_text(f"{filtered:,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.locator(RUN_TABLE).last.locator(f"[aria-rowcount='{filtered + 1}']")).to_be_attached()
+        _idle(page)
+        clicked = len(before)
+        page.goto(f"{url}/rollout?src=sample:final_retry_unresolved.json")
+        expect(page.get_by_role("tab", name="Call tree")).to_have_attribute("aria-selected", "true")
+        expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot').first).to_be_visible()
+        _idle(page)
+        before = _spans(spans)
+        assert "rollout tab Call tree" in before and not [s for s in before if s.startswith("rollout tab ")
+                                                           and s != "rollout tab Call tree"]
+        page.get_by_role("tab", name="Verdicts").click()
+        expect(page.get_by_text("Metrics (as tokencap build reports them)").first).to_be_visible()
+        _idle(page)
+        tab_clicked = len(before)
+        # Another page load ends both stretches for sure: what each click reran is every span written
+        # after it and before the next page's parts (a script run writes its parts' spans, then "script").
+        page.goto(url)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible()
+        _idle(page)
+        written = _spans(spans)
+
+        def reran(start: int, next_page: str) -> list[str]:
+            out = []
+            for name in written[start:]:
+                if name == "script" or name.startswith(next_page):
+                    break
+                out.append(name)
+            return out
+
+        after = reran(clicked, "rollout ")
+        assert "run body" in after and "run chart reasons" in after, after
+        assert "run header" not in after and "run rewards" not in after, after
+        after = reran(tab_clicked, "run ")
+        assert "rollout tab Verdicts" in after, after
+        assert "rollout banner" not in after and "rollout tab Call tree" not in after, after

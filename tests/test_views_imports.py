@@ -95,7 +95,7 @@ def test_views_import_graph_has_no_cycle():
 def test_model_is_the_bottom_and_page_assembly_the_top():
     graph = views_graph()
     assert graph["tokencap.views.model"] <= {"tokencap.views.text", "tokencap.views.style"}
-    for leaf in ("text", "style", "words", "sources", "widgets"):
+    for leaf in ("text", "style", "words", "sources", "widgets", "trace"):
         assert graph[f"tokencap.views.{leaf}"] == set(), leaf
     importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout.rollout_page" in deps]
     assert importers_of_page == []

@@ -40,7 +40,12 @@ def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
 
 
 def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
-    with st.popover("Copy link", icon=":material/link:", key="share", width="stretch"):
+    # Filled only while open (opening it reruns the page): its URL is the view's at that moment (a click
+    # in the tabs reruns them alone), and a closed popover sends nothing to the browser.
+    popover = st.popover("Copy link", icon=":material/link:", key="share", width="stretch", on_change="rerun")
+    if not popover.open:
+        return
+    with popover:
         request = run_request() or {}  # a run's rollout: the link keeps its place in the run's filters
         url = links.share_url(st.context.url, current_view_state(view, ref, rk), request.get("back_params"))
         st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")

@@ -42,6 +42,9 @@ one ``st.html`` with a script is a constant that scrolls to the top.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import streamlit as st
 
 from app_pages.rollout import export as export_tab
@@ -55,7 +58,8 @@ from app_pages.rollout.triage import show_triage
 from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
                                    show_missing_rollout, take_url_state, write_url_state)
 from tokencap.views import sources as src
-from tokencap.views import style
+from tokencap.views import style, trace
+from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.text import md_escape
@@ -143,29 +147,62 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     # The URL first, before anything is drawn: a click (Back to the run, a tab) after the verdict is
     # on screen must never be followed by this run's URL update, which would land on the next page.
     write_url_state(current_view_state(view, ref, rk))
-    show_banner(view, ref, rk)
-    tabs = st.tabs(TABS, key="tab", on_change="rerun")
-    for name, tab in zip(TABS, tabs):
-        if not tab.open:
-            continue
-        with tab:
-            if name == "Call tree":
-                tree_tab.show_tree_tab(view, rk)
-            elif name == "Loss mask":
-                tabs_part.show_mask_tab(view, rk)
-            elif name == "Verdicts":
-                tabs_part.show_verdicts_tab(view)
-            elif name == "Compare":
-                tabs_part.show_compare_tab(base, view, rk, ref, refs, by_key, view_of)
-            else:
-                all_views = [view_of(by_key[r.source_key], r.index, STATE["anchors"].get(r.key)) for r in file_refs]
-                label = rp.export_source_label(ref.source_name, source_label, source_label == "uploaded files")
-                several = rp.export_several(refs, ref, bool(ls.source.names))
-                export_tab.show_export_tab(base, view, rk, ref, label, all_views, several,
-                                           builds.choice_for(ls).label)
-    if STATE.get("tab") != "Export":
-        STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
-    write_url_state(current_view_state(view, ref, rk))  # the loss-mask window, when the tab moved it
+    with trace.span("rollout banner"):
+        show_banner(view, ref, rk)
+    show_tabs(TabsContext(base, view, ref, rk, refs, file_refs, by_key, view_of, source_label, builds))
+
+
+@dataclass
+class TabsContext:
+    """What the tabs need of the page: the rollout shown (its view under the anchor, and without one)."""
+    base: RolloutView
+    view: RolloutView
+    ref: src.RolloutRef
+    rk: str
+    refs: list[src.RolloutRef]
+    file_refs: list[src.RolloutRef]  # in file order: the export writes them as tokencap build does
+    by_key: dict[str, src.LoadedSource]
+    view_of: Callable[[src.LoadedSource, int, str | None], RolloutView]
+    source_label: str
+    builds: Builds
+
+
+@st.fragment
+def show_tabs(c: TabsContext) -> None:
+    """The tabs, as a fragment: a tab, a click in the tree, a mask window or a table row reruns this
+    alone (not the sources, the sidebar or the banner). Only the open tab's body is computed
+    (``st.tabs`` with ``on_change``: the others' ``.open`` is False). A change that moves the whole
+    page -- another anchor (the banner's verdict follows it) -- reruns the page."""
+    with trace.span("rollout tabs"):
+        if rp.valid_anchor(c.base, STATE["anchors"].get(c.rk)) != c.view.anchor:
+            st.rerun(scope="app")
+        view, rk, ref = c.view, c.rk, c.ref
+        tabs = st.tabs(TABS, key="tab", on_change="rerun")
+        for name, tab in zip(TABS, tabs):
+            if not tab.open:
+                continue
+            with tab, trace.span(f"rollout tab {name}"):
+                if name == "Call tree":
+                    tree_tab.show_tree_tab(view, rk)
+                elif name == "Loss mask":
+                    tabs_part.show_mask_tab(view, rk)
+                elif name == "Verdicts":
+                    tabs_part.show_verdicts_tab(view)
+                elif name == "Compare":
+                    tabs_part.show_compare_tab(c.base, view, rk, ref, c.refs, c.by_key, c.view_of)
+                else:
+                    ls = c.by_key[ref.source_key]
+                    all_views = [c.view_of(c.by_key[r.source_key], r.index, STATE["anchors"].get(r.key))
+                                 for r in c.file_refs]
+                    label = rp.export_source_label(ref.source_name, c.source_label,
+                                                   c.source_label == "uploaded files")
+                    several = rp.export_several(c.refs, ref, bool(ls.source.names))
+                    export_tab.show_export_tab(c.base, view, rk, ref, label, all_views, several,
+                                               c.builds.choice_for(ls).label)
+        if STATE.get("tab") != "Export":
+            STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
+        # The selected call and the loss-mask window, when a click in the tab moved them.
+        write_url_state(current_view_state(view, ref, rk))
 
 
 main()

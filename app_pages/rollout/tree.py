@@ -122,22 +122,33 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     if found and found[0] == STATE.get(find_key):
         query, count = found
         st.caption(tv.search_caption(query, count))
-    with st.expander("What the marks mean"):
-        legend = tv.legend_frame()
-        st.dataframe(legend.style.apply(
-            lambda col: [f"background-color: {c}; color: {c}" for c in col] if col.name == "colour" else
-            [""] * len(col)), hide_index=True, width="stretch",
-            column_config={"colour": st.column_config.TextColumn(width="small")})
+    # Both expanders are filled only while open (opening one reruns the tabs): closed, the legend and
+    # the table of every node are neither built nor sent with each click in the tree.
+    marks = st.expander("What the marks mean", key=f"marks_open:{rk}", on_change="rerun")
+    if marks.open:
+        with marks:
+            show_legend()
     table_key = f"calls_table:{rk}:{view.anchor}"
-    with st.expander(f"All {fmt_int(len(model))} nodes as a table (select a row to inspect it)"):
-        frame = tv.nodes_frame(model, view)
-        st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
-                     column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
-                     _remember_row(table_key, rk, frame), selection_mode="single-row")
+    nodes = st.expander(f"All {fmt_int(len(model))} nodes as a table (select a row to inspect it)",
+                        key=f"nodes_open:{rk}", on_change="rerun")
+    if nodes.open:
+        with nodes:
+            frame = tv.nodes_frame(model, view)
+            st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
+                         column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
+                         _remember_row(table_key, rk, frame), selection_mode="single-row")
     with st.container(key="detail"):
         show_detail(view, selected)
     if STATE.pop("scroll_detail", False):
         scroll_to_detail()
+
+
+def show_legend() -> None:
+    legend = tv.legend_frame()
+    st.dataframe(legend.style.apply(
+        lambda col: [f"background-color: {c}; color: {c}" for c in col] if col.name == "colour" else
+        [""] * len(col)), hide_index=True, width="stretch",
+        column_config={"colour": st.column_config.TextColumn(width="small")})
 
 
 def scroll_to_detail() -> None:

@@ -67,7 +67,7 @@ import streamlit as st
 from app_pages.run import parts as parts
 from app_pages.run.loading import LoadedRun, progress_in
 from app_pages.run.sources import cli_arguments, sidebar_origin
-from tokencap.views import style
+from tokencap.views import style, trace
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -84,6 +84,8 @@ for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_ro
                         ("run_chart_nonce", {})):
     if _name not in STATE:
         STATE[_name] = _default
+if "run_more_charts" not in STATE:  # a first load, a reload, a link: the URL says whether the other charts show
+    STATE["run_more_charts"] = rc.more_charts_open(st.query_params.to_dict())
 
 
 # --------------------------------------------------------------------------- filters
@@ -104,7 +106,8 @@ def _set_filter(flt: rd.RunFilter) -> None:
 def _params(flt: rd.RunFilter) -> dict[str, str]:
     """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
     return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get("run_path", ""),
-                                                                          bool(STATE["run_uploads"]))}
+                                                                          bool(STATE["run_uploads"])),
+            **rc.more_charts_params(bool(STATE.get("run_more_charts")))}
 
 
 def _sync_url(flt: rd.RunFilter) -> None:
@@ -170,27 +173,28 @@ def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
         st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key="run_w_change",
                        format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=("run_w_change",),
                        placeholder="any")
-    top = st.columns([1.5, 2.6, 2.2], gap="small", vertical_alignment="bottom")
+    # Stacked beside the mask-reason chart (the first screen holds the table below them).
+    top = st.columns([1.15, 1], gap="small", vertical_alignment="bottom")
     with top[0]:
         st.segmented_control("Verdict", list(rd.VERDICTS), key="run_w_verdict", on_change=_widget_changed,
                              args=("run_w_verdict",))
     with top[1]:
-        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
-                       on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
-    with top[2]:
         st.multiselect("Status", list(rd.STATUSES), key="run_w_statuses", on_change=_widget_changed,
                        args=("run_w_statuses",), placeholder="any")
-    bottom = st.columns([2, 2, 2, 1.2], gap="small", vertical_alignment="bottom")
-    with bottom[0]:
+    st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
+                   on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
+    middle = st.columns(2, gap="small", vertical_alignment="bottom")
+    with middle[0]:
         st.text_input("Rollout id contains", key="run_w_query", on_change=_widget_changed, args=("run_w_query",),
                       placeholder="search ids", icon=":material/search:")
-    with bottom[1]:
+    with middle[1]:
         st.text_input("Source contains", key="run_w_source", on_change=_widget_changed, args=("run_w_source",),
                       placeholder="path or file name", icon=":material/folder:")
-    with bottom[2]:
+    bottom = st.columns([2, 1.1], gap="small", vertical_alignment="bottom")
+    with bottom[0]:
         st.selectbox("Sort by", list(rd.SORTS), key="run_w_sort", format_func=rd.SORTS.get,
                      on_change=_widget_changed, args=("run_w_sort",))
-    with bottom[3]:
+    with bottom[1]:
         st.toggle("Descending", key="run_w_desc", on_change=_widget_changed, args=("run_w_desc",),
                   disabled=not flt.sort)
 
@@ -252,18 +256,31 @@ def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | Non
                         selection_mode="points", config=rc.CONFIG, width="stretch")
 
 
-def show_charts(frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndarray], run_key: str,
-                cmp: cv.Comparison | None = None, masks_b: dict[str, np.ndarray] | None = None) -> None:
+def chart_pairs(frame: pd.DataFrame, masks: dict[str, np.ndarray], cmp: cv.Comparison | None,
+                masks_b: dict[str, np.ndarray] | None) -> dict[str, tuple[rd.Bars, rd.Bars | None]]:
     if cmp is None:
-        pairs = {b.dimension: (b, None) for b in rd.chart_bars(frame, masks)}
-    else:
-        pairs = {a.dimension: (a, b) for a, b in cv.paired_bars(cmp, masks, masks_b or {})}
-        _chart(cv.change_bars(cmp, masks, masks_b or {}), flt, run_key)
-    names = (cmp.name_a, cmp.name_b) if cmp is not None else ("A", "B")
+        return {b.dimension: (b, None) for b in rd.chart_bars(frame, masks)}
+    return {a.dimension: (a, b) for a, b in cv.paired_bars(cmp, masks, masks_b or {})}
+
+
+def show_other_charts(pairs: dict[str, tuple[rd.Bars, rd.Bars | None]], flt: rd.RunFilter, run_key: str,
+                      names: tuple[str, str]) -> None:
     for row in rc.ROWS:
-        for col, d in zip(st.columns(len(row), gap="small"), row):
-            with col:
+        for col, d in zip(st.columns(2, gap="small"), row):
+            with col, trace.span(f"run chart {d}"):
                 _chart(pairs[d][0], flt, run_key, pairs[d][1], names)
+
+
+def _more_charts_changed() -> None:
+    STATE["run_more_charts"] = bool(STATE.get("run_w_more"))
+
+
+def more_charts_shown() -> bool:
+    """The switch that opens the other charts (closed at first; ``run_charts=1`` in the URL keeps it open)."""
+    STATE["run_w_more"] = STATE["run_more_charts"]
+    st.toggle("More charts (status, delivered, calls, links, refusals)",
+              key="run_w_more", on_change=_more_charts_changed)
+    return bool(STATE["run_more_charts"])
 
 
 COLUMN_CONFIG = {
@@ -412,6 +429,47 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
 # --------------------------------------------------------------------------- page
 
 
+@st.fragment
+def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | None, cmp: cv.Comparison | None,
+             run_key: str) -> None:
+    """What a click changes -- the charts, the filters, the table -- as a fragment: a bar click, a filter or
+    a row reruns this alone, not the sidebar, the scan or the header (a change of run reruns the page).
+
+    First screen (1280x800): the mask-reason chart beside the filters, then the table; the other charts
+    open with a switch (`more_charts_shown`) and are computed only while it is on. The rewards and
+    groups follow the table, outside the fragment."""
+    with trace.span("run body"):
+        flt = current_filter()
+        if STATE.get("run_groups_drawn", flt.groups) != flt.groups:
+            st.rerun(scope="app")  # the rewards' group control, outside this fragment, shows the filter too
+        _sync_url(flt)
+        if cmp is None:
+            flt = flt.set(change=())  # nothing to compare with: no change to filter on
+        masks = rd.filter_masks(cmp.a if cmp is not None else frame, flt)
+        masks_b = rd.filter_masks(cmp.b, flt) if cmp is not None else None
+        _show_filter_in_widgets(flt)
+        pairs = chart_pairs(frame, masks, cmp, masks_b)
+        names = (cmp.name_a, cmp.name_b) if cmp is not None else ("A", "B")
+        if cmp is not None:
+            _chart(cv.change_bars(cmp, masks, masks_b or {}), flt, run_key)
+        left, right = st.columns([1.1, 1], gap="small")
+        with left:
+            with trace.span(f"run chart {rc.FIRST}"):
+                _chart(pairs[rc.FIRST][0], flt, run_key, pairs[rc.FIRST][1], names)
+            more = more_charts_shown()
+        with right:
+            filter_controls(flt, cmp is not None)
+        if more:
+            show_other_charts(pairs, flt, run_key, names)
+        if cmp is None:
+            show_table(origin, frame, flt, masks, run_key)
+        else:
+            picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG,
+                                      lambda rows: _back_position(cmp, rows), scroll_to_row)
+            if picked is not None:
+                parts.open_pair(origin, versus, cmp, picked, flt, _params(flt), _open_request)
+
+
 def main() -> None:
     st.html(f"<style>{style.RUN_PAGE_CSS}</style>")  # first: in place before a scan starts
     with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
@@ -427,26 +485,17 @@ def main() -> None:
         return
     frame = run.frame
     cmp = parts.comparison(origin, run, versus) if versus is not None else None
-    if cmp is None:
-        flt = flt.set(change=())  # nothing to compare with: no change to filter on
-    show_header(origin, run, cmp, versus)
+    with trace.span("run header"):
+        show_header(origin, run, cmp, versus)
     if not len(frame):
         st.info("This run holds no rollout.")
         return
-    masks = rd.filter_masks(cmp.a if cmp is not None else frame, flt)
-    masks_b = rd.filter_masks(cmp.b, flt) if cmp is not None else None
     run_key = run.key + (versus.run.key if versus is not None and cmp is not None else "")
-    _show_filter_in_widgets(flt)
-    show_charts(frame, flt, masks, run_key, cmp, masks_b)
-    parts.show_rewards(origin, frame, cmp, flt, lambda: _widget_changed("run_w_groups"))
-    filter_controls(flt, cmp is not None)
-    if cmp is None:
-        show_table(origin, frame, flt, masks, run_key)
-    else:
-        picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG,
-                                  lambda rows: _back_position(cmp, rows), scroll_to_row)
-        if picked is not None:
-            parts.open_pair(origin, versus, cmp, picked, flt, _params(flt), _open_request)
+    STATE["run_groups_drawn"] = current_filter().groups  # what the rewards below show, in this run
+    run_body(origin, frame, versus, cmp, run_key)
+    # Below the table, outside the fragment: a click on the run's charts or table leaves them be.
+    with trace.span("run rewards"):
+        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"))
     rs.keep_scan_ready()  # the next run typed in the sidebar starts scanning at once
 
 

@@ -52,8 +52,11 @@ BASE_LAYOUT = {
 
 # The page's own CSS (no capture text ever goes in here): a compact header so the tree or
 # the mask starts above the fold at 1280x800, tiles that size to their numbers instead of
-# truncating them, and culprit buttons that read as links.
+# truncating them, and culprit buttons that read as links. No transitions, as on the Run page
+# (`RUN_PAGE_CSS`): Streamlit fades the elements a rerun replaces over a second, and a browser
+# drawing without a GPU repaints the call tree at every frame of that fade.
 PAGE_CSS = """
+*, *::before, *::after { transition: none !important; }
 [data-testid="stMainBlockContainer"] { padding: 2.6rem 1.6rem 2rem 1.6rem; }
 [data-testid="stMainBlockContainer"] h3 { padding: 0 0 0.1rem 0; }
 .st-key-verdict_masked { background: #fef2f2; border-color: #fecaca !important; padding: 0.55rem 0.8rem !important;
@@ -89,6 +92,10 @@ a.tc-download:hover { background: #1d4ed8; }
 # too; a browser drawing without a GPU repainted six charts and a 2,000-row grid at every
 # frame of that fade, a third of a core taken from a scan that runs on both. The old page
 # is still dimmed, at once.
+# The page starts higher than Streamlit's default, so the table is on the first screen.
 RUN_PAGE_CSS = """
 *, *::before, *::after { transition: none !important; }
+[data-testid="stMainBlockContainer"] { padding-top: 1.6rem; }
+[data-testid="stMainBlockContainer"] h2 { padding-top: 0; }
+[data-testid="stMetricValue"] { font-size: 1.9rem; }
 """

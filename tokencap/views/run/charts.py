@@ -47,9 +47,29 @@ KEY_BAR = {
 """Bars whose key has a meaning of its own (a recovered link is proven, not a failure)."""
 FADED = "#e2e8f0"
 HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link", "change", "causes", "delivery"})
-ROWS = (("reasons", "statuses"), ("causes", "delivery"), ("delivered", "calls"), ("link", "refusal"))
-"""The page's grid of charts, two a row (a third column leaves no room for the bar labels at 1280 px)."""
-HEIGHTS = {"change": 230, "reasons": 290, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
+FIRST = "reasons"
+"""The chart on the Run page's first screen, beside the filters and above the table: why rollouts are masked."""
+ROWS = (("causes", "delivery"), ("statuses", "delivered"), ("calls", "link"), ("refusal",))
+"""The other charts, two a row (a third column leaves no room for the bar labels at 1280 px), shown when the
+page's "more charts" switch is on (`MORE_PARAM`)."""
+MORE_PARAM = "run_charts"
+"""The URL parameter that keeps the other charts open (``run_charts=1``): a reload or a shared link keeps them."""
+
+
+def more_charts_open(params: Mapping[str, Any]) -> bool:
+    """Whether a URL's parameters ask for the Run page's other charts (closed unless ``run_charts=1``)."""
+    value = params.get(MORE_PARAM, "")
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else ""
+    return str(value) in ("1", "true", "yes")
+
+
+def more_charts_params(shown: bool) -> dict[str, str]:
+    """The URL parameter for the other charts' switch: only when they are open (the default is closed)."""
+    return {MORE_PARAM: "1"} if shown else {}
+
+
+HEIGHTS = {"change": 230, "reasons": 262, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
            "causes": 380, "delivery": 380}
 CONFIG = {"displayModeBar": False}
 """plotly config for these charts: nothing to zoom or pan, a click is the only interaction."""
@@ -213,4 +233,4 @@ def clicked(selection: Any) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["CONFIG", "HEIGHTS", "ROWS", "RUN_COLORS", "as_figure", "bar_figure", "clicked"]
+__all__ = ["CONFIG", "FIRST", "HEIGHTS", "MORE_PARAM", "ROWS", "more_charts_open", "more_charts_params", "RUN_COLORS", "as_figure", "bar_figure", "clicked"]
