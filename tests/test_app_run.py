@@ -182,16 +182,17 @@ def test_the_other_charts_open_with_a_switch_kept_in_the_url(monkeypatch, sample
     assert at.toggle(key="run_w_more").value is False
     at.toggle(key="run_w_more").set_value(True)
     rerun(at)
-    assert run_chart_dimensions(at) == ["reasons", "statuses", "delivered", "calls", "link", "refusal"]
+    assert run_chart_dimensions(at) == ["reasons", "causes", "delivery", "statuses", "delivered", "calls", "link",
+                                       "refusal"]
     assert at.query_params["run_charts"] == "1"
     # A filter set by one of them keeps them open, and so does the way back from a rollout (its URL).
     click_bar(at, "statuses", "max_output_tokens")
-    assert at.query_params["run_charts"] == "1" and len(run_chart_dimensions(at)) == 6
+    assert at.query_params["run_charts"] == "1" and len(run_chart_dimensions(at)) == 8
     select_row(at, 0)
     assert STATE_of(at)["open_rollout"]["back_params"]["run_charts"] == "1"
     # A link with the switch on opens them; off again, they are gone and so is the parameter.
     fresh = run_app(monkeypatch, params={"run_charts": "1"})
-    assert len(run_chart_dimensions(fresh)) == 6 and fresh.toggle(key="run_w_more").value is True
+    assert len(run_chart_dimensions(fresh)) == 8 and fresh.toggle(key="run_w_more").value is True
     fresh.toggle(key="run_w_more").set_value(False)
     rerun(fresh)
     assert run_chart_dimensions(fresh) == ["reasons"] and "run_charts" not in fresh.query_params

@@ -32,6 +32,9 @@ def broken_run(tmp_path: Path) -> tuple[Path, Path]:
 def test_the_cause_chart_counts_rollouts_by_cause_and_a_click_filters_the_table(monkeypatch, tmp_path):
     run, records = broken_run(tmp_path)
     at = run_app(monkeypatch, str(run), "--final-responses", str(records))
+    # Behind the "More charts" switch: the first screen holds the mask-reason chart and the table.
+    assert not any("run_chart:causes:" in c.proto.id for c in at.get("plotly_chart"))
+    at = run_app(monkeypatch, str(run), "--final-responses", str(records), params={"run_charts": "1"})
     assert any("run_chart:causes:" in c.proto.id for c in at.get("plotly_chart"))
     chart = next(c for c in at.get("plotly_chart") if "run_chart:causes:" in c.proto.id)
     figure = json.loads(chart.proto.spec)
@@ -52,7 +55,7 @@ def test_the_cause_chart_counts_rollouts_by_cause_and_a_click_filters_the_table(
 
 def test_the_tiles_and_the_filter_of_rollouts_trained_on_in_doubt(monkeypatch, tmp_path):
     run, records = broken_run(tmp_path)
-    at = run_app(monkeypatch, str(run), "--final-responses", str(records))
+    at = run_app(monkeypatch, str(run), "--final-responses", str(records), params={"run_charts": "1"})
     metrics = {m.label: m.value for m in at.metric}
     # r00 and r01: Gym trained on them, tokencap masks them (r00's lineage breaks; the final answer of
     # each names none of its calls)

@@ -61,7 +61,7 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.set_default_timeout(30_000)
-            page.goto(url)
+            page.goto(f"{url}/?run_charts=1")  # the cause chart is behind More charts
             expect(page.get_by_text("6 of 6 rollouts")).to_be_visible(timeout=120_000)  # a cold server, a busy box
             handle = page.wait_for_function(CAUSE_BAR, arg=["causes", "tokens_replaced"], timeout=120_000)
             x, y = handle.json_value()
