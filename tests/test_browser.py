@@ -762,6 +762,7 @@ def _idle(page) -> None:
 def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_first_screen(tmp_path):
     from playwright.sync_api import expect
 
+    from tokencap.views.run import charts as rc
     from tokencap.views.run import data as rd
 
     frame = rd.run_frame(_sample_table())

@@ -18,9 +18,8 @@ A path is scanned with its rollout records (rewards, task groups): the sidebar's
 path, else ``--final-responses FILE`` on the command line, else the sample run's bundled
 records. "Compare with another run" (``run_parts``) adds run B: charts, tiles and the table
 then show both, joined as ``tokencap diff`` joins them.
-A scan is cached for the whole server per (absolute path, fingerprint of its files); the
-fingerprint is taken once per session and path ("Rescan" takes it again), so a rerun
-never walks the run. An upload's table is cached per its content.
+A scan is cached for the whole server per (absolute path, fingerprint of its files; taken
+once per session and path, "Rescan" takes it again); an upload's table per its content.
 
 Filters: `RunFilter` in ``st.session_state["run_filter"]`` (the one source of truth; the
 widgets show it, chart clicks and widget changes replace it) mirrored into the URL's
@@ -48,12 +47,10 @@ Opening a rollout -- the contract with the Rollout page. Selecting a table row s
                 and on its "vs", so the Compare tab keeps run A on the left and names each column's run,
     }
 
-The Rollout page's URL keeps the ``run_*`` parameters (the filters): a reload or a shared link finds
-the rollout's place in the run again (`parts.place_of_link`).
-
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
 its own files only) and shows "Back to the run", returning here with the filters kept
-and that row (the last one opened) selected and scrolled into view.
+and that row (the last one opened) selected and scrolled into view. The Rollout page's URL keeps
+the ``run_*`` parameters, so a reload finds the rollout's place again (`parts.place_of_link`).
 """
 
 from __future__ import annotations
