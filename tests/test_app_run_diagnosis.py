@@ -75,3 +75,30 @@ def test_without_records_there_is_no_delivery_tile(monkeypatch, tmp_path):
     assert "trained in doubt" not in {m.label for m in at.metric}
     frame = rd.run_frame(scan_table(run, workers=1))
     assert int(frame["cause_tokens_replaced"].sum()) == 2
+
+
+def test_the_run_page_diagnoses_with_the_app_s_tokenizer(monkeypatch, tmp_path):
+    """`tokencap app RUN --tokenizer PATH` refines the Run page's causes as it does the Rollout page's: a
+    history decoded and encoded again reads `retokenized` with it, `tokens_replaced` without (the scan
+    cache keeps the two apart)."""
+    from test_run_diagnosis import tokenizer_file
+
+    run, _ = broken_run(tmp_path)
+    tok = tokenizer_file(tmp_path / "tokenizer.json")
+    without = run_table(run_app(monkeypatch, str(run))).value
+    assert set(without["why lineage broke"]) == {"—", "tokens_replaced"}
+    with_tok = run_table(run_app(monkeypatch, str(run), "--tokenizer", str(tok))).value
+    assert set(with_tok["why lineage broke"]) == {"—", "retokenized"}
+    assert (with_tok["why lineage broke"] != "—").sum() == (without["why lineage broke"] != "—").sum() == 2
+
+
+def test_the_bundled_sample_tokenizer_diagnoses_the_bundled_run_only(tmp_path, monkeypatch):
+    from app_pages.run import loading
+
+    monkeypatch.setattr(sys, "argv", ["app.py"])
+    samples = Path(loading.APP_DIR) / "sample_data"
+    assert loading.run_tokenizer(str(samples / "run")) == str(samples / "tokenizer.json")
+    assert loading.run_tokenizer(str(tmp_path)) is None
+    monkeypatch.setattr(sys, "argv", ["app.py", str(tmp_path), "--tokenizer", str(tmp_path / "tok.json")])
+    (tmp_path / "tok.json").write_text("{}")
+    assert loading.run_tokenizer(str(tmp_path)) == str(tmp_path / "tok.json")

@@ -290,3 +290,25 @@ def test_sample_file_through_the_cli_scan_table(tmp_path):
     assert rows["compaction-new-root"]["first_break_call"] == "call-0004"
     assert rows["unresolved-continuation"]["break_causes"] == ["link_intact"]
     assert rows["unresolved-continuation"]["first_break_call"] == "call-0003"
+
+
+def test_the_app_s_child_scan_and_its_cache_take_the_tokenizer(tmp_path):
+    """The Run page scans a big run in `tokencap.run.child` (and `tokencap app` beside the server, in
+    `prescan`): both pass the app's tokenizer on, and its scan cache keeps tables of another tokenizer apart."""
+    from tokencap.run.child import ChildScan
+    from tokencap.views.run.source import cached_scan_path, fingerprint, scan_directory
+
+    run = make_run(tmp_path)
+    tok = tokenizer_file(tmp_path / "tokenizer.json")
+    child = ChildScan(run, tmp_path / "out.parquet", tokenizer=tok)
+    assert child.arguments()[-2:] == ["--tokenizer", str(tok.resolve())]
+    fp = fingerprint(run)
+    plain, refined = cached_scan_path(fp, tmp_path, None), cached_scan_path(fp, tmp_path, None, str(tok))
+    assert plain != refined
+    done = subprocess.run([sys.executable, "-m", "tokencap.run.child", str(run), str(tmp_path / "child.parquet"),
+                           "--tokenizer", str(tok)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    causes = {c for row in read_scan(tmp_path / "child.parquet").column("break_causes").to_pylist() for c in row}
+    assert causes == {"retokenized"}
+    table = scan_directory(run, fp, tokenizer=str(tok), cache_dir=tmp_path / "cache")
+    assert {c for row in table.column("break_causes").to_pylist() for c in row} == {"retokenized"}

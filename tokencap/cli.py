@@ -681,7 +681,7 @@ def _cmd_app(args: argparse.Namespace) -> int:
     os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     if args.tokenizer:
         cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
-    return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses) if source else None)
+    return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses, args.tokenizer) if source else None)
 
 
 def _check_port_free(port: int) -> None:
@@ -706,7 +706,7 @@ def _check_port_free(port: int) -> None:
                 # an address this machine cannot bind (no IPv6, say): the server skips it too
 
 
-def _start_prescan(source: str, records: str | None) -> subprocess.Popen | None:
+def _start_prescan(source: str, records: str | None, tokenizer: str | None = None) -> subprocess.Popen | None:
     """A big run directory is scanned beside the server (tokencap.views.run.prescan), so the scan
     overlaps the server's start and the browser's first load; the page then reuses its table."""
     from .run.child import child_environment
@@ -717,6 +717,7 @@ def _start_prescan(source: str, records: str | None) -> subprocess.Popen | None:
     # The records as the page names them (resolved), so both look for the same cached table.
     cmd = [sys.executable, "-P", "-m", "tokencap.views.run.prescan", str(Path(source).resolve()), "--parent",
            str(os.getpid())] + (["--final-responses", str(Path(records).resolve())] if records else [])
+    cmd += ["--tokenizer", str(Path(tokenizer).resolve())] if tokenizer else []
     # A process group of its own, as the page's child scan: stopping it stops its workers too.
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=child_environment(), process_group=0)

@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import hashlib
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -29,7 +30,10 @@ import tokencap.run as tr
 from tokencap.loading import LoadError
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
+from tokencap.views.sources import default_tokenizer_path
 from tokencap.views.text import md_escape
+
+APP_DIR = Path(__file__).resolve().parents[2]
 
 CACHED_RUNS = 6
 
@@ -127,10 +131,20 @@ def _progress_bar(what: str) -> tuple[Any, Any]:
     return bar, update
 
 
+def run_tokenizer(path: str) -> str | None:
+    """The tokenizer a run is diagnosed with (as the Rollout page decodes with it): ``tokencap app ...
+    --tokenizer PATH``, else the bundled sample tokenizer for the bundled sample data; else None."""
+    found = default_tokenizer_path(APP_DIR, rs.app_arguments(sys.argv[1:]).tokenizer, [path])
+    return str(found) if found is not None and found.is_file() else None
+
+
 def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> LoadedRun:
-    """A run directory (or one file) scanned here, with its rollout records when given."""
+    """A run directory (or one file) scanned here, with its rollout records when given, and diagnosed with
+    the app's tokenizer (`run_tokenizer`): part of the cache key, since it refines the causes."""
     records_fp = rs.fingerprint(records).signature if records else ""
-    key = ("path", path, fp.signature, records or "", records_fp)
+    tokenizer = run_tokenizer(path)
+    tokenizer_fp = rs.fingerprint(tokenizer).signature if tokenizer else ""
+    key = ("path", path, fp.signature, records or "", records_fp, tokenizer or "", tokenizer_fp)
     run = _cached(key)
     if run is not None:
         return run
@@ -139,7 +153,7 @@ def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> Load
     try:
         # A big run is scanned by a child process on every core and its table kept on disk per
         # fingerprint; leaving the page stops the child (the progress update raises).
-        table = rs.scan_directory(path, fp, final_responses=records, progress=update)
+        table = rs.scan_directory(path, fp, final_responses=records, progress=update, tokenizer=tokenizer)
     except (tr.DiscoveryError, LoadError) as exc:
         bar.empty()
         return LoadedRun(None, None, error=str(exc))  # not cached: the path (or the records) may be fixed

@@ -74,9 +74,11 @@ class ChildScan:
     """
 
     def __init__(self, source: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                 workers: int | None = None, final_responses: str | os.PathLike[str] | None = None) -> None:
+                 workers: int | None = None, final_responses: str | os.PathLike[str] | None = None,
+                 tokenizer: str | os.PathLike[str] | None = None) -> None:
         self.source, self.out, self.workers = str(source), str(out), workers
         self.final_responses = os.path.abspath(final_responses) if final_responses else None
+        self.tokenizer = os.path.abspath(tokenizer) if tokenizer else None
         self.process: subprocess.Popen[bytes] | None = None
         self._winding_down = False
 
@@ -84,7 +86,8 @@ class ChildScan:
         """The child's arguments (after ``python -m tokencap.run.child``)."""
         args = [os.path.abspath(self.source), os.path.abspath(self.out), "--parent", str(os.getpid())]
         args += ["--workers", str(self.workers)] if self.workers else []
-        return args + (["--final-responses", self.final_responses] if self.final_responses else [])
+        args += ["--final-responses", self.final_responses] if self.final_responses else []
+        return args + (["--tokenizer", self.tokenizer] if self.tokenizer else [])
 
     def command(self) -> list[str]:
         return _CHILD + self.arguments()
@@ -325,9 +328,10 @@ def _take_spare(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
 
 def scan_in_child(source: str | os.PathLike[str], out: str | os.PathLike[str], *, workers: int | None = None,
                   final_responses: str | os.PathLike[str] | None = None,
+                  tokenizer: str | os.PathLike[str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> None:
     """Write the scan table of ``source`` to ``out`` from a child process (see the module docstring)."""
-    with ChildScan(source, out, workers=workers, final_responses=final_responses) as child:
+    with ChildScan(source, out, workers=workers, final_responses=final_responses, tokenizer=tokenizer) as child:
         child.wait(progress)
 
 
@@ -374,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int)
     parser.add_argument("--parent", type=int, default=0)
     parser.add_argument("--final-responses")
+    parser.add_argument("--tokenizer")
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
 
@@ -387,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with handling_interrupts():
-            scan(args.source, args.out, workers=args.workers, final_responses=args.final_responses, progress=report)
+            scan(args.source, args.out, workers=args.workers, final_responses=args.final_responses,
+                 tokenizer=args.tokenizer, progress=report)
     except KeyboardInterrupt as exc:
         return exit_code(exc)
     except (DiscoveryError, LoadError) as exc:

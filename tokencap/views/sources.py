@@ -345,3 +345,20 @@ def rollout_refs(loaded: Iterable[LoadedSource]) -> list[RolloutRef]:
 
 def load_all(sources: Iterable[Source], load: Callable[[Source], LoadedSource] = load_source) -> list[LoadedSource]:
     return [load(s) for s in sources]
+
+
+def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
+                           source_paths: list[str | None]) -> Path | None:
+    """The tokenizer the app decodes and diagnoses with (both pages) when none is uploaded: the one given on the command
+    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/tokenizer.json`` when it
+    exists and every source shown is bundled sample data; else None."""
+    if given:
+        return Path(given)
+    samples = Path(app_dir) / "sample_data"
+    bundled = samples / "tokenizer.json"
+    if not bundled.is_file() or not source_paths:
+        return None
+    base = samples.resolve()
+    if all(p is not None and Path(p).resolve().is_relative_to(base) for p in source_paths):
+        return bundled
+    return None

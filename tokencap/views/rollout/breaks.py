@@ -24,6 +24,7 @@ from typing import Any
 
 from ...diagnosis import HINTS, Break, diagnose
 from ..model import RolloutView
+from ..sources import default_tokenizer_path  # noqa: F401 -- the Rollout page's parts import it from here
 
 LIKELY = {
     "compaction": "the harness compacted its context there",
@@ -135,20 +136,3 @@ def hint(brk: Break) -> str:
 
 
 __all__ = ["LIKELY", "REASONING_LIKELY", "break_of", "default_tokenizer_path", "break_words", "breaks_of", "hint", "token_words"]
-
-
-def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
-                           source_paths: list[str | None]) -> Path | None:
-    """The tokenizer the Rollout page decodes with when none is uploaded: the one given on the command
-    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/tokenizer.json`` when it
-    exists and every source shown is bundled sample data; else None."""
-    if given:
-        return Path(given)
-    samples = Path(app_dir) / "sample_data"
-    bundled = samples / "tokenizer.json"
-    if not bundled.is_file() or not source_paths:
-        return None
-    base = samples.resolve()
-    if all(p is not None and Path(p).resolve().is_relative_to(base) for p in source_paths):
-        return bundled
-    return None

@@ -25,12 +25,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tokencap.views.run.prescan")
     parser.add_argument("source")
     parser.add_argument("--final-responses")
+    parser.add_argument("--tokenizer")
     parser.add_argument("--parent", type=int, default=0)
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
     try:
         with handling_interrupts():
-            prescan(args.source, final_responses=args.final_responses)
+            prescan(args.source, final_responses=args.final_responses, tokenizer=args.tokenizer)
     except KeyboardInterrupt as exc:
         return exit_code(exc)
     except Exception:  # noqa: BLE001 -- the page scans the run itself and shows what is wrong

@@ -264,12 +264,15 @@ def scan_cache_dir() -> Path:
 
 
 def cached_scan_path(fp: Fingerprint, cache_dir: str | os.PathLike[str] | None = None,
-                     final_responses: str | os.PathLike[str] | None = None) -> Path:
+                     final_responses: str | os.PathLike[str] | None = None,
+                     tokenizer: str | os.PathLike[str] | None = None) -> Path:
     """The cache file of a run's scan table: one per (directory, fingerprint, tokencap code (`code_identity`),
-    rollout records and their fingerprint)."""
+    rollout records and their fingerprint, tokenizer and its fingerprint: it refines the causes)."""
     from ...identity import code_identity
 
     records = f"{os.path.abspath(final_responses)}\0{fingerprint(final_responses).signature}" if final_responses else ""
+    if tokenizer:
+        records += f"\0{os.path.abspath(tokenizer)}\0{fingerprint(tokenizer).signature}"
     key = hashlib.sha256(f"{fp.signature}\0{code_identity()}\0{records}".encode("utf-8", "surrogateescape"))
     return Path(cache_dir if cache_dir is not None else scan_cache_dir()) / f"scan-{key.hexdigest()[:32]}.parquet"
 
@@ -398,7 +401,7 @@ def follow_scan(target: str | os.PathLike[str], progress: Progress | None = None
 
 
 def prescan(path: str | os.PathLike[str], *, final_responses: str | None = None, workers: int | None = None,
-            cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+            cache_dir: str | os.PathLike[str] | None = None, tokenizer: str | None = None) -> Path | None:
     """Scan a big run into the app's scan cache before any page asks for it; the table's path,
     or None when there is nothing to do here (a small run, which the page scans itself; a scan
     already running) or the run changed while it was scanned (that table is not kept).
@@ -412,8 +415,8 @@ def prescan(path: str | os.PathLike[str], *, final_responses: str | None = None,
     fp = fingerprint(path)
     if not fp.exists or fp.size < IN_PROCESS_BYTES:
         return None
-    target = cached_scan_path(fp, cache_dir, final_responses)
-    if target.exists() and read_current_scan(target, final_responses) is not None:
+    target = cached_scan_path(fp, cache_dir, final_responses, tokenizer)
+    if target.exists() and read_current_scan(target, final_responses, tokenizer) is not None:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     claim = take_claim(target)
@@ -424,7 +427,7 @@ def prescan(path: str | os.PathLike[str], *, final_responses: str | None = None,
             claim.write(f"{done} {total}\n".encode())
             claim.flush()
 
-        scan(path, target, workers=workers, final_responses=final_responses, progress=report)
+        scan(path, target, workers=workers, final_responses=final_responses, tokenizer=tokenizer, progress=report)
         if fingerprint(path) != fp:
             target.unlink(missing_ok=True)
             return None
@@ -434,13 +437,15 @@ def prescan(path: str | os.PathLike[str], *, final_responses: str | None = None,
         release_claim(target, claim)
 
 
-def _reused(target: Path, final_responses: str | None, progress: Progress | None) -> pa.Table | None:
-    """The cached table at ``target`` when this code wrote it with these records (marked most recently used)."""
+def _reused(target: Path, final_responses: str | None, progress: Progress | None,
+            tokenizer: str | None = None) -> pa.Table | None:
+    """The cached table at ``target`` when this code wrote it with these records and this tokenizer (marked
+    most recently used)."""
     from ...run import read_current_scan
 
     if not target.exists():
         return None
-    table = read_current_scan(target, final_responses)
+    table = read_current_scan(target, final_responses, tokenizer)
     if table is not None:
         os.utime(target)  # most recently used: pruned last
         if progress:
@@ -450,9 +455,9 @@ def _reused(target: Path, final_responses: str | None, progress: Progress | None
 
 def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_responses: str | None = None,
                    progress: Progress | None = None, workers: int | None = None,
-                   cache_dir: str | os.PathLike[str] | None = None) -> pa.Table:
+                   cache_dir: str | os.PathLike[str] | None = None, tokenizer: str | None = None) -> pa.Table:
     """The run table of a path on this machine, as `tokencap scan PATH --workers N
-    [--final-responses RECORDS]` makes it.
+    [--final-responses RECORDS] [--tokenizer PATH]` makes it.
 
     A run of `IN_PROCESS_BYTES` or more is scanned by a child process on every core
     (`tokencap.run.child`: a pool started inside the app's server would re-run the page
@@ -469,14 +474,16 @@ def scan_directory(path: str | os.PathLike[str], fp: Fingerprint, *, final_respo
     from ...run.child import scan_in_child
 
     records = {"final_responses": final_responses} if final_responses else {}
+    if tokenizer:
+        records["tokenizer"] = tokenizer
     if fp.size < IN_PROCESS_BYTES:
         return scan_table(path, workers=1, progress=progress, **records)
-    target = cached_scan_path(fp, cache_dir, final_responses)
-    table = _reused(target, final_responses, progress)
+    target = cached_scan_path(fp, cache_dir, final_responses, tokenizer)
+    table = _reused(target, final_responses, progress, tokenizer)
     if table is not None:
         return table
     if follow_scan(target, progress):  # `tokencap app RUN` started this scan with the server
-        table = _reused(target, final_responses, progress)
+        table = _reused(target, final_responses, progress, tokenizer)
         if table is not None:
             return table
     target.parent.mkdir(parents=True, exist_ok=True)
