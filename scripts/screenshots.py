@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from app_server import launch_chromium, streamlit_app  # noqa: E402
 
 # A rollout of the sample run with a broken lineage, so the page shows a verdict worth reading.
-ROLLOUT_QUERY = "src=sample:unresolved_continuation.json"
+ROLLOUT_QUERY = "src=sample:reasoning_stripped_by_template.json"
 TIMEOUT_MS = 120_000
 
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as log, streamlit_app(log=log) as url:
         take(url, args.out / "run-page.png", "rollouts")
-        take(f"{url}/rollout?{ROLLOUT_QUERY}", args.out / "rollout-page.png", "unresolved")
+        take(f"{url}/rollout?{ROLLOUT_QUERY}", args.out / "rollout-page.png", "reasoning")
     print(f"wrote {args.out / 'run-page.png'} and {args.out / 'rollout-page.png'}")
     return 0
 
