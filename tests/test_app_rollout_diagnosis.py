@@ -71,3 +71,20 @@ def test_the_bundled_sample_tokenizer_is_the_default_only_for_sample_data(tmp_pa
     assert bv.default_tokenizer_path(app, None, [str(sample), str(other)]) is None
     assert bv.default_tokenizer_path(app, None, [None]) is None  # an upload
     assert bv.default_tokenizer_path(app, "/given/tokenizer.json", [str(other)]).name == "tokenizer.json"
+
+
+def test_the_call_tree_names_the_cause_the_culprit_names(monkeypatch, tmp_path):
+    """With a tokenizer the tree's mark beside a break says what the culprit says (`retokenized`), not the
+    cause the token ids alone give (`tokens_replaced`)."""
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken_rollout("broken")))
+
+    def tree_text(at) -> str:
+        chart = next(c for c in at.get("plotly_chart") if c.proto.id and "tree" in c.proto.id
+                     and "break_proof" not in c.proto.id and "overview" not in c.proto.id)
+        return json.dumps(json.loads(chart.proto.spec)["data"])
+
+    assert "tokens replaced" in tree_text(open_app(monkeypatch, str(path)))
+    tok = tokenizer_file(tmp_path / "tokenizer.json")
+    text = tree_text(open_app(monkeypatch, str(path), "--tokenizer", str(tok)))
+    assert "retokenized" in text and "tokens replaced" not in text

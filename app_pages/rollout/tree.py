@@ -75,7 +75,8 @@ def _find(find_key: str, rk: str, model: tv.TreeModel) -> None:
 
 
 def show_tree_tab(view: RolloutView, rk: str) -> None:
-    model = tv.tree_of(view)
+    tokenizer, _, key = tokenizer_in_use()  # the tree's causes are the culprits': with the page's tokenizer
+    model = tv.tree_of(view, bv.breaks_of(view, tokenizer, key), key)
     if not len(model):
         st.info("No calls to show.")
         return

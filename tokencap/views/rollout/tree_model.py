@@ -156,9 +156,13 @@ class TreeModel:
 # --------------------------------------------------------------------------- model
 
 
-def tree_of(view: RolloutView) -> TreeModel:
-    """The view's laid-out tree with its breaks marked (`RolloutView.breaks`), computed once per view."""
-    return view.derived("tree", lambda v: build_tree(v, v.breaks))
+def tree_of(view: RolloutView, breaks: Sequence[Any] | None = None, key: str = "") -> TreeModel:
+    """The view's laid-out tree with its breaks marked, computed once per view (and ``key``): ``breaks`` as
+    the page diagnosed them with its tokenizer (``key`` names it), else `RolloutView.breaks` (no tokenizer).
+    Node keys and positions are the same either way; only the causes beside the breaks can differ."""
+    if breaks is None:
+        return view.derived("tree", lambda v: build_tree(v, v.breaks))
+    return view.derived(f"tree:{key}", lambda v: build_tree(v, breaks))
 
 
 def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeModel:
