@@ -63,13 +63,14 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             page.set_default_timeout(30_000)
             page.goto(f"{url}/?run_charts=1")  # the cause chart is behind More charts
             expect(page.get_by_text("6 of 6 rollouts")).to_be_visible(timeout=120_000)  # a cold server, a busy box
-            handle = page.wait_for_function(CAUSE_BAR, arg=["causes", "tokens_replaced"], timeout=120_000)
+            # The Run page diagnoses with the tokenizer too: the re-encoded history reads retokenized.
+            handle = page.wait_for_function(CAUSE_BAR, arg=["causes", "retokenized"], timeout=120_000)
             x, y = handle.json_value()
             page.screenshot(path=str(tmp_path / "causes.png"))
             page.mouse.move(x, y)
             page.mouse.click(x, y)
             expect(page.get_by_text("2 of 6 rollouts")).to_be_visible()
-            expect(page).to_have_url(re.compile("run_cause=tokens_replaced"))
+            expect(page).to_have_url(re.compile("run_cause=retokenized"))
 
             # The filtered table (two rows: header and rows are 35 px): its first row's checkbox, once drawn.
             handle = page.wait_for_function(FIRST_ROW, timeout=120_000)
