@@ -108,22 +108,61 @@ def app_server(app_dir: Path, *args: str, log: Path, cache: Path) -> Iterator[Se
 IDLE = "(() => { const a = document.querySelector(\"[data-testid='stApp']\");" \
        " return !!a && a.getAttribute('data-test-script-state') === 'notRunning'; })()"
 
+# What says an interaction is done, as page-side predicates checked at every animation frame
+# (``polling="raf"``): within a frame of being drawn. Playwright's locator assertions poll with
+# a backoff (0, 20, 50, 100, 100, then every 500 ms), so content drawn at 0.3 s is seen at
+# 0.77 s, and each poll computes roles, accessible names and styles over the whole page,
+# which the page's busy time would count. These predicates touch only text nodes and one
+# element's boxes.
+_VISIBLE = "(e) => !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden'"
 
-def settle(page, locator=None, js: str | None = None, arg=None) -> None:
-    """Wait until ``locator`` is visible (and ``js`` holds), then until the app's script is idle."""
-    from playwright.sync_api import expect
 
-    if locator is not None:
-        expect(locator).to_be_visible(timeout=TIMEOUT)
-    if js is not None:
-        page.wait_for_function(js, arg=arg, timeout=TIMEOUT, polling="raf")
-    page.wait_for_function(f"() => {IDLE}", timeout=TIMEOUT, polling="raf")
+def text_shown(text: str, exact: bool = False) -> tuple[str, list]:
+    """Some visible element's own text holds ``text`` (is it, trimmed, when ``exact``)."""
+    return (f"""([t, exact]) => {{ const visible = {_VISIBLE};
+        const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT); let n;
+        while ((n = walk.nextNode())) {{
+            const s = n.nodeValue.replace(/\\s+/g, ' ');
+            if ((exact ? s.trim() === t : s.includes(t)) && visible(n.parentElement)) return true;
+        }}
+        return false; }}""", [text, exact])
+
+
+def heading_shown(name: str) -> tuple[str, list]:
+    """A visible heading whose text is ``name``."""
+    return (f"""([t]) => {{ const visible = {_VISIBLE};
+        return [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')].some(
+            h => h.textContent.trim() === t && visible(h)); }}""", [name])
+
+
+def css_shown(selector: str) -> tuple[str, list]:
+    """A visible element matching ``selector``."""
+    return (f"([s]) => ({_VISIBLE})(document.querySelector(s))", [selector])
+
+
+def settle(page, shown: tuple[str, list] | None = None, js: str | None = None, arg=None) -> None:
+    """Wait until ``shown`` (a predicate and its argument, see `text_shown`) and ``js`` hold, and the
+    app's script is idle, all checked at each animation frame."""
+    checks = [(f"({cond})(arg[{i}])", a) for i, (cond, a) in enumerate(c for c in (shown, (js, arg)) if c and c[0])]
+    body = " && ".join([c for c, _ in checks] + [IDLE])
+    page.wait_for_function(f"(arg) => {body}", arg=[a for _, a in checks], timeout=TIMEOUT, polling="raf")
 
 
 def grid_rows(page, rows: int) -> None:
     """The run's table holds ``rows`` rows and the script is idle."""
     settle(page, js="""(n) => [...document.querySelectorAll(".st-key-run_table_box [aria-rowcount]")]
                         .some(g => g.getAttribute('aria-rowcount') === String(n + 1))""", arg=rows)
+
+
+def click_at(page, locator) -> Callable[[], None]:
+    """A click on ``locator``'s middle as a user makes it, once it is actionable: found and checked
+    now (Playwright's actionability waits take frames of their own), clicked when called."""
+    locator.wait_for(state="visible", timeout=TIMEOUT)
+    locator.scroll_into_view_if_needed()
+    box = locator.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    return lambda: page.mouse.click(x, y)
 
 
 class Timer:
@@ -190,19 +229,20 @@ def click_row(page, position: int) -> None:
 
 
 TAB_DRAWN = {  # what shows that a Rollout tab's content was drawn
-    "Loss mask": lambda page: page.locator('[class*="st-key-mask_strip"] .js-plotly-plot').first,
-    "Verdicts": lambda page: page.get_by_text("Metrics (as tokencap build reports them)").first,
-    "Compare": lambda page: page.get_by_text("What changes from A to B").first,
-    "Export": lambda page: page.get_by_text("Fixed trajectory", exact=True).first,
-    "Call tree": lambda page: page.locator('[class*="st-key-tree-"] .js-plotly-plot').first,
+    "Loss mask": css_shown('[class*="st-key-mask_strip"] .js-plotly-plot'),
+    "Verdicts": text_shown("Metrics (as "),  # "Metrics (as `tokencap build` reports them)"
+    "Compare": text_shown("What changes from A to B"),
+    "Export": text_shown("Fixed trajectory", exact=True),
+    "Call tree": css_shown('[class*="st-key-tree-"] .js-plotly-plot'),
 }
 
 
 def every_tab(page, timer: Timer, label: str) -> None:
     for name, drawn in TAB_DRAWN.items():
+        click = click_at(page, page.get_by_role("tab", name=name))
         with timer(f"tab {name} ({label})", page):
-            page.get_by_role("tab", name=name).click()
-            settle(page, drawn(page))
+            click()
+            settle(page, drawn)
 
 
 # --------------------------------------------------------------------------- the scenarios
@@ -233,7 +273,7 @@ def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Pat
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         page = context.new_page()
         page.set_default_timeout(TIMEOUT)
-        counted = lambda shown: page.get_by_text(f"{shown:,} of {n:,} rollouts").first  # noqa: E731
+        counted = lambda shown: text_shown(f"{shown:,} of {n:,} rollouts")  # noqa: E731
         with timer("first render (sample run)", page):
             page.goto(server.url)
             settle(page, counted(n))
@@ -248,15 +288,17 @@ def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Pat
             grid_rows(page, n)
         click_bar(page, "reasons", reason)
         grid_rows(page, k)
-        heading = lambda i: page.get_by_role("heading", name=ids[i], exact=True)  # noqa: E731
+        heading = lambda i: heading_shown(ids[i])  # noqa: E731
         with timer("row -> rollout", page):
             click_row(page, SAMPLE_POSITION)
             settle(page, heading(SAMPLE_POSITION))
+        click = click_at(page, page.get_by_role("button", name="Next"))
         with timer("next", page):
-            page.get_by_role("button", name="Next").click()
+            click()
             settle(page, heading(SAMPLE_POSITION + 1))
+        click = click_at(page, page.get_by_role("button", name="Previous"))
         with timer("previous", page):
-            page.get_by_role("button", name="Previous").click()
+            click()
             settle(page, heading(SAMPLE_POSITION))
         every_tab(page, timer, "sample rollout")
         page.wait_for_function(f"() => location.search.includes('rollout={ids[SAMPLE_POSITION]}')")
@@ -264,11 +306,12 @@ def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Pat
         other = context.new_page()
         with timer("rollout link in a new tab", other):
             other.goto(link)
-            settle(other, other.get_by_role("heading", name=ids[SAMPLE_POSITION], exact=True))
-            settle(other, TAB_DRAWN["Call tree"](other))
+            settle(other, heading_shown(ids[SAMPLE_POSITION]))
+            settle(other, TAB_DRAWN["Call tree"])
         other.close()
+        click = click_at(page, page.get_by_role("link", name="Back to the run"))
         with timer("back to the run", page):
-            page.get_by_role("link", name="Back to the run").click()
+            click()
             settle(page, counted(k))
             grid_rows(page, k)
         context.close()
@@ -285,9 +328,8 @@ def scenario_rollout(browser, app_dir: Path, path: Path, calls: int, label: str,
         page.set_default_timeout(TIMEOUT)
         with timer(f"first render ({label})", page):
             page.goto(server.url)
-            settle(page, page.get_by_text(f"call-{calls - 1:05d} — On the delivered main chain"))
-            expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first
-                   ).to_be_attached(timeout=TIMEOUT)
+            settle(page, text_shown(f"call-{calls - 1:05d} — On the delivered main chain"),
+                   js="() => !!document.querySelector('[class*=\"st-key-tree-\"] .js-plotly-plot .scatterlayer .point')")
         call = f"call-{calls - 10:05d}"  # a node of the zoomed window
         page.wait_for_function("() => { const gd = document.querySelector('[class*=\"st-key-tree-\"] .js-plotly-plot');"
                                " return gd && gd._fullLayout && gd._fullData; }", timeout=TIMEOUT)
@@ -295,7 +337,7 @@ def scenario_rollout(browser, app_dir: Path, path: Path, calls: int, label: str,
         page.mouse.move(x, y)
         with timer(f"node click ({label})", page):
             page.mouse.click(x, y)
-            settle(page, page.get_by_text(f"{call} — On the delivered main chain"))
+            settle(page, text_shown(f"{call} — On the delivered main chain"))
         every_tab(page, timer, label)
         if download:
             page.get_by_role("tab", name="Export").click()

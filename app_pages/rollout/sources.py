@@ -173,7 +173,7 @@ def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
 def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
     """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
     st.sidebar.markdown("**Opened from the run**")
-    st.sidebar.code(str(request.get("source")), language=None, wrap_lines=True)
+    st.sidebar.text(str(request.get("source")))  # not st.code: see app_pages/run/sources.py
     st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
                       help="Back to the samples (or the command-line file) on this page.")
     try:
@@ -223,7 +223,7 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
         STATE["src_param"] = rp.path_src(path)
         st.markdown("**Source**")
-        st.code(path, language=None, wrap_lines=True)
+        st.text(path)  # not st.code: see app_pages/run/sources.py
         if STATE.get("src_path"):
             st.button("Close (back to the default source)", key="close_src", type="tertiary",
                       on_click=lambda: STATE.pop("src_path", None))

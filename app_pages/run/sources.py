@@ -107,7 +107,8 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
         fps[path] = rs.fingerprint(path)
     fp = fps[path]
     st.sidebar.markdown("**Run**" if named else "**Sample run**")
-    st.sidebar.code(path if named else str(sample.relative_to(APP_DIR)), language=None, wrap_lines=True)
+    # Plain text, not st.code: a code block loads the browser's syntax highlighter (~1 s of a first render).
+    st.sidebar.text(path if named else str(sample.relative_to(APP_DIR)))
     if fp.exists:
         st.sidebar.caption(f"{fp.files:,} file{'s' if fp.files != 1 else ''}, {fmt_bytes(fp.size)}")
     st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key="run_rescan",
