@@ -247,6 +247,39 @@ def test_clicking_a_bar_filters_the_table_and_a_second_click_clears_it(monkeypat
     assert shown_count(at)[0] == int((frame["calls_bin"] == frame["calls_bin"].mode().iat[0]).sum())
 
 
+def test_a_filter_changes_the_table_in_place_unless_it_shows_a_selected_row(monkeypatch, sample):
+    """A bar click updates the grid in place: the same widget key (a new grid waits ~0.3 s for its layout
+    before it draws). A table showing a selected row -- the way back from a rollout shows the row inspected
+    -- is drawn under a new key when the filter changes, so that position never opens another rollout."""
+    _, frame = sample
+    reason = a_reason(frame)
+    at = run_app(monkeypatch)
+    first = run_table(at).proto.id
+    click_bar(at, "reasons", reason)
+    assert shown_count(at)[0] < len(frame)
+    assert run_table(at).proto.id == first
+    click_bar(at, "reasons", reason)
+    assert shown_count(at)[0] == len(frame) and run_table(at).proto.id == first
+    click_bar(at, "reasons", reason)
+    rollout_id = run_table(at).value["rollout"].iat[1]
+    select_row(at, 1)
+    assert headings(at) == [escaped(rollout_id)]
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    back = run_table(at).proto.id
+    assert back != first and list(at.session_state[back].selection.rows) == [1]
+    click_bar(at, "reasons", reason)  # every rollout again: row 1 is another one
+    assert shown_count(at)[0] == len(frame)
+    assert run_table(at).proto.id not in (first, back)
+    assert headings(at)[0].startswith("Run")  # still on the Run page: the rollout inspected is not opened again
+    assert list(at.session_state[run_table(at).proto.id].selection.rows) == [
+        int(np.flatnonzero(run_table(at).value["rollout"].to_numpy() == rollout_id)[0])]  # it is shown selected
+    other = 0 if run_table(at).value["rollout"].iat[0] != rollout_id else 1
+    other_id = run_table(at).value["rollout"].iat[other]
+    select_row(at, other)  # another row opens
+    assert headings(at) == [escaped(other_id)]
+
+
 def test_filters_in_the_url_apply_on_first_load(monkeypatch, sample):
     _, frame = sample
     at = run_app(monkeypatch, params={"run_verdict": "masked", "run_sort": "n_calls", "run_desc": "1",

@@ -305,6 +305,7 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     rows = rd.sorted_rows(frame, keep, flt)
     table_heading(flt, len(rows), len(frame))
     back = _back_position(frame, rows)  # the row just inspected, when coming back from it
+    drawn = (STATE.get("run_table_last") or (None,) * 3)[2]
     table_key = _table_key(run_key, flt, back)
     shown = rd.table_frame(frame, rows)
     with st.container(key="run_table_box"):
@@ -315,8 +316,10 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     picked = list(event.selection.rows) if event is not None else []
     if back and STATE.pop("run_back_scroll", None) == back[0]:
         st.html(scroll_to_row(back[1]), unsafe_allow_javascript=True)
+    # The row shown selected on the way back (by a new table, whatever the filter) is not a request to
+    # open it again (until it changes).
+    if back and table_key != drawn:
         STATE["run_back_hold"] = (table_key, [back[1]])
-    # The row shown selected on the way back is not a request to open it again (until it changes).
     hold = STATE.get("run_back_hold")
     if hold is not None and hold != (table_key, picked):
         STATE.pop("run_back_hold", None)
@@ -328,21 +331,19 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
 
 
 def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) -> str:
-    """The table's widget key: the same across a change of run, so the browser updates the
-    grid in place (a new grid waits ~0.3 s for its layout before it draws); new with each
-    filter and each way back, as the selection they start with is new.
-
-    Streamlit keeps a keyed table's selection when its data changes. A table left with a row
-    selected (its rollout could not be opened) therefore gives way to a new key when the run
-    changes: the same position in the next run must never open a rollout nobody picked.
+    """The table's widget key: the same across a change of filter or run, so the browser updates the
+    grid in place (a new grid waits ~0.3 s for its layout); new with each way back (a new selection).
+    Streamlit keeps a keyed table's selection when its data changes, so a table showing a selected row
+    (the row inspected, on the way back; a rollout that could not be opened) gets a new key when the
+    filter or the run changes: the same position in other rows must never open a rollout nobody picked.
     """
     epoch = int(STATE.get("run_table_epoch", 0))
-    last = STATE.get("run_table_last")  # (run_key, table key) of the table drawn last
-    if last is not None and last[0] != run_key and selected_rows(STATE.get(last[1])):
+    last = STATE.get("run_table_last")  # (run_key, filter token, table key) of the table drawn last
+    if last is not None and last[:2] != (run_key, flt.token) and selected_rows(STATE.get(last[2])):
         epoch += 1
         STATE["run_table_epoch"] = epoch
-    key = f"run_table:{epoch}:{flt.token}" + (f":{back[0]}" if back else "")
-    STATE["run_table_last"] = (run_key, key)
+    key = f"run_table:{epoch}" + (f":{back[0]}" if back else "")
+    STATE["run_table_last"] = (run_key, flt.token, key)
     return key
 
 
