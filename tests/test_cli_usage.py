@@ -404,6 +404,35 @@ def test_stopping_tokencap_app_stops_its_server(signum: int, code: int, tmp_path
         log.close()
 
 
+def test_tokencap_app_runs_its_page_once_before_any_browser_opens_it(tmp_path: Path) -> None:
+    """The server is warmed up: the first visit finds the pages' modules imported and the run's scan
+    table read, because `tokencap app` has the script run once (no browser here ever connects)."""
+    port = free_port()
+    trace = tmp_path / "trace.tsv"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+           "TOKENCAP_APP_TRACE": str(trace), "TOKENCAP_CACHE_DIR": str(tmp_path / "cache")}
+    with (tmp_path / "app.log").open("wb") as log:
+        app = subprocess.Popen([sys.executable, "-m", "tokencap", "app", str(SAMPLE_RUN), "--port", str(port)],
+                               stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        try:
+            wait_until_serving(app, f"http://localhost:{port}", log)
+            deadline = time.monotonic() + 120
+            while not any(name == "script" for name, _ in _spans(trace)) and time.monotonic() < deadline:
+                assert app.poll() is None, (tmp_path / "app.log").read_text()
+                time.sleep(0.1)  # polling a condition (the trace's "script" line), with a deadline
+            names = [name for name, _ in _spans(trace)]
+            assert "script" in names and "run body" in names, ((tmp_path / "app.log").read_text(), names)
+        finally:
+            app.terminate()
+            app.wait(timeout=60)
+
+
+def _spans(path: Path) -> list[tuple[str, float]]:
+    from tokencap.views import trace
+
+    return trace.read(path)
+
+
 def _gone(pid: int) -> bool:
     """The process has exited (a zombie that nobody reaped counts: it holds no port)."""
     try:

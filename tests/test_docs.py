@@ -26,7 +26,7 @@ def test_every_relative_link_resolves(page: Path) -> None:
 def test_readme_is_short_and_shows_both_pages() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 150
-    assert "bash scripts/test.sh" in text and "streamlit run app.py" in text
+    assert "bash scripts/test.sh" in text and "python -m tokencap app" in text
     for image in ("docs/img/run-page.png", "docs/img/rollout-page.png"):
         assert f"]({image})" in text and (REPO / image).stat().st_size > 10_000
 

@@ -681,7 +681,47 @@ def _cmd_app(args: argparse.Namespace) -> int:
     os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     if args.tokenizer:
         cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
-    return _serve(cmd, beside=lambda: _start_prescan(source, args.final_responses, args.tokenizer) if source else None)
+    cmd[cmd.index("--"):cmd.index("--")] = ["--server.scriptHealthCheckEnabled", "true"]  # for warm_up_app
+
+    def beside() -> subprocess.Popen | None:
+        threading.Thread(target=warm_up_app, args=(f"http://localhost:{args.port}",), daemon=True).start()
+        return _start_prescan(source, args.final_responses, args.tokenizer) if source else None
+
+    return _serve(cmd, beside=beside)
+
+
+WARM_UP_WAIT = 60.0
+
+
+def warm_up_app(url: str, wait: float = WARM_UP_WAIT) -> bool:
+    """Run the app's script once as soon as the server at ``url`` answers: its first page then opens warm.
+
+    A fresh server spends ~1.5 s of the first visit importing the pages' modules (pandas, plotly,
+    the views) and reading the scan table; this does it while the user is still opening the
+    link. It asks Streamlit's script health check (``server.scriptHealthCheckEnabled``), which
+    runs the script in a session of its own with no browser: the default page, the same work
+    the first visit does. True when that run ended without error; False (and nothing else)
+    when the server never answered, has no such endpoint, or the script failed -- a warm-up
+    only saves time, and the page itself reports any error to whoever opens it.
+    """
+    import time
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1):
+                break
+        except (OSError, urllib.error.URLError):
+            time.sleep(0.1)
+    else:
+        return False
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/script-health-check", timeout=wait + 30) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def _check_port_free(port: int) -> None:
