@@ -373,7 +373,7 @@ def test_run_metrics_and_the_single_call_warning(sample_frame, big):
     metrics = {m.label: m for m in rd.run_metrics(sample_frame)}
     assert metrics["rollouts"].value == "35"
     assert metrics["trainable"].value == "16" and metrics["masked"].value == "19"
-    assert metrics["not loaded"].value == "1" and metrics["not loaded"].share == "2.9% of the run"
+    assert metrics["not loaded"].value == "1" and metrics["not loaded"].share == "2.9%"
     assert rd.single_call_warning(sample_frame) is None
     assert rd.single_call_warning(big[1]) is None
     stuck = synthetic_scan_table(50, seed=1)

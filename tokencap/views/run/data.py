@@ -636,7 +636,7 @@ def delivery_metrics(frame: pd.DataFrame) -> list[Metric]:
     agent = int((codes == DELIVERY.index("agent")).sum())
 
     def share(n: int) -> str:
-        return f"{_share(n, total)} of the run" if total else ""
+        return _share(n, total) if total else ""  # of the whole run: seven tiles share 1280 px
 
     return [
         Metric("trained in doubt", f"{doubt:,}", "trained on although their lineage is in doubt: Gym delivered them "
@@ -657,7 +657,7 @@ def run_metrics(frame: pd.DataFrame, delivery: bool | None = None) -> list[Metri
     failed = int(frame["reason_load_error"].sum())
 
     def share(n: int) -> str:
-        return f"{_share(n, total)} of the run" if total else ""
+        return _share(n, total) if total else ""  # of the whole run: seven tiles share 1280 px
 
     return [
         Metric("rollouts", f"{total:,}"),
