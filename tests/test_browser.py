@@ -266,19 +266,29 @@ RUN_TABLE = ".st-key-run_table_box [data-testid='stDataFrame']"
 
 
 def _bar_box(page, dimension: str, key: str) -> dict | None:
-    """Where a Run-page chart's bar (the first run's) is drawn on the page (found by its customdata)."""
-    return page.evaluate(
-        """([dimension, key]) => {
-            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-                const trace = gd._fullData && gd._fullData[0];
-                if (!trace || !trace.customdata) continue;
-                const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
-                if (i < 0) continue;
-                const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
-                return {x: r.left, y: r.top, width: r.width, height: r.height, horizontal: trace.orientation === 'h'};
-            }
-            return null;
-        }""", [dimension, key])
+    """Where a Run-page chart's bar (the first run's) is drawn on the page (found by its customdata),
+    once it is: a chart that a rerun sends again is re-plotted, and has no bars for a moment (None if
+    none is drawn within the page's timeout)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    try:
+        found = page.wait_for_function(
+            """([dimension, key]) => {
+                for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+                    const trace = gd._fullData && gd._fullData[0];
+                    if (!trace || !trace.customdata) continue;
+                    const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
+                    const point = i < 0 ? null : gd.querySelectorAll('.trace.bars .point')[i];
+                    const path = point && point.querySelector('path');
+                    if (!path) continue;
+                    const r = path.getBoundingClientRect();
+                    return {x: r.left, y: r.top, width: r.width, height: r.height, horizontal: trace.orientation === 'h'};
+                }
+                return null;
+            }""", arg=[dimension, key], polling="raf")
+    except PlaywrightTimeoutError:
+        return None
+    return found.json_value()
 
 
 def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
@@ -297,8 +307,9 @@ def _sample_table(name: str = "run"):
 
 
 def _label_pixel(page, dimension: str, key: str) -> tuple[float, float]:
-    """Page coordinates of a few pixels into the label of a Run-page chart's category (drawn in the plot)."""
-    box = page.evaluate(
+    """Page coordinates of a few pixels into the label of a Run-page chart's category (drawn in the plot),
+    once the chart is drawn (see `_bar_box`)."""
+    box = page.wait_for_function(
         """([dimension, key]) => {
             for (const gd of document.querySelectorAll('.js-plotly-plot')) {
                 const data = gd._fullData || [];
@@ -314,8 +325,7 @@ def _label_pixel(page, dimension: str, key: str) -> tuple[float, float]:
                 return [r.left + L.xaxis._offset + L.xaxis.l2p(i), r.top + L.yaxis2._offset + L.yaxis2._length - 6];
             }
             return null;
-        }""", [dimension, key])
-    assert box is not None, f"no label {dimension}={key}"
+        }""", arg=[dimension, key], polling="raf").json_value()
     return box[0], box[1]
 
 
