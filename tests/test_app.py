@@ -264,7 +264,9 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
         assert "](" not in value and ":red[" not in value, value
     assert heading(at).startswith("### \\<img")
     # Output text is shown verbatim as plain text.
-    assert any(code.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for code in at.code)
+    assert any(text.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for text in at.text)
+    # Plain text, never a code block: one loads the browser's syntax highlighter (~1 s of a first render).
+    assert not at.code
 
 
 # --------------------------------------------------------------------------- switching and caching
@@ -369,7 +371,8 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     parent = build.entries["call-0002"]
     assert any(c.key == "proof:call:call-0003" for c in at.get("plotly_chart"))
     assert any("differ at position 176" in c.value for c in at.caption)
-    codes = [c.value for c in at.code if c.value.startswith("expected")]
+    assert not at.code  # plain text (see test_capture_strings_are_never_rendered_as_markup)
+    codes = [c.value for c in at.text if c.value.startswith("expected")]
     assert len(codes) == 1 and parent.digest in codes[0]
     found = [line for line in codes[0].splitlines() if line.startswith("found")][0]
     assert len(found.split()[1]) == 64  # the digest of the child's first 236 tokens, in full
@@ -409,9 +412,12 @@ def test_loss_mask_tab_decodes_the_window_with_a_tokenizer_json(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "clean_multiturn_tools.json"), tab="Loss mask")
     at.file_uploader(key="tokenizer").set_value(("tokenizer.json", tokenizer, "application/json"))
     rerun(at)
+    assert not [df for df in at.dataframe if "kind" in df.value.columns]  # closed: not built
+    at.session_state["mask_decoded_open"] = True  # opened
+    rerun(at)
     frames = [df.value for df in at.dataframe if "kind" in df.value.columns]
     assert frames and list(frames[0]["kind"])[:3] == ["prompt", "generated", "interstitial"]
-    assert any("⟦" in c.value for c in at.code)
+    assert any("⟦" in t.value for t in at.text) and not at.code
     at.file_uploader(key="tokenizer").set_value(("tokenizer.json", b"{}", "application/json"))
     rerun(at)
     assert any("not a tokenizer" in e.value for e in at.error)

@@ -41,7 +41,7 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
     at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
     rerun(at)
     assert any("cause `retokenized`" in m.value for m in at.markdown)
-    decoded = [c.value for c in at.code]
+    decoded = [c.value for c in at.text]
     assert "x y" in decoded  # both sides decode to the same text
     assert decoded.count("x y") >= 2
 

@@ -233,3 +233,15 @@ def test_a_urls_mask_window_applies_to_its_rollout_and_chain_only():
     assert mv.asked_page(odd, "rk", "main", 2048) == (2048, 2)
     assert mv.asked_page(asked, "rk", "sub", 2048) is None
     assert mv.asked_page(asked, "other", "main", 2048) is None
+
+
+def test_overview_draws_the_link_boundaries_as_one_trace_not_a_shape_each():
+    mask = RolloutView(kitchen_sink().snapshot()).mask()
+    assert mask.link_starts.size > 2
+    fig = mv.overview_figure(mask, (0, 10))
+    assert len(fig.layout.shapes) == 1  # the window's frame alone
+    lines = [t for t in fig.data if t.name == "link starts"]
+    assert len(lines) == 1
+    xs = [x for x in lines[0].x if x == x]  # NaN separates the segments
+    assert xs == [float(s) for s in mask.link_starts[1:] for _ in (0, 1)]
+    assert list(lines[0].y[:3])[:2] == [0.0, 1.0]

@@ -110,7 +110,12 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
                     key=f"mask_lp:{page_state_key}")
 
-    with st.expander("Decoded text of this window", icon=":material/translate:"):
+    # Filled only while open (opening it reruns the tabs): closed, its styled table is neither built nor sent.
+    decoded = st.expander("Decoded text of this window", icon=":material/translate:", key="mask_decoded_open",
+                          on_change="rerun")
+    if not decoded.open:
+        return
+    with decoded:
         tokenizer, problem = sidebar_tokenizer_state()
         if problem:
             st.error(md_escape(problem))
@@ -127,7 +132,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                                         "text": st.column_config.TextColumn(width="large")})
             st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context. "
                        "The whole window as text, generated spans between ⟦ and ⟧:")
-            st.code(mv.window_text(frame), language=None, wrap_lines=True, height=320)
+            with st.container(height=320, key="mask_window_text"):
+                st.text(mv.window_text(frame))  # not st.code: a code block loads the syntax highlighter (~1 s)
 
 
 # --------------------------------------------------------------------------- verdicts tab

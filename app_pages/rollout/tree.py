@@ -189,7 +189,7 @@ def show_link(view: RolloutView, d: Any) -> None:
         if digests:
             st.caption("The digests in full: the parent's cumulative sequence (expected) and the same number of "
                        "tokens at the start of this call's prompt (found).")
-            st.code(digests, language=None, wrap_lines=True)
+            st.text(digests)  # plain text, as every text of the detail: a code block loads the highlighter (~1 s)
 
 
 def show_break(view: RolloutView, d: Any) -> Any:
@@ -212,9 +212,9 @@ def show_break(view: RolloutView, d: Any) -> Any:
             if proof.parent_text is not None and proof.prompt_text is not None:
                 left, right = st.columns(2)
                 left.caption(f"{md_escape(proof.parent)} had (decoded)")
-                left.code(proof.parent_text or "∅", language=None, wrap_lines=True)
+                left.text(proof.parent_text or "∅")
                 right.caption("this prompt has instead (decoded)")
-                right.code(proof.prompt_text or "∅", language=None, wrap_lines=True)
+                right.text(proof.prompt_text or "∅")
             elif decode is None:
                 st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
     return brk
@@ -254,6 +254,6 @@ def show_detail(view: RolloutView, key: str) -> None:
             tag = " · carries the tokens" if part.carries_tokens else ""
             st.caption(md_escape(part.title + tag))
             if part.kind == "text":
-                st.code(part.body, language=None, wrap_lines=True)
+                st.text(part.body)  # verbatim, wrapped; not st.code (see show_link)
             else:
                 st.json(part.body, expanded=2)

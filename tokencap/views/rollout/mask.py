@@ -285,10 +285,14 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1],
                        "y0": 0, "y1": 1, "line": {"color": "#dc2626", "width": 2}, "fillcolor": "rgba(220,38,38,0.06)"})
     starts = mask.link_starts
-    if 0 < starts.size <= max_link_lines:
-        for s in starts[1:]:
-            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": int(s), "x1": int(s), "y0": 0,
-                           "y1": 1, "line": {"color": "rgba(17,24,39,0.25)", "width": 1}})
+    if 1 < starts.size <= max_link_lines:
+        # The link boundaries as one trace of vertical segments (gaps between them), not a shape each:
+        # plotly draws and re-lays out every shape on its own, a few hundred cost a tenth of a second.
+        xs = np.repeat(starts[1:].astype(float), 3)
+        xs[2::3] = np.nan
+        ys = np.tile([0.0, 1.0, np.nan], starts.size - 1)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="link starts", showlegend=False, hoverinfo="skip",
+                                 line={"color": "rgba(17,24,39,0.25)", "width": 1}, connectgaps=False))
     fig.update_layout(
         **style.BASE_LAYOUT,
         height=210, barmode="stack", bargap=0, shapes=shapes,
