@@ -628,6 +628,33 @@ def test_a_long_rollout_has_an_overview_a_zoomed_window_that_stays_and_a_search_
     assert picked(at) == "call:m00250" and any("No call id contains" in c.value for c in at.caption)
 
 
+def test_a_click_inside_the_zoomed_window_sends_the_same_overview(monkeypatch, tmp_path):
+    """The overview's figure depends on the window alone: a selection that keeps the window leaves its
+    spec (and so its element id) unchanged, and the browser keeps it as drawn instead of re-plotting
+    1,500 dots; a selection that moves the window changes it."""
+    from synth_snapshots import long_linear
+
+    path = tmp_path / "long.json"
+    path.write_bytes(long_linear(300).json_bytes())
+    at = open_app(monkeypatch, str(path))
+
+    def overview() -> tuple[str, str]:
+        chart = next(c for c in at.get("plotly_chart") if c.key.startswith("tree_overview:"))
+        return chart.proto.spec, chart.proto.id
+
+    rk = rollout_keys(src.source_from_path(path))[0]
+    window = tuple(at.session_state[f"tree_window:{rk}:None"])
+    before = overview()
+    inside = f"call:m{window[0] + 3:05d}"
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value(inside)
+    rerun(at)
+    assert picked(at) == inside and tuple(at.session_state[f"tree_window:{rk}:None"]) == window
+    assert overview() == before
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value("call:m00010")
+    rerun(at)
+    assert overview() != before
+
+
 def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
     assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]  # nothing chosen yet

@@ -521,11 +521,11 @@ def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range()
 
 def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
-    fig = tv.overview_figure(model, (100, 124), "call:m00110")
+    fig = tv.overview_figure(model, (100, 124))
     assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
     # No drag mode, so a click on a dot is a selection; the box is the toolbar's one tool.
     assert fig.layout.dragmode is False and tv.OVERVIEW_CONFIG["modeBarButtons"] == [["select2d"]]
-    assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    assert sum(len(t.customdata) for t in fig.data) == len(model)  # the selection is not drawn: see overview_figure
     # A dot's x is its place in call order; its hover names the call and that place.
     order = model.node("call:m00110").order
     dots = {row[0]: x for t in fig.data if t.name != "selected" for row, x in zip(t.customdata, t.x)}

@@ -93,7 +93,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         STATE[window_key], STATE[followed_key] = window, selected
         overview_key = f"tree_overview:{rk}:{view.anchor}"
         st.caption(tv.tree_caption(model, window))
-        st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
+        st.plotly_chart(tv.overview_figure(model, window), key=overview_key,
                         on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
                         selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
     else:

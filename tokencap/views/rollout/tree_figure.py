@@ -284,9 +284,11 @@ def _orders(model: TreeModel, idx: Sequence[int]) -> np.ndarray:
 # --------------------------------------------------------------------------- the overview
 
 
-def overview_figure(model: TreeModel, window: tuple[int, int], selected: str | None = None) -> go.Figure:
+def overview_figure(model: TreeModel, window: tuple[int, int]) -> go.Figure:
     """Every node as a small dot, call order left to right and lanes top to bottom, the zoomed rows
-    outlined. Click a dot to go there; with the box tool (`OVERVIEW_CONFIG`'s one button) drag across
+    outlined (they always hold the selected call, which the zoomed view rings). The figure depends on
+    the window alone: a click that keeps the window sends the same figure, which the browser keeps
+    as drawn (Streamlit re-plots a chart only when its figure changes). Click a dot to go there; with the box tool (`OVERVIEW_CONFIG`'s one button) drag across
     calls to zoom into them. A click selects only while no drag mode is on: in plotly's select mode a
     click is not a selection event for Streamlit. Hovering a dot names its call (or refusal, or missing
     parent) and its place in call order, never the internal key."""
@@ -304,15 +306,6 @@ def overview_figure(model: TreeModel, window: tuple[int, int], selected: str | N
                                            else "circle-open"},
                                    customdata=np.array([model.nodes[i].key for i in idx], dtype=object).reshape(-1, 1),
                                    hovertext=[overview_hover(model, model.nodes[i].key) for i in idx],
-                                   hovertemplate="%{hovertext}<extra></extra>"))
-    if selected is not None and selected in model.index:
-        i = model.index[selected]
-        traces.append(go.Scattergl(x=_orders(model, [i]), y=-_lanes(model, [i]), mode="markers", name="selected",
-                                   showlegend=False,
-                                   marker={"color": style.SELECTED, "size": 11, "symbol": "circle-open",
-                                           "line": {"width": 2, "color": style.SELECTED}},
-                                   customdata=np.array([selected], dtype=object).reshape(-1, 1),
-                                   hovertext=[overview_hover(model, selected)],
                                    hovertemplate="%{hovertext}<extra></extra>"))
     lanes = max(model.lanes, 1)
     a, b = window
