@@ -884,3 +884,39 @@ def test_the_tree_tabs_legend_and_node_table_are_built_only_when_opened(monkeypa
     rerun(at)
     assert built["nodes_frame"] == 1 and not built["legend_frame"]
     assert [d for d in at.dataframe if len(d.value) == count]
+
+
+def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_path):
+    """A rerun that draws the same tree, overview or loss-mask figures (a click elsewhere, a tab visited
+    again) takes them from the session instead of building them again; what a figure shows changing (the
+    selected call) builds that figure anew, and only it."""
+    from collections import Counter
+
+    from synth_snapshots import long_linear
+    from tokencap.views.rollout import mask as mv
+    from tokencap.views.rollout import tree as tv
+
+    built: Counter[str] = Counter()
+    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mv, "strip_figure"), (mv, "logprob_figure")):
+        original = getattr(module, name)
+
+        def counted(*a, _original=original, _name=name, **k):
+            built[_name] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(module, name, counted)
+    path = tmp_path / "long.json"
+    path.write_bytes(long_linear(300).json_bytes())
+    at = open_app(monkeypatch, str(path))
+    assert built == {"tree_figure": 1, "overview_figure": 1}
+    rerun(at)
+    rerun(at, "Loss mask")
+    rerun(at, "Call tree")
+    rerun(at, "Loss mask")
+    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_figure": 1, "logprob_figure": 1}
+    rerun(at, "Call tree")
+    rk = rollout_keys(src.source_from_path(path))[0]
+    window = tuple(at.session_state[f"tree_window:{rk}:None"])
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value(f"call:m{window[0] + 3:05d}")
+    rerun(at)
+    assert built["tree_figure"] == 2 and built["overview_figure"] == 1  # the window stays: the same overview

@@ -215,7 +215,13 @@ def test_tree_survives_a_loop_of_claimed_parents():
 def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
     model = tv.tree_of(sink)
     fig = tv.tree_figure(model, selected="call:c05")
-    assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 1
+    # A trace per style, the labels, and the row shading: one filled trace under the rest, no shapes.
+    assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 2
+    assert not fig.layout.shapes
+    shading = fig.data[0]
+    assert shading.name == "row shading" and shading.fill == "toself" and shading.hoverinfo == "skip"
+    rows = [y + 0.5 for y in shading.y[0::6]]  # each rectangle starts at its row's upper edge
+    assert rows == [float(r) for r in range(2, model.max_order + 1, 2)]  # every other row
     keys = set()
     for trace in fig.data:
         if trace.customdata is not None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from app_pages.rollout.sources import run_request
-from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views import links
@@ -87,12 +87,13 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                 mv.summary_tiles(mv.mask_summary(mask))], "mask_tiles")
     start, end = mv.page_bounds(mask, page, window)
     st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
-    st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
-                    width="stretch", key=f"mask_strip:{page_state_key}")
+    drawn = (chain_id, start, end, window)
+    strip = figure_of("mask strip", view, drawn, lambda: mv.strip_figure(mask, start, end, columns=mv.columns_for(window)))
+    st.plotly_chart(strip, config=PLOTLY_CONFIG, width="stretch", key=f"mask_strip:{page_state_key}")
     st.caption("The whole sequence: where this window lies (red frame), how much of each stretch is trained, "
                "and the mean log-probability.")
-    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                    key=f"mask_overview:{page_state_key}")
+    overview = figure_of("mask overview", view, drawn, lambda: mv.overview_figure(mask, (start, end)))
+    st.plotly_chart(overview, config=PLOTLY_CONFIG, width="stretch", key=f"mask_overview:{page_state_key}")
 
     st.markdown("**Per link**")
     link_rows = mv.link_frame(mask, chain)
@@ -107,8 +108,8 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                                 "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
                                 "finish_reason": st.column_config.TextColumn(width=110)})
     st.markdown("**Log-probability of generated tokens**")
-    st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                    key=f"mask_lp:{page_state_key}")
+    logprobs = figure_of("mask log-probs", view, drawn, lambda: mv.logprob_figure(mask, (start, end)))
+    st.plotly_chart(logprobs, config=PLOTLY_CONFIG, width="stretch", key=f"mask_lp:{page_state_key}")
 
     # Filled only while open (opening it reruns the tabs): closed, its styled table is neither built nor sent.
     decoded = st.expander("Decoded text of this window", icon=":material/translate:", key="mask_decoded_open",

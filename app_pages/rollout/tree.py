@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
+from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
@@ -93,13 +93,16 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         STATE[window_key], STATE[followed_key] = window, selected
         overview_key = f"tree_overview:{rk}:{view.anchor}"
         st.caption(tv.tree_caption(model, window))
-        st.plotly_chart(tv.overview_figure(model, window), key=overview_key,
+        overview = figure_of("tree overview", view, (key, window), lambda: tv.overview_figure(model, window))
+        st.plotly_chart(overview, key=overview_key,
                         on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
                         selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
     else:
         st.caption(tv.tree_caption(model, None))
     # Drawn at the figure's own width: its rows, lanes and labels are sized in pixels.
-    st.plotly_chart(tv.tree_figure(model, selected, window=window, legend=window is None), key=chart_key,
+    tree = figure_of("tree", view, (key, selected, window),
+                     lambda: tv.tree_figure(model, selected, window=window, legend=window is None))
+    st.plotly_chart(tree, key=chart_key,
                     on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
                     config=PLOTLY_CONFIG, width="content")
     if window is not None:
@@ -177,10 +180,10 @@ def show_link(view: RolloutView, d: Any) -> None:
         else None
     if proof is not None:
         st.caption(md_escape(proof.summary()))
-        tokenizer, _ = sidebar_tokenizer_state()
+        tokenizer, _, tokenizer_key = tokenizer_in_use()
         decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-        st.plotly_chart(lp.proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
-                        key=f"proof:{d.key}")
+        figure = figure_of("link proof", view, (d.key, tokenizer_key), lambda: lp.proof_figure(proof, decode))
+        st.plotly_chart(figure, config=PLOTLY_CONFIG, width="stretch", key=f"proof:{d.key}")
         if decode is None:
             st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
     if d.link_checks is not None:
@@ -207,8 +210,8 @@ def show_break(view: RolloutView, d: Any) -> Any:
         if proof is not None:
             st.caption(md_escape(proof.summary()))
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-            st.plotly_chart(lp.break_proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
-                            key=f"break_proof:{d.key}")
+            figure = figure_of("break proof", view, (d.key, key), lambda: lp.break_proof_figure(proof, decode))
+            st.plotly_chart(figure, config=PLOTLY_CONFIG, width="stretch", key=f"break_proof:{d.key}")
             if proof.parent_text is not None and proof.prompt_text is not None:
                 left, right = st.columns(2)
                 left.caption(f"{md_escape(proof.parent)} had (decoded)")
