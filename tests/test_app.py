@@ -458,7 +458,7 @@ def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, download
     assert json.loads(downloads["final-retry-unresolved.at-call-0004.response.json"]()) == \
         json.loads(cli)["rebuilt_response"]
     assert downloads["tokencap_results.jsonl"]() == cli  # the one loaded rollout, with its anchor
-    assert any("--terminal-call-id call-0004" in c.value for c in at.code)
+    assert any("--terminal-call-id call-0004" in t.value for t in at.text) and not at.code
     # The whole page follows the anchor, and it survives other tabs.
     rerun(at, "Call tree")
     assert any("anchored on call\\-0004" in c.value for c in at.caption)
