@@ -402,7 +402,16 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
     page.set_value(2)
     rerun(at)
     assert any(c.value.startswith("Positions 2,048–4,095") for c in at.caption)
-    assert len(at.get("plotly_chart")) == 3  # overview, strip, log-probs
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_strip", "mask_overview"]
+    # The log-probs and the table of every link are built only while their expanders are open.
+    assert not [d for d in at.dataframe if "starts at" in d.value.columns]
+    at.session_state["mask_logprobs_open"] = True
+    at.session_state["mask_links_open"] = True
+    rerun(at)
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_strip", "mask_overview", "mask_lp"]
+    links = next(d.value for d in at.dataframe if "starts at" in d.value.columns)
+    links_of_chain = len(build_rollout(snapshot).build.main.links)
+    assert len(links) == links_of_chain and any(e.label == f"Per link ({links_of_chain:,})" for e in at.expander)
 
 
 def test_loss_mask_tab_decodes_the_window_with_a_tokenizer_json(monkeypatch):
@@ -897,7 +906,7 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     from tokencap.views.rollout import tree as tv
 
     built: Counter[str] = Counter()
-    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mv, "strip_figure"), (mv, "logprob_figure")):
+    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mv, "strip_figure")):
         original = getattr(module, name)
 
         def counted(*a, _original=original, _name=name, **k):
@@ -913,7 +922,7 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     rerun(at, "Loss mask")
     rerun(at, "Call tree")
     rerun(at, "Loss mask")
-    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_figure": 1, "logprob_figure": 1}
+    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_figure": 1}  # the log-probs are closed
     rerun(at, "Call tree")
     rk = rollout_keys(src.source_from_path(path))[0]
     window = tuple(at.session_state[f"tree_window:{rk}:None"])

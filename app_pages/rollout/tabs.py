@@ -7,6 +7,7 @@ fact comes from `tokencap.views` (`mask`, `verdicts`, `attribution`, `diff`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -95,21 +96,20 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     overview = figure_of("mask overview", view, drawn, lambda: mv.overview_figure(mask, (start, end)))
     st.plotly_chart(overview, config=PLOTLY_CONFIG, width="stretch", key=f"mask_overview:{page_state_key}")
 
-    st.markdown("**Per link**")
-    link_rows = mv.link_frame(mask, chain)
-    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
-                 column_config={"link": st.column_config.NumberColumn(width=50),
-                                "call": st.column_config.TextColumn(width="medium"),
-                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
-                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
-                                                                         format="localized"),
-                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
-                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
-                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
-                                "finish_reason": st.column_config.TextColumn(width=110)})
-    st.markdown("**Log-probability of generated tokens**")
-    logprobs = figure_of("mask log-probs", view, drawn, lambda: mv.logprob_figure(mask, (start, end)))
-    st.plotly_chart(logprobs, config=PLOTLY_CONFIG, width="stretch", key=f"mask_lp:{page_state_key}")
+    # The log-probs and the table of every link are filled only while open (opening one reruns the tabs):
+    # closed, neither is built nor sent, and a visit of the tab draws two figures, not three and a grid
+    # (the strip and the overview above say where the window lies and what it holds).
+    logprobs_box = st.expander("Log-probability of generated tokens", icon=":material/show_chart:",
+                               key="mask_logprobs_open", on_change="rerun")
+    if logprobs_box.open:
+        with logprobs_box:
+            logprobs = figure_of("mask log-probs", view, drawn, lambda: mv.logprob_figure(mask, (start, end)))
+            st.plotly_chart(logprobs, config=PLOTLY_CONFIG, width="stretch", key=f"mask_lp:{page_state_key}")
+    links_box = st.expander(f"Per link ({len(mask.call_ids):,})", icon=":material/table_rows:",
+                            key="mask_links_open", on_change="rerun")
+    if links_box.open:
+        with links_box:
+            show_links(mask, chain)
 
     # Filled only while open (opening it reruns the tabs): closed, its styled table is neither built nor sent.
     decoded = st.expander("Decoded text of this window", icon=":material/translate:", key="mask_decoded_open",
@@ -135,6 +135,20 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                        "The whole window as text, generated spans between ⟦ and ⟧:")
             with st.container(height=320, key="mask_window_text"):
                 st.text(mv.window_text(frame))  # not st.code: a code block loads the syntax highlighter (~1 s)
+
+
+def show_links(mask: Any, chain: Any) -> None:
+    link_rows = mv.link_frame(mask, chain)
+    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
+                 column_config={"link": st.column_config.NumberColumn(width=50),
+                                "call": st.column_config.TextColumn(width="medium"),
+                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
+                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
+                                                                         format="localized"),
+                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
+                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "finish_reason": st.column_config.TextColumn(width=110)})
 
 
 # --------------------------------------------------------------------------- verdicts tab
