@@ -278,7 +278,7 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
     xs = np.concatenate(([0.0], mid, [float(len(mask))])) if len(frame) else mid
     order = np.concatenate(([edge[0]], np.arange(len(frame)), [edge[1]])).astype(int) if len(frame) else \
         np.arange(0)
-    ends = np.column_stack((frame["start"], frame["end"] - 1))[order]
+    ends = np.column_stack((frame["start"].to_numpy(), frame["end"].to_numpy() - 1))[order]
     for column, name, colour, what in (("interstitial", "interstitial share", style.INTERSTITIAL_COLOR, "interstitial"),
                                        ("generated", "generated share (trained)", style.MAIN, "generated")):
         fig.add_trace(go.Scatter(x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines", stackgroup="share",
@@ -286,7 +286,7 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
                                  opacity=1.0 if column == "interstitial" else 0.75, customdata=ends,
                                  hovertemplate=f"positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<br>{what} "
                                                "%{y:.0%}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"], name="mean log-prob", yaxis="y2", mode="lines",
+    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2", mode="lines",
                              line={"color": "#111827", "width": 1.2}, connectgaps=False,
                              hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
     shapes: list[dict[str, Any]] = []
@@ -347,10 +347,10 @@ def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
     downsampled = int(series["log_prob"].notna().sum()) < int(mask.mask.sum())
     fig = go.Figure()
     if downsampled:
-        fig.add_trace(go.Scatter(x=series["position"], y=series["min_log_prob"], mode="lines", name="min per bin",
+        fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(), mode="lines", name="min per bin",
                                  line={"color": "rgba(220,38,38,0.45)", "width": 1},
                                  hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=series["position"], y=series["log_prob"], mode="lines+markers" if len(series) < 400
+    fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(), mode="lines+markers" if len(series) < 400
                              else "lines", name="mean per bin" if downsampled else "log-prob",
                              line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
                              hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))
