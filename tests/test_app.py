@@ -265,7 +265,7 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
     assert heading(at).startswith("### \\<img")
     # Output text is shown verbatim as plain text.
     assert any(text.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for text in at.text)
-    # Plain text, never a code block: one loads the browser's syntax highlighter (~1 s of a first render).
+    # Plain text, never a code block: one loads the browser's syntax highlighter (a 1.5 MB chunk, ~0.4 s of a first render).
     assert not at.code
 
 
