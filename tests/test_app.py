@@ -264,7 +264,9 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
         assert "](" not in value and ":red[" not in value, value
     assert heading(at).startswith("### \\<img")
     # Output text is shown verbatim as plain text.
-    assert any(code.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for code in at.code)
+    assert any(text.value == "**not bold** <script>alert(1)</script> [link](http://evil)" for text in at.text)
+    # Plain text, never a code block: one loads the browser's syntax highlighter (a 1.5 MB chunk, ~0.4 s of a first render).
+    assert not at.code
 
 
 # --------------------------------------------------------------------------- switching and caching
@@ -369,7 +371,8 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     parent = build.entries["call-0002"]
     assert any(c.key == "proof:call:call-0003" for c in at.get("plotly_chart"))
     assert any("differ at position 176" in c.value for c in at.caption)
-    codes = [c.value for c in at.code if c.value.startswith("expected")]
+    assert not at.code  # plain text (see test_capture_strings_are_never_rendered_as_markup)
+    codes = [c.value for c in at.text if c.value.startswith("expected")]
     assert len(codes) == 1 and parent.digest in codes[0]
     found = [line for line in codes[0].splitlines() if line.startswith("found")][0]
     assert len(found.split()[1]) == 64  # the digest of the child's first 236 tokens, in full
@@ -399,7 +402,16 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
     page.set_value(2)
     rerun(at)
     assert any(c.value.startswith("Positions 2,048–4,095") for c in at.caption)
-    assert len(at.get("plotly_chart")) == 3  # overview, strip, log-probs
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_strip", "mask_overview"]
+    # The log-probs and the table of every link are built only while their expanders are open.
+    assert not [d for d in at.dataframe if "starts at" in d.value.columns]
+    at.session_state["mask_logprobs_open"] = True
+    at.session_state["mask_links_open"] = True
+    rerun(at)
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_strip", "mask_overview", "mask_lp"]
+    links = next(d.value for d in at.dataframe if "starts at" in d.value.columns)
+    links_of_chain = len(build_rollout(snapshot).build.main.links)
+    assert len(links) == links_of_chain and any(e.label == f"Per link ({links_of_chain:,})" for e in at.expander)
 
 
 def test_loss_mask_tab_decodes_the_window_with_a_tokenizer_json(monkeypatch):
@@ -409,9 +421,12 @@ def test_loss_mask_tab_decodes_the_window_with_a_tokenizer_json(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "clean_multiturn_tools.json"), tab="Loss mask")
     at.file_uploader(key="tokenizer").set_value(("tokenizer.json", tokenizer, "application/json"))
     rerun(at)
+    assert not [df for df in at.dataframe if "kind" in df.value.columns]  # closed: not built
+    at.session_state["mask_decoded_open"] = True  # opened
+    rerun(at)
     frames = [df.value for df in at.dataframe if "kind" in df.value.columns]
     assert frames and list(frames[0]["kind"])[:3] == ["prompt", "generated", "interstitial"]
-    assert any("⟦" in c.value for c in at.code)
+    assert any("⟦" in t.value for t in at.text) and not at.code
     at.file_uploader(key="tokenizer").set_value(("tokenizer.json", b"{}", "application/json"))
     rerun(at)
     assert any("not a tokenizer" in e.value for e in at.error)
@@ -452,7 +467,7 @@ def test_reanchoring_recomputes_the_verdict_and_the_export(monkeypatch, download
     assert json.loads(downloads["final-retry-unresolved.at-call-0004.response.json"]()) == \
         json.loads(cli)["rebuilt_response"]
     assert downloads["tokencap_results.jsonl"]() == cli  # the one loaded rollout, with its anchor
-    assert any("--terminal-call-id call-0004" in c.value for c in at.code)
+    assert any("--terminal-call-id call-0004" in t.value for t in at.text) and not at.code
     # The whole page follows the anchor, and it survives other tabs.
     rerun(at, "Call tree")
     assert any("anchored on call\\-0004" in c.value for c in at.caption)
@@ -620,6 +635,33 @@ def test_a_long_rollout_has_an_overview_a_zoomed_window_that_stays_and_a_search_
     at.text_input(key=f"find:{rk}").input("no-such-call")
     rerun(at)
     assert picked(at) == "call:m00250" and any("No call id contains" in c.value for c in at.caption)
+
+
+def test_a_click_inside_the_zoomed_window_sends_the_same_overview(monkeypatch, tmp_path):
+    """The overview's figure depends on the window alone: a selection that keeps the window leaves its
+    spec (and so its element id) unchanged, and the browser keeps it as drawn instead of re-plotting
+    1,500 dots; a selection that moves the window changes it."""
+    from synth_snapshots import long_linear
+
+    path = tmp_path / "long.json"
+    path.write_bytes(long_linear(300).json_bytes())
+    at = open_app(monkeypatch, str(path))
+
+    def overview() -> tuple[str, str]:
+        chart = next(c for c in at.get("plotly_chart") if c.key.startswith("tree_overview:"))
+        return chart.proto.spec, chart.proto.id
+
+    rk = rollout_keys(src.source_from_path(path))[0]
+    window = tuple(at.session_state[f"tree_window:{rk}:None"])
+    before = overview()
+    inside = f"call:m{window[0] + 3:05d}"
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value(inside)
+    rerun(at)
+    assert picked(at) == inside and tuple(at.session_state[f"tree_window:{rk}:None"]) == window
+    assert overview() == before
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value("call:m00010")
+    rerun(at)
+    assert overview() != before
 
 
 def test_selecting_a_call_scrolls_its_detail_into_view(monkeypatch):
@@ -851,3 +893,39 @@ def test_the_tree_tabs_legend_and_node_table_are_built_only_when_opened(monkeypa
     rerun(at)
     assert built["nodes_frame"] == 1 and not built["legend_frame"]
     assert [d for d in at.dataframe if len(d.value) == count]
+
+
+def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_path):
+    """A rerun that draws the same tree, overview or loss-mask figures (a click elsewhere, a tab visited
+    again) takes them from the session instead of building them again; what a figure shows changing (the
+    selected call) builds that figure anew, and only it."""
+    from collections import Counter
+
+    from synth_snapshots import long_linear
+    from tokencap.views.rollout import mask as mv
+    from tokencap.views.rollout import tree as tv
+
+    built: Counter[str] = Counter()
+    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mv, "strip_figure")):
+        original = getattr(module, name)
+
+        def counted(*a, _original=original, _name=name, **k):
+            built[_name] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(module, name, counted)
+    path = tmp_path / "long.json"
+    path.write_bytes(long_linear(300).json_bytes())
+    at = open_app(monkeypatch, str(path))
+    assert built == {"tree_figure": 1, "overview_figure": 1}
+    rerun(at)
+    rerun(at, "Loss mask")
+    rerun(at, "Call tree")
+    rerun(at, "Loss mask")
+    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_figure": 1}  # the log-probs are closed
+    rerun(at, "Call tree")
+    rk = rollout_keys(src.source_from_path(path))[0]
+    window = tuple(at.session_state[f"tree_window:{rk}:None"])
+    next(s for s in at.selectbox if s.key.startswith("pick:")).set_value(f"call:m{window[0] + 3:05d}")
+    rerun(at)
+    assert built["tree_figure"] == 2 and built["overview_figure"] == 1  # the window stays: the same overview

@@ -118,7 +118,7 @@ def test_export_says_it_is_anchored_on_the_final_answer_and_matches_the_cli(monk
     anchor = next(s for s in at.selectbox if s.key.startswith("anchor_w:"))
     assert anchor.value is None
     assert any("Anchored on the harness's final answer: call-0004" in c for c in texts(at.caption))
-    command = next(c.value for c in at.code if "tokencap build" in c.value)
+    command = next(t.value for t in at.text if "tokencap build" in t.value)
     assert "--final-responses sample_data/final_responses/title_call_after_final_answer.json" in command
     cli = cli_build(SAMPLES / name, "--final-responses", str(FINALS / name), tmp_path=tmp_path)
     assert downloads["title-call-after-final.result.json"]() == cli

@@ -28,7 +28,7 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     rerun(at)
     assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
     assert any("break_proof:call:call-0002" in c.proto.id for c in at.get("plotly_chart"))
-    assert not [c for c in at.code if "(decoded)" in c.value]  # no tokenizer: no text
+    assert not [c for c in at.caption if "(decoded)" in c.value]  # no tokenizer: no decoded sides
 
 
 def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkeypatch, tmp_path):
@@ -41,7 +41,7 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
     at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
     rerun(at)
     assert any("cause `retokenized`" in m.value for m in at.markdown)
-    decoded = [c.value for c in at.code]
+    decoded = [c.value for c in at.text]
     assert "x y" in decoded  # both sides decode to the same text
     assert decoded.count("x y") >= 2
 

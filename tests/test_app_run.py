@@ -363,7 +363,7 @@ def test_a_store_rollout_of_a_run_directory_opens_as_its_own_files(monkeypatch, 
     assert not [s for s in at.selectbox if s.key == "rollout"]
     at.session_state["tab"] = "Export"
     rerun(at)
-    assert any("--rollout store-interrupted" in c.value and str(run / "store") in c.value for c in at.code)
+    assert any("--rollout store-interrupted" in c.value and str(run / "store") in c.value for c in at.text)  # the Export tab's command, plain text
 
 
 def test_closing_a_rollout_opened_from_the_run_goes_back_to_the_samples(monkeypatch, tmp_path):

@@ -85,7 +85,7 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             expect(page.get_by_text("Why the lineage breaks here").first).to_be_visible()
             expect(page.get_by_text("cause retokenized").or_(page.locator("code", has_text="retokenized")).first) \
                 .to_be_attached()
-            decoded = page.locator("[data-testid='stCode']", has_text="x y")
+            decoded = page.locator("[data-testid='stText']", has_text="x y")
             expect(decoded.first).to_be_visible()
             expect(decoded).to_have_count(2)
             proof = page.locator(".js-plotly-plot").filter(has=page.locator(".heatmaplayer")).last

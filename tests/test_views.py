@@ -215,7 +215,13 @@ def test_tree_survives_a_loop_of_claimed_parents():
 def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
     model = tv.tree_of(sink)
     fig = tv.tree_figure(model, selected="call:c05")
-    assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 1
+    # A trace per style, the labels, and the row shading: one filled trace under the rest, no shapes.
+    assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 2
+    assert not fig.layout.shapes
+    shading = fig.data[0]
+    assert shading.name == "row shading" and shading.fill == "toself" and shading.hoverinfo == "skip"
+    rows = [y + 0.5 for y in shading.y[0::6]]  # each rectangle starts at its row's upper edge
+    assert rows == [float(r) for r in range(2, model.max_order + 1, 2)]  # every other row
     keys = set()
     for trace in fig.data:
         if trace.customdata is not None:
@@ -521,11 +527,11 @@ def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range()
 
 def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
-    fig = tv.overview_figure(model, (100, 124), "call:m00110")
+    fig = tv.overview_figure(model, (100, 124))
     assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
     # No drag mode, so a click on a dot is a selection; the box is the toolbar's one tool.
     assert fig.layout.dragmode is False and tv.OVERVIEW_CONFIG["modeBarButtons"] == [["select2d"]]
-    assert sum(len(t.customdata) for t in fig.data if t.name != "selected") == len(model)
+    assert sum(len(t.customdata) for t in fig.data) == len(model)  # the selection is not drawn: see overview_figure
     # A dot's x is its place in call order; its hover names the call and that place.
     order = model.node("call:m00110").order
     dots = {row[0]: x for t in fig.data if t.name != "selected" for row, x in zip(t.customdata, t.x)}

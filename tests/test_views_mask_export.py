@@ -62,10 +62,13 @@ def test_strip_figure_draws_one_cell_per_token_of_the_window(long_view):
     assert z_ctx.shape == (32, 64)
     flat_ctx, flat_gen = z_ctx.ravel(), z_gen.ravel()
     prov = mask.provenance[start:end]
-    # Context cells hold 0 (prompt) / 1 (interstitial); generated cells hold their log-prob.
-    assert np.array_equal(np.isnan(flat_ctx), prov == GENERATED)
+    # Context cells hold 0 (prompt) / 1 (interstitial); generated cells hold their log-prob, drawn over
+    # the context layer, which fills every cell of the window and alone carries the hover text.
+    assert not np.isnan(flat_ctx[: end - start]).any()
     assert np.array_equal(flat_ctx[prov == INTERSTITIAL], np.ones(int((prov == INTERSTITIAL).sum())))
+    assert np.array_equal(np.isnan(flat_gen[: end - start]), prov != GENERATED)
     np.testing.assert_allclose(flat_gen[prov == GENERATED], mask.log_probs[start:end][prov == GENERATED])
+    assert gen.hoverinfo == "skip" and gen.hovertext is None and np.array(ctx.hovertext).shape == (32, 64)
     # Link boundaries inside the window are ticked at their cells.
     inside = mask.link_starts[(mask.link_starts >= start) & (mask.link_starts < end)]
     assert len(ticks.x) == len(inside)
@@ -92,7 +95,13 @@ def test_overview_bins_sum_to_the_whole(long_view):
     widths = frame["end"] - frame["start"]
     assert round(float((frame["generated"] * widths).sum())) == mask.generated_tokens
     fig = mv.overview_figure(mask, (2048, 4096))
-    assert fig.layout.shapes[0].x0 == 2048 and len(fig.data[0].x) == 600
+    assert fig.layout.shapes[0].x0 == 2048
+    # Each share is one step area (a path, not a bar per bin): a point per bin, and the two ends.
+    shares = [t for t in fig.data if t.stackgroup == "share"]
+    assert [t.type for t in shares] == ["scatter", "scatter"] and all(len(t.x) == 602 for t in shares)
+    assert shares[0].x[0] == 0 and shares[0].x[-1] == len(mask) and list(shares[0].customdata[-1]) == \
+        [frame["start"].iloc[-1], len(mask) - 1]
+    assert not any(t.type == "bar" for t in fig.data)
     assert mv.binned(RolloutView(kitchen_sink().snapshot()).mask(), 10_000)["end"].iloc[-1] > 0
 
 
@@ -233,3 +242,15 @@ def test_a_urls_mask_window_applies_to_its_rollout_and_chain_only():
     assert mv.asked_page(odd, "rk", "main", 2048) == (2048, 2)
     assert mv.asked_page(asked, "rk", "sub", 2048) is None
     assert mv.asked_page(asked, "other", "main", 2048) is None
+
+
+def test_overview_draws_the_link_boundaries_as_one_trace_not_a_shape_each():
+    mask = RolloutView(kitchen_sink().snapshot()).mask()
+    assert mask.link_starts.size > 2
+    fig = mv.overview_figure(mask, (0, 10))
+    assert len(fig.layout.shapes) == 1  # the window's frame alone
+    lines = [t for t in fig.data if t.name == "link starts"]
+    assert len(lines) == 1
+    xs = [x for x in lines[0].x if x == x]  # NaN separates the segments
+    assert xs == [float(s) for s in mask.link_starts[1:] for _ in (0, 1)]
+    assert list(lines[0].y[:3])[:2] == [0.0, 1.0]

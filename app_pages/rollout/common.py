@@ -5,7 +5,10 @@ A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session st
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 import streamlit as st
 
@@ -14,6 +17,9 @@ from tokencap.views import sources as src
 from tokencap.views.text import md_escape, md_frame
 
 STATE = st.session_state
+T = TypeVar("T")
+FIGURES_KEPT = 12
+"""How many built figures a session keeps (`figure_of`): those of the views a reader goes back and forth between."""
 PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
                  "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
@@ -78,3 +84,26 @@ def show_tiles(tiles: list[tuple[str, str, str, bool]], key: str) -> None:
         for label, value, help_text, alert in tiles:
             shown = f":red[**{md_escape(value)}**]" if alert else f"**{md_escape(value)}**"
             st.markdown(f"{md_escape(label)} {shown}", help=help_text or None, width="content")
+
+
+def figure_of(kind: str, view: Any, key: Hashable, build: Callable[[], T]) -> T:
+    """The figure ``kind`` of ``view`` (a rollout under an anchor, as built for this page) and ``key``
+    (whatever else it is drawn from: the selected call, the window, the tokenizer), built once and kept
+    for the session's last `FIGURES_KEPT` figures: a rerun that draws the same figure (a click elsewhere
+    in the tab, a tab visited again, Previous back to a rollout) does not build it again.
+    An entry keeps a weak reference to its view: it never holds a view alive (a big rollout's memory goes
+    with the view's cache entry), and an id that a dead view left to another finds no figure."""
+    kept = STATE.get("figures")
+    if kept is None:
+        kept = STATE["figures"] = OrderedDict()
+    name = (kind, id(view), key)
+    entry = kept.get(name)
+    if entry is not None and entry[0]() is view:
+        kept.move_to_end(name)
+        return entry[1]  # type: ignore[no-any-return]
+    figure = build()
+    kept[name] = (weakref.ref(view), figure)
+    kept.move_to_end(name)
+    while len(kept) > FIGURES_KEPT:
+        kept.popitem(last=False)
+    return figure

@@ -62,7 +62,8 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
                       ev.cli_command(source_label, ref.rollout_id, view.anchor, several, out="OUT"), shown)
     st.caption("These are the bytes `tokencap build` writes for the same input and anchor:")
     finals = finals_label if view.final_response is not None else None
-    st.code(ev.cli_command(source_label, ref.rollout_id, view.anchor, several, finals), language="bash")
+    # Plain text (select it to copy): a code block loads the browser's syntax highlighter (1.5 MB) on this visit.
+    st.text(ev.cli_command(source_label, ref.rollout_id, view.anchor, several, finals))
 
     st.markdown("#### Every loaded rollout")
     st.caption(rp.every_rollout_caption(all_views))

@@ -7,11 +7,12 @@ fact comes from `tokencap.views` (`mask`, `verdicts`, `attribution`, `diff`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
 from app_pages.rollout.sources import run_request
-from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views import links
@@ -87,30 +88,35 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                 mv.summary_tiles(mv.mask_summary(mask))], "mask_tiles")
     start, end = mv.page_bounds(mask, page, window)
     st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
-    st.plotly_chart(mv.strip_figure(mask, start, end, columns=mv.columns_for(window)), config=PLOTLY_CONFIG,
-                    width="stretch", key=f"mask_strip:{page_state_key}")
+    drawn = (chain_id, start, end, window)
+    strip = figure_of("mask strip", view, drawn, lambda: mv.strip_figure(mask, start, end, columns=mv.columns_for(window)))
+    st.plotly_chart(strip, config=PLOTLY_CONFIG, width="stretch", key=f"mask_strip:{page_state_key}")
     st.caption("The whole sequence: where this window lies (red frame), how much of each stretch is trained, "
                "and the mean log-probability.")
-    st.plotly_chart(mv.overview_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                    key=f"mask_overview:{page_state_key}")
+    overview = figure_of("mask overview", view, drawn, lambda: mv.overview_figure(mask, (start, end)))
+    st.plotly_chart(overview, config=PLOTLY_CONFIG, width="stretch", key=f"mask_overview:{page_state_key}")
 
-    st.markdown("**Per link**")
-    link_rows = mv.link_frame(mask, chain)
-    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
-                 column_config={"link": st.column_config.NumberColumn(width=50),
-                                "call": st.column_config.TextColumn(width="medium"),
-                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
-                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
-                                                                         format="localized"),
-                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
-                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
-                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
-                                "finish_reason": st.column_config.TextColumn(width=110)})
-    st.markdown("**Log-probability of generated tokens**")
-    st.plotly_chart(mv.logprob_figure(mask, (start, end)), config=PLOTLY_CONFIG, width="stretch",
-                    key=f"mask_lp:{page_state_key}")
+    # The log-probs and the table of every link are filled only while open (opening one reruns the tabs):
+    # closed, neither is built nor sent, and a visit of the tab draws two figures, not three and a grid
+    # (the strip and the overview above say where the window lies and what it holds).
+    logprobs_box = st.expander("Log-probability of generated tokens", icon=":material/show_chart:",
+                               key="mask_logprobs_open", on_change="rerun")
+    if logprobs_box.open:
+        with logprobs_box:
+            logprobs = figure_of("mask log-probs", view, drawn, lambda: mv.logprob_figure(mask, (start, end)))
+            st.plotly_chart(logprobs, config=PLOTLY_CONFIG, width="stretch", key=f"mask_lp:{page_state_key}")
+    links_box = st.expander(f"Per link ({len(mask.call_ids):,})", icon=":material/table_rows:",
+                            key="mask_links_open", on_change="rerun")
+    if links_box.open:
+        with links_box:
+            show_links(mask, chain)
 
-    with st.expander("Decoded text of this window", icon=":material/translate:"):
+    # Filled only while open (opening it reruns the tabs): closed, its styled table is neither built nor sent.
+    decoded = st.expander("Decoded text of this window", icon=":material/translate:", key="mask_decoded_open",
+                          on_change="rerun")
+    if not decoded.open:
+        return
+    with decoded:
         tokenizer, problem = sidebar_tokenizer_state()
         if problem:
             st.error(md_escape(problem))
@@ -127,7 +133,22 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                                         "text": st.column_config.TextColumn(width="large")})
             st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context. "
                        "The whole window as text, generated spans between ⟦ and ⟧:")
-            st.code(mv.window_text(frame), language=None, wrap_lines=True, height=320)
+            with st.container(height=320, key="mask_window_text"):
+                st.text(mv.window_text(frame))  # not st.code: it loads the syntax highlighter (1.5 MB)
+
+
+def show_links(mask: Any, chain: Any) -> None:
+    link_rows = mv.link_frame(mask, chain)
+    st.dataframe(link_rows, hide_index=True, width="stretch", height=min(38 + 35 * len(link_rows), 360),
+                 column_config={"link": st.column_config.NumberColumn(width=50),
+                                "call": st.column_config.TextColumn(width="medium"),
+                                "starts at": st.column_config.NumberColumn(width=90, format="localized"),
+                                "context": st.column_config.NumberColumn(width=90, help=mv.CONTEXT_HELP,
+                                                                         format="localized"),
+                                "generated": st.column_config.NumberColumn(width=90, format="localized"),
+                                "mean lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "min lp": st.column_config.NumberColumn(width=80, format="%.3f"),
+                                "finish_reason": st.column_config.TextColumn(width=110)})
 
 
 # --------------------------------------------------------------------------- verdicts tab

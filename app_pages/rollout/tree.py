@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import PLOTLY_CONFIG, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
+from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
@@ -93,13 +93,16 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         STATE[window_key], STATE[followed_key] = window, selected
         overview_key = f"tree_overview:{rk}:{view.anchor}"
         st.caption(tv.tree_caption(model, window))
-        st.plotly_chart(tv.overview_figure(model, window, selected), key=overview_key,
+        overview = figure_of("tree overview", view, (key, window), lambda: tv.overview_figure(model, window))
+        st.plotly_chart(overview, key=overview_key,
                         on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
                         selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
     else:
         st.caption(tv.tree_caption(model, None))
     # Drawn at the figure's own width: its rows, lanes and labels are sized in pixels.
-    st.plotly_chart(tv.tree_figure(model, selected, window=window, legend=window is None), key=chart_key,
+    tree = figure_of("tree", view, (key, selected, window),
+                     lambda: tv.tree_figure(model, selected, window=window, legend=window is None))
+    st.plotly_chart(tree, key=chart_key,
                     on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
                     config=PLOTLY_CONFIG, width="content")
     if window is not None:
@@ -177,10 +180,10 @@ def show_link(view: RolloutView, d: Any) -> None:
         else None
     if proof is not None:
         st.caption(md_escape(proof.summary()))
-        tokenizer, _ = sidebar_tokenizer_state()
+        tokenizer, _, tokenizer_key = tokenizer_in_use()
         decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-        st.plotly_chart(lp.proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
-                        key=f"proof:{d.key}")
+        figure = figure_of("link proof", view, (d.key, tokenizer_key), lambda: lp.proof_figure(proof, decode))
+        st.plotly_chart(figure, config=PLOTLY_CONFIG, width="stretch", key=f"proof:{d.key}")
         if decode is None:
             st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
     if d.link_checks is not None:
@@ -189,7 +192,7 @@ def show_link(view: RolloutView, d: Any) -> None:
         if digests:
             st.caption("The digests in full: the parent's cumulative sequence (expected) and the same number of "
                        "tokens at the start of this call's prompt (found).")
-            st.code(digests, language=None, wrap_lines=True)
+            st.text(digests)  # plain text, as every text of the detail: st.code loads the syntax highlighter (1.5 MB)
 
 
 def show_break(view: RolloutView, d: Any) -> Any:
@@ -207,14 +210,14 @@ def show_break(view: RolloutView, d: Any) -> Any:
         if proof is not None:
             st.caption(md_escape(proof.summary()))
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-            st.plotly_chart(lp.break_proof_figure(proof, decode), config=PLOTLY_CONFIG, width="stretch",
-                            key=f"break_proof:{d.key}")
+            figure = figure_of("break proof", view, (d.key, key), lambda: lp.break_proof_figure(proof, decode))
+            st.plotly_chart(figure, config=PLOTLY_CONFIG, width="stretch", key=f"break_proof:{d.key}")
             if proof.parent_text is not None and proof.prompt_text is not None:
                 left, right = st.columns(2)
                 left.caption(f"{md_escape(proof.parent)} had (decoded)")
-                left.code(proof.parent_text or "∅", language=None, wrap_lines=True)
+                left.text(proof.parent_text or "∅")
                 right.caption("this prompt has instead (decoded)")
-                right.code(proof.prompt_text or "∅", language=None, wrap_lines=True)
+                right.text(proof.prompt_text or "∅")
             elif decode is None:
                 st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
     return brk
@@ -254,6 +257,6 @@ def show_detail(view: RolloutView, key: str) -> None:
             tag = " · carries the tokens" if part.carries_tokens else ""
             st.caption(md_escape(part.title + tag))
             if part.kind == "text":
-                st.code(part.body, language=None, wrap_lines=True)
+                st.text(part.body)  # verbatim, wrapped; not st.code (see show_link)
             else:
                 st.json(part.body, expanded=2)

@@ -184,7 +184,9 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
 
     prov = np.concatenate((mask.provenance[start:end].astype(float), np.full(pad, np.nan)))
     lps = np.concatenate((mask.log_probs[start:end], np.full(pad, np.nan)))
-    ctx = np.where(prov == GENERATED, np.nan, np.where(prov == INTERSTITIAL, 1.0, 0.0))
+    # The context layer fills every cell of the window (a generated cell's is hidden under the generated
+    # layer) and carries the hover of them all: the two layers would otherwise send it twice.
+    ctx = np.where(prov == INTERSTITIAL, 1.0, 0.0)
     ctx[n:] = np.nan
     gen = np.where(prov == GENERATED, lps, np.nan)
 
@@ -211,7 +213,7 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
     fig.add_trace(go.Heatmap(
         z=gen.reshape(rows, cols), x=list(range(cols)), y=y, zmin=zmin, zmax=zmax, colorscale=style.LOGPROB_SCALE,
         colorbar={"title": {"text": "log-prob", "side": "right"}, "thickness": 12, "len": 0.9},
-        hovertext=hover_grid, hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, xgap=1, ygap=1,
+        hoverinfo="skip", xgap=1, ygap=1,
         name="generated",
     ))
     # Link boundaries: a tick at the left edge of the cell where each link's interstitial begins.
@@ -267,17 +269,24 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
     """Generated share and mean log-prob along the whole sequence, the current window outlined."""
     frame = binned(mask, bins)
     mid = ((frame["start"] + frame["end"]) / 2).to_numpy()
-    width = (frame["end"] - frame["start"]).to_numpy()
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=mid, y=frame["interstitial"], width=width, name="interstitial share",
-                         marker={"color": style.INTERSTITIAL_COLOR, "line": {"width": 0}},
-                         hovertemplate="positions %{customdata[0]:,}–%{customdata[1]:,}<br>interstitial %{y:.0%}<extra></extra>",
-                         customdata=np.column_stack((frame["start"], frame["end"] - 1))))
-    fig.add_trace(go.Bar(x=mid, y=frame["generated"], width=width, name="generated share (trained)",
-                         marker={"color": style.MAIN, "line": {"width": 0}, "opacity": 0.75},
-                         hovertemplate="positions %{customdata[0]:,}–%{customdata[1]:,}<br>generated %{y:.0%}<extra></extra>",
-                         customdata=np.column_stack((frame["start"], frame["end"] - 1))))
-    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"], name="mean log-prob", yaxis="y2", mode="lines",
+    # The shares as two stacked step areas, one path each (bars would be a path per bin, up to
+    # 2 x `OVERVIEW_BINS` elements for the browser to draw and lay out at every visit of the tab).
+    # A point per bin at its middle, stepping half-way to the next ("hvh"), and the first and last
+    # bins repeated at the sequence's two ends, so the areas span it whole and a hover names its bin.
+    edge = [0, len(frame) - 1] if len(frame) else []
+    xs = np.concatenate(([0.0], mid, [float(len(mask))])) if len(frame) else mid
+    order = np.concatenate(([edge[0]], np.arange(len(frame)), [edge[1]])).astype(int) if len(frame) else \
+        np.arange(0)
+    ends = np.column_stack((frame["start"].to_numpy(), frame["end"].to_numpy() - 1))[order]
+    for column, name, colour, what in (("interstitial", "interstitial share", style.INTERSTITIAL_COLOR, "interstitial"),
+                                       ("generated", "generated share (trained)", style.MAIN, "generated")):
+        fig.add_trace(go.Scatter(x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines", stackgroup="share",
+                                 line={"width": 0, "shape": "hvh", "color": colour}, fillcolor=colour,
+                                 opacity=1.0 if column == "interstitial" else 0.75, customdata=ends,
+                                 hovertemplate=f"positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<br>{what} "
+                                               "%{y:.0%}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2", mode="lines",
                              line={"color": "#111827", "width": 1.2}, connectgaps=False,
                              hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
     shapes: list[dict[str, Any]] = []
@@ -285,13 +294,17 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1],
                        "y0": 0, "y1": 1, "line": {"color": "#dc2626", "width": 2}, "fillcolor": "rgba(220,38,38,0.06)"})
     starts = mask.link_starts
-    if 0 < starts.size <= max_link_lines:
-        for s in starts[1:]:
-            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": int(s), "x1": int(s), "y0": 0,
-                           "y1": 1, "line": {"color": "rgba(17,24,39,0.25)", "width": 1}})
+    if 1 < starts.size <= max_link_lines:
+        # The link boundaries as one trace of vertical segments (gaps between them), not a shape each:
+        # plotly draws and re-lays out every shape on its own, a few hundred cost a tenth of a second.
+        xs = np.repeat(starts[1:].astype(float), 3)
+        xs[2::3] = np.nan
+        ys = np.tile([0.0, 1.0, np.nan], starts.size - 1)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="link starts", showlegend=False, hoverinfo="skip",
+                                 line={"color": "rgba(17,24,39,0.25)", "width": 1}, connectgaps=False))
     fig.update_layout(
         **style.BASE_LAYOUT,
-        height=210, barmode="stack", bargap=0, shapes=shapes,
+        height=210, shapes=shapes,
         margin={"l": 50, "r": 50, "t": 34, "b": 35},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
         xaxis={"title": {"text": "position in the training sequence", "font": {"size": 11}},
@@ -334,10 +347,10 @@ def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
     downsampled = int(series["log_prob"].notna().sum()) < int(mask.mask.sum())
     fig = go.Figure()
     if downsampled:
-        fig.add_trace(go.Scatter(x=series["position"], y=series["min_log_prob"], mode="lines", name="min per bin",
+        fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(), mode="lines", name="min per bin",
                                  line={"color": "rgba(220,38,38,0.45)", "width": 1},
                                  hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=series["position"], y=series["log_prob"], mode="lines+markers" if len(series) < 400
+    fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(), mode="lines+markers" if len(series) < 400
                              else "lines", name="mean per bin" if downsampled else "log-prob",
                              line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
                              hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))

@@ -246,9 +246,16 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
                     "yshift": 2 + HEADER_PX * line, "text": html_text(text), "showarrow": False,
                     "font": {"size": LABEL_FONT, "family": LABEL_FAMILY, "color": "#334155"}}
                    for lane, text, line in headers]
-    shapes = [{"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": r - 0.5, "y1": r + 0.5,
-               "fillcolor": "#f8fafc", "line": {"width": 0}, "layer": "below"}
-              for r in range(lo + 1, hi + 1, 2)] if with_labels and n_rows <= 80 else []
+    if with_labels and n_rows <= 80:
+        # Every other row shaded, as one filled trace under the others (a shape each would be laid out and
+        # drawn one by one, on the server's validation and in the browser): a rectangle per row, gaps between.
+        rows = np.arange(lo + 1, hi + 1, 2, dtype=float)
+        if rows.size:
+            xs = np.tile([x0, right, right, x0, x0, np.nan], rows.size)
+            ys = (rows[:, None] + np.array([-0.5, -0.5, 0.5, 0.5, -0.5, np.nan])).ravel()
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="none", fill="toself", fillcolor="#f8fafc", hoverinfo="skip",
+                                     showlegend=False, name="row shading"))
+            fig.data = (fig.data[-1], *fig.data[:-1])
     fig.update_layout(
         **style.BASE_LAYOUT,
         width=int(round(8 + plot_w + margin_r)),
@@ -263,7 +270,6 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         clickmode="event+select",
         dragmode="zoom",
         annotations=annotations,
-        shapes=shapes,
         xaxis={"visible": False, "range": [x0, right], "fixedrange": True, "zeroline": False, "showgrid": False},
         yaxis={"visible": False, "range": [hi + 0.6, lo - 0.6], "zeroline": False, "showgrid": False},
         # Plotly keeps a reader's own zoom across reruns while this stays the same: the
@@ -284,9 +290,11 @@ def _orders(model: TreeModel, idx: Sequence[int]) -> np.ndarray:
 # --------------------------------------------------------------------------- the overview
 
 
-def overview_figure(model: TreeModel, window: tuple[int, int], selected: str | None = None) -> go.Figure:
+def overview_figure(model: TreeModel, window: tuple[int, int]) -> go.Figure:
     """Every node as a small dot, call order left to right and lanes top to bottom, the zoomed rows
-    outlined. Click a dot to go there; with the box tool (`OVERVIEW_CONFIG`'s one button) drag across
+    outlined (they always hold the selected call, which the zoomed view rings). The figure depends on
+    the window alone: a click that keeps the window sends the same figure, which the browser keeps
+    as drawn (Streamlit re-plots a chart only when its figure changes). Click a dot to go there; with the box tool (`OVERVIEW_CONFIG`'s one button) drag across
     calls to zoom into them. A click selects only while no drag mode is on: in plotly's select mode a
     click is not a selection event for Streamlit. Hovering a dot names its call (or refusal, or missing
     parent) and its place in call order, never the internal key."""
@@ -304,15 +312,6 @@ def overview_figure(model: TreeModel, window: tuple[int, int], selected: str | N
                                            else "circle-open"},
                                    customdata=np.array([model.nodes[i].key for i in idx], dtype=object).reshape(-1, 1),
                                    hovertext=[overview_hover(model, model.nodes[i].key) for i in idx],
-                                   hovertemplate="%{hovertext}<extra></extra>"))
-    if selected is not None and selected in model.index:
-        i = model.index[selected]
-        traces.append(go.Scattergl(x=_orders(model, [i]), y=-_lanes(model, [i]), mode="markers", name="selected",
-                                   showlegend=False,
-                                   marker={"color": style.SELECTED, "size": 11, "symbol": "circle-open",
-                                           "line": {"width": 2, "color": style.SELECTED}},
-                                   customdata=np.array([selected], dtype=object).reshape(-1, 1),
-                                   hovertext=[overview_hover(model, selected)],
                                    hovertemplate="%{hovertext}<extra></extra>"))
     lanes = max(model.lanes, 1)
     a, b = window
