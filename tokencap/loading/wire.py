@@ -229,10 +229,14 @@ class _ArrayParser:
     def __init__(self) -> None:
         self._parser = simdjson.Parser()
 
-    def parse(self, raw: bytes | msgspec.Raw, kind: str, text: _Text | None = None) -> np.ndarray | None:
+    def parse(self, raw: bytes | msgspec.Raw, kind: str, text: _Text | None = None, *, owned: bool = False
+              ) -> np.ndarray | None:
         """The array as numpy, or None when it is not a flat array of that kind.
 
-        None sends the caller to the slow path, which names the offending element.
+        None sends the caller to the slow path, which names the offending element. An
+        array a record keeps (``owned``; log-probabilities always) is copied out of the
+        parser's buffer: a view would keep that buffer object alive with every record, and
+        each full pass of the garbage collector walks it, at a cost far above the copy's.
         """
         if not (text.is_flat_array() if text is not None else _is_flat_array(bytes(raw))):
             return None
@@ -243,7 +247,7 @@ class _ArrayParser:
         arr = np.frombuffer(buffer, dtype=TOKEN_DTYPE if kind == "u" else np.float64)
         if kind == "d" and arr.size and not _all_finite(arr):
             return None
-        return arr
+        return arr.copy() if owned or kind == "d" else arr
 
 
 def _is_flat_array(text: bytes) -> bool:
@@ -445,8 +449,8 @@ class RecordDecoder:
         matched against its claimed parent's (``parent_id``) texts, so only its new tokens
         are parsed. A delta record's (``delta``) are parsed as they are."""
         if delta:  # no text is kept: nothing is matched against a delta record's
-            generation = self._arrays.parse(gen_raw, "u")
-            prompt = self._arrays.parse(prompt_raw, "u") if generation is not None else None
+            generation = self._arrays.parse(gen_raw, "u", owned=True)
+            prompt = self._arrays.parse(prompt_raw, "u", owned=True) if generation is not None else None
             if prompt is None:
                 return None
             return _ParsedTokens(as_token_array(prompt), as_token_array(generation), None, None, None)
