@@ -270,9 +270,9 @@ class _Loose:
     ahead: dict[str, int] = field(default_factory=dict)  # held-ahead rollout -> its estimated bytes
 
 
-HELD_ENTRY_BYTES = 2560
+HELD_ENTRY_BYTES = 2304
 """What one held record costs beyond its arrays' buffers (measured with tracemalloc on 12-call
-and 3-call snapshots: ~2.5 KB of Python objects -- the record, its array views, its strings,
+and 3-call snapshots: 2.1-2.3 KB of Python objects -- the record, its array views, its strings,
 its output items). An estimate for the budget, not a measure."""
 
 
