@@ -51,6 +51,10 @@ def project_chain_to_output_items(chain: Chain) -> list[dict[str, Any]]:
     return json_native(chain_output_items(chain))
 
 
+_IMMUTABLE = frozenset((str, int, float, bool, type(None)))
+"""Values a deep copy would return as they are (so the copy is skipped)."""
+
+
 def chain_output_items(chain: Chain) -> list[dict[str, Any]]:
     """`project_chain_to_output_items` with token fields as read-only numpy views (internal:
     the streaming writer's input; callers get `json_native` of it)."""
@@ -74,7 +78,7 @@ def chain_output_items(chain: Chain) -> list[dict[str, Any]]:
         carrier = entry.token_item_index if entry.token_item_index is not None else len(entry.output_items) - 1
         for index, item in enumerate(entry.output_items):
             # Deep copy: the projection must never alias (and let a caller mutate) a record.
-            out = {k: copy.deepcopy(v) for k, v in item.items() if k not in TOKEN_FIELDS}
+            out = {k: v if type(v) in _IMMUTABLE else copy.deepcopy(v) for k, v in item.items() if k not in TOKEN_FIELDS}
             if index == carrier:
                 out.update(token_fields)
             items.append(out)
