@@ -496,33 +496,70 @@ def test_11_a_store_yields_one_rollout_at_a_time(tmp_path: Path) -> None:
     assert seen == [f"r{i:02d}" for i in range(12)] + ["z"]
 
 
-def test_11_loose_members_not_named_by_their_rollout_are_not_held_ahead(monkeypatch) -> None:
-    # Issue 13.18: "f{i}.json" holds rollout "r{i}", so every member's name sorts before every
-    # rollout id. A failed member is reported under its name ("g"), so each is checked when
-    # its name is due -- but what a good member loads must not be kept until its rollout is.
-    import tokencap.loading.store as store_module
-
+def _renamed_members() -> dict[str, bytes]:
+    """"f{i}.json" holds rollout "r{i}" (issue 13.18), so every member's name sorts before every
+    rollout id; "g.json" fails, so it is reported under its name, before the rollouts."""
     members = {f"f{i}.json": json.dumps(snapshot_dict(two_calls(f"r{i}"))).encode() for i in range(8)}
     members["g.json"] = json.dumps({"rollout_id": "r9", "entries": [{"rollout_id": "r9", "model_call_id": 5}]}).encode()
+    return members
+
+
+def _tracking_loads(monkeypatch) -> tuple[weakref.WeakSet, list[str]]:
+    """Spies on the loose-file load: the rollouts it returned (alive while held) and the names loaded."""
+    import tokencap.loading.store as store_module
+
     loaded: weakref.WeakSet = weakref.WeakSet()
+    names: list[str] = []
     real = store_module.load_text
 
     def tracking(data, name=None):
+        names.append(name)
         snaps = real(data, name)
         loaded.update(snaps)
         return snaps
 
     monkeypatch.setattr(store_module, "load_text", tracking)
+    return loaded, names
+
+
+_RENAMED_ORDER = [("g", True)] + [(f"r{i}", False) for i in range(8)]
+
+
+def test_11_loose_members_not_named_by_their_rollout_are_loaded_once_within_the_budget(monkeypatch) -> None:
+    # Issue 19.20: each member is loaded when its name is due (it would fail there); what it
+    # loads is kept until its rollout is due, rather than loaded a second time then.
+    loaded, names = _tracking_loads(monkeypatch)
+    seen = [(snap.rollout_id, snap.load_error is not None) for snap in iter_snapshots(zip_of(_renamed_members()))]
+    assert seen == _RENAMED_ORDER
+    assert sorted(names) == sorted(_renamed_members()), "a member was loaded more than once"
+
+
+def test_11_loose_members_loaded_ahead_past_the_budget_are_not_held(monkeypatch) -> None:
+    # Past HELD_AHEAD_BYTES, what a good member loads when its name is due is dropped and
+    # loaded again when its rollout is: memory stays flat in the number of members.
+    import tokencap.loading.store as store_module
+
+    one = store_module.held_bytes(load_snapshots(zip_of({"f0.json": _renamed_members()["f0.json"]}))[0])
+    monkeypatch.setattr(store_module, "HELD_AHEAD_BYTES", 2 * one)  # room for two members' rollouts
+    loaded, names = _tracking_loads(monkeypatch)
     seen = []
-    for snap in iter_snapshots(zip_of(members)):
+    for snap in iter_snapshots(zip_of(_renamed_members())):
         gc.collect()
-        assert set(loaded) <= {snap}, f"rollouts loaded ahead of their turn are held: {sorted(s.rollout_id for s in loaded)}"
+        ahead = {s.rollout_id for s in loaded} - {snap.rollout_id}
+        assert len(ahead) <= 2, f"rollouts loaded ahead of their turn are held past the budget: {sorted(ahead)}"
         seen.append((snap.rollout_id, snap.load_error is not None))
         del snap
-    assert seen == [("g", True)] + [(f"r{i}", False) for i in range(8)]
+    assert seen == _RENAMED_ORDER
+    # f0 and f1 are held from their first load; f2..f7 are loaded again when their rollouts are due.
+    assert sorted(names) == sorted([*_renamed_members(), *(f"f{i}.json" for i in range(2, 8))])
     monkeypatch.undo()
-    assert [(s.rollout_id, s.load_error) for s in load_snapshots(zip_of(members))] == [
-        (s.rollout_id, s.load_error) for s in (iter_snapshots(zip_of(members)))]
+    unbudgeted = _outcome(_renamed_members())
+    monkeypatch.setattr(store_module, "HELD_AHEAD_BYTES", 0)
+    assert _outcome(_renamed_members()) == unbudgeted, "the budget changed what is loaded"
+
+
+def _outcome(members: dict[str, bytes]) -> list:
+    return [(s.rollout_id, s.load_error, [e.model_call_id for e in s.entries]) for s in iter_snapshots(zip_of(members))]
 
 
 def test_11_build_writes_each_rollout_before_building_the_next(tmp_path: Path, monkeypatch, capsys) -> None:

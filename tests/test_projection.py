@@ -516,3 +516,28 @@ def test_long_chain_projection_is_contiguous_and_masks_match() -> None:
     last = resp["output"][-1]
     assert len(lm.token_ids) == len(last["prompt_token_ids"]) + len(last["generation_token_ids"])
     assert int(np.asarray(lm.mask).sum()) == 3 + 1499
+
+
+def test_chain_sequence_of_a_loaded_lane_is_the_last_call_without_a_copy() -> None:
+    # Issue 19.20: the loader keeps a chain of full prompts in one lane, and the builder links a
+    # call only on proof that its prompt extends its parent's sequence: the chain's sequence is
+    # then the last call's prompt and generation, viewed where they are.
+    import json
+
+    from helpers import snapshot_dict
+    from tokencap.builder import prefix_merging
+    from tokencap.loading.text import load_text
+    from tokencap.projection import chain_sequence
+
+    conv = linear_chain(5)
+    [snap] = load_text(json.dumps(snapshot_dict(conv.records)).encode(), "s.json")
+    main = prefix_merging(snap.entries).main
+    last = main.links[-1].entry
+    seq = chain_sequence(main)
+    assert np.shares_memory(seq, last.prompt_token_ids), "the chain's sequence was copied"
+    expected = ints(main.root_prompt) + [t for link in main.links
+                                         for t in ints(link.interstitial) + ints(link.entry.generation_token_ids)]
+    assert ints(seq) == expected == ints(last.prompt_token_ids) + ints(last.generation_token_ids)
+    # Records whose arrays are not side by side (built in Python) still get the sequence, copied.
+    separate = prefix_merging(conv.entries()).main
+    assert ints(chain_sequence(separate)) == expected

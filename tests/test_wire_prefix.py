@@ -67,8 +67,31 @@ def _family(draw: st.DrawFn) -> tuple[list[int], list[int], str, str, list[int],
 
 
 @settings(max_examples=500, deadline=None)
-@given(family=_family())
-def test_a_childs_prompt_is_what_its_text_says_whatever_the_parents_text(family) -> None:
+@given(family=_family(), matched_as_text=st.booleans())
+def test_a_childs_prompt_is_what_its_text_says_whatever_the_parents_text(family, matched_as_text) -> None:
+    # A short prompt is parsed whole and compared as tokens; a long one is matched as text
+    # first: both ways are drawn here (the threshold set to 0 sends every prompt the long way).
+    import tokencap.loading.wire as wire
+
+    saved = wire._MATCH_TEXT_ABOVE
+    wire._MATCH_TEXT_ABOVE = 0 if matched_as_text else saved
+    try:
+        _check_family(family)
+    finally:
+        wire._MATCH_TEXT_ABOVE = saved
+
+
+def test_a_short_childs_prompt_extends_its_parents_lane_whatever_its_text() -> None:
+    # Issue 19.20: a short prompt is compared as tokens, so a child written with other
+    # spacing than its parent still shares the parent's lane (the text match could not see it).
+    parent_line = _record_text("call-1", "[1,2,3]", "[4, 5]", 2, None)
+    child_line = _record_text("call-2", "[ 1 , 2 , 3 , 4 , 5 , 6 ]", "[7]", 1, "call-1")
+    parent, kid = RecordDecoder().entries([decode_raw_object(parent_line), decode_raw_object(child_line)])
+    assert kid.prompt_token_ids.tolist() == [1, 2, 3, 4, 5, 6]
+    assert np.shares_memory(kid.prompt_token_ids, parent.prompt_token_ids)
+
+
+def _check_family(family) -> None:
     prompt, gen, prompt_text, gen_text, child, child_text, verbatim = family
     parent_line = _record_text("call-1", prompt_text, gen_text, len(gen), None)
     child_line = _record_text("call-2", child_text, "[7]", 1, "call-1")

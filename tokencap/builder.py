@@ -543,6 +543,10 @@ def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = Non
         else:
             terminal_chain = "main"
     chains = _chains(calls, anchor)
+    for call in calls:
+        # Parent and children refer to each other: cut the cycle, so the calls are freed by
+        # reference counting when the build returns rather than by a full garbage-collector pass.
+        call.children = []
 
     # 9. Notes.
     captured = sum(int(c.generation.size) for c in calls)

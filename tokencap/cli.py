@@ -11,6 +11,7 @@ unless the output had already been renamed into place, in which case the run suc
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import os
 import signal
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -832,7 +834,39 @@ _DONE_WHEN_WRITTEN = {"build", "scan", "export", "diff"}
 """Commands whose run is complete once their (one) output file is renamed into place."""
 
 
+FULL_COLLECTION_EVERY = 1000
+"""Younger-generation passes between two full passes of the cyclic garbage collector in a
+command (Python's default is 10)."""
+
+
+@contextmanager
+def _batch_collection() -> Iterator[None]:
+    """The cyclic garbage collector tuned for a batch run, restored after it.
+
+    A full pass walks every tracked object alive, and a build holds many at once (each
+    record is a handful of them; rollouts loaded ahead of their turn add hundreds of
+    thousands): at the default rate the passes cost a third of the time of a build of
+    10,000 small snapshots. What the imports made is frozen (never garbage, never walked
+    again) and full passes come a hundred times less often. Nothing is left uncollected: a
+    rollout's objects are freed by reference counting as soon as it is written, the rare
+    cycle by the next full pass.
+    """
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(before[0], before[1], max(before[2], FULL_COLLECTION_EVERY))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _batch_collection():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

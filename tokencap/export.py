@@ -87,8 +87,8 @@ def write_response(out: BinaryIO, response: Mapping[str, Any]) -> None:
     output = response.get("output", [])
     # Render each shared buffer once, only as far as the longest prompt that uses it.
     needed: dict[int, tuple[np.ndarray, int]] = {}
-    for item in output:
-        owner = _prefix_owner(item.get("prompt_token_ids")) if isinstance(item, Mapping) else None
+    owners = [_prefix_owner(item.get("prompt_token_ids")) if isinstance(item, Mapping) else None for item in output]
+    for item, owner in zip(output, owners):
         if owner is not None:
             key, base = owner
             length = int(item["prompt_token_ids"].size)
@@ -100,17 +100,15 @@ def write_response(out: BinaryIO, response: Mapping[str, Any]) -> None:
     head_text = dumps(head)
     out.write(head_text[:-1])
     out.write(b',"output":[' if len(head_text) > 2 else b'"output":[')
-    for i, item in enumerate(output):
+    for i, (item, owner) in enumerate(zip(output, owners)):
         if i:
             out.write(b",")
-        prompt = item.get("prompt_token_ids") if isinstance(item, Mapping) else None
-        owner = _prefix_owner(prompt)
         if owner is None or owner[0] not in texts:
             out.write(dumps(item))
             continue
         rest = dumps({k: v for k, v in item.items() if k != "prompt_token_ids"})
         out.write(b'{"prompt_token_ids":')
-        texts[owner[0]].write_prefix(out, int(prompt.size))
+        texts[owner[0]].write_prefix(out, int(item["prompt_token_ids"].size))
         if len(rest) > 2:
             out.write(b",")
             out.write(memoryview(rest)[1:])

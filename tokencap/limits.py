@@ -38,7 +38,15 @@ READ_WHOLE_BELOW = 8 << 20
 """A regular file smaller than this (8 MiB) is read into memory; a bigger one is
 memory-mapped, so its pages cost nothing until they are parsed."""
 
+HELD_AHEAD_BYTES = 256 << 20
+"""Memory (estimated, 256 MiB) that rollouts loaded ahead of their turn may hold. A loose
+file is loaded when its base name is due (a file that fails is reported under that name),
+which for members named ``f{i}.json`` holding ``r{i}`` is long before its rollouts are
+due. Its rollouts are kept until then while they fit in this budget; past it a file's
+rollouts are dropped and the file is loaded again when they are due (twice the work,
+never more memory)."""
+
 __all__ = [
-    "CARRIED_INT_MAX", "CARRIED_INT_MIN", "MAX_CARRIED_DEPTH", "MAX_ZIP_EXPANDED_BYTES", "MAX_ZIP_MEMBERS",
+    "CARRIED_INT_MAX", "CARRIED_INT_MIN", "HELD_AHEAD_BYTES", "MAX_CARRIED_DEPTH", "MAX_ZIP_EXPANDED_BYTES", "MAX_ZIP_MEMBERS",
     "MAX_ZIP_RATIO", "READ_WHOLE_BELOW", "ZIP_RATIO_ALLOWANCE_BYTES",
 ]

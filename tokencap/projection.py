@@ -26,7 +26,7 @@ import numpy as np
 
 from .builder import BuildOutput, Chain
 from .records import EngineRefusalRecord
-from .tokens import SequenceArena
+from .tokens import SequenceArena, joined
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
 
@@ -35,12 +35,28 @@ def chain_sequence(chain: Chain) -> np.ndarray:
     """The chain's whole training sequence: root prompt, then per link interstitial + generation.
 
     Built once, in one buffer; every running prompt of the chain is a prefix view of it.
+    The builder linked each call to its parent only on proof that the call's prompt starts
+    with the parent's prompt and generation, so this is the last call's prompt and
+    generation: when the loader left those side by side in one buffer (as it does for a
+    lane of full prompts) that view is the sequence, and nothing is copied.
     """
+    if chain.links:
+        last = chain.links[-1].entry
+        whole = joined(last.prompt_token_ids, last.generation_token_ids)
+        if whole is not None and whole.size == _chain_len(chain):
+            return whole
     arena = SequenceArena()
     seq = arena.fresh(chain.root_prompt)
     for link in chain.links:
         seq = arena.extend(seq, link.interstitial, link.entry.generation_token_ids)
     return seq
+
+
+def _chain_len(chain: Chain) -> int:
+    total = chain.root_prompt.size
+    for link in chain.links:
+        total += link.interstitial.size + link.entry.generation_token_ids.size
+    return int(total)
 
 
 def project_chain_to_output_items(chain: Chain) -> list[dict[str, Any]]:
@@ -49,6 +65,10 @@ def project_chain_to_output_items(chain: Chain) -> list[dict[str, Any]]:
     JSON-native: token fields are plain lists of ints (log-probabilities: floats).
     """
     return json_native(chain_output_items(chain))
+
+
+_IMMUTABLE = frozenset((str, int, float, bool, type(None)))
+"""Values a deep copy would return as they are (so the copy is skipped)."""
 
 
 def chain_output_items(chain: Chain) -> list[dict[str, Any]]:
@@ -74,7 +94,7 @@ def chain_output_items(chain: Chain) -> list[dict[str, Any]]:
         carrier = entry.token_item_index if entry.token_item_index is not None else len(entry.output_items) - 1
         for index, item in enumerate(entry.output_items):
             # Deep copy: the projection must never alias (and let a caller mutate) a record.
-            out = {k: copy.deepcopy(v) for k, v in item.items() if k not in TOKEN_FIELDS}
+            out = {k: v if type(v) in _IMMUTABLE else copy.deepcopy(v) for k, v in item.items() if k not in TOKEN_FIELDS}
             if index == carrier:
                 out.update(token_fields)
             items.append(out)

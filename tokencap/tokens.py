@@ -19,7 +19,7 @@ import numpy as np
 
 TOKEN_DTYPE = np.uint64
 _ITEMSIZE = np.dtype(TOKEN_DTYPE).itemsize
-_MIN_CAPACITY = 1024
+_MIN_CAPACITY = 64  # tokens: a small rollout's lane is not 8 KiB, and a growing one doubles anyway
 
 
 class TokenArray(np.ndarray):
@@ -51,12 +51,13 @@ def is_shared_buffer(arr: np.ndarray) -> bool:
 
 
 class _Lane:
-    __slots__ = ("buffer", "used", "address")
+    __slots__ = ("buffer", "used", "address", "last")
 
     def __init__(self, capacity: int) -> None:
         self.buffer = np.ndarray.__new__(_LaneBuffer, (max(capacity, _MIN_CAPACITY),), dtype=TOKEN_DTYPE)
         self.used = 0
         self.address = _address(self.buffer, 0)  # where token ``i`` sits: address + 8 * i
+        self.last: np.ndarray | None = None  # the view `extend` returned last: it ends at ``used``
 
     def end(self) -> int:
         """The address one past the last written token."""
@@ -70,12 +71,24 @@ class SequenceArena:
         # Keyed by the address one past the last written token of each lane's buffer, so
         # "is `base` the live tail of a lane" is one dict lookup.
         self._tails: dict[int, _Lane] = {}
+        # The same question answered without an address for the usual caller, which extends
+        # the view it was just given: keyed by ``id`` of each lane's last view (held by the
+        # lane, so the id is not reused while it is a key).
+        self._last: dict[int, _Lane] = {}
 
     def extend(self, base: np.ndarray, *parts: np.ndarray) -> np.ndarray:
         """A read-only array equal to ``concat(base, *parts)``, sharing ``base``'s storage when possible."""
-        extra = sum(int(p.size) for p in parts)
-        tail = _end_address(base) if base.size else 0
-        lane = self._tails.get(tail) if base.size else None
+        extra = 0
+        for part in parts:
+            extra += part.size
+        lane = self._last.get(id(base))
+        if lane is not None and lane.last is base:
+            tail = lane.end()
+        elif base.size:
+            tail = _end_address(base)
+            lane = self._tails.get(tail)
+        else:
+            tail, lane = 0, None
         if lane is not None and lane.used + extra <= lane.buffer.size:
             start = lane.used - base.size
         else:
@@ -87,6 +100,9 @@ class SequenceArena:
                 new_lane = _Lane(2 * need)
                 new_lane.buffer[: base.size] = base
                 del self._tails[tail]
+                if lane.last is not None:
+                    del self._last[id(lane.last)]
+                    lane.last = None
             else:
                 new_lane = _Lane(2 * (base.size + extra))
                 new_lane.buffer[: base.size] = base
@@ -100,7 +116,12 @@ class SequenceArena:
             pos += part.size
         lane.used = pos
         self._tails[lane.end()] = lane
-        return as_token_array(lane.buffer[start:pos])
+        view = as_token_array(lane.buffer[start:pos])
+        if lane.last is not None:
+            del self._last[id(lane.last)]
+        lane.last = view
+        self._last[id(view)] = lane
+        return view
 
     def fresh(self, *parts: np.ndarray) -> np.ndarray:
         """A new lane holding ``concat(*parts)``."""
@@ -136,12 +157,30 @@ def joined(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
 def prefix_equals(seq: np.ndarray, *parts: np.ndarray) -> bool:
     """Whether ``seq`` starts with the concatenation of ``parts`` (compared piecewise, no copy)."""
     pos = 0
-    total = sum(int(p.size) for p in parts)
+    total = 0
+    for part in parts:
+        total += part.size
     if seq.size < total:
         return False
     for part in parts:
         n = part.size
-        if n and not (seq[pos] == part[0] and seq[pos + n - 1] == part[-1] and np.array_equal(seq[pos: pos + n], part)):
+        if n and not _equal(seq[pos: pos + n], part):
             return False
         pos += n
     return True
+
+
+_COMPARE_AS_BYTES = 512
+"""Tokens up to which two arrays are compared as bytes (one small copy each, one memcmp):
+cheaper than a numpy comparison's set-up for the short sequences of most calls."""
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two 1-D arrays of one size hold the same values."""
+    if a.dtype == b.dtype and a.dtype.kind in "iu":  # integers: equal bytes <=> equal values
+        if a.size <= _COMPARE_AS_BYTES:
+            return a.tobytes() == b.tobytes()
+        if a.flags.c_contiguous and b.flags.c_contiguous and \
+                a.__array_interface__["data"][0] == b.__array_interface__["data"][0]:
+            return True  # the same memory: a child's prompt viewing its parent's lane
+    return bool(a[0] == b[0] and a[-1] == b[-1] and np.array_equal(a, b))

@@ -19,8 +19,10 @@ The rules that matter, each with its reason:
 A directory or a zip is read through a `FileSource`, so a zip of a store is read the same
 way without ever extracting it to disk. Rollouts come out lazily, in rollout-id order:
 only one rollout's records are built at a time (a loose JSON/JSONL file is loaded whole
-when the first of its rollouts is due, its other rollouts kept until theirs are; a file
-due only under its base name is checked then and loaded again when its rollouts are due).
+when the first of its rollouts is due, its other rollouts kept until theirs are). A file
+is due first under its base name, where it is reported if it fails: its rollouts are held
+until they are due while what is held so ahead fits `HELD_AHEAD_BYTES`, and past it they
+are dropped and the file is loaded again when they are due.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
+from ..limits import HELD_AHEAD_BYTES
 from ..records import RecordError, TokenCaptureSnapshot, type_name
 from .files import DirectorySource, FileSource, Skipped, kind_of, printable
 from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
@@ -263,6 +267,26 @@ class _Loose:
     candidates: set[str]
     loaded: dict[str, TokenCaptureSnapshot] | None = None
     peeked: frozenset[str] = frozenset()  # the ids a successful load can yield (the base name is not one)
+    ahead: dict[str, int] = field(default_factory=dict)  # held-ahead rollout -> its estimated bytes
+
+
+HELD_ENTRY_BYTES = 2304
+"""What one held record costs beyond its arrays' buffers (measured with tracemalloc on 12-call
+and 3-call snapshots: 2.1-2.3 KB of Python objects -- the record, its array views, its strings,
+its output items). An estimate for the budget, not a measure."""
+
+
+def held_bytes(snap: TokenCaptureSnapshot) -> int:
+    """The estimated memory of a loaded rollout: its records' array buffers (a lane shared by
+    many calls counted once) and `HELD_ENTRY_BYTES` a record."""
+    buffers: dict[int, int] = {}
+    for entry in snap.entries:
+        for arr in (entry.prompt_token_ids, entry.generation_token_ids, entry.generation_log_probs):
+            owner = arr
+            while isinstance(owner.base, np.ndarray):
+                owner = owner.base
+            buffers[id(owner)] = owner.nbytes
+    return sum(buffers.values()) + HELD_ENTRY_BYTES * (len(snap.entries) + len(snap.engine_refusals))
 
 
 def _load_loose(source: FileSource, name: str) -> dict[str, TokenCaptureSnapshot]:
@@ -290,6 +314,7 @@ class _Plan:
     failed_notes: dict[str, list[str]]
     loose_by_id: dict[str, list[_Loose]]
     shared_notes: list[str]
+    held_ahead: int = 0  # estimated bytes of the rollouts loaded ahead of their turn, still held
 
 
 def iter_store(source: FileSource, rollout_id: str | None = None) -> Iterator[TokenCaptureSnapshot]:
@@ -375,14 +400,22 @@ def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnaps
             loaded = _load_loose(source, item.name)
             if rid in item.peeked or rid in loaded:
                 item.loaded = loaded
-            # else: ``rid`` is only the file's base name, due because a failed load is reported
-            # under it, and the file loaded. Its rollouts are dropped now and loaded again when
-            # the first of them is due: holding them until then would hold every loose file of
-            # a zip whose member names sort before the rollout ids they hold.
+            else:
+                # ``rid`` is only the file's base name, due because a failed load is reported
+                # under it, and the file loaded: its rollouts are due later. Held until then
+                # (so the file is read and decoded once) while all that is held so fits the
+                # budget; past it they are dropped and loaded again when the first is due, since
+                # holding them all would hold every loose file of a zip whose member names sort
+                # before the rollout ids they hold.
+                ahead = {key: held_bytes(snap) for key, snap in loaded.items()}
+                if plan.held_ahead + sum(ahead.values()) <= HELD_AHEAD_BYTES:
+                    item.loaded, item.ahead = loaded, ahead
+                    plan.held_ahead += sum(ahead.values())
             del loaded
             if item.loaded is None:
                 continue
         snap = item.loaded.pop(rid, None)
+        plan.held_ahead -= item.ahead.pop(rid, 0)
         if snap is not None:
             origins.append(item.name)
             found.append(snap)

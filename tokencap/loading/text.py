@@ -57,6 +57,26 @@ class _TypedSnapshotWire(msgspec.Struct):
 _decode_typed_snapshot = msgspec.json.Decoder(_TypedSnapshotWire).decode
 
 
+class _PeekRecord(msgspec.Struct):
+    """A record as `peek_rollout_ids` reads it: its rollout id only (every other field is
+    skipped, and skipping checks the JSON exactly as a `Raw` field does)."""
+
+    rollout_id: Raw | UnsetType = UNSET
+
+
+class _PeekSnapshot(msgspec.Struct):
+    """`_SnapshotWire` as `peek_rollout_ids` reads it: it decodes exactly the texts that one
+    does (``entries``, when present, a list of objects), keeping only the rollout ids."""
+
+    entries: list[_PeekRecord] | UnsetType = UNSET
+    rollout_id: Raw | UnsetType = UNSET
+    engine_refusals: Raw | UnsetType = UNSET
+
+
+_peek_snapshot = msgspec.json.Decoder(_PeekSnapshot).decode
+_peek_record = msgspec.json.Decoder(_PeekRecord).decode
+
+
 def typed_snapshot(data: bytes | memoryview) -> _SnapshotWire | None:
     """A snapshot JSON whose every entry the typed decode read (`WireLine`s, built by
     `TokenEntry.from_proven`), or None when the exact decode must read the text.
@@ -251,13 +271,13 @@ def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
     if is_blank(data):
         return ids
     try:
-        wire = _decode_snapshot(data)
+        wire = _peek_snapshot(data)
     except (msgspec.MsgspecError, RecursionError):
         wire = None
     if wire is not None and wire.entries is not UNSET:
         add(wire.rollout_id)
-        for raw in wire.entries:  # type: ignore[union-attr]
-            add(raw.get("rollout_id"))
+        for record in wire.entries:  # type: ignore[union-attr]
+            add(record.rollout_id)
         if wire.engine_refusals is not UNSET:
             try:
                 refusals = decode_value(wire.engine_refusals)
@@ -269,7 +289,7 @@ def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
         return ids
     for _line, chunk in iter_lines(data):
         try:
-            add(decode_raw_object(chunk).get("rollout_id"))
+            add(_peek_record(chunk).rollout_id)
         except (msgspec.MsgspecError, RecursionError):
             break  # load_text fails on this line: the file will not load
     return ids

@@ -26,7 +26,7 @@ import simdjson
 
 from ..limits import CARRIED_INT_MAX, CARRIED_INT_MIN, MAX_CARRIED_DEPTH
 from ..records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenEntry, carried_problem
-from ..tokens import TOKEN_DTYPE, SequenceArena, as_token_array
+from ..tokens import TOKEN_DTYPE, SequenceArena, as_token_array, prefix_equals
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
 LOGPROB_FIELD = "generation_log_probs"
@@ -229,10 +229,14 @@ class _ArrayParser:
     def __init__(self) -> None:
         self._parser = simdjson.Parser()
 
-    def parse(self, raw: bytes | msgspec.Raw, kind: str, text: _Text | None = None) -> np.ndarray | None:
+    def parse(self, raw: bytes | msgspec.Raw, kind: str, text: _Text | None = None, *, owned: bool = False
+              ) -> np.ndarray | None:
         """The array as numpy, or None when it is not a flat array of that kind.
 
-        None sends the caller to the slow path, which names the offending element.
+        None sends the caller to the slow path, which names the offending element. An
+        array a record keeps (``owned``; log-probabilities always) is copied out of the
+        parser's buffer: a view would keep that buffer object alive with every record, and
+        each full pass of the garbage collector walks it, at a cost far above the copy's.
         """
         if not (text.is_flat_array() if text is not None else _is_flat_array(bytes(raw))):
             return None
@@ -243,7 +247,7 @@ class _ArrayParser:
         arr = np.frombuffer(buffer, dtype=TOKEN_DTYPE if kind == "u" else np.float64)
         if kind == "d" and arr.size and not _all_finite(arr):
             return None
-        return arr
+        return arr.copy() if owned or kind == "d" else arr
 
 
 def _is_flat_array(text: bytes) -> bool:
@@ -266,20 +270,33 @@ class _ParsedTokens:
 
     A full-prompt call's two arrays are views of one arena lane (``full``), so a child's
     prompt can extend it; a delta record's are its own small arrays (``full`` is None):
-    nothing shares them, and the builder copies them into its rebuilt lane anyway.
+    nothing shares them, and the builder copies them into its rebuilt lane anyway. The
+    texts are wrapped (`_Text`) only when a child's prompt text is matched against them.
     """
 
-    __slots__ = ("prompt", "generation", "full", "prompt_text", "generation_text")
+    __slots__ = ("prompt", "generation", "full", "_prompt_raw", "_generation_raw", "_texts")
 
     def __init__(self, prompt: np.ndarray, generation: np.ndarray, full: np.ndarray | None,
-                 prompt_text: _Text | None, generation_text: _Text | None) -> None:
+                 prompt_raw: msgspec.Raw | bytes | None, generation_raw: msgspec.Raw | bytes | None,
+                 texts: tuple[_Text, _Text] | None = None) -> None:
         self.prompt, self.generation, self.full = prompt, generation, full
-        self.prompt_text, self.generation_text = prompt_text, generation_text
+        self._prompt_raw, self._generation_raw, self._texts = prompt_raw, generation_raw, texts
 
     @classmethod
-    def in_lane(cls, full: np.ndarray, prompt_len: int, prompt_text: _Text, generation_text: _Text
-                ) -> _ParsedTokens:
-        return cls(full[:prompt_len], full[prompt_len:], full, prompt_text, generation_text)
+    def in_lane(cls, full: np.ndarray, prompt_len: int, prompt_raw: msgspec.Raw | bytes,
+                generation_raw: msgspec.Raw | bytes, texts: tuple[_Text, _Text] | None = None) -> _ParsedTokens:
+        return cls(full[:prompt_len], full[prompt_len:], full, prompt_raw, generation_raw, texts)
+
+    def texts(self) -> tuple[_Text, _Text]:
+        if self._texts is None:
+            self._texts = (_Text(self._prompt_raw), _Text(self._generation_raw))  # type: ignore[arg-type]
+        return self._texts
+
+
+_MATCH_TEXT_ABOVE = 4096
+"""Prompt text (bytes) above which a child's prompt is matched against its parent's text
+before it is parsed; a shorter one is parsed whole and compared as tokens, which costs
+less than the match."""
 
 
 def _skip_ws(data: bytes | memoryview, pos: int) -> int:
@@ -441,23 +458,38 @@ class RecordDecoder:
                 parsed: dict[str, _ParsedTokens]) -> _ParsedTokens | None:
         """The prompt and generation, or None when either is not a flat array of token ids.
 
-        A full-prompt record's become one lane of the arena, and its prompt text is first
-        matched against its claimed parent's (``parent_id``) texts, so only its new tokens
-        are parsed. A delta record's (``delta``) are parsed as they are."""
+        A full-prompt record's become one lane of the arena, extending its claimed parent's
+        (``parent_id``) when the prompt starts with the parent's tokens: a long prompt's text
+        is first matched against the parent's texts, so only its new tokens are parsed; a
+        short one is parsed whole and compared. A delta record's (``delta``) are parsed as
+        they are."""
         if delta:  # no text is kept: nothing is matched against a delta record's
+            generation = self._arrays.parse(gen_raw, "u", owned=True)
+            prompt = self._arrays.parse(prompt_raw, "u", owned=True) if generation is not None else None
+            if prompt is None:
+                return None
+            return _ParsedTokens(as_token_array(prompt), as_token_array(generation), None, None, None)
+        parent = parsed.get(parent_id) if parent_id is not None else None
+        if len(prompt_raw) <= _MATCH_TEXT_ABOVE:
             generation = self._arrays.parse(gen_raw, "u")
             prompt = self._arrays.parse(prompt_raw, "u") if generation is not None else None
             if prompt is None:
                 return None
-            return _ParsedTokens(as_token_array(prompt), as_token_array(generation), None, None, None)
+            if parent is not None:
+                base = parent.full
+                n = base.size  # type: ignore[union-attr]
+                if 0 < n <= prompt.size and prefix_equals(prompt, base):  # type: ignore[arg-type]
+                    full = self.arena.extend(base, prompt[n:], generation)  # type: ignore[arg-type]
+                    return _ParsedTokens.in_lane(full, prompt.size, prompt_raw, gen_raw)
+            full = self.arena.fresh(prompt, generation)
+            return _ParsedTokens.in_lane(full, prompt.size, prompt_raw, gen_raw)
         prompt_text, gen_text = _Text(prompt_raw), _Text(gen_raw)
         generation = self._arrays.parse(gen_raw, "u", gen_text)
         if generation is None:
             return None
-        parent = parsed.get(parent_id) if parent_id is not None else None
         prompt_view = prompt_text.view
         if parent is not None and len(prompt_view) and prompt_view[0] == 91:
-            matched = _match_segments(prompt_text, (parent.prompt_text, parent.generation_text))
+            matched = _match_segments(prompt_text, parent.texts())
             if matched is not None:
                 data, end = matched
                 rest_start = _skip_ws(data, end)
@@ -467,13 +499,14 @@ class RecordDecoder:
                     rest = self._arrays.parse(b"[" + data[rest_start + 1:], "u")
                 del data
                 if rest is not None:
-                    full = self.arena.extend(parent.full, rest, generation)
-                    return _ParsedTokens.in_lane(full, parent.full.size + rest.size, prompt_text, gen_text)
+                    full = self.arena.extend(parent.full, rest, generation)  # type: ignore[arg-type]
+                    return _ParsedTokens.in_lane(full, parent.full.size + rest.size,  # type: ignore[union-attr]
+                                                 prompt_raw, gen_raw, (prompt_text, gen_text))
         prompt = self._arrays.parse(prompt_raw, "u", prompt_text)
         if prompt is None:
             return None
         full = self.arena.fresh(prompt, generation)
-        return _ParsedTokens.in_lane(full, prompt.size, prompt_text, gen_text)
+        return _ParsedTokens.in_lane(full, prompt.size, prompt_raw, gen_raw, (prompt_text, gen_text))
 
 
 def _prompt_text_len(record: RawRecord | WireLine) -> int:
