@@ -36,6 +36,13 @@ CAUSE_BAR = """([dimension, key]) => {
 }"""
 
 
+FILTERED_AND_IDLE = """(n) => {
+    const app = document.querySelector("[data-testid='stApp']");
+    const grids = [...document.querySelectorAll(".st-key-run_table_box [aria-rowcount]")];
+    return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+        && grids.some(g => g.getAttribute('aria-rowcount') === String(n + 1));
+}"""
+
 FIRST_ROW = """() => {
     const grids = [...document.querySelectorAll("[data-testid='stDataFrame']")];
     const grid = grids[grids.length - 1];
@@ -72,7 +79,9 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             expect(page.get_by_text("2 of 6 rollouts")).to_be_visible()
             expect(page).to_have_url(re.compile("run_cause=retokenized"))
 
-            # The filtered table (two rows: header and rows are 35 px): its first row's checkbox, once drawn.
+            # The filtered table (two rows: header and rows are 35 px): its first row's checkbox, once the grid
+            # holds the two rows and the rerun that filtered it has ended (a click during it may be dropped).
+            page.wait_for_function(FILTERED_AND_IDLE, arg=2, timeout=120_000)
             handle = page.wait_for_function(FIRST_ROW, timeout=120_000)
             x, y = handle.json_value()
             page.mouse.click(x, y)
