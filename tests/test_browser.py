@@ -156,6 +156,7 @@ _GRID_ROWS = ("""arg => { const found = GRID; const grid = found && found.queryS
 def _click_node(page, call_key: str, chart: str = "tree") -> None:
     """Click the node ``call_key`` of a tree chart (see `_node_pixel`) and wait for its selection to settle."""
     def click() -> None:
+        _settled(page)  # not while a rerun re-plots the tree: a point aimed at then may be drawn elsewhere
         x, y = _node_pixel(page, call_key, chart)
         page.mouse.move(x, y)
         page.mouse.click(x, y)
@@ -165,11 +166,12 @@ def _click_node(page, call_key: str, chart: str = "tree") -> None:
 def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]:
     """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping), in the
     plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview)."""
-    box = page.evaluate(
+    box = page.wait_for_function(  # once the chart is plotted (checked at each frame)
         """([key, chart]) => {
             const holder = [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0];
             const gd = holder ? holder.querySelector('.js-plotly-plot')
                               : [...document.querySelectorAll('.js-plotly-plot')][0];
+            if (!gd || !gd._fullLayout || !gd._fullData) return null;
             gd.scrollIntoView({block: 'center'});  // the detail may have been scrolled into view
             for (const trace of gd._fullData) {
                 if (!trace.customdata || trace.mode !== 'markers') continue;
@@ -183,8 +185,7 @@ def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]
                 }
             }
             return null;
-        }""", [call_key, chart])
-    assert box is not None, f"{call_key} is not drawn"
+        }""", arg=[call_key, chart], polling="raf").json_value()
     return box[0], box[1]
 
 
