@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sigint import default_sigint
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "test.sh"
@@ -49,7 +50,8 @@ def _start(tmp_path: Path, load: int = 1, **env: str) -> tuple[subprocess.Popen,
     # -n 0 after the script's own -n 2: the probe needs no pytest workers, only the busy processes.
     proc = subprocess.Popen(["bash", str(SCRIPT), "--no-install", "--load", str(load), "-n", "0", "-p",
                              "no:cacheprovider", "-q", str(probe)], env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=default_sigint)  # Ctrl-C must reach it, even from a suite run under nohup
     return proc, out
 
 
