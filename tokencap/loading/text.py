@@ -17,6 +17,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
+from .skeleton import cut_token_arrays, may_cut, restore_token_arrays
 from .wire import (TOO_DEEP, RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_field, decode_raw_object,
                    decode_value, typed_line)
 
@@ -77,23 +78,40 @@ _peek_snapshot = msgspec.json.Decoder(_PeekSnapshot).decode
 _peek_record = msgspec.json.Decoder(_PeekRecord).decode
 
 
-def typed_snapshot(data: bytes | memoryview) -> _SnapshotWire | None:
+def typed_snapshot(data: bytes | memoryview, *, cut: bool = True) -> _SnapshotWire | None:
     """A snapshot JSON whose every entry the typed decode read (`WireLine`s, built by
     `TokenEntry.from_proven`), or None when the exact decode must read the text.
 
     Only a text whose entries all hold exactly `TokenEntry`'s fields with their table's
     types gets here; anything else (an unknown field, a wrong type, no ``entries``, not one
     JSON object) is None, and `load_text` reads it the exact way, which names the problem.
-    The top-level fields stay raw texts, judged by `_snapshot_from_wire` as before.
+    The top-level fields stay raw texts, judged by `_snapshot_from_wire` as before. A big
+    text's token arrays are cut out first (``cut``, see `skeleton`).
     """
     try:
-        typed = _decode_typed_snapshot(data)
+        typed = _typed_skeleton(data) if cut else None
+        if typed is None:
+            typed = _decode_typed_snapshot(data)
         entries = [typed_line(wire) for wire in typed.entries]
     except (msgspec.MsgspecError, RecursionError):
         return None
     return _SnapshotWire(entries=entries, rollout_id=typed.rollout_id, snapshot_id=typed.snapshot_id,
                          version=typed.version, incomplete=typed.incomplete, engine_refusals=typed.engine_refusals,
                          source_notes=typed.source_notes, load_error=typed.load_error)
+
+
+def _typed_skeleton(data: bytes | memoryview) -> _TypedSnapshotWire | None:
+    """A big text's typed decode, read from its skeleton (`skeleton`), or None when the
+    whole text must be decoded instead."""
+    cut = cut_token_arrays(data)
+    if cut is None:
+        return None
+    skeleton, cuts = cut
+    try:
+        typed = _decode_typed_snapshot(skeleton)
+    except (msgspec.MsgspecError, RecursionError):
+        return None  # the input itself says what is wrong with it
+    return typed if restore_token_arrays(skeleton, cuts, typed.entries) else None
 
 
 def _where(name: str | None, detail: str | None = None) -> str:
@@ -174,7 +192,16 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
         raise LoadError(f"{_where(name)}: the input is empty; expected a snapshot JSON object or JSON lines")
     typed = typed_snapshot(data)
     if typed is not None:
-        return [_snapshot_from_wire(typed, name)]
+        try:
+            return [_snapshot_from_wire(typed, name)]
+        except LoadError:
+            if not may_cut(data):
+                raise
+        # A big text fails as the whole text does: a token array's broken JSON, which the
+        # skeleton left for the array parser to find, is said where the decode finds it.
+        typed = typed_snapshot(data, cut=False)
+        if typed is not None:
+            return [_snapshot_from_wire(typed, name)]
     whole_value = True  # the text is one JSON value (not necessarily an object)
     try:
         wire = _decode_snapshot(data)
