@@ -6,15 +6,52 @@ verdicts and loss masks -> rollout assembly -> views (frames and figures for the
 command line (`python -m tokencap`).
 """
 
-from .attribution import TerminalAttribution, attribute_terminal
-from .builder import BuildNotes, BuildOutput, Chain, ChainLink, prefix_merging, run_builder
-from .diagnosis import Break, diagnose
-from .digest import compute_digest
-from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
-from .lossmask import LossMask, loss_mask
-from .projection import assert_prefix_contiguity, project_chain_to_output_items, project_main_chain_response
-from .records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenCaptureSnapshot, TokenEntry
-from .rollout import RolloutResult, build_rollout
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_names
+
+if TYPE_CHECKING:  # the names as type checkers and editors see them
+    from .attribution import TerminalAttribution, attribute_terminal
+    from .builder import BuildNotes, BuildOutput, Chain, ChainLink, prefix_merging, run_builder
+    from .diagnosis import Break, diagnose
+    from .digest import compute_digest
+    from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
+    from .lossmask import LossMask, loss_mask
+    from .projection import assert_prefix_contiguity, project_chain_to_output_items, project_main_chain_response
+    from .records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenCaptureSnapshot, TokenEntry
+    from .rollout import RolloutResult, build_rollout
+
+_HOMES = {
+    "TerminalAttribution": "attribution",
+    "attribute_terminal": "attribution",
+    "BuildNotes": "builder",
+    "BuildOutput": "builder",
+    "Chain": "builder",
+    "ChainLink": "builder",
+    "prefix_merging": "builder",
+    "run_builder": "builder",
+    "Break": "diagnosis",
+    "diagnose": "diagnosis",
+    "compute_digest": "digest",
+    "FinalResponses": "loading",
+    "LoadError": "loading",
+    "load_final_responses": "loading",
+    "load_snapshots": "loading",
+    "LossMask": "lossmask",
+    "loss_mask": "lossmask",
+    "assert_prefix_contiguity": "projection",
+    "project_chain_to_output_items": "projection",
+    "project_main_chain_response": "projection",
+    "EngineRefusalRecord": "records",
+    "ParentResolutionStatus": "records",
+    "RecordError": "records",
+    "TokenCaptureSnapshot": "records",
+    "TokenEntry": "records",
+    "RolloutResult": "rollout",
+    "build_rollout": "rollout",
+}
+
+__getattr__ = lazy_names(__name__, _HOMES)
 
 __version__ = "0.1.0"
 

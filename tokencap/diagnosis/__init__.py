@@ -20,14 +20,51 @@ Public surface:
   ``span_texts(result, brk, tokenizer)``: every listed divergence decoded
 """
 
-from .alignment import Alignment, Span, align
-from .breaks import BREAK_KINDS, RELATIONS
-from .causes import CAUSES, DIVERGENCE_KINDS, EVIDENCE_CAUSES, HINTS, cause_order
-from .delivered import DELIVERED_BY, delivered_by, delivered_mask_sample, trained_in_doubt
-from .explain import diagnose, span_texts
-from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
-from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
-from .text import TokenizerError, load_tokenizer
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
+
+if TYPE_CHECKING:  # the names as type checkers and editors see them
+    from .alignment import Alignment, Span, align
+    from .breaks import BREAK_KINDS, RELATIONS
+    from .causes import CAUSES, DIVERGENCE_KINDS, EVIDENCE_CAUSES, HINTS, cause_order
+    from .delivered import DELIVERED_BY, delivered_by, delivered_mask_sample, trained_in_doubt
+    from .explain import diagnose, span_texts
+    from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
+    from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
+    from .text import TokenizerError, load_tokenizer
+
+_HOMES = {
+    "Alignment": "alignment",
+    "Span": "alignment",
+    "align": "alignment",
+    "BREAK_KINDS": "breaks",
+    "RELATIONS": "breaks",
+    "CAUSES": "causes",
+    "DIVERGENCE_KINDS": "causes",
+    "EVIDENCE_CAUSES": "causes",
+    "HINTS": "causes",
+    "cause_order": "causes",
+    "DELIVERED_BY": "delivered",
+    "delivered_by": "delivered",
+    "delivered_mask_sample": "delivered",
+    "trained_in_doubt": "delivered",
+    "diagnose": "explain",
+    "span_texts": "explain",
+    "EVIDENCE_FIELDS": "evidence",
+    "HarnessEvidence": "evidence",
+    "parse_evidence": "evidence",
+    "BREAK_FIELDS": "model",
+    "MAX_DIVERGENCES": "model",
+    "Break": "model",
+    "BreakFacts": "model",
+    "Divergence": "model",
+    "break_facts": "model",
+    "TokenizerError": "text",
+    "load_tokenizer": "text",
+}
+
+__getattr__ = lazy_names(__name__, _HOMES)
 
 __all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "BreakFacts", "break_facts", "CAUSES", "DELIVERED_BY", "DIVERGENCE_KINDS",
            "Divergence", "EVIDENCE_CAUSES", "EVIDENCE_FIELDS", "HINTS", "HarnessEvidence", "MAX_DIVERGENCES",

@@ -6,37 +6,25 @@ processes or Ray; results in order) -> `table` (the Arrow schema) and `scan` (pl
 streams and writes parquet or JSONL atomically); `diff` compares two scan tables. `errors`
 holds what a run can end with.
 
-The table and scan names are imported on first use: `tokencap build` and the workers never
-pay for pyarrow.
+The table, scan, diff, engine and row names are imported on first use (`tokencap.lazy`):
+`tokencap build` and the workers never pay for pyarrow or the process pool.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_names
 from .discover import RolloutUnit, discover
-from .engines import ENGINES, default_workers
 from .errors import DiffError, DiffTableGiven, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
-from .rows import LINK_NOTES, REASON_COLUMNS
 
 _LAZY = {
+    "ENGINES": "engines", "default_workers": "engines", "LINK_NOTES": "rows", "REASON_COLUMNS": "rows",
     "RunSummary": "scan", "export": "scan", "read_current_scan": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
     "scan_table": "scan", "table_of_snapshots": "scan", "COLUMNS": "table", "SCHEMA": "table",
     "RECORD_COLUMNS": "table", "RunDiff": "diff", "diff_tables": "diff",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f".{_LAZY[name]}", __name__)
-    # Importing the submodule `scan` binds the package attribute `scan` to the module; the
-    # public names (the function `scan` among them) are bound over it, once.
-    for lazy_name, home in _LAZY.items():
-        if home == _LAZY[name]:
-            globals()[lazy_name] = getattr(module, lazy_name)
-    return globals()[name]
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -1,0 +1,39 @@
+"""Package names imported on first use (PEP 562), so a command pays only for what it runs.
+
+`tokencap build` needs the records, the loaders, the builder and the writer; importing the
+whole public surface of `tokencap`, `tokencap.diagnosis` and `tokencap.run` eagerly would
+add the diagnosis, the process pool and more to every start (tens of milliseconds, a
+tenth of a big build). Each of those packages maps its public names to the submodule that
+defines them, and the first use of a name imports that submodule and binds all its names.
+
+A lazy name must not also be a submodule's name: once another module imported that
+submodule, the package attribute would be the module, not the name (so `tokencap.run`
+keeps `discover`, `scan` and `export` out of this table or binds them over the module).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_names(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package`` that imports ``homes[name]`` (a submodule's
+    name, relative) on first use of ``name``."""
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(f".{home}", package)
+        namespace = sys.modules[package].__dict__
+        # Importing the submodule binds the package attribute of its own name to it; the
+        # public names bound here (a function named like its module among them) win.
+        for other, other_home in homes.items():
+            if other_home == home:
+                namespace[other] = getattr(module, other)
+        return namespace[name]
+
+    return __getattr__
