@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .diagnosis.text import TokenizerError
 from .export import OutputPathError, check_output_path
@@ -861,6 +861,33 @@ def _batch_collection() -> Iterator[None]:
         gc.unfreeze()
 
 
+_ENDS_WITHOUT_TEARDOWN = frozenset(("build", "inspect"))
+"""Commands that run in this process alone (no worker pool, no Ray, no server): once they
+return, their output is written, flushed and closed, and all that is left for the
+interpreter's teardown is freeing memory that the operating system frees at once."""
+
+_command_run: list[str] = []  # the command `main` parsed last (`console` reads it)
+
+
+def console() -> NoReturn:
+    """The `tokencap` command and `python -m tokencap`: `main`, then the process ends.
+
+    After `build` and `inspect` the process exits without the interpreter's teardown
+    (unloading every module, freeing every object one by one): 50-100 ms, a tenth of a big
+    build and half of a small one, spent on nothing the user sees. Everything else (and a
+    flush that fails, such as a closed pipe) ends the usual way.
+    """
+    code = main()
+    if _command_run and _command_run[-1] in _ENDS_WITHOUT_TEARDOWN:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            sys.exit(code)
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     with _batch_collection():
         return _main(argv)
@@ -869,6 +896,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _command_run[:] = [args.command] if args.command else []
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
@@ -913,4 +941,4 @@ def _quiet_stdout() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console()
