@@ -17,9 +17,10 @@ from helpers import linear_chain, snapshot_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Modules `tokencap build` never runs: the diagnosis, the process pool, the scan table.
+# Modules `tokencap build` never runs: the diagnosis, the process pool, the scan table, the
+# app server's subprocess, `secrets`.
 NOT_FOR_A_BUILD = ("tokencap.diagnosis.explain", "tokencap.diagnosis.evidence", "tokencap.run.engines",
-                   "tokencap.run.rows", "concurrent.futures.process", "pyarrow", "pandas")
+                   "tokencap.run.rows", "concurrent.futures.process", "pyarrow", "pandas", "subprocess", "secrets")
 
 
 def _modules_after(code: str) -> set[str]:

@@ -16,13 +16,15 @@ import itertools
 import os
 import signal
 import stat
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    import subprocess
 
 from .diagnosis.text import TokenizerError
 from .export import OutputPathError, check_output_path
@@ -751,6 +753,8 @@ def _check_port_free(port: int) -> None:
 def _start_prescan(source: str, records: str | None, tokenizer: str | None = None) -> subprocess.Popen | None:
     """A big run directory is scanned beside the server (tokencap.views.run.prescan), so the scan
     overlaps the server's start and the browser's first load; the page then reuses its table."""
+    import subprocess
+
     from .run.child import child_environment
     from .views.run.source import IN_PROCESS_BYTES, fingerprint
 
@@ -777,6 +781,8 @@ def _serve(cmd: list[str], beside: Callable[[], subprocess.Popen | None] | None 
     has started; it is stopped (SIGTERM) when the server ends. Returns the server's exit
     status, or 130 / 143 when a signal stopped it.
     """
+    import subprocess  # here: only the app's server needs it
+
     child: subprocess.Popen | None = None
     helper: subprocess.Popen | None = None
     received: list[int] = []

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -229,7 +228,9 @@ def _create_part(target: Path) -> tuple[int, Path]:
         keep_mode = None
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
-        random = "".join(secrets.choice(_PART_LETTERS) for _ in range(8))
+        # Unguessable enough to never meet another writer's name (O_EXCL catches the rest);
+        # os.urandom, not `secrets`, which would import `random` and more for eight letters.
+        random = "".join(_PART_LETTERS[byte % len(_PART_LETTERS)] for byte in os.urandom(8))
         part = directory / f".{target.name}.{random}{_PART_SUFFIX}"
         try:
             fd = os.open(part, flags, 0o666)

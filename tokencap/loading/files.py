@@ -30,7 +30,6 @@ import io
 import mmap
 import os
 import stat
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -328,6 +327,8 @@ class ZipSource(FileSource):
     packed = True
 
     def __init__(self, handle: BinaryIO, size: int, label: str) -> None:
+        import zipfile  # here: most commands never open a zip
+
         try:
             archive = zipfile.ZipFile(handle)
             infos = archive.infolist()
