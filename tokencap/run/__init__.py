@@ -16,8 +16,12 @@ from ..lazy import lazy_names
 from .discover import RolloutUnit, discover
 from .errors import DiffError, DiffTableGiven, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 
+ENGINES = ("local", "ray")
+"""Where a run's shards can be worked (`engines`): named here, so a command's options list
+them without importing the process pool."""
+
 _LAZY = {
-    "ENGINES": "engines", "default_workers": "engines", "LINK_NOTES": "rows", "REASON_COLUMNS": "rows",
+    "default_workers": "engines", "LINK_NOTES": "rows", "REASON_COLUMNS": "rows",
     "RunSummary": "scan", "export": "scan", "read_current_scan": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
     "scan_table": "scan", "table_of_snapshots": "scan", "COLUMNS": "table", "SCHEMA": "table",
     "RECORD_COLUMNS": "table", "RunDiff": "diff", "diff_tables": "diff",

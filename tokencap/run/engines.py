@@ -24,11 +24,11 @@ from typing import Any, TypeVar
 
 import multiprocessing
 
+from . import ENGINES
 from .errors import EngineUnavailable, WorkerCrashed
 
 T = TypeVar("T")
 
-ENGINES = ("local", "ray")
 
 
 def default_workers() -> int:
