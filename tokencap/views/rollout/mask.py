@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
 from .. import style
+from ..figures import Figure, Heatmap, Scatter
 from ..text import fmt_int, html_text
 from ..words import TERMS
 
@@ -202,15 +203,15 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
 
     row_labels = [f"{start + r * cols:,}" for r in range(rows)]
     y = list(range(rows))
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(
+    fig = Figure()
+    fig.add_trace(Heatmap(
         z=ctx.reshape(rows, cols), x=list(range(cols)), y=y, zmin=0, zmax=1, showscale=False,
         colorscale=[[0, style.PROMPT_COLOR], [0.5, style.PROMPT_COLOR], [0.5, style.INTERSTITIAL_COLOR],
                     [1, style.INTERSTITIAL_COLOR]],
         hovertext=hover_grid, hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, xgap=1, ygap=1,
         name="context",
     ))
-    fig.add_trace(go.Heatmap(
+    fig.add_trace(Heatmap(
         z=gen.reshape(rows, cols), x=list(range(cols)), y=y, zmin=zmin, zmax=zmax, colorscale=style.LOGPROB_SCALE,
         colorbar={"title": {"text": "log-prob", "side": "right"}, "thickness": 12, "len": 0.9},
         hoverinfo="skip", xgap=1, ygap=1,
@@ -221,7 +222,7 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
     inside = np.flatnonzero((starts >= start) & (starts < end) & (starts > 0))
     if inside.size:
         offs = starts[inside] - start
-        fig.add_trace(go.Scatter(
+        fig.add_trace(Scatter(
             x=(offs % cols) - 0.5, y=offs // cols, mode="markers",
             marker={"symbol": "line-ns", "size": 16, "line": {"width": 3, "color": style.LINK_MARK}},
             hovertext=[f"link {int(i)} begins: {html_text(mask.call_ids[int(i)], 60)}" for i in inside],
@@ -269,7 +270,7 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
     """Generated share and mean log-prob along the whole sequence, the current window outlined."""
     frame = binned(mask, bins)
     mid = ((frame["start"] + frame["end"]) / 2).to_numpy()
-    fig = go.Figure()
+    fig = Figure()
     # The shares as two stacked step areas, one path each (bars would be a path per bin, up to
     # 2 x `OVERVIEW_BINS` elements for the browser to draw and lay out at every visit of the tab).
     # A point per bin at its middle, stepping half-way to the next ("hvh"), and the first and last
@@ -281,12 +282,12 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
     ends = np.column_stack((frame["start"].to_numpy(), frame["end"].to_numpy() - 1))[order]
     for column, name, colour, what in (("interstitial", "interstitial share", style.INTERSTITIAL_COLOR, "interstitial"),
                                        ("generated", "generated share (trained)", style.MAIN, "generated")):
-        fig.add_trace(go.Scatter(x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines", stackgroup="share",
+        fig.add_trace(Scatter(x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines", stackgroup="share",
                                  line={"width": 0, "shape": "hvh", "color": colour}, fillcolor=colour,
                                  opacity=1.0 if column == "interstitial" else 0.75, customdata=ends,
                                  hovertemplate=f"positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<br>{what} "
                                                "%{y:.0%}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2", mode="lines",
+    fig.add_trace(Scatter(x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2", mode="lines",
                              line={"color": "#111827", "width": 1.2}, connectgaps=False,
                              hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
     shapes: list[dict[str, Any]] = []
@@ -300,7 +301,7 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
         xs = np.repeat(starts[1:].astype(float), 3)
         xs[2::3] = np.nan
         ys = np.tile([0.0, 1.0, np.nan], starts.size - 1)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="link starts", showlegend=False, hoverinfo="skip",
+        fig.add_trace(Scatter(x=xs, y=ys, mode="lines", name="link starts", showlegend=False, hoverinfo="skip",
                                  line={"color": "rgba(17,24,39,0.25)", "width": 1}, connectgaps=False))
     fig.update_layout(
         **style.BASE_LAYOUT,
@@ -345,12 +346,12 @@ def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
                    max_points: int = LOGPROB_POINTS) -> go.Figure:
     series = logprob_series(mask, max_points)
     downsampled = int(series["log_prob"].notna().sum()) < int(mask.mask.sum())
-    fig = go.Figure()
+    fig = Figure()
     if downsampled:
-        fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(), mode="lines", name="min per bin",
+        fig.add_trace(Scatter(x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(), mode="lines", name="min per bin",
                                  line={"color": "rgba(220,38,38,0.45)", "width": 1},
                                  hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(), mode="lines+markers" if len(series) < 400
+    fig.add_trace(Scatter(x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(), mode="lines+markers" if len(series) < 400
                              else "lines", name="mean per bin" if downsampled else "log-prob",
                              line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
                              hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))
