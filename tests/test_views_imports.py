@@ -95,7 +95,7 @@ def test_views_import_graph_has_no_cycle():
 def test_model_is_the_bottom_and_page_assembly_the_top():
     graph = views_graph()
     assert graph["tokencap.views.model"] <= {"tokencap.views.text", "tokencap.views.style"}
-    for leaf in ("text", "style", "words", "sources", "widgets", "trace"):
+    for leaf in ("text", "style", "words", "sources", "widgets", "trace", "figures"):
         assert graph[f"tokencap.views.{leaf}"] == set(), leaf
     importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout.rollout_page" in deps]
     assert importers_of_page == []
@@ -105,7 +105,7 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
     graph = views_graph()
     run = {m for m in graph if m.startswith("tokencap.views.run.")}
     assert {"tokencap.views.run.data", "tokencap.views.run.source", "tokencap.views.run.charts"} <= run
-    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources")}
+    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources", "figures")}
     for module in run:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.run")}
         assert outside <= leaves, (module, outside - leaves)
@@ -124,7 +124,7 @@ def test_the_rollout_page_parts_live_in_their_room_and_only_they_use_each_other(
                    if not m.startswith("tokencap.views.rollout") and any(d.startswith("tokencap.views.rollout")
                                                                          for d in deps))
     assert users == []
-    shared = {f"tokencap.views.{name}" for name in ("text", "style", "words", "sources", "model", "links")}
+    shared = {f"tokencap.views.{name}" for name in ("text", "style", "words", "sources", "model", "links", "figures")}
     for module in room:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.rollout")}
         assert outside <= shared, (module, outside - shared)

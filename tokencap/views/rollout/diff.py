@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import style
+from ..figures import Bar, Heatmap, unvalidated
 from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, agreement_runs, cell_labels, leading_agreement
 from ..model import RolloutView
 from ..text import fmt_int, html_text
@@ -154,7 +155,7 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
     from plotly.subplots import make_subplots
 
     rows = [html_text(label_a, 40), html_text(label_b, 40)]
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2)
+    fig = unvalidated(make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2))
     overlap = min(d.len_a, d.len_b)
     spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for start, end, same in d.runs:
@@ -167,7 +168,7 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
     for (r, what), segs in spans.items():
         starts = np.array([s for s, _ in segs])
         widths = np.array([e - s for s, e in segs])
-        fig.add_trace(go.Bar(y=[rows[r]] * len(segs), x=widths, base=starts, orientation="h",
+        fig.add_trace(Bar(y=[rows[r]] * len(segs), x=widths, base=starts, orientation="h",
                              marker={"color": colours[what], "line": {"width": 0}},
                              customdata=np.column_stack((starts, starts + widths - 1)),
                              hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
@@ -196,7 +197,7 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
             hover[r][i] = f"pos {start + i:,} · token {tok}"
     scale = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
              [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
-    fig.add_trace(go.Heatmap(z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
+    fig.add_trace(Heatmap(z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
                              showscale=False, text=text, texttemplate="%{text}",
                              textfont={"size": 10, "color": "#111827"}, hovertext=hover,
                              hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2), row=2, col=1)

@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from .. import style
+from ..figures import Bar, Heatmap, unvalidated
 from ..model import RolloutView
 from ..text import html_text
 
@@ -180,7 +181,7 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
     """The aligned strip: both sequences as bars (top), the window's token cells (bottom)."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2)
+    fig = unvalidated(make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2))
     rows = [f"{proof.relation} {proof.parent}", f"this call {proof.child}"]
     rows_short = [html_text(r, 40) for r in rows]
     n_parent, n_child, agree = proof.parent_len, proof.prompt_len, proof.agree
@@ -201,7 +202,7 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
         colour = colour_of.get(what, DIFFER if r == 0 else ONLY_CHILD)
         starts = np.array([a for a, _ in spans])
         widths = np.array([b - a for a, b in spans])
-        fig.add_trace(go.Bar(y=[rows_short[r]] * len(spans), x=widths, base=starts, orientation="h",
+        fig.add_trace(Bar(y=[rows_short[r]] * len(spans), x=widths, base=starts, orientation="h",
                              marker={"color": colour, "line": {"width": 0}},
                              customdata=np.column_stack((starts, starts + widths - 1)),
                              hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
@@ -241,7 +242,7 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
             hover[r][i] = f"pos {pos:,} · token {tok}" + (f" · {html_text(lab[i], 40)}" if decode else "")
     colours = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
                [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
-    fig.add_trace(go.Heatmap(z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
+    fig.add_trace(Heatmap(z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
                              showscale=False, text=text, texttemplate="%{text}",
                              textfont={"size": 10, "color": "#111827"},
                              hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
@@ -352,7 +353,7 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
     each side (decoded when ``decode`` is given)."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.45, 0.55], vertical_spacing=0.22)
+    fig = unvalidated(make_subplots(rows=2, cols=1, row_heights=[0.45, 0.55], vertical_spacing=0.22))
     rows = [html_text(f"predecessor {proof.parent}", 40), html_text(f"this call {proof.child}", 40)]
     for r, (side, length) in enumerate((("parent", proof.parent_len), ("prompt", proof.prompt_len))):
         marked = sorted((s for s in proof.spans if s.side == side), key=lambda s: s.start)
@@ -372,7 +373,7 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
             starts = np.array([a for a, _, _ in items])
             widths = np.array([b - a for a, b, _ in items])
             what = SPAN_WORDS.get(kind, "aligned with the other sequence")
-            fig.add_trace(go.Bar(
+            fig.add_trace(Bar(
                 y=[rows[r]] * len(items), x=widths, base=starts, orientation="h",
                 marker={"color": SPAN.get(kind, AGREE), "line": {"width": 0}}, name=kind, showlegend=False,
                 customdata=np.column_stack((starts, starts + widths - 1, [html_text(c) for _, _, c in items])),
@@ -401,7 +402,7 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
     colours = [[0.0, CELL["absent"]], [0.2, CELL["absent"]], [0.2, CELL["agree"]], [0.45, CELL["agree"]],
                [0.45, "#fecaca"], [0.7, "#fecaca"], [0.7, "#fde68a"], [0.85, "#fde68a"], [0.85, "#bfdbfe"],
                [1.0, "#bfdbfe"]]
-    fig.add_trace(go.Heatmap(z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
+    fig.add_trace(Heatmap(z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
                              text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
                              hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
                   row=2, col=1)

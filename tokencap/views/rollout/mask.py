@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
 from .. import style
+from ..figures import as_figure
 from ..text import fmt_int, html_text
 from ..words import TERMS
 
@@ -164,6 +165,10 @@ def link_frame(mask: LossMask, chain: Chain) -> pd.DataFrame:
 # --------------------------------------------------------------------------- strip
 
 
+_LOGPROB_COLORSCALE = [list(step) for step in go.Heatmap(colorscale=style.LOGPROB_SCALE).colorscale]
+"""The log-prob scale by value, as plotly's validation spells a named scale (the figure is not validated)."""
+
+
 def _owner_names(mask: LossMask, start: int, end: int) -> np.ndarray:
     owners = np.searchsorted(mask.link_starts, np.arange(start, end), side="right") - 1
     root = f"{html_text(mask.call_ids[0], 60)} (root prompt)" if mask.call_ids else "(root prompt)"
@@ -195,40 +200,42 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
     kinds = np.array(["prompt", "interstitial", "generated"], dtype=object)[mask.provenance[start:end]]
     lp_text = np.where(np.isnan(mask.log_probs[start:end]), "–",
                        np.char.mod("%.4f", np.nan_to_num(mask.log_probs[start:end])))
-    hover = [f"pos {start + i:,} · token {int(tokens[i])}<br>{kinds[i]} · mask {int(mask.mask[start + i])}"
-             f" · log-prob {lp_text[i]}<br>{owners[i]}" for i in range(n)] + [""] * pad
+    # Plain Python values first: formatting a numpy scalar costs ten times a Python one.
+    hover = [f"pos {pos:,} · token {token}<br>{kind} · mask {bit} · log-prob {lp}<br>{owner}"
+             for pos, token, kind, bit, lp, owner in zip(range(start, end), tokens.tolist(), kinds.tolist(),
+                                                         mask.mask[start:end].tolist(), lp_text.tolist(),
+                                                         owners.tolist())] + [""] * pad
     hover_grid = np.array(hover, dtype=object).reshape(rows, cols)
     zmin, zmax = lp_range or logprob_range(mask)
 
     row_labels = [f"{start + r * cols:,}" for r in range(rows)]
     y = list(range(rows))
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(
-        z=ctx.reshape(rows, cols), x=list(range(cols)), y=y, zmin=0, zmax=1, showscale=False,
+    traces = [dict(
+        type="heatmap", z=ctx.reshape(rows, cols), x=list(range(cols)), y=y, zmin=0, zmax=1, showscale=False,
         colorscale=[[0, style.PROMPT_COLOR], [0.5, style.PROMPT_COLOR], [0.5, style.INTERSTITIAL_COLOR],
                     [1, style.INTERSTITIAL_COLOR]],
         hovertext=hover_grid, hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, xgap=1, ygap=1,
         name="context",
-    ))
-    fig.add_trace(go.Heatmap(
-        z=gen.reshape(rows, cols), x=list(range(cols)), y=y, zmin=zmin, zmax=zmax, colorscale=style.LOGPROB_SCALE,
+    ), dict(
+        type="heatmap", z=gen.reshape(rows, cols), x=list(range(cols)), y=y, zmin=zmin, zmax=zmax,
+        colorscale=_LOGPROB_COLORSCALE,
         colorbar={"title": {"text": "log-prob", "side": "right"}, "thickness": 12, "len": 0.9},
         hoverinfo="skip", xgap=1, ygap=1,
         name="generated",
-    ))
+    )]
     # Link boundaries: a tick at the left edge of the cell where each link's interstitial begins.
     starts = mask.link_starts
     inside = np.flatnonzero((starts >= start) & (starts < end) & (starts > 0))
     if inside.size:
         offs = starts[inside] - start
-        fig.add_trace(go.Scatter(
-            x=(offs % cols) - 0.5, y=offs // cols, mode="markers",
+        traces.append(dict(
+            type="scatter", x=(offs % cols) - 0.5, y=offs // cols, mode="markers",
             marker={"symbol": "line-ns", "size": 16, "line": {"width": 3, "color": style.LINK_MARK}},
             hovertext=[f"link {int(i)} begins: {html_text(mask.call_ids[int(i)], 60)}" for i in inside],
             hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="link starts",
         ))
     cell = 15 if cols <= 64 else 11
-    fig.update_layout(
+    layout = dict(
         **style.BASE_LAYOUT,
         height=int(max(170, 60 + rows * cell)),
         margin={"l": 70, "r": 10, "t": 10, "b": 30},
@@ -238,7 +245,7 @@ def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, colu
                "ticktext": row_labels[:: max(1, rows // 16)], "showgrid": False, "zeroline": False,
                "title": {"text": "position", "font": {"size": 11}}},
     )
-    return fig
+    return as_figure({"data": traces, "layout": layout})
 
 
 # --------------------------------------------------------------------------- overview
@@ -269,7 +276,7 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
     """Generated share and mean log-prob along the whole sequence, the current window outlined."""
     frame = binned(mask, bins)
     mid = ((frame["start"] + frame["end"]) / 2).to_numpy()
-    fig = go.Figure()
+    traces: list[dict[str, Any]] = []
     # The shares as two stacked step areas, one path each (bars would be a path per bin, up to
     # 2 x `OVERVIEW_BINS` elements for the browser to draw and lay out at every visit of the tab).
     # A point per bin at its middle, stepping half-way to the next ("hvh"), and the first and last
@@ -281,14 +288,14 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
     ends = np.column_stack((frame["start"].to_numpy(), frame["end"].to_numpy() - 1))[order]
     for column, name, colour, what in (("interstitial", "interstitial share", style.INTERSTITIAL_COLOR, "interstitial"),
                                        ("generated", "generated share (trained)", style.MAIN, "generated")):
-        fig.add_trace(go.Scatter(x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines", stackgroup="share",
-                                 line={"width": 0, "shape": "hvh", "color": colour}, fillcolor=colour,
-                                 opacity=1.0 if column == "interstitial" else 0.75, customdata=ends,
-                                 hovertemplate=f"positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<br>{what} "
-                                               "%{y:.0%}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2", mode="lines",
-                             line={"color": "#111827", "width": 1.2}, connectgaps=False,
-                             hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
+        traces.append(dict(type="scatter", x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines",
+                           stackgroup="share", line={"width": 0, "shape": "hvh", "color": colour}, fillcolor=colour,
+                           opacity=1.0 if column == "interstitial" else 0.75, customdata=ends,
+                           hovertemplate=f"positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<br>{what} "
+                                         "%{y:.0%}<extra></extra>"))
+    traces.append(dict(type="scatter", x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2",
+                       mode="lines", line={"color": "#111827", "width": 1.2}, connectgaps=False,
+                       hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
     shapes: list[dict[str, Any]] = []
     if window is not None and len(mask) and (window[0] > 0 or window[1] < len(mask)):
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1],
@@ -300,9 +307,9 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
         xs = np.repeat(starts[1:].astype(float), 3)
         xs[2::3] = np.nan
         ys = np.tile([0.0, 1.0, np.nan], starts.size - 1)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="link starts", showlegend=False, hoverinfo="skip",
-                                 line={"color": "rgba(17,24,39,0.25)", "width": 1}, connectgaps=False))
-    fig.update_layout(
+        traces.append(dict(type="scatter", x=xs, y=ys, mode="lines", name="link starts", showlegend=False,
+                           hoverinfo="skip", line={"color": "rgba(17,24,39,0.25)", "width": 1}, connectgaps=False))
+    layout = dict(
         **style.BASE_LAYOUT,
         height=210, shapes=shapes,
         margin={"l": 50, "r": 50, "t": 34, "b": 35},
@@ -315,7 +322,7 @@ def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins:
                 "showgrid": False},
         hovermode="x",
     )
-    return fig
+    return as_figure({"data": traces, "layout": layout})
 
 
 # --------------------------------------------------------------------------- log-prob chart
@@ -345,20 +352,21 @@ def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
                    max_points: int = LOGPROB_POINTS) -> go.Figure:
     series = logprob_series(mask, max_points)
     downsampled = int(series["log_prob"].notna().sum()) < int(mask.mask.sum())
-    fig = go.Figure()
+    traces: list[dict[str, Any]] = []
     if downsampled:
-        fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(), mode="lines", name="min per bin",
-                                 line={"color": "rgba(220,38,38,0.45)", "width": 1},
-                                 hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(), mode="lines+markers" if len(series) < 400
-                             else "lines", name="mean per bin" if downsampled else "log-prob",
-                             line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
-                             hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))
+        traces.append(dict(type="scatter", x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(),
+                           mode="lines", name="min per bin", line={"color": "rgba(220,38,38,0.45)", "width": 1},
+                           hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
+    traces.append(dict(type="scatter", x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(),
+                       mode="lines+markers" if len(series) < 400 else "lines",
+                       name="mean per bin" if downsampled else "log-prob",
+                       line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
+                       hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))
     shapes = []
     if window is not None and (window[0] > 0 or window[1] < len(mask)):
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1], "y0": 0,
                        "y1": 1, "line": {"width": 0}, "fillcolor": "rgba(220,38,38,0.07)"})
-    fig.update_layout(
+    layout = dict(
         **style.BASE_LAYOUT,
         height=240, shapes=shapes, margin={"l": 55, "r": 10, "t": 10, "b": 35},
         showlegend=downsampled, legend={"orientation": "h", "y": 1.15, "x": 0},
@@ -367,7 +375,7 @@ def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
         yaxis={"title": {"text": "log-prob", "font": {"size": 11}}, "gridcolor": "#f1f5f9"},
         hovermode="closest",
     )
-    return fig
+    return as_figure({"data": traces, "layout": layout})
 
 
 # --------------------------------------------------------------------------- decoded text

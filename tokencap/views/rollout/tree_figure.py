@@ -23,6 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .. import style
+from ..figures import as_figure
 from ..model import CALL
 from ..text import html_text
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
@@ -112,12 +113,12 @@ def _stack_headers(headers: list[tuple[int, str]], x0: float) -> list[tuple[int,
     return out
 
 
-def _legend_size(traces: list[Any]) -> tuple[float, float]:
-    shown = [t for t in traces if t.showlegend is not False]
-    titles = [t.legendgrouptitle.text for t in shown if t.legendgrouptitle and t.legendgrouptitle.text]
-    longest = max([len(t.name or "") for t in shown] + [len(t) for t in titles] + [0])
+def _legend_size(traces: list[dict[str, Any]]) -> tuple[float, float]:
+    shown = [t for t in traces if t.get("showlegend") is not False]
+    titles = [t["legendgrouptitle"]["text"] for t in shown if t.get("legendgrouptitle")]
+    longest = max([len(t.get("name") or "") for t in shown] + [len(t) for t in titles] + [0])
     width = 56 + LEGEND_CHAR_PX * longest
-    groups = len({t.legendgroup for t in shown})
+    groups = len({t.get("legendgroup") for t in shown})
     height = 20 + 21 * len(shown) + 34 * groups
     return width, height
 
@@ -137,7 +138,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     n_rows = len(visible)
     with_labels = labels if labels is not None else n_rows <= LABEL_ROWS
     use_gl = webgl if webgl is not None else n_rows > WEBGL_THRESHOLD
-    Scatter: Any = go.Scattergl if use_gl else go.Scatter
+    trace_type = "scattergl" if use_gl else "scatter"
     if with_labels:
         row_px, size = float(ROW_PX), float(NODE_SIZE)
     else:  # a whole long tree: rows shrink to fit
@@ -146,7 +147,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     dense = n_rows > 120
     nodes = model.nodes
     shown = {nodes[i].key for i in visible}
-    traces: list[Any] = []
+    traces: list[dict[str, Any]] = []
 
     # Edges, one trace per category: down the parent's lane to half a row below it, across to
     # the child's lane, down to the child (a lane's line never passes a node of another run).
@@ -164,10 +165,10 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         gap = np.full(a.size, np.nan)
         xs = np.column_stack((a, a, b, b, gap)).ravel()
         ys = np.column_stack((rp, bend, turn, rc, gap)).ravel()
-        traces.append(Scatter(x=xs, y=ys, mode="lines", name=label, legendgroup="edges",
-                              legendgrouptitle={"text": "links"} if first_edge else None,
-                              line={"color": colour, "dash": dash, "width": width},
-                              hoverinfo="skip", connectgaps=False))
+        traces.append(_trace(trace_type, x=xs, y=ys, mode="lines", name=label, legendgroup="edges",
+                             legendgrouptitle={"text": "links"} if first_edge else None,
+                             line={"color": colour, "dash": dash, "width": width},
+                             hoverinfo="skip", connectgaps=False))
         first_edge = False
 
     # Nodes, one trace per category.
@@ -184,8 +185,8 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         # paint over the fills, so dense trees get none.
         rim = {"color": colour, "width": 2} if open_symbol else \
             ({"color": "#ffffff", "width": 1} if not dense else {"color": colour, "width": 0})
-        traces.append(Scatter(
-            x=_lanes(model, idx), y=_orders(model, idx), mode="markers", name=label, legendgroup="calls",
+        traces.append(_trace(
+            trace_type, x=_lanes(model, idx), y=_orders(model, idx), mode="markers", name=label, legendgroup="calls",
             legendgrouptitle={"text": "calls"} if first_node_trace else None,
             marker={"symbol": symbol, "color": colour, "size": size * factor, "line": rim},
             customdata=np.array([nodes[i].key for i in idx], dtype=object).reshape(-1, 1),
@@ -204,8 +205,8 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         if not idx:
             continue
         label, colour, symbol, factor, width = OVERLAY_STYLES[flag]
-        traces.append(Scatter(
-            x=_lanes(model, idx), y=_orders(model, idx), mode="markers", name=label, legendgroup="marks",
+        traces.append(_trace(
+            trace_type, x=_lanes(model, idx), y=_orders(model, idx), mode="markers", name=label, legendgroup="marks",
             legendgrouptitle={"text": "marks"} if first_ring else None,
             marker={"symbol": symbol, "color": colour, "size": size * factor, "line": {"color": colour, "width": width}},
             customdata=np.array([nodes[i].key for i in idx], dtype=object).reshape(-1, 1),
@@ -229,8 +230,8 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         headers = _stack_headers(lane_headers(model, lo, hi), x0)
         for lane, text, _ in headers:
             right = max(right, lane - 0.4 + (_text_px(text) + 8) / LANE_PX)
-        traces.append(Scatter(
-            x=np.array(label_lanes, dtype=float), y=_orders(model, list(visible)), mode="markers+text",
+        traces.append(_trace(
+            trace_type, x=np.array(label_lanes, dtype=float), y=_orders(model, list(visible)), mode="markers+text",
             text=[html_text(t) for t in texts], marker=_label_clearance(size), textposition="middle right",
             textfont={"size": LABEL_FONT, "family": LABEL_FAMILY, "color": "#1e293b"}, hoverinfo="skip",
             showlegend=False, name="call ids"))
@@ -241,7 +242,6 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     legend_w, legend_h = _legend_size(traces) if legend else (0.0, 0.0)
     margin_r = legend_w + 16 if legend else 8
     bottom = max(8.0, legend_h - plot_h + 8) if legend else 8.0
-    fig = go.Figure(data=traces)
     annotations = [{"x": lane - 0.4, "y": 1, "xref": "x", "yref": "paper", "xanchor": "left", "yanchor": "bottom",
                     "yshift": 2 + HEADER_PX * line, "text": html_text(text), "showarrow": False,
                     "font": {"size": LABEL_FONT, "family": LABEL_FAMILY, "color": "#334155"}}
@@ -253,10 +253,9 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         if rows.size:
             xs = np.tile([x0, right, right, x0, x0, np.nan], rows.size)
             ys = (rows[:, None] + np.array([-0.5, -0.5, 0.5, 0.5, -0.5, np.nan])).ravel()
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="none", fill="toself", fillcolor="#f8fafc", hoverinfo="skip",
-                                     showlegend=False, name="row shading"))
-            fig.data = (fig.data[-1], *fig.data[:-1])
-    fig.update_layout(
+            traces.insert(0, _trace("scatter", x=xs, y=ys, mode="none", fill="toself", fillcolor="#f8fafc",
+                                    hoverinfo="skip", showlegend=False, name="row shading"))
+    layout = dict(
         **style.BASE_LAYOUT,
         width=int(round(8 + plot_w + margin_r)),
         height=int(round(top + plot_h + bottom)),
@@ -269,14 +268,20 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         hovermode="closest",
         clickmode="event+select",
         dragmode="zoom",
-        annotations=annotations,
         xaxis={"visible": False, "range": [x0, right], "fixedrange": True, "zeroline": False, "showgrid": False},
         yaxis={"visible": False, "range": [hi + 0.6, lo - 0.6], "zeroline": False, "showgrid": False},
         # Plotly keeps a reader's own zoom across reruns while this stays the same: the
         # selection changing does not reset it, moving the window does.
         uirevision=f"tree:{lo}:{hi}",
     )
-    return fig
+    if annotations:
+        layout["annotations"] = annotations
+    return as_figure({"data": traces, "layout": layout})
+
+
+def _trace(kind: str, **props: Any) -> dict[str, Any]:
+    """A trace spec of plotly type ``kind``; a property given as None is left out."""
+    return {"type": kind, **{name: value for name, value in props.items() if value is not None}}
 
 
 def _lanes(model: TreeModel, idx: Sequence[int]) -> np.ndarray:
@@ -306,17 +311,16 @@ def overview_figure(model: TreeModel, window: tuple[int, int]) -> go.Figure:
         idx = by_cat.get(cat)
         if not idx:
             continue
-        traces.append(go.Scattergl(x=_orders(model, idx), y=-_lanes(model, idx), mode="markers", name=label,
-                                   showlegend=False,
-                                   marker={"color": colour, "size": 5, "symbol": "circle" if "open" not in symbol
-                                           else "circle-open"},
-                                   customdata=np.array([model.nodes[i].key for i in idx], dtype=object).reshape(-1, 1),
-                                   hovertext=[overview_hover(model, model.nodes[i].key) for i in idx],
-                                   hovertemplate="%{hovertext}<extra></extra>"))
+        traces.append(_trace("scattergl", x=_orders(model, idx), y=-_lanes(model, idx), mode="markers", name=label,
+                             showlegend=False,
+                             marker={"color": colour, "size": 5, "symbol": "circle" if "open" not in symbol
+                                     else "circle-open"},
+                             customdata=np.array([model.nodes[i].key for i in idx], dtype=object).reshape(-1, 1),
+                             hovertext=[overview_hover(model, model.nodes[i].key) for i in idx],
+                             hovertemplate="%{hovertext}<extra></extra>"))
     lanes = max(model.lanes, 1)
     a, b = window
-    fig = go.Figure(data=traces)
-    fig.update_layout(
+    layout = dict(
         **style.BASE_LAYOUT,
         height=int(min(120, 56 + 10 * lanes)),
         margin={"l": 10, "r": 10, "t": 6, "b": 24},
@@ -328,7 +332,7 @@ def overview_figure(model: TreeModel, window: tuple[int, int]) -> go.Figure:
         yaxis={"visible": False, "range": [-(lanes - 1) - 0.8, 0.8], "fixedrange": True},
         uirevision="overview",
     )
-    return fig
+    return as_figure({"data": traces, "layout": layout})
 
 
 OVERVIEW_CONFIG = {"displaylogo": False, "scrollZoom": False, "modeBarButtons": [["select2d"]]}

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import plotly.graph_objects as go
-
 from .. import style
+from ..figures import as_figure
 from ..text import html_text
 from .data import Bars
 
@@ -205,16 +204,6 @@ def bar_figure(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = N
         layout["yaxis"], layout["yaxis2"] = values, hits
         layout["xaxis"] = categories
     return {"data": traces, "layout": layout}
-
-
-def as_figure(spec: dict[str, Any]) -> go.Figure:
-    """``spec`` as a ``go.Figure`` without plotly's property validation.
-
-    ``st.plotly_chart`` validates a plain dict by building a ``go.Figure`` from it (tens of
-    ms a chart on a busy machine, on every rerun); it takes a ``go.Figure`` as already
-    valid. Every spec `bar_figure` makes is validated once in the tests instead.
-    """
-    return go.Figure(spec, _validate=False)
 
 
 def clicked(selection: Any) -> tuple[str, str] | None:

@@ -1,0 +1,80 @@
+"""Every figure the app draws is a valid plotly figure.
+
+The views build figures without plotly's validation (`tokencap.views.figures`: it cost
+more than everything else on a click). So here each kind of figure, on every sample
+rollout, is built again *with* validation, which raises on a misspelt property or a value
+out of range, and must come out the same.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from tokencap.views import figures
+from tokencap.views import sources as src
+from tokencap.views.model import RolloutView
+from tokencap.views.rollout import breaks as bv
+from tokencap.views.rollout import diff as dv
+from tokencap.views.rollout import linkproof as lp
+from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import tree as tv
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
+NAMES = sorted(p.name for p in SAMPLES.glob("*.json") if p.name not in ("expected.json", "tokenizer.json"))
+
+
+def _views(name: str) -> list[RolloutView]:
+    return [RolloutView(s) for s in src.load_source(src.source_from_path(str(SAMPLES / name))).snapshots]
+
+
+def _json(fig: go.Figure) -> dict:
+    return json.loads(pio.to_json(fig, validate=False, engine="json"))
+
+
+def _same_when_validated(fig: go.Figure) -> None:
+    assert fig._validate is False  # the fast path is the one drawn
+    assert _json(figures.validated(fig)) == _json(fig)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_figure_of_a_sample_rollout_is_valid(name: str) -> None:
+    views = _views(name)
+    for view in views:
+        model = tv.tree_of(view, bv.breaks_of(view, None, "k"), "k")
+        selected = model.nodes[-1].key if len(model) else None
+        for kwargs in ({}, {"labels": False}, {"webgl": True}, {"legend": False},
+                       {"window": (1, max(1, min(4, len(model))))}):
+            _same_when_validated(tv.tree_figure(model, selected, **kwargs))
+        if len(model):
+            _same_when_validated(tv.overview_figure(model, (1, min(3, len(model)))))
+        mask = view.mask("main")
+        if mask is not None and len(mask):
+            _same_when_validated(mv.strip_figure(mask, 0, min(200, len(mask))))
+            _same_when_validated(mv.overview_figure(mask, (0, min(40, len(mask)))))
+            _same_when_validated(mv.logprob_figure(mask, (0, min(40, len(mask)))))
+        for entry in view.snapshot.entries[:4]:
+            proof = lp.link_proof(view, entry.model_call_id)
+            if proof is not None:
+                _same_when_validated(lp.proof_figure(proof))
+        for brk in view.breaks[:2]:
+            proof = lp.break_proof(view, brk)
+            if proof is not None:
+                _same_when_validated(lp.break_proof_figure(proof))
+    if len(views) > 1:
+        _same_when_validated(dv.sequence_figure(dv.sequence_diff(views[0], views[1])))
+
+
+def test_two_sample_rollouts_compared_give_a_valid_figure() -> None:
+    a, b = _views("clean_multiturn_tools.json")[0], _views("reasoning_stripped_by_template.json")[0]
+    _same_when_validated(dv.sequence_figure(dv.sequence_diff(a, b)))
+
+
+def test_a_misspelt_property_fails_the_validated_build() -> None:
+    bad = figures.as_figure({"data": [{"type": "scatter", "x": [1], "y": [1], "markr": {"size": 3}}], "layout": {}})
+    with pytest.raises(ValueError, match="markr"):
+        figures.validated(bad)
