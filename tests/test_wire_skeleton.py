@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_wire_typed import _conversation, _fingerprint, _mutations, _snapshot_text, _top_mutations
+from test_wire_typed import _conversation, _fingerprint, _mutations, _snapshot_text, _top_mutations, snapshots_seen
 from tokencap.loading import load_snapshots, skeleton
 from tokencap.loading import text as text_module
 from tokencap.loading.text import LoadError
@@ -30,9 +30,7 @@ def _outcome(data: bytes, cut: bool) -> tuple[str, Any]:
             snapshots = text_module.load_text(data, "snap.json")
         except LoadError as exc:
             return "error", str(exc)
-    return "ok", [(s.rollout_id, s.snapshot_id, s.version, s.incomplete, s.source_notes, s.load_error,
-                   [_fingerprint(e) for e in s.entries], [r.to_dict() for r in s.engine_refusals])
-                  for s in snapshots]
+    return "ok", snapshots_seen(snapshots)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -242,9 +242,13 @@ def _snapshot_outcome(data: bytes, typed: bool) -> tuple[str, Any]:
             snapshots = text_module.load_text(data, "snap.json")
         except LoadError as exc:
             return "error", str(exc)
-    return "ok", [(s.rollout_id, s.snapshot_id, s.version, s.incomplete, s.source_notes, s.load_error,
-                   [_fingerprint(e) for e in s.entries], [r.to_dict() for r in s.engine_refusals])
-                  for s in snapshots]
+    return "ok", snapshots_seen(snapshots)
+
+
+def snapshots_seen(snapshots: list) -> list[tuple]:
+    """Everything a caller can see of loaded snapshots: their fields, entries and refusals."""
+    return [(s.rollout_id, s.snapshot_id, s.version, s.incomplete, s.source_notes, s.load_error,
+             [_fingerprint(e) for e in s.entries], [r.to_dict() for r in s.engine_refusals]) for s in snapshots]
 
 
 def _snapshot_text(records: list[dict[str, Any]], mutations: list, top: list[tuple[str, str, Any]],
