@@ -20,6 +20,11 @@ from test_run_diagnosis import broken_rollout, tokenizer_file
 pytestmark = pytest.mark.browser
 
 CAUSE_BAR = """([dimension, key]) => {
+    // The bar's centre once the script is idle and the bar has stood still for two frames
+    // (this runs at every animation frame): a chart still laid out or scrolled moves under
+    // the pointer, and a click read one frame early lands on a neighbouring chart.
+    const app = document.querySelector("[data-testid='stApp']");
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') { window.__bar = null; return null; }
     for (const gd of document.querySelectorAll('.js-plotly-plot')) {
         const trace = gd._fullData && gd._fullData[0];
         if (!trace || !trace.customdata) continue;
@@ -28,9 +33,13 @@ CAUSE_BAR = """([dimension, key]) => {
         const point = gd.querySelectorAll('.trace.bars .point')[i];
         const path = point && point.querySelector('path');
         if (!path) return null;
-        gd.scrollIntoView({block: 'center'});
+        gd.scrollIntoView({block: 'center', behavior: 'instant'});
         const r = path.getBoundingClientRect();
-        return r.width > 2 && r.height > 2 ? [r.left + r.width / 2, r.top + r.height / 2] : null;
+        if (!(r.width > 2 && r.height > 2)) return null;
+        const here = [r.left + r.width / 2, r.top + r.height / 2];
+        const before = window.__bar;
+        window.__bar = here;
+        return before && before[0] === here[0] && before[1] === here[1] ? here : null;
     }
     return null;
 }"""
