@@ -21,34 +21,17 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them
     from .records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenCaptureSnapshot, TokenEntry
     from .rollout import RolloutResult, build_rollout
 
-_HOMES = {
-    "TerminalAttribution": "attribution",
-    "attribute_terminal": "attribution",
-    "BuildNotes": "builder",
-    "BuildOutput": "builder",
-    "Chain": "builder",
-    "ChainLink": "builder",
-    "prefix_merging": "builder",
-    "run_builder": "builder",
-    "Break": "diagnosis",
-    "diagnose": "diagnosis",
-    "compute_digest": "digest",
-    "FinalResponses": "loading",
-    "LoadError": "loading",
-    "load_final_responses": "loading",
-    "load_snapshots": "loading",
-    "LossMask": "lossmask",
-    "loss_mask": "lossmask",
-    "assert_prefix_contiguity": "projection",
-    "project_chain_to_output_items": "projection",
-    "project_main_chain_response": "projection",
-    "EngineRefusalRecord": "records",
-    "ParentResolutionStatus": "records",
-    "RecordError": "records",
-    "TokenCaptureSnapshot": "records",
-    "TokenEntry": "records",
-    "RolloutResult": "rollout",
-    "build_rollout": "rollout",
+_HOMES = {  # submodule -> the public names it defines (the imports above)
+    "attribution": ("TerminalAttribution", "attribute_terminal"),
+    "builder": ("BuildNotes", "BuildOutput", "Chain", "ChainLink", "prefix_merging", "run_builder"),
+    "diagnosis": ("Break", "diagnose"),
+    "digest": ("compute_digest",),
+    "loading": ("FinalResponses", "LoadError", "load_final_responses", "load_snapshots"),
+    "lossmask": ("LossMask", "loss_mask"),
+    "projection": ("assert_prefix_contiguity", "project_chain_to_output_items", "project_main_chain_response"),
+    "records": ("EngineRefusalRecord", "ParentResolutionStatus", "RecordError", "TokenCaptureSnapshot",
+                "TokenEntry"),
+    "rollout": ("RolloutResult", "build_rollout"),
 }
 
 __getattr__ = lazy_names(__name__, _HOMES)

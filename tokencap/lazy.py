@@ -15,25 +15,25 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
-def lazy_names(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package`` that imports ``homes[name]`` (a submodule's
-    name, relative) on first use of ``name``."""
+def lazy_names(package: str, names: Mapping[str, Iterable[str]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: ``names`` maps each submodule (relative) to
+    the public names it defines, and the first use of one of them imports that submodule."""
+    home_of = {name: home for home, held in names.items() for name in held}
 
     def __getattr__(name: str) -> Any:
-        home = homes.get(name)
+        home = home_of.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module = importlib.import_module(f".{home}", package)
         namespace = sys.modules[package].__dict__
         # Importing the submodule binds the package attribute of its own name to it; the
         # public names bound here (a function named like its module among them) win.
-        for other, other_home in homes.items():
-            if other_home == home:
-                namespace[other] = getattr(module, other)
+        for other in names[home]:
+            namespace[other] = getattr(module, other)
         return namespace[name]
 
     return __getattr__

@@ -34,34 +34,15 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them
     from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
     from .text import TokenizerError, load_tokenizer
 
-_HOMES = {
-    "Alignment": "alignment",
-    "Span": "alignment",
-    "align": "alignment",
-    "BREAK_KINDS": "breaks",
-    "RELATIONS": "breaks",
-    "CAUSES": "causes",
-    "DIVERGENCE_KINDS": "causes",
-    "EVIDENCE_CAUSES": "causes",
-    "HINTS": "causes",
-    "cause_order": "causes",
-    "DELIVERED_BY": "delivered",
-    "delivered_by": "delivered",
-    "delivered_mask_sample": "delivered",
-    "trained_in_doubt": "delivered",
-    "diagnose": "explain",
-    "span_texts": "explain",
-    "EVIDENCE_FIELDS": "evidence",
-    "HarnessEvidence": "evidence",
-    "parse_evidence": "evidence",
-    "BREAK_FIELDS": "model",
-    "MAX_DIVERGENCES": "model",
-    "Break": "model",
-    "BreakFacts": "model",
-    "Divergence": "model",
-    "break_facts": "model",
-    "TokenizerError": "text",
-    "load_tokenizer": "text",
+_HOMES = {  # submodule -> the public names it defines (the imports above)
+    "alignment": ("Alignment", "Span", "align"),
+    "breaks": ("BREAK_KINDS", "RELATIONS"),
+    "causes": ("CAUSES", "DIVERGENCE_KINDS", "EVIDENCE_CAUSES", "HINTS", "cause_order"),
+    "delivered": ("DELIVERED_BY", "delivered_by", "delivered_mask_sample", "trained_in_doubt"),
+    "explain": ("diagnose", "span_texts"),
+    "evidence": ("EVIDENCE_FIELDS", "HarnessEvidence", "parse_evidence"),
+    "model": ("BREAK_FIELDS", "MAX_DIVERGENCES", "Break", "BreakFacts", "Divergence", "break_facts"),
+    "text": ("TokenizerError", "load_tokenizer"),
 }
 
 __getattr__ = lazy_names(__name__, _HOMES)

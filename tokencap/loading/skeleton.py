@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from .wire import skip_blank
+
 CUT_ABOVE = 1 << 20
 """Texts (bytes) above which token arrays are cut out before the typed decode. Below it the
 searches cost more than the numbers they save checking (a zip of small snapshots)."""
@@ -40,19 +42,11 @@ searches cost more than the numbers they save checking (a zip of small snapshots
 TOKEN_ARRAY_FIELDS = ("prompt_token_ids", "generation_token_ids")
 _KEY_END = b'_token_ids"'
 _KEY_STARTS = (b'"prompt', b'"generation')
-_BLANK = b" \t\r\n"
 _EMPTY = b"[]"
 
 
 def _address(buffer: Any) -> int:
     return np.frombuffer(buffer, dtype=np.uint8).ctypes.data
-
-
-def _skip_blank(data: bytes | mmap.mmap, pos: int) -> int:
-    n = len(data)
-    while pos < n and data[pos] in _BLANK:
-        pos += 1
-    return pos
 
 
 def may_cut(data: object) -> bool:
@@ -74,10 +68,10 @@ def cut_token_arrays(data: bytes | bytearray | mmap.mmap | memoryview) -> tuple[
     while found >= 0:
         after = found + len(_KEY_END)
         open_at = -1
-        if data[found - 7:found] == _KEY_STARTS[0] or data[found - 11:found] == _KEY_STARTS[1]:
-            colon = _skip_blank(data, after)
+        if any(data[found - len(start):found] == start for start in _KEY_STARTS):
+            colon = skip_blank(data, after)
             if colon < len(data) and data[colon] == 58:  # ':'
-                open_at = _skip_blank(data, colon + 1)
+                open_at = skip_blank(data, colon + 1)
                 if open_at >= len(data) or data[open_at] != 91:  # '['
                     open_at = -1
         if open_at >= 0:

@@ -299,7 +299,7 @@ before it is parsed; a shorter one is parsed whole and compared as tokens, which
 less than the match."""
 
 
-def _skip_ws(data: bytes | memoryview, pos: int) -> int:
+def skip_blank(data: bytes | memoryview, pos: int) -> int:
     n = len(data)
     while pos < n and data[pos] in _WHITESPACE:
         pos += 1
@@ -325,16 +325,16 @@ def _match_segments(text: _Text, segments: Iterable[_Text]) -> tuple[bytes, int]
         n = seg.body_len
         if n <= 0:
             continue
-        pos = _skip_ws(data, pos)
+        pos = skip_blank(data, pos)
         if not first:
             if pos >= size or data[pos] != 44:  # ','
                 return None
-            pos = _skip_ws(data, pos + 1)
+            pos = skip_blank(data, pos + 1)
         if pos + n > size or not data.startswith(seg.view[seg.start: seg.end], pos):
             return None
         pos += n
         first = False
-    end = _skip_ws(data, pos)
+    end = skip_blank(data, pos)
     if end >= size or data[end] not in b",]":
         return None
     return data, pos
@@ -492,7 +492,7 @@ class RecordDecoder:
             matched = _match_segments(prompt_text, parent.texts())
             if matched is not None:
                 data, end = matched
-                rest_start = _skip_ws(data, end)
+                rest_start = skip_blank(data, end)
                 if data[rest_start] == 93:  # ']': nothing beyond the parent
                     rest = np.zeros(0, dtype=TOKEN_DTYPE)
                 else:  # ',' then the new tokens: parse just those

@@ -20,11 +20,13 @@ ENGINES = ("local", "ray")
 """Where a run's shards can be worked (`engines`): named here, so a command's options list
 them without importing the process pool."""
 
-_LAZY = {
-    "default_workers": "engines", "LINK_NOTES": "rows", "REASON_COLUMNS": "rows",
-    "RunSummary": "scan", "export": "scan", "read_current_scan": "scan", "read_scan": "scan", "scan": "scan", "scan_batches": "scan",
-    "scan_table": "scan", "table_of_snapshots": "scan", "COLUMNS": "table", "SCHEMA": "table",
-    "RECORD_COLUMNS": "table", "RunDiff": "diff", "diff_tables": "diff",
+_LAZY = {  # submodule -> its names, imported on first use
+    "engines": ("default_workers",),
+    "rows": ("LINK_NOTES", "REASON_COLUMNS"),
+    "scan": ("RunSummary", "export", "read_current_scan", "read_scan", "scan", "scan_batches", "scan_table",
+             "table_of_snapshots"),
+    "table": ("COLUMNS", "SCHEMA", "RECORD_COLUMNS"),
+    "diff": ("RunDiff", "diff_tables"),
 }
 
 

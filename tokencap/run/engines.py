@@ -30,7 +30,6 @@ from .errors import EngineUnavailable, WorkerCrashed
 T = TypeVar("T")
 
 
-
 def default_workers() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))

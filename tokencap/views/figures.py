@@ -26,18 +26,12 @@ def validated(fig: go.Figure) -> go.Figure:
     return go.Figure(fig.to_dict())
 
 
-def Figure() -> go.Figure:  # noqa: N802 -- stands in for go.Figure
-    """An empty ``go.Figure`` whose traces and layout updates are not validated."""
-    return go.Figure(_validate=False)
-
-
 def unvalidated(fig: go.Figure) -> go.Figure:
     """``fig`` (from ``make_subplots``, say) with validation off for what is added to it from now on."""
     fig._validate = False
     return fig
 
 
-Scatter = partial(go.Scatter, _validate=False)
 Heatmap = partial(go.Heatmap, _validate=False)
 Bar = partial(go.Bar, _validate=False)
-"""Trace constructors without validation, for figures built trace by trace."""
+"""Trace constructors without validation, for the subplot figures built trace by trace."""

@@ -169,10 +169,10 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
         starts = np.array([s for s, _ in segs])
         widths = np.array([e - s for s, e in segs])
         fig.add_trace(Bar(y=[rows[r]] * len(segs), x=widths, base=starts, orientation="h",
-                             marker={"color": colours[what], "line": {"width": 0}},
-                             customdata=np.column_stack((starts, starts + widths - 1)),
-                             hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
-                                           "<extra></extra>", showlegend=False), row=1, col=1)
+                          marker={"color": colours[what], "line": {"width": 0}},
+                          customdata=np.column_stack((starts, starts + widths - 1)),
+                          hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
+                                        "<extra></extra>", showlegend=False), row=1, col=1)
     if not d.identical:
         total = max(d.len_a, d.len_b, 1)
         fig.add_vline(x=d.agree, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
@@ -198,9 +198,9 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
     scale = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
              [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
     fig.add_trace(Heatmap(z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
-                             showscale=False, text=text, texttemplate="%{text}",
-                             textfont={"size": 10, "color": "#111827"}, hovertext=hover,
-                             hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2), row=2, col=1)
+                          showscale=False, text=text, texttemplate="%{text}",
+                          textfont={"size": 10, "color": "#111827"}, hovertext=hover,
+                          hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2), row=2, col=1)
     # The toolbar stands in the right margin (vertical), so it never covers the "first difference"
     # label, which sits above the top row wherever the difference is.
     fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": MODEBAR_MARGIN, "t": 24, "b": 30},

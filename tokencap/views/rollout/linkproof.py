@@ -203,10 +203,10 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
         starts = np.array([a for a, _ in spans])
         widths = np.array([b - a for a, b in spans])
         fig.add_trace(Bar(y=[rows_short[r]] * len(spans), x=widths, base=starts, orientation="h",
-                             marker={"color": colour, "line": {"width": 0}},
-                             customdata=np.column_stack((starts, starts + widths - 1)),
-                             hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
-                                           "<extra></extra>", showlegend=False), row=1, col=1)
+                          marker={"color": colour, "line": {"width": 0}},
+                          customdata=np.column_stack((starts, starts + widths - 1)),
+                          hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
+                                        "<extra></extra>", showlegend=False), row=1, col=1)
     mark = n_parent if proof.holds else agree
     label = f"parent ends at {n_parent:,}" if proof.holds else f"first difference at {agree:,}"
     fig.add_vline(x=mark, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
@@ -243,9 +243,9 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
     colours = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
                [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
     fig.add_trace(Heatmap(z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
-                             showscale=False, text=text, texttemplate="%{text}",
-                             textfont={"size": 10, "color": "#111827"},
-                             hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
+                          showscale=False, text=text, texttemplate="%{text}",
+                          textfont={"size": 10, "color": "#111827"},
+                          hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
                   row=2, col=1)
     fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
                       barmode="overlay")
@@ -403,8 +403,8 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
                [0.45, "#fecaca"], [0.7, "#fecaca"], [0.7, "#fde68a"], [0.85, "#fde68a"], [0.85, "#bfdbfe"],
                [1.0, "#bfdbfe"]]
     fig.add_trace(Heatmap(z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
-                             text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
-                             hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
+                          text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
+                          hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
                   row=2, col=1)
     fig.update_layout(**style.BASE_LAYOUT, height=260, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
                       barmode="overlay")
