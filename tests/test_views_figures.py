@@ -78,3 +78,29 @@ def test_a_misspelt_property_fails_the_validated_build() -> None:
     bad = figures.as_figure({"data": [{"type": "scatter", "x": [1], "y": [1], "markr": {"size": 3}}], "layout": {}})
     with pytest.raises(ValueError, match="markr"):
         figures.validated(bad)
+
+
+def test_a_stack_lays_out_its_rows_as_make_subplots_does() -> None:
+    from plotly.subplots import make_subplots
+
+    stack = figures.Stack((0.45, 0.55), 0.22)
+    stack.add("bar", 1, x=[3, 4], base=[0, 3], y=["a", "a"], orientation="h")
+    stack.add("heatmap", 2, z=[[1.0, 2.0]], x=[0, 1], y=["b"], showscale=False)
+    stack.vline(2, 1, {"color": "#111827", "width": 2, "dash": "dot"})
+    stack.annotate(x=2, y=1.0, xref="x", yref="y domain", text="here", showarrow=False)
+    stack.xaxis(1, range=[0, 8], showgrid=False, dtick=None)
+    stack.yaxis(2, autorange="reversed")
+    fig = stack.figure(height=260, bargap=0.35)
+
+    plain = make_subplots(rows=2, cols=1, row_heights=[0.45, 0.55], vertical_spacing=0.22)
+    plain.add_trace(go.Bar(x=[3, 4], base=[0, 3], y=["a", "a"], orientation="h"), row=1, col=1)
+    plain.add_trace(go.Heatmap(z=[[1.0, 2.0]], x=[0, 1], y=["b"], showscale=False), row=2, col=1)
+    plain.add_vline(x=2, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+    plain.add_annotation(x=2, y=1.0, xref="x", yref="y domain", text="here", showarrow=False, row=1, col=1)
+    plain.update_xaxes(range=[0, 8], showgrid=False, row=1, col=1)
+    plain.update_yaxes(autorange="reversed", row=2, col=1)
+    plain.update_layout(height=260, bargap=0.35)
+    assert _json(fig) == _json(plain)
+    _same_when_validated(fig)
+    # Each stack has axes of its own: one stack's axis properties never reach the next.
+    assert "range" not in figures.Stack((0.45, 0.55), 0.22).axes["xaxis"]

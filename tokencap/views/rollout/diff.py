@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import style
-from ..figures import Bar, Heatmap, unvalidated
+from ..figures import Stack
 from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, agreement_runs, cell_labels, leading_agreement
 from ..model import RolloutView
 from ..text import fmt_int, html_text
@@ -152,10 +152,8 @@ MODEBAR_MARGIN = 40
 def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", decode: Any = None) -> go.Figure:
     """Both delivered sequences on one axis (green: same token, red: different, grey: only one side
     has it) and the tokens around the first difference as cells."""
-    from plotly.subplots import make_subplots
-
     rows = [html_text(label_a, 40), html_text(label_b, 40)]
-    fig = unvalidated(make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2))
+    fig = Stack((0.42, 0.58), 0.2)
     overlap = min(d.len_a, d.len_b)
     spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for start, end, same in d.runs:
@@ -168,17 +166,17 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
     for (r, what), segs in spans.items():
         starts = np.array([s for s, _ in segs])
         widths = np.array([e - s for s, e in segs])
-        fig.add_trace(Bar(y=[rows[r]] * len(segs), x=widths, base=starts, orientation="h",
-                          marker={"color": colours[what], "line": {"width": 0}},
-                          customdata=np.column_stack((starts, starts + widths - 1)),
-                          hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
-                                        "<extra></extra>", showlegend=False), row=1, col=1)
+        fig.add("bar", 1, y=[rows[r]] * len(segs), x=widths, base=starts.tolist(), orientation="h",
+                marker={"color": colours[what], "line": {"width": 0}},
+                customdata=np.column_stack((starts, starts + widths - 1)),
+                hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<extra></extra>",
+                showlegend=False)
     if not d.identical:
         total = max(d.len_a, d.len_b, 1)
-        fig.add_vline(x=d.agree, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
-        fig.add_annotation(x=d.agree, y=1.0, xref="x", yref="y domain", showarrow=False, yanchor="bottom",
-                           xanchor="right" if d.agree > 0.6 * total else "left",
-                           text=f"first difference at {d.agree:,}", font={"size": 11}, row=1, col=1)
+        fig.vline(d.agree, 1, {"color": "#111827", "width": 2, "dash": "dot"})
+        fig.annotate(x=d.agree, y=1.0, xref="x", yref="y domain", showarrow=False, yanchor="bottom",
+                     xanchor="right" if d.agree > 0.6 * total else "left",
+                     text=f"first difference at {d.agree:,}", font={"size": 11})
     start, end = d.window
     width = end - start
     z = np.full((2, width), np.nan)
@@ -197,20 +195,18 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
             hover[r][i] = f"pos {start + i:,} · token {tok}"
     scale = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
              [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
-    fig.add_trace(Heatmap(z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
-                          showscale=False, text=text, texttemplate="%{text}",
-                          textfont={"size": 10, "color": "#111827"}, hovertext=hover,
-                          hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2), row=2, col=1)
+    fig.add("heatmap", 2, z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
+            showscale=False, text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
+            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2)
     # The toolbar stands in the right margin (vertical), so it never covers the "first difference"
     # label, which sits above the top row wherever the difference is.
-    fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": MODEBAR_MARGIN, "t": 24, "b": 30},
+    fig.xaxis(1, range=[0, max(d.len_a, d.len_b, 1) * 1.01 + 1], showgrid=False, tickformat=",d")
+    fig.xaxis(2, title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}},
+              dtick=1 if width <= 20 else None, tickformat=",d")
+    fig.yaxis(1, autorange="reversed")
+    fig.yaxis(2, autorange="reversed")
+    return fig.figure(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": MODEBAR_MARGIN, "t": 24, "b": 30},
                       bargap=0.35, barmode="overlay", modebar={"orientation": "v"})
-    fig.update_xaxes(range=[0, max(d.len_a, d.len_b, 1) * 1.01 + 1], row=1, col=1, showgrid=False, tickformat=",d")
-    fig.update_xaxes(title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}}, row=2,
-                     col=1, dtick=1 if width <= 20 else None, tickformat=",d")
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_yaxes(autorange="reversed", row=2, col=1)
-    return fig
 
 
 # --------------------------------------------------------------------------- the Compare tab's words

@@ -26,7 +26,7 @@ import plotly.graph_objects as go
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from .. import style
-from ..figures import Bar, Heatmap, unvalidated
+from ..figures import Stack
 from ..model import RolloutView
 from ..text import html_text
 
@@ -179,9 +179,7 @@ def cell_labels(tokens: np.ndarray, decode: Callable[[int], str] | None = None) 
 
 def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -> go.Figure:
     """The aligned strip: both sequences as bars (top), the window's token cells (bottom)."""
-    from plotly.subplots import make_subplots
-
-    fig = unvalidated(make_subplots(rows=2, cols=1, row_heights=[0.42, 0.58], vertical_spacing=0.2))
+    fig = Stack((0.42, 0.58), 0.2)
     rows = [f"{proof.relation} {proof.parent}", f"this call {proof.child}"]
     rows_short = [html_text(r, 40) for r in rows]
     n_parent, n_child, agree = proof.parent_len, proof.prompt_len, proof.agree
@@ -202,17 +200,17 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
         colour = colour_of.get(what, DIFFER if r == 0 else ONLY_CHILD)
         starts = np.array([a for a, _ in spans])
         widths = np.array([b - a for a, b in spans])
-        fig.add_trace(Bar(y=[rows_short[r]] * len(spans), x=widths, base=starts, orientation="h",
-                          marker={"color": colour, "line": {"width": 0}},
-                          customdata=np.column_stack((starts, starts + widths - 1)),
-                          hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
-                                        "<extra></extra>", showlegend=False), row=1, col=1)
+        fig.add("bar", 1, y=[rows_short[r]] * len(spans), x=widths, base=starts.tolist(), orientation="h",
+                marker={"color": colour, "line": {"width": 0}},
+                customdata=np.column_stack((starts, starts + widths - 1)),
+                hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
+                              "<extra></extra>", showlegend=False)
     mark = n_parent if proof.holds else agree
     label = f"parent ends at {n_parent:,}" if proof.holds else f"first difference at {agree:,}"
-    fig.add_vline(x=mark, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+    fig.vline(mark, 1, {"color": "#111827", "width": 2, "dash": "dot"})
     right = mark > 0.6 * max(n_parent, n_child, 1)
-    fig.add_annotation(x=mark, y=1.0, yref="y domain", xref="x", text=html_text(label), showarrow=False,
-                       yanchor="bottom", xanchor="right" if right else "left", font={"size": 11}, row=1, col=1)
+    fig.annotate(x=mark, y=1.0, yref="y domain", xref="x", text=html_text(label), showarrow=False,
+                 yanchor="bottom", xanchor="right" if right else "left", font={"size": 11})
 
     # Token cells of the window.
     start, end = proof.window
@@ -242,19 +240,16 @@ def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -
             hover[r][i] = f"pos {pos:,} · token {tok}" + (f" · {html_text(lab[i], 40)}" if decode else "")
     colours = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
                [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
-    fig.add_trace(Heatmap(z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
-                          showscale=False, text=text, texttemplate="%{text}",
-                          textfont={"size": 10, "color": "#111827"},
-                          hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
-                  row=2, col=1)
-    fig.update_layout(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
+    fig.add("heatmap", 2, z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
+            showscale=False, text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
+            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2)
+    fig.xaxis(1, range=[0, max(n_parent, n_child) * 1.01 + 1], showgrid=False, tickformat=",d")
+    fig.xaxis(2, title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}},
+              dtick=1 if width <= 20 else None, tickformat=",d")
+    fig.yaxis(1, autorange="reversed")
+    fig.yaxis(2, autorange="reversed")
+    return fig.figure(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
                       barmode="overlay")
-    fig.update_xaxes(range=[0, max(n_parent, n_child) * 1.01 + 1], row=1, col=1, showgrid=False, tickformat=",d")
-    fig.update_xaxes(title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}}, row=2,
-                     col=1, dtick=1 if width <= 20 else None, tickformat=",d")
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_yaxes(autorange="reversed", row=2, col=1)
-    return fig
 
 
 # --------------------------------------------------------------------------- a break against its predecessor (SPEC 12)
@@ -351,9 +346,7 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
     """Both sequences as bars on one position axis, green where aligned and each divergence marked
     (dropped red, inserted blue, replaced amber); below, the tokens around the first divergence on
     each side (decoded when ``decode`` is given)."""
-    from plotly.subplots import make_subplots
-
-    fig = unvalidated(make_subplots(rows=2, cols=1, row_heights=[0.45, 0.55], vertical_spacing=0.22))
+    fig = Stack((0.45, 0.55), 0.22)
     rows = [html_text(f"predecessor {proof.parent}", 40), html_text(f"this call {proof.child}", 40)]
     for r, (side, length) in enumerate((("parent", proof.parent_len), ("prompt", proof.prompt_len))):
         marked = sorted((s for s in proof.spans if s.side == side), key=lambda s: s.start)
@@ -373,13 +366,13 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
             starts = np.array([a for a, _, _ in items])
             widths = np.array([b - a for a, b, _ in items])
             what = SPAN_WORDS.get(kind, "aligned with the other sequence")
-            fig.add_trace(Bar(
-                y=[rows[r]] * len(items), x=widths, base=starts, orientation="h",
+            fig.add(
+                "bar", 1, y=[rows[r]] * len(items), x=widths, base=starts.tolist(), orientation="h",
                 marker={"color": SPAN.get(kind, AGREE), "line": {"width": 0}}, name=kind, showlegend=False,
                 customdata=np.column_stack((starts, starts + widths - 1, [html_text(c) for _, _, c in items])),
                 hovertemplate=f"<b>{kind}</b>: {html_text(what)}<br>positions %{{customdata[0]:,}}–"
-                              "%{customdata[1]:,}<br>%{customdata[2]}<extra></extra>"), row=1, col=1)
-    fig.add_vline(x=proof.agree, line={"color": "#111827", "width": 2, "dash": "dot"}, row=1, col=1)
+                              "%{customdata[1]:,}<br>%{customdata[2]}<extra></extra>")
+    fig.vline(proof.agree, 1, {"color": "#111827", "width": 2, "dash": "dot"})
     # The tokens around the first divergence, each side from its own position.
     width = max(proof.parent_window[1] - proof.parent_window[0], proof.prompt_window[1] - proof.prompt_window[0])
     z = np.full((2, width), np.nan)
@@ -402,17 +395,14 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
     colours = [[0.0, CELL["absent"]], [0.2, CELL["absent"]], [0.2, CELL["agree"]], [0.45, CELL["agree"]],
                [0.45, "#fecaca"], [0.7, "#fecaca"], [0.7, "#fde68a"], [0.85, "#fde68a"], [0.85, "#bfdbfe"],
                [1.0, "#bfdbfe"]]
-    fig.add_trace(Heatmap(z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
-                          text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
-                          hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2),
-                  row=2, col=1)
-    fig.update_layout(**style.BASE_LAYOUT, height=260, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
+    fig.add("heatmap", 2, z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
+            text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
+            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2)
+    fig.xaxis(1, range=[0, max(proof.parent_len, proof.prompt_len) * 1.01 + 1], showgrid=False, tickformat=",d")
+    fig.xaxis(2, title={"text": f"tokens around the first divergence: predecessor from {proof.parent_window[0]:,}, "
+                                f"this prompt from {proof.prompt_window[0]:,}", "font": {"size": 10}},
+              showticklabels=False)
+    fig.yaxis(1, autorange="reversed")
+    fig.yaxis(2, autorange="reversed")
+    return fig.figure(**style.BASE_LAYOUT, height=260, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
                       barmode="overlay")
-    fig.update_xaxes(range=[0, max(proof.parent_len, proof.prompt_len) * 1.01 + 1], row=1, col=1, showgrid=False,
-                     tickformat=",d")
-    fig.update_xaxes(title={"text": f"tokens around the first divergence: predecessor from {proof.parent_window[0]:,}, "
-                                    f"this prompt from {proof.prompt_window[0]:,}", "font": {"size": 10}},
-                     showticklabels=False, row=2, col=1)
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_yaxes(autorange="reversed", row=2, col=1)
-    return fig
