@@ -275,24 +275,29 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
 def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
     import tokencap.views.model as model_module
 
+    import threading
+
     st.cache_resource.clear()
-    calls: list[str | None] = []
+    every: list[tuple[str, int, str | None]] = []  # (thread, snapshot, anchor) of each build
     real = model_module.build_rollout
 
     def counting(snapshot, terminal_call_id=None, model="", final_response=None):
-        calls.append(terminal_call_id)
+        every.append((threading.current_thread().name, id(snapshot), terminal_call_id))
         return real(snapshot, terminal_call_id=terminal_call_id, model=model, final_response=final_response)
+
+    def page_builds() -> list[str | None]:  # the script's own; the Compare tab's are made ahead in a thread
+        return [anchor for thread, _, anchor in every if thread != "tokencap-prefetch-compare"]
 
     monkeypatch.setattr(model_module, "build_rollout", counting)
     at = open_app(monkeypatch, str(SAMPLES / "multi_rollout_entries.jsonl"))
-    assert len(calls) == 3  # each rollout built once, up front, for its verdict
+    assert len(page_builds()) == 3  # each rollout built once, up front, for its verdict
     for key in rollout_keys(src.source_from_path(SAMPLES / "multi_rollout_entries.jsonl")):
         at.selectbox(key="rollout").set_value(key)
         rerun(at)
         for tab in ("Loss mask", "Verdicts", "Call tree"):
             rerun(at, tab)
     rerun(at)
-    assert len(calls) == 3
+    assert len(page_builds()) == 3
     # Anchoring builds once more, and only once.
     rerun(at, "Export")
     anchor = next(s for s in at.selectbox if s.key.startswith("anchor_w:"))
@@ -301,7 +306,14 @@ def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
     rerun(at)
     rerun(at, "Call tree")
     rerun(at, "Export")
-    assert len(calls) == 4 and calls[-1] == first_call
+    for thread in threading.enumerate():
+        if thread.name == "tokencap-prefetch-compare":
+            thread.join(timeout=TIMEOUT)
+    # Built once: by the page, or ahead of it when it is the Compare tab's second anchor.
+    assert page_builds().count(first_call) <= 1 and any(anchor == first_call for _, _, anchor in every)
+    assert [anchor for anchor in page_builds() if anchor != first_call] == [None] * 3
+    # Nothing, in the script or ahead of it, is built twice.
+    assert len({(snap, anchor) for _, snap, anchor in every}) == len(every)
 
 
 def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):

@@ -1,11 +1,11 @@
 """The Rollout page: one rollout's call tree, loss mask, verdicts and export.
 
 Run through `app.py` (the navigation entry point). This file is the page's frame (the
-placeholders, the rollout shown, the tabs); its parts sit beside it: `rollout_sources`
-(sidebar sources, final responses, loading), `rollout_url` (links in and out),
-`rollout_banner` (title and verdict), `rollout_triage` (back to the run, previous / next) and
-the tabs (`rollout_tree`, `rollout_tabs`, `rollout_export`). They only lay out widgets and
-keep session state. Every fact and decision on the page comes from `tokencap.views`
+placeholders, the rollout shown, the tabs); its parts sit beside it in `app_pages/rollout/`:
+`sources` (sidebar sources, final responses, loading), `url` (links in and out), `banner`
+(title and verdict), `triage` (back to the run, previous / next), the tabs (`tree`, `tabs`,
+`export`, with `common`) and `prefetch` (the Compare tab's builds, made ahead). They only lay
+out widgets and keep session state. Every fact and decision on the page comes from `tokencap.views`
 (frames, figures, plain data), which is unit-tested without Streamlit. Text from the
 capture is shown with plain-text elements, or escaped (`md_escape`, `md_frame`) where it
 must sit in a heading, a message or a Markdown table; nothing renders HTML.
@@ -52,6 +52,7 @@ from app_pages.rollout import tabs as tabs_part
 from app_pages.rollout import tree as tree_tab
 from app_pages.rollout.banner import show_banner
 from app_pages.rollout.common import sidebar_tokenizer
+from app_pages.rollout.prefetch import prefetch_compare
 from app_pages.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
                                        sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
 from app_pages.rollout.triage import show_triage
@@ -203,6 +204,10 @@ def show_tabs(c: TabsContext) -> None:
             STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
         # The selected call and the loss-mask window, when a click in the tab moved them.
         write_url_state(current_view_state(view, ref, rk))
+        if STATE.get("tab") != "Compare":  # its builds, made while the reader is here
+            ls = c.by_key[ref.source_key]
+            prefetch_compare(c.base, view.anchor, rk, lambda a: c.view_of(ls, ref.index, a),
+                             STATE.setdefault("compare_prefetched", set()))
 
 
 main()
