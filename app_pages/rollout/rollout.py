@@ -4,8 +4,9 @@ Run through `app.py` (the navigation entry point). This file is the page's frame
 placeholders, the rollout shown, the tabs); its parts sit beside it in `app_pages/rollout/`:
 `sources` (sidebar sources, final responses, loading), `url` (links in and out), `banner`
 (title and verdict), `triage` (back to the run, previous / next), the tabs (`tree`, `tabs`,
-`export`, with `common`) and `prefetch` (the Compare tab's builds, made ahead). They only lay
-out widgets and keep session state. Every fact and decision on the page comes from `tokencap.views`
+`export`, with `common`), `prefetch` (the Compare tab's builds, made ahead) and `warm` (this
+page's imports, made while the Run page is read; called by `app.py`). They only lay out widgets
+and keep session state. Every fact and decision on the page comes from `tokencap.views`
 (frames, figures, plain data), which is unit-tested without Streamlit. Text from the
 capture is shown with plain-text elements, or escaped (`md_escape`, `md_frame`) where it
 must sit in a heading, a message or a Markdown table; nothing renders HTML.

@@ -177,9 +177,15 @@ def cell_labels(tokens: np.ndarray, decode: Callable[[int], str] | None = None) 
     return out
 
 
+PROOF_ROWS = ((0.42, 0.58), 0.2)
+"""The link proof's two rows (both sequences as bars; the window's token cells): heights, spacing."""
+BREAK_ROWS = ((0.45, 0.55), 0.22)
+"""The break proof's two rows, the same way."""
+
+
 def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -> go.Figure:
     """The aligned strip: both sequences as bars (top), the window's token cells (bottom)."""
-    fig = Stack((0.42, 0.58), 0.2)
+    fig = Stack(*PROOF_ROWS)
     rows = [f"{proof.relation} {proof.parent}", f"this call {proof.child}"]
     rows_short = [html_text(r, 40) for r in rows]
     n_parent, n_child, agree = proof.parent_len, proof.prompt_len, proof.agree
@@ -346,7 +352,7 @@ def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = 
     """Both sequences as bars on one position axis, green where aligned and each divergence marked
     (dropped red, inserted blue, replaced amber); below, the tokens around the first divergence on
     each side (decoded when ``decode`` is given)."""
-    fig = Stack((0.45, 0.55), 0.22)
+    fig = Stack(*BREAK_ROWS)
     rows = [html_text(f"predecessor {proof.parent}", 40), html_text(f"this call {proof.child}", 40)]
     for r, (side, length) in enumerate((("parent", proof.parent_len), ("prompt", proof.prompt_len))):
         marked = sorted((s for s in proof.spans if s.side == side), key=lambda s: s.start)
