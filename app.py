@@ -23,7 +23,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.rollout.warm import warm_rollout_page
+from app_pages.rollout.warm import warm_server
 from tokencap.views import trace
 from tokencap.views.run.source import app_arguments
 
@@ -57,4 +57,4 @@ if ROLLOUT_FIRST and current is RUN_PAGE and not st.session_state.get("_rollout_
 st.session_state["_rollout_first_done"] = True
 with trace.span("script"):  # TOKENCAP_APP_TRACE=FILE: a line per script run (a fragment's rerun has none)
     current.run()
-warm_rollout_page()  # once per server: the Rollout page's imports, made while the reader is on this page
+warm_server()  # once per server, in a thread: the Rollout page's imports; what is loaded, frozen out of GC walks

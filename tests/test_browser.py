@@ -165,9 +165,18 @@ def _click_node(page, call_key: str, chart: str = "tree") -> None:
 
 def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]:
     """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping), in the
-    plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview)."""
-    box = page.wait_for_function(  # once the chart is plotted (checked at each frame)
+    plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview):
+    once the script is idle and the node has stood at the same place for three frames. (On a busy
+    machine a point aimed at while the page still scrolls, or while Streamlit plots the chart again
+    just after mounting it, was clicked where it no longer was: the click selected nothing.)"""
+    box = page.wait_for_function(  # checked at each frame
         """([key, chart]) => {
+            const app = document.querySelector("[data-testid='stApp']");
+            const busy = document.querySelector('[data-stale="true"], [data-testid="stStatusWidget"]');
+            if (!app || app.getAttribute('data-test-script-state') !== 'notRunning' || busy) {
+                window.__aim = null;
+                return null;
+            }
             const holder = [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0];
             const gd = holder ? holder.querySelector('.js-plotly-plot')
                               : [...document.querySelectorAll('.js-plotly-plot')][0];
@@ -179,8 +188,12 @@ def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]
                     const cd = trace.customdata[i];
                     if ((Array.isArray(cd) ? cd[0] : cd) === key) {
                         const L = gd._fullLayout, r = gd.getBoundingClientRect();
-                        return [r.left + L._size.l + L.xaxis.l2p(trace.x[i]),
-                                r.top + L._size.t + L.yaxis.l2p(trace.y[i])];
+                        const p = [r.left + L._size.l + L.xaxis.l2p(trace.x[i]),
+                                   r.top + L._size.t + L.yaxis.l2p(trace.y[i])];
+                        const a = window.__aim;
+                        const same = !!a && a.key === key && a.x === p[0] && a.y === p[1];
+                        window.__aim = {key, x: p[0], y: p[1], frames: same ? a.frames + 1 : 0};
+                        return window.__aim.frames >= 3 ? p : null;
                     }
                 }
             }
