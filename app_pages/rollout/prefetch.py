@@ -31,8 +31,13 @@ def prefetch_compare(base: RolloutView, anchor: str | None, key: str, build: Cal
     if not wanted or job in started:
         return None
     started.add(job)
+    script = threading.current_thread()
 
     def run() -> None:
+        # After the script run that started it: a build holding the GIL while the run ends would delay
+        # the messages that end it (the page shows "running" longer); the script's thread ends with it.
+        if script is not threading.main_thread():
+            script.join()
         for a in wanted:
             try:
                 build(a)

@@ -35,7 +35,11 @@ _started = threading.Lock()
 _thread: threading.Thread | None = None
 
 
-def _warm() -> None:
+def _warm(script: threading.Thread) -> None:
+    # After the script run that started it (its thread ends with the run): imports holding the GIL
+    # while the run ends would delay the messages that end it.
+    if script is not threading.main_thread():
+        script.join()
     try:
         for name in ROLLOUT_PARTS:
             importlib.import_module(name)
@@ -54,6 +58,7 @@ def warm_server() -> threading.Thread:
     global _thread
     with _started:
         if _thread is None:
-            _thread = threading.Thread(target=_warm, name="tokencap-warm-server", daemon=True)
+            _thread = threading.Thread(target=_warm, args=(threading.current_thread(),), name="tokencap-warm-server",
+                                       daemon=True)
             _thread.start()
         return _thread
