@@ -13,7 +13,7 @@ validated build (20 ms a figure: a break's proof, a link's, a comparison's strip
 from __future__ import annotations
 
 import copy
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 import plotly.graph_objects as go
@@ -74,10 +74,14 @@ class Stack:
         self.annotations.append(props)
 
     def xaxis(self, row: int, **props: Any) -> None:
-        self.axes[f"xaxis{self._suffix(row)}"].update({k: v for k, v in props.items() if v is not None})
+        self._axis("xaxis", row, props)
 
     def yaxis(self, row: int, **props: Any) -> None:
-        self.axes[f"yaxis{self._suffix(row)}"].update({k: v for k, v in props.items() if v is not None})
+        self._axis("yaxis", row, props)
+
+    def _axis(self, name: str, row: int, props: dict[str, Any]) -> None:
+        """Set ``row``'s axis properties; one given as None is left out (as ``update_xaxes`` leaves it)."""
+        self.axes[f"{name}{self._suffix(row)}"].update({k: v for k, v in props.items() if v is not None})
 
     def figure(self, **layout: Any) -> go.Figure:
         """The figure, unvalidated, with ``layout`` beside the axes, lines and annotations."""

@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .. import style
-from ..figures import as_figure
+from ..figures import as_figure, trace
 from ..model import CALL
 from ..text import html_text
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
@@ -165,7 +165,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         gap = np.full(a.size, np.nan)
         xs = np.column_stack((a, a, b, b, gap)).ravel()
         ys = np.column_stack((rp, bend, turn, rc, gap)).ravel()
-        traces.append(_trace(trace_type, x=xs, y=ys, mode="lines", name=label, legendgroup="edges",
+        traces.append(trace(trace_type, x=xs, y=ys, mode="lines", name=label, legendgroup="edges",
                              legendgrouptitle={"text": "links"} if first_edge else None,
                              line={"color": colour, "dash": dash, "width": width},
                              hoverinfo="skip", connectgaps=False))
@@ -185,7 +185,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         # paint over the fills, so dense trees get none.
         rim = {"color": colour, "width": 2} if open_symbol else \
             ({"color": "#ffffff", "width": 1} if not dense else {"color": colour, "width": 0})
-        traces.append(_trace(
+        traces.append(trace(
             trace_type, x=_lanes(model, idx), y=_orders(model, idx), mode="markers", name=label, legendgroup="calls",
             legendgrouptitle={"text": "calls"} if first_node_trace else None,
             marker={"symbol": symbol, "color": colour, "size": size * factor, "line": rim},
@@ -205,7 +205,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         if not idx:
             continue
         label, colour, symbol, factor, width = OVERLAY_STYLES[flag]
-        traces.append(_trace(
+        traces.append(trace(
             trace_type, x=_lanes(model, idx), y=_orders(model, idx), mode="markers", name=label, legendgroup="marks",
             legendgrouptitle={"text": "marks"} if first_ring else None,
             marker={"symbol": symbol, "color": colour, "size": size * factor, "line": {"color": colour, "width": width}},
@@ -230,7 +230,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         headers = _stack_headers(lane_headers(model, lo, hi), x0)
         for lane, text, _ in headers:
             right = max(right, lane - 0.4 + (_text_px(text) + 8) / LANE_PX)
-        traces.append(_trace(
+        traces.append(trace(
             trace_type, x=np.array(label_lanes, dtype=float), y=_orders(model, list(visible)), mode="markers+text",
             text=[html_text(t) for t in texts], marker=_label_clearance(size), textposition="middle right",
             textfont={"size": LABEL_FONT, "family": LABEL_FAMILY, "color": "#1e293b"}, hoverinfo="skip",
@@ -253,7 +253,7 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
         if rows.size:
             xs = np.tile([x0, right, right, x0, x0, np.nan], rows.size)
             ys = (rows[:, None] + np.array([-0.5, -0.5, 0.5, 0.5, -0.5, np.nan])).ravel()
-            traces.insert(0, _trace("scatter", x=xs, y=ys, mode="none", fill="toself", fillcolor="#f8fafc",
+            traces.insert(0, trace("scatter", x=xs, y=ys, mode="none", fill="toself", fillcolor="#f8fafc",
                                     hoverinfo="skip", showlegend=False, name="row shading"))
     layout = dict(
         **style.BASE_LAYOUT,
@@ -277,11 +277,6 @@ def tree_figure(model: TreeModel, selected: str | None = None, *, webgl: bool | 
     if annotations:
         layout["annotations"] = annotations
     return as_figure({"data": traces, "layout": layout})
-
-
-def _trace(kind: str, **props: Any) -> dict[str, Any]:
-    """A trace spec of plotly type ``kind``; a property given as None is left out."""
-    return {"type": kind, **{name: value for name, value in props.items() if value is not None}}
 
 
 def _lanes(model: TreeModel, idx: Sequence[int]) -> np.ndarray:
@@ -311,7 +306,7 @@ def overview_figure(model: TreeModel, window: tuple[int, int]) -> go.Figure:
         idx = by_cat.get(cat)
         if not idx:
             continue
-        traces.append(_trace("scattergl", x=_orders(model, idx), y=-_lanes(model, idx), mode="markers", name=label,
+        traces.append(trace("scattergl", x=_orders(model, idx), y=-_lanes(model, idx), mode="markers", name=label,
                              showlegend=False,
                              marker={"color": colour, "size": 5, "symbol": "circle" if "open" not in symbol
                                      else "circle-open"},
