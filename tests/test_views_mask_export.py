@@ -17,6 +17,7 @@ from tokencap.lossmask import GENERATED, INTERSTITIAL, PROMPT
 from tokencap.rollout import build_rollout
 from tokencap.views import RolloutView
 from tokencap.views.rollout import export as ev
+from tokencap.views import style
 from tokencap.views.rollout import mask as mv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,23 +58,45 @@ def test_strip_figure_draws_one_cell_per_token_of_the_window(long_view):
     mask = long_view.mask()
     start, end = mv.page_bounds(mask, 1, 2048)
     fig = mv.strip_figure(mask, start, end, columns=64)
-    ctx, gen, ticks = fig.data
-    z_ctx, z_gen = np.array(ctx.z, dtype=float), np.array(gen.z, dtype=float)
-    assert z_ctx.shape == (32, 64)
-    flat_ctx, flat_gen = z_ctx.ravel(), z_gen.ravel()
+    cells, ticks = fig.data
+    z = np.array(cells.z, dtype=float)
+    assert z.shape == (32, 64)
+    flat = z.ravel()[: end - start]
     prov = mask.provenance[start:end]
-    # Context cells hold 0 (prompt) / 1 (interstitial); generated cells hold their log-prob, drawn over
-    # the context layer, which fills every cell of the window and alone carries the hover text.
-    assert not np.isnan(flat_ctx[: end - start]).any()
-    assert np.array_equal(flat_ctx[prov == INTERSTITIAL], np.ones(int((prov == INTERSTITIAL).sum())))
-    assert np.array_equal(np.isnan(flat_gen[: end - start]), prov != GENERATED)
-    np.testing.assert_allclose(flat_gen[prov == GENERATED], mask.log_probs[start:end][prov == GENERATED])
-    assert gen.hoverinfo == "skip" and gen.hovertext is None and np.array(ctx.hovertext).shape == (32, 64)
+    # One layer: prompt and interstitial cells hold their band's value, generated cells their log-prob
+    # placed on the generated band of the same scale; that layer alone carries the hover text.
+    assert not np.isnan(flat).any()
+    assert set(flat[prov == PROMPT]) <= {mv.STRIP_PROMPT} and set(flat[prov == INTERSTITIAL]) == {mv.STRIP_INTERSTITIAL}
+    low, high = mv.logprob_range(mask)
+    lps = mask.log_probs[start:end][prov == GENERATED]
+    expected = mv.STRIP_GENERATED_FROM + (1 - mv.STRIP_GENERATED_FROM) * np.clip((lps - low) / (high - low), 0, 1)
+    np.testing.assert_allclose(flat[prov == GENERATED], expected)
+    assert (flat[prov == GENERATED] >= mv.STRIP_GENERATED_FROM).all()
+    assert np.array(cells.hovertext).shape == (32, 64)
     # Link boundaries inside the window are ticked at their cells.
     inside = mask.link_starts[(mask.link_starts >= start) & (mask.link_starts < end)]
     assert len(ticks.x) == len(inside)
     assert list(np.array(ticks.y) * 64 + np.array(ticks.x) + 0.5 + start) == list(inside)
-    assert "pos 2,048 · token" in ctx.hovertext[0][0]
+    assert "pos 2,048 · token" in cells.hovertext[0][0]
+
+
+def test_the_strip_scale_puts_each_kind_of_cell_in_its_own_colour_band():
+    scale = mv.strip_colorscale()
+    stops = [at for at, _ in scale]
+    assert stops == sorted(stops) and stops[0] == 0 and stops[-1] == 1
+
+    def colour_at(value):  # the stop at or below value, as plotly takes a flat band's colour
+        return [c for at, c in scale if at <= value][-1]
+
+    assert colour_at(mv.STRIP_PROMPT) == style.PROMPT_COLOR
+    assert colour_at(mv.STRIP_INTERSTITIAL) == style.INTERSTITIAL_COLOR
+    values = mv.strip_values(np.array([PROMPT, INTERSTITIAL, GENERATED, GENERATED, GENERATED, GENERATED]),
+                             np.array([np.nan, np.nan, -4.0, 0.0, -99.0, np.nan]), (-4.0, 0.0))
+    np.testing.assert_allclose(values, [mv.STRIP_PROMPT, mv.STRIP_INTERSTITIAL, mv.STRIP_GENERATED_FROM, 1.0,
+                                        mv.STRIP_GENERATED_FROM, mv.STRIP_GENERATED_FROM])
+    tickvals, ticktext = mv.strip_scale_ticks((-4.0, 0.0))
+    assert ticktext[:2] == ["prompt", "interstitial"] and ticktext[-1] == "0" and tickvals[-1] == 1.0
+    assert tickvals == sorted(tickvals)
 
 
 def test_strip_of_a_short_chain_and_provenance():
