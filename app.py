@@ -23,7 +23,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.rollout.warm import warm_server
+from app_pages.rollout.warm import is_warm_up_run, warm_server
 from tokencap.views import trace
 from tokencap.views.run.source import app_arguments
 
@@ -42,12 +42,15 @@ def file_argument() -> bool:
 st.set_page_config(page_title="tokencap", page_icon="🧵", layout="wide", initial_sidebar_state="expanded")
 
 ROLLOUT_FIRST = file_argument()
+# The server's warm-up on a rollout file (no browser: see warm.is_warm_up_run) draws the Rollout page
+# in its one run, so the first visit finds the rollout loaded and built.
+WARM_UP_ON_ROLLOUT = ROLLOUT_FIRST and is_warm_up_run()
 # Run stays the default page, so every page keeps its own URL (/run is "/", /rollout is
 # always /rollout): a shared link to a rollout view works whatever the server was started on.
 RUN_PAGE = st.Page(str(PAGES_DIR / "run" / "run.py"), title="Run", icon=":material/table_chart:", url_path="run",
-                   default=True)
+                   default=not WARM_UP_ON_ROLLOUT)
 ROLLOUT_PAGE = st.Page(str(PAGES_DIR / "rollout" / "rollout.py"), title="Rollout", icon=":material/account_tree:",
-                       url_path="rollout")
+                       url_path="rollout", default=WARM_UP_ON_ROLLOUT)
 
 current = st.navigation([RUN_PAGE, ROLLOUT_PAGE])
 if ROLLOUT_FIRST and current is RUN_PAGE and not st.session_state.get("_rollout_first_done"):

@@ -32,3 +32,32 @@ print('ready')
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ready")
+
+
+def _warm_up_spans(tmp_path: Path, *args: str) -> list[str]:
+    """The spans (tokencap.views.trace) the server's warm-up run draws, started on ``args``, as
+    `tokencap app` starts it: Streamlit's script health check on, asked once, no browser."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from app_server import streamlit_app
+
+    from tokencap.cli import warm_up_app
+    from tokencap.views import trace
+
+    spans = tmp_path / "spans.tsv"
+    env = {"STREAMLIT_SERVER_SCRIPT_HEALTH_CHECK_ENABLED": "true", trace.TRACE_ENV: str(spans),
+           "TOKENCAP_CACHE_DIR": str(tmp_path / "cache")}
+    with open(tmp_path / "server.log", "wb") as log, streamlit_app(*args, log=log, env=env) as url:
+        assert warm_up_app(url), (tmp_path / "server.log").read_text()
+        return [name for name, _ in trace.read(spans)]
+
+
+def test_the_warm_up_on_a_rollout_file_draws_the_rollout_page(tmp_path: Path) -> None:
+    # A browser's first run switches to the Rollout page (a rerun); the warm-up has one run, so it draws
+    # that page itself, and the first visit finds the rollout loaded and built.
+    spans = _warm_up_spans(tmp_path, str(REPO / "sample_data" / "clean_multiturn_tools.json"))
+    assert "rollout banner" in spans, spans
+
+
+def test_the_warm_up_on_a_run_draws_the_run_page(tmp_path: Path) -> None:
+    spans = _warm_up_spans(tmp_path, str(REPO / "sample_data" / "run"))
+    assert "script" in spans and "rollout banner" not in spans, spans

@@ -18,6 +18,14 @@ that page's. Once a page has been drawn, a thread, once per server process:
 
 Nothing is shown from the thread, and nothing it does changes what a page shows: an import or
 layout that fails there is done, and its error raised, by the page as before.
+
+`is_warm_up_run` tells ``app.py`` when the run is the server's warm-up (``tokencap app`` asks for
+one as the server starts, see `tokencap.cli.warm_up_app`): Streamlit's script health check runs
+the script once in a session of its own, with no browser, and ends it when that first run ends.
+On a rollout file that run must draw the Rollout page itself: the switch to it a browser's first
+run makes (`st.switch_page`) would end the warm-up before the page ran, and the first visit paid
+for loading and building the rollout (1.2 s of a 1,500-call rollout's first render, most of it its
+digests), which the warm-up now leaves in the caches the page reads.
 """
 
 from __future__ import annotations
@@ -51,6 +59,19 @@ def _warm(script: threading.Thread) -> None:
     except Exception:  # noqa: BLE001 -- the page does it again and raises there
         pass
     gc.freeze()  # what is loaded now lives as long as the server: out of each collection's walk
+
+
+def is_warm_up_run() -> bool:
+    """True in a run of the server's warm-up: a script run whose session no browser is attached to
+    (Streamlit's script health check makes such a session; a browser's session has its client from
+    its first run on). False outside a server (``AppTest``), so tests see a browser's behaviour."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return False
+    return runtime.get_instance().get_client(ctx.session_id) is None
 
 
 def warm_server() -> threading.Thread:
