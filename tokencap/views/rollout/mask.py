@@ -182,14 +182,17 @@ interstitial one at 0.15 (flat bands of their colours, [0, 0.1) and [0.1, 0.2)),
 [0.2, 1] by its log-probability, from the low end of the range to its top."""
 
 
+def _on_generated_band(log_probs: np.ndarray, lp_range: tuple[float, float]) -> np.ndarray:
+    """Log-probabilities placed on the strip scale's generated band, clipped into ``lp_range``."""
+    low, high = lp_range
+    share = np.clip((log_probs - low) / ((high - low) or 1.0), 0.0, 1.0)
+    return STRIP_GENERATED_FROM + (1.0 - STRIP_GENERATED_FROM) * share
+
+
 def strip_values(provenance: np.ndarray, log_probs: np.ndarray, lp_range: tuple[float, float]) -> np.ndarray:
     """Each position's value on the strip's colour scale (see `STRIP_PROMPT`), by its provenance and,
     for a generated one, its log-probability clipped into ``lp_range``."""
-    low, high = lp_range
-    span = (high - low) or 1.0
-    with np.errstate(invalid="ignore"):
-        share = np.clip((np.nan_to_num(log_probs, nan=low) - low) / span, 0.0, 1.0)
-    generated = STRIP_GENERATED_FROM + (1.0 - STRIP_GENERATED_FROM) * share
+    generated = _on_generated_band(np.nan_to_num(log_probs, nan=lp_range[0]), lp_range)
     return np.where(provenance == GENERATED, generated,
                     np.where(provenance == INTERSTITIAL, STRIP_INTERSTITIAL, STRIP_PROMPT)).astype(float)
 
@@ -204,10 +207,8 @@ def strip_colorscale() -> list[list]:
 
 def strip_scale_ticks(lp_range: tuple[float, float], count: int = 4) -> tuple[list[float], list[str]]:
     """The colour bar's ticks: the two context bands by name, then ``count`` log-probs of the range."""
-    low, high = lp_range
-    values = np.linspace(low, high, count)
-    at = STRIP_GENERATED_FROM + (1.0 - STRIP_GENERATED_FROM) * (values - low) / ((high - low) or 1.0)
-    return ([STRIP_PROMPT, STRIP_INTERSTITIAL] + [float(v) for v in at],
+    values = np.linspace(*lp_range, count)
+    return ([STRIP_PROMPT, STRIP_INTERSTITIAL] + _on_generated_band(values, lp_range).tolist(),
             ["prompt", "interstitial"] + [f"{v:.1f}" if round(v, 1) else "0" for v in values])
 
 
