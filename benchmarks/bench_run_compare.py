@@ -74,16 +74,16 @@ def main() -> None:
         positions = cv.sorted_pairs(cmp, cv.passing_rows(cmp, rd.passing(cmp.a, masks_a),
                                                          rd.passing(cmp.b, masks_b)), flt)
         for x, y in cv.paired_bars(cmp, masks_a, masks_b):
-            rc.bar_figure(x, versus=y)
-        rc.bar_figure(cv.change_bars(cmp, masks_a, masks_b))
+            rc.bar_spec(x, versus=y)
+        rc.bar_spec(cv.change_bars(cmp, masks_a, masks_b))
         cv.compare_table_frame(cmp, positions)
 
     def rewards() -> None:
         for frame in (cmp.a, cmp.b):
             rw.reward_bias(frame)
             rw.group_summary(frame)
-        rw.reward_figure([("A", cmp.a), ("B", cmp.b)])
-        rw.groups_figure([("A", cmp.a), ("B", cmp.b)])
+        rw.reward_spec([("A", cmp.a), ("B", cmp.b)])
+        rw.groups_spec([("A", cmp.a), ("B", cmp.b)])
 
     figures = {
         "frame with records (run_frame)": timed(lambda: rd.run_frame(a), args.repeat),

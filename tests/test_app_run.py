@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from streamlit.proto.Block_pb2 import Block as BlockProto
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
@@ -83,9 +84,8 @@ def send_selection(at: AppTest, element, selection: dict) -> AppTest:
 
 
 def click_bar(at: AppTest, dimension: str, key: str) -> AppTest:
-    chart = next(c for c in at.get("plotly_chart") if f"run_chart:{dimension}:" in c.proto.id)
-    return send_selection(at, chart, {"points": [{"customdata": [dimension, key]}], "point_indices": [0],
-                                      "box": [], "lasso": []})
+    chart = next(c for c in at.get("vega_lite_chart") if f"run_chart:{dimension}:" in c.proto.id)
+    return send_selection(at, chart, {"pick": [{"dimension": dimension, "key": key}]})
 
 
 def run_table(at: AppTest):
@@ -167,14 +167,14 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
     assert shown_count(at) == (len(frame), len(frame))
     # The first screen: the mask-reason chart only; the other five charts open with a switch.
-    assert [c.proto.id.split(":")[1] for c in at.get("plotly_chart") if "run_chart:" in c.proto.id] == ["reasons"]
+    assert [c.proto.id.split(":")[1] for c in at.get("vega_lite_chart") if "run_chart:" in c.proto.id] == ["reasons"]
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL
 
 
 def run_chart_dimensions(at: AppTest) -> list[str]:
-    return [c.proto.id.split(":")[1] for c in at.get("plotly_chart") if "run_chart:" in c.proto.id]
+    return [c.proto.id.split(":")[1] for c in at.get("vega_lite_chart") if "run_chart:" in c.proto.id]
 
 
 def test_the_other_charts_open_with_a_switch_kept_in_the_url(monkeypatch, sample):
@@ -734,7 +734,18 @@ def test_capture_strings_on_the_run_page_are_never_markup(monkeypatch):
 
 
 def chart_ids(at: AppTest) -> list[str]:
-    return [c.proto.id for c in at.get("plotly_chart")]
+    """The ids of the page's charts: a clickable chart's own, else the keyed box holding it."""
+    out: list[str] = []
+
+    def walk(node, box: str) -> None:
+        for child in getattr(node, "children", {}).values():
+            if getattr(child, "type", None) == "vega_lite_chart":
+                out.append(child.proto.id or box)
+            proto = getattr(child, "proto", None)
+            walk(child, getattr(proto, "id", "") or box if isinstance(proto, BlockProto) else box)
+
+    walk(at._tree, "")
+    return out
 
 
 def texts(at: AppTest) -> str:
@@ -824,9 +835,8 @@ def test_comparing_with_the_sample_after_fix_shows_both_runs_and_filters_by_chan
     assert (pairs.value["verdict A"] == "masked").all() and (pairs.value["verdict B"] == "trainable").all()
     assert at.query_params["run_change"] == "fixed" and at.query_params["run_vs"] == "sample"
     # A click on the change chart's "only in B" bar filters on that change instead.
-    chart = next(c for c in at.get("plotly_chart") if "run_chart:change:" in c.proto.id)
-    send_selection(at, chart, {"points": [{"customdata": ["change", "only_b"]}], "point_indices": [0],
-                               "box": [], "lasso": []})
+    chart = next(c for c in at.get("vega_lite_chart") if "run_chart:change:" in c.proto.id)
+    send_selection(at, chart, {"pick": [{"dimension": "change", "key": "only_b"}]})
     pairs = next(d for d in at.dataframe if "run_pairs:" in d.proto.id)
     assert sorted(pairs.value["rollout B"]) == sorted(declared["rollouts"]["only_b"])
     assert pairs.value["rollout A"].isna().all()

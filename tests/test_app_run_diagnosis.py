@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import vega_specs as vs
 from test_app_run import click_bar, run_app, run_table, shown_count
 from test_run_diagnosis import broken_rollout, records_file
 
@@ -33,16 +34,16 @@ def test_the_cause_chart_counts_rollouts_by_cause_and_a_click_filters_the_table(
     run, records = broken_run(tmp_path)
     at = run_app(monkeypatch, str(run), "--final-responses", str(records))
     # Behind the "More charts" switch: the first screen holds the mask-reason chart and the table.
-    assert not any("run_chart:causes:" in c.proto.id for c in at.get("plotly_chart"))
+    assert not any("run_chart:causes:" in c.proto.id for c in at.get("vega_lite_chart"))
     at = run_app(monkeypatch, str(run), "--final-responses", str(records), params={"run_charts": "1"})
-    assert any("run_chart:causes:" in c.proto.id for c in at.get("plotly_chart"))
-    chart = next(c for c in at.get("plotly_chart") if "run_chart:causes:" in c.proto.id)
-    figure = json.loads(chart.proto.spec)
-    bar = figure["data"][0]
-    assert "Why lineage broke" in figure["layout"]["title"]["text"]
-    counts = dict(zip(bar["y"], bar["x"]))
+    assert any("run_chart:causes:" in c.proto.id for c in at.get("vega_lite_chart"))
+    chart = next(c for c in at.get("vega_lite_chart") if "run_chart:causes:" in c.proto.id)
+    spec = vs.valid(json.loads(chart.proto.spec))
+    assert "Why lineage broke" in spec["title"]["text"]
+    counts = {r["key"]: r["count"] for r in vs.rows(vs.bar_layer(spec))}
     assert counts["tokens_replaced"] == 2 and counts["seam"] == 0
-    assert any("re-serialised" in h for h in bar["hovertext"])  # the cause's hint on hover
+    hover = {r["key"]: r["counts"] for r in vs.rows(vs.hit_layer(spec))}
+    assert "re-serialised" in hover["tokens_replaced"]  # the cause's hint on hover
     assert shown_count(at) == (6, 6)
     click_bar(at, "causes", "tokens_replaced")
     assert shown_count(at) == (2, 6)

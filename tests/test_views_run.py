@@ -13,12 +13,12 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import plotly.graph_objects as go
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+import vega_specs as vs
 from synth_run import synthetic_scan_table
 from tokencap import build_rollout, load_snapshots
 from tokencap.rollout import MASK_REASON_ORDER
@@ -27,6 +27,7 @@ from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
 from tokencap.views import sources as src
+from tokencap.views import vega
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -337,36 +338,43 @@ def test_chart_keys_are_fixed_whatever_the_data(sample_frame, big):
     assert calls.keys[-1] == "513-1024" and calls.keys[:3] == ("0", "1", "2")
 
 
-def test_figures_carry_their_filter_key_on_every_bar(sample_frame):
+def test_every_chart_is_valid_vega_lite_and_carries_its_filter_key_on_every_bar(sample_frame):
     keep = np.ones(len(sample_frame), dtype=bool)
     for dimension, make in rd.CHARTS:
         bars = make(sample_frame, keep)
-        fig = go.Figure(rc.bar_figure(bars, active=(bars.keys[1],)))  # a valid plotly figure
-        trace = fig.data[0]
-        assert [list(c) for c in trace.customdata] == [[dimension, k] for k in bars.keys]
-        colors = list(trace.marker.color)
-        assert colors[1] != rc.FADED and all(c == rc.FADED for i, c in enumerate(colors) if i != 1)
-        assert fig.layout.clickmode == "event+select"
-        # What the page draws (validation skipped) is the same figure.
-        assert rc.as_figure(rc.bar_figure(bars, active=(bars.keys[1],))).to_dict() == fig.to_dict()
-    unfiltered = rc.bar_figure(rd.status_bars(sample_frame, keep))
-    assert rc.FADED not in unfiltered["data"][0]["marker"]["color"]
+        spec = vs.valid(rc.bar_spec(bars, active=(bars.keys[1],)))
+        hit = vs.hit_layer(spec)
+        assert [[r["dimension"], r["key"]] for r in vs.rows(hit)] == [[dimension, k] for k in bars.keys]
+        assert hit["params"][0]["select"]["fields"] == ["dimension", "key"]
+        assert spec["layer"][-1] is hit  # on top: a click anywhere in a row lands on it
+        drawn = vs.rows(vs.bar_layer(spec))
+        assert [r["count"] for r in drawn] == list(bars.counts)
+        opacity = [r["opacity"] for r in drawn]
+        assert opacity[1] == 1 and all(o == rc.FADED for i, o in enumerate(opacity) if i != 1)
+        assert spec["usermeta"]["embedOptions"]["renderer"] == "svg"
+    unfiltered = rc.bar_spec(rd.status_bars(sample_frame, keep))
+    assert {r["opacity"] for r in vs.rows(vs.bar_layer(unfiltered))} == {1.0}
 
 
 def test_a_selection_event_maps_to_the_bar_clicked():
-    event = {"points": [{"x": 3, "y": "multiple_roots", "customdata": ["reasons", "multiple_roots"]}]}
+    event = {vega.PICK: [{"dimension": "reasons", "key": "multiple_roots"}]}
     assert rc.clicked(event) == ("reasons", "multiple_roots")
-    assert rc.clicked({"points": []}) is None and rc.clicked(None) is None
-    assert rc.clicked({"points": [{"customdata": "multiple_roots"}]}) is None
-    assert rc.clicked({"points": [{"customdata": ["reasons"]}, {"customdata": ["calls", "1"]}]}) == ("calls", "1")
+    assert rc.clicked({vega.PICK: []}) is None and rc.clicked(None) is None and rc.clicked({}) is None
+    assert rc.clicked({vega.PICK: [{"key": "multiple_roots"}]}) is None
+    assert rc.clicked({vega.PICK: "reasons"}) is None
+    assert rc.clicked({vega.PICK: [{"dimension": "reasons"}, {"dimension": "calls", "key": "1"}]}) == ("calls", "1")
+    assert rc.clicked({"other": [{"dimension": "calls", "key": "1"}]}) is None
     flt = rd.RunFilter().toggle(*rc.clicked(event))
     assert flt.reasons == ("multiple_roots",)
 
 
-def test_hover_text_of_a_bar_is_escaped():
+def test_a_bar_s_label_and_tooltip_are_plain_text_never_markup_or_a_link():
     bars = rd.Bars("reasons", "t", ("a",), ("<b>x</b>",), (1,), 2, hover=("<script>",))
-    text = rc.bar_figure(bars)["data"][0]["hovertext"][0]
-    assert "<script>" not in text and "&lt;b&gt;x&lt;/b&gt;" in text
+    spec = vs.valid(rc.bar_spec(bars))
+    hit = vs.rows(vs.hit_layer(spec))[0]
+    # Vega draws text as SVG text and vega-tooltip escapes values: the text is kept as it is, unescaped.
+    assert hit["bar"] == "<b>x</b>" and "<script>" in hit["counts"] and "&lt;" not in vs.texts(spec)
+    assert "href" not in vs.channels(spec) and "url" not in spec.get("data", {})
 
 
 def test_run_metrics_and_the_single_call_warning(sample_frame, big):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import vega_specs as vs
 from synth_run import after_a_fix, synthetic_scan_table
 from tokencap.run import DiffError
 from tokencap.views.run import charts as rc
@@ -97,7 +97,7 @@ def test_paired_charts_share_their_keys_and_the_change_chart_counts_every_other_
     masks_a, masks_b = rd.filter_masks(cmp.a, flt), rd.filter_masks(cmp.b, flt)
     for bars_a, bars_b in cv.paired_bars(cmp, masks_a, masks_b):
         assert bars_a.keys == bars_b.keys and len(bars_a.counts) == len(bars_b.counts)
-        go.Figure(rc.bar_figure(bars_a, versus=bars_b, names=("before", "after")))
+        vs.valid(rc.bar_spec(bars_a, versus=bars_b, names=("before", "after")))
     change = cv.change_bars(cmp, masks_a, masks_b)
     without = rd.RunFilter(verdict="masked")
     shown = cv.passing_rows(cmp, rd.passing(cmp.a, rd.filter_masks(cmp.a, without)),
@@ -135,34 +135,42 @@ def test_every_key_has_a_hit_bar_over_its_whole_row_with_its_label(runs):
     keep = np.ones(len(cmp.a), dtype=bool)
     for dimension, make in rd.CHARTS:
         bars = make(cmp.a, keep)
-        fig = go.Figure(rc.bar_figure(bars))
-        hit = fig.data[-1]
-        assert [list(c) for c in hit.customdata] == [[dimension, k] for k in bars.keys]
-        assert list(hit.text) == list(bars.labels)
+        spec = vs.valid(rc.bar_spec(bars))
+        hit = vs.hit_layer(spec)
         horizontal = dimension in rc.HORIZONTAL
-        values = hit.x if horizontal else hit.y
-        axis = fig.layout.xaxis2 if horizontal else fig.layout.yaxis2
-        assert set(values) == {1} and tuple(axis.range) == (0, 1) and tuple(axis.domain) == (0, 1)
-        assert hit.marker.color == "rgba(0,0,0,0)" and hit.width == 1
-        # The bars start after the label column, so a label never lies under a bar.
-        bars_axis = fig.layout.xaxis if horizontal else fig.layout.yaxis
-        assert bars_axis.domain[0] > 0
-        assert not (fig.layout.yaxis if horizontal else fig.layout.xaxis).showticklabels
+        value = "x" if horizontal else "y"
+        domain = hit["encoding"][value]["scale"]["domain"]
+        # The hit bar spans the whole value scale, transparent, one per key with its label.
+        assert [(r["lo"], r["hi"]) for r in vs.rows(hit)] == [tuple(domain)] * len(bars.keys)
+        assert hit["encoding"][value + "2"] == {"field": "hi"} and hit["mark"]["opacity"] == 0
+        assert [r["label"] for r in vs.rows(hit)] == list(bars.labels)
+        labels = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"
+                  and layer["encoding"]["text"] == {"field": "label"}]
+        if horizontal:
+            # The labels sit left of zero, where no bar is drawn: a label never lies under a bar.
+            assert domain[0] < 0 and len(labels) == 1 and labels[0]["encoding"]["x"]["field"] == "lo"
+            assert labels[0]["mark"]["align"] == "left"
+        else:
+            assert domain[0] == 0 and not labels and hit["encoding"]["x"]["axis"]  # the axis names the bins
 
 
-def test_a_pair_of_runs_is_drawn_as_two_named_traces_in_the_run_colours(runs):
+def test_a_pair_of_runs_is_drawn_as_two_named_series_in_the_run_colours(runs):
     _, _, cmp = runs
     masks = {}
     (a, b), *_ = cv.paired_bars(cmp, masks, masks)
-    fig = go.Figure(rc.bar_figure(a, active=(a.keys[2],), versus=b, names=("before", "after")))
-    first, second = fig.data[0], fig.data[1]
-    assert (first.name, second.name) == ("before", "after") and fig.layout.showlegend
-    assert first.marker.color[2] == rc.RUN_COLORS[0] and second.marker.color[2] == rc.RUN_COLORS[1]
-    assert first.marker.color[0] != rc.RUN_COLORS[0]  # not the filter: faded
-    assert list(first.x) == list(a.counts) and list(second.x) == list(b.counts)
-    assert "before: " in fig.data[-1].hovertext[0] and "after: " in fig.data[-1].hovertext[0]
+    spec = vs.valid(rc.bar_spec(a, active=(a.keys[2],), versus=b, names=("before", "after")))
+    drawn = vs.bar_layer(spec)
+    color = drawn["encoding"]["color"]
+    assert color["field"] == "run" and color["scale"] == {"domain": ["before", "after"], "range": list(rc.RUN_COLORS)}
+    assert color["legend"] is not None and drawn["encoding"]["yOffset"]["field"] == "run"
+    per_run = {name: [r for r in vs.rows(drawn) if r["run"] == name] for name in ("before", "after")}
+    assert [r["count"] for r in per_run["before"]] == list(a.counts)
+    assert [r["count"] for r in per_run["after"]] == list(b.counts)
+    assert [r["opacity"] for r in per_run["before"]][2] == 1 and per_run["before"][0]["opacity"] == rc.FADED
+    tip = vs.rows(vs.hit_layer(spec))[0]["counts"]
+    assert "before: " in tip and "after: " in tip
     with pytest.raises(ValueError):
-        rc.bar_figure(a, versus=rd.Bars(a.dimension, a.title, a.keys[:-1], a.labels[:-1], a.counts[:-1], a.total))
+        rc.bar_spec(a, versus=rd.Bars(a.dimension, a.title, a.keys[:-1], a.labels[:-1], a.counts[:-1], a.total))
 
 
 def test_an_open_request_carries_the_records_the_run_was_scanned_with():
@@ -188,18 +196,19 @@ def test_an_uploaded_records_file_is_stored_once_by_its_content(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])  # no part files left
 
 
-def test_run_names_from_paths_are_plain_text_in_every_figure(runs):
+def test_run_names_from_paths_are_plain_text_in_every_chart(runs):
     from tokencap.views.run import reward as rw
 
     _, _, cmp = runs
     (a, b), *_ = cv.paired_bars(cmp, {}, {})
     names = ("A (<img src=x onerror=alert(1)>)", "B (<b>run</b>)")
-    specs = [rc.bar_figure(a, versus=b, names=names), rw.reward_figure([(names[0], cmp.a), (names[1], cmp.b)]),
-             rw.groups_figure([(names[0], cmp.a), (names[1], cmp.b)])]
+    specs = [rc.bar_spec(a, versus=b, names=names), rw.reward_spec([(names[0], cmp.a), (names[1], cmp.b)]),
+             rw.groups_spec([(names[0], cmp.a), (names[1], cmp.b)])]
     for spec in specs:
-        text = str([(t.get("name"), t.get("hovertext"), t.get("hovertemplate")) for t in spec["data"]]) + str(
-            spec["layout"].get("title"))
-        assert "<img" not in text and "<b>run" not in text and "&lt;img" in text
+        vs.valid(spec)
+        text = vs.texts(spec)
+        # Drawn as SVG text (tooltips escaped by vega-tooltip): kept as typed, never a link.
+        assert names[0][:60] in text and "&lt;" not in text and "href" not in vs.channels(spec)
 
 
 @pytest.mark.parametrize("sort", [s for s in rd.SORTS if s])
@@ -244,18 +253,17 @@ def test_a_scan_error_about_the_records_is_theirs_and_names_an_upload_as_uploade
         "Could not open the run.", "/runs/x: no capture-store files")
 
 
-def test_run_a_and_run_b_have_the_same_colours_in_every_compared_figure(runs):
+def test_run_a_and_run_b_have_the_same_colours_in_every_compared_chart(runs):
     """Blue is B in the bar charts, so it is B in the reward and group charts too (never A)."""
     from tokencap.views.run import reward as rw
 
     _, _, cmp = runs
     (a, b), *_ = cv.paired_bars(cmp, {}, {})
     pair = [("A", cmp.a), ("B", cmp.b)]
-    bars = rc.bar_figure(a, versus=b, names=("A", "B"))["data"]
-    colour_a, colour_b = ({c for c in t["marker"]["color"]} if isinstance(t["marker"]["color"], list)
-                          else {t["marker"]["color"]} for t in bars[:2])
-    assert rc.RUN_COLORS[0] in colour_a and rc.RUN_COLORS[1] in colour_b
-    boxes = rw.reward_figure(pair)["data"]
-    assert [t["marker"]["color"] for t in boxes] == list(rc.RUN_COLORS)
-    signal = [t for t in rw.groups_figure(pair)["data"] if t["name"].endswith(": learning signal")]
-    assert [t["marker"]["color"] for t in signal] == list(rc.RUN_COLORS)
+    bars = vs.bar_layer(rc.bar_spec(a, versus=b, names=("A", "B")))["encoding"]["color"]["scale"]
+    assert bars == {"domain": ["A", "B"], "range": list(rc.RUN_COLORS)}
+    boxes = rw.reward_spec(pair)["layer"][0]["encoding"]["color"]["scale"]
+    assert boxes == {"domain": ["A", "B"], "range": list(rc.RUN_COLORS)}
+    groups = rw.groups_spec(pair)["layer"][0]["encoding"]["color"]["scale"]
+    signal = {d: c for d, c in zip(groups["domain"], groups["range"])}
+    assert [signal["A: learning signal"], signal["B: learning signal"]] == list(rc.RUN_COLORS)

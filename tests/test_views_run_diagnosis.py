@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import pyarrow as pa
 import pytest
 
+import vega_specs as vs
 from synth_run import after_a_fix, synthetic_scan_table
 from tokencap.diagnosis import CAUSES, HINTS
 from tokencap.run.table import DIAGNOSIS_COLUMNS
+from tokencap.views import vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -54,12 +55,11 @@ def test_cause_bars_count_rollouts_per_cause_with_each_hint_on_hover(synth):
     kept = [r for i, r in enumerate(rows) if keep[i]]
     assert bars.counts == tuple(sum(c in r["break_causes"] for r in kept) for c in CAUSES)
     assert bars.total == len(kept)
-    figure = rc.bar_figure(bars, active=("branch",))
-    go.Figure(figure)  # a valid plotly figure
-    bar = figure["data"][0]
-    assert [d for d in bar["customdata"]] == [["causes", c] for c in CAUSES]
-    assert "chat template" in bar["hovertext"][CAUSES.index("generation_dropped")]
-    assert rc.clicked({"points": [{"customdata": ["causes", "seam"]}]}) == ("causes", "seam")
+    spec = vs.valid(rc.bar_spec(bars, active=("branch",)))
+    hits = vs.rows(vs.hit_layer(spec))
+    assert [[r["dimension"], r["key"]] for r in hits] == [["causes", c] for c in CAUSES]
+    assert "chat template" in hits[CAUSES.index("generation_dropped")]["counts"]
+    assert rc.clicked({vega.PICK: [{"dimension": "causes", "key": "seam"}]}) == ("causes", "seam")
 
 
 def test_a_cause_filter_keeps_rollouts_with_a_break_of_that_cause_and_round_trips_the_url(synth):
@@ -91,7 +91,7 @@ def test_a_delivery_filter_keeps_rollouts_trained_on_in_doubt(synth):
     bars = rd.delivery_bars(frame, np.ones(len(frame), dtype=bool))
     assert bars.keys == rd.DELIVERY and bars.counts[0] == len(want)
     assert bars.labels[0] == "trained on, lineage in doubt"
-    go.Figure(rc.bar_figure(bars))
+    vs.valid(rc.bar_spec(bars))
 
 
 def test_tiles_of_what_gym_delivered_only_when_a_record_said(synth):
@@ -118,10 +118,10 @@ def test_a_comparison_shows_both_runs_cause_shares_side_by_side(synth):
     b_rows = b.to_pylist()
     assert b_bars.counts == tuple(sum(c in r["break_causes"] for r in b_rows) for c in CAUSES)
     assert sum(b_bars.counts) < sum(a_bars.counts)  # the fix cleared some breaks
-    figure = rc.bar_figure(a_bars, versus=b_bars, names=("before", "after"))
-    go.Figure(figure)
-    assert [t["name"] for t in figure["data"][:2]] == ["before", "after"]
-    assert "before: " in figure["data"][0]["hovertext"][0] and "after: " in figure["data"][0]["hovertext"][0]
+    spec = vs.valid(rc.bar_spec(a_bars, versus=b_bars, names=("before", "after")))
+    assert vs.bar_layer(spec)["encoding"]["color"]["scale"]["domain"] == ["before", "after"]
+    tip = vs.rows(vs.hit_layer(spec))[0]["counts"]
+    assert "before: " in tip and "after: " in tip
     labels = [m.label for m in cv.compare_metrics(cmp)]
     assert "trained in doubt" in labels and "masked by harness" in labels
     shares = cmp.summary.causes

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import pyarrow as pa
 import pytest
 
+import vega_specs as vs
 from synth_run import synthetic_scan_table
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.views.run import data as rd
@@ -168,27 +168,37 @@ def test_a_table_without_record_columns_reads_as_no_rewards_and_no_groups():
     assert "--final-responses" in rw.RECORDS_HINT
 
 
-def test_reward_figure_is_valid_plotly_with_both_runs(big):
+def test_reward_chart_is_valid_vega_lite_with_both_runs(big):
     frame, _, _ = big
-    spec = rw.reward_figure([("A", frame), ("B", frame.iloc[:100])])
-    fig = go.Figure(spec)  # validates every property
-    assert [t.name for t in fig.data] == ["A", "B"]
-    assert fig.layout.showlegend
-    assert list(fig.data[0].y)[:2] == ["trainable", "masked"]
-    one = go.Figure(rw.reward_figure([("<b>run</b>", frame)]))
-    assert not one.layout.showlegend and "<b>run</b>" not in one.data[0].hovertext[0]
+    spec = vs.valid(rw.reward_spec([("A", frame), ("B", frame.iloc[:100])]))
+    data = vs.rows(spec["layer"][0], spec)
+    assert {r["run"] for r in data} == {"A", "B"}
+    assert spec["layer"][0]["encoding"]["color"]["legend"] is not None
+    assert spec["layer"][0]["encoding"]["y"]["sort"][:2] == ["trainable", "masked"]
+    slices = rw.reward_slices(frame).set_index("slice")
+    first = next(r for r in data if r["run"] == "A" and r["slice"] == "trainable")
+    assert (first["q1"], first["median"], first["q3"], first["mean"]) == tuple(
+        float(slices.loc["trainable", c]) for c in ("q1", "median", "q3", "mean"))
+    marks = [layer["mark"]["type"] for layer in spec["layer"]]
+    assert marks == ["rule", "bar", "tick", "point"]  # range, quartiles, median, mean
+    one = vs.valid(rw.reward_spec([("<b>run</b>", frame)]))
+    assert one["layer"][0]["encoding"]["color"]["legend"] is None and "yOffset" not in one["layer"][0]["encoding"]
 
 
-def test_groups_figure_stacks_starved_groups_under_the_others_for_each_run(big):
+def test_groups_chart_stacks_starved_groups_under_the_others_for_each_run(big):
     frame, _, _ = big
     per = rw.trainable_per_group(frame)
-    fig = go.Figure(rw.groups_figure([("A", frame), ("B", frame)]))
-    assert len(fig.data) == 4
-    starved, signal = fig.data[0], fig.data[1]
-    assert list(starved.y) == per["starved"].tolist()
-    assert list(signal.y) == (per["groups"] - per["starved"]).tolist() and list(signal.base) == list(starved.y)
-    assert fig.data[2].offsetgroup != starved.offsetgroup and fig.data[0].name.startswith("A: ")
-    assert go.Figure(rw.groups_figure([("run", frame)])).data[0].name == "no learning signal"
+    spec = vs.valid(rw.groups_spec([("A", frame), ("A", frame)]))
+    data = vs.rows(spec["layer"][0])
+    for run in ("A", "A (B)"):  # two runs of one name are told apart
+        starved = [r["groups"] for r in data if r["run"] == run and r["order"] == 0]
+        signal = [r["groups"] for r in data if r["run"] == run and r["order"] == 1]
+        assert starved == per["starved"].tolist() and signal == (per["groups"] - per["starved"]).tolist()
+    encoding = spec["layer"][0]["encoding"]
+    assert encoding["y"]["stack"] == "zero" and encoding["order"]["field"] == "order"  # starved at the bottom
+    assert encoding["xOffset"]["field"] == "run" and data[0]["series"].startswith("A: ")
+    one = vs.valid(rw.groups_spec([("run", frame)]))
+    assert vs.rows(one["layer"][0])[0]["series"] == "no learning signal" and "xOffset" not in one["layer"][0]["encoding"]
 
 
 @pytest.mark.parametrize("name", ["run", "run_after_fix"])

@@ -19,7 +19,6 @@ import streamlit as st
 
 from app_pages.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
-from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw
@@ -253,12 +252,12 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     left, right = st.columns([1.15, 1], gap="small")
     with left, st.container(border=True):
         if rewarded:
-            _figure_and_words(rw.reward_figure(rewarded), "run_reward_figure", rewarded, rw.reward_bias, cmp)
+            _chart_and_words(rw.reward_spec(rewarded), "run_reward_figure", rewarded, rw.reward_bias, cmp)
         else:
             st.info("No reward in the rollout records: the trainable/masked reward comparison needs `reward`.")
     with right, st.container(border=True):
         if grouped:
-            _figure_and_words(rw.groups_figure(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
+            _chart_and_words(rw.groups_spec(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
             st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key="run_w_groups",
                                  format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
         else:
@@ -272,10 +271,11 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
                     st.table(md_frame(rw.reward_slices_shown(f)), hide_index=True, border="horizontal")
 
 
-def _figure_and_words(figure: dict[str, Any], key: str, runs: list[tuple[str, pd.DataFrame]],
+def _chart_and_words(spec: dict[str, Any], key: str, runs: list[tuple[str, pd.DataFrame]],
                       verdict: Callable[[pd.DataFrame], Any], cmp: cv.Comparison | None) -> None:
-    """A figure, then each run's verdict in words (a warning when it flags something)."""
-    st.plotly_chart(rc.as_figure(figure), config=rc.CONFIG, width="stretch", key=key)
+    """A chart, then each run's verdict in words (a warning when it flags something)."""
+    with st.container(key=key):  # a chart without a selection has no element id: its box carries the key
+        st.vega_lite_chart(spec, width="stretch")
     for name, frame in runs:
         said = verdict(frame)
         (st.warning if said.flagged else st.caption)((f"{md_escape(name)}: " if cmp is not None else "")

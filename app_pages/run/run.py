@@ -64,7 +64,7 @@ import streamlit as st
 from app_pages.run import parts as parts
 from app_pages.run.loading import LoadedRun, progress_in
 from app_pages.run.sources import cli_arguments, sidebar_origin
-from tokencap.views import style, trace
+from tokencap.views import style, trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -248,9 +248,9 @@ def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | Non
            names: tuple[str, str] = ("A", "B")) -> None:
     key = f"run_chart:{bars.dimension}:{run_key}:{STATE['run_chart_nonce'].get(bars.dimension, 0)}"
     with st.container(border=True):
-        st.plotly_chart(rc.as_figure(rc.bar_figure(bars, flt.active_keys(bars.dimension), versus, names)), key=key,
-                        on_select=lambda k=key, d=bars.dimension: _chart_clicked(k, d),
-                        selection_mode="points", config=rc.CONFIG, width="stretch")
+        st.vega_lite_chart(rc.bar_spec(bars, flt.active_keys(bars.dimension), versus, names), key=key,
+                           on_select=lambda k=key, d=bars.dimension: _chart_clicked(k, d),
+                           selection_mode=vega.PICK, width="stretch")
 
 
 def chart_pairs(frame: pd.DataFrame, masks: dict[str, np.ndarray], cmp: cv.Comparison | None,

@@ -1,6 +1,6 @@
-"""The Run page's charts: one small plotly bar chart per `data.Bars`.
+"""The Run page's charts: one small Vega-Lite bar chart per `data.Bars` (`..vega` says why not plotly).
 
-Every bar carries ``[dimension, key]`` in its ``customdata``: the `RunFilter` field a
+Every bar's row carries ``dimension`` and ``key``: the `RunFilter` field a
 click sets and the value it sets it to. Keys are fixed per chart (every mask reason,
 every status, every bin), never positions, so a click maps to the same filter however
 the bars were counted. `clicked` reads that pair back from a Streamlit selection event.
@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import style
-from ..figures import as_figure
-from ..text import html_text
+from .. import vega
 from .data import Bars
 
 BAR = {
@@ -44,7 +43,6 @@ KEY_BAR = {
                  "trained": style.RECOVERED, "unknown": style.GHOST},
 }
 """Bars whose key has a meaning of its own (a recovered link is proven, not a failure)."""
-FADED = "#e2e8f0"
 HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link", "change", "causes", "delivery"})
 FIRST = "reasons"
 """The chart on the Run page's first screen, beside the filters and above the table: why rollouts are masked."""
@@ -70,16 +68,12 @@ def more_charts_params(shown: bool) -> dict[str, str]:
 
 HEIGHTS = {"change": 230, "reasons": 262, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
            "causes": 380, "delivery": 380}
-CONFIG = {"displayModeBar": False}
-"""plotly config for these charts: nothing to zoom or pan, a click is the only interaction."""
 
 
-def _colors(bars: Bars, active: tuple[str, ...], color: str | None = None, faded: str = FADED) -> list[str]:
-    out = []
-    for key in bars.keys:
-        base = color or KEY_BAR.get(bars.dimension, {}).get(key) or BAR.get(bars.dimension, style.MAIN)
-        out.append(base if not active or key in active else faded)
-    return out
+def _colors(bars: Bars, color: str | None = None) -> list[str]:
+    """Each bar's colour: the run's when two runs are compared, else its key's own or its chart's."""
+    return [color or KEY_BAR.get(bars.dimension, {}).get(key) or BAR.get(bars.dimension, style.MAIN)
+            for key in bars.keys]
 
 
 def _pct(count: int, total: int) -> str:
@@ -92,42 +86,43 @@ def _text(count: int, total: int) -> str:
 
 
 RUN_COLORS = style.RUN_COLORS
-RUN_FADED = ("#e2e8f0", "#dbeafe")
+FADED = 0.28
+"""The opacity of a bar outside the active filter."""
 CHART_WIDTH = 390
 """The plot width (px) a chart is laid out for (half the main area at 1280 px with the sidebar open):
 sets the in-plot label column's share. Wider screens only leave the labels more room."""
 LABEL_FONT = 11
 
 
-def _hover(bars: Bars, runs: list[tuple[str, Bars]]) -> list[str]:
-    out = []
-    for i, label in enumerate(bars.labels):
-        lines = [f"<b>{html_text(label)}</b>"]
-        for name, b in runs:
-            who = f"{html_text(name)}: " if len(runs) > 1 else ""
-            lines.append(f"{who}{b.counts[i]:,} of {b.total:,} rollouts ({_pct(b.counts[i], b.total)})"
-                         + (f" · {b.extra[i]:,} occurrences" if b.extra else ""))
-        if bars.hover:
-            lines.append(html_text(bars.hover[i], limit=110))
-        lines.append("<i>click the bar, its label or its count to filter the table</i>")
-        out.append("<br>".join(lines))
-    return out
+def _about(bars: Bars, runs: list[tuple[str, Bars]], i: int) -> list[str]:
+    """What a bar's tooltip says: its count (of each run) among the rollouts counted, and what it means."""
+    lines = []
+    for name, b in runs:
+        who = f"{name}: " if len(runs) > 1 else ""
+        lines.append(f"{who}{b.counts[i]:,} of {b.total:,} rollouts ({_pct(b.counts[i], b.total)})"
+                     + (f" · {b.extra[i]:,} occurrences" if b.extra else ""))
+    if bars.hover:
+        lines.append(bars.hover[i])
+    return lines
 
 
-def bar_figure(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = None,
+CLICK_HINT = "click the bar, its label or its count to filter the table"
+
+
+def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = None,
                names: tuple[str, str] = ("A", "B")) -> dict[str, Any]:
-    """One chart: count (and share of the rollouts it counts) per key; ``active`` keys are the filter.
+    """One chart as a Vega-Lite spec: count (and share of the rollouts it counts) per key; ``active``
+    keys are the filter, the other bars faded.
 
     With ``versus`` (the same chart of a second run: the same keys in the same order), the
     runs' bars are grouped side by side, in `RUN_COLORS`, with a legend of ``names``.
 
     Every key is clickable over its whole row (column, for vertical charts): a transparent
-    "hit" bar on an axis of its own spans the plot and carries the key's label as its text,
-    so a category with a 2 px bar is selected by a click on its label or its count too.
-
-    A plotly figure as plain data (``{"data": [...], "layout": {...}}``), which
-    ``st.plotly_chart`` takes as it is: building a ``go.Figure`` validates every property
-    and costs more than everything else on a filter change, for six charts each rerun.
+    "hit" bar laid over the others spans the plot and carries the key's ``dimension`` and
+    ``key``, which the chart's point selection (`vega.PICK`) returns, so a category with a
+    2 px bar is selected by a click on its label or its count too. A horizontal chart's
+    labels are drawn inside the plot, left of the bars (the value scale starts below zero to
+    leave them `CHART_WIDTH`'s room); a vertical chart's are its axis labels.
     """
     horizontal = bars.dimension in HORIZONTAL
     labels = list(bars.labels)
@@ -135,91 +130,91 @@ def bar_figure(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = N
     runs = [(names[0], bars)] + ([(names[1], versus)] if versus is not None else [])
     if versus is not None and versus.keys != bars.keys:
         raise ValueError(f"{bars.dimension}: the two runs' bars have different keys")
-    customdata = [[bars.dimension, key] for key in bars.keys]
-    hover = _hover(bars, runs)
-    value_axis, label_axis, hit_axis = ("x", "y", "x2") if horizontal else ("y", "x", "y2")
-    traces = []
+    run_names = [name[:60] for name, _ in runs]
+    if paired and run_names[0] == run_names[1]:
+        run_names[1] += " (B)"
+    counted = []
     for i, (name, b) in enumerate(runs):
-        counts = list(b.counts)
-        traces.append({
-            "type": "bar", "name": html_text(name, limit=60), "showlegend": paired,
-            value_axis: counts, label_axis: labels,
-            "orientation": "h" if horizontal else "v",
-            "marker": {"color": _colors(b, active, RUN_COLORS[i], RUN_FADED[i]) if paired else _colors(b, active),
-                       "line": {"width": 0}},
-            "text": [(f"{c:,}" if paired else _text(c, b.total)) if horizontal else f"{c:,}" if c else ""
-                     for c in counts],
-            "textposition": "outside", "textangle": 0, "cliponaxis": False,
-            "textfont": {"size": 11 if horizontal else 10},
-            "customdata": customdata, "hovertext": hover, "hoverinfo": "text",
-            "selected": {"marker": {"opacity": 1}}, "unselected": {"marker": {"opacity": 1}},
-        })
-    longest = max((len(s) for s in labels), default=4)
-    height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
-    rotated = not horizontal and len(labels) > 8
-    label_px = (12 + LABEL_FONT * 0.62 * longest) if horizontal or rotated else 20
-    share = min(0.55, label_px / (CHART_WIDTH if horizontal else height - 38))
-    traces.append({  # the hit area and the labels (see the docstring)
-        "type": "bar", "name": "", "showlegend": False, value_axis + "axis": hit_axis,
-        value_axis: [1] * len(labels), label_axis: labels,
-        "orientation": "h" if horizontal else "v", "width": 1,
-        "marker": {"color": "rgba(0,0,0,0)", "line": {"width": 0}},
-        "text": labels, "textposition": "inside", "insidetextanchor": "start", "constraintext": "none",
-        "textangle": -90 if rotated else 0,
-        "textfont": {"size": LABEL_FONT if horizontal else 10, "color": "#334155"},
-        "customdata": customdata, "hovertext": hover, "hoverinfo": "text",
-        "selected": {"marker": {"opacity": 1}, "textfont": {"color": "#334155"}},
-        "unselected": {"marker": {"opacity": 1}, "textfont": {"color": "#334155"}},
-    })
+        colors = _colors(b, RUN_COLORS[i]) if paired else _colors(b)
+        for j, (key, count) in enumerate(zip(b.keys, b.counts)):
+            counted.append({
+                "dimension": bars.dimension, "key": key, "label": labels[j], "run": run_names[i], "count": int(count),
+                "color": colors[j], "opacity": 1.0 if not active or key in active else FADED,
+                "text": (f"{count:,}" if paired else _text(count, b.total)) if horizontal else
+                        (f"{count:,}" if count else ""),
+            })
     top = max((max(b.counts, default=0) for _, b in runs), default=0)
-    # Room beyond the longest bar for its "count · share" label.
-    values = {"visible": False, "range": [0, top * (1.55 if horizontal else 1.2) + 1], "fixedrange": True,
-              "domain": [share, 1]}
-    hits = {"visible": False, "range": [0, 1], "fixedrange": True, "domain": [0, 1],
-            "anchor": label_axis}
-    categories = {"fixedrange": True, "showticklabels": False, "type": "category", "categoryorder": "array",
-                  "categoryarray": labels, "showgrid": False, "zeroline": False}
-    totals = " · ".join(f"{html_text(n)} {b.total:,}" for n, b in runs) if paired else f"{bars.total:,} rollouts"
-    layout = {
-        **style.BASE_LAYOUT,
-        "plot_bgcolor": "rgba(0,0,0,0)",  # the hit axis's plot lies over the bars' plot
-        "title": {"text": f"<b>{html_text(bars.title)}</b> <span style='color:#64748b'>· {totals}</span>",
-                  "x": 0, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 13}},
-        "height": height,
-        "margin": {"l": 8, "r": 8, "t": 48 if paired else 30, "b": 8},
-        "showlegend": paired,
-        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
-                   "font": {"size": 11}},
-        "clickmode": "event+select",
-        "dragmode": False,
-        "hovermode": "closest",
-        "barmode": "group",
-        "bargap": 0.25,
-        "bargroupgap": 0.05,
-    }
+    hi = top * (1.55 if horizontal else 1.2) + 1
+    longest = max((len(s) for s in labels), default=4)
+    label_px = 12 + LABEL_FONT * 0.62 * longest
+    share = min(0.55, label_px / CHART_WIDTH)
+    lo = -hi * share / (1 - share) if horizontal else 0
+    hits = [{"dimension": bars.dimension, "key": key, "label": labels[j], "lo": lo, "hi": hi,
+             "bar": labels[j], "counts": " · ".join(_about(bars, runs, j)), "click": CLICK_HINT,
+             "aria": f"{labels[j]}: " + " · ".join(_about(bars, runs, j))}
+            for j, key in enumerate(bars.keys)]
+    band = {"field": "label", "type": "nominal", "sort": labels, "title": None,
+            "scale": {"paddingInner": 0.25, "paddingOuter": 0.12}}
+    value = {"field": "count", "type": "quantitative", "title": None, "axis": None,
+             "scale": {"domain": [lo, hi], "nice": False, "zero": False}}
+    band_channel, value_channel = ("y", "x") if horizontal else ("x", "y")
     if horizontal:
-        layout["xaxis"], layout["xaxis2"] = values, hits
-        layout["yaxis"] = {**categories, "autorange": "reversed"}
+        band["axis"] = None
     else:
-        layout["yaxis"], layout["yaxis2"] = values, hits
-        layout["xaxis"] = categories
-    return {"data": traces, "layout": layout}
+        rotated = len(labels) > 8
+        band["axis"] = {"labelAngle": -90 if rotated else 0, "labelLimit": 120, "ticks": False, "domain": False,
+                        "labelPadding": 4, "labelFontSize": 10}
+    color = ({"field": "run", "type": "nominal", "title": None, "sort": run_names,
+              "scale": {"domain": run_names, "range": list(RUN_COLORS)},
+              "legend": {"orient": "top", "direction": "horizontal", "offset": 2}}
+             if paired else {"field": "color", "type": "nominal", "scale": None, "legend": None})
+    encoding = {band_channel: band, value_channel: value, "color": color,
+                "opacity": {"field": "opacity", "type": "quantitative", "scale": None, "legend": None}}
+    if paired:
+        encoding[band_channel + "Offset"] = {"field": "run", "type": "nominal", "sort": run_names}
+    layers: list[dict[str, Any]] = [
+        {"data": {"values": counted}, "mark": {"type": "bar", "cornerRadiusEnd": 1}, "encoding": encoding},
+        {"data": {"values": counted},
+         "mark": {"type": "text", "fontSize": 11 if horizontal else 10, "color": "#1f2937",
+                  **({"align": "left", "baseline": "middle", "dx": 3} if horizontal else
+                     {"align": "center", "baseline": "bottom", "dy": -2})},
+         "encoding": {k: v for k, v in encoding.items() if k != "color"} | {"text": {"field": "text"}}},
+    ]
+    if horizontal:
+        layers.append({"data": {"values": hits},
+                       "mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 2, "fontSize": LABEL_FONT,
+                                "color": vega.INK, "limit": max(40, share * CHART_WIDTH - 6)},
+                       "encoding": {"y": band, "x": {"field": "lo", "type": "quantitative", "scale": value["scale"],
+                                                     "axis": None}, "text": {"field": "label"}}})
+    hit_span = {"field": "lo", "type": "quantitative", "scale": value["scale"], "axis": None, "title": None}
+    layers.append({
+        "data": {"values": hits},
+        "params": [vega.pick_param(("dimension", "key"))],
+        "mark": {"type": "bar", "opacity": 0, "cursor": "pointer"},
+        "encoding": {band_channel: band, value_channel: hit_span, value_channel + "2": {"field": "hi"},
+                     "tooltip": [{"field": "bar", "title": bars.title}, {"field": "counts", "title": "rollouts"},
+                                 {"field": "click", "title": " "}],
+                     "description": {"field": "aria"}},  # what a screen reader says of the row (and a test finds)
+    })
+    totals = " · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs)) if paired \
+        else f"{bars.total:,} rollouts"
+    height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
+    plot = height - (64 if paired else 44) - (0 if horizontal else 30 if len(labels) <= 8 else 70)
+    return vega.chart(layers, heading=vega.title(bars.title, totals), height=max(plot, 80))
+
 
 
 def clicked(selection: Any) -> tuple[str, str] | None:
     """The ``(dimension, key)`` of the bar a Streamlit selection event clicked, or None.
 
-    Accepts Streamlit's selection state (``event.selection``) or a plain mapping with a
-    ``points`` list; each point carries ``[dimension, key]`` in ``customdata``.
+    Accepts Streamlit's selection state (``event.selection``: the chart's `vega.PICK`
+    selection, a list of ``{"dimension": ..., "key": ...}``) or any mapping of that shape.
     """
-    if selection is None:
-        return None
-    points = selection.get("points") if isinstance(selection, Mapping) else getattr(selection, "points", None)
-    for point in points or ():
-        data = point.get("customdata") if isinstance(point, Mapping) else None
-        if isinstance(data, (list, tuple)) and len(data) == 2 and all(isinstance(v, str) for v in data):
-            return data[0], data[1]
+    for point in vega.picked(selection):
+        dimension, key = point.get("dimension"), point.get("key")
+        if isinstance(dimension, str) and isinstance(key, str):
+            return dimension, key
     return None
 
 
-__all__ = ["CONFIG", "FIRST", "HEIGHTS", "MORE_PARAM", "ROWS", "more_charts_open", "more_charts_params", "RUN_COLORS", "as_figure", "bar_figure", "clicked"]
+__all__ = ["FIRST", "HEIGHTS", "MORE_PARAM", "ROWS", "more_charts_open", "more_charts_params", "RUN_COLORS", "bar_spec", "clicked"]

@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...rollout import MASK_REASON_ORDER
-from .. import style
-from ..text import html_text
+from .. import style, vega
 
 GROUP_STATES = ("none", "signal", "few", "flat")
 """A rollout's group, as `group_codes` gives it: no task index; a group with a learning signal;
@@ -181,45 +180,55 @@ def trainable_per_group(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"trainable": np.arange(top + 1), "groups": groups, "starved": starved_n})
 
 
-def groups_figure(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
-    """Groups by trainable rollouts kept, split into those with and without a learning signal.
+def groups_spec(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
+    """Groups by trainable rollouts kept, split into those with and without a learning signal: a
+    Vega-Lite spec (`..vega`).
 
     ``runs`` is ``[(name, frame)]``; with two runs, their bars stand side by side (one
-    offset group per run, its starved part stacked on its part with a signal).
+    offset group per run, its starved part stacked under its part with a signal).
     """
-    traces = []
-    top = 0
     paired = len(runs) > 1
-    for i, (name, frame) in enumerate(runs):
+    names = _run_names(runs)
+    rows, series, colors = [], [], []
+    top = 0
+    for i, ((_, frame), name) in enumerate(zip(runs, names)):
         per = trainable_per_group(frame)
         top = max(top, len(per))
-        signal = (per["groups"] - per["starved"]).tolist()
         prefix = f"{name}: " if paired else ""
-        for part, values, color, opacity in (
-                ("no learning signal", per["starved"].tolist(), style.REFUSAL, 1.0 if i == 0 or not paired else 0.6),
-                ("learning signal", signal, style.RUN_COLORS[i] if paired else style.MAIN, 1.0)):
-            traces.append({
-                "type": "bar", "name": html_text(prefix + part, limit=80), "x": per["trainable"].tolist(), "y": values,
-                "offsetgroup": str(i), "marker": {"color": color, "opacity": opacity},
-                "hovertemplate": f"{html_text(prefix)}%{{y:,}} groups keep %{{x}} trainable rollouts"
-                                 f" ({part})<extra></extra>",
-            })
-    # Stack each run's two parts: the starved part at the bottom, the rest on top of it.
-    for i in range(0, len(traces), 2):
-        traces[i + 1]["base"] = traces[i]["y"]
-    layout = {
-        **style.BASE_LAYOUT,
-        "title": {"text": "<b>Groups (tasks) by trainable rollouts kept</b>", "x": 0, "xanchor": "left",
-                  "y": 0.99, "yanchor": "top", "font": {"size": 13}},
-        "height": 290 if paired else 270, "margin": {"l": 8, "r": 8, "t": 74 if paired else 52, "b": 36},
-        "barmode": "group", "bargap": 0.2,
-        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
-        "xaxis": {"title": {"text": "trainable rollouts in the group"}, "dtick": 1, "fixedrange": True,
-                  "range": [-0.5, max(top, 1) - 0.5]},
-        "yaxis": {"title": {"text": "groups"}, "fixedrange": True, "rangemode": "tozero"},
-        "dragmode": False,
+        for order, (part, column, color) in enumerate((
+                ("no learning signal", "starved", style.REFUSAL),
+                ("learning signal", "signal", style.RUN_COLORS[i] if paired else style.MAIN))):
+            label = prefix + part
+            series.append(label)
+            colors.append(color if i == 0 or not paired or order else "#f87171")
+            values = per["starved"] if column == "starved" else per["groups"] - per["starved"]
+            rows += [{"run": name, "series": label, "order": order, "trainable": int(t), "groups": int(g),
+                      "says": f"{int(g):,} groups keep {int(t)} trainable rollouts ({part})"}
+                     for t, g in zip(per["trainable"], values)]
+    encoding: dict[str, Any] = {
+        "x": {"field": "trainable", "type": "ordinal", "title": "trainable rollouts in the group",
+              "scale": {"domain": list(range(max(top, 1)))}, "axis": {"labelAngle": 0}},
+        "y": {"field": "groups", "type": "quantitative", "title": "groups", "stack": "zero"},
+        "color": {"field": "series", "type": "nominal", "title": None, "sort": series,
+                  "scale": {"domain": series, "range": colors},
+                  "legend": {"orient": "top", "direction": "horizontal", "columns": 2 if paired else 0}},
+        "order": {"field": "order", "type": "quantitative"},
+        "tooltip": [{"field": "run", "title": "run"}, {"field": "says", "title": " "}] if paired
+        else [{"field": "says", "title": " "}],
     }
-    return {"data": traces, "layout": layout}
+    if paired:
+        encoding["xOffset"] = {"field": "run", "type": "nominal", "sort": names}
+    return vega.chart([{"data": {"values": rows}, "mark": {"type": "bar"}, "encoding": encoding}],
+                      heading=vega.title("Groups (tasks) by trainable rollouts kept"),
+                      height=170 if paired else 168)
+
+
+def _run_names(runs: list[tuple[str, pd.DataFrame]]) -> list[str]:
+    """The runs' names as a chart shows them: short, and two of the same name told apart."""
+    names = [name[:60] for name, _ in runs]
+    if len(names) > 1 and names[0] == names[1]:
+        names[1] += " (B)"
+    return names
 
 
 # --------------------------------------------------------------------------- rewards
@@ -328,56 +337,61 @@ def reward_bias(frame: pd.DataFrame) -> RewardBias:
                       len(t), len(m), float(reward[known].std()) if known.sum() > 1 else 0.0)
 
 
-def reward_figure(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Box plots of reward per slice (precomputed quartiles and means), one trace per run.
+def reward_spec(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Box plots of reward per slice (precomputed quartiles and means), one box per run and
+    slice: a Vega-Lite spec (`..vega`), a rule from the lowest to the highest reward, a box
+    over the quartiles, a tick at the median and a diamond at the mean.
 
-    ``runs`` is ``[(name, frame)]``: one run, or A and B side by side. A plain plotly spec,
-    as `charts.bar_figure` makes.
+    ``runs`` is ``[(name, frame)]``: one run, or A and B side by side.
     """
-    palette = colors or ((style.MAIN,) if len(runs) == 1 else style.RUN_COLORS)
+    palette = list(colors or ((style.MAIN,) if len(runs) == 1 else style.RUN_COLORS))
+    names = _run_names(runs)
     order: list[str] = []
-    tables = []
-    for _, frame in runs:
+    rows = []
+    for (_, frame), name in zip(runs, names):
         table = reward_slices(frame)
         table = table[(table["rewarded"] > 0) & (table["slice"] != "all rollouts")]
-        tables.append(table)
         order += [s for s in table["slice"] if s not in order]
-    traces = []
-    for (name, _), table, color in zip(runs, tables, palette):
-        hover = [f"<b>{html_text(name)} · {html_text(s)}</b><br>{int(n):,} rewarded of {int(r):,} rollouts<br>"
-                 f"mean {m:.3g} · median {md:.3g}<br>quartiles {q1:.3g} – {q3:.3g} · range {lo:.3g} – {hi:.3g}"
-                 for s, n, r, m, md, q1, q3, lo, hi in zip(table["slice"], table["rewarded"], table["rollouts"],
-                                                           table["mean"], table["median"], table["q1"], table["q3"],
-                                                           table["min"], table["max"])]
-        traces.append({
-            "type": "box", "name": html_text(name, limit=60), "orientation": "h", "y": list(table["slice"]),
-            "q1": list(table["q1"]), "median": list(table["median"]), "q3": list(table["q3"]),
-            "lowerfence": list(table["min"]), "upperfence": list(table["max"]), "mean": list(table["mean"]),
-            "marker": {"color": color}, "line": {"color": color, "width": 1.5}, "fillcolor": color + "33",
-            "hovertext": hover, "hoverinfo": "text", "boxpoints": False,
-        })
-    layout = {
-        **style.BASE_LAYOUT,
-        "title": {"text": "<b>Reward, trainable vs masked</b> <span style='color:#64748b'>· quartiles, range, "
-                          "mean (dashed)</span>",
-                  "x": 0, "xanchor": "left", "y": 0.99, "yanchor": "top", "font": {"size": 13}},
-        "height": (80 if len(runs) == 1 else 100) + 34 * max(len(order), 1) * (1 if len(runs) == 1 else 1.6),
-        "margin": {"l": 8, "r": 8, "t": 30 if len(runs) == 1 else 52, "b": 30},
-        "boxmode": "group",
-        "showlegend": len(runs) > 1,
-        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
-        "xaxis": {"title": {"text": "reward"}, "zeroline": False, "fixedrange": True},
-        "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": order, "autorange": "reversed",
-                  "automargin": True, "fixedrange": True},
-        "dragmode": False,
-    }
-    for trace in traces:
-        trace["boxmean"] = True
-    return {"data": traces, "layout": layout}
+        for s, n, r, m, md, q1, q3, lo, hi in zip(table["slice"], table["rewarded"], table["rollouts"],
+                                                  table["mean"], table["median"], table["q1"], table["q3"],
+                                                  table["min"], table["max"]):
+            rows.append({"run": name, "slice": s, "min": float(lo), "q1": float(q1), "median": float(md),
+                         "q3": float(q3), "max": float(hi), "mean": float(m),
+                         "counts": f"{int(n):,} rewarded of {int(r):,} rollouts",
+                         "spread": f"mean {m:.3g} · median {md:.3g} · quartiles {q1:.3g} – {q3:.3g} · "
+                                   f"range {lo:.3g} – {hi:.3g}"})
+    paired = len(runs) > 1
+    band = {"field": "slice", "type": "nominal", "sort": order, "title": None,
+            "axis": {"labelLimit": 220, "labelFontSize": 11, "ticks": False, "domain": False}}
+    color = {"field": "run", "type": "nominal", "title": None, "sort": names,
+             "scale": {"domain": names, "range": palette[:len(names)]},
+             "legend": {"orient": "top", "direction": "horizontal"} if paired else None}
+    shared: dict[str, Any] = {"y": band, "color": color}
+    if paired:
+        shared["yOffset"] = {"field": "run", "type": "nominal", "sort": names}
+    tooltip = [{"field": "slice", "title": "slice"}] + ([{"field": "run", "title": "run"}] if paired else []) + [
+        {"field": "counts", "title": "reward"}, {"field": "spread", "title": " "}]
+    reward = {"type": "quantitative", "title": "reward", "scale": {"zero": False}}
+    layers = [
+        {"mark": {"type": "rule", "strokeWidth": 1.5},
+         "encoding": {**shared, "x": {"field": "min", **reward}, "x2": {"field": "max"}}},
+        {"mark": {"type": "bar", "fillOpacity": 0.2, "strokeWidth": 1.5, "height": {"band": 0.7}},
+         "encoding": {**shared, "x": {"field": "q1", **reward}, "x2": {"field": "q3"}, "stroke": color,
+                      "tooltip": tooltip}},
+        {"mark": {"type": "tick", "thickness": 2.5, "bandSize": 16},
+         "encoding": {**shared, "x": {"field": "median", **reward}}},
+        {"mark": {"type": "point", "shape": "diamond", "filled": True, "size": 46, "color": "#111827", "opacity": 1},
+         "encoding": {"y": band, **({"yOffset": shared["yOffset"]} if paired else {}),
+                      "x": {"field": "mean", **reward}}},
+    ]
+    height = 34 * max(len(order), 1) * (1 if len(runs) == 1 else 1.6) + (10 if len(runs) == 1 else 16)
+    return vega.chart(layers, heading=vega.title("Reward, trainable vs masked",
+                                                 "quartiles, range, median (bar), mean (◆)"),
+                      height=int(height), data={"values": rows})
 
 
 __all__ = [
     "BIAS_THRESHOLD", "GROUP_FILTERS", "reward_slices_shown", "scope_words", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
-    "group_filter_mask", "group_summary", "groups_figure", "has_groups", "has_rewards", "reward_bias", "reward_figure",
+    "group_filter_mask", "group_summary", "groups_spec", "has_groups", "has_rewards", "reward_bias", "reward_spec",
     "reward_slices", "trainable_per_group",
 ]
