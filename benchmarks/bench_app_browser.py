@@ -199,30 +199,49 @@ class Timer:
         self.out.setdefault(name, []).append((wall, self.server.cpu() - cpu, self._busy(page) - busy))
 
 
+BAR_JS = """([dimension, key, scroll]) => {
+    // The Run page's charts are Vega-Lite (SVG): the hit layer (the chart's last rect mark group) has a
+    // path per key, described "LABEL: counts" (a mask reason's label is its key). Trees before them drew
+    // plotly charts, each bar carrying [dimension, key] in its customdata: both are found.
+    const place = (el) => { if (scroll) el.scrollIntoView({block: 'center'});
+                            const r = el.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; };
+    for (const chart of document.querySelectorAll(`[class*="st-key-run_chart-${dimension}-"] [data-testid=stVegaLiteChart]`)) {
+        const groups = chart.querySelectorAll('svg g.mark-rect.role-mark');
+        const hits = groups.length ? groups[groups.length - 1].querySelectorAll('path') : [];
+        const hit = [...hits].find(p => (p.getAttribute('aria-label') || '').startsWith(key + ': '));
+        if (hit) return place(hit);
+    }
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const t = gd._fullData && gd._fullData[0];
+        if (!t || !t.customdata) continue;
+        const i = t.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
+        const point = i < 0 ? null : gd.querySelectorAll('.trace.bars .point')[i];
+        if (point && point.querySelector('path')) {
+            if (scroll) gd.scrollIntoView({block: 'center'});
+            const r = point.querySelector('path').getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2];
+        }
+    }
+    return null;
+}"""
+
+
 def _bar_xy(page, dimension: str, key: str) -> tuple[float, float]:
     """Scroll a Run-page chart's bar into view; the page coordinates of its middle."""
-    xy = page.evaluate(
-        """([dimension, key]) => {
-            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-                const t = gd._fullData && gd._fullData[0];
-                if (!t || !t.customdata) continue;
-                const i = t.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
-                if (i < 0) continue;
-                gd.scrollIntoView({block: 'center'});
-                const r = gd.querySelectorAll('.trace.bars .point')[i].querySelector('path').getBoundingClientRect();
-                return [r.left + r.width / 2, r.top + r.height / 2];
-            }
-            return null;
-        }""", [dimension, key])
+    xy = page.evaluate(BAR_JS, [dimension, key, True])
     if xy is None:
         raise RuntimeError(f"bar {dimension}={key} is not drawn")
     return xy[0], xy[1]
 
 
+def bar_drawn(page, dimension: str, key: str) -> None:
+    """Wait (at each animation frame) until a Run-page chart's bar is drawn: part of a first render."""
+    page.wait_for_function(f"(a) => ({BAR_JS})([a[0], a[1], false]) !== null", arg=[dimension, key], timeout=TIMEOUT,
+                           polling="raf")
+
+
 def click_bar(page, dimension: str, key: str) -> None:
-    page.wait_for_function("""([d, k]) => [...document.querySelectorAll('.js-plotly-plot')].some(gd =>
-        gd._fullData && gd._fullData[0] && (gd._fullData[0].customdata || []).some(c => c[0] === d && c[1] === k)
-        && gd.querySelector('.trace.bars .point path'))""", arg=[dimension, key], timeout=TIMEOUT)
+    bar_drawn(page, dimension, key)
     x, y = _bar_xy(page, dimension, key)
     page.mouse.move(x, y)
     page.mouse.click(x, y)
@@ -286,6 +305,7 @@ def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Pat
             page.goto(server.url)
             settle(page, counted(n))
             grid_rows(page, n)
+            bar_drawn(page, "reasons", reason)
         with timer("bar click: filter", page):
             click_bar(page, "reasons", reason)
             settle(page, counted(k))
@@ -384,6 +404,7 @@ def scenario_table(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: P
         with timer(f"first render ({n:,} rows)", page):
             page.goto(server.url)
             grid_rows(page, n)
+            bar_drawn(page, "reasons", reason)
         with timer(f"bar click: filter ({n:,} rows)", page):
             click_bar(page, "reasons", reason)
             grid_rows(page, k)

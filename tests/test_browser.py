@@ -279,27 +279,63 @@ RUN_TABLE = ".st-key-run_table_box [data-testid='stDataFrame']"
 """The Run page's table (the rewards' tables follow it)."""
 
 
+RUN_BAR = """([dimension, label]) => {
+    // A Run-page chart's row for the category drawn as ``label`` (its key's label), in the page's
+    // coordinates: ``hit``, the transparent bar that spans the row (the chart's last layer of rect marks,
+    // one path per category, described "LABEL: counts"), and ``bar``, the first run's drawn bar in that
+    // row (the first layer of rect marks, however many groups Vega splits it into). Null while the chart is not drawn (a rerun sends it again).
+    const box = (el) => { const r = el.getBoundingClientRect();
+                          return {x: r.left, y: r.top, width: r.width, height: r.height}; };
+    for (const chart of document.querySelectorAll(
+            `[class*="st-key-run_chart-${dimension}-"] [data-testid="stVegaLiteChart"]`)) {
+        const layers = chart.querySelectorAll('svg g.mark-rect.role-mark');
+        if (layers.length < 2) continue;
+        const hit = [...layers[layers.length - 1].querySelectorAll('path')]
+            .find(p => (p.getAttribute('aria-label') || '').startsWith(label + ': '));
+        if (!hit) continue;
+        const h = box(hit), horizontal = h.width > h.height;
+        // Vega draws a bar with a rounded end in a group of its own: gather every group of the first layer.
+        const first = [...layers[0].classList].find(c => /^layer_[0-9]+_marks$/.test(c));
+        const drawn = [...layers].filter(g => first ? g.classList.contains(first) : g === layers[0]);
+        const bar = drawn.flatMap(g => [...g.querySelectorAll('path')]).map(box).find(b => horizontal
+            ? Math.abs(b.y + b.height / 2 - (h.y + h.height / 2)) <= h.height / 2
+            : b.x + b.width / 2 >= h.x && b.x + b.width / 2 <= h.x + h.width);
+        return bar ? {hit: h, bar: bar, horizontal: horizontal} : null;
+    }
+    return null;
+}"""
+"""Find a Run-page chart's category on the page (see the string)."""
+
+RUN_BARS = "[class*='st-key-run_chart'] [data-testid='stVegaLiteChart'] svg g.mark-rect path"
+"""A drawn bar of any Run-page chart."""
+
+
+PLOTLY_FETCHES = "() => performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.')).length"
+"""How many times this tab fetched Streamlit's plotly chunk."""
+
+
+def _label(dimension: str, key: str) -> str:
+    """What a Run-page chart writes for the category ``key``."""
+    from tokencap.views.run import data as rd
+
+    labels = {"refusal": rd.REFUSAL_LABELS, "change": rd.CHANGE_LABELS, "delivery": rd.DELIVERY_LABELS,
+              "delivered": rd.DELIVERED_LABELS}
+    return labels.get(dimension, {}).get(key, key)
+
+
 def _bar_box(page, dimension: str, key: str) -> dict | None:
-    """Where a Run-page chart's bar (the first run's) is drawn on the page (found by its customdata),
-    once it is: a chart that a rerun sends again is re-plotted, and has no bars for a moment (None if
-    none is drawn within the page's timeout)."""
+    """Where a Run-page chart's category is drawn (`RUN_BAR`), once it is, scrolled into view: a chart
+    that a rerun sends again is re-drawn, and has no bars for a moment (None if none is drawn within the
+    page's timeout)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
     try:
-        found = page.wait_for_function(
-            """([dimension, key]) => {
-                for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-                    const trace = gd._fullData && gd._fullData[0];
-                    if (!trace || !trace.customdata) continue;
-                    const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
-                    const point = i < 0 ? null : gd.querySelectorAll('.trace.bars .point')[i];
-                    const path = point && point.querySelector('path');
-                    if (!path) continue;
-                    const r = path.getBoundingClientRect();
-                    return {x: r.left, y: r.top, width: r.width, height: r.height, horizontal: trace.orientation === 'h'};
-                }
-                return null;
-            }""", arg=[dimension, key], polling="raf")
+        page.wait_for_function(f"(a) => ({RUN_BAR})(a) !== null", arg=[dimension, _label(dimension, key)],
+                               polling="raf")
+        page.evaluate("""(d) => document.querySelector(`[class*="st-key-run_chart-${d}-"]`)
+                                    .scrollIntoView({block: 'center', behavior: 'instant'})""", dimension)
+        found = page.wait_for_function(f"(a) => ({RUN_BAR})(a)", arg=[dimension, _label(dimension, key)],
+                                       polling="raf")
     except PlaywrightTimeoutError:
         return None
     return found.json_value()
@@ -309,7 +345,8 @@ def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
     """Page coordinates of the middle of a Run-page chart's bar."""
     box = _bar_box(page, dimension, key)
     assert box is not None, f"no bar {dimension}={key}"
-    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    bar = box["bar"]
+    return bar["x"] + bar["width"] / 2, bar["y"] + bar["height"] / 2
 
 
 def _sample_table(name: str = "run"):
@@ -321,33 +358,19 @@ def _sample_table(name: str = "run"):
 
 
 def _label_pixel(page, dimension: str, key: str) -> tuple[float, float]:
-    """Page coordinates of a few pixels into the label of a Run-page chart's category (drawn in the plot),
-    once the chart is drawn (see `_bar_box`)."""
-    box = page.wait_for_function(
-        """([dimension, key]) => {
-            for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-                const data = gd._fullData || [];
-                const hit = data[data.length - 1];
-                if (!hit || !hit.customdata) continue;
-                const i = hit.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
-                if (i < 0) continue;
-                gd.scrollIntoView({block: 'center'});
-                const L = gd._fullLayout, r = gd.getBoundingClientRect();
-                if (hit.orientation === 'h') {
-                    return [r.left + L.xaxis2._offset + 14, r.top + L.yaxis._offset + L.yaxis.l2p(i)];
-                }
-                return [r.left + L.xaxis._offset + L.xaxis.l2p(i), r.top + L.yaxis2._offset + L.yaxis2._length - 6];
-            }
-            return null;
-        }""", arg=[dimension, key], polling="raf").json_value()
-    return box[0], box[1]
+    """Page coordinates of a few pixels into the label of a horizontal Run-page chart's category (drawn
+    in the plot, at the left of its row), once the chart is drawn (see `_bar_box`)."""
+    box = _bar_box(page, dimension, key)
+    assert box is not None and box["horizontal"], f"no horizontal row {dimension}={key}"
+    hit = box["hit"]
+    return hit["x"] + 14, hit["y"] + hit["height"] / 2
 
 
 def _bar_width(page, dimension: str, key: str) -> float:
     """Drawn length (px) of a Run-page chart's bar (the first run's)."""
     box = _bar_box(page, dimension, key)
     assert box is not None, f"no bar {dimension}={key}"
-    return box["width"] if box["horizontal"] else box["height"]
+    return box["bar"]["width"] if box["horizontal"] else box["bar"]["height"]
 
 
 def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
@@ -374,8 +397,8 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             page.goto(server)
             # The default page is the Run page on the sample run.
             expect(page.get_by_text(f"{len(rows):,} of {len(rows):,} rollouts")).to_be_visible()
-            expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
-            _settled(page, "document.querySelectorAll('.js-plotly-plot .trace.bars .point').length > 0")
+            expect(page.locator(RUN_BARS).first).to_be_attached()
+            _settled(page, f"document.querySelectorAll({json.dumps(RUN_BARS)}).length > 0")
             x, y = _bar_pixel(page, "reasons", reason)
             page.mouse.move(x, y)
             page.mouse.click(x, y)
@@ -391,6 +414,10 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             expect(page.get_by_text("Masked — the trainer drops this rollout")).to_be_visible()
             expect(page.get_by_text(reason, exact=True).first).to_be_visible()
             page.screenshot(path=str(tmp_path / "run-opened.png"))
+            # Its plotly charts use the chunk the Run page loaded early: fetched once in this tab.
+            expect(page.locator(".js-plotly-plot").first).to_be_visible()
+            assert page.evaluate("() => window.__tokencapPlotlyPreloaded") is True
+            assert page.evaluate(PLOTLY_FETCHES) == 1
 
             page.get_by_role("link", name="Back to the run").click()
             expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
@@ -415,7 +442,7 @@ def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromi
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
         page.goto(f"{server}/?run_charts=1")  # the other charts open (the refusal chart is one of them)
         expect(page.get_by_text(f"{total:,} of {total:,} rollouts")).to_be_visible()
-        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        expect(page.locator(RUN_BARS).first).to_be_attached()
         # The reward and group views, filled from the bundled rollout records.
         expect(page.get_by_text("Reward, trainable vs masked")).to_be_visible()
         expect(page.get_by_text("Groups (tasks) by trainable rollouts kept")).to_be_visible()
@@ -440,12 +467,12 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
     joined = counts["both"] + counts["only_a"] + counts["only_b"]
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
         page.goto(server)
-        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        expect(page.locator(RUN_BARS).first).to_be_attached()
         page.get_by_text("Compare with another run").click()
         page.get_by_text("The sample run after a fix").click()
         expect(page.get_by_text(f"{joined:,} of {joined:,} joined rollouts")).to_be_visible()
         expect(page.get_by_text("Rollouts are paired by rollout id")).to_be_visible()
-        expect(page.locator(".js-plotly-plot .legend").first).to_be_attached()
+        expect(page.locator("[class*='st-key-run_chart'] svg g.role-legend").first).to_be_attached()
         _settled(page)
         # "fixed" by its label in the change chart (a click on the label selects its bar).
         x, y = _label_pixel(page, "change", "fixed")
@@ -793,11 +820,11 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
     with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible()
-        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        expect(page.locator(RUN_BARS).first).to_be_attached()
         _idle(page)
         tiles = page.locator("[data-testid='stMetric']")
         expect(tiles.first).to_be_visible()
-        charts = page.locator("[class*='st-key-run_chart'] .js-plotly-plot")
+        charts = page.locator("[class*='st-key-run_chart'] [data-testid='stVegaLiteChart']")
         expect(charts).to_have_count(1)  # the mask-reason chart; the others are behind the switch
         assert page.evaluate("() => scrollY") == 0
         table = page.locator(RUN_TABLE).last.bounding_box()
@@ -805,6 +832,10 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         for box in [tiles.nth(i).bounding_box() for i in range(tiles.count())] + [charts.first.bounding_box()]:
             assert box["y"] + box["height"] <= 800, box
         page.screenshot(path=str(tmp_path / "run-first-screen.png"))
+        # The Run page draws no plotly chart, and loads the Rollout page's plotly chunk once the browser idles.
+        page.wait_for_function("() => window.__tokencapPlotlyPreloaded === true")
+        assert page.locator(".js-plotly-plot").count() == 0
+        assert page.evaluate(PLOTLY_FETCHES) == 1
         # The switch opens the other charts; the URL keeps them open.
         page.get_by_text("More charts (").click()
         expect(charts).to_have_count(1 + sum(len(row) for row in rc.ROWS))  # every other chart
@@ -827,9 +858,8 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
     with streamlit_server(tmp_path, env={"TOKENCAP_APP_TRACE": str(spans)}) as url, chromium_page() as page:
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible(timeout=90_000)
-        expect(page.locator(".js-plotly-plot .trace.bars .point").first).to_be_attached()
+        expect(page.locator(RUN_BARS).first).to_be_attached()
         _idle(page)
-        page.wait_for_function("() => document.querySelector('.js-plotly-plot')._fullLayout")
         before = _spans(spans)
         assert before.count("script") >= 1 and "run body" in before and "run header" in before
         assert not [s for s in before if s.startswith("run chart") and s != "run chart reasons"]

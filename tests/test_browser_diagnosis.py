@@ -14,35 +14,28 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import _launch, streamlit_server
+from test_browser import RUN_BAR, _launch, streamlit_server
 from test_run_diagnosis import broken_rollout, tokenizer_file
 
 pytestmark = pytest.mark.browser
 
-CAUSE_BAR = """([dimension, key]) => {
+CAUSE_BAR = """([dimension, label]) => {
     // The bar's centre once the script is idle and the bar has stood still for two frames
     // (this runs at every animation frame): a chart still laid out or scrolled moves under
     // the pointer, and a click read one frame early lands on a neighbouring chart.
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') { window.__bar = null; return null; }
-    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-        const trace = gd._fullData && gd._fullData[0];
-        if (!trace || !trace.customdata) continue;
-        const i = trace.customdata.findIndex(cd => cd[0] === dimension && cd[1] === key);
-        if (i < 0) continue;
-        const point = gd.querySelectorAll('.trace.bars .point')[i];
-        const path = point && point.querySelector('path');
-        if (!path) return null;
-        gd.scrollIntoView({block: 'center', behavior: 'instant'});
-        const r = path.getBoundingClientRect();
-        if (!(r.width > 2 && r.height > 2)) return null;
-        const here = [r.left + r.width / 2, r.top + r.height / 2];
-        const before = window.__bar;
-        window.__bar = here;
-        return before && before[0] === here[0] && before[1] === here[1] ? here : null;
-    }
-    return null;
-}"""
+    const chart = document.querySelector(`[class*="st-key-run_chart-${dimension}-"]`);
+    const found = chart && (RUN_BAR)([dimension, label]);
+    if (!found) return null;
+    chart.scrollIntoView({block: 'center', behavior: 'instant'});
+    const r = found.bar;
+    if (!(r.width > 2 && r.height > 2)) return null;
+    const here = [r.x + r.width / 2, r.y + r.height / 2];
+    const before = window.__bar;
+    window.__bar = here;
+    return before && before[0] === here[0] && before[1] === here[1] ? here : null;
+}""".replace("RUN_BAR", RUN_BAR)
 
 
 FILTERED_AND_IDLE = """(n) => {

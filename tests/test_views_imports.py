@@ -105,7 +105,11 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
     graph = views_graph()
     run = {m for m in graph if m.startswith("tokencap.views.run.")}
     assert {"tokencap.views.run.data", "tokencap.views.run.source", "tokencap.views.run.charts"} <= run
-    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources", "figures")}
+    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources", "figures", "vega")}
+    # The Vega-Lite leaf builds on the shared style only, and only the Run page draws with it.
+    assert graph["tokencap.views.vega"] <= {"tokencap.views.style"}
+    vega_users = {m for m, deps in graph.items() if "tokencap.views.vega" in deps}
+    assert vega_users and all(m.startswith("tokencap.views.run.") for m in vega_users), vega_users
     for module in run:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.run")}
         assert outside <= leaves, (module, outside - leaves)
