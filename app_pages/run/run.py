@@ -63,7 +63,6 @@ import streamlit as st
 
 from app_pages.run import parts as parts
 from app_pages.run.loading import LoadedRun, progress_in
-from app_pages.run.preload import preload_plotly
 from app_pages.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style, trace, vega
 from tokencap.views.run import charts as rc
@@ -495,8 +494,7 @@ def main() -> None:
     # Below the table, outside the fragment: a click on the run's charts or table leaves them be.
     with trace.span("run rewards"):
         parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"))
-    rs.keep_scan_ready()  # the next run typed in the sidebar starts scanning at once
-    preload_plotly()  # the Rollout page's charting library, loaded while this page is read
+    parts.work_ahead()
 
 
 main()
