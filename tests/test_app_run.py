@@ -1210,33 +1210,3 @@ def test_uploaded_rollout_records_do_not_outlive_the_server(tmp_path):
     kept = Path(done.stdout.strip().splitlines()[-1])
     assert kept.name.startswith("tokencap-records-")
     assert not kept.exists()
-
-
-# --------------------------------------------------------------------------- the Rollout page's plotly, loaded early
-
-
-def test_the_run_page_sends_the_script_that_loads_the_rollout_pages_plotly_chunk(monkeypatch):
-    from app_pages.run import preload
-
-    chunk = preload.plotly_chunk()
-    # This Streamlit build has one plotly chunk (if a new build renames it, the preload stops: this says so).
-    assert chunk is not None and (Path(preload.st.__file__).parent / "static/static/js" / chunk).is_file()
-    at = run_app(monkeypatch)
-    bodies = [h.proto.body for h in at.get("html")]
-    assert preload.preload_script(chunk) in bodies
-    assert json.dumps(chunk) in preload.preload_script(chunk) and "import(url)" in preload.preload_script(chunk)
-    # The Run page itself draws no plotly chart: its charts are Vega-Lite.
-    assert not at.get("plotly_chart") and any("run_chart:reasons:" in i for i in chart_ids(at))
-
-
-def test_no_preload_script_is_sent_when_streamlit_has_no_single_plotly_chunk(monkeypatch, tmp_path):
-    from app_pages.run import preload
-
-    monkeypatch.setattr(preload, "CHUNK_GLOB", "NoSuchChunk.*.js")
-    preload.plotly_chunk.cache_clear()
-    try:
-        assert preload.plotly_chunk() is None
-        at = run_app(monkeypatch)
-        assert not [h for h in at.get("html") if "import(url)" in h.proto.body]
-    finally:
-        preload.plotly_chunk.cache_clear()

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from synth_snapshots import kitchen_sink
+from app_pages import chunks
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -310,8 +311,17 @@ RUN_BARS = "[class*='st-key-run_chart'] [data-testid='stVegaLiteChart'] svg g.ma
 """A drawn bar of any Run-page chart."""
 
 
-PLOTLY_FETCHES = "() => performance.getEntriesByType('resource').filter(e => e.name.includes('/PlotlyChart.')).length"
-"""How many times this tab fetched Streamlit's plotly chunk."""
+FETCHES = "(name) => performance.getEntriesByType('resource').filter(e => e.name.endsWith('/' + name)).length"
+"""How many times this tab fetched one of Streamlit's chunks (a file name)."""
+
+CHUNK_LOADED = "(name) => !!window.__tokencapChunks && window.__tokencapChunks[name] === true"
+"""Whether app_pages/chunks.py's script imported this chunk in this tab."""
+
+
+def _chunk(pattern: str) -> str:
+    name = chunks.chunk(pattern)
+    assert name is not None, pattern
+    return name
 
 
 def _label(dimension: str, key: str) -> str:
@@ -396,17 +406,21 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             page.set_default_timeout(WAIT_MS)
             page.goto(server)
             # The default page is the Run page on the sample run.
-            expect(page.get_by_text(f"{len(rows):,} of {len(rows):,} rollouts")).to_be_visible()
+            expect(page.get_by_text(f"{len(rows):,} of {len(rows):,} rollouts", exact=True)).to_be_visible()
             expect(page.locator(RUN_BARS).first).to_be_attached()
             _settled(page, f"document.querySelectorAll({json.dumps(RUN_BARS)}).length > 0")
             x, y = _bar_pixel(page, "reasons", reason)
             page.mouse.move(x, y)
             page.mouse.click(x, y)
-            expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
+            expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts", exact=True)).to_be_visible()
             expect(page).to_have_url(re.compile(f"run_reason={reason}"))
             # The filtered table replaces the old one: wait for it, never for a fixed time.
             _settled(page, f"({_GRID_ROWS})(arg)", len(filtered))
             page.screenshot(path=str(tmp_path / "run-filtered.png"))
+            # The Run page, drawn, loads the Rollout page's plotly in the background: a reader looking at the
+            # table gives it that moment (a row opened sooner loads it on its own, as without it).
+            plotly = _chunk(chunks.PLOTLY)
+            page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=plotly)
             _select_grid_row(page, position, len(filtered))
 
             # The Rollout page, on that rollout, with its verdict.
@@ -416,11 +430,10 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             page.screenshot(path=str(tmp_path / "run-opened.png"))
             # Its plotly charts use the chunk the Run page loaded early: fetched once in this tab.
             expect(page.locator(".js-plotly-plot").first).to_be_visible()
-            assert page.evaluate("() => window.__tokencapPlotlyPreloaded") is True
-            assert page.evaluate(PLOTLY_FETCHES) == 1
+            assert page.evaluate(FETCHES, plotly) == 1
 
             page.get_by_role("link", name="Back to the run").click()
-            expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts")).to_be_visible()
+            expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts", exact=True)).to_be_visible()
             expect(page).to_have_url(re.compile(f"run_reason={reason}"))
         finally:
             browser.close()
@@ -441,7 +454,7 @@ def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromi
     key = min((k for k in rd.REFUSALS if counts[k] > 0), key=lambda k: counts[k])
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
         page.goto(f"{server}/?run_charts=1")  # the other charts open (the refusal chart is one of them)
-        expect(page.get_by_text(f"{total:,} of {total:,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{total:,} of {total:,} rollouts", exact=True)).to_be_visible()
         expect(page.locator(RUN_BARS).first).to_be_attached()
         # The reward and group views, filled from the bundled rollout records.
         expect(page.get_by_text("Reward, trainable vs masked")).to_be_visible()
@@ -453,7 +466,7 @@ def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromi
         x, y = _label_pixel(page, "refusal", key)
         page.mouse.move(x, y)
         page.mouse.click(x, y)
-        expect(page.get_by_text(f"{int(counts[key]):,} of {total:,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{int(counts[key]):,} of {total:,} rollouts", exact=True)).to_be_visible()
         expect(page).to_have_url(re.compile(f"run_refusal={key}"))
         page.screenshot(path=str(tmp_path / "run-tiny-bar.png"), full_page=True)
     print(f"screenshot: {tmp_path / 'run-tiny-bar.png'}")
@@ -470,7 +483,7 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
         expect(page.locator(RUN_BARS).first).to_be_attached()
         page.get_by_text("Compare with another run").click()
         page.get_by_text("The sample run after a fix").click()
-        expect(page.get_by_text(f"{joined:,} of {joined:,} joined rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{joined:,} of {joined:,} joined rollouts", exact=True)).to_be_visible()
         expect(page.get_by_text("Rollouts are paired by rollout id")).to_be_visible()
         expect(page.locator("[class*='st-key-run_chart'] svg g.role-legend").first).to_be_attached()
         _settled(page)
@@ -478,7 +491,7 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
         x, y = _label_pixel(page, "change", "fixed")
         page.mouse.move(x, y)
         page.mouse.click(x, y)
-        expect(page.get_by_text(f"{counts['fixed']:,} of {joined:,} joined rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{counts['fixed']:,} of {joined:,} joined rollouts", exact=True)).to_be_visible()
         expect(page).to_have_url(re.compile("run_change=fixed"))
         page.screenshot(path=str(tmp_path / "run-compare-fixed.png"), full_page=True)
         # A fixed rollout opens on the Rollout page's Compare tab with its two captures.
@@ -633,7 +646,7 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
     assert len(ids) > position + 1
     with streamlit_server(tmp_path) as url, chromium_page() as page:
         page.goto(f"{url}/?run_reason=multiple_chains")
-        expect(page.get_by_text(f"{len(ids):,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{len(ids):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         _select_grid_row(page, position)
         expect(page.get_by_role("heading", name=ids[position], exact=True)).to_be_visible()
         expect(page.get_by_text(f"{position + 1} of {len(ids)}")).to_be_visible()
@@ -648,7 +661,7 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
 
         # Back to the run: the same filter, the table in view, scrolled to the row, which is selected.
         page.get_by_role("link", name="Back to the run").click()
-        expect(page.get_by_text(f"{len(ids):,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{len(ids):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         page.wait_for_function("""() => {
             const box = document.querySelector('.st-key-run_table_box');
             const grid = box && box.querySelector('.dvn-scroller');
@@ -818,8 +831,13 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
 
     frame = rd.run_frame(_sample_table())
     with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
+        # When the run's grid first holds its rows (each animation frame, in the page: below, plotly's
+        # chunk must not be fetched before it).
+        page.add_init_script("""(() => { const tick = () => {
+            if (document.querySelector(".st-key-run_table_box [aria-rowcount]")) window.__gridDrawnAt = performance.now();
+            else requestAnimationFrame(tick); }; requestAnimationFrame(tick); })()""")
         page.goto(url)
-        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         expect(page.locator(RUN_BARS).first).to_be_attached()
         _idle(page)
         tiles = page.locator("[data-testid='stMetric']")
@@ -832,10 +850,15 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         for box in [tiles.nth(i).bounding_box() for i in range(tiles.count())] + [charts.first.bounding_box()]:
             assert box["y"] + box["height"] <= 800, box
         page.screenshot(path=str(tmp_path / "run-first-screen.png"))
-        # The Run page draws no plotly chart, and loads the Rollout page's plotly chunk once the browser idles.
-        page.wait_for_function("() => window.__tokencapPlotlyPreloaded === true")
+        # The Run page draws no plotly chart, and loads the Rollout page's plotly chunk once it is drawn and
+        # the browser idles: after the grid's code (one fetch of each).
+        plotly = _chunk(chunks.PLOTLY)
+        page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=plotly)
         assert page.locator(".js-plotly-plot").count() == 0
-        assert page.evaluate(PLOTLY_FETCHES) == 1
+        assert page.evaluate(FETCHES, plotly) == 1
+        fetched, drawn = page.evaluate("""(p) => [performance.getEntriesByType('resource')
+                                         .find(e => e.name.endsWith('/' + p)).startTime, window.__gridDrawnAt]""", plotly)
+        assert drawn is not None and fetched > drawn, (fetched, drawn)
         # The switch opens the other charts; the URL keeps them open.
         page.get_by_text("More charts (").click()
         expect(charts).to_have_count(1 + sum(len(row) for row in rc.ROWS))  # every other chart
@@ -857,7 +880,7 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
     filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(reason,)))["reasons"].sum())
     with streamlit_server(tmp_path, env={"TOKENCAP_APP_TRACE": str(spans)}) as url, chromium_page() as page:
         page.goto(url)
-        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible(timeout=90_000)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible(timeout=90_000)
         expect(page.locator(RUN_BARS).first).to_be_attached()
         _idle(page)
         before = _spans(spans)
@@ -866,7 +889,7 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
         x, y = _bar_pixel(page, "reasons", reason)
         page.mouse.move(x, y)
         page.mouse.click(x, y)
-        expect(page.get_by_text(f"{filtered:,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{filtered:,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         expect(page.locator(RUN_TABLE).last.locator(f"[aria-rowcount='{filtered + 1}']")).to_be_attached()
         _idle(page)
         clicked = len(before)
@@ -884,7 +907,7 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
         # Another page load ends both stretches for sure: what each click reran is every span written
         # after it and before the next page's parts (a script run writes its parts' spans, then "script").
         page.goto(url)
-        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts")).to_be_visible()
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         _idle(page)
         written = _spans(spans)
 

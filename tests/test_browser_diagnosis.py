@@ -14,15 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import RUN_BAR, _launch, streamlit_server
+from test_browser import CHUNK_LOADED, RUN_BAR, _chunk, _launch, streamlit_server
 from test_run_diagnosis import broken_rollout, tokenizer_file
+
+from app_pages import chunks  # noqa: I001 (the repository's package, after the tests' helpers)
 
 pytestmark = pytest.mark.browser
 
 CAUSE_BAR = """([dimension, label]) => {
-    // The bar's centre once the script is idle and the bar has stood still for two frames
-    // (this runs at every animation frame): a chart still laid out or scrolled moves under
-    // the pointer, and a click read one frame early lands on a neighbouring chart.
+    // The bar's centre once the script is idle and the same bar element has stood still for ten
+    // frames (this runs at every animation frame): a chart still laid out or scrolled moves under
+    // the pointer, a click read one frame early lands on a neighbouring chart, and a chart drawn
+    // again (Streamlit embeds a chart anew once its width is measured) replaces the element.
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') { window.__bar = null; return null; }
     const chart = document.querySelector(`[class*="st-key-run_chart-${dimension}-"]`);
@@ -32,9 +35,11 @@ CAUSE_BAR = """([dimension, label]) => {
     const r = found.bar;
     if (!(r.width > 2 && r.height > 2)) return null;
     const here = [r.x + r.width / 2, r.y + r.height / 2];
+    const svg = chart.querySelector('svg');
     const before = window.__bar;
-    window.__bar = here;
-    return before && before[0] === here[0] && before[1] === here[1] ? here : null;
+    const same = before && before.svg === svg && before.at[0] === here[0] && before.at[1] === here[1];
+    window.__bar = {svg: svg, at: here, frames: same ? before.frames + 1 : 0};
+    return window.__bar.frames >= 10 ? here : null;
 }""".replace("RUN_BAR", RUN_BAR)
 
 
@@ -71,14 +76,17 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.set_default_timeout(30_000)
             page.goto(f"{url}/?run_charts=1")  # the cause chart is behind More charts
-            expect(page.get_by_text("6 of 6 rollouts")).to_be_visible(timeout=120_000)  # a cold server, a busy box
+            expect(page.get_by_text("6 of 6 rollouts", exact=True)).to_be_visible(timeout=120_000)  # a cold server, a busy box
+            # The drawn Run page loads the Rollout page's plotly in the background (a long task of the page):
+            # a reader looking at the charts gives it that moment.
+            page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=_chunk(chunks.PLOTLY), timeout=120_000)
             # The Run page diagnoses with the tokenizer too: the re-encoded history reads retokenized.
             handle = page.wait_for_function(CAUSE_BAR, arg=["causes", "retokenized"], timeout=120_000)
             x, y = handle.json_value()
             page.screenshot(path=str(tmp_path / "causes.png"))
             page.mouse.move(x, y)
             page.mouse.click(x, y)
-            expect(page.get_by_text("2 of 6 rollouts")).to_be_visible()
+            expect(page.get_by_text("2 of 6 rollouts", exact=True)).to_be_visible()
             expect(page).to_have_url(re.compile("run_cause=retokenized"))
 
             # The filtered table (two rows: header and rows are 35 px): its first row's checkbox, once the grid

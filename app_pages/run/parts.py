@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_pages import chunks
 from app_pages.run.loading import LoadedRun, load_any_path, load_uploads
-from app_pages.run.preload import preload_plotly
 from tokencap.run import DiffError
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -350,6 +350,6 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
 
 def work_ahead() -> None:
     """What the Run page readies once it is drawn, for what a reader does next: a scan process for
-    the next run typed in the sidebar, and the Rollout page's charting library in the browser."""
+    the next run typed in the sidebar, and the Rollout page's charting library (plotly) in the browser."""
     rs.keep_scan_ready()
-    preload_plotly()
+    chunks.load_later(chunks.PLOTLY)

@@ -50,6 +50,12 @@ BASE_LAYOUT = {
                    "bgcolor": "#ffffff", "bordercolor": "#cbd5e1"},
 }
 
+SCRIPT_BOX = "page_script"
+"""The key prefix of the boxes that hold a page's script-only elements (app_pages/chunks.py). Both pages'
+CSS hides them, so they take no place and no gap in the layout; their scripts run all the same."""
+_SCRIPT_BOX_CSS = (f'[class*="st-key-{SCRIPT_BOX}_"], '
+                   f'[data-testid="stLayoutWrapper"]:has(> [class*="st-key-{SCRIPT_BOX}_"]) {{ display: none; }}\n')
+
 # The page's own CSS (no capture text ever goes in here): a compact header so the tree or
 # the mask starts above the fold at 1280x800, tiles that size to their numbers instead of
 # truncating them, and culprit buttons that read as links. No transitions, as on the Run page
@@ -85,7 +91,7 @@ a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; bo
                 border-radius: 0.5rem; color: #ffffff !important; background: #2563eb; text-decoration: none;
                 font-size: 0.9rem; }
 a.tc-download:hover { background: #1d4ed8; }
-"""
+""" + _SCRIPT_BOX_CSS
 
 # The Run page's own CSS: no transitions. While a run is scanned the page reruns, and
 # Streamlit fades the old page's elements (opacity over 1 s, after 0.5 s), the sidebar's
@@ -98,4 +104,4 @@ RUN_PAGE_CSS = """
 [data-testid="stMainBlockContainer"] { padding-top: 1.6rem; }
 [data-testid="stMainBlockContainer"] h2 { padding-top: 0; }
 [data-testid="stMetricValue"] { font-size: 1.9rem; }
-"""
+""" + _SCRIPT_BOX_CSS
