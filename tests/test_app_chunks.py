@@ -1,4 +1,4 @@
-"""`app_pages/chunks.py`: the pages send the imports of Streamlit's JavaScript chunks ahead of need.
+"""`app_pages/run/chunks.py`: the Run page sends the import of the Rollout page's plotly chunk ahead of need.
 
 What the browser then does with them (one fetch of each chunk, plotly evaluated before the first
 rollout opens) is checked in Chromium by tests/test_browser.py.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages import chunks
+from app_pages.run import chunks
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"

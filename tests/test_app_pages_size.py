@@ -12,8 +12,6 @@ import pytest
 
 PAGES = Path(__file__).resolve().parent.parent / "app_pages"
 BUDGET = 500
-SHARED_LEAVES = ("chunks.py",)
-"""Modules beside the rooms: used by both pages (`chunks`: Streamlit's JavaScript loaded ahead of need)."""
 
 
 @pytest.mark.parametrize("page", sorted(PAGES.rglob("*.py")), ids=lambda p: str(p.relative_to(PAGES)))
@@ -28,11 +26,7 @@ def test_there_are_pages_to_check() -> None:
 
 
 def test_each_page_has_its_own_room() -> None:
-    """Page parts live in their page's folder (mirroring tokencap/views/run and views/rollout); the only
-    flat files are shared leaves both pages use, which import neither page's room."""
-    assert sorted(p.name for p in PAGES.glob("*.py")) == sorted(SHARED_LEAVES)
-    for leaf in SHARED_LEAVES:
-        text = (PAGES / leaf).read_text(encoding="utf-8")
-        assert "app_pages.run" not in text and "app_pages.rollout" not in text, leaf
+    """Page parts live in their page's folder (mirroring tokencap/views/run and views/rollout): no flat files."""
+    assert sorted(p.name for p in PAGES.glob("*.py")) == []
     for room in ("run", "rollout"):
         assert (PAGES / room / f"{room}.py").is_file()

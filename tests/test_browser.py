@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from app_pages.run import chunks
 from synth_snapshots import kitchen_sink
-from app_pages import chunks
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -284,7 +284,8 @@ RUN_BAR = """([dimension, label]) => {
     // A Run-page chart's row for the category drawn as ``label`` (its key's label), in the page's
     // coordinates: ``hit``, the transparent bar that spans the row (the chart's last layer of rect marks,
     // one path per category, described "LABEL: counts"), and ``bar``, the first run's drawn bar in that
-    // row (the first layer of rect marks, however many groups Vega splits it into). Null while the chart is not drawn (a rerun sends it again).
+    // row (the first layer of rect marks, however many groups Vega splits it into). Null while the chart
+    // is not drawn (a rerun sends it again).
     const box = (el) => { const r = el.getBoundingClientRect();
                           return {x: r.left, y: r.top, width: r.width, height: r.height}; };
     for (const chart of document.querySelectorAll(
@@ -315,7 +316,7 @@ FETCHES = "(name) => performance.getEntriesByType('resource').filter(e => e.name
 """How many times this tab fetched one of Streamlit's chunks (a file name)."""
 
 CHUNK_LOADED = "(name) => !!window.__tokencapChunks && window.__tokencapChunks[name] === true"
-"""Whether app_pages/chunks.py's script imported this chunk in this tab."""
+"""Whether app_pages/run/chunks.py's script imported this chunk in this tab."""
 
 
 def _chunk(pattern: str) -> str:

@@ -14,18 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from app_pages.run import chunks
 from test_browser import CHUNK_LOADED, RUN_BAR, _chunk, _launch, streamlit_server
 from test_run_diagnosis import broken_rollout, tokenizer_file
-
-from app_pages import chunks  # noqa: I001 (the repository's package, after the tests' helpers)
 
 pytestmark = pytest.mark.browser
 
 CAUSE_BAR = """([dimension, label]) => {
     // The bar's centre once the script is idle and the same bar element has stood still for ten
     // frames (this runs at every animation frame): a chart still laid out or scrolled moves under
-    // the pointer, a click read one frame early lands on a neighbouring chart, and a chart drawn
-    // again (Streamlit embeds a chart anew once its width is measured) replaces the element.
+    // the pointer, a click read one frame early lands on a neighbouring chart, and a chart that a
+    // rerun sends again is embedded anew (a new element) while the old one may still be found.
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') { window.__bar = null; return null; }
     const chart = document.querySelector(`[class*="st-key-run_chart-${dimension}-"]`);

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import chunks
+from app_pages.run import chunks
 from app_pages.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
 from tokencap.views.run import compare as cv

@@ -51,8 +51,9 @@ BASE_LAYOUT = {
 }
 
 SCRIPT_BOX = "page_script"
-"""The key prefix of the boxes that hold a page's script-only elements (app_pages/chunks.py). Both pages'
-CSS hides them, so they take no place and no gap in the layout; their scripts run all the same."""
+"""The key prefix of the boxes that hold a page's script-only elements (app_pages/run/chunks.py, sent by the Run
+page). The Run page's CSS hides them, so they take no place and no gap in the layout; their scripts run all
+the same."""
 _SCRIPT_BOX_CSS = (f'[class*="st-key-{SCRIPT_BOX}_"], '
                    f'[data-testid="stLayoutWrapper"]:has(> [class*="st-key-{SCRIPT_BOX}_"]) {{ display: none; }}\n')
 
@@ -91,7 +92,7 @@ a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; bo
                 border-radius: 0.5rem; color: #ffffff !important; background: #2563eb; text-decoration: none;
                 font-size: 0.9rem; }
 a.tc-download:hover { background: #1d4ed8; }
-""" + _SCRIPT_BOX_CSS
+"""
 
 # The Run page's own CSS: no transitions. While a run is scanned the page reruns, and
 # Streamlit fades the old page's elements (opacity over 1 s, after 0.5 s), the sidebar's

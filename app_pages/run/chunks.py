@@ -35,22 +35,18 @@ from tokencap.views import style
 PLOTLY = "PlotlyChart.*.js"
 """The plotly chart element, plotly.js inside it."""
 
-_IMPORT = """(() => {
+_SCRIPT = """(() => {
   const index = document.querySelector('script[type="module"][src*="/static/js/index"]')
     || document.querySelector('script[src*="/static/js/index"]');
   if (!index) return;
-  const flag = '__tokencapChunks';
-  const loaded = window[flag] = window[flag] || {};
-  const load = () => Promise.all(%(chunks)s.filter(c => !(c in loaded)).map(c => {
+  const loaded = window.__tokencapChunks = window.__tokencapChunks || {};
+  const load = () => Promise.all(CHUNKS.filter(c => !(c in loaded)).map(c => {
     loaded[c] = false;
     return import(new URL(c, index.src).href).then(() => { loaded[c] = true; }, () => {});
   }));
-  %(when)s
-})();"""
-
-_WHEN_DRAWN = """const drawn = () => {
-    // Drawn: the script idle, no element still waiting for its code (Streamlit shows a skeleton meanwhile),
-    // every grid holding its rows and every Vega-Lite chart its marks. An empty page is drawn too.
+  // Drawn: the script idle, no element still waiting for its code (Streamlit shows a skeleton meanwhile),
+  // every grid holding its rows and every Vega-Lite chart its marks. An empty page is drawn too.
+  const drawn = () => {
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
     if (document.querySelector("[data-testid='stSkeleton']")) return false;
@@ -66,7 +62,8 @@ _WHEN_DRAWN = """const drawn = () => {
     if (calm < 2 && performance.now() - start < 10000) { setTimeout(wait, 150); return; }
     (window.requestIdleCallback || ((f) => setTimeout(f, 50)))(load, {timeout: 2000});
   };
-  wait();"""
+  wait();
+})();"""
 
 
 @lru_cache(maxsize=None)
@@ -85,7 +82,7 @@ def found(patterns: tuple[str, ...]) -> list[str]:
 def import_script(chunks: list[str]) -> str:
     """The script that imports ``chunks`` (file names beside Streamlit's index module) once the page is
     drawn and the browser idle."""
-    return "<script>" + _IMPORT % {"chunks": json.dumps(chunks), "when": _WHEN_DRAWN} + "</script>"
+    return "<script>" + _SCRIPT.replace("CHUNKS", json.dumps(chunks), 1) + "</script>"
 
 
 def load_later(*patterns: str) -> None:
