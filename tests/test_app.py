@@ -91,6 +91,16 @@ def rollout_keys(*sources: src.Source) -> list[str]:
     return [r.key for r in src.rollout_refs(src.load_source(s) for s in sources)]
 
 
+def proof_charts(at: AppTest) -> list[str]:
+    """The calls whose link or break proof is drawn: each proof is a Vega-Lite chart whose second
+    strip row names the call ("this call CALL")."""
+    out = []
+    for chart in at.get("vega_lite_chart"):
+        rows = json.loads(chart.proto.spec)["layer"][0]["layer"][0]["encoding"]["y"]["sort"]
+        out.extend(row.removeprefix("this call ") for row in rows if row.startswith("this call "))
+    return out
+
+
 def store_zip(directory: Path) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
@@ -112,7 +122,8 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
                                "empty gen.", "refusals"]
     assert "**Masked" in verdict(at)
     assert reason_lines(at)[0].startswith("**multiple\\_chains**")
-    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["tree", "proof"]  # the tree, the link proof
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["tree"]  # the tree (plotly) ...
+    assert proof_charts(at) == ["call-0003"]  # ... and the link proof (Vega-Lite)
     assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export", "Compare"]
     # A masked rollout opens on its first culprit: the branch's first call.
     assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
@@ -381,7 +392,7 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     view_snapshot = load_snapshots(SAMPLES / "stale_parent_link.json")[0]
     build = build_rollout(view_snapshot).build
     parent = build.entries["call-0002"]
-    assert any(c.key == "proof:call:call-0003" for c in at.get("plotly_chart"))
+    assert proof_charts(at) == ["call-0003", "call-0003"]  # the break's proof, then the claimed link's
     assert any("differ at position 176" in c.value for c in at.caption)
     assert not at.code  # plain text (see test_capture_strings_are_never_rendered_as_markup)
     codes = [c.value for c in at.text if c.value.startswith("expected")]
@@ -401,7 +412,7 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
     pick.set_value("call:call-0001")
     rerun(at)
-    assert not any(c.key.startswith("proof:") for c in at.get("plotly_chart"))
+    assert proof_charts(at) == []
 
 
 def test_loss_mask_tab_pages_and_decodes(monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from test_app import SAMPLES, open_app, rerun
+from test_app import SAMPLES, open_app, proof_charts, rerun
 from test_run_diagnosis import broken_rollout, tokenizer_file
 
 from tokencap.views.rollout import breaks as bv
@@ -27,7 +27,7 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
     rerun(at)
     assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
-    assert any("break_proof:call:call-0002" in c.proto.id for c in at.get("plotly_chart"))
+    assert proof_charts(at) == ["call-0002", "call-0002"]  # the break's proof, then the claimed link's
     assert not [c for c in at.caption if "(decoded)" in c.value]  # no tokenizer: no decoded sides
 
 
@@ -55,7 +55,7 @@ def test_an_unresolved_boundary_gets_a_proof_against_its_nearest_predecessor(mon
     at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0003")
     rerun(at)
     assert any("cause `link_intact`" in m.value for m in at.markdown)
-    assert any("break_proof:call:call-0003" in c.proto.id for c in at.get("plotly_chart"))
+    assert proof_charts(at) == ["call-0003"]
 
 
 def test_the_bundled_sample_tokenizer_is_the_default_only_for_sample_data(tmp_path):

@@ -1,5 +1,5 @@
 """The server is made ready in a thread, once per process (app_pages/rollout/warm.py): the Rollout page's
-imports and proof layouts, then what is loaded frozen out of the garbage collector's walk."""
+imports and the Compare figure's layout, then what is loaded frozen out of the garbage collector's walk."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ first.join(120)
 missing = [m for m in warm.ROLLOUT_PARTS if m not in sys.modules]
 assert not missing, missing
 assert 'app_pages.rollout.rollout' not in sys.modules  # the page itself is never imported (it would run)
-assert figures._stacked_axes.cache_info().currsize == 2, figures._stacked_axes.cache_info()
+assert figures._stacked_axes.cache_info().currsize == 1, figures._stacked_axes.cache_info()  # Compare's
 import gc
 assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()  # the modules, out of each collection's walk
 print('ready')

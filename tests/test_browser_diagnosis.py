@@ -106,8 +106,10 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             decoded = page.locator("[data-testid='stText']", has_text="x y")
             expect(decoded.first).to_be_visible()
             expect(decoded).to_have_count(2)
-            proof = page.locator(".js-plotly-plot").filter(has=page.locator(".heatmaplayer")).last
+            # The break's proof, drawn (Vega-Lite SVG): its cells show the decoded tokens.
+            proof = page.locator("[class*='st-key-break_proof_chart_'] [data-testid='stVegaLiteChart'] svg").last
             expect(proof).to_be_attached()
+            expect(proof.locator("text", has_text="x␣y").first).to_be_attached()
             page.screenshot(path=str(tmp_path / "break-proof.png"))
         finally:
             browser.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from helpers import entry_dict, snapshot_dict
@@ -127,12 +126,6 @@ def test_a_break_proof_marks_each_divergence_and_shows_both_sides_tokens(tmp_pat
     assert proof.parent_tokens.tolist()[proof.spans[0].start - proof.parent_window[0]:][:2] == [X, Y]
     assert XY in proof.prompt_tokens.tolist()
     assert "share a prefix of 5 tokens" in proof.summary() and "1 divergence" in proof.summary()
-    figure = lp.break_proof_figure(proof, decode=lambda t: {X: "x", Y: "y", XY: "x y"}.get(t, f"w{t}"))
-    go.Figure(figure)
-    texts = [t for trace in figure.data if trace.type == "heatmap" for row in trace.text for t in row]
-    assert "x y" in texts and "x" in texts
-    colours = {trace.marker.color for trace in figure.data if trace.type == "bar"}
-    assert lp.SPAN["replaced"] in colours
 
 
 def test_a_dropped_span_and_an_unresolved_boundary_have_their_proof():

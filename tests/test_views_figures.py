@@ -3,7 +3,8 @@
 The views build figures without plotly's validation (`tokencap.views.figures`: it cost
 more than everything else on a click). So here each kind of figure, on every sample
 rollout, is built again *with* validation, which raises on a misspelt property or a value
-out of range, and must come out the same.
+out of range, and must come out the same. The proofs are Vega-Lite charts: each is checked
+against the Vega-Lite schema instead.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from tokencap.views import figures
+from tokencap.views import figures, vega
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import diff as dv
 from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import tree as tv
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
@@ -60,11 +62,11 @@ def test_every_figure_of_a_sample_rollout_is_valid(name: str) -> None:
         for entry in view.snapshot.entries[:4]:
             proof = lp.link_proof(view, entry.model_call_id)
             if proof is not None:
-                _same_when_validated(lp.proof_figure(proof))
+                vega.validated(pc.link_proof_chart(proof))
         for brk in view.breaks[:2]:
             proof = lp.break_proof(view, brk)
             if proof is not None:
-                _same_when_validated(lp.break_proof_figure(proof))
+                vega.validated(pc.break_proof_chart(proof))
     if len(views) > 1:
         _same_when_validated(dv.sequence_figure(dv.sequence_diff(views[0], views[1])))
 

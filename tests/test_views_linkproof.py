@@ -82,21 +82,6 @@ def test_runs_cover_the_overlap_and_never_hide_a_difference(same, max_runs):
     assert len(runs) <= max(max_runs, 1) or len(runs) == sum(1 for i in range(len(same)) if i == 0 or same[i] != same[i - 1])
 
 
-def test_the_figure_draws_both_sequences_and_the_token_cells():
-    view = RolloutView(load_snapshots(SAMPLES / "stale_parent_link.json")[0])
-    proof = lp.link_proof(view, "call-0003")
-    fig = lp.proof_figure(proof)
-    heat = [t for t in fig.data if t.type == "heatmap"]
-    assert len(heat) == 1
-    row_parent, row_child = heat[0].text
-    i = proof.diverges_at - proof.window[0]
-    assert row_parent[i] != row_child[i] and heat[0].z[0][i] == 2.0 and heat[0].z[0][i - 1] == 1.0
-    decoded = lp.proof_figure(proof, decode=lambda t: f"<t{t}>")
-    assert "&lt;t" in decoded.data[-1].text[0][0]  # decoded text, HTML-escaped for plotly
-    bars = [t for t in fig.data if t.type == "bar"]
-    assert {t.marker.color for t in bars} >= {lp.AGREE, lp.DIFFER}
-
-
 def test_checks_table_shortens_digests_and_the_full_ones_are_listed_below():
     view = RolloutView(load_snapshots(SAMPLES / "stale_parent_link.json")[0])
     d = dv.call_detail(view, "call:call-0003")

@@ -15,6 +15,7 @@ from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
 from tokencap.views.model import RolloutView
@@ -182,8 +183,9 @@ def show_link(view: RolloutView, d: Any) -> None:
         st.caption(md_escape(proof.summary()))
         tokenizer, _, tokenizer_key = tokenizer_in_use()
         decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-        figure = figure_of("link proof", view, (d.key, tokenizer_key), lambda: lp.proof_figure(proof, decode))
-        st.plotly_chart(figure, config=PLOTLY_CONFIG, width="stretch", key=f"proof:{d.key}")
+        spec = figure_of("link proof", view, (d.key, tokenizer_key), lambda: pc.link_proof_chart(proof, decode))
+        with st.container(key=f"proof_chart_{d.key.replace(':', '_')}"):  # a chart with no selection has no key
+            st.vega_lite_chart(spec, width="stretch")
         if decode is None:
             st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
     if d.link_checks is not None:
@@ -210,8 +212,9 @@ def show_break(view: RolloutView, d: Any) -> Any:
         if proof is not None:
             st.caption(md_escape(proof.summary()))
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-            figure = figure_of("break proof", view, (d.key, key), lambda: lp.break_proof_figure(proof, decode))
-            st.plotly_chart(figure, config=PLOTLY_CONFIG, width="stretch", key=f"break_proof:{d.key}")
+            spec = figure_of("break proof", view, (d.key, key), lambda: pc.break_proof_chart(proof, decode))
+            with st.container(key=f"break_proof_chart_{d.key.replace(':', '_')}"):
+                st.vega_lite_chart(spec, width="stretch")
             if proof.parent_text is not None and proof.prompt_text is not None:
                 left, right = st.columns(2)
                 left.caption(f"{md_escape(proof.parent)} had (decoded)")

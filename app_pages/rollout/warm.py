@@ -4,9 +4,9 @@ A helper of ``app.py`` (not a page), in the Rollout page's room: most of what it
 that page's. Once a page has been drawn, a thread, once per server process:
 
 - imports the Rollout page's parts and their views (~50 ms the first rollout opened from the
-  run's table used to pay, on top of loading and building it) and has plotly lay out each
-  two-row proof figure (`tokencap.views.figures.Stack` asks ``make_subplots`` once per shape:
-  ~40 ms);
+  run's table used to pay, on top of loading and building it) and has plotly lay out the
+  Compare tab's two-row sequence figure (`tokencap.views.figures.Stack` asks ``make_subplots``
+  once per shape: ~20 ms);
 - then moves every object loaded so far -- modules, classes, plotly's validators, pandas --
   out of the garbage collector's sight (``gc.freeze``). Streamlit collects garbage after each
   script run (``runner.postScriptGC``), and with those objects in view a full collection took
@@ -52,10 +52,9 @@ def _warm(script: threading.Thread) -> None:
         for name in ROLLOUT_PARTS:
             importlib.import_module(name)
         from tokencap.views.figures import Stack
-        from tokencap.views.rollout.linkproof import BREAK_ROWS, PROOF_ROWS
+        from tokencap.views.rollout.diff import SEQUENCE_ROWS
 
-        for rows in (PROOF_ROWS, BREAK_ROWS):
-            Stack(*rows)
+        Stack(*SEQUENCE_ROWS)
     except Exception:  # noqa: BLE001 -- the page does it again and raises there
         pass
     gc.freeze()  # what is loaded now lives as long as the server: out of each collection's walk

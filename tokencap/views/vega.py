@@ -1,11 +1,12 @@
-"""Vega-Lite specs for the Run page's charts, and reading a click back from them.
+"""Vega-Lite specs for the Run page's charts and the Rollout page's proofs, and reading a click back.
 
 Why not plotly here: the Run page is the first screen a researcher sees, and Chromium spends
 1.3-2 s evaluating plotly's 4.8 MB bundle before it draws the first plotly chart. Streamlit's
 Vega-Lite chart loads 0.8 MB and costs a fresh browser about 0.2 s. The Run page's bar charts,
-rewards and groups are simple marks that Vega-Lite draws as well. The Rollout page (call tree,
-loss-mask strip, proofs) stays on plotly; its bundle is loaded while the Run page is read
-(`app_pages/run/preload.py`).
+rewards and groups are simple marks that Vega-Lite draws as well. On the Rollout page the link
+and break proofs are Vega-Lite too (`.rollout.proof_chart`: redrawn at every Next); the call
+tree, the loss-mask strip and the Compare figure stay on plotly, whose bundle is loaded while
+the Run page is read (`app_pages/run/chunks.py`).
 
 Text in a spec is drawn as SVG text, and vega-tooltip escapes its values: no capture text is
 ever read as HTML here. Every chart is rendered as SVG (`RENDERER`): one element per mark, so
@@ -38,11 +39,12 @@ def title(text: str, subtitle: str = "") -> dict[str, Any]:
     return out
 
 
-def chart(layers: list[dict[str, Any]], *, heading: dict[str, Any], height: int, **top: Any) -> dict[str, Any]:
-    """A layered chart as wide as its column, ``height`` px of plot, drawn as SVG without a frame."""
+def chart(layers: list[dict[str, Any]], *, heading: dict[str, Any] | None, height: int, **top: Any) -> dict[str, Any]:
+    """A layered chart as wide as its column, ``height`` px of plot, drawn as SVG without a frame (and
+    without a title when ``heading`` is None)."""
     return {
         "$schema": SCHEMA,
-        "title": heading,
+        **({"title": heading} if heading is not None else {}),
         "width": "container",
         "height": height,
         "autosize": {"type": "fit-x", "contains": "padding"},

@@ -20,13 +20,15 @@ import plotly.graph_objects as go
 
 from .. import style
 from ..figures import Stack
-from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, PROOF_ROWS, agreement_runs, cell_labels, leading_agreement
+from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, agreement_runs, cell_labels, leading_agreement
 from ..model import RolloutView
 from ..text import fmt_int, html_text
 from .verdicts import banner_of, verdict_changes
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10
+SEQUENCE_ROWS = ((0.42, 0.58), 0.2)
+"""The sequence figure's two rows (both sequences as bars; the window's token cells): heights, spacing."""
 
 
 @dataclass
@@ -153,7 +155,7 @@ def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", dec
     """Both delivered sequences on one axis (green: same token, red: different, grey: only one side
     has it) and the tokens around the first difference as cells."""
     rows = [html_text(label_a, 40), html_text(label_b, 40)]
-    fig = Stack(*PROOF_ROWS)  # laid out as a link's proof
+    fig = Stack(*SEQUENCE_ROWS)
     overlap = min(d.len_a, d.len_b)
     spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for start, end, same in d.runs:

@@ -1,8 +1,8 @@
-"""A parent link's proof, drawn: the parent's cumulative tokens against the child's prompt.
+"""A parent link's proof: the parent's cumulative tokens against the child's prompt.
 
 A link holds when the parent's whole cumulative sequence (prompt + generation, length L)
 opens the child's prompt. Two 64-character digests say whether it does, not where it
-stops doing so; this module finds out and draws it as an aligned strip:
+stops doing so; this module finds out, and `.proof_chart` draws it as an aligned strip:
 
 * two bars on one position axis: the parent's L tokens and the child's prompt, green as
   far as they agree, red where the parent's sequence goes on without the child, grey
@@ -21,14 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import plotly.graph_objects as go
 
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
-from .. import style
-from ..figures import Stack
 from ..model import RolloutView
-from ..text import html_text
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10
@@ -177,96 +173,7 @@ def cell_labels(tokens: np.ndarray, decode: Callable[[int], str] | None = None) 
     return out
 
 
-PROOF_ROWS = ((0.42, 0.58), 0.2)
-"""The link proof's two rows (both sequences as bars; the window's token cells): heights, spacing."""
-BREAK_ROWS = ((0.45, 0.55), 0.22)
-"""The break proof's two rows, the same way."""
-
-
-def proof_figure(proof: LinkProof, decode: Callable[[int], str] | None = None) -> go.Figure:
-    """The aligned strip: both sequences as bars (top), the window's token cells (bottom)."""
-    fig = Stack(*PROOF_ROWS)
-    rows = [f"{proof.relation} {proof.parent}", f"this call {proof.child}"]
-    rows_short = [html_text(r, 40) for r in rows]
-    n_parent, n_child, agree = proof.parent_len, proof.prompt_len, proof.agree
-    # Bars on one position axis: over the overlap, green where both hold the same token and
-    # red where they differ; past the overlap, the parent's leftover tokens are red (they
-    # never appear in the child's prompt) and the child's are grey (its interstitial).
-    overlap = min(n_parent, n_child)
-    segments: dict[tuple[int, str], list[tuple[int, int]]] = {}
-    for a, b, same in proof.runs:
-        for r in (0, 1):
-            segments.setdefault((r, "agree" if same else "differ"), []).append((a, b))
-    if n_parent > overlap:
-        segments.setdefault((0, "parent only: not in the child's prompt"), []).append((overlap, n_parent))
-    if n_child > overlap:
-        segments.setdefault((1, "child's interstitial (after the parent's sequence)"), []).append((overlap, n_child))
-    colour_of = {"agree": AGREE, "differ": DIFFER}
-    for (r, what), spans in segments.items():
-        colour = colour_of.get(what, DIFFER if r == 0 else ONLY_CHILD)
-        starts = np.array([a for a, _ in spans])
-        widths = np.array([b - a for a, b in spans])
-        fig.add("bar", 1, y=[rows_short[r]] * len(spans), x=widths, base=starts.tolist(), orientation="h",
-                marker={"color": colour, "line": {"width": 0}},
-                customdata=np.column_stack((starts, starts + widths - 1)),
-                hovertemplate=f"{html_text(what)}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}"
-                              "<extra></extra>", showlegend=False)
-    mark = n_parent if proof.holds else agree
-    label = f"parent ends at {n_parent:,}" if proof.holds else f"first difference at {agree:,}"
-    fig.vline(mark, 1, {"color": "#111827", "width": 2, "dash": "dot"})
-    right = mark > 0.6 * max(n_parent, n_child, 1)
-    fig.annotate(x=mark, y=1.0, yref="y domain", xref="x", text=html_text(label), showarrow=False,
-                 yanchor="bottom", xanchor="right" if right else "left", font={"size": 11})
-
-    # Token cells of the window.
-    start, end = proof.window
-    width = end - start
-    z = np.full((2, width), np.nan)
-    text = [[""] * width for _ in range(2)]
-    hover = [[""] * width for _ in range(2)]
-    p_labels = cell_labels(proof.parent_tokens, decode)
-    c_labels = cell_labels(proof.child_tokens, decode)
-    for i in range(width):
-        pos = start + i
-        p = int(proof.parent_tokens[i]) if i < proof.parent_tokens.size else None
-        c = int(proof.child_tokens[i]) if i < proof.child_tokens.size else None
-        for r, (tok, lab) in enumerate(((p, p_labels), (c, c_labels))):
-            if tok is None:
-                z[r, i] = 0.0
-                text[r][i] = "—"
-                hover[r][i] = f"pos {pos:,}: no token (the sequence ended)"
-                continue
-            if p is not None and c is not None:
-                z[r, i] = 1.0 if p == c else 2.0
-            else:
-                # One side ended: the parent's tokens past the child's prompt are a difference,
-                # the child's tokens past the parent's sequence are its interstitial.
-                z[r, i] = 2.0 if c is None else 3.0
-            text[r][i] = html_text(lab[i], 14)
-            hover[r][i] = f"pos {pos:,} · token {tok}" + (f" · {html_text(lab[i], 40)}" if decode else "")
-    colours = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
-               [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
-    fig.add("heatmap", 2, z=z, x=list(range(start, end)), y=rows_short, zmin=0, zmax=3, colorscale=colours,
-            showscale=False, text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
-            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2)
-    fig.xaxis(1, range=[0, max(n_parent, n_child) * 1.01 + 1], showgrid=False, tickformat=",d")
-    fig.xaxis(2, title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}},
-              dtick=1 if width <= 20 else None, tickformat=",d")
-    fig.yaxis(1, autorange="reversed")
-    fig.yaxis(2, autorange="reversed")
-    return fig.figure(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
-                      barmode="overlay")
-
-
 # --------------------------------------------------------------------------- a break against its predecessor (SPEC 12)
-
-SPAN = {"dropped": "#dc2626", "inserted": "#2563eb", "replaced": "#f59e0b"}
-SPAN_WORDS = {
-    "dropped": "the predecessor's tokens left out of this prompt",
-    "inserted": "tokens this prompt has that the predecessor's sequence does not",
-    "replaced": "the predecessor's tokens this prompt carries as other tokens",
-}
-
 
 @dataclass(frozen=True)
 class MarkedSpan:
@@ -346,69 +253,3 @@ def break_proof(view: RolloutView, brk: object) -> BreakProof | None:
                       int(prompt.size), int(brk.agree or 0), tuple(spans),  # type: ignore[attr-defined]
                       int(brk.more_divergences), pw, np.asarray(seq[pw[0]:pw[1]]),  # type: ignore[attr-defined]
                       qw, np.asarray(prompt[qw[0]:qw[1]]), brk.parent_text, brk.prompt_text)  # type: ignore
-
-
-def break_proof_figure(proof: BreakProof, decode: Callable[[int], str] | None = None) -> go.Figure:
-    """Both sequences as bars on one position axis, green where aligned and each divergence marked
-    (dropped red, inserted blue, replaced amber); below, the tokens around the first divergence on
-    each side (decoded when ``decode`` is given)."""
-    fig = Stack(*BREAK_ROWS)
-    rows = [html_text(f"predecessor {proof.parent}", 40), html_text(f"this call {proof.child}", 40)]
-    for r, (side, length) in enumerate((("parent", proof.parent_len), ("prompt", proof.prompt_len))):
-        marked = sorted((s for s in proof.spans if s.side == side), key=lambda s: s.start)
-        cursor, plain = 0, []
-        for s in marked:
-            if s.start > cursor:
-                plain.append((cursor, s.start))
-            cursor = max(cursor, s.end)
-        if cursor < length:
-            plain.append((cursor, length))
-        groups: dict[str, list[tuple[int, int, str]]] = {"aligned": [(a, b, "") for a, b in plain]}
-        for s in marked:
-            groups.setdefault(s.kind, []).append((s.start, s.end, s.cause))
-        for kind, items in groups.items():
-            if not items:
-                continue
-            starts = np.array([a for a, _, _ in items])
-            widths = np.array([b - a for a, b, _ in items])
-            what = SPAN_WORDS.get(kind, "aligned with the other sequence")
-            fig.add(
-                "bar", 1, y=[rows[r]] * len(items), x=widths, base=starts.tolist(), orientation="h",
-                marker={"color": SPAN.get(kind, AGREE), "line": {"width": 0}}, name=kind, showlegend=False,
-                customdata=np.column_stack((starts, starts + widths - 1, [html_text(c) for _, _, c in items])),
-                hovertemplate=f"<b>{kind}</b>: {html_text(what)}<br>positions %{{customdata[0]:,}}–"
-                              "%{customdata[1]:,}<br>%{customdata[2]}<extra></extra>")
-    fig.vline(proof.agree, 1, {"color": "#111827", "width": 2, "dash": "dot"})
-    # The tokens around the first divergence, each side from its own position.
-    width = max(proof.parent_window[1] - proof.parent_window[0], proof.prompt_window[1] - proof.prompt_window[0])
-    z = np.full((2, width), np.nan)
-    text = [[""] * width for _ in range(2)]
-    hover = [[""] * width for _ in range(2)]
-    for r, (window, tokens, side) in enumerate(((proof.parent_window, proof.parent_tokens, "parent"),
-                                               (proof.prompt_window, proof.prompt_tokens, "prompt"))):
-        labels = cell_labels(tokens, decode)
-        marked = [s for s in proof.spans if s.side == side]
-        for i in range(width):
-            pos = window[0] + i
-            if i >= tokens.size:
-                z[r, i], text[r][i], hover[r][i] = 0.0, "—", f"pos {pos:,}: no token"
-                continue
-            span = next((s for s in marked if s.start <= pos < s.end), None)
-            z[r, i] = {"dropped": 2.0, "inserted": 3.0, "replaced": 2.5}.get(span.kind, 1.0) if span else 1.0
-            text[r][i] = html_text(labels[i], 14)
-            hover[r][i] = (f"pos {pos:,} · token {int(tokens[i])}" + (f" · {html_text(labels[i], 40)}" if decode else "")
-                           + (f" · {span.kind}" if span else ""))
-    colours = [[0.0, CELL["absent"]], [0.2, CELL["absent"]], [0.2, CELL["agree"]], [0.45, CELL["agree"]],
-               [0.45, "#fecaca"], [0.7, "#fecaca"], [0.7, "#fde68a"], [0.85, "#fde68a"], [0.85, "#bfdbfe"],
-               [1.0, "#bfdbfe"]]
-    fig.add("heatmap", 2, z=z, x=list(range(width)), y=rows, zmin=0, zmax=3, colorscale=colours, showscale=False,
-            text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
-            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2)
-    fig.xaxis(1, range=[0, max(proof.parent_len, proof.prompt_len) * 1.01 + 1], showgrid=False, tickformat=",d")
-    fig.xaxis(2, title={"text": f"tokens around the first divergence: predecessor from {proof.parent_window[0]:,}, "
-                                f"this prompt from {proof.prompt_window[0]:,}", "font": {"size": 10}},
-              showticklabels=False)
-    fig.yaxis(1, autorange="reversed")
-    fig.yaxis(2, autorange="reversed")
-    return fig.figure(**style.BASE_LAYOUT, height=260, margin={"l": 10, "r": 10, "t": 24, "b": 30}, bargap=0.35,
-                      barmode="overlay")
