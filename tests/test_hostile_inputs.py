@@ -791,6 +791,31 @@ def test_handling_interrupts_turns_sigterm_into_terminated_and_restores_the_hand
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_sigterm_as_the_part_file_is_created_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    # The signal lands while the part file's open() runs: Python calls the handler as the
+    # call returns, before write_atomically has the part file's name to remove it by.
+    import tokencap.export as export
+
+    real_open = os.open
+    opened: list[str] = []
+
+    def open_then_signal(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        if flags & os.O_CREAT and str(path).endswith(".part"):
+            opened.append(str(path))
+            os.kill(os.getpid(), signal.SIGTERM)
+        return fd
+
+    monkeypatch.setattr(export.os, "open", open_then_signal)
+    out = tmp_path / "o.json"
+    written = []
+    with pytest.raises(Terminated):
+        with handling_interrupts():
+            write_atomically(out, lambda handle: written.append(handle.write(b"{}")))
+    assert len(opened) == 1 and not written  # the part was made; the write never started
+    assert sorted(tmp_path.iterdir()) == []  # no output, no part file
+
+
 def test_write_atomically_failure_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o.json"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -144,13 +145,15 @@ def test_leaving_the_page_stops_the_child_and_its_workers(tmp_path):
     def progress(done: int, total: int) -> None:
         assert child.process is not None
         spawned.update({child.process.pid} | descendants(child.process.pid))
-        if len(spawned) >= 3 and 0 < total and done < total:  # workers up, scan under way
+        workers.update(workers_of(child.process.pid))
+        if workers and 0 < total and done < total:  # workers up, scan under way
             raise PageLeft
 
+    workers: set[int] = set()
     with pytest.raises(PageLeft):
         with child:
             child.wait(progress)
-    assert len(spawned) >= 3  # the scan, its fork server and at least one worker were running
+    assert workers  # the scan, its fork server and at least one worker were running
     assert child.process.returncode == 143  # stopped by SIGTERM, cleanly
     for _ in range(100):  # a bound, not a speed: the fork server may take a moment to see its end
         if not [pid for pid in spawned if alive(pid)]:
@@ -427,15 +430,95 @@ def test_a_spare_that_died_or_was_made_for_another_environment_is_never_used(tmp
     assert read_current_scan(tmp_path / "scan.parquet").num_rows == scan_table(run, workers=1).num_rows
 
 
+def workers_of(pid: int) -> set[int]:
+    """The scan's workers under child ``pid``: its grandchildren. An idle spare already has two
+    children of its own (multiprocessing's resource tracker and fork server), which are not workers."""
+    return {p for p in descendants(pid) if parent_of(p) not in (pid, None)}
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def test_a_spare_stopped_while_it_scans_takes_its_workers_along(tmp_path, spares):
+    class PageLeft(BaseException):
+        pass
+
+    run = tmp_path / "run"
+    for copy in range(3):  # ~900 rollouts: the scan is still running when the page is left
+        shutil.copytree(SAMPLE_RUN, run / f"part{copy}")
+    out = tmp_path / "cache" / "scan.parquet"
+    out.parent.mkdir()
     spare = child_module.keep_spare()
-    child = ChildScan(SAMPLE_RUN, tmp_path / "scan.parquet", workers=2).start()
-    assert child.process is spare
-    spawned = {spare.pid}
-    until(lambda: len(spawned.__ior__(descendants(spare.pid))) >= 3, "the spare's workers are up")
-    child.stop()
+    until(lambda: len(descendants(spare.pid)) >= 2, "the spare's fork server is up")
+    spawned = {spare.pid} | descendants(spare.pid)
+    workers: set[int] = set()
+    child = ChildScan(run, out, workers=2)
+
+    def progress(done: int, total: int) -> None:
+        workers.update(workers_of(spare.pid))
+        if workers and 0 < total and done < total:  # the spare's workers up, its scan under way
+            raise PageLeft
+
+    with pytest.raises(PageLeft):
+        with child:
+            assert child.process is spare
+            child.wait(progress)
+    assert workers
+    assert spare.returncode == 143  # stopped by SIGTERM, cleanly
+    spawned |= workers
     until(lambda: not [p for p in spawned if alive(p)], "every process of the scan has ended")
-    assert list(tmp_path.iterdir()) == []  # no table, no part file
+    assert list(out.parent.iterdir()) == []  # no table, no part file
+
+
+def test_a_child_killed_after_the_grace_period_leaves_no_part_file(tmp_path, monkeypatch):
+    # A child that does not stop on SIGTERM in time is killed; SIGKILL cannot be caught, so
+    # its part file stays behind unless the stopping side removes it.
+    out = tmp_path / "scan.parquet"
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import signal, sys, time
+        from tokencap.export import write_atomically
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # deaf to the polite stop
+        def write(handle):
+            print("writing", flush=True)
+            time.sleep(600)
+        write_atomically({str(out)!r}, write)
+    """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)},
+        process_group=0)
+    assert writer.stdout.readline().strip() == b"writing"
+    assert len(list(tmp_path.iterdir())) == 1  # its part file
+    monkeypatch.setattr(child_module, "STOP_GRACE", 0.2)
+    child = ChildScan(SAMPLE_RUN, out)
+    child.process = writer
+    child.stop()
+    assert writer.returncode == -signal.SIGKILL
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stopped_child_leaves_another_live_writers_part_file_alone(tmp_path):
+    out = tmp_path / "scan.parquet"
+    other = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from tokencap.export import write_atomically
+        def write(handle):
+            print("writing", flush=True)
+            time.sleep(600)
+        write_atomically({str(out)!r}, write)
+    """)], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert other.stdout.readline().strip() == b"writing"
+        live = sorted(tmp_path.iterdir())
+        child = ChildScan(SAMPLE_RUN, out)
+        child.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], process_group=0)
+        child.stop()
+        assert sorted(tmp_path.iterdir()) == live  # the live writer still owns its part file
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_spare_ends_with_the_server_that_made_it(tmp_path):

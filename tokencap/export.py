@@ -305,15 +305,21 @@ def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
     """
     target = output_target(path)
     remove_stale_parts(target)
-    fd, tmp = _create_part(target)
+    fd: int | None = None
+    tmp: Path | None = None
     committed = False
     try:
+        # Held back while the part file is made: an interrupt that landed between its
+        # creation and the names below would leave a part file nobody knows to remove.
+        with critical():
+            fd, tmp = _create_part(target)
         if fcntl is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # "a live writer owns this part file" (see remove_stale_parts)
             except OSError:
                 pass  # a file system without locks: the write still works, only clean-up is weaker
-        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+        handle_fd, fd = fd, None  # from here the handle owns it and closes it
+        with os.fdopen(handle_fd, "wb", buffering=1 << 20) as handle:
             write(handle)
             handle.flush()
             with critical():
@@ -321,7 +327,9 @@ def write_atomically(path: str | os.PathLike[str], write: Any) -> None:
                 committed = True
                 note_committed(target)
     except BaseException:
-        if not committed:
+        if fd is not None:
+            os.close(fd)
+        if not committed and tmp is not None:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:

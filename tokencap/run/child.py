@@ -17,8 +17,9 @@ re-imports it runs nothing.
 The child ends with the page: `ChildScan.stop` (the page was left, the server stops) sends
 SIGTERM, which the scan turns into a clean stop (workers stopped, no part file left), and
 SIGKILL after a grace period; then SIGTERM to its process group, for a fork server or
-worker still on its way out. If the server itself dies, the kernel sends the child
-SIGTERM (``PR_SET_PDEATHSIG``), so a scan never outlives the thread that started it.
+worker still on its way out; a part file that a killed child could not remove is removed.
+If the server itself dies, the kernel sends the child SIGTERM (``PR_SET_PDEATHSIG``), so a
+scan never outlives the thread that started it.
 """
 
 from __future__ import annotations
@@ -174,7 +175,15 @@ class ChildScan:
         if self._winding_down:
             return
         if self.process is not None:
+            running = self.process.poll() is None
             stop_process(self.process)
+            if running:
+                # A child killed after the grace period (SIGKILL cannot be caught) leaves its
+                # part file; its lock died with it, so this removes exactly that one, never
+                # the part file of another live writer to the same table.
+                from ..export import remove_stale_parts
+
+                remove_stale_parts(self.out)
         self._forget()
 
     def _let_wind_down(self) -> None:
