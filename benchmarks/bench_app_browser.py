@@ -148,6 +148,11 @@ def css_shown(selector: str) -> tuple[str, list]:
     return (f"([s]) => ({_VISIBLE})(document.querySelector(s))", [selector])
 
 
+def all_shown(*selectors: str) -> tuple[str, list]:
+    """A visible element matching each of ``selectors``."""
+    return (f"([ss]) => ss.every(s => ({_VISIBLE})(document.querySelector(s)))", [list(selectors)])
+
+
 def settle(page, shown: tuple[str, list] | None = None, js: str | None = None, arg=None) -> None:
     """Wait until ``shown`` (a predicate and its argument, see `text_shown`) and ``js`` hold, and the
     app's script is idle, all checked at each animation frame."""
@@ -256,7 +261,10 @@ def click_row(page, position: int) -> None:
 
 
 TAB_DRAWN = {  # what shows that a Rollout tab's content was drawn
-    "Loss mask": css_shown('[class*="st-key-mask_strip"] .js-plotly-plot'),
+    # The strip's and the overview's canvases (Vega-Lite since 2026-12-03), or their plotly charts in a
+    # tree from before.
+    "Loss mask": all_shown('.st-key-mask_strip canvas, [class*="st-key-mask_strip"] .js-plotly-plot',
+                           '.st-key-mask_overview canvas, [class*="st-key-mask_overview"] .js-plotly-plot'),
     "Verdicts": text_shown("Metrics (as "),  # "Metrics (as `tokencap build` reports them)"
     "Compare": text_shown("What changes from A to B"),
     "Export": text_shown("Fixed trajectory", exact=True),

@@ -96,9 +96,18 @@ def proof_charts(at: AppTest) -> list[str]:
     strip row names the call ("this call CALL")."""
     out = []
     for chart in at.get("vega_lite_chart"):
-        rows = json.loads(chart.proto.spec)["layer"][0]["layer"][0]["encoding"]["y"]["sort"]
+        spec = json.loads(chart.proto.spec)
+        if spec.get("description", "").startswith("loss-mask"):
+            continue  # the Loss mask tab's strip and overview
+        rows = spec["layer"][0]["layer"][0]["encoding"]["y"]["sort"]
         out.extend(row.removeprefix("this call ") for row in rows if row.startswith("this call "))
     return out
+
+
+def mask_charts(at: AppTest) -> list[str]:
+    """The Loss mask tab's Vega-Lite charts drawn, by their description, in page order."""
+    return [d for d in (json.loads(c.proto.spec).get("description", "") for c in at.get("vega_lite_chart"))
+            if d.startswith("loss-mask")]
 
 
 def store_zip(directory: Path) -> bytes:
@@ -425,13 +434,16 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
     page.set_value(2)
     rerun(at)
     assert any(c.value.startswith("Positions 2,048–4,095") for c in at.caption)
-    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_strip", "mask_overview"]
+    assert mask_charts(at) == ["loss-mask strip", "loss-mask overview"] and not at.get("plotly_chart")
+    strip = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert strip["layer"][0]["encoding"]["y"]["scale"]["domain"][0] == 2048  # the second page's first row
     # The log-probs and the table of every link are built only while their expanders are open.
     assert not [d for d in at.dataframe if "starts at" in d.value.columns]
     at.session_state["mask_logprobs_open"] = True
     at.session_state["mask_links_open"] = True
     rerun(at)
-    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_strip", "mask_overview", "mask_lp"]
+    assert mask_charts(at) == ["loss-mask strip", "loss-mask overview"]
+    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_lp"]
     links = next(d.value for d in at.dataframe if "starts at" in d.value.columns)
     links_of_chain = len(build_rollout(snapshot).build.main.links)
     assert len(links) == links_of_chain and any(e.label == f"Per link ({links_of_chain:,})" for e in at.expander)
@@ -861,11 +873,11 @@ def test_only_the_open_tab_is_computed(monkeypatch):
     table are built by the tab that shows them, never while another tab is open."""
     from collections import Counter
 
-    from tokencap.views.rollout import mask as mv
+    from tokencap.views.rollout import mask_chart as mc
     from tokencap.views.rollout import verdicts as vv
 
     built: Counter[str] = Counter()
-    for module, name in ((mv, "strip_figure"), (vv, "finish_reason_frame")):
+    for module, name in ((mc, "strip_chart"), (vv, "finish_reason_frame")):
         original = getattr(module, name)
 
         def counted(*a, _original=original, _name=name, **k):
@@ -874,11 +886,11 @@ def test_only_the_open_tab_is_computed(monkeypatch):
 
         monkeypatch.setattr(module, name, counted)
     at = open_app(monkeypatch, tab="Call tree", query={"src": "sample:final_retry_unresolved.json"})
-    assert not built["strip_figure"] and not built["finish_reason_frame"]
+    assert not built["strip_chart"] and not built["finish_reason_frame"]
     rerun(at, tab="Loss mask")
-    assert built["strip_figure"] == 1 and not built["finish_reason_frame"]
+    assert built["strip_chart"] == 1 and not built["finish_reason_frame"]
     rerun(at, tab="Verdicts")
-    assert built["strip_figure"] == 1 and built["finish_reason_frame"] == 1
+    assert built["strip_chart"] == 1 and built["finish_reason_frame"] == 1
 
 
 def test_the_multi_rollout_sample_opens_on_its_first_rollout_in_rollout_id_order(monkeypatch):
@@ -925,11 +937,11 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     from collections import Counter
 
     from synth_snapshots import long_linear
-    from tokencap.views.rollout import mask as mv
+    from tokencap.views.rollout import mask_chart as mc
     from tokencap.views.rollout import tree as tv
 
     built: Counter[str] = Counter()
-    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mv, "strip_figure")):
+    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mc, "strip_chart")):
         original = getattr(module, name)
 
         def counted(*a, _original=original, _name=name, **k):
@@ -945,7 +957,7 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     rerun(at, "Loss mask")
     rerun(at, "Call tree")
     rerun(at, "Loss mask")
-    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_figure": 1}  # the log-probs are closed
+    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_chart": 1}  # the log-probs are closed
     rerun(at, "Call tree")
     rk = rollout_keys(src.source_from_path(path))[0]
     window = tuple(at.session_state[f"tree_window:{rk}:None"])

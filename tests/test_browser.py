@@ -545,6 +545,53 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         page.screenshot(path=str(tmp_path / "long-tree.png"))
 
 
+TOOLTIP = """() => {
+    const tip = document.querySelector('#vg-tooltip-element');
+    if (!tip || !tip.classList.contains('visible')) return null;
+    return [...tip.querySelectorAll('tr')].map(r => [...r.querySelectorAll('td')].map(d => d.textContent.trim()));
+}"""
+
+
+def _hover_tooltip(page, selector: str, at: tuple[float, float]) -> dict[str, str]:
+    """What the Vega tooltip says with the pointer at fraction ``at`` of the chart's canvas."""
+    canvas = page.locator(f"{selector} canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * at[0], box["y"] + box["height"] * at[1])
+    rows = page.wait_for_function(TOOLTIP).json_value()
+    return {row[0]: row[1] for row in rows if len(row) == 2}
+
+
+def test_the_loss_mask_strip_and_overview_draw_and_name_what_is_under_the_pointer(tmp_path):
+    from playwright.sync_api import expect
+
+    from tokencap import load_snapshots
+    from tokencap.views import RolloutView
+
+    path = REPO / "sample_data" / "long_rollout_delta.json"
+    mask = RolloutView(load_snapshots(path)[0]).mask()
+    with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
+        page.goto(url)
+        page.get_by_role("tab", name="Loss mask").click()
+        expect(page.get_by_text("Positions 0–2,047 of", exact=False)).to_be_visible()
+        for chart in (".st-key-mask_strip", ".st-key-mask_overview"):  # drawn: a canvas with a size
+            page.wait_for_function("(s) => { const c = document.querySelector(s + ' canvas');"
+                                   " return !!c && c.width > 100 && c.height > 100; }", arg=chart)
+        # A cell names its position, kind and call: the call comes from the lookup of its link.
+        cell = _hover_tooltip(page, ".st-key-mask_strip", (0.5, 0.5))
+        position = int(cell["position"].replace(",", ""))
+        assert 0 <= position < 2048
+        owner = int(mask.owner_index()[position])
+        assert cell["call"].startswith(mask.call_ids[max(owner, 0)])
+        assert cell["token"] == str(int(mask.token_ids[position]))
+        assert cell["kind"] == ["prompt", "interstitial", "generated"][int(mask.provenance[position])]
+        # A bin of the overview names its positions and shares.
+        bin_ = _hover_tooltip(page, ".st-key-mask_overview", (0.5, 0.6))
+        start, end = (int(bin_[k].replace(",", "")) for k in ("from position", "to position"))
+        assert 0 < start <= end < len(mask) and bin_["generated"].endswith("%")
+        page.screenshot(path=str(tmp_path / "loss-mask.png"))
+
+
 def test_the_url_restores_a_view_after_reload(tmp_path):
     from playwright.sync_api import expect
 

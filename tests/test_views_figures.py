@@ -23,6 +23,7 @@ from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import diff as dv
 from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import tree as tv
 
@@ -56,8 +57,8 @@ def test_every_figure_of_a_sample_rollout_is_valid(name: str) -> None:
             _same_when_validated(tv.overview_figure(model, (1, min(3, len(model)))))
         mask = view.mask("main")
         if mask is not None and len(mask):
-            _same_when_validated(mv.strip_figure(mask, 0, min(200, len(mask))))
-            _same_when_validated(mv.overview_figure(mask, (0, min(40, len(mask)))))
+            vega.validated(mc.strip_chart(mask, 0, min(200, len(mask))))
+            vega.validated(mc.overview_chart(mask, (0, min(40, len(mask)))))
             _same_when_validated(mv.logprob_figure(mask, (0, min(40, len(mask)))))
         for entry in view.snapshot.entries[:4]:
             proof = lp.link_proof(view, entry.model_call_id)

@@ -18,7 +18,9 @@ from tokencap.rollout import build_rollout
 from tokencap.views import RolloutView
 from tokencap.views.rollout import export as ev
 from tokencap.views import style
+from tokencap.views import vega
 from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import mask_chart as mc
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -54,56 +56,66 @@ def test_paging_covers_the_sequence_exactly(long_view):
         assert mv.page_of(bounds[3][0] + 7, window) == 3
 
 
-def test_strip_figure_draws_one_cell_per_token_of_the_window(long_view):
+def _values(spec: dict, layer: dict) -> list[dict]:
+    data = layer["data"]
+    return data["values"] if "values" in data else spec["datasets"][data["name"]]
+
+
+def test_strip_chart_draws_one_cell_per_token_of_the_window(long_view):
     mask = long_view.mask()
     start, end = mv.page_bounds(mask, 1, 2048)
-    fig = mv.strip_figure(mask, start, end, columns=64)
-    cells, ticks = fig.data
-    z = np.array(cells.z, dtype=float)
-    assert z.shape == (32, 64)
-    flat = z.ravel()[: end - start]
+    spec = vega.validated(mc.strip_chart(mask, start, end, columns=64))
+    assert spec["description"] == mc.STRIP_DESCRIPTION and spec["usermeta"] == mc.CANVAS
+    context, generated, ticks = spec["layer"]
+    cells = context["data"]["values"] + generated["data"]["values"]
+    assert sorted(c["pos"] for c in cells) == list(range(start, end))  # every position once, no padding
     prov = mask.provenance[start:end]
-    # One layer: prompt and interstitial cells hold their band's value, generated cells their log-prob
-    # placed on the generated band of the same scale; that layer alone carries the hover text.
-    assert not np.isnan(flat).any()
-    assert set(flat[prov == PROMPT]) <= {mv.STRIP_PROMPT} and set(flat[prov == INTERSTITIAL]) == {mv.STRIP_INTERSTITIAL}
+    by_pos = {c["pos"]: c for c in cells}
+    for pos in (start, start + 1, end - 1, *range(start, end, 97)):
+        c = by_pos[pos]
+        assert (c["x"], c["r"]) == ((pos - start) % 64, start + (pos - start) // 64 * 64)  # its row and column
+        assert c["token"] == int(mask.token_ids[pos]) and c["mask"] == int(mask.mask[pos])
+        assert c["kind"] == {PROMPT: "prompt", INTERSTITIAL: "interstitial", GENERATED: "generated"}[int(prov[pos - start])]
+    assert {c["kind"] for c in context["data"]["values"]} <= {"prompt", "interstitial"}
+    assert {c["kind"] for c in generated["data"]["values"]} == {"generated"}
+    # Generated cells are coloured by their log-prob clipped into the range; context cells by their kind.
     low, high = mv.logprob_range(mask)
+    fill = generated["encoding"]["fill"]
+    assert fill["field"] == "v" and fill["scale"]["domain"] == [low, high] and fill["scale"]["scheme"] == "viridis"
     lps = mask.log_probs[start:end][prov == GENERATED]
-    expected = mv.STRIP_GENERATED_FROM + (1 - mv.STRIP_GENERATED_FROM) * np.clip((lps - low) / (high - low), 0, 1)
-    np.testing.assert_allclose(flat[prov == GENERATED], expected)
-    assert (flat[prov == GENERATED] >= mv.STRIP_GENERATED_FROM).all()
-    assert np.array(cells.hovertext).shape == (32, 64)
-    # Link boundaries inside the window are ticked at their cells.
+    np.testing.assert_allclose([c["v"] for c in sorted(generated["data"]["values"], key=lambda c: c["pos"])],
+                               np.clip(lps, low, high))
+    assert context["encoding"]["color"]["scale"] == {"domain": ["prompt", "interstitial"],
+                                                     "range": [style.PROMPT_COLOR, style.INTERSTITIAL_COLOR]}
+    # Rows are labelled by their first position; the y domain is exactly the window's rows.
+    assert context["encoding"]["y"]["scale"]["domain"] == list(range(start, end, 64))
+    # Link boundaries inside the window are ticked at the left edge of their cells.
     inside = mask.link_starts[(mask.link_starts >= start) & (mask.link_starts < end)]
-    assert len(ticks.x) == len(inside)
-    assert list(np.array(ticks.y) * 64 + np.array(ticks.x) + 0.5 + start) == list(inside)
-    assert "pos 2,048 · token" in cells.hovertext[0][0]
+    assert [t["r"] + t["x"] for t in ticks["data"]["values"]] == list(inside)
+    assert ticks["encoding"]["x"]["bandPosition"] == 0
+    # The call a cell belongs to comes from one lookup table, not a copy per cell.
+    calls = context["transform"][0]["from"]["data"]["values"]
+    assert calls[0]["link"] == -1 and [c["call"] for c in calls[1:]] == list(mask.call_ids)
+    owner = int(np.searchsorted(mask.link_starts, start, side="right") - 1)
+    assert by_pos[start]["link"] == owner
 
 
-def test_the_strip_scale_puts_each_kind_of_cell_in_its_own_colour_band():
-    scale = mv.strip_colorscale()
-    stops = [at for at, _ in scale]
-    assert stops == sorted(stops) and stops[0] == 0 and stops[-1] == 1
-
-    def colour_at(value):  # the stop at or below value, as plotly takes a flat band's colour
-        return [c for at, c in scale if at <= value][-1]
-
-    assert colour_at(mv.STRIP_PROMPT) == style.PROMPT_COLOR
-    assert colour_at(mv.STRIP_INTERSTITIAL) == style.INTERSTITIAL_COLOR
-    values = mv.strip_values(np.array([PROMPT, INTERSTITIAL, GENERATED, GENERATED, GENERATED, GENERATED]),
-                             np.array([np.nan, np.nan, -4.0, 0.0, -99.0, np.nan]), (-4.0, 0.0))
-    np.testing.assert_allclose(values, [mv.STRIP_PROMPT, mv.STRIP_INTERSTITIAL, mv.STRIP_GENERATED_FROM, 1.0,
-                                        mv.STRIP_GENERATED_FROM, mv.STRIP_GENERATED_FROM])
-    tickvals, ticktext = mv.strip_scale_ticks((-4.0, 0.0))
-    assert ticktext[:2] == ["prompt", "interstitial"] and ticktext[-1] == "0" and tickvals[-1] == 1.0
-    assert tickvals == sorted(tickvals)
+def test_strip_chart_of_a_4096_window_wraps_into_128_columns_and_cuts_long_call_ids():
+    c = Capture("wide", seed=1)
+    c.call("x" * 200, None, new=3000, gen=2000, finish_reason="stop")
+    mask = RolloutView(c.snapshot()).mask()
+    spec = vega.validated(mc.strip_chart(mask, 0, 4096, columns=mv.columns_for(4096)))
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["domain"] == list(range(128))
+    assert spec["height"] == 32 * mc.cell_px(128)
+    calls = spec["layer"][0]["transform"][0]["from"]["data"]["values"]
+    assert max(len(c["call"]) for c in calls) <= mc.CALL_CHARS + len(" (root prompt)")
 
 
 def test_strip_of_a_short_chain_and_provenance():
     view = RolloutView(kitchen_sink().snapshot())
     mask = view.mask()
-    fig = mv.strip_figure(mask)
-    assert np.array(fig.data[0].z).shape[1] == 64
+    spec = mc.strip_chart(mask)
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["domain"] == list(range(64))
     s = mv.mask_summary(mask)
     assert s.total == len(mask) and s.prompt + s.interstitial + s.generated == s.total
     assert s.generated == view.chain("main").generated_tokens
@@ -117,14 +129,28 @@ def test_overview_bins_sum_to_the_whole(long_view):
     assert len(frame) == 600 and frame["start"].iloc[0] == 0 and frame["end"].iloc[-1] == len(mask)
     widths = frame["end"] - frame["start"]
     assert round(float((frame["generated"] * widths).sum())) == mask.generated_tokens
-    fig = mv.overview_figure(mask, (2048, 4096))
-    assert fig.layout.shapes[0].x0 == 2048
-    # Each share is one step area (a path, not a bar per bin): a point per bin, and the two ends.
-    shares = [t for t in fig.data if t.stackgroup == "share"]
-    assert [t.type for t in shares] == ["scatter", "scatter"] and all(len(t.x) == 602 for t in shares)
-    assert shares[0].x[0] == 0 and shares[0].x[-1] == len(mask) and list(shares[0].customdata[-1]) == \
-        [frame["start"].iloc[-1], len(mask) - 1]
-    assert not any(t.type == "bar" for t in fig.data)
+    spec = vega.validated(mc.overview_chart(mask, (2048, 4096)))
+    assert spec["description"] == mc.OVERVIEW_DESCRIPTION
+    frames = [layer for layer in spec["layer"] if layer["mark"]["type"] == "rect" and "stroke" in layer["mark"]]
+    assert [_values(spec, f) for f in frames] == [[{"a": 2048, "b": 4096}]]  # the window's frame
+    # Each share is one step area (a path, not a bar per bin): a point per bin and the sequence's end.
+    areas = [layer for layer in spec["layer"] if layer["mark"]["type"] == "area"]
+    assert len(areas) == 2 and all(a["mark"]["interpolate"] == "step-after" for a in areas)
+    steps = _values(spec, areas[0])
+    assert len(steps) == 601 and steps[0]["s"] == 0 and steps[-1]["s"] == len(mask)
+    bins = spec["datasets"]["bins"]
+    assert [b["s"] for b in bins] == frame["start"].tolist() and bins[-1]["l"] == len(mask) - 1
+    np.testing.assert_allclose([b["g"] for b in bins], frame["generated"], atol=1e-4)
+    assert areas[1]["encoding"]["y"]["field"] == "i" and areas[1]["encoding"]["y2"]["field"] == "top"
+    # The legend's three entries share one colour scale.
+    colours = [layer["encoding"]["color"] for layer in spec["layer"] if "color" in layer["encoding"]]
+    assert [c["scale"]["domain"] for c in colours] == [list(mc.SHARES)] * 3
+    # A hover over any bin names it: one invisible box per bin on top.
+    hover = spec["layer"][-1]
+    assert hover["data"] == {"name": "bins"} and hover["mark"]["fillOpacity"] == 0 and "tooltip" in hover["encoding"]
+    # No frame when the window is the whole sequence.
+    whole = mc.overview_chart(mask, (0, len(mask)))
+    assert not [layer for layer in whole["layer"] if layer["mark"]["type"] == "rect" and "stroke" in layer["mark"]]
     assert mv.binned(RolloutView(kitchen_sink().snapshot()).mask(), 10_000)["end"].iloc[-1] > 0
 
 
@@ -267,13 +293,14 @@ def test_a_urls_mask_window_applies_to_its_rollout_and_chain_only():
     assert mv.asked_page(asked, "other", "main", 2048) is None
 
 
-def test_overview_draws_the_link_boundaries_as_one_trace_not_a_shape_each():
+def test_overview_draws_each_link_boundary_up_to_a_bound():
     mask = RolloutView(kitchen_sink().snapshot()).mask()
     assert mask.link_starts.size > 2
-    fig = mv.overview_figure(mask, (0, 10))
-    assert len(fig.layout.shapes) == 1  # the window's frame alone
-    lines = [t for t in fig.data if t.name == "link starts"]
-    assert len(lines) == 1
-    xs = [x for x in lines[0].x if x == x]  # NaN separates the segments
-    assert xs == [float(s) for s in mask.link_starts[1:] for _ in (0, 1)]
-    assert list(lines[0].y[:3])[:2] == [0.0, 1.0]
+    spec = vega.validated(mc.overview_chart(mask, (0, 10)))
+    rules = [layer for layer in spec["layer"] if layer["mark"]["type"] == "rule"]
+    assert len(rules) == 1 and rules[0]["data"]["values"] == [{"at": int(s)} for s in mask.link_starts[1:]]
+    few = mc.overview_chart(mask, (0, 10), max_link_lines=1)
+    assert not [layer for layer in few["layer"] if layer["mark"]["type"] == "rule"]
+    # The mean log-prob of a bin with no generated token is a gap, not a zero.
+    bins = spec["datasets"]["bins"]
+    assert any(b["lp"] is None for b in bins) and all(b["lp"] is None or b["lp"] <= 0 for b in bins)

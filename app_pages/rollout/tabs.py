@@ -17,6 +17,7 @@ from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views import links
 from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views import sources as src
 from tokencap.views.rollout import verdicts as vv
@@ -89,12 +90,14 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     start, end = mv.page_bounds(mask, page, window)
     st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
     drawn = (chain_id, start, end, window)
-    strip = figure_of("mask strip", view, drawn, lambda: mv.strip_figure(mask, start, end, columns=mv.columns_for(window)))
-    st.plotly_chart(strip, config=PLOTLY_CONFIG, width="stretch", key=f"mask_strip:{page_state_key}")
+    strip = figure_of("mask strip", view, drawn, lambda: mc.strip_chart(mask, start, end, columns=mv.columns_for(window)))
+    with st.container(key="mask_strip"):  # one strip on the page: the tab shows one window of one chain
+        st.vega_lite_chart(strip, width="stretch")
     st.caption("The whole sequence: where this window lies (red frame), how much of each stretch is trained, "
                "and the mean log-probability.")
-    overview = figure_of("mask overview", view, drawn, lambda: mv.overview_figure(mask, (start, end)))
-    st.plotly_chart(overview, config=PLOTLY_CONFIG, width="stretch", key=f"mask_overview:{page_state_key}")
+    overview = figure_of("mask overview", view, drawn, lambda: mc.overview_chart(mask, (start, end)))
+    with st.container(key="mask_overview"):
+        st.vega_lite_chart(overview, width="stretch")
 
     # The log-probs and the table of every link are filled only while open (opening one reruns the tabs):
     # closed, neither is built nor sent, and a visit of the tab draws two figures, not three and a grid

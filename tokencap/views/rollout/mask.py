@@ -1,11 +1,12 @@
-"""Loss-mask views: a paged token strip, a downsampled overview, per-link table, log-prob chart.
+"""Loss-mask views: the strip's paging, the overview's bins, per-link table, log-prob chart.
 
 A chain's training sequence can be 100k tokens long, far more than a browser can draw
 cell by cell. The strip therefore shows one *window* (1k-4k tokens, wrapped into rows)
 at a time, and the overview summarises the whole sequence in at most ``bins`` bins
 (fraction of generated positions and mean log-probability per bin) with the window
-outlined. Every array operation is vectorised; nothing is per token in Python except the
-hover labels of the visible window.
+outlined; both are drawn by `.mask_chart` (Vega-Lite) from the pages and bins here. Every
+array operation is vectorised; nothing is per token in Python except the cells of the
+visible window.
 
 Colours: prompt positions light grey, interstitial (context the harness added: tool
 output, user turns) amber, generated positions by log-probability (Viridis: dark is
@@ -26,7 +27,7 @@ from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
 from .. import style
 from ..figures import as_figure
-from ..text import fmt_int, html_text
+from ..text import fmt_int
 from ..words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)
@@ -162,120 +163,6 @@ def link_frame(mask: LossMask, chain: Chain) -> pd.DataFrame:
     return frame
 
 
-# --------------------------------------------------------------------------- strip
-
-
-_LOGPROB_COLORSCALE = [list(step) for step in go.Heatmap(colorscale=style.LOGPROB_SCALE).colorscale]
-"""The log-prob scale by value, as plotly's validation spells a named scale (the figure is not validated)."""
-
-
-def _owner_names(mask: LossMask, start: int, end: int) -> np.ndarray:
-    owners = np.searchsorted(mask.link_starts, np.arange(start, end), side="right") - 1
-    root = f"{html_text(mask.call_ids[0], 60)} (root prompt)" if mask.call_ids else "(root prompt)"
-    names = np.array([root] + [html_text(c, 60) for c in mask.call_ids], dtype=object)
-    return names[owners + 1]
-
-
-STRIP_PROMPT, STRIP_INTERSTITIAL, STRIP_GENERATED_FROM = 0.05, 0.15, 0.2
-"""Where the strip's one colour scale (0..1) puts each kind of cell: a prompt cell at 0.05 and an
-interstitial one at 0.15 (flat bands of their colours, [0, 0.1) and [0.1, 0.2)), a generated one in
-[0.2, 1] by its log-probability, from the low end of the range to its top."""
-
-
-def _on_generated_band(log_probs: np.ndarray, lp_range: tuple[float, float]) -> np.ndarray:
-    """Log-probabilities placed on the strip scale's generated band, clipped into ``lp_range``."""
-    low, high = lp_range
-    share = np.clip((log_probs - low) / ((high - low) or 1.0), 0.0, 1.0)
-    return STRIP_GENERATED_FROM + (1.0 - STRIP_GENERATED_FROM) * share
-
-
-def strip_values(provenance: np.ndarray, log_probs: np.ndarray, lp_range: tuple[float, float]) -> np.ndarray:
-    """Each position's value on the strip's colour scale (see `STRIP_PROMPT`), by its provenance and,
-    for a generated one, its log-probability clipped into ``lp_range``."""
-    generated = _on_generated_band(np.nan_to_num(log_probs, nan=lp_range[0]), lp_range)
-    return np.where(provenance == GENERATED, generated,
-                    np.where(provenance == INTERSTITIAL, STRIP_INTERSTITIAL, STRIP_PROMPT)).astype(float)
-
-
-def strip_colorscale() -> list[list]:
-    """Grey and amber bands for the context, then the log-prob scale over the generated band."""
-    band = STRIP_GENERATED_FROM
-    scale = [[0.0, style.PROMPT_COLOR], [0.1, style.PROMPT_COLOR], [0.1, style.INTERSTITIAL_COLOR],
-             [band, style.INTERSTITIAL_COLOR]]
-    return scale + [[band + (1.0 - band) * float(at), colour] for at, colour in _LOGPROB_COLORSCALE]
-
-
-def strip_scale_ticks(lp_range: tuple[float, float], count: int = 4) -> tuple[list[float], list[str]]:
-    """The colour bar's ticks: the two context bands by name, then ``count`` log-probs of the range."""
-    values = np.linspace(*lp_range, count)
-    return ([STRIP_PROMPT, STRIP_INTERSTITIAL] + _on_generated_band(values, lp_range).tolist(),
-            ["prompt", "interstitial"] + [f"{v:.1f}" if round(v, 1) else "0" for v in values])
-
-
-def strip_figure(mask: LossMask, start: int = 0, end: int | None = None, *, columns: int | None = None,
-                 lp_range: tuple[float, float] | None = None) -> go.Figure:
-    """Positions [start, end) as a wrapped grid of cells, one per token."""
-    end = len(mask) if end is None else min(end, len(mask))
-    start = max(0, min(start, end))
-    n = end - start
-    cols = columns or columns_for(max(n, 1))
-    rows = max(1, math.ceil(n / cols))
-    cells = rows * cols
-    pad = cells - n
-
-    tokens = mask.token_ids[start:end]
-    owners = _owner_names(mask, start, end)
-    kinds = np.array(["prompt", "interstitial", "generated"], dtype=object)[mask.provenance[start:end]]
-    lp_text = np.where(np.isnan(mask.log_probs[start:end]), "–",
-                       np.char.mod("%.4f", np.nan_to_num(mask.log_probs[start:end])))
-    # Plain Python values first: formatting a numpy scalar costs ten times a Python one.
-    hover = [f"pos {pos:,} · token {token}<br>{kind} · mask {bit} · log-prob {lp}<br>{owner}"
-             for pos, token, kind, bit, lp, owner in zip(range(start, end), tokens.tolist(), kinds.tolist(),
-                                                         mask.mask[start:end].tolist(), lp_text.tolist(),
-                                                         owners.tolist())] + [""] * pad
-    hover_grid = np.array(hover, dtype=object).reshape(rows, cols)
-    lp_range = lp_range or logprob_range(mask)
-    z = np.concatenate((strip_values(mask.provenance[start:end], mask.log_probs[start:end], lp_range),
-                        np.full(pad, np.nan)))
-
-    row_labels = [f"{start + r * cols:,}" for r in range(rows)]
-    y = list(range(rows))
-    # One layer: a second one (the generated cells drawn over the context) cost plotly a second
-    # heatmap on each of the strip's plots (~7 of ~54 ms a plot, alone in Chromium) for the same picture.
-    tickvals, ticktext = strip_scale_ticks(lp_range)
-    traces = [dict(
-        type="heatmap", z=z.reshape(rows, cols), x=list(range(cols)), y=y, zmin=0.0, zmax=1.0,
-        colorscale=strip_colorscale(),
-        colorbar={"title": {"text": "log-prob", "side": "right"}, "thickness": 12, "len": 0.9,
-                  "tickmode": "array", "tickvals": tickvals, "ticktext": ticktext},
-        hovertext=hover_grid, hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False, xgap=1, ygap=1,
-        name="tokens",
-    )]
-    # Link boundaries: a tick at the left edge of the cell where each link's interstitial begins.
-    starts = mask.link_starts
-    inside = np.flatnonzero((starts >= start) & (starts < end) & (starts > 0))
-    if inside.size:
-        offs = starts[inside] - start
-        traces.append(dict(
-            type="scatter", x=(offs % cols) - 0.5, y=offs // cols, mode="markers",
-            marker={"symbol": "line-ns", "size": 16, "line": {"width": 3, "color": style.LINK_MARK}},
-            hovertext=[f"link {int(i)} begins: {html_text(mask.call_ids[int(i)], 60)}" for i in inside],
-            hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="link starts",
-        ))
-    cell = 15 if cols <= 64 else 11
-    layout = dict(
-        **style.BASE_LAYOUT,
-        height=int(max(170, 60 + rows * cell)),
-        margin={"l": 70, "r": 10, "t": 10, "b": 30},
-        xaxis={"showgrid": False, "zeroline": False, "tickmode": "array", "tickvals": list(range(0, cols, 8)),
-               "title": {"text": "offset in row", "font": {"size": 11}}, "range": [-0.6, cols - 0.4]},
-        yaxis={"range": [rows - 0.5, -0.5], "autorange": False, "tickmode": "array", "tickvals": y[:: max(1, rows // 16)],
-               "ticktext": row_labels[:: max(1, rows // 16)], "showgrid": False, "zeroline": False,
-               "title": {"text": "position", "font": {"size": 11}}},
-    )
-    return as_figure({"data": traces, "layout": layout})
-
-
 # --------------------------------------------------------------------------- overview
 
 
@@ -297,60 +184,6 @@ def binned(mask: LossMask, bins: int = OVERVIEW_BINS) -> pd.DataFrame:
         mean_lp = np.where(gen_count > 0, lp_sum / np.maximum(gen_count, 1), np.nan)
     return pd.DataFrame({"start": lefts, "end": edges[1:], "generated": gen_count / widths,
                          "interstitial": inter_count / widths, "mean_log_prob": mean_lp})
-
-
-def overview_figure(mask: LossMask, window: tuple[int, int] | None = None, bins: int = OVERVIEW_BINS,
-                    max_link_lines: int = 300) -> go.Figure:
-    """Generated share and mean log-prob along the whole sequence, the current window outlined."""
-    frame = binned(mask, bins)
-    mid = ((frame["start"] + frame["end"]) / 2).to_numpy()
-    traces: list[dict[str, Any]] = []
-    # The shares as two stacked step areas, one path each (bars would be a path per bin, up to
-    # 2 x `OVERVIEW_BINS` elements for the browser to draw and lay out at every visit of the tab).
-    # A point per bin at its middle, stepping half-way to the next ("hvh"), and the first and last
-    # bins repeated at the sequence's two ends, so the areas span it whole and a hover names its bin.
-    edge = [0, len(frame) - 1] if len(frame) else []
-    xs = np.concatenate(([0.0], mid, [float(len(mask))])) if len(frame) else mid
-    order = np.concatenate(([edge[0]], np.arange(len(frame)), [edge[1]])).astype(int) if len(frame) else \
-        np.arange(0)
-    ends = np.column_stack((frame["start"].to_numpy(), frame["end"].to_numpy() - 1))[order]
-    for column, name, colour, what in (("interstitial", "interstitial share", style.INTERSTITIAL_COLOR, "interstitial"),
-                                       ("generated", "generated share (trained)", style.MAIN, "generated")):
-        traces.append(dict(type="scatter", x=xs, y=frame[column].to_numpy()[order], name=name, mode="lines",
-                           stackgroup="share", line={"width": 0, "shape": "hvh", "color": colour}, fillcolor=colour,
-                           opacity=1.0 if column == "interstitial" else 0.75, customdata=ends,
-                           hovertemplate=f"positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<br>{what} "
-                                         "%{y:.0%}<extra></extra>"))
-    traces.append(dict(type="scatter", x=mid, y=frame["mean_log_prob"].to_numpy(), name="mean log-prob", yaxis="y2",
-                       mode="lines", line={"color": "#111827", "width": 1.2}, connectgaps=False,
-                       hovertemplate="mean log-prob %{y:.3f}<extra></extra>"))
-    shapes: list[dict[str, Any]] = []
-    if window is not None and len(mask) and (window[0] > 0 or window[1] < len(mask)):
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1],
-                       "y0": 0, "y1": 1, "line": {"color": "#dc2626", "width": 2}, "fillcolor": "rgba(220,38,38,0.06)"})
-    starts = mask.link_starts
-    if 1 < starts.size <= max_link_lines:
-        # The link boundaries as one trace of vertical segments (gaps between them), not a shape each:
-        # plotly draws and re-lays out every shape on its own, a few hundred cost a tenth of a second.
-        xs = np.repeat(starts[1:].astype(float), 3)
-        xs[2::3] = np.nan
-        ys = np.tile([0.0, 1.0, np.nan], starts.size - 1)
-        traces.append(dict(type="scatter", x=xs, y=ys, mode="lines", name="link starts", showlegend=False,
-                           hoverinfo="skip", line={"color": "rgba(17,24,39,0.25)", "width": 1}, connectgaps=False))
-    layout = dict(
-        **style.BASE_LAYOUT,
-        height=210, shapes=shapes,
-        margin={"l": 50, "r": 50, "t": 34, "b": 35},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
-        xaxis={"title": {"text": "position in the training sequence", "font": {"size": 11}},
-               "range": [0, max(len(mask), 1)], "showgrid": False},
-        yaxis={"title": {"text": "share", "font": {"size": 11}}, "range": [0, 1], "tickformat": ".0%",
-               "showgrid": False},
-        yaxis2={"overlaying": "y", "side": "right", "title": {"text": "log-prob", "font": {"size": 11}},
-                "showgrid": False},
-        hovermode="x",
-    )
-    return as_figure({"data": traces, "layout": layout})
 
 
 # --------------------------------------------------------------------------- log-prob chart
