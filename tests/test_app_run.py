@@ -771,6 +771,26 @@ def test_the_default_page_shows_rewards_and_groups_from_the_bundled_records(monk
     assert at.query_params["run_group"] == "starved"
 
 
+def test_the_reward_per_slice_table_is_built_only_while_its_expander_is_open(monkeypatch, sample):
+    from tokencap.views.run import reward as rw
+
+    _, frame = sample
+    at = run_app(monkeypatch)
+    slices = [e for e in at.expander if e.label.startswith("Reward per slice")]
+    assert len(slices) == 1 and not slices[0].children  # closed: neither built nor sent
+
+    def slice_tables():
+        return [t for t in at.table if "slice" in [str(c).replace("\\", "") for c in t.value.columns]]
+
+    assert slice_tables() == []
+    at.session_state["run_reward_slices_open"] = True
+    rerun(at)
+    shown = rw.reward_slices_shown(frame)
+    [table] = slice_tables()
+    assert len(table.value) == len(shown)
+    assert [str(v).replace("\\", "") for v in table.value.iloc[:, 0]] == list(shown["slice"])
+
+
 def test_without_records_the_reward_views_say_what_enables_them(monkeypatch, tmp_path):
     run = make_run(tmp_path)
     at = run_app(monkeypatch, str(run))

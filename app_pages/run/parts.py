@@ -264,7 +264,14 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
     if rewarded:  # the page's whole width: its columns are cut off in half of it at 1280 px
-        with st.expander("Reward per slice (trainable, masked, each mask reason)"):
+        # Filled only while open (opening it reruns the page's body): a collapsed expander's content is
+        # still sent and mounted, and each cell of an st.table is a Markdown element -- 110 of the Run
+        # page's 169 on the sample run, mounted at every first render and every Back to the run.
+        slices = st.expander("Reward per slice (trainable, masked, each mask reason)", key="run_reward_slices_open",
+                             on_change="rerun")
+        if not slices.open:
+            return
+        with slices:
             for i, (name, f) in enumerate(rewarded):
                 if cmp is not None:
                     st.caption(md_escape(name))
