@@ -897,6 +897,11 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         assert table["y"] + 35 * 2 <= 800, table  # the header and the first row are on the first screen
         for box in [tiles.nth(i).bounding_box() for i in range(tiles.count())] + [charts.first.bounding_box()]:
             assert box["y"] + box["height"] <= 800, box
+        # Seven tiles share 1280 px: each label wraps rather than being cut to "traina…" or "not c…".
+        cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stMetricLabel]')].map(l => {
+            const text = l.querySelector('.stMarkdownEllipsis') || l;
+            return [text.innerText, text.scrollWidth > text.clientWidth + 1 || text.scrollHeight > text.clientHeight + 1]; })""")
+        assert len(cut) == tiles.count() and not [label for label, clipped in cut if clipped], cut
         page.screenshot(path=str(tmp_path / "run-first-screen.png"))
         # The Run page draws no plotly chart, and loads the Rollout page's plotly chunk once it is drawn and
         # the browser idles: after the grid's code (one fetch of each).
