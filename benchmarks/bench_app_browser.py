@@ -6,7 +6,8 @@ a 100,000-row table rendering <= 4 s, filtering <= 0.5 s, the server under 600 M
 
 * ``run``: the Run page on the bundled sample run -- first render in a fresh browser (a new
   server each run, started as that tree's ``tokencap app`` starts it: warmed up where it does); a bar click that filters the table, and one that clears it; a row of the
-  filtered table opening its rollout; Next and Previous; every tab of that rollout; the
+  filtered table opening its rollout, Next and Previous (each until the rollout's heading and its
+  call tree are drawn); every tab of that rollout; the
   rollout's link opened in a new tab of the same browser; "Back to the run";
 * ``long``: the 1,500-call delta rollout of the tests; ``big``: the 300-call full-prompt
   rollout (about 85 MB) of bench_build.py -- first render on a new server, a click on a
@@ -195,6 +196,22 @@ def grid_rows(page, painted: str) -> None:
            arg=[painted])
 
 
+# At the start of each interaction: the paints before it do not count, nor the call tree drawn before it.
+MARK_START = """() => { window.__tokencapSince = performance.now();
+    window.__tokencapOldTree = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot'); }"""
+
+# A rollout opened (a row, Next, Previous) is drawn when its heading and its call tree are: a call tree
+# other than the one on the page when the interaction began, its plot drawn.
+NEW_TREE = f"""() => {{ const tree = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot');
+    return !!tree && tree !== window.__tokencapOldTree && !!tree.querySelector('.main-svg')
+           && ({_VISIBLE})(tree); }}"""
+
+
+def rollout_shown(page, rollout_id: str) -> None:
+    """The Rollout page of ``rollout_id``: its heading and its call tree (see `NEW_TREE`) drawn, the script idle."""
+    settle(page, heading_shown(rollout_id), js=NEW_TREE)
+
+
 VISIBLE_ROWS = 15  # the table's first screen: 560 px of 35 px rows
 
 
@@ -243,7 +260,7 @@ class Timer:
     @contextlib.contextmanager
     def __call__(self, name: str, page=None):
         if page is not None and not page.is_closed() and page.url.startswith("http"):
-            page.evaluate("() => { window.__tokencapSince = performance.now(); }")
+            page.evaluate(MARK_START)
         busy, cpu, start = self._busy(page), self.server.cpu(), time.perf_counter()
         yield
         wall = time.perf_counter() - start
@@ -372,22 +389,21 @@ def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Pat
             click_bar(page, "reasons", reason)
             settle(page, counted(n))
             grid_rows(page, inp.sample_all_marker)
-        page.evaluate("() => { window.__tokencapSince = performance.now(); }")
+        page.evaluate(MARK_START)
         click_bar(page, "reasons", reason)
         settle(page, counted(k))
         grid_rows(page, inp.sample_filtered_marker)
-        heading = lambda i: heading_shown(ids[i])  # noqa: E731
         with timer("row -> rollout", page):
             click_row(page, SAMPLE_POSITION)
-            settle(page, heading(SAMPLE_POSITION))
+            rollout_shown(page, ids[SAMPLE_POSITION])
         click = click_at(page, page.get_by_role("button", name="Next"))
         with timer("next", page):
             click()
-            settle(page, heading(SAMPLE_POSITION + 1))
+            rollout_shown(page, ids[SAMPLE_POSITION + 1])
         click = click_at(page, page.get_by_role("button", name="Previous"))
         with timer("previous", page):
             click()
-            settle(page, heading(SAMPLE_POSITION))
+            rollout_shown(page, ids[SAMPLE_POSITION])
         every_tab(page, timer, "sample rollout")
         page.wait_for_function(f"() => location.search.includes('rollout={ids[SAMPLE_POSITION]}')")
         link = page.url
@@ -477,7 +493,7 @@ def scenario_table(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: P
             grid_rows(page, inp.table_all_marker)
         for _ in range(CYCLES):
             for rows, marker in ((k, inp.table_filtered_marker), (n, inp.table_all_marker)):
-                page.evaluate("() => { window.__tokencapSince = performance.now(); }")
+                page.evaluate(MARK_START)
                 click_bar(page, "reasons", reason)
                 settle(page, counted(rows))
                 grid_rows(page, marker)
