@@ -1230,3 +1230,25 @@ def test_uploaded_rollout_records_do_not_outlive_the_server(tmp_path):
     kept = Path(done.stdout.strip().splitlines()[-1])
     assert kept.name.startswith("tokencap-records-")
     assert not kept.exists()
+
+
+def test_a_row_clicked_opens_its_rollout_before_the_run_page_is_drawn_again(monkeypatch, sample, tmp_path):
+    """The table's selection callback notes the row and the fragment's rerun opens it first thing: the
+    charts and filters of a page about to be left are not drawn again (the click's rerun holds no chart
+    span), and the rollout opened is the row's."""
+    from tokencap.views import trace
+    from tokencap.views.run import charts as rc
+
+    _, frame = sample
+    spans = tmp_path / "trace.txt"
+    monkeypatch.setenv(trace.TRACE_ENV, str(spans))
+    at = run_app(monkeypatch)
+    assert f"run chart {rc.FIRST}" in [name for name, _ in trace.read(spans)]  # drawn by the first run
+    spans.unlink()
+    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, rd.RunFilter())), rd.RunFilter())
+    select_row(at, 1)
+    request = STATE_of(at)["open_rollout"]
+    assert request["rollout_id"] == frame["rollout_id"].iloc[int(rows[1])]
+    reran = [name for name, _ in trace.read(spans)]
+    assert "run body" in reran and f"run chart {rc.FIRST}" not in reran, reran
+    assert escaped(frame["rollout_id"].iloc[int(rows[1])]) in headings(at)  # the Rollout page, drawn

@@ -62,6 +62,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.run import parts as parts
+from app_pages.run.opening import open_clicked_row, open_row, row_clicked, run_params, switch_to_rollout
 from app_pages.run.loading import LoadedRun, progress_in
 from app_pages.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style, trace, vega
@@ -69,12 +70,10 @@ from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
-from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
 APP_DIR = Path(__file__).resolve().parents[2]
-ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
 
 STATE = st.session_state
 for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0),
@@ -100,15 +99,10 @@ def _set_filter(flt: rd.RunFilter) -> None:
     STATE["run_filter"] = flt
 
 
-def _params(flt: rd.RunFilter) -> dict[str, str]:
-    """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
-    return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get("run_path", ""),
-                                                                          bool(STATE["run_uploads"])),
-            **rc.more_charts_params(bool(STATE.get("run_more_charts")))}
 
 
 def _sync_url(flt: rd.RunFilter) -> None:
-    wanted = _params(flt)
+    wanted = run_params(flt)
     present = {k: st.query_params[k] for k in st.query_params if k.startswith(rd.PARAM_PREFIX)}
     if present == wanted:
         return
@@ -309,7 +303,8 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     table_key = _table_key(run_key, flt, back)
     shown = rd.table_frame(frame, rows)
     with st.container(key="run_table_box"):
-        event = st.dataframe(shown, key=table_key, on_select="rerun", selection_mode="single-row",
+        event = st.dataframe(shown, key=table_key, selection_mode="single-row",
+                             on_select=lambda: row_clicked(table_key, origin, frame, rows),
                              hide_index=True, height=min(38 + 35 * max(len(shown), 1), TABLE_HEIGHT),
                              column_config=COLUMN_CONFIG, width="stretch", lazy=False, placeholder="",
                              selection_default={"selection": {"rows": [back[1]]}} if back else None)
@@ -382,48 +377,6 @@ def scroll_to_row(position: int) -> str:
     }})(50);</script>"""
 
 
-def _open(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
-          records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
-    STATE["open_rollout_seq"] += 1
-    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=_params(flt),
-                              records=records)
-    if vs is not None:
-        request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
-    if place is not None:
-        request = tr.with_place(request, *place)  # previous / next, and the way back to this row
-    _open_request(request)
-
-
-def _open_request(request: dict) -> None:
-    """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
-    shared link of the rollout still knows its place in the run's table (previous / next)."""
-    STATE["open_rollout"] = request
-    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
-
-
-def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
-    source = str(frame["source"].iloc[row])
-    rollout_id = str(frame["rollout_id"].iloc[row])
-    located = rs.locate(origin, source)
-    if located is not None:
-        _open(located, source, rollout_id, flt, records=origin.records, place=(origin, frame, row))
-        return
-    # A table uploaded alone names files this machine does not have: say so, offer an upload.
-    with st.container(border=True):
-        st.warning(f"**Cannot open {md_escape(rollout_id)}: its source file is not here.**  \n"
-                   f"{md_escape(rs.missing_message(origin, source))}", icon=":material/folder_off:")
-        upload = st.file_uploader(f"Upload the file holding {md_escape(rollout_id)}", type=["json", "jsonl", "zip"],
-                                  key=f"run_missing_upload:{row}")
-        if upload is not None:
-            candidate = rs.Upload(upload.name, upload.getvalue())
-            problem = rs.check_upload_for(candidate, rollout_id)
-            if problem:
-                st.error(md_escape(problem), icon=":material/error:")
-            else:
-                _open(rs.Located(name=candidate.name, data=candidate.data), source, rollout_id, flt,
-                      records=origin.records, place=(origin, frame, row))
-
-
 # --------------------------------------------------------------------------- page
 
 
@@ -443,6 +396,7 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
         _sync_url(flt)
         if cmp is None:
             flt = flt.set(change=())  # nothing to compare with: no change to filter on
+            open_clicked_row(origin, frame, run_key, flt)
         masks = rd.filter_masks(cmp.a if cmp is not None else frame, flt)
         masks_b = rd.filter_masks(cmp.b, flt) if cmp is not None else None
         _show_filter_in_widgets(flt)
@@ -465,7 +419,7 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
             picked = parts.show_pairs(cmp, flt, masks, masks_b or {}, run_key, table_heading, COLUMN_CONFIG,
                                       lambda rows: _back_position(cmp, rows), scroll_to_row)
             if picked is not None:
-                parts.open_pair(origin, versus, cmp, picked, flt, _params(flt), _open_request)
+                parts.open_pair(origin, versus, cmp, picked, flt, run_params(flt), switch_to_rollout)
 
 
 def main() -> None:

@@ -1,0 +1,97 @@
+"""Opening a rollout from the Run page: the request the Rollout page reads, and the switch to it.
+
+A helper of ``app_pages/run/run.py`` (not a page). A row of the run's table is opened in two steps:
+the table's selection callback (`row_clicked`) notes the row, and the fragment's rerun opens it first
+thing (`open_clicked_row`), before anything of a page about to be left is drawn again. The request is
+plain data (`tokencap.views.run.source.open_request`): the rollout's file, its place in the run's
+table (previous / next, the way back) and the run's ``run_*`` query parameters, so a reload or a
+shared link of the rollout keeps its place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app_pages.run import parts as parts
+from tokencap.views.run import charts as rc
+from tokencap.views.run import data as rd
+from tokencap.views.run import source as rs
+from tokencap.views.run import triage as tr
+from tokencap.views.text import md_escape
+from tokencap.views.widgets import selected_rows
+
+STATE = st.session_state
+ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
+
+
+def run_params(flt: rd.RunFilter) -> dict[str, str]:
+    """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
+    return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get("run_path", ""),
+                                                                          bool(STATE["run_uploads"])),
+            **rc.more_charts_params(bool(STATE.get("run_more_charts")))}
+
+
+def row_clicked(table_key: str, origin: rs.RunOrigin, frame: pd.DataFrame, rows: np.ndarray) -> None:
+    """The table's selection callback (before the fragment reruns): a row picked whose file is here is
+    opened at the top of that rerun (`open_clicked_row`), before the charts, filters and table are drawn
+    again for a page about to be left (~0.1 s of the server's and the browser's time of a row click).
+    Anything else -- no row, the row shown selected on the way back, a file not on this machine (its
+    warning) -- is left to `show_table`, as before."""
+    picked = list(selected_rows(STATE.get(table_key)))
+    if not picked or STATE.get("run_back_hold") == (table_key, picked):
+        return
+    row = rd.row_at(frame, rows, picked[0])
+    if row is not None and rs.locate(origin, str(frame["source"].iloc[row])) is not None:
+        STATE["run_row_clicked"] = (table_key, row)
+
+
+def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, flt: rd.RunFilter) -> None:
+    """Open the row `row_clicked` noted, when it was noted on this run's table (switches page)."""
+    clicked = STATE.pop("run_row_clicked", None)
+    last = STATE.get("run_table_last")
+    if clicked is not None and last is not None and last[0] == run_key and last[2] == clicked[0]:
+        open_row(origin, frame, clicked[1], flt)
+
+
+def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
+          records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
+    STATE["open_rollout_seq"] += 1
+    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=run_params(flt),
+                              records=records)
+    if vs is not None:
+        request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
+    if place is not None:
+        request = tr.with_place(request, *place)  # previous / next, and the way back to this row
+    switch_to_rollout(request)
+
+
+def switch_to_rollout(request: dict) -> None:
+    """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
+    shared link of the rollout still knows its place in the run's table (previous / next)."""
+    STATE["open_rollout"] = request
+    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
+
+
+def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
+    source = str(frame["source"].iloc[row])
+    rollout_id = str(frame["rollout_id"].iloc[row])
+    located = rs.locate(origin, source)
+    if located is not None:
+        open_located(located, source, rollout_id, flt, records=origin.records, place=(origin, frame, row))
+        return
+    # A table uploaded alone names files this machine does not have: say so, offer an upload.
+    with st.container(border=True):
+        st.warning(f"**Cannot open {md_escape(rollout_id)}: its source file is not here.**  \n"
+                   f"{md_escape(rs.missing_message(origin, source))}", icon=":material/folder_off:")
+        upload = st.file_uploader(f"Upload the file holding {md_escape(rollout_id)}", type=["json", "jsonl", "zip"],
+                                  key=f"run_missing_upload:{row}")
+        if upload is not None:
+            candidate = rs.Upload(upload.name, upload.getvalue())
+            problem = rs.check_upload_for(candidate, rollout_id)
+            if problem:
+                st.error(md_escape(problem), icon=":material/error:")
+            else:
+                open_located(rs.Located(name=candidate.name, data=candidate.data), source, rollout_id, flt,
+                      records=origin.records, place=(origin, frame, row))
