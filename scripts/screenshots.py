@@ -32,10 +32,14 @@ def wait_idle(page) -> None:
         """() => !document.querySelector('[data-testid="stStatusWidget"]')
                  && document.querySelectorAll('[data-testid="stSkeleton"]').length === 0""",
         timeout=TIMEOUT_MS)
+    page.wait_for_function("""() => document.querySelector("[data-testid='stApp']")
+                                        ?.getAttribute('data-test-script-state') === 'notRunning'""",
+                           timeout=TIMEOUT_MS)
     page.wait_for_load_state("networkidle", timeout=TIMEOUT_MS)
 
 
 def take(url: str, out: Path, wait_for: str) -> None:
+    """A PNG of ``url`` once ``wait_for`` (a CSS selector) is on the page and Streamlit is idle."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -43,7 +47,7 @@ def take(url: str, out: Path, wait_for: str) -> None:
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(url, timeout=TIMEOUT_MS)
-            page.get_by_text(wait_for).first.wait_for(timeout=TIMEOUT_MS)
+            page.locator(wait_for).first.wait_for(timeout=TIMEOUT_MS)
             wait_idle(page)
             page.screenshot(path=str(out))
         finally:
@@ -56,8 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile() as log, streamlit_app(log=log) as url:
-        take(url, args.out / "run-page.png", "rollouts")
-        take(f"{url}/rollout?{ROLLOUT_QUERY}", args.out / "rollout-page.png", "reasoning")
+        # What says each page is drawn: the run's table (a scan's progress line also counts "rollouts"),
+        # and the rollout's call tree.
+        take(url, args.out / "run-page.png", ".st-key-run_table_box [data-testid='stDataFrame'] canvas")
+        take(f"{url}/rollout?{ROLLOUT_QUERY}", args.out / "rollout-page.png",
+             "[class*='st-key-tree-'] .js-plotly-plot .main-svg")
     print(f"wrote {args.out / 'run-page.png'} and {args.out / 'rollout-page.png'}")
     return 0
 
