@@ -59,9 +59,10 @@ def test_the_script_imports_the_named_chunks_beside_streamlits_index_once_the_pa
     assert script.startswith("<script>") and script.endswith("</script>")
     assert json.dumps(names) in script and "new URL(c, index.src)" in script
     assert script.count("import(") == 1
-    # It waits for the page to be drawn (script idle, no skeleton, grids holding rows, charts drawn), then
-    # for an idle moment of the browser.
-    for condition in ("notRunning", "stSkeleton", "aria-rowcount", "stVegaLiteChart", "requestIdleCallback"):
+    # It waits for the page to be drawn (script idle, no skeleton, grids on their canvas -- not their
+    # accessibility table, 200 ms later --, charts drawn), then for an idle moment of the browser.
+    assert "querySelector('[aria-rowcount]')" not in script
+    for condition in ("notRunning", "stSkeleton", "querySelector('canvas')", "stVegaLiteChart", "requestIdleCallback"):
         assert condition in script, condition
 
 

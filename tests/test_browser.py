@@ -879,11 +879,14 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
 
     frame = rd.run_frame(_sample_table())
     with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
-        # When the run's grid first holds its rows (each animation frame, in the page: below, plotly's
-        # chunk must not be fetched before it).
-        page.add_init_script("""(() => { const tick = () => {
-            if (document.querySelector(".st-key-run_table_box [aria-rowcount]")) window.__gridDrawnAt = performance.now();
-            else requestAnimationFrame(tick); }; requestAnimationFrame(tick); })()""")
+        # When the run's grid has first painted its rows on its canvas (each animation frame, in the page:
+        # below, plotly's chunk must not be fetched before it).
+        page.add_init_script("""(() => { let painted = 0; const fill = CanvasRenderingContext2D.prototype.fillText;
+            CanvasRenderingContext2D.prototype.fillText = function (...a) { painted++; return fill.apply(this, a); };
+            const tick = () => {
+              if (painted > 0 && document.querySelector(".st-key-run_table_box [data-testid='stDataFrame'] canvas"))
+                window.__gridDrawnAt = performance.now();
+              else requestAnimationFrame(tick); }; requestAnimationFrame(tick); })()""")
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         expect(page.locator(RUN_BARS).first).to_be_attached()

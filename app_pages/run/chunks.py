@@ -5,7 +5,7 @@ the first time it mounts one, and that code is large: plotly's chunk is 4.8 MB (
 fresh Chromium's main thread), the grid's with its Arrow helpers 1.2 MB, Vega-Lite's 0.8 MB.
 The Run page's last element (`load_later`) loads the chunks of the page a reader opens next,
 plotly for the Rollout page, once the page is drawn (the script idle, no element waiting for its
-code, every grid holding its rows, every Vega-Lite chart drawn) and the browser has an idle
+code, every grid drawn on its canvas, every Vega-Lite chart drawn) and the browser has an idle
 moment. Not before: plotly evaluated while the first screen was still drawn delayed the grid by
 a second (an idle callback finds idle moments between the page's script run and its grid). A
 click made while it evaluates waits for it (about a second, once per browser tab).
@@ -45,14 +45,15 @@ _SCRIPT = """(() => {
     return import(new URL(c, index.src).href).then(() => { loaded[c] = true; }, () => {});
   }));
   // Drawn: the script idle, no element still waiting for its code (Streamlit shows a skeleton meanwhile),
-  // every grid holding its rows and every Vega-Lite chart its marks. An empty page is drawn too.
+  // every grid on its canvas (its accessibility table, aria-rowcount, follows 200 ms later: not waited
+  // for) and every Vega-Lite chart its marks. An empty page is drawn too.
   const drawn = () => {
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
     if (document.querySelector("[data-testid='stSkeleton']")) return false;
     const grids = [...document.querySelectorAll("[data-testid='stDataFrame']")];
     const charts = [...document.querySelectorAll("[data-testid='stVegaLiteChart']")];
-    return grids.every(g => g.querySelector('[aria-rowcount]')) && charts.every(c => c.querySelector('svg, canvas'));
+    return grids.every(g => g.querySelector('canvas')) && charts.every(c => c.querySelector('svg, canvas'));
   };
   const start = performance.now();
   let calm = 0;
