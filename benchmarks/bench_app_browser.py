@@ -547,10 +547,10 @@ def make_inputs(work: Path, only: set[str], table_rows: int) -> Inputs:
 
         records = REPO / "sample_data" / "rollout_records" / "run.jsonl"
         frame = rd.run_frame(scan_table(REPO / "sample_data" / "run", workers=1, final_responses=str(records)))
-        order = tr.run_order(frame, rd.RunFilter(reasons=(inp.sample_reason,)))
+        everything, filtered = rd.RunFilter(), rd.RunFilter(reasons=(inp.sample_reason,))
+        order = tr.run_order(frame, filtered)
         inp.sample_total, inp.sample_filtered = len(frame), len(order.rows)
         inp.sample_ids = tuple(order.entry(int(r))[1] for r in order.rows)
-        everything, filtered = rd.RunFilter(), rd.RunFilter(reasons=(inp.sample_reason,))
         every = tr.run_order(frame, everything)
         inp.sample_all_ids = tuple(every.entry(int(r))[1] for r in every.rows)
         inp.sample_all_marker = table_marker(frame, everything, filtered)

@@ -33,30 +33,37 @@ def run_params(flt: rd.RunFilter) -> dict[str, str]:
             **rc.more_charts_params(bool(STATE.get("run_more_charts")))}
 
 
-def row_clicked(table_key: str, origin: rs.RunOrigin, frame: pd.DataFrame, rows: np.ndarray) -> None:
-    """The table's selection callback (before the fragment reruns): a row picked whose file is here is
-    opened at the top of that rerun (`open_clicked_row`), before the charts, filters and table are drawn
-    again for a page about to be left (~0.1 s of the server's and the browser's time of a row click).
-    Anything else -- no row, the row shown selected on the way back, a file not on this machine (its
-    warning) -- is left to `show_table`, as before."""
+def row_clicked(table_key: str, frame: pd.DataFrame, rows: np.ndarray) -> None:
+    """The table's selection callback (before the fragment reruns): note the row picked, for
+    `open_clicked_row`. No row, or the row shown selected on the way back, notes nothing."""
     picked = list(selected_rows(STATE.get(table_key)))
     if not picked or STATE.get("run_back_hold") == (table_key, picked):
         return
     row = rd.row_at(frame, rows, picked[0])
-    if row is not None and rs.locate(origin, str(frame["source"].iloc[row])) is not None:
+    if row is not None:
         STATE["run_row_clicked"] = (table_key, row)
 
 
 def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, flt: rd.RunFilter) -> None:
-    """Open the row `row_clicked` noted, when it was noted on this run's table (switches page)."""
+    """At the top of the fragment's rerun, open the row `row_clicked` noted on this run's table (switches
+    page) before the charts, filters and table are drawn again for a page about to be left (~0.1 s of
+    the server's and the browser's time of a row click). A row whose file is not on this machine is
+    left to `show_table`, which draws its warning under the table, as before."""
     clicked = STATE.pop("run_row_clicked", None)
     last = STATE.get("run_table_last")
-    if clicked is not None and last is not None and last[0] == run_key and last[2] == clicked[0]:
-        open_row(origin, frame, clicked[1], flt)
+    if clicked is None or last is None or (last[0], last[2]) != (run_key, clicked[0]):
+        return
+    row = clicked[1]
+    source = str(frame["source"].iloc[row])
+    located = rs.locate(origin, source)
+    if located is not None:
+        open_located(located, source, str(frame["rollout_id"].iloc[row]), flt, records=origin.records,
+                     place=(origin, frame, row))
 
 
 def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
-          records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
+                 records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
+    """Switch to the Rollout page on the rollout ``rollout_id`` of ``located``."""
     STATE["open_rollout_seq"] += 1
     request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=run_params(flt),
                               records=records)
@@ -75,6 +82,7 @@ def switch_to_rollout(request: dict) -> None:
 
 
 def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
+    """Open row ``row`` of the run's table, or say its file is not here and offer an upload of it."""
     source = str(frame["source"].iloc[row])
     rollout_id = str(frame["rollout_id"].iloc[row])
     located = rs.locate(origin, source)
@@ -94,4 +102,4 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
                 st.error(md_escape(problem), icon=":material/error:")
             else:
                 open_located(rs.Located(name=candidate.name, data=candidate.data), source, rollout_id, flt,
-                      records=origin.records, place=(origin, frame, row))
+                             records=origin.records, place=(origin, frame, row))

@@ -99,8 +99,6 @@ def _set_filter(flt: rd.RunFilter) -> None:
     STATE["run_filter"] = flt
 
 
-
-
 def _sync_url(flt: rd.RunFilter) -> None:
     wanted = run_params(flt)
     present = {k: st.query_params[k] for k in st.query_params if k.startswith(rd.PARAM_PREFIX)}
@@ -304,7 +302,7 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     shown = rd.table_frame(frame, rows)
     with st.container(key="run_table_box"):
         event = st.dataframe(shown, key=table_key, selection_mode="single-row",
-                             on_select=lambda: row_clicked(table_key, origin, frame, rows),
+                             on_select=lambda: row_clicked(table_key, frame, rows),
                              hide_index=True, height=min(38 + 35 * max(len(shown), 1), TABLE_HEIGHT),
                              column_config=COLUMN_CONFIG, width="stretch", lazy=False, placeholder="",
                              selection_default={"selection": {"rows": [back[1]]}} if back else None)
