@@ -280,6 +280,26 @@ def test_a_filter_changes_the_table_in_place_unless_it_shows_a_selected_row(monk
     assert headings(at) == [escaped(other_id)]
 
 
+def test_the_row_shown_selected_on_the_way_back_opens_again_when_clicked(monkeypatch, sample):
+    """Back from a rollout its row is shown selected, and not opened again by being drawn; a click on it
+    (the grid unselects a selected row it is clicked on) opens it again. Unselecting on a table that holds
+    no such row opens nothing."""
+    at = run_app(monkeypatch)
+    nothing = {"rows": [], "columns": [], "cells": []}
+    send_selection(at, run_table(at), nothing)
+    assert headings(at)[0].startswith("Run")
+    rollout_id = run_table(at).value["rollout"].iat[1]
+    select_row(at, 1)
+    assert headings(at) == [escaped(rollout_id)]
+    at.switch_page(RUN_PAGE)
+    rerun(at)
+    rerun(at)
+    assert headings(at)[0].startswith("Run") and list(at.session_state[run_table(at).proto.id].selection.rows) == [1]
+    send_selection(at, run_table(at), nothing)  # the click on the row shown selected
+    assert headings(at) == [escaped(rollout_id)]
+    assert at.session_state["open_rollout"]["rollout_id"] == rollout_id
+
+
 def test_filters_in_the_url_apply_on_first_load(monkeypatch, sample):
     _, frame = sample
     at = run_app(monkeypatch, params={"run_verdict": "masked", "run_sort": "n_calls", "run_desc": "1",

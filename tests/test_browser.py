@@ -720,6 +720,13 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
         _settled(page)
         page.screenshot(path=str(tmp_path / "triage-back.png"))
         assert page.get_by_role("heading", name=ids[position], exact=True).count() == 0  # not reopened
+        # Clicked again, the row it came from opens again (a click on a selected row unselects it).
+        at = page.evaluate(f"""() => {{ const g = {_GRID}, r = g.getBoundingClientRect();
+            const top = document.querySelector('.st-key-run_table_box .dvn-scroller').scrollTop;
+            return {{x: r.left + 16, y: r.top + 35 + 35 * {position} - top + 17, bottom: r.bottom}}; }}""")
+        assert at["y"] < at["bottom"] - 17  # the row is on the table's screen
+        page.mouse.click(at["x"], at["y"])
+        expect(page.get_by_role("heading", name=ids[position], exact=True)).to_be_visible()
 
         # A link to a file the run does not hold opens nothing in its place.
         page.goto(f"{url}/rollout?src=sample:run&part=x.json&rollout=y")

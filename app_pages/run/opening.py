@@ -35,9 +35,15 @@ def run_params(flt: rd.RunFilter) -> dict[str, str]:
 
 def row_clicked(table_key: str, frame: pd.DataFrame, rows: np.ndarray) -> None:
     """The table's selection callback (before the fragment reruns): note the row picked, for
-    `open_clicked_row`. No row, or the row shown selected on the way back, notes nothing."""
+    `open_clicked_row`. The row shown selected on the way back notes nothing until it is clicked: a click
+    on a selected row unselects it (the grid's toggle), and a reader clicking the row they came from
+    means to open it again. Any other row unselected notes nothing."""
     picked = list(selected_rows(STATE.get(table_key)))
-    if not picked or STATE.get("run_back_hold") == (table_key, picked):
+    hold = STATE.get("run_back_hold")
+    if hold is not None and hold[0] == table_key and not picked:
+        picked = list(hold[1])  # the held row, clicked again
+        STATE.pop("run_back_hold", None)
+    elif not picked or hold == (table_key, picked):
         return
     row = rd.row_at(frame, rows, picked[0])
     if row is not None:
