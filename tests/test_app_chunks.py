@@ -81,10 +81,37 @@ def test_a_chunk_this_build_lacks_is_left_out_and_nothing_is_sent_for_none(monke
 def test_the_run_page_loads_plotly_once_drawn_and_the_rollout_page_sends_no_script(monkeypatch):
     at = app_on(monkeypatch)
     shown = main_html(at)
-    later = chunks.import_script(chunks.found((chunks.PLOTLY,)))
-    # The main area's last element, after the table and the rewards, and its only script box.
+    later = chunks.import_script(chunks.found((chunks.PLOTLY,)), first_plot=True)
+    # The main area's last element, after the table and the rewards, and its only script box (the made-up
+    # tree's fragment, before it, holds its hidden button).
     assert shown[-1] == later and len(shown) > 5 and shown.count(None) == len(shown) - 1
     # The Run page draws no plotly chart itself: its charts are Vega-Lite.
     assert not at.get("plotly_chart") and at.get("vega_lite_chart")
     at = app_on(monkeypatch, str(SAMPLE_ROLLOUT), page="app_pages/rollout/rollout.py")
     assert at.get("plotly_chart") and not [b for b in main_html(at) if b is not None]
+
+
+def test_the_script_asks_for_the_first_plot_only_when_told_and_once_plotly_is_in():
+    names = chunks.found((chunks.PLOTLY,))
+    plain, asking = chunks.import_script(names), chunks.import_script(names, first_plot=True)
+    assert "firstPlot(null)" in plain and "FIRST_PLOT_SPEC" not in plain + asking
+    assert f"firstPlot({json.dumps(chunks.FIRST_PLOT)})" in asking
+    # Clicked while the app is idle, after every chunk resolved; given up after 10 s (the benchmark waits on it).
+    for condition in ("'first plot' in loaded", "Object.values(loaded).every(Boolean)", "notRunning", "10000",
+                      "button.click()"):
+        assert condition in asking, condition
+
+
+def test_the_hidden_button_draws_the_made_up_tree_once(monkeypatch):
+    """The Run page holds a hidden button (the script clicks it once plotly is in); its rerun draws the
+    made-up call tree (out of sight: tests/test_browser.py), and the page's next run does not."""
+    at = app_on(monkeypatch)
+    assert not at.get("plotly_chart")
+    at.button(key=chunks.FIRST_PLOT_ASK).click()
+    at.run()
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1 and "run_first_plot" in charts[0].proto.id
+    drawn = json.loads(charts[0].proto.spec)
+    assert [t.get("name") for t in drawn["data"]] == [t.name for t in chunks.first_plot_figure().data]
+    at.run()
+    assert not at.get("plotly_chart")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from app_pages.run import chunks
+from tokencap.views import style
 from synth_snapshots import kitchen_sink
 
 REPO = Path(__file__).resolve().parent.parent
@@ -422,6 +423,18 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             # table gives it that moment (a row opened sooner loads it on its own, as without it).
             plotly = _chunk(chunks.PLOTLY)
             page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=plotly)
+            # Then plotly's first plot, a made-up tree drawn out of sight, taking no place in the layout.
+            top = page.evaluate("() => document.querySelector('.st-key-run_table_box').getBoundingClientRect().top")
+            page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg="first plot")
+            drawn = page.evaluate(f"""() => {{
+                const plot = document.querySelector({json.dumps(chunks.FIRST_PLOT["drawn"])});
+                const r = plot && plot.getBoundingClientRect();
+                const fragment = document.querySelector('.st-key-{style.OFFSCREEN_FRAGMENT}').parentElement.parentElement;
+                return plot && {{right: r.right, width: r.width, seen: plot.checkVisibility({{visibilityProperty: true}}),
+                                 flow: getComputedStyle(fragment.parentElement).position,
+                                 top: document.querySelector('.st-key-run_table_box').getBoundingClientRect().top}}; }}""")
+            assert drawn is not None and drawn["width"] > 0 and drawn["right"] < 0 and not drawn["seen"], drawn
+            assert drawn["flow"] == "absolute" and drawn["top"] == top, drawn
             _select_grid_row(page, position, len(filtered))
 
             # The Rollout page, on that rollout, with its verdict.

@@ -204,3 +204,19 @@ def test_a_sub_agent_gets_its_own_labelled_lane_and_compactions_are_marked():
     # A window starting inside the sub-agent's lane names it at the top.
     names = {a.text for a in tv.tree_figure(model, None, window=(6, 6), legend=False).layout.annotations}
     assert any(name.startswith("sub-agent inv-2") for name in names)
+
+
+def test_the_made_up_tree_the_app_draws_ahead_holds_the_common_marks_and_is_readable():
+    """`warm_up_model` (drawn out of sight while the Run page is read, so plotly's first plot is not the
+    first rollout's): a main chain to its terminal call, a branch, a retry, a fragment with its boundary
+    ring, a recovered and a rejected link, laid out as a rollout's tree is, and as readable."""
+    model = tv.warm_up_model()
+    categories = {n.category for n in model.nodes}
+    assert {"main", "terminal", "branch", "quarantined", "chained"} <= categories
+    assert {"boundary", "recovered"} <= set().union(*(n.flags for n in model.nodes))
+    assert {kind for _, _, kind in model.edges()} >= {"verified", "recovered", "digest_mismatch"}
+    assert model.default_key == model.nodes[-1].key and model.node(model.default_key).category == "terminal"
+    assert [n.order for n in model.nodes] == list(range(1, len(model) + 1)) and model.lanes > 2
+    assert not tv.needs_overview(model)
+    assert_readable(model)
+    assert all("made-up" in n.hover for n in model.nodes)  # nothing of a capture in it

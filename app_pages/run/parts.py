@@ -359,4 +359,4 @@ def work_ahead() -> None:
     """What the Run page readies once it is drawn, for what a reader does next: a scan process for
     the next run typed in the sidebar, and the Rollout page's charting library (plotly) in the browser."""
     rs.keep_scan_ready()
-    chunks.load_later(chunks.PLOTLY)
+    chunks.load_later(chunks.PLOTLY, first_plot=True)

@@ -34,6 +34,7 @@ from .tree_model import (
     short_labels,
     terminal_call,
     tree_of,
+    warm_up_model,
 )
 
 __all__ = [
@@ -41,7 +42,8 @@ __all__ = [
     "OVERVIEW_CONFIG", "REFUSAL", "RING_FLAGS", "Run", "TreeModel", "TreeNode", "WEBGL_THRESHOLD", "Window", "build_tree",
     "clamp_window", "follow_selection", "keep_in_window", "key_from_selection", "legend_frame", "needs_overview",
     "nodes_frame", "overview_figure", "overview_hover", "search", "search_caption", "short_labels",
-    "terminal_call", "tree_caption", "tree_figure", "tree_of", "window_around", "window_from_selection",
+    "terminal_call", "tree_caption", "tree_figure", "tree_of", "warm_up_model", "window_around",
+    "window_from_selection",
 ]
 
 Window = tuple[int, int]
