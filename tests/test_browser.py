@@ -678,6 +678,44 @@ def _select_grid_row(page, position: int, rows: int | None = None) -> None:
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
 
 
+def test_a_row_clicked_as_the_first_plot_is_asked_for_still_opens_its_rollout(tmp_path):
+    """The chunk script's hidden click (plotly's first plot, drawn out of sight) and a reader's row click
+    in the same moment: the reader's rerun is not lost, the row's rollout opens, and the made-up tree is
+    not on the Rollout page. Plotly's chunk is held back until the row's place is known, so the test is
+    waiting when the script clicks its button; a capturing listener marks that click."""
+    from playwright.sync_api import expect
+
+    from tokencap.views.run import data as rd
+
+    frame = rd.run_frame(_sample_table())
+    flt = rd.RunFilter()
+    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, flt)), flt)
+    target = str(frame["rollout_id"].iloc[int(rows[1])])
+    held: list = []
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        page.add_init_script(
+            "document.addEventListener('click', (e) => { if (e.target.closest && e.target.closest("
+            + json.dumps(chunks.FIRST_PLOT["ask"]) + ")) window.__tokencapAsked = performance.now(); }, true);")
+        page.route("**/PlotlyChart.*.js", lambda route: held.append(route))
+        page.goto(url)
+        expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
+        _settled(page, f"({_GRID_ROWS})(arg)", len(frame))
+        page.evaluate(f"() => {_GRID}.scrollIntoView({{block: 'center'}})")
+        _settled(page, f"({_GRID_ROWS})(arg)", len(frame))
+        box = page.evaluate(f"() => {{ const r = {_GRID}.getBoundingClientRect(); return {{x: r.left, y: r.top}}; }}")
+        page.wait_for_function("() => !!window.__tokencapChunks && window.__tokencapChunks['first plot'] === undefined"
+                               " && Object.keys(window.__tokencapChunks).length > 0")
+        assert held, "the chunk script asked for no plotly chunk"
+        for route in held:
+            route.continue_()
+        page.wait_for_function("() => window.__tokencapAsked !== undefined", polling="raf")
+        page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * 1 + 17)
+        expect(page.get_by_role("heading", name=target, exact=True)).to_be_visible()
+        _settled(page)
+        assert page.locator(f".st-key-{chunks.FIRST_PLOT_BOX}").count() == 0
+        expect(page.locator("[class*='st-key-tree-'] .js-plotly-plot .main-svg").first).to_be_attached()
+
+
 def _opened_in_a_fresh_browser(page, heading: str) -> None:
     """The URL of the page, opened in a new browser context (a shared link), shows the same rollout."""
     from playwright.sync_api import expect
