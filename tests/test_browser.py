@@ -279,6 +279,7 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
 
 RUN_TABLE = ".st-key-run_table_box [data-testid='stDataFrame']"
 """The Run page's table (the rewards' tables follow it)."""
+RUN_TABLE_JS = f"document.querySelector({json.dumps(RUN_TABLE)})"
 
 
 RUN_BAR = """([dimension, label]) => {
@@ -940,7 +941,11 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         # When the run's grid has first painted its rows on its canvas (each animation frame, in the page:
         # below, plotly's chunk must not be fetched before it).
         page.add_init_script("""(() => { let painted = 0; const fill = CanvasRenderingContext2D.prototype.fillText;
-            CanvasRenderingContext2D.prototype.fillText = function (...a) { painted++; return fill.apply(this, a); };
+            window.__gridTexts = [];  // what the grid's canvas paints and where (x, in the canvas's CSS pixels)
+            CanvasRenderingContext2D.prototype.fillText = function (...a) {
+              painted++;
+              if (window.__gridTexts.length < 5000) window.__gridTexts.push([String(a[0]), a[1], this.getTransform().e]);
+              return fill.apply(this, a); };
             const tick = () => {
               if (painted > 0 && document.querySelector(".st-key-run_table_box [data-testid='stDataFrame'] canvas"))
                 window.__gridDrawnAt = performance.now();
@@ -963,6 +968,15 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
             const text = l.querySelector('.stMarkdownEllipsis') || l;
             return [text.innerText, text.scrollWidth > text.clientWidth + 1 || text.scrollHeight > text.clientHeight + 1]; })""")
         assert len(cut) == tiles.count() and not [label for label, clipped in cut if clipped], cut
+        # Beside the sidebar the grid shows its first columns: the counts come before the wider text ones, so
+        # its first screen holds `calls` and `delivered` whole: the next column's header starts in view (a
+        # numeric column cut at the edge shows its header, its right-aligned values out of sight).
+        headers = list(rd.TABLE_COLUMNS.values())
+        after = headers[headers.index("delivered") + 1]
+        width = page.evaluate(f"() => {RUN_TABLE_JS}.getBoundingClientRect().width")
+        starts = [x + shift for text, x, shift in page.evaluate("() => window.__gridTexts") if text.startswith(after)]
+        assert headers.index("calls") < headers.index("delivered") < headers.index("status")
+        assert starts and min(starts) < width, (after, starts, width)
         page.screenshot(path=str(tmp_path / "run-first-screen.png"))
         # The Run page draws no plotly chart, and loads the Rollout page's plotly chunk once it is drawn and
         # the browser idles: after the grid's code (one fetch of each).

@@ -304,6 +304,7 @@ def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarra
     heading(flt, len(positions), len(cmp.rows), "joined rollouts")
     shown = cv.compare_table_frame(cmp, positions)
     config = {f"{name} {side}": column_config[name] for name in ("delivered", "calls") for side in "AB"}
+    config["rollout A"] = column_config["rollout"]  # pinned, as on one run's table
     back = back_position(positions) if back_position is not None else None
     with st.container(key="run_table_box"):
         event = st.dataframe(shown, key=f"run_pairs:{run_key}:{flt.token}" + (f":{back[0]}" if back else ""),

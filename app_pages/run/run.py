@@ -273,7 +273,8 @@ def more_charts_shown() -> bool:
 
 
 COLUMN_CONFIG = {
-    "rollout": st.column_config.TextColumn("rollout", width="medium"),
+    # Pinned: scrolled right to the source or the error, a row still says which rollout it is.
+    "rollout": st.column_config.TextColumn("rollout", width="medium", pinned=True),
     "verdict": st.column_config.TextColumn(width="small"),
     "mask reasons": st.column_config.TextColumn(width="medium"),
     "status": st.column_config.TextColumn(),

@@ -564,18 +564,20 @@ TABLE_COLUMNS = {
     "verdict": "verdict",
     "reasons": "mask reasons",
     "causes": "why lineage broke",
-    "status": "status",
     "n_calls": "calls",
     "delivered_fraction": "delivered",
     "link_failures": "link failures",
     "engine_refusals": "refusals",
+    "status": "status",
     "chains": "chains",
     "quarantined_calls": "quarantined",
     "generated_tokens_delivered": "gen. tokens",
     "source": "source",
     "error": "error",
 }
-"""Frame column -> table header, in the order the table shows them."""
+"""Frame column -> table header, in the order the table shows them: what a reader triages by first (the
+verdict, its reasons and causes, then the counts), so at 1280 px beside the sidebar the grid's first
+screen ends on numbers, not on a numeric column's header whose right-aligned values are out of sight."""
 
 
 _NARROW = {"n_calls": np.int32, "link_failures": np.int32, "engine_refusals": np.int32, "chains": np.int32,
