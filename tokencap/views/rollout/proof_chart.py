@@ -51,14 +51,17 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _shown(label: str) -> str:
+def cell_text(label: str) -> str:
     """A token's text as a cell shows it: a space as ``␣`` (SVG would swallow it), cut to `CELL_CHARS`."""
     return _cut(label.replace(" ", "␣"), CELL_CHARS)
 
 
-def _spec(rows: tuple[str, str], cell_rows: tuple[str, str], bars: list[dict[str, Any]], length: int, mark: int,
-          mark_label: str, cells: list[dict[str, Any]], columns: list[str], cells_title: str,
-          column_labels: bool) -> dict[str, Any]:
+def pair_spec(rows: tuple[str, str], cell_rows: tuple[str, str], bars: list[dict[str, Any]], length: int, mark: int,
+              mark_label: str, cells: list[dict[str, Any]], columns: list[str], cells_title: str,
+              column_labels: bool) -> dict[str, Any]:
+    """Two sequences' bars (``rows``, over positions 0..``length``, a dotted rule at ``mark``) above their
+    tokens' cells (``cell_rows``, one column each): a proof's chart, and the Compare tab's
+    (`.sequence_chart`). Every row name differs from the other three (they share one band scale)."""
     order = [*rows, *cell_rows]
     y = {"field": "row", "type": "nominal", "sort": order, "title": None,
          "scale": {"domain": order, "paddingInner": PADDING_INNER, "paddingOuter": PADDING_OUTER},
@@ -106,14 +109,15 @@ def _spec(rows: tuple[str, str], cell_rows: tuple[str, str], bars: list[dict[str
                       resolve={"scale": {"x": "independent"}, "axis": {"x": "independent"}})
 
 
-def _row(name: str) -> str:
+def row_name(name: str) -> str:
+    """A row's name on one line, cut to `ROW_CHARS`."""
     return _cut(" ".join(name.split()), ROW_CHARS)
 
 
 def link_proof_chart(proof: LinkProof, decode: Callable[[int], str] | None = None) -> dict[str, Any]:
     """The link proof: the parent's cumulative sequence against this call's prompt, and the window's cells."""
-    rows = (_row(f"{proof.relation} {proof.parent}"), _row(f"this call {proof.child}"))
-    cell_rows = (_row(f"{proof.parent}'s tokens"), _row(f"{proof.child}'s prompt"))
+    rows = (row_name(f"{proof.relation} {proof.parent}"), row_name(f"this call {proof.child}"))
+    cell_rows = (row_name(f"{proof.parent}'s tokens"), row_name(f"{proof.child}'s prompt"))
     n_parent, n_child = proof.parent_len, proof.prompt_len
     overlap = min(n_parent, n_child)
     bars: list[dict[str, Any]] = []
@@ -149,19 +153,19 @@ def link_proof_chart(proof: LinkProof, decode: Callable[[int], str] | None = Non
                 # child's tokens past the parent's sequence are its interstitial.
                 state = ("agree" if p == c else "differ") if p is not None and c is not None else \
                     "differ" if c is None else "only_child"
-                text = _shown(labels[r][i])
+                text = cell_text(labels[r][i])
                 tip = f"pos {pos:,} · token {tok}" + (f" · {_cut(labels[r][i], TIP_CHARS)}" if decode else "")
             cells.append({"part": CELLS, "row": cell_rows[r], "column": columns[i], "state": state,
                           "fill": CELLS_OF_SPANS[state], "text": text, "tip": tip})
-    return _spec(rows, cell_rows, bars, max(n_parent, n_child), mark, label, cells, columns,
+    return pair_spec(rows, cell_rows, bars, max(n_parent, n_child), mark, label, cells, columns,
                  f"positions {start:,}–{end - 1:,} (zoomed)", column_labels=len(columns) <= 20)
 
 
 def break_proof_chart(proof: BreakProof, decode: Callable[[int], str] | None = None) -> dict[str, Any]:
     """A break's prompt against its predecessor: green where aligned, each divergence marked (dropped red,
     inserted blue, replaced amber), and the tokens around the first divergence on each side."""
-    rows = (_row(f"predecessor {proof.parent}"), _row(f"this call {proof.child}"))
-    cell_rows = (_row(f"{proof.parent}'s tokens"), _row(f"{proof.child}'s prompt"))
+    rows = (row_name(f"predecessor {proof.parent}"), row_name(f"this call {proof.child}"))
+    cell_rows = (row_name(f"{proof.parent}'s tokens"), row_name(f"{proof.child}'s prompt"))
     bars: list[dict[str, Any]] = []
     for r, (side, length) in enumerate((("parent", proof.parent_len), ("prompt", proof.prompt_len))):
         marked = sorted((s for s in proof.spans if s.side == side), key=lambda s: s.start)
@@ -198,12 +202,12 @@ def break_proof_chart(proof: BreakProof, decode: Callable[[int], str] | None = N
             tip = (f"pos {pos:,} · token {int(tokens[i])}" + (f" · {_cut(labels[i], TIP_CHARS)}" if decode else "")
                    + (f" · {span.kind}" if span else ""))
             cells.append({"part": CELLS, "row": cell_rows[r], "column": columns[i], "state": state,
-                          "fill": CELLS_OF_SPANS[state], "text": _shown(labels[i]), "tip": tip})
+                          "fill": CELLS_OF_SPANS[state], "text": cell_text(labels[i]), "tip": tip})
     title = (f"tokens around the first divergence: predecessor from {proof.parent_window[0]:,}, "
              f"this prompt from {proof.prompt_window[0]:,}")
-    return _spec(rows, cell_rows, bars, max(proof.parent_len, proof.prompt_len), proof.agree,
+    return pair_spec(rows, cell_rows, bars, max(proof.parent_len, proof.prompt_len), proof.agree,
                  f"they part at {proof.agree:,}", cells, columns, title, column_labels=False)
 
 
-__all__ = ["CELLS", "CELLS_OF_SPANS", "SPAN", "SPAN_WORDS", "STRIP", "break_proof_chart",
-           "link_proof_chart"]
+__all__ = ["CELLS", "CELLS_OF_SPANS", "SPAN", "SPAN_WORDS", "STRIP", "break_proof_chart", "cell_text",
+           "link_proof_chart", "pair_spec", "row_name"]
