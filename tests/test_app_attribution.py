@@ -106,9 +106,11 @@ def test_the_tree_marks_the_attributed_final_answer(monkeypatch) -> None:
     labels = {key: label for key, label in zip(pick.options, pick.options)}
     marked = [label for label in labels if "the harness's final answer" in label]
     assert len(marked) == 2 and all(("call-0003" in m or "call-0004" in m) for m in marked)
-    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    names = [trace.get("name") for trace in figure["data"]]
-    assert "the harness's final answer (attributed)" in names
+    spec = next(s for s in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+                if s.get("description") == "call tree")
+    rings = [d["key"] for layer in spec["layer"] if layer.get("name") == "nodes" for d in layer["data"]["values"]
+             if d["what"] == "the harness's final answer (attributed)"]
+    assert sorted(rings) == ["call:call-0003", "call:call-0004"]
 
 
 def test_export_says_it_is_anchored_on_the_final_answer_and_matches_the_cli(monkeypatch, downloads,

@@ -80,9 +80,10 @@ def test_the_call_tree_names_the_cause_the_culprit_names(monkeypatch, tmp_path):
     path.write_text(json.dumps(broken_rollout("broken")))
 
     def tree_text(at) -> str:
-        chart = next(c for c in at.get("plotly_chart") if c.proto.id and "tree" in c.proto.id
-                     and "break_proof" not in c.proto.id and "overview" not in c.proto.id)
-        return json.dumps(json.loads(chart.proto.spec)["data"])
+        spec = next(s for s in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+                    if s.get("description") == "call tree")
+        return json.dumps([layer["data"] for layer in spec["layer"] if layer.get("name") == "call ids"],
+                          ensure_ascii=False)
 
     assert "tokens replaced" in tree_text(open_app(monkeypatch, str(path)))
     tok = tokenizer_file(tmp_path / "tokenizer.json")

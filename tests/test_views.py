@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from chart_geometry import call_labels, values
 from synth_snapshots import Capture, kitchen_sink, long_linear
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import detail as dv
 from tokencap.views import sources as src
+from tokencap.views import vega
 from tokencap.views.rollout import tree as tv
+from tokencap.views.rollout.tree_chart import ROW_PX
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.text import fmt_fraction, html_text, md_escape, safe_file_stem
 
@@ -212,24 +216,27 @@ def test_tree_survives_a_loop_of_claimed_parents():
     assert sum(1 for n in model.nodes if n.parent is None) == 2  # a1, and the cut in the loop
 
 
-def test_tree_figure_has_few_traces_and_every_point_carries_its_key(sink):
+def test_tree_chart_has_few_layers_and_every_node_carries_its_key(sink):
     model = tv.tree_of(sink)
-    fig = tv.tree_figure(model, selected="call:c05")
-    # A trace per style, the labels, and the row shading: one filled trace under the rest, no shapes.
-    assert len(fig.data) <= len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES) + 2
-    assert not fig.layout.shapes
-    shading = fig.data[0]
-    assert shading.name == "row shading" and shading.fill == "toself" and shading.hoverinfo == "skip"
-    rows = [y + 0.5 for y in shading.y[0::6]]  # each rectangle starts at its row's upper edge
-    assert rows == [float(r) for r in range(2, model.max_order + 1, 2)]  # every other row
-    keys = set()
-    for trace in fig.data:
-        if trace.customdata is not None:
-            keys.update(row[0] for row in trace.customdata)
-    assert keys == set(model.keys())
-    names = {t.name for t in fig.data}
-    assert "selected" in names and "recovered link" in names and "unresolved boundary (fragment root)" in names
-    assert all(isinstance(t, type(fig.data[0])) or "text" in t.mode for t in fig.data)
+    spec = vega.validated(tv.tree_chart(model, selected="call:c05"))
+    # A layer per link style, one clickable layer of nodes and rings, the labels, lane names, shading, legend.
+    assert len(spec["layer"]) <= len(tv.EDGE_STYLES) + 12
+    clickable = [layer for layer in spec["layer"] if layer.get("params")]
+    assert [layer["name"] for layer in clickable] == ["nodes"]
+    assert clickable[0]["params"][0]["name"] == vega.PICK and clickable[0]["params"][0]["select"]["fields"] == ["key"]
+    shading = values(spec, "row shading")
+    rows = [(d["y"] + d["y2"]) / 2 for d in shading]  # every other row, from the second
+    assert len(rows) == model.max_order // 2 and rows == sorted(rows)
+    points = values(spec, "nodes")
+    assert {d["key"] for d in points} == set(model.keys())
+    whats = {d["what"] for d in points}
+    assert {"selected", "recovered link (parent re-found by prefix)", "unresolved boundary (fragment root)"} <= whats
+    assert [d["key"] for d in points if d["what"] == "selected"] == ["call:c05"]
+    assert points[-1]["what"] == "selected"  # drawn last, over its node
+    links = {layer["name"] for layer in spec["layer"] if layer["mark"]["type"] == "line"} - {"legend"}
+    assert "recovered link" in links and links <= {label for label, *_ in tv.EDGE_STYLES.values()}
+    # Text is SVG text and tooltips are escaped by vega-tooltip: nothing in the spec is HTML.
+    assert "<br>" not in json.dumps(spec) and "<b>" not in json.dumps(spec)
 
 
 def test_tree_hover_and_labels_escape_capture_strings():
@@ -238,17 +245,22 @@ def test_tree_hover_and_labels_escape_capture_strings():
     view = RolloutView(c.snapshot())
     model = tv.tree_of(view)
     node = model.nodes[0]
-    assert "<img" not in node.hover and "&lt;img" in node.hover
-    assert "<script>" not in node.hover
-    assert model.label(node.key).startswith("<img")  # plain-text labels keep the characters
+    # Plain text (the chart draws SVG text and vega-tooltip escapes a tooltip): the characters are kept as
+    # they are, never turned into markup here, and never sent as HTML.
+    assert "<img src=x onerror=alert(1)>" in node.hover and "<script>alert(1)</script>" in node.hover
+    assert model.label(node.key).startswith("<img")
+    spec = tv.tree_chart(model)
+    assert call_labels(spec)[0].startswith("…") or call_labels(spec)[0].startswith("<img")
+    assert all(layer["mark"]["type"] in ("text", "point", "line", "rect") for layer in spec["layer"])
 
 
 def test_key_from_selection():
     assert tv.key_from_selection(None) is None
-    assert tv.key_from_selection({"points": []}) is None
-    assert tv.key_from_selection({"points": [{"x": 1, "customdata": ["call:c01"]}]}) == "call:c01"
-    assert tv.key_from_selection({"points": [{"customdata": "refusal:r1"}]}) == "refusal:r1"
-    assert tv.key_from_selection({"points": [{"x": 1}, {"customdata": ["ghost:g"]}]}) == "ghost:g"
+    assert tv.key_from_selection({}) is None and tv.key_from_selection({"pick": []}) is None
+    assert tv.key_from_selection({"pick": [{"key": "call:c01"}]}) == "call:c01"
+    assert tv.key_from_selection({"pick": [{"key": 3}, {"key": "refusal:r1"}]}) == "refusal:r1"
+    assert tv.key_from_selection({"pick": [{"key": "no-kind"}]}) is None
+    assert tv.key_from_selection({"other": [{"key": "call:c01"}]}) is None
 
 
 @pytest.mark.parametrize("n_calls", [600, 1500])
@@ -256,21 +268,25 @@ def test_tree_is_compact_at_scale(n_calls):
     # Speed is measured by benchmarks/bench_app_browser.py, never asserted here.
     view = RolloutView(long_linear(n_calls).snapshot())
     model = tv.tree_of(view)
-    fig = tv.tree_figure(model, selected=model.default_key)
-    fig.to_json()
+    spec = tv.tree_chart(model, selected=model.default_key)
+    json.dumps(spec)
     assert len(model) == n_calls
     assert model.lanes <= 4  # retries and side branches pack into a few lanes
-    assert len(fig.data) < 20
-    assert (type(fig.data[0]).__name__ == "Scattergl") == (n_calls > tv.WEBGL_THRESHOLD)
+    assert len(spec["layer"]) < 20
+    renderer = spec["usermeta"]["embedOptions"]["renderer"]
+    assert renderer == ("canvas" if n_calls > tv.CANVAS_ROWS else "svg")
+    assert not values(spec, "call ids")  # the whole tree of a long rollout: no labels, they would only crowd
 
 
 def test_dense_trees_draw_nodes_without_rims():
     # White rims on hundreds of touching markers paint over their fills (the main chain vanished).
-    fig = tv.tree_figure(tv.tree_of(RolloutView(long_linear(600).snapshot())))
-    filled = [t for t in fig.data if t.mode == "markers" and t.name == "main chain (delivered)"]
-    assert filled and filled[0].marker.line.width == 0
-    small = tv.tree_figure(tv.tree_of(RolloutView(kitchen_sink().snapshot())))
-    assert next(t for t in small.data if t.name == "main chain (delivered)").marker.line.color == "#ffffff"
+    main = tv.NODE_STYLES["main"][0]
+    dense = [d for d in values(tv.tree_chart(tv.tree_of(RolloutView(long_linear(600).snapshot()))), "nodes")
+             if d["what"] == main]
+    assert dense and all(d["sw"] == 0 for d in dense)
+    small = [d for d in values(tv.tree_chart(tv.tree_of(RolloutView(kitchen_sink().snapshot()))), "nodes")
+             if d["what"] == main]
+    assert small and all(d["stroke"] == "#ffffff" and d["sw"] == 1.0 for d in small)
 
 
 def test_nodes_frame_lists_every_node_with_its_link(sink):
@@ -503,44 +519,43 @@ def test_a_deep_tree_gets_an_overview_and_a_zoomed_window_that_keeps_its_place()
     assert tv.follow_selection(model, "call:m00300", (10, 50), "call:m00200") == moved
 
 
-def test_the_zoomed_figure_draws_only_its_window_with_labels_and_a_fixed_range():
+def test_the_zoomed_chart_draws_only_its_window_with_labels():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
     window = (100, 124)
-    fig = tv.tree_figure(model, "call:m00110", window=window, legend=False)
-    keys = {row[0] for t in fig.data if t.customdata is not None for row in t.customdata}
+    spec = tv.tree_chart(model, "call:m00110", window=window, legend=False)
+    keys = {d["key"] for d in values(spec, "nodes")}
     rows = {model.node(k).order for k in keys}
     assert min(rows) == 100 and max(rows) == 124 and "call:m00110" in keys
-    # Rows run down the y axis (reversed: the first call on top), fixed to the window.
-    assert fig.layout.yaxis.range[1] < 100 < 124 < fig.layout.yaxis.range[0] < 126
-    labels = next(t for t in fig.data if t.name == "call ids")
-    assert "m00110" in labels.text and fig.layout.showlegend is False
-    # Labels are set off by an invisible marker wider than any ring, so they never sit on a node.
-    widest = max(t.marker.size for t in fig.data if t.mode == "markers" and not isinstance(t.marker.size, tuple))
-    assert labels.mode == "markers+text" and labels.marker.size > widest and labels.marker.color == "rgba(0,0,0,0)"
-    assert labels.hoverinfo == "skip" and labels.customdata is None  # a click goes to the node, not the label
-    assert fig.layout.uirevision == "tree:100:124"
+    # Rows run down in call order: the window's first call on top, one row apart.
+    ys = {model.node(d["key"]).order: d["py"] for d in values(spec, "nodes")}
+    assert ys[100] < ys[101] < ys[124] and ys[101] - ys[100] == ROW_PX
+    geometry = spec["usermeta"]["geometry"]
+    assert geometry["rows"] == [100, 124] and geometry["plot"][1] < ys[100] < ys[124] < geometry["plot"][3]
+    labels = values(spec, "call ids")
+    assert any(d["text"] == "m00110" for d in labels) and not values(spec, "legend")
+    # Labels start right of the widest ring a node can carry, so they never sit on a node.
+    widest = max(math.sqrt(d["size"]) / 2 + d["sw"] / 2 for d in values(spec, "nodes"))
+    lane_x = min(d["px"] for d in values(spec, "nodes"))
+    assert min(d["px"] for d in labels) >= lane_x + widest
     # A lane passing through the window without a node in it is still drawn: links reaching into it count.
-    assert any(t.mode == "lines" for t in fig.data)
+    assert any(layer["mark"]["type"] == "line" for layer in spec["layer"])
     # The whole tree (400 rows) is drawn without labels: they would only crowd.
-    assert not any(t.name == "call ids" for t in tv.tree_figure(model).data)
+    assert not values(tv.tree_chart(model), "call ids")
 
 
-def test_the_overview_marks_the_window_and_a_box_on_it_is_a_window():
+def test_the_overview_marks_the_window_and_a_click_on_a_dot_is_its_key():
     model = tv.tree_of(RolloutView(long_linear(400).snapshot()))
-    fig = tv.overview_figure(model, (100, 124))
-    assert fig.layout.shapes[0].x0 == 99.5 and fig.layout.shapes[0].x1 == 124.5
-    # No drag mode, so a click on a dot is a selection; the box is the toolbar's one tool.
-    assert fig.layout.dragmode is False and tv.OVERVIEW_CONFIG["modeBarButtons"] == [["select2d"]]
-    assert sum(len(t.customdata) for t in fig.data) == len(model)  # the selection is not drawn: see overview_figure
-    # A dot's x is its place in call order; its hover names the call and that place.
+    spec = vega.validated(tv.overview_chart(model, (100, 124)))
+    frame, dots = spec["layer"]
+    assert frame["data"]["values"] == [{"order": 99.5, "order2": 124.5}]
+    assert len(dots["data"]["values"]) == len(model)  # the selection is not drawn: see overview_chart
+    assert dots["params"][0]["name"] == vega.PICK and dots["params"][0]["select"]["fields"] == ["key"]
+    # A dot's x is its place in call order; its hover names the call and that place, never the key.
     order = model.node("call:m00110").order
-    dots = {row[0]: x for t in fig.data if t.name != "selected" for row, x in zip(t.customdata, t.x)}
-    assert dots["call:m00110"] == order
-    hover = [h for t in fig.data for h in t.hovertext]
-    assert f"m00110 · #{order}" in hover and not any(h.startswith("call:") for h in hover)
-    assert tv.window_from_selection(model, {"box": [{"x": [200.4, 251.7], "y": [0, 1]}], "points": []}) == (201, 251)
-    assert tv.window_from_selection(model, {"box": [], "points": [{"customdata": ["call:m00001"]}]}) is None
-    assert tv.window_from_selection(model, {"box": [{"x": [5.2, 5.4]}]}) == (6, 6)
+    dot = next(d for d in dots["data"]["values"] if d["key"] == "call:m00110")
+    assert dot["order"] == order and dot["tip"] == f"m00110 · #{order}"
+    assert not any(d["tip"].startswith("call:") for d in dots["data"]["values"])
+    assert spec["description"] == tv.OVERVIEW_DESCRIPTION
 
 
 def test_search_finds_exact_then_prefix_then_substring():

@@ -128,8 +128,9 @@ def test_the_tree_marks_the_final_answer_and_ambiguous_candidates() -> None:
     assert {n.ident for n in model.nodes if "answer_candidate" in n.flags} == {"call-0003", "call-0005"}
     assert "ambiguous" in model.node("call:call-0003").hover
     assert "matches the final answer, ambiguously" in model.label("call:call-0003")
-    names = [t.name for t in tv.tree_figure(model).data]
-    assert "matches the final answer, ambiguously" in names
+    rings = [d["key"] for layer in tv.tree_chart(model)["layer"] if layer.get("name") == "nodes"
+             for d in layer["data"]["values"] if d["what"] == "matches the final answer, ambiguously"]
+    assert sorted(rings) == ["call:call-0003", "call:call-0005"]
     plain = tv.tree_of(view("title_call_after_final_answer.json", with_finals=False))
     assert not any({"final_answer", "answer_candidate"} & n.flags for n in plain.nodes)
     assert len(tv.legend_frame()) == len(tv.NODE_STYLES) + len(tv.OVERLAY_STYLES) + len(tv.EDGE_STYLES)

@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
+from app_pages.rollout.common import figure_of, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
@@ -18,6 +18,7 @@ from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
+from tokencap.views import vega
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_int, md_escape
 from tokencap.views.widgets import selected_rows
@@ -32,25 +33,29 @@ def _select(rk: str, key: str) -> None:
     STATE["scroll_detail"] = True
 
 
-def _remember_tree_click(chart_key: str, rk: str) -> None:
+def _clicked(chart_key: str, name: str) -> str | None:
+    """The node a click on the chart ``name`` (the tree, or the overview) selected. That chart is drawn
+    again under a new key (`_chart_key`), so its selection never lingers and the next click, on the same
+    node too, is a fresh event; the other chart keeps its key, and the browser its drawing."""
     state = STATE.get(chart_key)
-    selection = state.get("selection") if state is not None else None
-    key = tv.key_from_selection(selection)
+    nonces = STATE.setdefault("tree_nonce", {})
+    nonces[name] = nonces.get(name, 0) + 1
+    return tv.key_from_selection(state.get("selection") if state is not None else None)
+
+
+def _chart_key(name: str, rk: str, anchor: Any) -> str:
+    return f"{name}:{rk}:{anchor}:{STATE.get('tree_nonce', {}).get(name, 0)}"
+
+
+def _remember_tree_click(chart_key: str, rk: str) -> None:
+    key = _clicked(chart_key, "tree")
     if key is not None:
         _select(rk, key)
 
 
 def _remember_overview(chart_key: str, rk: str, window_key: str, model: tv.TreeModel) -> None:
-    """The overview: a box chooses the depths to zoom into; a click goes to that node."""
-    state = STATE.get(chart_key)
-    selection = state.get("selection") if state is not None else None
-    if selection is None:
-        return
-    window = tv.window_from_selection(model, selection)
-    if window is not None:
-        STATE[window_key] = window
-        return
-    key = tv.key_from_selection(selection)
+    """The overview: a click on a dot selects that node and moves the zoomed rows to it."""
+    key = _clicked(chart_key, "tree_overview")
     if key is not None:
         _select(rk, key)
         STATE[window_key] = tv.window_around(model, key, tv.DETAIL_SPAN)
@@ -83,7 +88,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         return
     selected = rp.selected_node(view, STATE["selected"].get(rk))
     STATE["selected"][rk] = selected
-    chart_key = f"tree:{rk}:{view.anchor}"
+    chart_key = _chart_key("tree", rk, view.anchor)
     window = None
     if tv.needs_overview(model):
         # A long rollout: an overview of every node, and a zoomed detail of the depths in the
@@ -92,20 +97,19 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         followed_key = f"tree_window_for:{rk}:{view.anchor}"
         window = tv.follow_selection(model, selected, STATE.get(window_key), STATE.get(followed_key))
         STATE[window_key], STATE[followed_key] = window, selected
-        overview_key = f"tree_overview:{rk}:{view.anchor}"
+        overview_key = _chart_key("tree_overview", rk, view.anchor)
         st.caption(tv.tree_caption(model, window))
-        overview = figure_of("tree overview", view, (key, window), lambda: tv.overview_figure(model, window))
-        st.plotly_chart(overview, key=overview_key,
-                        on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
-                        selection_mode=("points", "box"), config=tv.OVERVIEW_CONFIG, width="stretch")
+        overview = figure_of("tree overview", view, (key, window), lambda: tv.overview_chart(model, window))
+        st.vega_lite_chart(overview, key=overview_key,
+                           on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
+                           selection_mode=vega.PICK, width="stretch")
     else:
         st.caption(tv.tree_caption(model, None))
     # Drawn at the figure's own width: its rows, lanes and labels are sized in pixels.
     tree = figure_of("tree", view, (key, selected, window),
-                     lambda: tv.tree_figure(model, selected, window=window, legend=window is None))
-    st.plotly_chart(tree, key=chart_key,
-                    on_select=lambda: _remember_tree_click(chart_key, rk), selection_mode="points",
-                    config=PLOTLY_CONFIG, width="content")
+                     lambda: tv.tree_chart(model, selected, window=window, legend=window is None))
+    st.vega_lite_chart(tree, key=chart_key, on_select=lambda: _remember_tree_click(chart_key, rk),
+                       selection_mode=vega.PICK, width="content")
     if window is not None:
         slider_key = f"tree_window_w:{rk}:{view.anchor}"
         STATE[slider_key] = window

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages.run import chunks
 from app_pages.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
 from tokencap.views.run import compare as cv
@@ -358,6 +357,6 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
 
 def work_ahead() -> None:
     """What the Run page readies once it is drawn, for what a reader does next: a scan process for
-    the next run typed in the sidebar, and the Rollout page's charting library (plotly) in the browser."""
+    the next run typed in the sidebar. (The Rollout page's charts are Vega-Lite, whose code the Run
+    page's own charts have loaded: nothing to load ahead in the browser.)"""
     rs.keep_scan_ready()
-    chunks.load_later(chunks.PLOTLY, first_plot=True)

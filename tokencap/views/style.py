@@ -50,27 +50,6 @@ BASE_LAYOUT = {
                    "bgcolor": "#ffffff", "bordercolor": "#cbd5e1"},
 }
 
-SCRIPT_BOX = "page_script"
-"""The key prefix of the boxes that hold a page's script-only elements (app_pages/run/chunks.py, sent by the Run
-page). The Run page's CSS hides them, so they take no place and no gap in the layout; their scripts run all
-the same."""
-_SCRIPT_BOX_CSS = (f'[class*="st-key-{SCRIPT_BOX}_"], '
-                   f'[data-testid="stLayoutWrapper"]:has(> [class*="st-key-{SCRIPT_BOX}_"]) {{ display: none; }}\n')
-
-OFFSCREEN_BOX = "page_offscreen"
-"""The key prefix of the boxes that hold an element drawn only for the browser to run its code once (the
-Run page's made-up call tree, app_pages/run/chunks.py): laid out at a real width, out of the layout's
-flow, out of sight, hidden from readers and pointers."""
-_OFFSCREEN_BOX_CSS = (f'[class*="st-key-{OFFSCREEN_BOX}_"], '
-                      f'[data-testid="stLayoutWrapper"]:has(> [class*="st-key-{OFFSCREEN_BOX}_"]) {{ '
-                      'position: fixed !important; left: -10000px; top: 0; width: 760px; visibility: hidden; '
-                      'pointer-events: none; }\n')
-OFFSCREEN_FRAGMENT = f"{SCRIPT_BOX}_fragment"
-"""The key of the script box a fragment of script-only and offscreen boxes starts with: such a fragment's own
-wrapper would take a gap of the layout (16 px), so it is taken out of the flow too."""
-_OFFSCREEN_BOX_CSS += (f'[data-testid="stLayoutWrapper"]:has(> [data-testid="stVerticalBlock"] > '
-                       f'[data-testid="stLayoutWrapper"] > .st-key-{OFFSCREEN_FRAGMENT}) {{ position: absolute; }}\n')
-
 # The page's own CSS (no capture text ever goes in here): a compact header so the tree or
 # the mask starts above the fold at 1280x800, tiles that size to their numbers instead of
 # truncating them, and culprit buttons that read as links. No transitions, as on the Run page
@@ -78,6 +57,7 @@ _OFFSCREEN_BOX_CSS += (f'[data-testid="stLayoutWrapper"]:has(> [data-testid="stV
 # drawing without a GPU repaints the call tree at every frame of that fade.
 PAGE_CSS = """
 *, *::before, *::after { transition: none !important; }
+#vg-tooltip-element { white-space: pre-line; max-width: 560px; }
 [data-testid="stMainBlockContainer"] { padding: 2.6rem 1.6rem 2rem 1.6rem; }
 [data-testid="stMainBlockContainer"] h3 { padding: 0 0 0.1rem 0; }
 .st-key-verdict_masked { background: #fef2f2; border-color: #fecaca !important; padding: 0.55rem 0.8rem !important;
@@ -127,4 +107,4 @@ RUN_PAGE_CSS = """
 [data-testid="stMetricLabel"] .stMarkdownEllipsis, [data-testid="stMetricLabel"] p {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important; line-height: 1.2;
   word-break: normal !important; overflow-wrap: normal !important; font-size: 0.8rem; }
-""" + _SCRIPT_BOX_CSS + _OFFSCREEN_BOX_CSS
+"""

@@ -39,6 +39,15 @@ def html_text(value: object, limit: int | None = None) -> str:
     return html.escape(text, quote=True)
 
 
+def one_line(value: object, limit: int | None = None) -> str:
+    """``value`` for a chart's text or tooltip (Vega-Lite draws SVG text and vega-tooltip escapes it, so it
+    is never read as HTML): one line, optionally cut with an ellipsis."""
+    text = " ".join(str(value).split()) if value is not None else ""
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
 def shorten(value: object, limit: int = 80) -> str:
     text = " ".join(str(value).split()) if value is not None else ""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -2,27 +2,27 @@
 
 The page part's one door (the page imports only this module): the tree of a view
 (`tree_model`: its nodes; `tree_marks`: what each mark means; `tree_layout`: rows, runs, lanes), its
-figures (`tree_figure`: the tree, a long rollout's window of rows and its overview), and
+charts (`tree_chart`: the tree, a long rollout's window of rows and its overview, as Vega-Lite), and
 here the window of rows a long rollout shows, how it follows the selection, search, and
 the captions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 
 from ..model import CALL, GHOST, REFUSAL
 from ..text import fmt_int, md_escape
-from .tree_figure import (
+from .. import vega
+from .tree_chart import (
+    CANVAS_ROWS,
     LABEL_ROWS,
-    OVERVIEW_CONFIG,
-    WEBGL_THRESHOLD,
-    overview_figure,
+    OVERVIEW_DESCRIPTION,
+    TREE_DESCRIPTION,
+    overview_chart,
     overview_hover,
-    tree_figure,
+    tree_chart,
 )
 from .tree_layout import Run, TreeNode
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS, legend_frame
@@ -34,16 +34,14 @@ from .tree_model import (
     short_labels,
     terminal_call,
     tree_of,
-    warm_up_model,
 )
 
 __all__ = [
-    "CALL", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES", "OVERVIEW_ABOVE",
-    "OVERVIEW_CONFIG", "REFUSAL", "RING_FLAGS", "Run", "TreeModel", "TreeNode", "WEBGL_THRESHOLD", "Window", "build_tree",
-    "clamp_window", "follow_selection", "keep_in_window", "key_from_selection", "legend_frame", "needs_overview",
-    "nodes_frame", "overview_figure", "overview_hover", "search", "search_caption", "short_labels",
-    "terminal_call", "tree_caption", "tree_figure", "tree_of", "warm_up_model", "window_around",
-    "window_from_selection",
+    "CALL", "CANVAS_ROWS", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES",
+    "OVERVIEW_ABOVE", "OVERVIEW_DESCRIPTION", "REFUSAL", "RING_FLAGS", "Run", "TREE_DESCRIPTION", "TreeModel",
+    "TreeNode", "Window", "build_tree", "clamp_window", "follow_selection", "keep_in_window", "key_from_selection",
+    "legend_frame", "needs_overview", "nodes_frame", "overview_chart", "overview_hover", "search", "search_caption",
+    "short_labels", "terminal_call", "tree_caption", "tree_chart", "tree_of", "window_around",
 ]
 
 Window = tuple[int, int]
@@ -99,36 +97,13 @@ def follow_selection(model: TreeModel, selected: str | None, window: Window | No
     return clamp_window(model, window)
 
 
-def window_from_selection(model: TreeModel, selection: Any) -> Window | None:
-    """The rows a box drawn on the overview covers (its x is call order), or None when the event is not a box."""
-    boxes = selection.get("box") if isinstance(selection, Mapping) else getattr(selection, "box", None)
-    if not boxes:
-        return None
-    box = boxes[-1]
-    xs = box.get("x") if isinstance(box, Mapping) else None
-    if not xs or len(xs) < 2:
-        return None
-    a, b = sorted(float(v) for v in xs[:2])
-    return clamp_window(model, (int(np.ceil(a)), max(int(np.floor(b)), int(np.ceil(a)))))
-
-
 def key_from_selection(selection: Any) -> str | None:
-    """The node key of a plotly selection event (a click), or None when nothing is selected.
-
-    Accepts Streamlit's selection state (``event.selection``) or a plain mapping with a
-    ``points`` list; each point carries its node key in ``customdata``.
-    """
-    if selection is None:
-        return None
-    points = selection.get("points") if isinstance(selection, Mapping) else getattr(selection, "points", None)
-    if not points:
-        return None
-    for point in points:
-        data = point.get("customdata") if isinstance(point, Mapping) else None
-        if isinstance(data, (list, tuple)) and data:
-            data = data[0]
-        if isinstance(data, str) and ":" in data:
-            return data
+    """The node key a click on the tree or its overview selected (Streamlit's ``event.selection`` of a
+    chart declaring `..vega.PICK`), or None when nothing is selected."""
+    for point in vega.picked(selection):
+        key = point.get("key")
+        if isinstance(key, str) and ":" in key:
+            return key
     return None
 
 
@@ -138,10 +113,11 @@ def tree_caption(model: TreeModel, window: tuple[int, int] | None) -> str:
     lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
     if window is None:
         return (f"{fmt_int(len(model))} nodes in {lanes}, one row per node in call order. Click a node to "
-                "inspect it; drag up or down to zoom, double-click to reset.")
+                "inspect it; hover it for its link, tokens and finish.")
     return (f"{fmt_int(len(model))} nodes in {lanes}. Overview (every node, in call order from left to "
-            "right): click a dot to go there, or take the box tool (top right) and drag across calls to "
-            f"zoom into them. Below: calls {window[0]:,}–{window[1]:,} in call order; click a node to inspect it.")
+            "right): click a dot to go there. Below: calls "
+            f"{window[0]:,}–{window[1]:,} in call order (the slider under them picks others); click a node to "
+            "inspect it.")
 
 
 def search_caption(query: str, count: int) -> str:

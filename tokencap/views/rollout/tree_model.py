@@ -27,7 +27,7 @@ from ...builder import (
 )
 from ...records import ParentResolutionStatus
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
-from ..text import fmt_int, html_text
+from ..text import fmt_int, one_line
 from .tree_layout import Run, TreeNode, lay_out
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 
@@ -285,7 +285,7 @@ def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeMo
                             lambda parent, child: child.key not in subagents)
     index = {n.key: i for i, n in enumerate(ordered)}
     for n in ordered:
-        n.hover = _hover(n, view, origin) + (f"<br>{n.break_hover}" if n.break_hover else "")
+        n.hover = _hover(n, view, origin) + (f"\n{n.break_hover}" if n.break_hover else "")
     chain_leaves = {c.chain_id: node_key(CALL, c.call_ids[-1]) for c in view.chains if c.links}
     _name_runs(runs, nodes, chain_leaves, main_root, subagents)
     last = view.terminal_call_id
@@ -297,32 +297,6 @@ def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeMo
         extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default, runs=runs,
         main_lane=main_root is not None and main_root in nodes,
     )
-
-
-def warm_up_model() -> TreeModel:
-    """A small made-up tree (no capture in it) of the marks a rollout's tree draws most: a main chain
-    ending in its terminal call, a branch, a retry in quarantine, a fragment root at an unresolved
-    boundary, a recovered link and a rejected one. The app draws its figure once, out of sight, while
-    the Run page is read (`app_pages/run/chunks.py`), so the browser's plotting code has run once before
-    the first rollout is opened (that first plot cost the first row click ~0.15 s more than the next)."""
-    def node(i: int, category: str, parent: int | None = None, edge: str | None = None, rank: int = 0,
-             flags: tuple[str, ...] = ()) -> TreeNode:
-        ident = f"call-{i:04d}"
-        return TreeNode(node_key(CALL, ident), CALL, ident, category, set(flags),
-                        node_key(CALL, f"call-{parent:04d}") if parent is not None else None, edge,
-                        created_at=float(i), rank=rank, hover=f"{ident}<br>a made-up call")
-
-    made = [node(0, "main"), node(1, "main", 0, "verified"), node(2, "branch", 1, "verified", 1),
-            node(3, "quarantined", 1, "verified", 2), node(4, "main", 1, "recovered", flags=("recovered",)),
-            node(5, "chained", 2, "digest_mismatch", 3, flags=("boundary",)), node(6, "terminal", 4, "verified")]
-    nodes = {n.key: n for n in made}
-    main_root, terminal = made[0].key, made[-1].key
-    ordered, runs = lay_out(nodes, main_root)
-    chain_leaves = {"main": terminal, "fragment-1": made[5].key}
-    _name_runs(runs, nodes, chain_leaves, main_root)
-    return TreeModel(nodes=ordered, index={n.key: i for i, n in enumerate(ordered)},
-                     lanes=max(n.lane for n in ordered) + 1, max_depth=max(n.depth for n in ordered),
-                     extra_edges=[], chain_leaves=chain_leaves, default_key=terminal, runs=runs, main_lane=True)
 
 
 _ANONYMOUS_RUN = {"quarantined": "retry", "refusal": "refusal", "refusal_ended": "refusal", "excluded": "excluded",
@@ -366,11 +340,11 @@ def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str,
         cause = str(b.get("cause") or "")
         node.flags.add("break")
         node.note = " · ".join(x for x in (node.note, f"↯ {cause.replace('_', ' ')}") if x)
-        lines = [f"break: {html_text(b.get('kind'))}, cause {html_text(cause)}"]
+        lines = [f"break: {one_line(b.get('kind'))}, cause {one_line(cause)}"]
         if b.get("predecessor"):
-            lines.append(f"should have continued {html_text(b['predecessor'], 60)} ({html_text(b.get('relation'))})")
+            lines.append(f"should have continued {one_line(b['predecessor'], 60)} ({one_line(b.get('relation'))})")
         if b.get("hint"):
-            lines.append(html_text(b["hint"], 160))
+            lines.append(one_line(b["hint"], 160))
         for ev in b.get("evidence") or ():
             if not isinstance(ev, dict):
                 continue
@@ -386,9 +360,9 @@ def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str,
                     word = "compaction summary" if kind == "compaction_call" else "after a compaction"
                     target.note = " · ".join(x for x in (target.note, word) if x)
                 lines.append("compaction summary request" if kind == "compaction_call" else
-                             f"first call after a compaction ({html_text(ev.get('trigger'))}: "
-                             f"{html_text(ev.get('tokens_before'))} → {html_text(ev.get('tokens_after'))} tokens)")
-        node.break_hover = "<br>".join(lines)
+                             f"first call after a compaction ({one_line(ev.get('trigger'))}: "
+                             f"{one_line(ev.get('tokens_before'))} → {one_line(ev.get('tokens_after'))} tokens)")
+        node.break_hover = "\n".join(lines)
     return subagents
 
 
@@ -415,7 +389,7 @@ def _final_answer_calls(view: RolloutView) -> tuple[set[str], set[str]]:
 
 
 def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
-    lines = [f"<b>{html_text(n.ident, 80)}</b>  {html_text(NODE_STYLES[n.category][0])}"]
+    lines = [f"{one_line(n.ident, 80)}  ·  {NODE_STYLES[n.category][0]}"]
     if n.kind == CALL:
         entry = view.entry(n.ident)
         build = view.build
@@ -423,23 +397,23 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
             p, g = int(entry.prompt_token_ids.size), int(entry.generation_token_ids.size)
             stored = " (delta record)" if entry.prompt_is_delta else ""
             lines.append(f"prompt {fmt_int(p)} · generated {fmt_int(g)} · total {fmt_int(p + g)}{stored}")
-            lines.append(f"finish {html_text(entry.finish_reason, 40)} · created {_time(entry.created_at, origin)}")
+            lines.append(f"finish {one_line(entry.finish_reason, 40)} · created {_time(entry.created_at, origin)}")
             res = entry.parent_resolution.value if entry.parent_resolution is not None else "null"
-            claimed = f" → {html_text(entry.parent_call_id, 60)}" if entry.parent_call_id else ""
+            claimed = f" → {one_line(entry.parent_call_id, 60)}" if entry.parent_call_id else ""
             lines.append(f"resolution {res}{claimed}")
         decision = build.links.get(n.ident) if build is not None else None
         if decision is not None:
             if decision.note is None:
                 if decision.linked_parent is not None:
-                    lines.append(f"link verified to {html_text(decision.linked_parent, 60)}")
+                    lines.append(f"link verified to {one_line(decision.linked_parent, 60)}")
                 else:
                     lines.append("root")
             else:
-                lines.append(html_text(_NOTE_SHORT.get(decision.note, decision.note)))
+                lines.append(one_line(_NOTE_SHORT.get(decision.note, decision.note)))
                 if decision.note == PARENT_MISSING_RECOVERED and decision.linked_parent:
-                    lines.append(f"re-attached to {html_text(decision.linked_parent, 60)}")
+                    lines.append(f"re-attached to {one_line(decision.linked_parent, 60)}")
         if build is not None and n.ident in build.excluded:
-            lines.append(f"excluded: {html_text(build.excluded[n.ident])}")
+            lines.append(f"excluded: {one_line(build.excluded[n.ident])}")
         if "conflict" in n.flags:
             lines.append("conflicting duplicate copies of this id")
         if "final_answer" in n.flags or "answer_candidate" in n.flags:
@@ -448,23 +422,23 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
             lines.append(f"the harness's final answer (attributed by {method})" if "final_answer" in n.flags else
                          f"matches the harness's final answer by {method}, as does another sequence: ambiguous")
         if entry is not None and entry.parent_resolution_reason:
-            lines.append(f"reason: {html_text(entry.parent_resolution_reason, 100)}")
+            lines.append(f"reason: {one_line(entry.parent_resolution_reason, 100)}")
         chains = view.chain_membership.get(n.ident)
         if chains:
-            lines.append("on " + html_text(", ".join(chains[:6]) + (" …" if len(chains) > 6 else "")))
+            lines.append("on " + one_line(", ".join(chains[:6]) + (" …" if len(chains) > 6 else "")))
     elif n.kind == REFUSAL:
         r = view.refusals_by_id.get(n.ident)
         if r is not None:
-            lines.append(f"code {html_text(r.code, 60)} · recorded {_time(r.recorded_at, origin)}")
-            parent = f" → {html_text(r.parent_call_id, 60)}" if r.parent_call_id else ""
+            lines.append(f"code {one_line(r.code, 60)} · recorded {_time(r.recorded_at, origin)}")
+            parent = f" → {one_line(r.parent_call_id, 60)}" if r.parent_call_id else ""
             lines.append(f"resolution {r.parent_resolution.value}{parent}")
             if r.message:
-                lines.append(f"message: {html_text(r.message, 100)}")
+                lines.append(f"message: {one_line(r.message, 100)}")
     elif n.category == "announced":
         lines.append("the store wrote an intent for this call; no record of it was captured")
     else:
         lines.append("claimed as a parent; no record of this id was captured")
-    return "<br>".join(lines)
+    return "\n".join(lines)
 
 
 def _time(t: float, origin: float | None) -> str:
