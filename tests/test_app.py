@@ -442,8 +442,11 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
     at.session_state["mask_logprobs_open"] = True
     at.session_state["mask_links_open"] = True
     rerun(at)
-    assert mask_charts(at) == ["loss-mask strip", "loss-mask overview"]
-    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["mask_lp"]
+    assert mask_charts(at) == ["loss-mask strip", "loss-mask overview", "loss-mask log-probs"]
+    assert not at.get("plotly_chart")
+    logprobs = json.loads(at.get("vega_lite_chart")[2].proto.spec)
+    rules = [layer for layer in logprobs["layer"] if layer["mark"]["type"] == "rule"]
+    assert [r["at"] for r in rules[0]["data"]["values"]] == [2048, 4096]  # the second page's window
     links = next(d.value for d in at.dataframe if "starts at" in d.value.columns)
     links_of_chain = len(build_rollout(snapshot).build.main.links)
     assert len(links) == links_of_chain and any(e.label == f"Per link ({links_of_chain:,})" for e in at.expander)

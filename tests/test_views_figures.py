@@ -3,8 +3,8 @@
 The views build figures without plotly's validation (`tokencap.views.figures`: it cost
 more than everything else on a click). So here each kind of figure, on every sample
 rollout, is built again *with* validation, which raises on a misspelt property or a value
-out of range, and must come out the same. The proofs are Vega-Lite charts: each is checked
-against the Vega-Lite schema instead.
+out of range, and must come out the same. The proofs and the loss mask's charts are Vega-Lite
+charts: each is checked against the Vega-Lite schema instead.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import diff as dv
 from tokencap.views.rollout import linkproof as lp
+from tokencap.views.rollout import logprob_chart as lc
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import proof_chart as pc
@@ -59,7 +60,8 @@ def test_every_figure_of_a_sample_rollout_is_valid(name: str) -> None:
         if mask is not None and len(mask):
             vega.validated(mc.strip_chart(mask, 0, min(200, len(mask))))
             vega.validated(mc.overview_chart(mask, (0, min(40, len(mask)))))
-            _same_when_validated(mv.logprob_figure(mask, (0, min(40, len(mask)))))
+            vega.validated(lc.logprob_chart(mask, (0, min(40, len(mask)))))
+            vega.validated(lc.logprob_chart(mask, None, max_points=max(2, len(mask) // 8)))  # binned
         for entry in view.snapshot.entries[:4]:
             proof = lp.link_proof(view, entry.model_call_id)
             if proof is not None:

@@ -20,6 +20,7 @@ from tokencap.views.rollout import export as ev
 from tokencap.views import style
 from tokencap.views import vega
 from tokencap.views.rollout import mask as mv
+from tokencap.views.rollout import logprob_chart as lc
 from tokencap.views.rollout import mask_chart as mc
 
 REPO = Path(__file__).resolve().parent.parent
@@ -164,7 +165,63 @@ def test_logprob_series_downsamples_and_keeps_minimums(long_view):
     assert int(full["log_prob"].notna().sum()) == small.generated_tokens
     # A gap between links, so the line does not join across context.
     assert full["log_prob"].isna().sum() == len(small.call_ids) - 1
-    assert len(mv.logprob_figure(mask, (0, 2048)).data) == 2  # min envelope + mean
+
+
+def _layers(spec: dict, mark: str) -> list[dict]:
+    return [layer for layer in spec["layer"] if layer["mark"]["type"] == mark]
+
+
+def test_logprob_chart_of_a_long_chain_draws_the_mean_and_the_minimum_per_bin(long_view):
+    mask = long_view.mask()
+    series = mv.logprob_series(mask)
+    spec = vega.validated(lc.logprob_chart(mask, (2048, 4096)))
+    assert spec["description"] == lc.DESCRIPTION and spec["usermeta"] == mc.CANVAS  # 4,000 hover points
+    points = spec["datasets"]["points"]
+    assert [p["p"] for p in points] == series["position"].astype(int).tolist()
+    np.testing.assert_allclose([p["lp"] for p in points], series["log_prob"], atol=1e-4)
+    assert min(p["mn"] for p in points) == pytest.approx(float(np.nanmin(mask.log_probs)), abs=1e-4)
+    # Two lines, the min's below the mean's, with a legend, in the colours the plotly figure had.
+    lines = _layers(spec, "line")
+    assert [(line["encoding"]["y"]["field"], line["transform"][0]["calculate"]) for line in lines] == \
+        [("mn", json.dumps(lc.MIN)), ("lp", json.dumps(lc.MEAN))]
+    colour = lines[0]["encoding"]["color"]
+    assert colour["scale"] == {"domain": [lc.MIN, lc.MEAN], "range": ["rgba(220,38,38,0.45)", style.MAIN]}
+    assert colour["legend"] is not None
+    # A hover names a point: its position and its value, on each line.
+    tips = [[(t["field"], t["title"]) for t in layer["encoding"]["tooltip"]] for layer in _layers(spec, "point")]
+    assert tips == [[("p", "position"), ("mn", "min log-prob")], [("p", "position"), ("lp", "mean log-prob")]]
+    assert all(layer["mark"]["opacity"] == 0 for layer in _layers(spec, "point"))  # 2,000 bins: no dots
+    # The strip's window shaded, a rule at each edge.
+    (shade,) = _layers(spec, "rect")
+    assert shade["data"]["values"] == [{"a": 2048, "b": 4096}] and shade["mark"]["fill"] == lc.WINDOW
+    (edges,) = _layers(spec, "rule")
+    assert [e["at"] for e in edges["data"]["values"]] == [2048, 4096]
+    assert edges["encoding"]["x"]["scale"]["domain"] == [0, len(mask)]
+    # No window marked when it is the whole sequence.
+    assert not _layers(lc.logprob_chart(mask, (0, len(mask))), "rule")
+
+
+def test_logprob_chart_of_a_short_chain_breaks_the_line_between_calls():
+    mask = RolloutView(kitchen_sink().snapshot()).mask()
+    spec = vega.validated(lc.logprob_chart(mask, (0, 10)))
+    assert spec["usermeta"] == vega.RENDERER  # a few hundred points: SVG
+    points = spec["datasets"]["points"]
+    generated = np.flatnonzero(mask.provenance == GENERATED)
+    assert [p["p"] for p in points] == generated.tolist() and "mn" not in points[0]
+    # One stretch of line per call's generation: never joined across the context between them.
+    stretches = {}
+    for p in points:
+        stretches.setdefault(p["seg"], []).append(p["p"])
+    assert len(stretches) == len(mask.call_ids)
+    assert all(run[-1] - run[0] == len(run) - 1 for run in stretches.values())
+    (line,) = _layers(spec, "line")
+    assert line["encoding"]["detail"]["field"] == "seg" and line["encoding"]["color"]["legend"] is None
+    assert line["encoding"]["color"]["scale"]["range"] == [style.MAIN]
+    (dots,) = _layers(spec, "point")
+    assert dots["mark"]["opacity"] == 1  # a dot per token, as well as the line
+    assert [t["field"] for t in dots["encoding"]["tooltip"]] == ["p", "lp"]
+    assert [e["at"] for e in _layers(spec, "rule")[0]["data"]["values"]] == [0, 10]
+    assert "<" not in json.dumps(spec)  # plain text: nothing for a browser to read as HTML
 
 
 def test_link_frame_matches_the_chain():

@@ -1,7 +1,7 @@
 """The Rollout page's Loss mask, Verdicts and Compare tabs.
 
 A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; every
-fact comes from `tokencap.views` (`mask`, `verdicts`, `attribution`, `diff`).
+fact comes from `tokencap.views` (`mask`, `mask_chart`, `logprob_chart`, `verdicts`, `attribution`, `diff`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from app_pages.rollout.sources import run_request
 from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
+from tokencap.views.rollout import logprob_chart as lc
 from tokencap.views import links
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
@@ -106,8 +107,9 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                                key="mask_logprobs_open", on_change="rerun")
     if logprobs_box.open:
         with logprobs_box:
-            logprobs = figure_of("mask log-probs", view, drawn, lambda: mv.logprob_figure(mask, (start, end)))
-            st.plotly_chart(logprobs, config=PLOTLY_CONFIG, width="stretch", key=f"mask_lp:{page_state_key}")
+            logprobs = figure_of("mask log-probs", view, drawn, lambda: lc.logprob_chart(mask, (start, end)))
+            with st.container(key="mask_lp"):
+                st.vega_lite_chart(logprobs, width="stretch")
     links_box = st.expander(f"Per link ({len(mask.call_ids):,})", icon=":material/table_rows:",
                             key="mask_links_open", on_change="rerun")
     if links_box.open:

@@ -1,10 +1,11 @@
-"""Loss-mask views: the strip's paging, the overview's bins, per-link table, log-prob chart.
+"""Loss-mask views: the strip's paging, the overview's bins, per-link table, log-prob series.
 
 A chain's training sequence can be 100k tokens long, far more than a browser can draw
 cell by cell. The strip therefore shows one *window* (1k-4k tokens, wrapped into rows)
 at a time, and the overview summarises the whole sequence in at most ``bins`` bins
 (fraction of generated positions and mean log-probability per bin) with the window
-outlined; both are drawn by `.mask_chart` (Vega-Lite) from the pages and bins here. Every
+outlined; both are drawn by `.mask_chart` (Vega-Lite) from the pages and bins here, and the
+log-probs of the generated tokens (`logprob_series`) by `.logprob_chart`. Every
 array operation is vectorised; nothing is per token in Python except the cells of the
 visible window.
 
@@ -21,12 +22,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
-from .. import style
-from ..figures import as_figure
 from ..text import fmt_int
 from ..words import TERMS
 
@@ -207,36 +205,6 @@ def logprob_series(mask: LossMask, max_points: int = LOGPROB_POINTS) -> pd.DataF
     mean = np.add.reduceat(lps, lefts) / counts
     low = np.minimum.reduceat(lps, lefts)
     return pd.DataFrame({"position": pos[lefts], "log_prob": mean, "min_log_prob": low})
-
-
-def logprob_figure(mask: LossMask, window: tuple[int, int] | None = None,
-                   max_points: int = LOGPROB_POINTS) -> go.Figure:
-    series = logprob_series(mask, max_points)
-    downsampled = int(series["log_prob"].notna().sum()) < int(mask.mask.sum())
-    traces: list[dict[str, Any]] = []
-    if downsampled:
-        traces.append(dict(type="scatter", x=series["position"].to_numpy(), y=series["min_log_prob"].to_numpy(),
-                           mode="lines", name="min per bin", line={"color": "rgba(220,38,38,0.45)", "width": 1},
-                           hovertemplate="pos %{x:,}<br>min log-prob %{y:.3f}<extra></extra>"))
-    traces.append(dict(type="scatter", x=series["position"].to_numpy(), y=series["log_prob"].to_numpy(),
-                       mode="lines+markers" if len(series) < 400 else "lines",
-                       name="mean per bin" if downsampled else "log-prob",
-                       line={"color": style.MAIN, "width": 1.3}, marker={"size": 3}, connectgaps=False,
-                       hovertemplate="pos %{x:,}<br>log-prob %{y:.4f}<extra></extra>"))
-    shapes = []
-    if window is not None and (window[0] > 0 or window[1] < len(mask)):
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": window[0], "x1": window[1], "y0": 0,
-                       "y1": 1, "line": {"width": 0}, "fillcolor": "rgba(220,38,38,0.07)"})
-    layout = dict(
-        **style.BASE_LAYOUT,
-        height=240, shapes=shapes, margin={"l": 55, "r": 10, "t": 10, "b": 35},
-        showlegend=downsampled, legend={"orientation": "h", "y": 1.15, "x": 0},
-        xaxis={"title": {"text": "position (generated tokens only)", "font": {"size": 11}}, "range": [0, max(len(mask), 1)],
-               "gridcolor": "#f1f5f9"},
-        yaxis={"title": {"text": "log-prob", "font": {"size": 11}}, "gridcolor": "#f1f5f9"},
-        hovermode="closest",
-    )
-    return as_figure({"data": traces, "layout": layout})
 
 
 # --------------------------------------------------------------------------- decoded text
