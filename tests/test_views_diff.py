@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from synth_snapshots import Capture
 from tokencap import load_snapshots
-from tokencap.views import RolloutView
+from tokencap.views import RolloutView, vega
 from tokencap.views.rollout import diff as df
+from tokencap.views.rollout import sequence_chart as sc
+from tokencap.views.rollout.linkproof import AGREE, DIFFER
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -50,15 +53,54 @@ def test_two_captures_that_differ_in_a_token_point_at_the_call_holding_it():
     assert seq.agree == 20 and seq.owner_a == seq.owner_b == "c2"
     assert "first differ at position 20 (in c2 on A, c2 on B)" in seq.summary()
     assert list(cmp.table.columns) == ["what", "first", "second", "changed"]
-    fig = df.sequence_figure(seq, "first", "second")
-    heat = next(t for t in fig.data if t.type == "heatmap")
-    i = seq.agree - seq.window[0]
-    assert heat.z[0][i] == 2.0 and heat.z[0][i - 1] == 1.0
-    assert {t.marker.color for t in fig.data if t.type == "bar"} >= {df.AGREE, df.DIFFER}
-    # The toolbar stands on end in the right margin: it never covers the "first difference" label.
-    label = next(a for a in fig.layout.annotations if a.text.startswith("first difference at"))
-    assert label.yanchor == "bottom" and fig.layout.modebar.orientation == "v"
-    assert fig.layout.margin.r >= df.MODEBAR_MARGIN >= 36
+    spec = vega.validated(sc.sequence_chart(seq, "first", "second"))
+    assert spec["description"] == sc.DESCRIPTION and spec["usermeta"] == vega.RENDERER
+    strip, cells = spec["layer"]
+    # A strip per sequence: bars tiling each side from 0 to its length, green then red where they part.
+    bars = strip["layer"][0]["data"]["values"]
+    assert strip["layer"][0]["encoding"]["y"]["sort"] == ["first", "second", "first · tokens", "second · tokens"]
+    for row, length in (("first", seq.len_a), ("second", seq.len_b)):
+        spans = sorted((b["start"], b["end"], b["what"]) for b in bars if b["row"] == row)
+        assert spans[0][:2] == (0, seq.agree) and spans[0][2] == sc.SAME and spans[-1][1] == length
+        assert spans[1][:2] == (seq.agree, 24) and spans[1][2] == sc.DIFFERENT
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert {b["colour"] for b in bars} == {sc.BAR[sc.SAME], sc.BAR[sc.DIFFERENT]} == {AGREE, DIFFER}
+    assert [t["field"] for t in strip["layer"][0]["encoding"]["tooltip"]] == ["what", "positions", "detail"]
+    # The divergence marked where it is: a dotted rule and its label at position 20.
+    rule, label = strip["layer"][1], strip["layer"][2]
+    assert rule["mark"]["type"] == "rule" and rule["data"]["values"][0]["at"] == seq.agree == 20
+    assert label["data"]["values"][0]["label"] == "first difference at 20"
+    # The cells around it: one per position of the window and side, red from the difference on.
+    values = cells["layer"][0]["data"]["values"]
+    assert len(values) == 2 * (seq.window[1] - seq.window[0])
+    state = {(c["row"], c["column"]): c["state"] for c in values}
+    assert state[("first · tokens", "19")] == state[("second · tokens", "19")] == "agree"
+    assert state[("first · tokens", "20")] == state[("second · tokens", "20")] == "differ"
+    tip = next(c["tip"] for c in values if c["row"] == "second · tokens" and c["column"] == "20")
+    assert tip == "pos 20 · token 9"
+    assert cells["layer"][0]["encoding"]["tooltip"]["field"] == "tip"
+
+
+def test_a_sequence_that_is_the_start_of_the_other_is_grey_past_its_end_and_decoded_in_plain_text():
+    a, b = sample("engine_refusal_ended.json"), sample("engine_refusal_ended.json", anchor="call-0002")
+    seq = df.sequence_diff(a, b)
+    spec = vega.validated(sc.sequence_chart(seq, "A <b>x</b>", "A <b>x</b>", decode=lambda t: f"<i>{t}</i> "))
+    strip, cells = spec["layer"]
+    rows = strip["layer"][0]["encoding"]["y"]["sort"]
+    assert rows == ["A: A <b>x</b>", "B: A <b>x</b>", "A: A <b>x</b> · tokens", "B: A <b>x</b> · tokens"]
+    bars = strip["layer"][0]["data"]["values"]
+    only = [b for b in bars if b["what"] == sc.ONE_SIDE]
+    assert [(b["row"], b["start"], b["end"]) for b in only] == [(rows[0], seq.len_b, seq.len_a)]
+    assert only[0]["colour"] == sc.BAR[sc.ONE_SIDE]
+    values = cells["layer"][0]["data"]["values"]
+    past = [c for c in values if c["column"] == f"{seq.len_b:,}"]
+    assert [c["state"] for c in past] == ["only_child", "absent"]
+    assert past[1]["tip"] == f"pos {seq.len_b:,}: this sequence ended" and past[1]["text"] == "—"
+    # Decoded tokens are plain text (spaces shown as ␣), never HTML: vega-tooltip escapes what it shows.
+    token = int(seq.tokens_a[0])
+    first = values[0]
+    assert first["text"] == f"<i>{token}</i>␣" and first["tip"].endswith(f" · <i>{token}</i> ")
+    assert "<br>" not in json.dumps(spec) and "&lt;" not in json.dumps(spec)
 
 
 def test_the_compare_tabs_names_and_the_calls_each_side_delivers_alone():

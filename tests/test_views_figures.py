@@ -3,8 +3,8 @@
 The views build figures without plotly's validation (`tokencap.views.figures`: it cost
 more than everything else on a click). So here each kind of figure, on every sample
 rollout, is built again *with* validation, which raises on a misspelt property or a value
-out of range, and must come out the same. The proofs and the loss mask's charts are Vega-Lite
-charts: each is checked against the Vega-Lite schema instead.
+out of range, and must come out the same. The proofs, the loss mask's charts and the Compare
+tab's sequences are Vega-Lite charts: each is checked against the Vega-Lite schema instead.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tokencap.views.rollout import logprob_chart as lc
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import proof_chart as pc
+from tokencap.views.rollout import sequence_chart as sc
 from tokencap.views.rollout import tree as tv
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
@@ -71,12 +72,13 @@ def test_every_figure_of_a_sample_rollout_is_valid(name: str) -> None:
             if proof is not None:
                 vega.validated(pc.break_proof_chart(proof))
     if len(views) > 1:
-        _same_when_validated(dv.sequence_figure(dv.sequence_diff(views[0], views[1])))
+        vega.validated(sc.sequence_chart(dv.sequence_diff(views[0], views[1])))
+    vega.validated(sc.sequence_chart(dv.sequence_diff(views[0], views[0])))  # identical: no difference to mark
 
 
-def test_two_sample_rollouts_compared_give_a_valid_figure() -> None:
+def test_two_sample_rollouts_compared_give_a_valid_chart() -> None:
     a, b = _views("clean_multiturn_tools.json")[0], _views("reasoning_stripped_by_template.json")[0]
-    _same_when_validated(dv.sequence_figure(dv.sequence_diff(a, b)))
+    vega.validated(sc.sequence_chart(dv.sequence_diff(a, b), "A (one)", "B (other)", decode=lambda t: f"tok{t}"))
 
 
 def test_a_misspelt_property_fails_the_validated_build() -> None:

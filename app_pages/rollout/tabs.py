@@ -1,7 +1,8 @@
 """The Rollout page's Loss mask, Verdicts and Compare tabs.
 
 A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; every
-fact comes from `tokencap.views` (`mask`, `mask_chart`, `logprob_chart`, `verdicts`, `attribution`, `diff`).
+fact comes from `tokencap.views` (`mask`, `mask_chart`, `logprob_chart`, `verdicts`, `attribution`, `diff`,
+`sequence_chart`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from app_pages.rollout.sources import run_request
-from app_pages.rollout.common import PLOTLY_CONFIG, figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from app_pages.rollout.common import figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views.rollout import logprob_chart as lc
@@ -20,6 +21,7 @@ from tokencap.views import links
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.rollout import sequence_chart as sc
 from tokencap.views import sources as src
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.model import RolloutView
@@ -290,8 +292,8 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         if not seq.identical:
             tokenizer, _ = sidebar_tokenizer_state()
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-            st.plotly_chart(df.sequence_figure(seq, name_a, name_b, decode), config=PLOTLY_CONFIG, width="stretch",
-                            key=f"cmp_seq:{rk}")
+            with st.container(key="cmp_seq"):  # one comparison on the page: the Compare tab's
+                st.vega_lite_chart(sc.sequence_chart(seq, name_a, name_b, decode), width="stretch")
     st.markdown("**Side by side** (✱: differs)")
     show_table(cmp.table)
     parted = df.delivered_calls_caption(cmp)

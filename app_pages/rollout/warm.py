@@ -4,9 +4,7 @@ A helper of ``app.py`` (not a page), in the Rollout page's room: most of what it
 that page's. Once a page has been drawn, a thread, once per server process:
 
 - imports the Rollout page's parts and their views (~50 ms the first rollout opened from the
-  run's table used to pay, on top of loading and building it) and has plotly lay out the
-  Compare tab's two-row sequence figure (`tokencap.views.figures.Stack` asks ``make_subplots``
-  once per shape: ~20 ms);
+  run's table used to pay, on top of loading and building it);
 - then moves every object loaded so far -- modules, classes, plotly's validators, pandas --
   out of the garbage collector's sight (``gc.freeze``). Streamlit collects garbage after each
   script run (``runner.postScriptGC``), and with those objects in view a full collection took
@@ -16,8 +14,8 @@ that page's. Once a page has been drawn, a thread, once per server process:
   objects a session makes. Frozen objects are still freed by reference counting; only cycles
   among them would stay, and they are the app's code, loaded for the server's lifetime.
 
-Nothing is shown from the thread, and nothing it does changes what a page shows: an import or
-layout that fails there is done, and its error raised, by the page as before.
+Nothing is shown from the thread, and nothing it does changes what a page shows: an import
+that fails there is done, and its error raised, by the page as before.
 
 `is_warm_up_run` tells ``app.py`` when the run is the server's warm-up (``tokencap app`` asks for
 one as the server starts, see `tokencap.cli.warm_up_app`): Streamlit's script health check runs
@@ -51,10 +49,6 @@ def _warm(script: threading.Thread) -> None:
     try:
         for name in ROLLOUT_PARTS:
             importlib.import_module(name)
-        from tokencap.views.figures import Stack
-        from tokencap.views.rollout.diff import SEQUENCE_ROWS
-
-        Stack(*SEQUENCE_ROWS)
     except Exception:  # noqa: BLE001 -- the page does it again and raises there
         pass
     gc.freeze()  # what is loaded now lives as long as the server: out of each collection's walk

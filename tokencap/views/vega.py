@@ -5,15 +5,14 @@ Why not plotly here: the Run page is the first screen a researcher sees, and Chr
 Vega-Lite chart loads 0.8 MB and costs a fresh browser about 0.2 s. The Run page's bar charts,
 rewards and groups are simple marks that Vega-Lite draws as well. On the Rollout page the link
 and break proofs are Vega-Lite too (`.rollout.proof_chart`: redrawn at every Next), and so are the
-loss mask's strip and overview (`.rollout.mask_chart`: drawn at every visit of the tab); the call
-tree, the log-prob chart and the Compare figure stay on plotly, whose bundle is loaded while
-the Run page is read (`app_pages/run/chunks.py`).
+loss mask's strip and overview (`.rollout.mask_chart`: drawn at every visit of the tab), its
+log-prob chart (`.rollout.logprob_chart`) and the Compare tab's sequences (`.rollout.sequence_chart`).
 
 Text in a spec is drawn as SVG text, and vega-tooltip escapes its values: no capture text is
 ever read as HTML here. Every chart is rendered as SVG (`RENDERER`): one element per mark, so
 a browser test finds a bar and its accessible description, and a few dozen marks cost less
-than a canvas's setup; only the loss mask's charts, with thousands of cells or a hover box per
-bin, are drawn on a canvas. No Streamlit here.
+than a canvas's setup; only the loss mask's charts, with thousands of cells, a hover box per
+bin or a hover point per token, are drawn on a canvas. No Streamlit here.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 delivered calls in one table (with what changed marked), lists every change in words
 (`verdicts.verdict_changes`: a status that flips while the verdict stays trainable is a
 change too), and finds the first position where the two delivered training sequences
-(the main chains' tokens, prompt and generation) differ. `sequence_figure` draws that:
-both sequences as bars on one axis, green while they agree, and the tokens around the
-first difference as cells.
+(the main chains' tokens, prompt and generation) differ. `.sequence_chart` draws that
+(Vega-Lite): both sequences as bars on one axis, green while they agree, and the tokens
+around the first difference as cells.
 """
 
 from __future__ import annotations
@@ -16,19 +16,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
-from .. import style
-from ..figures import Stack
-from .linkproof import AGREE, CELL, DIFFER, ONLY_CHILD, agreement_runs, cell_labels, leading_agreement
+from .linkproof import agreement_runs, leading_agreement
 from ..model import RolloutView
-from ..text import fmt_int, html_text
+from ..text import fmt_int
 from .verdicts import banner_of, verdict_changes
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10
-SEQUENCE_ROWS = ((0.42, 0.58), 0.2)
-"""The sequence figure's two rows (both sequences as bars; the window's token cells): heights, spacing."""
 
 
 @dataclass
@@ -145,70 +140,6 @@ def compare(a: RolloutView, b: RolloutView, label_a: str = "A", label_b: str = "
         changes.append(f"delivered calls: {len(calls_a):,} → {len(calls_b):,} ({common:,} in common from the start)")
     return Comparison(label_a, label_b, table, changes, common, calls_a[common:], calls_b[common:],
                       sequence_diff(a, b))
-
-
-MODEBAR_MARGIN = 40
-"""Right margin of the sequence figure, in pixels: room for plotly's toolbar, stood on end."""
-
-
-def sequence_figure(d: SequenceDiff, label_a: str = "A", label_b: str = "B", decode: Any = None) -> go.Figure:
-    """Both delivered sequences on one axis (green: same token, red: different, grey: only one side
-    has it) and the tokens around the first difference as cells."""
-    rows = [html_text(label_a, 40), html_text(label_b, 40)]
-    fig = Stack(*SEQUENCE_ROWS)
-    overlap = min(d.len_a, d.len_b)
-    spans: dict[tuple[int, str], list[tuple[int, int]]] = {}
-    for start, end, same in d.runs:
-        for r in (0, 1):
-            spans.setdefault((r, "same token" if same else "different token"), []).append((start, end))
-    for r, n in ((0, d.len_a), (1, d.len_b)):
-        if n > overlap:
-            spans.setdefault((r, "only this side has it"), []).append((overlap, n))
-    colours = {"same token": AGREE, "different token": DIFFER, "only this side has it": ONLY_CHILD}
-    for (r, what), segs in spans.items():
-        starts = np.array([s for s, _ in segs])
-        widths = np.array([e - s for s, e in segs])
-        fig.add("bar", 1, y=[rows[r]] * len(segs), x=widths, base=starts.tolist(), orientation="h",
-                marker={"color": colours[what], "line": {"width": 0}},
-                customdata=np.column_stack((starts, starts + widths - 1)),
-                hovertemplate=f"{what}<br>positions %{{customdata[0]:,}}–%{{customdata[1]:,}}<extra></extra>",
-                showlegend=False)
-    if not d.identical:
-        total = max(d.len_a, d.len_b, 1)
-        fig.vline(d.agree, 1, {"color": "#111827", "width": 2, "dash": "dot"})
-        fig.annotate(x=d.agree, y=1.0, xref="x", yref="y domain", showarrow=False, yanchor="bottom",
-                     xanchor="right" if d.agree > 0.6 * total else "left",
-                     text=f"first difference at {d.agree:,}", font={"size": 11})
-    start, end = d.window
-    width = end - start
-    z = np.full((2, width), np.nan)
-    text = [[""] * width for _ in range(2)]
-    hover = [[""] * width for _ in range(2)]
-    labels = (cell_labels(d.tokens_a, decode), cell_labels(d.tokens_b, decode))
-    for i in range(width):
-        ta = int(d.tokens_a[i]) if i < d.tokens_a.size else None
-        tb = int(d.tokens_b[i]) if i < d.tokens_b.size else None
-        for r, tok in ((0, ta), (1, tb)):
-            if tok is None:
-                z[r, i], text[r][i], hover[r][i] = 0.0, "—", f"pos {start + i:,}: this sequence ended"
-                continue
-            z[r, i] = 1.0 if ta == tb else (2.0 if ta is not None and tb is not None else 3.0)
-            text[r][i] = html_text(labels[r][i], 14)
-            hover[r][i] = f"pos {start + i:,} · token {tok}"
-    scale = [[0.0, CELL["absent"]], [0.25, CELL["absent"]], [0.25, CELL["agree"]], [0.5, CELL["agree"]],
-             [0.5, CELL["differ"]], [0.75, CELL["differ"]], [0.75, CELL["only_child"]], [1.0, CELL["only_child"]]]
-    fig.add("heatmap", 2, z=z, x=list(range(start, end)), y=rows, zmin=0, zmax=3, colorscale=scale,
-            showscale=False, text=text, texttemplate="%{text}", textfont={"size": 10, "color": "#111827"},
-            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", xgap=2, ygap=2)
-    # The toolbar stands in the right margin (vertical), so it never covers the "first difference"
-    # label, which sits above the top row wherever the difference is.
-    fig.xaxis(1, range=[0, max(d.len_a, d.len_b, 1) * 1.01 + 1], showgrid=False, tickformat=",d")
-    fig.xaxis(2, title={"text": f"positions {start:,}–{end - 1:,} (zoomed)", "font": {"size": 10}},
-              dtick=1 if width <= 20 else None, tickformat=",d")
-    fig.yaxis(1, autorange="reversed")
-    fig.yaxis(2, autorange="reversed")
-    return fig.figure(**style.BASE_LAYOUT, height=250, margin={"l": 10, "r": MODEBAR_MARGIN, "t": 24, "b": 30},
-                      bargap=0.35, barmode="overlay", modebar={"orientation": "v"})
 
 
 # --------------------------------------------------------------------------- the Compare tab's words
