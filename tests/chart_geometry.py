@@ -83,16 +83,9 @@ class Geometry:
         return [d for layer in self._of("point") if layer.get("params") for d in layer["data"]["values"]]
 
     def segments(self) -> list[tuple[tuple[float, float], tuple[float, float], str]]:
-        out = []
-        for layer in self._of("line"):
-            colour = _mark(layer).get("color")
-            by_edge: dict[Any, list[tuple[int, float, float]]] = {}
-            for d in layer["data"]["values"]:
-                by_edge.setdefault(d["edge"], []).append((d["step"], float(d["px"]), float(d["py"])))
-            for steps in by_edge.values():
-                pts = [(x, y) for _, x, y in sorted(steps)]
-                out += [(a, b, str(colour)) for a, b in zip(pts, pts[1:]) if a != b]
-        return out
+        """Every drawn link segment (rule marks), with its colour."""
+        return [((float(d["px"]), float(d["py"])), (float(d["px2"]), float(d["py2"])), str(_mark(layer).get("color")))
+                for layer in self._of("rule") for d in layer["data"]["values"]]
 
 
 def _crosses(a: tuple[float, float], b: tuple[float, float], box: Box, tol: float = 1.0) -> bool:
@@ -145,18 +138,22 @@ def problems(spec: dict[str, Any], *, lines: bool = False) -> list[str]:
 
 
 def values(spec: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    """The data of every layer of ``spec`` named ``name`` (`tree_chart.NODES`, `CALL_IDS`, ...), in order."""
-    return [d for layer in spec.get("layer", []) if layer.get("name") == name for d in layer["data"]["values"]]
+    """The data of every layer of ``spec`` named ``name`` (`tree_chart.NODES`, `CALL_IDS`, ...) or, for a name
+    ending in ``_`` (`LINKS`, `LEGEND`), starting with it, in order."""
+    def named(layer: dict[str, Any]) -> bool:
+        own = layer.get("name") or ""
+        return own.startswith(name) if name.endswith("_") else own == name
+    return [d for layer in spec.get("layer", []) if named(layer) for d in layer["data"]["values"]]
 
 
 def call_labels(spec: dict[str, Any]) -> list[str]:
     """The labels written beside the nodes, top to bottom."""
-    return [d["text"] for d in values(spec, "call ids")]
+    return [d["text"] for d in values(spec, "call_ids")]
 
 
 def lane_names(spec: dict[str, Any]) -> list[str]:
     """The lane names in the top margin, left to right."""
-    return [d["text"] for d in values(spec, "lane names")]
+    return [d["text"] for d in values(spec, "lane_names")]
 
 
 def marks_of(spec: dict[str, Any], what: str) -> list[dict[str, Any]]:

@@ -97,11 +97,23 @@ def proof_charts(at: AppTest) -> list[str]:
     out = []
     for chart in at.get("vega_lite_chart"):
         spec = json.loads(chart.proto.spec)
-        if spec.get("description", "").startswith("loss-mask"):
-            continue  # the Loss mask tab's strip and overview
+        if spec.get("description", "").startswith(("loss-mask", "call tree")):
+            continue  # the Loss mask tab's strip and overview, the call tree and its overview
         rows = spec["layer"][0]["layer"][0]["encoding"]["y"]["sort"]
         out.extend(row.removeprefix("this call ") for row in rows if row.startswith("this call "))
     return out
+
+
+def tree_charts(at: AppTest) -> list[str]:
+    """The Call tree tab's Vega-Lite charts drawn (the overview, the tree), by their description, in page order."""
+    return [d for d in (json.loads(c.proto.spec).get("description", "") for c in at.get("vega_lite_chart"))
+            if d.startswith("call tree")]
+
+
+def tree_spec(at: AppTest, description: str = "call tree") -> tuple[dict, str]:
+    """(spec, element id) of the tree chart with ``description`` (the tree, or "call tree overview")."""
+    chart = next(c for c in at.get("vega_lite_chart") if json.loads(c.proto.spec).get("description") == description)
+    return json.loads(chart.proto.spec), chart.proto.id
 
 
 def mask_charts(at: AppTest) -> list[str]:
@@ -131,8 +143,9 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
                                "empty gen.", "refusals"]
     assert "**Masked" in verdict(at)
     assert reason_lines(at)[0].startswith("**multiple\\_chains**")
-    assert [c.key.split(":")[0] for c in at.get("plotly_chart")] == ["tree"]  # the tree (plotly) ...
-    assert proof_charts(at) == ["call-0003"]  # ... and the link proof (Vega-Lite)
+    assert tree_charts(at) == ["call tree"]  # the tree ...
+    assert proof_charts(at) == ["call-0003"]  # ... and the link proof, both Vega-Lite
+    assert not at.get("plotly_chart")
     assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export", "Compare"]
     # A masked rollout opens on its first culprit: the branch's first call.
     assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
@@ -643,8 +656,7 @@ def test_a_long_rollout_has_an_overview_a_zoomed_window_that_stays_and_a_search_
     path = tmp_path / "long.json"
     path.write_bytes(long_linear(300).json_bytes())
     at = open_app(monkeypatch, str(path))
-    charts = [c.key.split(":")[0] for c in at.get("plotly_chart")]
-    assert charts[:2] == ["tree_overview", "tree"]
+    assert tree_charts(at) == ["call tree overview", "call tree"]
     rk = rollout_keys(src.source_from_path(path))[0]
     window_key = f"tree_window:{rk}:None"
     first = tuple(at.session_state[window_key])
@@ -685,9 +697,8 @@ def test_a_click_inside_the_zoomed_window_sends_the_same_overview(monkeypatch, t
     path.write_bytes(long_linear(300).json_bytes())
     at = open_app(monkeypatch, str(path))
 
-    def overview() -> tuple[str, str]:
-        chart = next(c for c in at.get("plotly_chart") if c.key.startswith("tree_overview:"))
-        return chart.proto.spec, chart.proto.id
+    def overview() -> tuple[dict, str]:
+        return tree_spec(at, "call tree overview")
 
     rk = rollout_keys(src.source_from_path(path))[0]
     window = tuple(at.session_state[f"tree_window:{rk}:None"])
@@ -949,7 +960,7 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     from tokencap.views.rollout import tree as tv
 
     built: Counter[str] = Counter()
-    for module, name in ((tv, "tree_figure"), (tv, "overview_figure"), (mc, "strip_chart")):
+    for module, name in ((tv, "tree_chart"), (tv, "overview_chart"), (mc, "strip_chart")):
         original = getattr(module, name)
 
         def counted(*a, _original=original, _name=name, **k):
@@ -960,15 +971,15 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     path = tmp_path / "long.json"
     path.write_bytes(long_linear(300).json_bytes())
     at = open_app(monkeypatch, str(path))
-    assert built == {"tree_figure": 1, "overview_figure": 1}
+    assert built == {"tree_chart": 1, "overview_chart": 1}
     rerun(at)
     rerun(at, "Loss mask")
     rerun(at, "Call tree")
     rerun(at, "Loss mask")
-    assert built == {"tree_figure": 1, "overview_figure": 1, "strip_chart": 1}  # the log-probs are closed
+    assert built == {"tree_chart": 1, "overview_chart": 1, "strip_chart": 1}  # the log-probs are closed
     rerun(at, "Call tree")
     rk = rollout_keys(src.source_from_path(path))[0]
     window = tuple(at.session_state[f"tree_window:{rk}:None"])
     next(s for s in at.selectbox if s.key.startswith("pick:")).set_value(f"call:m{window[0] + 3:05d}")
     rerun(at)
-    assert built["tree_figure"] == 2 and built["overview_figure"] == 1  # the window stays: the same overview
+    assert built["tree_chart"] == 2 and built["overview_chart"] == 1  # the window stays: the same overview

@@ -82,7 +82,7 @@ def test_the_call_tree_names_the_cause_the_culprit_names(monkeypatch, tmp_path):
     def tree_text(at) -> str:
         spec = next(s for s in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
                     if s.get("description") == "call tree")
-        return json.dumps([layer["data"] for layer in spec["layer"] if layer.get("name") == "call ids"],
+        return json.dumps([layer["data"] for layer in spec["layer"] if layer.get("name") == "call_ids"],
                           ensure_ascii=False)
 
     assert "tokens replaced" in tree_text(open_app(monkeypatch, str(path)))

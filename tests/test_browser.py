@@ -2,7 +2,7 @@
 
 Starts `streamlit run app.py` on a free localhost port. The Rollout test uploads a
 snapshot through the sidebar's file input, waits for the call tree, clicks a node (at
-the pixel where plotly drew it), checks the detail panel follows, downloads the
+the pixel where Vega drew it), checks the detail panel follows, downloads the
 Responses JSON and the build result from the Export tab and compares them with
 `tokencap build`. The Run test opens the sample run, clicks a mask reason's bar, selects
 a row of the filtered table (the grid is a canvas: the click lands on the row's pixel),
@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from app_pages.run import chunks
-from tokencap.views import style
 from synth_snapshots import kitchen_sink
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,10 +164,10 @@ def _click_node(page, call_key: str, chart: str = "tree") -> None:
 
 
 def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]:
-    """Page coordinates of the tree node with ``call_key`` (from plotly's own axis mapping), in the
-    plotly chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's overview):
-    once the script is idle and the node has stood at the same place for three frames. (On a busy
-    machine a point aimed at while the page still scrolls, or while Streamlit plots the chart again
+    """Page coordinates of the tree node with ``call_key`` (the SVG mark Vega drew for it, named by its
+    key), in the Vega-Lite chart whose Streamlit key starts with ``chart`` (the tree, or the long tree's
+    overview): once the script is idle and the node has stood at the same place for three frames. (On a
+    busy machine a point aimed at while the page still scrolls, or while Streamlit draws the chart again
     just after mounting it, was clicked where it no longer was: the click selected nothing.)"""
     box = page.wait_for_function(  # checked at each frame
         """([key, chart]) => {
@@ -180,28 +178,27 @@ def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]
                 return null;
             }
             const holder = [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0];
-            const gd = holder ? holder.querySelector('.js-plotly-plot')
-                              : [...document.querySelectorAll('.js-plotly-plot')][0];
-            if (!gd || !gd._fullLayout || !gd._fullData) return null;
-            gd.scrollIntoView({block: 'center'});  // the detail may have been scrolled into view
-            for (const trace of gd._fullData) {
-                if (!trace.customdata || trace.mode !== 'markers') continue;
-                for (let i = 0; i < trace.customdata.length; i++) {
-                    const cd = trace.customdata[i];
-                    if ((Array.isArray(cd) ? cd[0] : cd) === key) {
-                        const L = gd._fullLayout, r = gd.getBoundingClientRect();
-                        const p = [r.left + L._size.l + L.xaxis.l2p(trace.x[i]),
-                                   r.top + L._size.t + L.yaxis.l2p(trace.y[i])];
-                        const a = window.__aim;
-                        const same = !!a && a.key === key && a.x === p[0] && a.y === p[1];
-                        window.__aim = {key, x: p[0], y: p[1], frames: same ? a.frames + 1 : 0};
-                        return window.__aim.frames >= 3 ? p : null;
-                    }
-                }
+            const mark = holder && [...holder.querySelectorAll('svg path[aria-label]')]
+                .find(p => p.getAttribute('aria-label') === key);
+            if (!mark) return null;
+            let r = mark.getBoundingClientRect();
+            if (r.top < 0 || r.bottom > window.innerHeight) {  // the detail may have been scrolled into view
+                mark.scrollIntoView({block: 'center'});
+                r = mark.getBoundingClientRect();
             }
-            return null;
+            const p = [r.left + r.width / 2, r.top + r.height / 2];
+            const a = window.__aim;
+            const same = !!a && a.key === key && a.x === p[0] && a.y === p[1];
+            window.__aim = {key, x: p[0], y: p[1], frames: same ? a.frames + 1 : 0};
+            return window.__aim.frames >= 3 ? p : null;
         }""", arg=[call_key, chart], polling="raf").json_value()
     return box[0], box[1]
+
+
+TREE = "[class*='st-key-tree-'] [data-testid='stVegaLiteChart'] svg"
+"""The call tree drawn (its SVG)."""
+TREE_NODE = f"{TREE} path[aria-label^='call:']"
+"""A call's node drawn in the tree."""
 
 
 def _launch(pw):
@@ -228,11 +225,11 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             page.set_default_timeout(WAIT_MS)
             page.goto(f"{server}/rollout")
             # The Rollout page on its own: a bundled sample with its tree.
-            expect(page.locator(".js-plotly-plot").first).to_be_visible()
+            expect(page.locator(TREE).first).to_be_visible()
 
             page.locator("section[data-testid='stSidebar'] input[type=file]").first.set_input_files(str(snapshot))
             expect(page.get_by_role("heading", name="kitchen-sink")).to_be_visible()
-            expect(page.locator(".js-plotly-plot .scatterlayer .point").first).to_be_attached()
+            expect(page.locator(TREE_NODE).first).to_be_attached()
             # Masked: it opens on its first culprit, not on the terminal call.
             expect(page.get_by_text("g01 — On a branch (not delivered)")).to_be_visible()
 
@@ -314,17 +311,9 @@ RUN_BARS = "[class*='st-key-run_chart'] [data-testid='stVegaLiteChart'] svg g.ma
 """A drawn bar of any Run-page chart."""
 
 
-FETCHES = "(name) => performance.getEntriesByType('resource').filter(e => e.name.endsWith('/' + name)).length"
-"""How many times this tab fetched one of Streamlit's chunks (a file name)."""
-
-CHUNK_LOADED = "(name) => !!window.__tokencapChunks && window.__tokencapChunks[name] === true"
-"""Whether app_pages/run/chunks.py's script imported this chunk in this tab."""
-
-
-def _chunk(pattern: str) -> str:
-    name = chunks.chunk(pattern)
-    assert name is not None, pattern
-    return name
+FETCHES = """() => performance.getEntriesByType('resource')
+    .filter(e => /\\/static\\/js\\/PlotlyChart\\./.test(e.name)).length"""
+"""How many times this tab fetched plotly's chunk (no page of the app draws a plotly chart)."""
 
 
 def _label(dimension: str, key: str) -> str:
@@ -420,22 +409,6 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             # The filtered table replaces the old one: wait for it, never for a fixed time.
             _settled(page, f"({_GRID_ROWS})(arg)", len(filtered))
             page.screenshot(path=str(tmp_path / "run-filtered.png"))
-            # The Run page, drawn, loads the Rollout page's plotly in the background: a reader looking at the
-            # table gives it that moment (a row opened sooner loads it on its own, as without it).
-            plotly = _chunk(chunks.PLOTLY)
-            page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=plotly)
-            # Then plotly's first plot, a made-up tree drawn out of sight, taking no place in the layout.
-            top = page.evaluate("() => document.querySelector('.st-key-run_table_box').getBoundingClientRect().top")
-            page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg="first plot")
-            drawn = page.evaluate(f"""() => {{
-                const plot = document.querySelector({json.dumps(chunks.FIRST_PLOT["drawn"])});
-                const r = plot && plot.getBoundingClientRect();
-                const fragment = document.querySelector('.st-key-{style.OFFSCREEN_FRAGMENT}').parentElement.parentElement;
-                return plot && {{right: r.right, width: r.width, seen: plot.checkVisibility({{visibilityProperty: true}}),
-                                 flow: getComputedStyle(fragment.parentElement).position,
-                                 top: document.querySelector('.st-key-run_table_box').getBoundingClientRect().top}}; }}""")
-            assert drawn is not None and drawn["width"] > 0 and drawn["right"] < 0 and not drawn["seen"], drawn
-            assert drawn["flow"] == "absolute" and drawn["top"] == top, drawn
             _select_grid_row(page, position, len(filtered))
 
             # The Rollout page, on that rollout, with its verdict.
@@ -443,9 +416,9 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             expect(page.get_by_text("Masked — the trainer drops this rollout")).to_be_visible()
             expect(page.get_by_text(reason, exact=True).first).to_be_visible()
             page.screenshot(path=str(tmp_path / "run-opened.png"))
-            # Its plotly charts use the chunk the Run page loaded early: fetched once in this tab.
-            expect(page.locator(".js-plotly-plot").first).to_be_visible()
-            assert page.evaluate(FETCHES, plotly) == 1
+            # Its call tree is Vega-Lite, whose code the Run page's charts loaded: plotly is never fetched.
+            expect(page.locator(TREE_NODE).first).to_be_visible()
+            assert page.evaluate(FETCHES) == 0
 
             page.get_by_role("link", name="Back to the run").click()
             expect(page.get_by_text(f"{len(filtered):,} of {len(rows):,} rollouts", exact=True)).to_be_visible()
@@ -520,11 +493,10 @@ def test_comparing_the_two_sample_runs_and_filtering_fixed_in_chromium(server, t
     print(f"screenshot: {tmp_path / 'run-compare-fixed.png'}")
 
 
-def _y_range(page, chart: str) -> list[float]:
-    """The rows a tree chart shows (its y axis runs down in call order: [last, first])."""
-    return page.evaluate(
-        """(chart) => [...document.querySelectorAll('[class*="st-key-' + chart + '-"]')][0]
-               .querySelector('.js-plotly-plot')._fullLayout.yaxis.range""", chart)
+def _calls_shown(page) -> list[str]:
+    """The calls whose nodes the tree chart draws (its window of rows), sorted."""
+    return page.evaluate(f"""() => [...new Set([...document.querySelectorAll({json.dumps(TREE_NODE)})]
+        .map(p => p.getAttribute('aria-label')))].sort()""")
 
 
 def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_path):
@@ -538,13 +510,13 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         page.goto(url)
         expect(page.get_by_role("heading", name="bench")).to_be_visible()
         expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
-        expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .point').first).to_be_attached()
-        zoom = _y_range(page, "tree")
-        assert zoom[0] - zoom[1] < 40  # a zoomed window of rows, not 1,500 touching dots
+        expect(page.locator(TREE_NODE).first).to_be_attached()
+        zoom = _calls_shown(page)
+        assert 20 <= len(zoom) < 40 and "call:call-01499" in zoom  # a window of rows, not 1,500 touching dots
         for call in ("call-01480", "call-01481"):  # neighbours: each click lands on the one pointed at
             _click_node(page, f"call:{call}")
             expect(page.get_by_text(f"{call} — On the delivered main chain")).to_be_visible()
-            assert _y_range(page, "tree") == zoom  # the zoom is kept across the rerun
+            assert _calls_shown(page) == zoom  # the window is kept across the rerun
         # The detail of the selected call was scrolled into view.
         page.wait_for_function("() => { const t = document.querySelector('.st-key-detail')"
                                ".getBoundingClientRect().top; return t >= 0 && t < 800; }")
@@ -554,8 +526,10 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         box.fill("call-00042")
         box.press("Enter")
         expect(page.get_by_text("call-00042 — On the delivered main chain")).to_be_visible()
-        moved = _y_range(page, "tree")
-        assert moved[1] <= 43 <= moved[0]  # call-00042 is the 43rd call
+        page.wait_for_function(f"""() => !!document.querySelector({json.dumps(TREE_NODE)}
+                                   + "[aria-label='call:call-00042']")""")
+        moved = _calls_shown(page)
+        assert "call:call-00042" in moved and len(moved) == len(zoom)
         page.screenshot(path=str(tmp_path / "long-tree.png"))
 
 
@@ -679,11 +653,10 @@ def _select_grid_row(page, position: int, rows: int | None = None) -> None:
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
 
 
-def test_a_row_clicked_as_the_first_plot_is_asked_for_still_opens_its_rollout(tmp_path):
-    """The chunk script's hidden click (plotly's first plot, drawn out of sight) and a reader's row click
-    in the same moment: the reader's rerun is not lost, the row's rollout opens, and the made-up tree is
-    not on the Rollout page. Plotly's chunk is held back until the row's place is known, so the test is
-    waiting when the script clicks its button; a capturing listener marks that click."""
+def test_a_row_clicked_as_the_run_page_is_drawn_opens_its_call_tree_without_plotly(tmp_path):
+    """The worst case of issue 20 (a row clicked in a fresh tab the moment the Run page is drawn waited
+    ~1 s for plotly's 4.8 MB chunk): the call tree is Vega-Lite, so nothing waits for plotly. Plotly's
+    chunk is refused outright here; the rollout, its call tree and a node click work all the same."""
     from playwright.sync_api import expect
 
     from tokencap.views.run import data as rd
@@ -692,29 +665,19 @@ def test_a_row_clicked_as_the_first_plot_is_asked_for_still_opens_its_rollout(tm
     flt = rd.RunFilter()
     rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, flt)), flt)
     target = str(frame["rollout_id"].iloc[int(rows[1])])
-    held: list = []
+    refused: list[str] = []
     with streamlit_server(tmp_path) as url, chromium_page() as page:
-        page.add_init_script(
-            "document.addEventListener('click', (e) => { if (e.target.closest && e.target.closest("
-            + json.dumps(chunks.FIRST_PLOT["ask"]) + ")) window.__tokencapAsked = performance.now(); }, true);")
-        page.route("**/PlotlyChart.*.js", lambda route: held.append(route))
+        page.route("**/PlotlyChart.*.js", lambda route: (refused.append(route.request.url), route.abort()))
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
-        _settled(page, f"({_GRID_ROWS})(arg)", len(frame))
-        page.evaluate(f"() => {_GRID}.scrollIntoView({{block: 'center'}})")
-        _settled(page, f"({_GRID_ROWS})(arg)", len(frame))
-        box = page.evaluate(f"() => {{ const r = {_GRID}.getBoundingClientRect(); return {{x: r.left, y: r.top}}; }}")
-        page.wait_for_function("() => !!window.__tokencapChunks && window.__tokencapChunks['first plot'] === undefined"
-                               " && Object.keys(window.__tokencapChunks).length > 0")
-        assert held, "the chunk script asked for no plotly chunk"
-        for route in held:
-            route.continue_()
-        page.wait_for_function("() => window.__tokencapAsked !== undefined", polling="raf")
-        page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * 1 + 17)
+        _select_grid_row(page, 1, len(frame))
         expect(page.get_by_role("heading", name=target, exact=True)).to_be_visible()
-        _settled(page)
-        assert page.locator(f".st-key-{chunks.FIRST_PLOT_BOX}").count() == 0
-        expect(page.locator("[class*='st-key-tree-'] .js-plotly-plot .main-svg").first).to_be_attached()
+        expect(page.locator(TREE_NODE).first).to_be_visible()
+        keys = _calls_shown(page)
+        other = keys[0]
+        _click_node(page, other)
+        expect(page.locator(".st-key-detail h4").first).to_contain_text(other.removeprefix("call:"))
+        assert not refused and page.evaluate(FETCHES) == 0
 
 
 def _opened_in_a_fresh_browser(page, heading: str) -> None:
@@ -817,34 +780,37 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
     print(f"screenshots: {tmp_path / 'triage-rollout.png'} {tmp_path / 'triage-back.png'}")
 
 
-def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_the_box_tool(tmp_path):
+def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_where_a_drag_covers(tmp_path):
     from playwright.sync_api import expect
 
     from bench_build import make_linear_rollout
 
     path = tmp_path / "linear1500.json"
     make_linear_rollout(path, 1500, tool_tokens=20, gen_tokens=10, delta=True)
+    overview = '[class*="st-key-tree_overview-"] [data-testid="stVegaLiteChart"] svg'
     with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
         page.goto(url)
         expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
-        overview = page.locator('[class*="st-key-tree_overview-"] .js-plotly-plot')
-        expect(overview.locator(".scatterlayer, .gl-container").first).to_be_attached()
+        expect(page.locator(f"{overview} path[aria-label]").first).to_be_attached()
         _settled(page)
-        hover = page.evaluate("""() => document.querySelector('[class*="st-key-tree_overview-"] .js-plotly-plot')
-            ._fullData.flatMap(t => t.hovertext || [])""")
-        assert "call-00749 · #750" in hover and not any("call:" in h for h in hover)
+        # Hovering a dot names its call and its place in call order, never the internal key.
+        x, y = _node_pixel(page, "call:call-00749", chart="tree_overview")
+        page.mouse.move(x, y)
+        tip = page.wait_for_function("""() => { const t = document.querySelector('#vg-tooltip-element');
+            return t && t.classList.contains('visible') && t.textContent.includes('#') ? t.textContent : null; }""")
+        # (1,500 dots in the strip's width overlap: the one on top under the pointer is a near neighbour.)
+        said = re.fullmatch(r"call-(\d{5}) · #([\d,]+)", tip.json_value().strip())
+        assert said and int(said[2].replace(",", "")) == int(said[1]) + 1 and abs(int(said[1]) - 749) <= 12, said
         # A click on a dot far from the zoomed window goes there.
+        # (the dot on top under the pointer may again be a near neighbour of call-00300)
         _click_node(page, "call:call-00300", chart="tree_overview")
-        picked = page.get_by_text(re.compile(r"call-0029\d|call-0030\d|call-0031\d")).filter(
-            has_text="On the delivered main chain").first
+        picked = page.get_by_text(re.compile(r"call-00(29|30|31)\d — On the delivered main chain"))
         expect(picked).to_be_visible()
+        number = int(re.search(r"call-(\d{5})", picked.inner_text())[1]) + 1  # its place in call order
         caption = page.get_by_text(re.compile(r"Below: calls ([\d,]+)–([\d,]+)"))
         low, high = (int(v.replace(",", "")) for v in re.search(r"calls ([\d,]+)–([\d,]+)", caption.inner_text()).groups())
-        assert low <= 301 <= high  # call-00300 is the 301st call
-        # The box tool: drag across calls 1,000-1,100 to zoom into them.
-        _settled(page)  # the rerun after the click redraws the overview
-        overview.hover()
-        page.locator('[class*="st-key-tree_overview-"] [data-title="Box Select"]').click()
+        assert low <= number <= high
+        # A drag across calls 1,000-1,100 zooms into them.
         x1, y1 = _node_pixel(page, "call:call-01000", chart="tree_overview")
         x2, _ = _node_pixel(page, "call:call-01100", chart="tree_overview")
         page.mouse.move(x1, y1 - 4)
@@ -852,29 +818,29 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_with_th
         page.mouse.move((x1 + x2) / 2, y1 + 4, steps=5)
         page.mouse.move(x2, y1 + 4, steps=5)
         page.mouse.up()
-        page.screenshot(path=str(tmp_path / "overview-box.png"))
+        page.screenshot(path=str(tmp_path / "overview-drag.png"))
         expect(page.get_by_text(re.compile(r"Below: calls (99\d|1,0\d\d)–1,(09|10)\d"))).to_be_visible()
+        page.wait_for_function(f"""() => !!document.querySelector({json.dumps(TREE_NODE)} + "[aria-label='call:call-01050']")""")
         page.screenshot(path=str(tmp_path / "overview.png"))
 
 
 _TREE_BOXES = """() => {
-    const gd = [...document.querySelectorAll('[class*="st-key-tree-"] .js-plotly-plot')][0];
+    const svg = document.querySelector("[class*='st-key-tree-'] [data-testid='stVegaLiteChart'] svg.marks");
     const rect = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
-    const bg = gd.querySelector('.bglayer .bg') || gd.querySelector('.draglayer .nsewdrag');
-    const texts = [...gd.querySelectorAll('.scatterlayer .textpoint text')]
-        .filter(t => t.textContent).map(t => [t.textContent, ...rect(t)]);
-    const names = [...gd.querySelectorAll('.annotation-text')].map(t => [t.textContent, ...rect(t)]);
-    const marks = [...gd.querySelectorAll('.scatterlayer .point')].filter(p => {
+    const texts = [...svg.querySelectorAll('g.mark-text text')].filter(t => t.textContent)
+        .map(t => [t.textContent, t.getAttribute('fill') === '#1e293b', ...rect(t)]);
+    const marks = [...svg.querySelectorAll('g.mark-symbol path')].filter(p => {
         const s = getComputedStyle(p);
-        return !/rgba\\(0, 0, 0, 0\\)/.test(s.fill) || (parseFloat(s.strokeWidth) > 0 && !/rgba\\(0, 0, 0, 0\\)/.test(s.stroke));
+        const fill = !/rgba\\(0, 0, 0, 0\\)|transparent|none/.test(s.fill);
+        return fill || parseFloat(s.strokeWidth) > 0;
     }).map(p => rect(p));
-    return {plot: rect(bg), figure: rect(gd), texts, names, marks};
+    return {chart: rect(svg), texts, marks};
 }"""
 
 
 def _tree_geometry_problems(page) -> tuple[int, list[str]]:
-    """(labels drawn, what is wrong): every label of the tree as Chromium drew it, against the others,
-    the nodes' marks and the plot area (lane names: the figure)."""
+    """(labels drawn, what is wrong): every text of the tree as Chromium drew it (call labels, lane names,
+    the legend), against the others, the marks and the chart's own box."""
     g = page.evaluate(_TREE_BOXES)
 
     def overlap(a, b) -> bool:
@@ -883,12 +849,11 @@ def _tree_geometry_problems(page) -> tuple[int, list[str]]:
     def inside(a, area) -> bool:
         return a[0] >= area[0] - 0.5 and a[1] >= area[1] - 0.5 and a[2] <= area[2] + 0.5 and a[3] <= area[3] + 0.5
 
-    out = [f"{t[0]!r} is clipped" for t in g["texts"] if not inside(t[1:], g["plot"])]
-    out += [f"lane name {t[0]!r} is clipped" for t in g["names"] if not inside(t[1:], g["figure"])]
-    boxes = g["texts"] + g["names"]
-    out += [f"{a[0]!r} overlaps {b[0]!r}" for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a[1:], b[1:])]
-    out += [f"{a[0]!r} overlaps a node" for a in boxes for m in g["marks"] if overlap(a[1:], m)]
-    return len(g["texts"]), out
+    out = [f"{t[0]!r} is clipped" for t in g["texts"] if not inside(t[2:], g["chart"])]
+    boxes = g["texts"]
+    out += [f"{a[0]!r} overlaps {b[0]!r}" for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a[2:], b[2:])]
+    out += [f"{a[0]!r} overlaps a mark" for a in boxes for m in g["marks"] if overlap(a[2:], m)]
+    return sum(1 for t in g["texts"] if t[1]), out
 
 
 def test_the_call_tree_labels_as_chromium_draws_them_never_collide_or_clip(tmp_path):
@@ -900,7 +865,7 @@ def test_the_call_tree_labels_as_chromium_draws_them_never_collide_or_clip(tmp_p
     path = tmp_path / "linear88.json"
     path.write_bytes(long_linear(88, retry_every=9, branch_every=20).json_bytes())
     with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
-        tree = page.locator('[class*="st-key-tree-"] .js-plotly-plot .scatterlayer .textpoint').first
+        tree = page.locator(TREE_NODE).first
         page.goto(f"{url}/rollout?src=sample:run&part=task0003-rollout1-attempt0.tokens.jsonl"
                   "&rollout=task0003-rollout1-attempt0")
         expect(page.get_by_role("heading", name="task0003-rollout1-attempt0")).to_be_visible()
@@ -938,18 +903,12 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
 
     frame = rd.run_frame(_sample_table())
     with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
-        # When the run's grid has first painted its rows on its canvas (each animation frame, in the page:
-        # below, plotly's chunk must not be fetched before it).
-        page.add_init_script("""(() => { let painted = 0; const fill = CanvasRenderingContext2D.prototype.fillText;
+        # What the run's grid paints on its canvas, and where (the columns' headers, below).
+        page.add_init_script("""(() => { const fill = CanvasRenderingContext2D.prototype.fillText;
             window.__gridTexts = [];  // what the grid's canvas paints and where (x, in the canvas's CSS pixels)
             CanvasRenderingContext2D.prototype.fillText = function (...a) {
-              painted++;
               if (window.__gridTexts.length < 5000) window.__gridTexts.push([String(a[0]), a[1], this.getTransform().e]);
-              return fill.apply(this, a); };
-            const tick = () => {
-              if (painted > 0 && document.querySelector(".st-key-run_table_box [data-testid='stDataFrame'] canvas"))
-                window.__gridDrawnAt = performance.now();
-              else requestAnimationFrame(tick); }; requestAnimationFrame(tick); })()""")
+              return fill.apply(this, a); }; })()""")
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
         expect(page.locator(RUN_BARS).first).to_be_attached()
@@ -978,17 +937,10 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         assert headers.index("calls") < headers.index("delivered") < headers.index("status")
         assert starts and min(starts) < width, (after, starts, width)
         page.screenshot(path=str(tmp_path / "run-first-screen.png"))
-        # The Run page draws no plotly chart, and loads the Rollout page's plotly chunk once it is drawn and
-        # the browser idles: after the grid's code (one fetch of each).
-        plotly = _chunk(chunks.PLOTLY)
-        page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=plotly)
-        # (The made-up tree drawn ahead out of sight, once plotly is in, is not a chart of the page.)
-        assert page.evaluate(f"""() => [...document.querySelectorAll('.js-plotly-plot')]
-                                 .filter(p => !p.closest('.st-key-{chunks.FIRST_PLOT_BOX}')).length""") == 0
-        assert page.evaluate(FETCHES, plotly) == 1
-        fetched, drawn = page.evaluate("""(p) => [performance.getEntriesByType('resource')
-                                         .find(e => e.name.endsWith('/' + p)).startTime, window.__gridDrawnAt]""", plotly)
-        assert drawn is not None and fetched > drawn, (fetched, drawn)
+        # No page of the app draws plotly: its 4.8 MB chunk is never fetched (the Rollout page's charts use
+        # the Vega-Lite code the Run page's charts loaded).
+        assert page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length") == 0
+        assert page.evaluate(FETCHES) == 0
         # The switch opens the other charts; the URL keeps them open.
         page.get_by_text("More charts (").click()
         expect(charts).to_have_count(1 + sum(len(row) for row in rc.ROWS))  # every other chart
@@ -1025,7 +977,7 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
         clicked = len(before)
         page.goto(f"{url}/rollout?src=sample:final_retry_unresolved.json")
         expect(page.get_by_role("tab", name="Call tree")).to_have_attribute("aria-selected", "true")
-        expect(page.locator('[class*="st-key-tree-"] .js-plotly-plot').first).to_be_visible()
+        expect(page.locator(TREE_NODE).first).to_be_visible()
         _idle(page)
         before = _spans(spans)
         assert "rollout tab Call tree" in before and not [s for s in before if s.startswith("rollout tab ")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app_pages.run import chunks
-from test_browser import CHUNK_LOADED, RUN_BAR, _chunk, _launch, streamlit_server
+from test_browser import RUN_BAR, _launch, streamlit_server
 from test_run_diagnosis import broken_rollout, tokenizer_file
 
 pytestmark = pytest.mark.browser
@@ -76,9 +75,6 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             page.set_default_timeout(30_000)
             page.goto(f"{url}/?run_charts=1")  # the cause chart is behind More charts
             expect(page.get_by_text("6 of 6 rollouts", exact=True)).to_be_visible(timeout=120_000)  # a cold server, a busy box
-            # The drawn Run page loads the Rollout page's plotly in the background (a long task of the page):
-            # a reader looking at the charts gives it that moment.
-            page.wait_for_function(f"(name) => ({CHUNK_LOADED})(name)", arg=_chunk(chunks.PLOTLY), timeout=120_000)
             # The Run page diagnoses with the tokenizer too: the re-encoded history reads retokenized.
             handle = page.wait_for_function(CAUSE_BAR, arg=["causes", "retokenized"], timeout=120_000)
             x, y = handle.json_value()

@@ -224,7 +224,7 @@ def test_tree_chart_has_few_layers_and_every_node_carries_its_key(sink):
     clickable = [layer for layer in spec["layer"] if layer.get("params")]
     assert [layer["name"] for layer in clickable] == ["nodes"]
     assert clickable[0]["params"][0]["name"] == vega.PICK and clickable[0]["params"][0]["select"]["fields"] == ["key"]
-    shading = values(spec, "row shading")
+    shading = values(spec, "row_shading")
     rows = [(d["y"] + d["y2"]) / 2 for d in shading]  # every other row, from the second
     assert len(rows) == model.max_order // 2 and rows == sorted(rows)
     points = values(spec, "nodes")
@@ -233,8 +233,11 @@ def test_tree_chart_has_few_layers_and_every_node_carries_its_key(sink):
     assert {"selected", "recovered link (parent re-found by prefix)", "unresolved boundary (fragment root)"} <= whats
     assert [d["key"] for d in points if d["what"] == "selected"] == ["call:c05"]
     assert points[-1]["what"] == "selected"  # drawn last, over its node
-    links = {layer["name"] for layer in spec["layer"] if layer["mark"]["type"] == "line"} - {"legend"}
-    assert "recovered link" in links and links <= {label for label, *_ in tv.EDGE_STYLES.values()}
+    links = {layer["name"] for layer in spec["layer"] if layer["mark"]["type"] == "rule"
+             and not layer["name"].startswith("legend_")}
+    assert "links_recovered" in links and links <= {f"links_{kind}" for kind in tv.EDGE_STYLES}
+    names = [layer["name"] for layer in spec["layer"]]
+    assert len(names) == len(set(names)) and all(n.isidentifier() for n in names)  # Vega names its data after them
     # Text is SVG text and tooltips are escaped by vega-tooltip: nothing in the spec is HTML.
     assert "<br>" not in json.dumps(spec) and "<b>" not in json.dumps(spec)
 
@@ -251,7 +254,7 @@ def test_tree_hover_and_labels_escape_capture_strings():
     assert model.label(node.key).startswith("<img")
     spec = tv.tree_chart(model)
     assert call_labels(spec)[0].startswith("…") or call_labels(spec)[0].startswith("<img")
-    assert all(layer["mark"]["type"] in ("text", "point", "line", "rect") for layer in spec["layer"])
+    assert all(layer["mark"]["type"] in ("text", "point", "rule", "rect") for layer in spec["layer"])
 
 
 def test_key_from_selection():
@@ -275,7 +278,7 @@ def test_tree_is_compact_at_scale(n_calls):
     assert len(spec["layer"]) < 20
     renderer = spec["usermeta"]["embedOptions"]["renderer"]
     assert renderer == ("canvas" if n_calls > tv.CANVAS_ROWS else "svg")
-    assert not values(spec, "call ids")  # the whole tree of a long rollout: no labels, they would only crowd
+    assert not values(spec, "call_ids")  # the whole tree of a long rollout: no labels, they would only crowd
 
 
 def test_dense_trees_draw_nodes_without_rims():
@@ -531,16 +534,16 @@ def test_the_zoomed_chart_draws_only_its_window_with_labels():
     assert ys[100] < ys[101] < ys[124] and ys[101] - ys[100] == ROW_PX
     geometry = spec["usermeta"]["geometry"]
     assert geometry["rows"] == [100, 124] and geometry["plot"][1] < ys[100] < ys[124] < geometry["plot"][3]
-    labels = values(spec, "call ids")
-    assert any(d["text"] == "m00110" for d in labels) and not values(spec, "legend")
+    labels = values(spec, "call_ids")
+    assert any(d["text"] == "m00110" for d in labels) and not values(spec, "legend_")
     # Labels start right of the widest ring a node can carry, so they never sit on a node.
     widest = max(math.sqrt(d["size"]) / 2 + d["sw"] / 2 for d in values(spec, "nodes"))
     lane_x = min(d["px"] for d in values(spec, "nodes"))
     assert min(d["px"] for d in labels) >= lane_x + widest
     # A lane passing through the window without a node in it is still drawn: links reaching into it count.
-    assert any(layer["mark"]["type"] == "line" for layer in spec["layer"])
+    assert any(layer["mark"]["type"] == "rule" for layer in spec["layer"])
     # The whole tree (400 rows) is drawn without labels: they would only crowd.
-    assert not values(tv.tree_chart(model), "call ids")
+    assert not values(tv.tree_chart(model), "call_ids")
 
 
 def test_the_overview_marks_the_window_and_a_click_on_a_dot_is_its_key():
@@ -556,6 +559,13 @@ def test_the_overview_marks_the_window_and_a_click_on_a_dot_is_its_key():
     assert dot["order"] == order and dot["tip"] == f"m00110 · #{order}"
     assert not any(d["tip"].startswith("call:") for d in dots["data"]["values"])
     assert spec["description"] == tv.OVERVIEW_DESCRIPTION
+    # A drag across calls is an interval of call order: the rows it covers (whole calls inside it).
+    assert {"name": tv.ZOOM, "select": {"type": "interval", "encodings": ["x"]}} in dots["params"]
+    assert tv.window_from_selection(model, {tv.ZOOM: {"order": [200.4, 251.7]}, vega.PICK: []}) == (201, 251)
+    assert tv.window_from_selection(model, {tv.ZOOM: {"order": [5.2, 5.4]}}) == (6, 6)
+    assert tv.window_from_selection(model, {tv.ZOOM: {"order": [-40, 9000]}}) == (1, len(model))
+    assert tv.window_from_selection(model, {vega.PICK: [{"key": "call:m00001"}]}) is None
+    assert tv.window_from_selection(model, {tv.ZOOM: {}}) is None and tv.window_from_selection(model, None) is None
 
 
 def test_search_finds_exact_then_prefix_then_substring():

@@ -52,11 +52,10 @@ def test_every_figure_of_a_sample_rollout_is_valid(name: str) -> None:
     for view in views:
         model = tv.tree_of(view, bv.breaks_of(view, None, "k"), "k")
         selected = model.nodes[-1].key if len(model) else None
-        for kwargs in ({}, {"labels": False}, {"webgl": True}, {"legend": False},
-                       {"window": (1, max(1, min(4, len(model))))}):
-            _same_when_validated(tv.tree_figure(model, selected, **kwargs))
+        for kwargs in ({}, {"labels": False}, {"legend": False}, {"window": (1, max(1, min(4, len(model))))}):
+            vega.validated(tv.tree_chart(model, selected, **kwargs))
         if len(model):
-            _same_when_validated(tv.overview_figure(model, (1, min(3, len(model)))))
+            vega.validated(tv.overview_chart(model, (1, min(3, len(model)))))
         mask = view.mask("main")
         if mask is not None and len(mask):
             vega.validated(mc.strip_chart(mask, 0, min(200, len(mask))))

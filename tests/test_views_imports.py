@@ -108,13 +108,15 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
     leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources", "figures", "vega")}
     # The Vega-Lite leaf builds on the shared style only. The Run page's charts draw with it, and on the
     # Rollout page the proofs (and through them the Compare tab's sequences) and the loss mask's strip,
-    # overview and log-probs do (the tree stays plotly).
+    # overview and log-probs do, and the call tree with its overview (through the tree's door, `tree`).
     assert graph["tokencap.views.vega"] <= {"tokencap.views.style"}
     vega_users = {m for m, deps in graph.items() if "tokencap.views.vega" in deps}
     rollout_users = {m for m in vega_users if not m.startswith("tokencap.views.run.")}
     assert vega_users - rollout_users and rollout_users == {"tokencap.views.rollout.proof_chart",
                                                                "tokencap.views.rollout.mask_chart",
-                                                               "tokencap.views.rollout.logprob_chart"}, vega_users
+                                                               "tokencap.views.rollout.logprob_chart",
+                                                               "tokencap.views.rollout.tree_chart",
+                                                               "tokencap.views.rollout.tree"}, vega_users
     for module in run:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.run")}
         assert outside <= leaves, (module, outside - leaves)

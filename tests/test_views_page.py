@@ -220,10 +220,12 @@ def test_the_call_tree_captions_say_its_size_and_how_to_move_around():
     n = len(model)
     lanes = f"{model.lanes} lane{'s' if model.lanes != 1 else ''}"
     assert tv.tree_caption(model, None) == (f"{n} nodes in {lanes}, one row per node in call order. Click a node "
-                                            "to inspect it; drag up or down to zoom, double-click to reset.")
+                                            "to inspect it; hover it for its link, tokens and finish.")
     zoomed = tv.tree_caption(model, (2, 1_500))
     assert zoomed.startswith(f"{n} nodes in {lanes}. Overview (every node, in call order from left to right)")
-    assert zoomed.endswith("Below: calls 2–1,500 in call order; click a node to inspect it.")
+    assert "click a dot to go there, or drag across calls to zoom into them" in zoomed
+    assert zoomed.endswith("Below: calls 2–1,500 in call order (the slider under them picks others); click a node "
+                           "to inspect it.")
     assert tv.search_caption("c*1", 0) == "No call id contains “c\\*1”."
     assert tv.search_caption("c1", 1) == "Found “c1”."
     assert tv.search_caption("c1", 3) == "3 matches for “c1”; showing the first (exact, then prefix, then substring)."

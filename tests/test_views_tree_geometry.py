@@ -79,7 +79,7 @@ def test_the_whole_88_call_tree_is_readable_too_and_every_node_has_its_own_row()
     rows = sorted({round(y, 3) for _, y in marks.values()})
     assert len(rows) == len(model) and min(b - a for a, b in zip(rows, rows[1:])) >= 20  # one node per row
     # Each label is on its node's row, to the right of it.
-    labels = [d for layer in fig["layer"] if layer.get("name") == "call ids" for d in layer["data"]["values"]]
+    labels = [d for layer in fig["layer"] if layer.get("name") == "call_ids" for d in layer["data"]["values"]]
     assert len(labels) == len(model)
     for node, label in zip(model.nodes, labels):
         assert label["py"] == marks[node.key][1] and label["px"] >= marks[node.key][0]

@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import figure_of, outcome, show_table, sidebar_tokenizer_state, tokenizer_in_use
+from app_pages.rollout.common import figure_of, outcome, show_table, tokenizer_in_use
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
@@ -54,8 +54,14 @@ def _remember_tree_click(chart_key: str, rk: str) -> None:
 
 
 def _remember_overview(chart_key: str, rk: str, window_key: str, model: tv.TreeModel) -> None:
-    """The overview: a click on a dot selects that node and moves the zoomed rows to it."""
+    """The overview: a drag across calls chooses the rows to zoom into; a click on a dot selects that node
+    and moves the zoomed rows to it."""
+    state = STATE.get(chart_key)
+    window = tv.window_from_selection(model, state.get("selection") if state is not None else None)
     key = _clicked(chart_key, "tree_overview")
+    if window is not None:
+        STATE[window_key] = window
+        return
     if key is not None:
         _select(rk, key)
         STATE[window_key] = tv.window_around(model, key, tv.DETAIL_SPAN)
@@ -102,7 +108,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         overview = figure_of("tree overview", view, (key, window), lambda: tv.overview_chart(model, window))
         st.vega_lite_chart(overview, key=overview_key,
                            on_select=lambda: _remember_overview(overview_key, rk, window_key, model),
-                           selection_mode=vega.PICK, width="stretch")
+                           selection_mode=(vega.PICK, tv.ZOOM), width="stretch")
     else:
         st.caption(tv.tree_caption(model, None))
     # Drawn at the figure's own width: its rows, lanes and labels are sized in pixels.

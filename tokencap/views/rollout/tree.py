@@ -9,6 +9,8 @@ the captions.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -20,6 +22,7 @@ from .tree_chart import (
     LABEL_ROWS,
     OVERVIEW_DESCRIPTION,
     TREE_DESCRIPTION,
+    ZOOM,
     overview_chart,
     overview_hover,
     tree_chart,
@@ -39,9 +42,9 @@ from .tree_model import (
 __all__ = [
     "CALL", "CANVAS_ROWS", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES",
     "OVERVIEW_ABOVE", "OVERVIEW_DESCRIPTION", "REFUSAL", "RING_FLAGS", "Run", "TREE_DESCRIPTION", "TreeModel",
-    "TreeNode", "Window", "build_tree", "clamp_window", "follow_selection", "keep_in_window", "key_from_selection",
+    "TreeNode", "Window", "ZOOM", "build_tree", "clamp_window", "follow_selection", "keep_in_window", "key_from_selection",
     "legend_frame", "needs_overview", "nodes_frame", "overview_chart", "overview_hover", "search", "search_caption",
-    "short_labels", "terminal_call", "tree_caption", "tree_chart", "tree_of", "window_around",
+    "short_labels", "terminal_call", "tree_caption", "tree_chart", "tree_of", "window_around", "window_from_selection",
 ]
 
 Window = tuple[int, int]
@@ -97,6 +100,21 @@ def follow_selection(model: TreeModel, selected: str | None, window: Window | No
     return clamp_window(model, window)
 
 
+def window_from_selection(model: TreeModel, selection: Any) -> Window | None:
+    """The rows a drag across the overview covers (its x is call order, `ZOOM`), or None when the event is
+    not a drag."""
+    zoom = selection.get(ZOOM) if isinstance(selection, Mapping) else None
+    xs = zoom.get("order") if isinstance(zoom, Mapping) else None
+    if not isinstance(xs, (list, tuple)) or len(xs) < 2:
+        return None
+    try:
+        a, b = sorted(float(v) for v in xs[:2])
+    except (TypeError, ValueError):
+        return None
+    first = math.ceil(a)
+    return clamp_window(model, (first, max(math.floor(b), first)))
+
+
 def key_from_selection(selection: Any) -> str | None:
     """The node key a click on the tree or its overview selected (Streamlit's ``event.selection`` of a
     chart declaring `..vega.PICK`), or None when nothing is selected."""
@@ -115,7 +133,7 @@ def tree_caption(model: TreeModel, window: tuple[int, int] | None) -> str:
         return (f"{fmt_int(len(model))} nodes in {lanes}, one row per node in call order. Click a node to "
                 "inspect it; hover it for its link, tokens and finish.")
     return (f"{fmt_int(len(model))} nodes in {lanes}. Overview (every node, in call order from left to "
-            "right): click a dot to go there. Below: calls "
+            "right): click a dot to go there, or drag across calls to zoom into them. Below: calls "
             f"{window[0]:,}–{window[1]:,} in call order (the slider under them picks others); click a node to "
             "inspect it.")
 

@@ -61,9 +61,12 @@ LABEL_CLEARANCE = max(ring[3] for ring in OVERLAY_STYLES.values())
 LABEL_ROWS = 200
 """Call ids are written beside the nodes when at most this many rows are shown."""
 
-NODES, CALL_IDS, LANE_NAMES, LEGEND = "nodes", "call ids", "lane names", "legend"
-"""The ``name`` of the tree's layers a test (or a reader of the spec) looks for: the clickable nodes and
-rings, the labels beside them, the lane names in the top margin, the legend's marks and texts."""
+NODES, CALL_IDS, LANE_NAMES, SHADING, LINKS, LEGEND = "nodes", "call_ids", "lane_names", "row_shading", "links_", \
+    "legend_"
+"""The ``name`` of the tree's layers, what a test (or a reader of the spec) looks for: the clickable nodes and
+rings, the labels beside them, the lane names in the top margin, the shading; the links of each kind
+(`LINKS` + the kind) and the legend's parts (`LEGEND` + the part). Vega names its data and marks after them,
+so each is a plain identifier and no two layers share one."""
 TREE_DESCRIPTION = "call tree"
 OVERVIEW_DESCRIPTION = "call tree overview"
 """Each chart's ``description``: what a test (or a screen reader) reads to tell the charts apart."""
@@ -188,16 +191,26 @@ def _text_layer(data: list[dict[str, Any]], name: str, **mark: Any) -> dict[str,
                          "text": {"field": "text", "type": "nominal"}}}
 
 
-def _line_layer(data: list[dict[str, Any]], colour: str, dash: str, width: float, name: str) -> dict[str, Any]:
-    mark: dict[str, Any] = {"type": "line", "color": colour, "strokeWidth": width, "aria": False,
-                            "interpolate": "linear"}
+def _rule_layer(data: list[dict[str, Any]], colour: str, dash: str, width: float, name: str) -> dict[str, Any]:
+    """Straight segments from (``px``, ``py``) to (``px2``, ``py2``): one SVG path each, no group per link."""
+    mark: dict[str, Any] = {"type": "rule", "color": colour, "strokeWidth": width, "aria": False}
     if DASHES[dash] is not None:
         mark["strokeDash"] = DASHES[dash]
     return {"name": name, "data": {"values": data}, "mark": mark,
             "encoding": {"x": {"field": "px", "type": "quantitative", "scale": None},
                          "y": {"field": "py", "type": "quantitative", "scale": None},
-                         "detail": {"field": "edge", "type": "nominal"},
-                         "order": {"field": "step", "type": "quantitative"}}}
+                         "x2": {"field": "px2"}, "y2": {"field": "py2"}}}
+
+
+def _segments(xs: np.ndarray, ys: np.ndarray) -> list[dict[str, Any]]:
+    """The segments of polylines (one per row of ``xs``/``ys``), each with its link's index; none of length 0."""
+    out = []
+    for e in range(xs.shape[0]):
+        for s in range(xs.shape[1] - 1):
+            x0, y0, x1, y1 = (round(float(v), 2) for v in (xs[e, s], ys[e, s], xs[e, s + 1], ys[e, s + 1]))
+            if (x0, y0) != (x1, y1):
+                out.append({"edge": e, "px": x0, "py": y0, "px2": x1, "py2": y1})
+    return out
 
 
 def _point(px: float, py: float, symbol: str, colour: str, size: float, width: float, rim: str | None,
@@ -264,7 +277,7 @@ def tree_chart(model: TreeModel, selected: str | None = None, *, height: int | N
         if rows.size:
             shade = [{"x": LEFT_PX, "x2": round(plot_right, 2), "y": round(float(f.y(r - 0.5)), 2),
                       "y2": round(float(f.y(r + 0.5)), 2)} for r in rows]
-            layers.append({"name": "row shading", "data": {"values": shade},
+            layers.append({"name": SHADING, "data": {"values": shade},
                            "mark": {"type": "rect", "color": "#f8fafc", "aria": False},
                            "encoding": {"x": {"field": "x", "type": "quantitative", "scale": None},
                                         "x2": {"field": "x2"},
@@ -287,9 +300,7 @@ def tree_chart(model: TreeModel, selected: str | None = None, *, height: int | N
         xs = np.column_stack((a, a, b, b))
         # A link reaching past the plot is cut at its edge (plotly clipped it; SVG would draw it out of the view).
         ys = np.clip(ys, top, top + plot_h)
-        data = [{"edge": int(e), "step": s, "px": round(float(xs[e, s]), 2), "py": round(float(ys[e, s]), 2)}
-                for e in range(xs.shape[0]) for s in range(4)]
-        layers.append(_line_layer(data, colour, dash, width, label))
+        layers.append(_rule_layer(_segments(xs, ys), colour, dash, width, LINKS + kind))
         legend_items.append(("links", label, {"line": (colour, dash, width)}))
 
     # Nodes, then the rings over them (the selection last), in one clickable layer.
@@ -368,7 +379,7 @@ def _legend(items: list[tuple[str, str, dict[str, Any]]], left: float, top: floa
     titles: list[dict[str, Any]] = []
     texts: list[dict[str, Any]] = []
     symbols: list[dict[str, Any]] = []
-    lines: list[tuple[dict[str, Any], str, str, float]] = []
+    lines: list[tuple[float, str, str, float]] = []
     y = top + 4
     group = None
     longest = 0
@@ -383,7 +394,7 @@ def _legend(items: list[tuple[str, str, dict[str, Any]]], left: float, top: floa
         cy = y + LEGEND_ROW_PX / 2
         if "line" in how:
             colour, dash, width = how["line"]
-            lines.append(({"edge": len(lines), "step": 0, "px": left, "py": cy}, colour, dash, width))
+            lines.append((cy, colour, dash, width))
         else:
             symbol, colour, factor, width = how["point"]
             symbols.append(_point(left + LEGEND_SYMBOL_PX / 2, cy, symbol, colour,
@@ -392,17 +403,17 @@ def _legend(items: list[tuple[str, str, dict[str, Any]]], left: float, top: floa
         longest = max(longest, len(label) + 3)
         y += LEGEND_ROW_PX
     layers: list[dict[str, Any]] = []
-    for start, colour, dash, width in lines:
-        data = [start, {**start, "step": 1, "px": left + LEGEND_SYMBOL_PX + 2}]
-        layers.append(_line_layer(data, colour, dash, width, LEGEND))
+    for i, (cy, colour, dash, width) in enumerate(lines):
+        data = [{"edge": 0, "px": left, "py": cy, "px2": left + LEGEND_SYMBOL_PX + 2, "py2": cy}]
+        layers.append(_rule_layer(data, colour, dash, width, f"{LEGEND}link_{i}"))
     if symbols:
-        points = _point_layer(symbols, pick=False, name=LEGEND)
+        points = _point_layer(symbols, pick=False, name=LEGEND + "symbols")
         points["encoding"].pop("tooltip")
         points["encoding"].pop("description")
         points["mark"]["aria"] = False
         layers.append(points)
-    layers.append(_text_layer(titles, LEGEND, color="#334155", fontWeight="bold", font=style.FONT, fontSize=11))
-    layers.append(_text_layer(texts, LEGEND, color="#334155", font=style.FONT, fontSize=11))
+    layers.append(_text_layer(titles, LEGEND + "titles", color="#334155", fontWeight="bold", font=style.FONT, fontSize=11))
+    layers.append(_text_layer(texts, LEGEND + "texts", color="#334155", font=style.FONT, fontSize=11))
     width = LEGEND_SYMBOL_PX + 8 + CHAR_EM * 11 * max(longest - 3, 1) + 8
     return layers, width, y - top + 4
 
@@ -410,13 +421,15 @@ def _legend(items: list[tuple[str, str, dict[str, Any]]], left: float, top: floa
 # --------------------------------------------------------------------------- the overview
 
 OVERVIEW_DOT = 5
+ZOOM = "zoom"
+"""The overview's interval selection: the calls (in call order) a drag covered."""
 
 
 def overview_chart(model: TreeModel, window: tuple[int, int]) -> dict[str, Any]:
     """Every node as a small dot, call order left to right and lanes top to bottom, the zoomed rows
     outlined (they always hold the selected call, which the zoomed view rings). The spec depends on the
     window alone: a click that keeps the window sends the same chart, which the browser keeps as drawn.
-    Click a dot to go there. Hovering a dot names its call (or refusal, or missing parent) and its place
+    Click a dot to go there, or drag across calls to zoom into them (`ZOOM`). Hovering a dot names its call (or refusal, or missing parent) and its place
     in call order, never the internal key."""
     dots: list[dict[str, Any]] = []
     for n in model.nodes:
@@ -435,7 +448,9 @@ def overview_chart(model: TreeModel, window: tuple[int, int]) -> dict[str, Any]:
                       "aria": False},
              "encoding": {"x": {**x, "field": "order"}, "x2": {"field": "order2"}}}
     points = {"data": {"values": dots},
-              "params": [vega.pick_param(("key",))],
+              "params": [vega.pick_param(("key",)),
+                         # A drag across calls: the rows to zoom into (Streamlit sends it once the pointer is up).
+                         {"name": ZOOM, "select": {"type": "interval", "encodings": ["x"]}}],
               "mark": {"type": "point", "shape": "circle", "size": OVERVIEW_DOT ** 2 * 1.6, "opacity": 1,
                        "strokeWidth": 1, "cursor": "pointer"},
               "encoding": {"x": x, "y": y,
