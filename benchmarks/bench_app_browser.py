@@ -198,15 +198,21 @@ def grid_rows(page, painted: str) -> None:
            arg=[painted])
 
 
+# The call tree as drawn, or null: the Vega-Lite chart's SVG once its nodes are drawn (each a path named by
+# its key; a new SVG at each embed), or in a tree from before 2026-12-06 the plotly chart once its points are.
+TREE_NOW = f"""(() => {{
+    const svg = document.querySelector('[class*="st-key-tree-"] [data-testid="stVegaLiteChart"] svg.marks');
+    if (svg) return svg.querySelector('path[aria-label]') && ({_VISIBLE})(svg) ? svg : null;
+    const gd = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot');
+    return gd && gd.querySelector('.main-svg .scatterlayer .point') && ({_VISIBLE})(gd) ? gd : null; }})"""
+
 # At the start of each interaction: the paints before it do not count, nor the call tree drawn before it.
-MARK_START = """() => { window.__tokencapSince = performance.now();
-    window.__tokencapOldTree = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot'); }"""
+MARK_START = f"""() => {{ window.__tokencapSince = performance.now(); window.__tokencapOldTree = {TREE_NOW}(); }}"""
 
 # A rollout opened (a row, Next, Previous) is drawn when its heading and its call tree are: a call tree
-# other than the one on the page when the interaction began, its plot drawn.
-NEW_TREE = f"""() => {{ const tree = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot');
-    return !!tree && tree !== window.__tokencapOldTree && !!tree.querySelector('.main-svg')
-           && ({_VISIBLE})(tree); }}"""
+# other than the one on the page when the interaction began, drawn.
+NEW_TREE = f"""() => {{ const tree = {TREE_NOW}(); return !!tree && tree !== window.__tokencapOldTree; }}"""
+TREE_DRAWN = f"() => !!{TREE_NOW}()"
 
 
 def rollout_shown(page, rollout_id: str) -> None:
@@ -215,15 +221,17 @@ def rollout_shown(page, rollout_id: str) -> None:
 
 
 def background_loaded(page) -> None:
-    """Wait (untimed, up to 15 s) until the chunks the Run page loads once it is drawn are evaluated
-    (`app_pages.run.chunks`: plotly, ~1 s of the main thread, once per browser tab), as they are while
-    a reader reads the page; the first click made before then waits for them, timed on its own
-    ("row -> rollout, clicked as the Run page is drawn")."""
+    """In a tree from before 2026-12-06, whose Run page loaded plotly once drawn (``app_pages.run.chunks``:
+    ~1 s of the main thread, once per browser tab): wait (untimed, up to 15 s) until it is in, as it is
+    while a reader reads the page; the first click made before then waits for it, timed on its own ("row ->
+    rollout, clicked as the Run page is drawn"). A tree that loads nothing ahead (its charts all Vega-Lite,
+    whose code the Run page's own charts loaded) sets no ``__tokencapChunks``: given 3 s to show one."""
     try:
-        page.wait_for_function("""() => { const c = window.__tokencapChunks;
-            return !!c && Object.keys(c).length > 0 && Object.values(c).every(Boolean); }""", timeout=15_000)
-    except Exception:  # a tree that loads nothing ahead
-        pass
+        page.wait_for_function("() => !!window.__tokencapChunks", timeout=3_000)
+    except Exception:
+        return
+    page.wait_for_function("""() => { const c = window.__tokencapChunks;
+        return Object.keys(c).length > 0 && Object.values(c).every(Boolean); }""", timeout=15_000)
 
 
 VISIBLE_ROWS = 15  # the table's first screen: 560 px of 35 px rows
@@ -349,7 +357,7 @@ TAB_DRAWN = {  # what shows that a Rollout tab's content was drawn
     "Verdicts": text_shown("Metrics (as "),  # "Metrics (as `tokencap build` reports them)"
     "Compare": text_shown("What changes from A to B"),
     "Export": text_shown("Fixed trajectory", exact=True),
-    "Call tree": css_shown('[class*="st-key-tree-"] .js-plotly-plot'),
+    "Call tree": (TREE_DRAWN, []),
 }
 
 
@@ -439,8 +447,8 @@ def scenario_run(browser, app_dir: Path, inp: Inputs, out, log: Path, cache: Pat
             click()
             settle(page, counted(k))
             grid_rows(page, ids[SAMPLE_POSITION])  # the row it came from, shown selected
-        # The worst case: a row clicked as soon as the Run page is drawn, in a new tab (plotly not yet
-        # loaded: the Rollout page's call tree waits for it).
+        # The worst case: a row clicked as soon as the Run page is drawn, in a new tab (before 2026-12-06
+        # plotly was not yet loaded then, and the Rollout page's call tree waited for it).
         eager = context.new_page()
         eager.set_default_timeout(TIMEOUT)
         eager.goto(server.url)
@@ -464,12 +472,9 @@ def scenario_rollout(browser, app_dir: Path, path: Path, calls: int, label: str,
         page.set_default_timeout(TIMEOUT)
         with timer(f"first render ({label})", page):
             page.goto(server.url)
-            settle(page, text_shown(f"call-{calls - 1:05d} — On the delivered main chain"),
-                   js="() => !!document.querySelector('[class*=\"st-key-tree-\"] .js-plotly-plot .scatterlayer .point')")
+            settle(page, text_shown(f"call-{calls - 1:05d} — On the delivered main chain"), js=TREE_DRAWN)
         call = f"call-{calls - 10:05d}"  # a node of the zoomed window
-        page.wait_for_function("() => { const gd = document.querySelector('[class*=\"st-key-tree-\"] .js-plotly-plot');"
-                               " return gd && gd._fullLayout && gd._fullData; }", timeout=TIMEOUT)
-        x, y = page.evaluate(NODE_XY, f"call:{call}")
+        x, y = node_xy(page, f"call:{call}")
         page.mouse.move(x, y)
         with timer(f"node click ({label})", page):
             page.mouse.click(x, y)
@@ -486,8 +491,31 @@ def scenario_rollout(browser, app_dir: Path, path: Path, calls: int, label: str,
         context.close()
 
 
+def node_xy(page, key: str) -> tuple[float, float]:
+    """Page coordinates of the tree node ``key`` once it has stood at the same place for three frames
+    (Streamlit may draw a chart again just after mounting it: a point aimed at before was clicked where it
+    no longer was, and the click selected nothing)."""
+    xy = page.wait_for_function(f"""(key) => {{
+        const p = ({NODE_XY})(key), a = window.__tokencapAim;
+        const same = !!p && !!a && a.key === key && a.x === p[0] && a.y === p[1];
+        window.__tokencapAim = p && {{key, x: p[0], y: p[1], frames: same ? a.frames + 1 : 0}};
+        return p && window.__tokencapAim.frames >= 3 ? p : null; }}""", arg=key, polling="raf", timeout=TIMEOUT)
+    x, y = xy.json_value()
+    return x, y
+
+
 NODE_XY = """(key) => {
+    // The Vega-Lite tree: the node's path, named by its key.
+    const node = [...document.querySelectorAll('[class*="st-key-tree-"] [data-testid="stVegaLiteChart"] svg path[aria-label]')]
+        .find(p => p.getAttribute('aria-label') === key);
+    if (node) {
+        node.scrollIntoView({block: 'center'});
+        const r = node.getBoundingClientRect();
+        return [r.left + r.width / 2, r.top + r.height / 2];
+    }
+    // A tree from before 2026-12-06: the plotly chart's point.
     const gd = document.querySelector('[class*="st-key-tree-"] .js-plotly-plot');
+    if (!gd || !gd._fullData || !gd._fullLayout) return null;
     gd.scrollIntoView({block: 'center'});
     for (const trace of gd._fullData) {
         if (!trace.customdata || trace.mode !== 'markers') continue;

@@ -8,7 +8,6 @@ import re
 import shlex
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa

@@ -21,7 +21,7 @@ from tokencap.views import vega
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout.tree_chart import ROW_PX
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.text import fmt_fraction, html_text, md_escape, safe_file_stem
+from tokencap.views.text import fmt_fraction, md_escape, one_line, safe_file_stem
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -59,9 +59,10 @@ def test_md_escape_leaves_no_markdown_construct(hostile):
     assert "\n" not in escaped
 
 
-def test_html_text_escapes_and_cuts():
-    assert html_text("<b>x</b> & 'y'") == "&lt;b&gt;x&lt;/b&gt; &amp; &#x27;y&#x27;"
-    assert html_text("abcdefghij", limit=5) == "abcd…"
+def test_one_line_joins_lines_and_cuts_but_never_escapes():
+    # Vega draws it as SVG text and vega-tooltip escapes it: escaping here would show "&lt;b&gt;".
+    assert one_line("<b>x</b>\n & 'y'") == "<b>x</b> & 'y'"
+    assert one_line("abcdefghij", limit=5) == "abcd…"
     assert safe_file_stem("../../etc/passwd") == "etc_passwd"
     assert safe_file_stem("...") == "rollout"
     assert fmt_fraction(1.0) == "100%" and fmt_fraction(0.4884) == "48.8%"

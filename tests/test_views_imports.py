@@ -95,7 +95,7 @@ def test_views_import_graph_has_no_cycle():
 def test_model_is_the_bottom_and_page_assembly_the_top():
     graph = views_graph()
     assert graph["tokencap.views.model"] <= {"tokencap.views.text", "tokencap.views.style"}
-    for leaf in ("text", "style", "words", "sources", "widgets", "trace", "figures"):
+    for leaf in ("text", "style", "words", "sources", "widgets", "trace"):
         assert graph[f"tokencap.views.{leaf}"] == set(), leaf
     importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout.rollout_page" in deps]
     assert importers_of_page == []
@@ -105,7 +105,7 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
     graph = views_graph()
     run = {m for m in graph if m.startswith("tokencap.views.run.")}
     assert {"tokencap.views.run.data", "tokencap.views.run.source", "tokencap.views.run.charts"} <= run
-    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources", "figures", "vega")}
+    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "sources", "vega")}
     # The Vega-Lite leaf builds on the shared style only. The Run page's charts draw with it, and on the
     # Rollout page the proofs (and through them the Compare tab's sequences) and the loss mask's strip,
     # overview and log-probs do, and the call tree with its overview (through the tree's door, `tree`).
@@ -135,8 +135,7 @@ def test_the_rollout_page_parts_live_in_their_room_and_only_they_use_each_other(
                    if not m.startswith("tokencap.views.rollout") and any(d.startswith("tokencap.views.rollout")
                                                                          for d in deps))
     assert users == []
-    shared = {f"tokencap.views.{name}" for name in ("text", "style", "words", "sources", "model", "links", "figures",
-                                                    "vega")}
+    shared = {f"tokencap.views.{name}" for name in ("text", "style", "words", "sources", "model", "links", "vega")}
     for module in room:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.rollout")}
         assert outside <= shared, (module, outside - shared)
@@ -149,6 +148,16 @@ def test_nothing_under_tokencap_imports_streamlit():
         if any(m == "streamlit" or m.startswith("streamlit.") for m in mods):
             offenders.append(str(f.relative_to(REPO)))
     assert offenders == []
+
+
+def test_nothing_the_app_or_the_package_runs_imports_plotly():
+    """Every chart is Vega-Lite (Streamlit's own): plotly's 4.8 MB browser bundle cost a fresh tab
+    about a second before its first chart, and the package no longer depends on plotly."""
+    files = sorted(PACKAGE.rglob("*.py")) + sorted((REPO / "app_pages").rglob("*.py")) + [REPO / "app.py"]
+    offenders = [str(f.relative_to(REPO)) for f in files
+                 if any(m == "plotly" or m.startswith("plotly.") for m in imported_modules(f, PACKAGE))]
+    assert len(files) > 30 and offenders == []
+    assert "plotly" not in (REPO / "pyproject.toml").read_text()
 
 
 # --------------------------------------------------------------------------- the checker itself

@@ -700,7 +700,7 @@ WARM_UP_WAIT = 60.0
 def warm_up_app(url: str, wait: float = WARM_UP_WAIT) -> bool:
     """Run the app's script once as soon as the server at ``url`` answers: its first page then opens warm.
 
-    A fresh server spends ~1.5 s of the first visit importing the pages' modules (pandas, plotly,
+    A fresh server spends ~1.5 s of the first visit importing the pages' modules (pandas,
     the views) and reading the scan table; this does it while the user is still opening the
     link. It asks Streamlit's script health check (``server.scriptHealthCheckEnabled``), which
     runs the script in a session of its own with no browser: the default page, the same work

@@ -20,8 +20,6 @@ STATE = st.session_state
 T = TypeVar("T")
 FIGURES_KEPT = 12
 """How many built figures a session keeps (`figure_of`): those of the views a reader goes back and forth between."""
-PLOTLY_CONFIG = {"displaylogo": False, "scrollZoom": True,
-                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
 
 def outcome(text: str, ok: bool | None, warn: bool = False) -> None:

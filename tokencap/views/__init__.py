@@ -1,4 +1,4 @@
-"""Views for the inspection app: pandas frames, plotly figures and plain data, no Streamlit.
+"""Views for the inspection app: pandas frames, Vega-Lite specs and plain data, no Streamlit.
 
 The app's pages lay out widgets and call these; every decision a page shows is computed
 (and unit-tested) here. The modules form layers, and an import only ever points down

@@ -42,14 +42,6 @@ LINK_MARK = "#111827"
 
 FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 
-BASE_LAYOUT = {
-    "font": {"family": FONT, "size": 12, "color": "#1f2937"},
-    "paper_bgcolor": "rgba(0,0,0,0)",
-    "plot_bgcolor": "#ffffff",
-    "hoverlabel": {"font": {"family": "ui-monospace, SFMono-Regular, Menlo, monospace", "size": 12},
-                   "bgcolor": "#ffffff", "bordercolor": "#cbd5e1"},
-}
-
 # The page's own CSS (no capture text ever goes in here): a compact header so the tree or
 # the mask starts above the fold at 1280x800, tiles that size to their numbers instead of
 # truncating them, and culprit buttons that read as links. No transitions, as on the Run page

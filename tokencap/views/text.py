@@ -3,14 +3,14 @@
 Everything a capture holds is untrusted text: call ids, rollout ids, model names, output
 items, error messages quoting a record. The app shows such strings through plain-text
 elements (``st.text``, ``st.code``, ``st.json``, data frames). Where one must sit inside
-text that Streamlit renders as Markdown (an error box, a heading) or that plotly renders
-with its small HTML subset (hover labels, annotations), it goes through the escapes here
-first, so it always reads as the literal characters it holds.
+text that Streamlit renders as Markdown (an error box, a heading), it goes through the escape
+here first, so it always reads as the literal characters it holds. Charts are Vega-Lite: their
+texts are SVG text and their tooltips are escaped by vega-tooltip, so a chart's text is only
+made one line (`one_line`), never read as HTML.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import string
 from typing import Any
@@ -29,14 +29,6 @@ def md_escape(value: object) -> str:
     """
     text = " ".join(str(value).split()) if value is not None else ""
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
-
-
-def html_text(value: object, limit: int | None = None) -> str:
-    """``value`` for plotly text (hover labels, annotations): HTML-escaped, one line, optionally cut."""
-    text = " ".join(str(value).split()) if value is not None else ""
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return html.escape(text, quote=True)
 
 
 def one_line(value: object, limit: int | None = None) -> str:

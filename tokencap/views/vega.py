@@ -1,12 +1,14 @@
-"""Vega-Lite specs for the Run page's charts and the Rollout page's proofs and loss mask, and reading a click back.
+"""Vega-Lite specs for every chart the app draws, and reading a click back.
 
-Why not plotly here: the Run page is the first screen a researcher sees, and Chromium spends
+Why not plotly: the Run page is the first screen a researcher sees, and Chromium spends
 1.3-2 s evaluating plotly's 4.8 MB bundle before it draws the first plotly chart. Streamlit's
 Vega-Lite chart loads 0.8 MB and costs a fresh browser about 0.2 s. The Run page's bar charts,
 rewards and groups are simple marks that Vega-Lite draws as well. On the Rollout page the link
 and break proofs are Vega-Lite too (`.rollout.proof_chart`: redrawn at every Next), and so are the
 loss mask's strip and overview (`.rollout.mask_chart`: drawn at every visit of the tab), its
-log-prob chart (`.rollout.logprob_chart`) and the Compare tab's sequences (`.rollout.sequence_chart`).
+log-prob chart (`.rollout.logprob_chart`), the Compare tab's sequences (`.rollout.sequence_chart`)
+and the call tree with its overview (`.rollout.tree_chart`: the first thing every opened rollout
+draws). With no plotly chart left, a fresh tab never fetches plotly's bundle at all.
 
 Text in a spec is drawn as SVG text, and vega-tooltip escapes its values: no capture text is
 ever read as HTML here. Every chart is rendered as SVG (`RENDERER`): one element per mark, so
@@ -79,7 +81,7 @@ def picked(selection: Any, name: str = PICK) -> list[dict[str, Any]]:
 
 def validated(spec: dict[str, Any]) -> dict[str, Any]:
     """``spec``, checked against the Vega-Lite schema altair ships (raises ``jsonschema.ValidationError``): for
-    tests, as `..figures.validated` is for plotly figures. Neither altair nor jsonschema is needed otherwise."""
+    tests. Neither altair nor jsonschema is needed otherwise."""
     _validator().validate(spec)
     return spec
 

@@ -18,8 +18,6 @@ Capture strings (call ids) are kept verbatim; the page escapes them.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from ...diagnosis import HINTS, Break, diagnose

@@ -1,7 +1,7 @@
 """Where every node of the call tree goes: one row per node in call order, lanes as columns.
 
 The layout reads only the nodes' display parents, times and ranks (`TreeNode`); what the
-nodes are and how they are drawn live in `tree_model` and `tree_figure`. All of it is
+nodes are and how they are drawn live in `tree_model` and `tree_chart`. All of it is
 iterative (no recursion) and near-linear, so 1,500 calls lay out in a few milliseconds:
 
 * **depth**: calls from the root along display parents (a loop of claimed parents is cut);

@@ -6,7 +6,7 @@ parents that were claimed but never captured. Each node hangs under its *display
 the parent the build linked (verified or recovered), else the parent the record claimed
 (the link is drawn as rejected), else nothing (a root). `tree_layout` places them (one row
 per node in call order, lanes as columns); `tree_marks` says what each mark means;
-`tree_figure` draws them.
+`tree_chart` draws them.
 """
 
 from __future__ import annotations

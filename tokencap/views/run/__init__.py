@@ -5,7 +5,7 @@ Layers inside (imports point down; tests/test_views_imports.py checks them):
 * `data` -- the scan table as a pandas frame, `RunFilter`, vectorised masks, sort, bar
   counts, the table shown;
 * `source` -- where a run comes from and where each of its rollouts can be opened;
-* `charts` -- one plotly bar chart per `data.Bars`;
+* `charts` -- one Vega-Lite bar chart per `data.Bars`;
 * `triage` -- a row's place in the table (its filter and sort): previous / next on the
   Rollout page.
 
