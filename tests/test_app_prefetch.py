@@ -68,7 +68,12 @@ def test_the_rollout_page_builds_the_compare_tabs_pair_before_the_tab_is_opened(
         init(self, *args, **kwargs)
 
     monkeypatch.setattr(model.RolloutView, "__init__", counting)
-    # A sample no other test builds under this anchor in this process (the views are cached per process).
+    # The views are cached per process (Streamlit's resource cache), and another test of this worker may
+    # have built this sample's pair already (every sample scenario visits its Compare tab): emptied first,
+    # so the builds counted are this test's.
+    import streamlit as st
+
+    st.cache_resource.clear()
     path = repo / "sample_data" / "tool_call_rerendered.json"
     monkeypatch.setattr(sys, "argv", [str(repo / "app.py"), str(path)])
     at = AppTest.from_file(str(repo / "app.py"), default_timeout=60)
