@@ -350,10 +350,14 @@ def row_at(page, position: int) -> Callable[[], None]:
 
 
 TAB_DRAWN = {  # what shows that a Rollout tab's content was drawn
-    # The strip's and the overview's canvases (Vega-Lite since 2026-12-03), or their plotly charts in a
-    # tree from before.
-    "Loss mask": all_shown('.st-key-mask_strip canvas, [class*="st-key-mask_strip"] .js-plotly-plot',
-                           '.st-key-mask_overview canvas, [class*="st-key-mask_overview"] .js-plotly-plot'),
+    # The strip's canvas (Vega-Lite since 2026-12-03; a plotly chart in a tree from before), and the whole
+    # sequence's overview where the tab draws one (every tree before 2026-12-06; since, only while its
+    # expander is open): sent in the same script run as the strip, so its box is there once the strip is.
+    "Loss mask": (f"""() => {{ const visible = {_VISIBLE};
+        const drawn = (box) => visible(document.querySelector(`.${{box}} canvas, [class*="${{box}}"] .js-plotly-plot`));
+        return drawn('st-key-mask_strip')
+               && (!document.querySelector('.st-key-mask_overview') || drawn('st-key-mask_overview')); }}""",
+                  []),
     "Verdicts": text_shown("Metrics (as "),  # "Metrics (as `tokencap build` reports them)"
     "Compare": text_shown("What changes from A to B"),
     "Export": text_shown("Fixed trajectory", exact=True),

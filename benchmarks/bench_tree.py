@@ -3,8 +3,8 @@
     PYTHONPATH=. python benchmarks/bench_tree.py [--calls 1500] [--repeat 7]
 
 Prints the median of each step (a fresh `RolloutView` each time): `RolloutView.breaks`
-(`tokencap.diagnose`), `tree_of` (rows, runs, lanes, hovers), the zoomed window's figure and
-the overview's, each serialised as the page sends them (`to_json`). The rollout is
+(`tokencap.diagnose`), `tree_of` (rows, runs, lanes, hovers), the zoomed window's chart and
+the overview's (Vega-Lite specs), each serialised as the page sends them (JSON). The rollout is
 `tests/synth_snapshots.long_linear`: a main chain with a retry every 25 calls and a side
 branch every 60 (23 branches at 1,500 calls, so 23 breaks to diagnose).
 """
@@ -12,6 +12,7 @@ branch every 60 (23 branches at 1,500 calls, so 23 breaks to diagnose).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     snapshot = long_linear(args.calls).snapshot()
-    steps: dict[str, list[float]] = {"diagnosis": [], "layout": [], "zoomed figure": [], "overview": []}
+    steps: dict[str, list[float]] = {"diagnosis": [], "layout": [], "zoomed chart": [], "overview": []}
     for _ in range(args.repeat):
         view = RolloutView(snapshot)
         t0 = time.perf_counter()
@@ -41,9 +42,9 @@ def main() -> None:
         t2 = time.perf_counter()
         selected = model.default_key
         window = tv.window_around(model, selected)
-        tv.tree_figure(model, selected, window=window, legend=False).to_json()
+        json.dumps(tv.tree_chart(model, selected, window=window, legend=False))
         t3 = time.perf_counter()
-        tv.overview_figure(model, window, selected).to_json()
+        json.dumps(tv.overview_chart(model, window))
         t4 = time.perf_counter()
         for name, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             steps[name].append(dt)

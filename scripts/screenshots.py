@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         # and the rollout's call tree.
         take(url, args.out / "run-page.png", ".st-key-run_table_box [data-testid='stDataFrame'] canvas")
         take(f"{url}/rollout?{ROLLOUT_QUERY}", args.out / "rollout-page.png",
-             "[class*='st-key-tree-'] .js-plotly-plot .main-svg")
+             "[class*='st-key-tree-'] [data-testid='stVegaLiteChart'] svg path[aria-label]")
     print(f"wrote {args.out / 'run-page.png'} and {args.out / 'rollout-page.png'}")
     return 0
 

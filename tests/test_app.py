@@ -447,16 +447,22 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
     page.set_value(2)
     rerun(at)
     assert any(c.value.startswith("Positions 2,048–4,095") for c in at.caption)
-    assert mask_charts(at) == ["loss-mask strip", "loss-mask overview"] and not at.get("plotly_chart")
+    # A visit draws one chart, the strip: the whole sequence's overview, the log-probs and the table of
+    # every link are built only while their expanders are open.
+    assert mask_charts(at) == ["loss-mask strip"] and not at.get("plotly_chart")
+    assert any(e.label.startswith("The whole sequence") for e in at.expander)
     strip = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert strip["layer"][0]["encoding"]["y"]["scale"]["domain"][0] == 2048  # the second page's first row
-    # The log-probs and the table of every link are built only while their expanders are open.
     assert not [d for d in at.dataframe if "starts at" in d.value.columns]
+    at.session_state["mask_overview_open"] = True
     at.session_state["mask_logprobs_open"] = True
     at.session_state["mask_links_open"] = True
     rerun(at)
     assert mask_charts(at) == ["loss-mask strip", "loss-mask overview", "loss-mask log-probs"]
     assert not at.get("plotly_chart")
+    overview = json.loads(at.get("vega_lite_chart")[1].proto.spec)
+    frames = [layer for layer in overview["layer"] if layer.get("mark", {}).get("stroke") == "#dc2626"]
+    assert frames[0]["data"]["values"] == [{"a": 2048, "b": 4096}]  # the window framed: the second page
     logprobs = json.loads(at.get("vega_lite_chart")[2].proto.spec)
     rules = [layer for layer in logprobs["layer"] if layer["mark"]["type"] == "rule"]
     assert [r["at"] for r in rules[0]["data"]["values"]] == [2048, 4096]  # the second page's window

@@ -562,6 +562,9 @@ def test_the_loss_mask_strip_and_overview_draw_and_name_what_is_under_the_pointe
         page.goto(url)
         page.get_by_role("tab", name="Loss mask").click()
         expect(page.get_by_text("Positions 0–2,047 of", exact=False)).to_be_visible()
+        # The whole sequence's overview is drawn once its expander is opened.
+        assert page.locator(".st-key-mask_overview").count() == 0
+        page.get_by_text("The whole sequence: where this window lies", exact=False).click()
         for chart in (".st-key-mask_strip", ".st-key-mask_overview"):  # drawn: a canvas with a size
             page.wait_for_function("(s) => { const c = document.querySelector(s + ' canvas');"
                                    " return !!c && c.width > 100 && c.height > 100; }", arg=chart)
