@@ -61,8 +61,8 @@ LABEL_CLEARANCE = max(ring[3] for ring in OVERLAY_STYLES.values())
 LABEL_ROWS = 200
 """Call ids are written beside the nodes when at most this many rows are shown."""
 
-NODES, CALL_IDS, LANE_NAMES, SHADING, LINKS, LEGEND = "nodes", "call_ids", "lane_names", "row_shading", "links_", \
-    "legend_"
+NODES, CALL_IDS, LANE_NAMES, SHADING = "nodes", "call_ids", "lane_names", "row_shading"
+LINKS, LEGEND = "links_", "legend_"
 """The ``name`` of the tree's layers, what a test (or a reader of the spec) looks for: the clickable nodes and
 rings, the labels beside them, the lane names in the top margin, the shading; the links of each kind
 (`LINKS` + the kind) and the legend's parts (`LEGEND` + the part). Vega names its data and marks after them,
@@ -429,8 +429,8 @@ def overview_chart(model: TreeModel, window: tuple[int, int]) -> dict[str, Any]:
     """Every node as a small dot, call order left to right and lanes top to bottom, the zoomed rows
     outlined (they always hold the selected call, which the zoomed view rings). The spec depends on the
     window alone: a click that keeps the window sends the same chart, which the browser keeps as drawn.
-    Click a dot to go there, or drag across calls to zoom into them (`ZOOM`). Hovering a dot names its call (or refusal, or missing parent) and its place
-    in call order, never the internal key."""
+    Click a dot to go there, or drag across calls to zoom into them (`ZOOM`). Hovering a dot names its
+    call (or refusal, or missing parent) and its place in call order, never the internal key."""
     dots: list[dict[str, Any]] = []
     for n in model.nodes:
         _, colour, symbol, _ = NODE_STYLES[n.category]
