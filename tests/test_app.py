@@ -289,7 +289,9 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
     c = Capture(hostile)
     c.call("c<b>1</b>", new=5, text="**not bold** <script>alert(1)</script> [link](http://evil)")
     at = open_app(monkeypatch)
+    at.session_state["detail_open"] = {"fields": True, "items": True}  # left open: the record is shown too
     upload(at, ("hostile.json", c.json_bytes()))
+    assert [t for t in at.table if "field" in t.value.columns]
     for element in list(at.markdown) + list(at.caption) + list(at.error) + list(at.success):
         value = element.value
         # Markdown only ever sees the escaped characters: no raw tag, link or directive.
@@ -409,6 +411,34 @@ def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
 
 
+def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monkeypatch):
+    """The detail's reference (the record's fields, its output items) is under two expanders, sent only
+    while open; opened, each stays open for the next call selected, and after a visit to the Run page."""
+    at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    labels = [e.label for e in at.expander]
+    assert "Fields (" in " ".join(labels) and "Output items (" in " ".join(labels)
+    assert not [t for t in at.table if "field" in t.value.columns] and not at.json
+    at.session_state["detail_fields_open"] = True  # opened (AppTest has no click on an expander)
+    rerun(at)
+    assert [t for t in at.table if "field" in t.value.columns] and not at.json
+    # Another call: the fields stay open (their count in the label changes), the items stay closed.
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    pick.set_value("call:call-0001")
+    rerun(at)
+    assert any(m.value.startswith("#### call\\-0001") for m in at.markdown)
+    assert [t for t in at.table if "field" in t.value.columns] and not at.json
+    at.session_state["detail_items_open"] = True
+    rerun(at)
+    assert at.json or any(c.value.startswith("item 0") for c in at.caption)
+    # The Run page and back (its widgets' state is gone with the page): both as they were left.
+    at.switch_page("app_pages/run/run.py")
+    rerun(at)
+    at.switch_page(ROLLOUT_PAGE)
+    rerun(at)
+    assert [t for t in at.table if "field" in t.value.columns] and (at.json or any(
+        c.value.startswith("item 0") for c in at.caption))
+
+
 def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
     view_snapshot = load_snapshots(SAMPLES / "stale_parent_link.json")[0]
@@ -424,7 +454,10 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     # The checks table shows the digests shortened (they are in full just below), and wraps.
     checks = next(t.value for t in at.table if "check" in t.value.columns)
     assert all(len(v) <= 13 or " " in v for v in checks["expected"])
-    # The fields are a wrapping table too (no clipped value column).
+    # The fields are a wrapping table too (no clipped value column), under their expander.
+    assert not any("field" in t.value.columns for t in at.table)  # closed: not sent
+    at.session_state["detail_fields_open"] = True
+    rerun(at)
     assert any("field" in t.value.columns for t in at.table)
     # A verified link has its proof too; a root has none.
     pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
