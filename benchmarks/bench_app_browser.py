@@ -140,6 +140,12 @@ def text_shown(text: str, exact: bool = False) -> tuple[str, list]:
         return false; }}""", [text, exact])
 
 
+def any_text_shown(*texts: str) -> tuple[str, list]:
+    """Some visible element's own text holds one of ``texts``."""
+    one, _ = text_shown("")
+    return (f"""([ts]) => ts.some(t => ({one})([t, false]))""", [list(texts)])
+
+
 def heading_shown(name: str) -> tuple[str, list]:
     """A visible heading whose text is ``name``."""
     return (f"""([t]) => {{ const visible = {_VISIBLE};
@@ -476,7 +482,10 @@ def scenario_rollout(browser, app_dir: Path, path: Path, calls: int, label: str,
         page.set_default_timeout(TIMEOUT)
         with timer(f"first render ({label})", page):
             page.goto(server.url)
-            settle(page, text_shown(f"call-{calls - 1:05d} — On the delivered main chain"), js=TREE_DRAWN)
+            # The selected call's detail (every tree before 2026-12-06), or the button standing for it (since).
+            last = f"call-{calls - 1:05d}"
+            settle(page, any_text_shown(f"{last} — On the delivered main chain", f"Show the detail of {last}"),
+                   js=TREE_DRAWN)
         call = f"call-{calls - 10:05d}"  # a node of the zoomed window
         x, y = node_xy(page, f"call:{call}")
         page.mouse.move(x, y)

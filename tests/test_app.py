@@ -57,6 +57,18 @@ def rerun(at: AppTest, tab: str | None = None) -> AppTest:
     return at
 
 
+def pick_call(at: AppTest, key: str) -> AppTest:
+    """Select call ``key`` as a reader does, with the picker; the call a rollout opened on (selected, its
+    detail not shown) with the button that shows its detail."""
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    if pick.value != key:
+        pick.set_value(key)
+    else:
+        for button in [b for b in at.button if b.key.startswith("detail_show:")]:
+            button.click()
+    return rerun(at)
+
+
 def heading(at: AppTest) -> str:
     return next(m.value for m in at.markdown if m.value.startswith("### "))
 
@@ -143,13 +155,20 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
                                "empty gen.", "refusals"]
     assert "**Masked" in verdict(at)
     assert reason_lines(at)[0].startswith("**multiple\\_chains**")
-    assert tree_charts(at) == ["call tree"]  # the tree ...
-    assert proof_charts(at) == ["call-0003"]  # ... and the link proof, both Vega-Lite
+    assert tree_charts(at) == ["call tree"]  # the tree, Vega-Lite
     assert not at.get("plotly_chart")
     assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export", "Compare"]
-    # A masked rollout opens on its first culprit: the branch's first call.
+    # A masked rollout opens on its first culprit, the branch's first call, selected; its detail is one
+    # button until the reader asks for it (a node, a culprit, the picker, or the button).
     assert at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).value == "call:call-0003"
+    assert not any(m.value.startswith("#### ") for m in at.markdown)
+    shown = [b for b in at.button if b.key.startswith("detail_show:")]
+    assert [b.label for b in shown] == ["Show the detail of call\\-0003"]
+    shown[0].click()
+    rerun(at)
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
+    assert not [b for b in at.button if b.key.startswith("detail_show:")]
+    assert proof_charts(at) == ["call-0003"]  # the link proof, Vega-Lite
 
 
 def test_scenario_picker_switches_source(monkeypatch):
@@ -291,6 +310,10 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
     at = open_app(monkeypatch)
     at.session_state["detail_open"] = {"fields": True, "items": True}  # left open: the record is shown too
     upload(at, ("hostile.json", c.json_bytes()))
+    shown = next(b for b in at.button if b.key.startswith("detail_show:"))  # its label names the call, escaped
+    assert "c\\<b\\>1" in shown.label and not re.search(r"(?<!\\)<", shown.label), shown.label
+    shown.click()
+    rerun(at)
     assert [t for t in at.table if "field" in t.value.columns]
     for element in list(at.markdown) + list(at.caption) + list(at.error) + list(at.success):
         value = element.value
@@ -368,6 +391,7 @@ def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):
     link = next(b for b in at.button if b.key.startswith("culprit:"))
     assert link.label == "call\\-0004 was announced but never captured"
     assert next(s for s in at.selectbox if s.key.startswith("pick:")).value == "ghost:call-0004"
+    pick_call(at, "ghost:call-0004")
     assert any(m.value.startswith("#### call\\-0004 — Announced, never captured") for m in at.markdown)
 
 
@@ -398,9 +422,7 @@ def test_more_than_three_culprits_go_behind_a_popover(monkeypatch):
 
 def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
-    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
-    pick.set_value("call:call-0003")
-    rerun(at)
+    pick_call(at, "call:call-0003")
     assert any(m.value.startswith("#### call\\-0003") for m in at.markdown)
     assert any("do not open this call" in e.value for e in at.error)
     checks = [t.value for t in at.table if "check" in t.value.columns]
@@ -415,6 +437,7 @@ def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monke
     """The detail's reference (the record's fields, its output items) is under two expanders, sent only
     while open; opened, each stays open for the next call selected, and after a visit to the Run page."""
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
+    pick_call(at, "call:call-0003")
     labels = [e.label for e in at.expander]
     assert "Fields (" in " ".join(labels) and "Output items (" in " ".join(labels)
     assert not [t for t in at.table if "field" in t.value.columns] and not at.json
@@ -422,9 +445,7 @@ def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monke
     rerun(at)
     assert [t for t in at.table if "field" in t.value.columns] and not at.json
     # Another call: the fields stay open (their count in the label changes), the items stay closed.
-    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
-    pick.set_value("call:call-0001")
-    rerun(at)
+    pick_call(at, "call:call-0001")
     assert any(m.value.startswith("#### call\\-0001") for m in at.markdown)
     assert [t for t in at.table if "field" in t.value.columns] and not at.json
     at.session_state["detail_items_open"] = True
@@ -439,11 +460,35 @@ def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monke
         c.value.startswith("item 0") for c in at.caption))
 
 
+def test_a_call_s_detail_shows_once_asked_for_in_that_rollout(monkeypatch):
+    """A rollout opens with a call selected and its detail behind one button (the ~15 elements of a
+    detail were ~0.05 s of every rollout opened with J / K); a call picked stays shown for its rollout."""
+    store = SAMPLES / "capture_store"
+    at = open_app(monkeypatch, str(store))
+    first, second = rollout_keys(src.source_from_path(store))[:2]
+    assert not any(m.value.startswith("#### ") for m in at.markdown)
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    ident = next(o.split(" — ")[0] for o in pick.options  # the options as shown: "call-0001 — what it is"
+                 if o.startswith("call-") and f"call:{o.split(' — ')[0]}" != pick.value)
+    pick_call(at, f"call:{ident}")
+    ident = ident.replace("-", "\\-")
+    assert any(m.value.startswith(f"#### {ident}") for m in at.markdown)
+    at.selectbox(key="rollout").set_value(second)
+    rerun(at)
+    assert not any(m.value.startswith("#### ") for m in at.markdown)  # another rollout: not asked for there
+    assert [b for b in at.button if b.key.startswith("detail_show:")]
+    at.selectbox(key="rollout").set_value(first)
+    rerun(at)
+    assert any(m.value.startswith(f"#### {ident}") for m in at.markdown)
+
+
 def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"))
     view_snapshot = load_snapshots(SAMPLES / "stale_parent_link.json")[0]
     build = build_rollout(view_snapshot).build
     parent = build.entries["call-0002"]
+    assert proof_charts(at) == []  # opened: the selected call's detail waits to be asked for
+    pick_call(at, "call:call-0003")
     assert proof_charts(at) == ["call-0003", "call-0003"]  # the break's proof, then the claimed link's
     assert any("differ at position 176" in c.value for c in at.caption)
     assert not at.code  # plain text (see test_capture_strings_are_never_rendered_as_markup)
@@ -460,13 +505,9 @@ def test_the_link_proof_is_a_picture_with_the_digests_in_full_below(monkeypatch)
     rerun(at)
     assert any("field" in t.value.columns for t in at.table)
     # A verified link has its proof too; a root has none.
-    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
-    pick.set_value("call:call-0002")
-    rerun(at)
+    pick_call(at, "call:call-0002")
     assert any("All 171 tokens of call\\-0001" in c.value for c in at.caption)
-    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
-    pick.set_value("call:call-0001")
-    rerun(at)
+    pick_call(at, "call:call-0001")
     assert proof_charts(at) == []
 
 
@@ -638,6 +679,7 @@ def test_a_link_restores_source_rollout_call_tab_anchor_and_mask_window(monkeypa
     assert any("anchored on call\\-0004" in c.value for c in at.caption)
     rerun(at, "Call tree")
     assert picked(at) == "call:call-0002"
+    assert any(m.value.startswith("#### call\\-0002") for m in at.markdown)  # a link names a call: its detail
     # A path source, a rollout among several, a page of the loss mask.
     store = str(SAMPLES / "capture_store")
     at = open_app(monkeypatch, query={"src": store, "rollout": "store-interrupted", "tab": "mask"})

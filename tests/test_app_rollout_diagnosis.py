@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from test_app import SAMPLES, open_app, proof_charts, rerun
+from test_app import SAMPLES, open_app, pick_call, proof_charts, rerun
 from test_run_diagnosis import broken_rollout, tokenizer_file
 
 from tokencap.views.rollout import breaks as bv
@@ -24,8 +24,7 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     assert "call-0002's prompt replaces 2 tokens of call-0001 at position 5 with 1 token of its own" in label
     assert "re-rendered tool call" in label
     # The break's detail: its words, its hint and the proof against its predecessor.
-    at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
-    rerun(at)
+    pick_call(at, "call:call-0002")
     assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
     assert proof_charts(at) == ["call-0002", "call-0002"]  # the break's proof, then the claimed link's
     assert not [c for c in at.caption if "(decoded)" in c.value]  # no tokenizer: no decoded sides
@@ -38,8 +37,7 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
     at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
     label = culprit_labels(at)[0].replace("\\", "")
     assert "as 1 token of the same text: the history was likely decoded and encoded again" in label
-    at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0002")
-    rerun(at)
+    pick_call(at, "call:call-0002")
     assert any("cause `retokenized`" in m.value for m in at.markdown)
     decoded = [c.value for c in at.text]
     assert "x y" in decoded  # both sides decode to the same text
@@ -52,8 +50,7 @@ def test_an_unresolved_boundary_gets_a_proof_against_its_nearest_predecessor(mon
     entries = {e["model_call_id"]: e for e in json.loads((SAMPLES / "unresolved_continuation.json").read_text())["entries"]}
     predecessor_len = len(entries["call-0002"]["prompt_token_ids"]) + len(entries["call-0002"]["generation_token_ids"])
     assert f"call-0003's prompt continues all {predecessor_len} tokens of call-0002 exactly" in label
-    at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("pick:"))).set_value("call:call-0003")
-    rerun(at)
+    pick_call(at, "call:call-0003")
     assert any("cause `link_intact`" in m.value for m in at.markdown)
     assert proof_charts(at) == ["call-0003"]
 

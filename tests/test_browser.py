@@ -230,8 +230,9 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             page.locator("section[data-testid='stSidebar'] input[type=file]").first.set_input_files(str(snapshot))
             expect(page.get_by_role("heading", name="kitchen-sink")).to_be_visible()
             expect(page.locator(TREE_NODE).first).to_be_attached()
-            # Masked: it opens on its first culprit, not on the terminal call.
-            expect(page.get_by_text("g01 — On a branch (not delivered)")).to_be_visible()
+            # Masked: it opens on its first culprit, not on the terminal call, selected; its detail waits to be
+            # asked for (one button).
+            expect(page.get_by_role("button", name="Show the detail of g01", exact=True)).to_be_visible()
 
             # A culprit link in the banner selects its call.
             _selecting(page, page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click)
@@ -509,7 +510,7 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
     with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
         page.goto(url)
         expect(page.get_by_role("heading", name="bench")).to_be_visible()
-        expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
+        expect(page.get_by_role("button", name="Show the detail of call-01499", exact=True)).to_be_visible()
         expect(page.locator(TREE_NODE).first).to_be_attached()
         zoom = _calls_shown(page)
         assert 20 <= len(zoom) < 40 and "call:call-01499" in zoom  # a window of rows, not 1,500 touching dots
@@ -677,6 +678,9 @@ def test_a_row_clicked_as_the_run_page_is_drawn_opens_its_call_tree_without_plot
         expect(page.get_by_role("heading", name=target, exact=True)).to_be_visible()
         expect(page.locator(TREE_NODE).first).to_be_visible()
         keys = _calls_shown(page)
+        # Opened, the selected call's detail is a button until asked for; a click on a node asks.
+        expect(page.locator(".st-key-detail").get_by_role("button", name=re.compile("^Show the detail of "))) \
+            .to_be_visible()
         other = keys[0]
         _click_node(page, other)
         expect(page.locator(".st-key-detail h4").first).to_contain_text(other.removeprefix("call:"))
@@ -793,7 +797,7 @@ def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_where_a
     overview = '[class*="st-key-tree_overview-"] [data-testid="stVegaLiteChart"] svg'
     with streamlit_server(tmp_path, str(path)) as url, chromium_page() as page:
         page.goto(url)
-        expect(page.get_by_text("call-01499 — On the delivered main chain")).to_be_visible()
+        expect(page.get_by_role("button", name="Show the detail of call-01499", exact=True)).to_be_visible()
         expect(page.locator(f"{overview} path[aria-label]").first).to_be_attached()
         _settled(page)
         # Hovering a dot names its call and its place in call order, never the internal key.

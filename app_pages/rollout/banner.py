@@ -27,6 +27,7 @@ STATE = st.session_state
 def _open_culprit(rk: str, key: str) -> None:
     """A culprit link: select its node and show it on the call tree."""
     STATE["selected"][rk] = key
+    STATE.setdefault("detail_of", {})[rk] = key
     STATE["scroll_detail"] = True
     STATE["tab"] = "Call tree"
 

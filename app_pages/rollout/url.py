@@ -72,8 +72,9 @@ def apply_url_state(refs: list[src.RolloutRef], good: list[src.LoadedSource]) ->
     rk = (ref or refs[0]).key
     if state.anchor:
         STATE["anchors"][rk] = state.anchor
-    if state.call:
+    if state.call:  # a link names a call: its detail shows
         STATE["selected"][rk] = state.call
+        STATE.setdefault("detail_of", {})[rk] = state.call
     if state.tab:
         STATE["tab"] = state.tab
     if state.mask is not None:

@@ -138,6 +138,17 @@ def tree_caption(model: TreeModel, window: tuple[int, int] | None) -> str:
             "inspect it.")
 
 
+DETAIL_HELP = ("Its parent link and proof, why its lineage breaks there, its retry group and twins, and its record. "
+               "A click on a node, a culprit in the banner, the picker or the search shows a call's detail too.")
+
+
+def detail_button_label(model: TreeModel, key: str) -> str:
+    """The button that shows the selected call's detail, while no call of the rollout was picked
+    (Markdown: the call's id escaped)."""
+    node = model.node(key)
+    return f"Show the detail of {md_escape(node.ident if node is not None else key)}"
+
+
 def search_caption(query: str, count: int) -> str:
     """What a search for a call id found (Markdown: the query escaped)."""
     shown = md_escape(query)
