@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import show_tiles, tokenizer_in_use
+from app_pages.rollout.common import pick_call, show_tiles, tokenizer_in_use
 from app_pages.rollout.sources import run_request
 from app_pages.rollout.url import current_view_state
 from tokencap.views import links
@@ -26,8 +26,7 @@ STATE = st.session_state
 
 def _open_culprit(rk: str, key: str) -> None:
     """A culprit link: select its node and show it on the call tree."""
-    STATE["selected"][rk] = key
-    STATE.setdefault("detail_of", {})[rk] = key
+    pick_call(rk, key)
     STATE["scroll_detail"] = True
     STATE["tab"] = "Call tree"
 

@@ -76,6 +76,13 @@ def cached_tokenizer(key: str, _data: bytes) -> tuple[Any | None, str | None]:
     return mv.load_tokenizer(_data)
 
 
+def pick_call(rk: str, key: str) -> None:
+    """The reader picked call ``key`` of rollout ``rk`` (a node, a culprit, the picker, the search, a link's
+    ``call=``): it is selected, and its detail shows (a rollout opens with a call selected, not picked)."""
+    STATE["selected"][rk] = key
+    STATE["detail_of"][rk] = key
+
+
 def show_tiles(tiles: list[tuple[str, str, str, bool]], key: str) -> None:
     """Numbers as one line of small tiles that size to their content (a number is never cut)."""
     with st.container(horizontal=True, gap="small", key=key):

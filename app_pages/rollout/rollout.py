@@ -70,8 +70,8 @@ SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scr
 TABS = list(rp.TABS)
 
 STATE = st.session_state
-for _name, _default in (("uploads", {}), ("selected", {}), ("detail_of", {}), ("anchors", {}), ("mask_page", {}), ("loaded_keys", set()),
-                       ("mask_view", {})):
+for _name, _default in (("uploads", {}), ("selected", {}), ("detail_of", {}), ("anchors", {}), ("mask_page", {}),
+                       ("loaded_keys", set()), ("mask_view", {})):
     if _name not in STATE:
         STATE[_name] = _default
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import figure_of, outcome, show_table, tokenizer_in_use
+from app_pages.rollout.common import figure_of, outcome, pick_call, show_table, tokenizer_in_use
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
@@ -29,8 +29,7 @@ STATE = st.session_state
 
 def _select(rk: str, key: str) -> None:
     """Select a node (from any control): its detail is shown and scrolled into view."""
-    STATE["selected"][rk] = key
-    STATE.setdefault("detail_of", {})[rk] = key
+    pick_call(rk, key)
     STATE["scroll_detail"] = True
 
 
@@ -158,7 +157,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         # call=). A rollout opened (a row, Next, Previous) has a call selected but none picked: one
         # button stands for its detail, ~15 elements and a chart that were ~0.05 s of the browser's
         # time of every rollout opened, below the first screen.
-        if STATE.setdefault("detail_of", {}).get(rk) == selected:
+        if STATE["detail_of"].get(rk) == selected:
             show_detail(view, selected)
         else:
             st.button(tv.detail_button_label(model, selected), key=f"detail_show:{rk}", icon=":material/info:",

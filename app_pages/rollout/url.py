@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages.rollout.common import pick_call
 from app_pages.rollout.sources import SAMPLE_DIR, run_request
 from tokencap.views import links
 from tokencap.views import sources as src
@@ -73,8 +74,7 @@ def apply_url_state(refs: list[src.RolloutRef], good: list[src.LoadedSource]) ->
     if state.anchor:
         STATE["anchors"][rk] = state.anchor
     if state.call:  # a link names a call: its detail shows
-        STATE["selected"][rk] = state.call
-        STATE.setdefault("detail_of", {})[rk] = state.call
+        pick_call(rk, state.call)
     if state.tab:
         STATE["tab"] = state.tab
     if state.mask is not None:
