@@ -99,7 +99,8 @@ def app_server(app_dir: Path, *args: str, log: Path, cache: Path) -> Iterator[Se
     command = [sys.executable, "-m", "streamlit", "run", str(app_dir / "app.py"), "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true"]
     # As that tree's `tokencap app` starts its server: warmed up (its script run once) before anyone visits.
-    warm = "def warm_up_app(" in (app_dir / "tokencap" / "cli.py").read_text(encoding="utf-8")
+    warm = any("def warm_up_app(" in path.read_text(encoding="utf-8")  # cli.py until it became a package
+               for path in (app_dir / "tokencap" / "cli.py", app_dir / "tokencap" / "cli" / "server.py") if path.exists())
     if warm:
         command += ["--server.scriptHealthCheckEnabled", "true"]
     if args:

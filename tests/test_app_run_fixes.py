@@ -54,11 +54,13 @@ def test_typed_paths_start_in_the_start_directory_else_the_working_directory(tmp
 
 def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_path):
     from tokencap import cli
+    from tokencap.cli import server
 
     seen = []
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(rs.START_DIR_ENV, raising=False)
-    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: seen.append(os.environ.get(rs.START_DIR_ENV)) or 0)
+    monkeypatch.setattr(server, "_serve", lambda cmd, **_: seen.append(os.environ.get(rs.START_DIR_ENV)) or 0)
+    monkeypatch.setattr(server, "_check_port_free", lambda port: None)  # 8765 may be in use: not the point here
     assert cli.main(["app", "--port", "8765"]) == 0
     assert seen == [str(tmp_path)]
 

@@ -38,7 +38,7 @@ def _warm_up_spans(tmp_path: Path, *args: str) -> list[str]:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from app_server import streamlit_app
 
-    from tokencap.cli import warm_up_app
+    from tokencap.cli.server import warm_up_app
     from tokencap.views import trace
 
     spans = tmp_path / "spans.tsv"

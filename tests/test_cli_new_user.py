@@ -60,11 +60,11 @@ def test_app_with_bad_rollout_records_fails_as_build_does_before_any_server(reco
 
 
 def test_app_with_good_rollout_records_starts_the_server(monkeypatch, tmp_path, capsys):
-    from tokencap import cli
+    from tokencap.cli import server
 
     calls: list[list[str]] = []
-    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
-    monkeypatch.setattr(cli, "_check_port_free", lambda port: None)
+    monkeypatch.setattr(server, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
+    monkeypatch.setattr(server, "_check_port_free", lambda port: None)
     records = SAMPLES / "rollout_records" / "run.jsonl"
     assert main(["app", str(SAMPLES / "run"), "--final-responses", str(records)]) == 0
     (cmd,) = calls
@@ -130,13 +130,13 @@ def test_app_on_a_busy_port_says_so_in_one_line_and_suggests_another(no_server, 
 
 
 def test_app_on_a_free_port_starts_the_server(monkeypatch):
-    from tokencap import cli
+    from tokencap.cli import server
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     calls: list[list[str]] = []
-    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
+    monkeypatch.setattr(server, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
     assert main(["app", "--port", str(port)]) == 0
     assert calls and calls[0][calls[0].index("--server.port") + 1] == str(port)
 

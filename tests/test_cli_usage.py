@@ -475,10 +475,10 @@ def test_tokencap_app_gives_the_server_the_app_s_settings_from_any_working_direc
     # runs in the user's, where the upload limit, the watcher and the theme were defaults.
     import tomllib
 
-    from tokencap import cli
+    from tokencap.cli import server
 
     calls: list[list[str]] = []
-    monkeypatch.setattr(cli, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
+    monkeypatch.setattr(server, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
     monkeypatch.chdir(tmp_path)
     port = str(free_port())  # `tokencap app` refuses a port in use
     assert main(["app", "--port", port]) == 0

@@ -59,15 +59,16 @@ def test_a_build_leaves_no_cyclic_garbage() -> None:
 
 def test_the_command_tunes_the_collector_and_restores_it(tmp_path, monkeypatch) -> None:
     import tokencap.cli as cli
+    import tokencap.cli.build as cli_build
 
     seen = []
-    real = cli._cmd_build
+    real = cli_build.run
 
     def spying(args):
         seen.append((gc.get_threshold(), gc.get_freeze_count()))
         return real(args)
 
-    monkeypatch.setattr(cli, "_cmd_build", spying)
+    monkeypatch.setattr(cli_build, "run", spying)
     source = tmp_path / "s.json"
     source.write_text(json.dumps(snapshot_dict(linear_chain(3).records)))
     before = gc.get_threshold()

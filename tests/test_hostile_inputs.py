@@ -563,11 +563,11 @@ def _outcome(members: dict[str, bytes]) -> list:
 
 
 def test_11_build_writes_each_rollout_before_building_the_next(tmp_path: Path, monkeypatch, capsys) -> None:
-    import tokencap.cli as cli
+    import tokencap.cli.build as cli_build
 
     store = store_dir(tmp_path / "s", {f"r{i}": two_calls(f"r{i}") for i in range(6)})
     built: list[weakref.ref] = []
-    real = cli.build_rollout
+    real = cli_build.build_rollout
 
     def tracking(snapshot, **kw):
         gc.collect()
@@ -576,7 +576,7 @@ def test_11_build_writes_each_rollout_before_building_the_next(tmp_path: Path, m
         built.append(weakref.ref(result))
         return result
 
-    monkeypatch.setattr(cli, "build_rollout", tracking)
+    monkeypatch.setattr(cli_build, "build_rollout", tracking)
     out = tmp_path / "out.jsonl"
     assert main(["build", str(store), "-o", str(out)]) == 0
     assert [json.loads(line)["rollout_id"] for line in out.read_text().splitlines()] == [f"r{i}" for i in range(6)]

@@ -319,7 +319,7 @@ def test_a_page_that_gave_up_on_a_failed_scan_scans_the_run_itself(monkeypatch, 
 
 
 def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with_it(monkeypatch, tmp_path):
-    from tokencap import cli
+    from tokencap.cli import server
 
     big = tmp_path / "cache"
     monkeypatch.setenv(rs.CACHE_ENV, str(big))
@@ -329,11 +329,11 @@ def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with
     started: list[subprocess.Popen] = []
 
     def prescan() -> subprocess.Popen | None:
-        started.append(cli._start_prescan(str(run), None))
+        started.append(server._start_prescan(str(run), None))
         started[-1].wait(120)  # a bound, not a speed: the server below ends once the scan has
         return started[-1]
 
-    assert cli._serve([sys.executable, "-c", "pass"], beside=prescan) == 0
+    assert server._serve([sys.executable, "-c", "pass"], beside=prescan) == 0
     assert started[0].returncode == 0
     children = counted_children(monkeypatch)
     assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
@@ -346,22 +346,22 @@ def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with
         shutil.copytree(SAMPLE_RUN, run / "more" / f"part{copy}")
 
     def slow_prescan() -> subprocess.Popen | None:
-        started.append(cli._start_prescan(str(run), None))
+        started.append(server._start_prescan(str(run), None))
         for _ in range(600):  # until it holds its claim (a bound, not a speed)
             if big.exists() and list(big.glob("*.scanning")):
                 break
             time.sleep(0.1)
         return started[-1]
 
-    assert cli._serve([sys.executable, "-c", "pass"], beside=slow_prescan) == 0
+    assert server._serve([sys.executable, "-c", "pass"], beside=slow_prescan) == 0
     assert started[1].returncode == 143
     assert list(big.iterdir()) == []
 
 
 def test_tokencap_app_leaves_a_small_run_to_the_page(tmp_path):
-    from tokencap import cli
+    from tokencap.cli import server
 
-    assert cli._start_prescan(str(small_run(tmp_path)), None) is None
+    assert server._start_prescan(str(small_run(tmp_path)), None) is None
 
 
 def test_a_module_file_beside_the_table_is_never_imported_by_the_child(tmp_path):

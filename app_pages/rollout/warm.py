@@ -19,7 +19,7 @@ Nothing is shown from the thread, and nothing it does changes what a page shows:
 that fails there is done, and its error raised, by the page as before.
 
 `is_warm_up_run` tells ``app.py`` when the run is the server's warm-up (``tokencap app`` asks for
-one as the server starts, see `tokencap.cli.warm_up_app`): Streamlit's script health check runs
+one as the server starts, see `tokencap.cli.server.warm_up_app`): Streamlit's script health check runs
 the script once in a session of its own, with no browser, and ends it when that first run ends.
 On a rollout file that run must draw the Rollout page itself: the switch to it a browser's first
 run makes (`st.switch_page`) would end the warm-up before the page ran, and the first visit paid

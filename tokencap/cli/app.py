@@ -1,0 +1,73 @@
+"""`tokencap app`: its options checked (source, final responses, tokenizer, port) before the app's
+server starts, then the server run (`tokencap.cli.server`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import server
+from .options import (_PROGRESS, _add_tokenizer, _checked_tokenizer, _existing, _port, _read_final_responses,
+                      _UsageError)
+
+if TYPE_CHECKING:
+    import subprocess
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
+    app.add_argument("source", nargs="?",
+                     help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
+                          "Rollout page (default: the bundled sample run)")
+    app.add_argument("--port", type=_port, default=8501,
+                     help="the port the app's server listens on, on localhost only (default: 8501)")
+    app.add_argument("--final-responses", metavar="FILE",
+                     help="the run's rollout records (JSONL with rollout_id, response, reward, task and rollout "
+                          "index): the Run page scans the run with them and shows rewards and task groups")
+    _add_tokenizer(app)
+
+
+def _app_source(source: str) -> str:
+    """The app's command-line source as an absolute path, checked here so a bad one never starts a server."""
+    path = _existing(source)
+    if not (path.is_dir() or path.is_file()):
+        raise _UsageError(f"{source}: not a regular file or directory (a pipe or device is never read)")
+    if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+        raise _UsageError(f"{source}: permission denied (the app could not read it)")
+    return os.path.abspath(source)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = Path(__file__).resolve().parents[2] / "app.py"
+    if not app.exists():
+        raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), *server.streamlit_flags(app.parent),
+           "--server.address", "localhost", "--server.port", str(args.port), "--"]
+    source = _app_source(args.source) if args.source is not None else None
+    if source:
+        cmd.append(source)
+    if args.final_responses:
+        if not Path(args.final_responses).is_file():
+            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        # Read here, as `tokencap build` reads them: a bad file is the same one line and exit 2, before
+        # any server starts (not an error shown only in the browser).
+        _read_final_responses(args.final_responses)
+        _PROGRESS.done()
+        cmd += ["--final-responses", os.path.abspath(args.final_responses)]
+    server._check_port_free(args.port)
+    from ..views.run.source import START_DIR_ENV
+
+    os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
+    if args.tokenizer:
+        cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
+    cmd[cmd.index("--"):cmd.index("--")] = ["--server.scriptHealthCheckEnabled", "true"]  # for warm_up_app
+
+    def beside() -> subprocess.Popen | None:
+        threading.Thread(target=server.warm_up_app, args=(f"http://localhost:{args.port}",), daemon=True).start()
+        return server._start_prescan(source, args.final_responses, args.tokenizer) if source else None
+
+    return server._serve(cmd, beside=beside)
