@@ -246,7 +246,7 @@ def test_a_link_whose_target_cannot_be_written_is_named_before_any_work(command:
 NOT_WRITABLE = textwrap.dedent("""
     import argparse, os, sys
     import tokencap.cli as cli
-    import tokencap.run.scan  # everything a failing run imports, read while still root
+    import tokencap.run.scanning  # everything a failing run imports, read while still root
 
     if os.geteuid() == 0:
         os.setgid(65534)

@@ -815,7 +815,7 @@ def _die(units, options):
 
 
 def test_a_worker_that_dies_is_one_clear_error_and_no_result(tmp_path, monkeypatch, capsys):
-    scan_module = sys.modules["tokencap.run.scan"]  # the package re-exports a function of that name
+    scan_module = sys.modules["tokencap.run.scanning"]
     monkeypatch.setattr(scan_module, "scan_shard", _die)
     out = tmp_path / "r.parquet"
     code = main(["scan", str(SAMPLES / "capture_store"), "-o", str(out), "--workers", "2"])

@@ -8,7 +8,7 @@ defines them, and the first use of a name imports that submodule and binds all i
 
 A lazy name must not also be a submodule's name: once another module imported that
 submodule, the package attribute would be the module, not the name (so `tokencap.run`
-keeps `discover`, `scan` and `export` out of this table or binds them over the module).
+binds `discover` over its module, and the module defining `scan` is named `scanning`).
 """
 
 from __future__ import annotations

@@ -360,7 +360,7 @@ def _spare(argv: Sequence[str]) -> int:
     parser.add_argument("--parent", type=int, default=0)
     die_with_parent(parser.parse_args(argv).parent)
     from .engines import start_fork_server
-    from .scan import scan  # noqa: F401 -- imported now, before it is asked for
+    from .scanning import scan  # noqa: F401 -- imported now, before it is asked for
     from .work import scan_shard
 
     start_fork_server(scan_shard.__module__)
@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ..interrupts import exit_code, handling_interrupts
     from ..loading import LoadError
-    from .scan import scan
+    from .scanning import scan
 
     def report(done: int, total: int) -> None:
         sys.stdout.write(f"{done} {total}\n")

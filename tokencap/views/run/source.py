@@ -37,7 +37,7 @@ from ...loading import load_snapshots
 from ...records import TokenCaptureSnapshot
 from ...run import DiffTableGiven, ScanTableError, read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
-from ...run.scan import relative_source_path
+from ...run.scanning import relative_source_path
 from .. import sources as src
 
 RUN_UPLOAD_TYPES = ("parquet", "json", "jsonl", "zip")
