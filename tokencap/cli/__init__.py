@@ -162,7 +162,3 @@ def _quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # no real stdout (captured in a test): nothing will be flushed to a pipe
         pass
-
-
-if __name__ == "__main__":
-    console()

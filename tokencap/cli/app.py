@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import server
-from .options import (_PROGRESS, _add_tokenizer, _checked_tokenizer, _existing, _port, _read_final_responses,
-                      _UsageError)
+from .options import _PROGRESS, _add_tokenizer, _checked_tokenizer, _existing, _port, _read_final_responses, _UsageError
 
 if TYPE_CHECKING:
     import subprocess

@@ -13,8 +13,16 @@ from typing import Any
 from ..loading import FinalResponses, LoadError, load_final_responses
 from ..loading.files import kind_of
 from ..run.errors import DiffError, DiscoveryError
-from .options import (_EMPTY_PATH, EXIT_OK, _add_tokenizer, _checked_tokenizer, _format_note, _positive_int,
-                      _UsageError, _with_progress)
+from .options import (
+    _EMPTY_PATH,
+    EXIT_OK,
+    _add_tokenizer,
+    _checked_tokenizer,
+    _format_note,
+    _positive_int,
+    _UsageError,
+    _with_progress,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
