@@ -117,7 +117,15 @@ def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
 def build_tokenizer(ranks: dict[bytes, int], specials: tuple[tuple[str, bool], ...] = QWEN3_SPECIALS,
                     first_special_id: int = FIRST_SPECIAL_ID) -> Any:
     """A `tokenizers.Tokenizer` that encodes and decodes as tiktoken does with these ranks."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+    )
 
     if sorted(ranks.values()) != list(range(len(ranks))) or len(ranks) != first_special_id:
         raise ValueError(f"ranks must be 0..{first_special_id - 1} without gaps")
