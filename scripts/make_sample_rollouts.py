@@ -20,7 +20,7 @@ previous prompt + generation + the new turns, token for token.
 
 The verdict each rollout must get is *declared by hand* in `SCENARIOS` below, from how its
 harness renders the prompts (SPEC 12.3/12.4 applied to the construction; the reasoning is in
-each group's comment), and written to ``expected.json`` beside the data. Nothing here runs
+each group's comment), and written to ``expected.json.txt`` beside the data. Nothing here runs
 tokencap. The generator only asserts that its rendering is what a scenario says (which calls
 are contiguous, the shape of the first divergence), so a change that breaks a premise fails
 here instead of writing a wrong sample.
@@ -50,6 +50,9 @@ import rollout_story as story
 
 DEFAULT_OUT = SCRIPTS.parent / "sample_data" / "rollouts"
 FILE_NAME = "qwen3_rollouts.jsonl"
+# Not *.json: a directory holding a JSON file that is not a rollouts file would not load as
+# the rollouts file alone (``tokencap check sample_data/rollouts``), as run/'s expected.json.txt.
+EXPECTED_NAME = "expected.json.txt"
 MAX_OUTPUT_TOKENS = 2048
 CUT = 160  # max_output_tokens of the rollouts whose last answer is cut off
 
@@ -245,9 +248,9 @@ def main(argv: list[str]) -> int:
     (out / FILE_NAME).write_text("\n".join(lines) + "\n", encoding="utf-8")
     doc = {"file": FILE_NAME, "tokenizer": "sample_data/qwen3", "model": render.MODEL,
            "generator": "scripts/make_sample_rollouts.py", "rollouts": expected}
-    (out / "expected.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / EXPECTED_NAME).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     size = (out / FILE_NAME).stat().st_size
-    print(f"wrote {out / FILE_NAME} ({len(lines)} rollouts, {size:,} bytes) and expected.json")
+    print(f"wrote {out / FILE_NAME} ({len(lines)} rollouts, {size:,} bytes) and {EXPECTED_NAME}")
     return 0
 
 
