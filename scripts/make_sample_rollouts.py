@@ -63,12 +63,21 @@ def trainable(**extra: Any) -> dict[str, Any]:
     return {"mask_sample": False, "contiguous": True, "status": "completed", "incomplete_reason": None, **extra}
 
 
-def broken(cause: str, *, reasoning: bool = False, without_tokenizer: str | None = None) -> dict[str, Any]:
-    first = {"cause": cause, "reasoning": reasoning}
+def broken(cause: str, *, reasoning: bool = False, without_tokenizer: str | None = None,
+           text: str | None = None) -> dict[str, Any]:
+    """A masked rollout; ``text``: what both sides of its first divergence decode to, where they agree."""
+    first: dict[str, Any] = {"cause": cause, "reasoning": reasoning}
     if without_tokenizer:
         first["cause_without_tokenizer"] = without_tokenizer
+    if text is not None:
+        first["decoded_text"] = text
     return {"mask_sample": True, "contiguous": False, "status": "completed", "incomplete_reason": None,
             "first_break": first}
+
+
+def retokenized(word: str) -> dict[str, Any]:
+    """The split word: both sides of the divergence decode to it (``decoded_text``)."""
+    return broken("retokenized", without_tokenizer="tokens_replaced", text=word)
 
 
 def spec(name: str, task: int, rollout: int, kind: str, expected: dict[str, Any], *, steps: list[str] = ALL,
@@ -167,14 +176,14 @@ SCENARIOS: list[dict[str, Any]] = [
     # the harness keeps text and the next prompt encodes it canonically: D = the 2 tokens,
     # I = the 1 token, same text -> retokenized with a tokenizer, tokens_replaced without
     # (|D| < 4|I|: not a stub). One break, at the next call.
-    spec("non-canonical-split", 2, 4, "fix", broken("retokenized", without_tokenizer="tokens_replaced"),
-         breaks=[1], shape="retokenized", split_call=0, split_word=" repository"),
-    spec("non-canonical-split-2", 5, 4, "fix", broken("retokenized", without_tokenizer="tokens_replaced"),
-         breaks=[2], shape="retokenized", split_call=1, split_word=" function"),
-    spec("non-canonical-split-3", 3, 4, "fix", broken("retokenized", without_tokenizer="tokens_replaced"),
-         steps=["read", "patch", "test"], breaks=[2], shape="retokenized", split_call=1, split_word=" line"),
-    spec("non-canonical-split-in-reasoning", 1, 5, "fix", broken("retokenized", without_tokenizer="tokens_replaced"),
-         breaks=[1], shape="retokenized", split_call=0, split_word=" definition", reward=0.0),
+    spec("non-canonical-split", 2, 4, "fix", retokenized(" repository"), breaks=[1], shape="retokenized",
+         split_call=0, split_word=" repository"),
+    spec("non-canonical-split-2", 5, 4, "fix", retokenized(" function"), breaks=[2], shape="retokenized",
+         split_call=1, split_word=" function"),
+    spec("non-canonical-split-3", 3, 4, "fix", retokenized(" line"), steps=["read", "patch", "test"], breaks=[2],
+         shape="retokenized", split_call=1, split_word=" line"),
+    spec("non-canonical-split-in-reasoning", 1, 5, "fix", retokenized(" definition"), breaks=[1],
+         shape="retokenized", split_call=0, split_word=" definition", reward=0.0),
 
     # An empty prompt on a later call (a placeholder turn): M = 0 -> prompt_missing. The
     # call after it cannot continue an empty prompt + generation either (a second break).

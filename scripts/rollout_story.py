@@ -1,9 +1,10 @@
 """The conversations of ``make_sample_rollouts.py``: a coding agent fixing a bug with tools.
 
 Text only (no tokens): the system prompt, the tools, six small bugs, and the turns of each
-kind of story. Within one rollout every reasoning text, message and tool result is worded
-differently, so a stretch of 8 tokens from one of them never turns up in another (the
-diagnosis resynchronises on such windows, SPEC 12.3).
+kind of story. Within one rollout no reasoning text shares wording with anything else, and
+no two turns or tool results start alike, so a stretch of 8 tokens that a harness dropped
+never turns up elsewhere in the next prompt (the diagnosis resynchronises on such windows,
+SPEC 12.3; ``rollout_render.check`` asserts it for every scenario that relies on it).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 (SPEC 13), in Qwen3's vocabulary (``sample_data/qwen3/``). ``expected.json.txt`` declares, per
 rollout, whether it is contiguous, whether it is masked, its status, the items whose prompt
 does not continue the call before, and its first break's call, cause (with the Qwen3
-tokenizer and, where it differs, without one) and reasoning flag. These are written by hand
+tokenizer and, where it differs, without one), reasoning flag and, for a re-encoded word, the
+text both sides decode to. These are written by hand
 in ``scripts/make_sample_rollouts.py`` from how each scenario's harness rendered its prompts,
 never by running tokencap.
 
@@ -194,5 +195,8 @@ def test_the_diagnosis_gives_the_declared_breaks(rid, tmp_path, monkeypatch):
     assert first.predecessor == names[names.index(first.call_id) - 1] and first.relation == "claimed"
     assert (first.cause, first.token_cause, first.reasoning) == (declared["cause"], declared["cause"],
                                                                  declared["reasoning"])
+    if "decoded_text" in declared:  # decoded in Qwen3's vocabulary, both sides read the same (SPEC 12.5)
+        assert (first.parent_text, first.prompt_text, first.same_text) == (declared["decoded_text"],) * 2 + (True,)
     bare = diagnose(built(rid), evidence=records()[rid])[0]
     assert bare.cause == declared.get("cause_without_tokenizer", declared["cause"])
+    assert bare.parent_text is None and bare.same_text is None
