@@ -131,7 +131,7 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument("--workers", type=_positive_int, metavar="N",
                          help="worker processes or Ray CPUs (default: this machine's CPU count)")
         cmd.add_argument("--engine", choices=ENGINES, default="local",
-                         help="local processes (default) or Ray tasks (pip install -e '.[ray]')")
+                         help="local processes (default) or Ray tasks (pip install 'tokencap-rl[ray]')")
         cmd.add_argument("--ray-address", metavar="ADDR",
                          help="Ray cluster to join ('auto': the running one); default: a local Ray for this run")
         cmd.add_argument("--final-responses", metavar="FILE",
@@ -219,7 +219,9 @@ def _existing(source: str) -> Path:
         raise _UsageError(f"SOURCE is empty: {_EMPTY_PATH}")
     path = Path(source)
     if not path.exists():
-        raise _UsageError(f"{source}: no such file or directory")
+        from .bundled import sample_hint
+
+        raise _UsageError(f"{source}: no such file or directory{sample_hint(source)}")
     return path
 
 
@@ -642,31 +644,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def streamlit_flags(app_dir: Path) -> list[str]:
-    """The app's ``.streamlit/config.toml`` as ``--section.option value`` flags.
-
-    Streamlit reads that file only from its working directory, and `tokencap app` runs in
-    the user's: without the flags the upload limit, the file watcher and the theme would be
-    Streamlit's defaults. A missing file means no flags."""
-    import tomllib
-
-    try:
-        with open(app_dir / ".streamlit" / "config.toml", "rb") as handle:
-            config = tomllib.load(handle)
-    except FileNotFoundError:
-        return []
-    flags: list[str] = []
-    for section, options in config.items():
-        for name, value in options.items():
-            flags += [f"--{section}.{name}", str(value).lower() if isinstance(value, bool) else str(value)]
-    return flags
-
-
 def _cmd_app(args: argparse.Namespace) -> int:
-    app = Path(__file__).resolve().parent.parent / "app.py"
-    if not app.exists():
-        raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(app.parent), "--server.address",
+    import importlib.util
+
+    from .bundled import streamlit_flags
+
+    if importlib.util.find_spec("streamlit") is None:
+        raise _UsageError("the app needs Streamlit, which is not installed: pip install 'tokencap-rl[app]' "
+                          "(in a checkout: pip install -e \".[app]\")")
+    app = Path(__file__).resolve().parent / "app" / "main.py"  # the app's entry, in a checkout or a wheel
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(), "--server.address",
            "localhost", "--server.port", str(args.port), "--"]
     source = _app_source(args.source) if args.source is not None else None
     if source:
@@ -903,6 +890,10 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _command_run[:] = [args.command] if args.command else []
+    try:
+        _name_samples(args)
+    except ValueError as exc:  # bundled.UnknownSample
+        return _fail(str(exc))
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
@@ -935,6 +926,20 @@ def _main(argv: Sequence[str] | None) -> int:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
         where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
         return _fail(f"{where}: {type(exc).__name__}: {exc}")
+
+
+_PATH_ARGUMENTS = ("source", "a", "b", "final_responses", "final_responses_a", "final_responses_b", "since",
+                   "tokenizer")
+
+
+def _name_samples(args: argparse.Namespace) -> None:
+    """Each path argument written ``sample:NAME`` becomes that bundled sample's path (tokencap.bundled)."""
+    from .bundled import is_sample_name, sample_path
+
+    for name in _PATH_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and is_sample_name(value):
+            setattr(args, name, sample_path(value))
 
 
 def _quiet_stdout() -> None:
