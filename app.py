@@ -1,63 +1,9 @@
-"""tokencap -- the app researchers open when a run's, or one rollout's, training tokens look wrong.
+"""tokencap's app, as a checkout runs it: ``streamlit run app.py [-- PATH ...]``.
 
-    streamlit run app.py                  # the bundled sample run
-    streamlit run app.py -- RUN_DIR       # a run: a capture-store directory or a tree of rollout files
-    streamlit run app.py -- RESULT.parquet  # a run's scan table (tokencap scan RUN -o RESULT.parquet)
-    streamlit run app.py -- FILE          # one snapshot JSON / entries JSONL, on the Rollout page
-    tokencap app [PATH]                   # the same, through the command line
-    tokencap app RUN_DIR --final-responses RECORDS.jsonl  # a run with its rollout records (rewards, groups)
-
-This file is the navigation entry point only: page config and the list of pages. The Run
-page (a whole run's charts and table) comes first and is the default; the Rollout page
-(one rollout's call tree, loss mask, verdicts and export) opens a row of the run, or a file.
-A rollout file given on the command line opens the Rollout page directly, as it always
-did; a directory or a scan table opens the Run page on it. Each page under `app_pages/`
-lays out widgets and keeps session state; every fact and decision it shows comes from
-`tokencap.views`, which is tested without Streamlit.
+The app itself is in the package (`tokencap/app/main.py`, which `tokencap app` runs, from a
+checkout or an installed wheel); this file only calls it, so both start the same app.
 """
 
-from __future__ import annotations
+from tokencap.app.main import main
 
-import sys
-from pathlib import Path
-
-import streamlit as st
-
-from app_pages.rollout.warm import is_warm_up_run, warm_server
-from tokencap.views import trace
-from tokencap.views.run.source import app_arguments
-
-PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
-
-
-def file_argument() -> bool:
-    """True when the command line names a rollout file: it opens on the Rollout page.
-
-    A directory (a run) and a ``.parquet`` scan table open on the Run page.
-    """
-    path = app_arguments(sys.argv[1:]).path
-    return path is not None and Path(path).is_file() and not path.lower().endswith(".parquet")
-
-
-st.set_page_config(page_title="tokencap", page_icon="🧵", layout="wide", initial_sidebar_state="expanded")
-
-ROLLOUT_FIRST = file_argument()
-# The server's warm-up on a rollout file (no browser: see warm.is_warm_up_run) draws the Rollout page
-# in its one run, so the first visit finds the rollout loaded and built.
-WARM_UP_ON_ROLLOUT = ROLLOUT_FIRST and is_warm_up_run()
-# Run stays the default page, so every page keeps its own URL (/run is "/", /rollout is
-# always /rollout): a shared link to a rollout view works whatever the server was started on.
-RUN_PAGE = st.Page(str(PAGES_DIR / "run" / "run.py"), title="Run", icon=":material/table_chart:", url_path="run",
-                   default=not WARM_UP_ON_ROLLOUT)
-ROLLOUT_PAGE = st.Page(str(PAGES_DIR / "rollout" / "rollout.py"), title="Rollout", icon=":material/account_tree:",
-                       url_path="rollout", default=WARM_UP_ON_ROLLOUT)
-
-current = st.navigation([RUN_PAGE, ROLLOUT_PAGE])
-if ROLLOUT_FIRST and current is RUN_PAGE and not st.session_state.get("_rollout_first_done"):
-    # A rollout file on the command line opens on the Rollout page (once: the Run page stays reachable).
-    st.session_state["_rollout_first_done"] = True
-    st.switch_page(ROLLOUT_PAGE)
-st.session_state["_rollout_first_done"] = True
-with trace.span("script"):  # TOKENCAP_APP_TRACE=FILE: a line per script run (a fragment's rerun has none)
-    current.run()
-warm_server()  # once per server, in a thread: the Rollout page's imports; what is loaded, frozen out of GC walks
+main()

@@ -39,6 +39,11 @@ if [ "$install" = 1 ]; then
       echo "note: /usr/bin/chromium is missing and this is not root; the browser test will be skipped" >&2
     fi
   fi
+  # The distribution was called tokencap before it became tokencap-rl: one left installed under the old
+  # name owns the same import package and would shadow this checkout's (its editable finder comes first).
+  if python -m pip show -q tokencap >/dev/null 2>&1; then
+    python -m pip uninstall -q -y --disable-pip-version-check tokencap
+  fi
   python -m pip install -q --disable-pip-version-check -e ".[test]"
 fi
 

@@ -32,7 +32,7 @@ UPSTREAM = REPO / "tests" / "data" / "upstream_store"
 TIMEOUT = 60
 
 
-ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
+ROLLOUT_PAGE = "tokencap/app/rollout/rollout.py"
 
 
 def open_app(monkeypatch, *args: str, tab: str | None = None, query: dict[str, str] | None = None) -> AppTest:
@@ -452,7 +452,7 @@ def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monke
     rerun(at)
     assert at.json or any(c.value.startswith("item 0") for c in at.caption)
     # The Run page and back (its widgets' state is gone with the page): both as they were left.
-    at.switch_page("app_pages/run/run.py")
+    at.switch_page("tokencap/app/run/run.py")
     rerun(at)
     at.switch_page(ROLLOUT_PAGE)
     rerun(at)

@@ -27,7 +27,7 @@ TIMEOUT = 60
 def start(monkeypatch, *args: str, scenario: str | None = None, tab: str | None = None) -> AppTest:
     monkeypatch.setattr(sys, "argv", [str(APP), *args])
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.switch_page("app_pages/rollout/rollout.py")  # the Run page opens first
+    at.switch_page("tokencap/app/rollout/rollout.py")  # the Run page opens first
     if scenario is not None:
         at.session_state["scenario"] = scenario
     if tab is not None:

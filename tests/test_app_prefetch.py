@@ -1,10 +1,10 @@
-"""The Compare tab's second build is started ahead, once per rollout, in a thread (app_pages/rollout/prefetch)."""
+"""The Compare tab's second build is started ahead, once per rollout, in a thread (tokencap/app/rollout/prefetch)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from app_pages.rollout.prefetch import prefetch_compare
+from tokencap.app.rollout.prefetch import prefetch_compare
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import rollout_page as rp
@@ -77,7 +77,7 @@ def test_the_rollout_page_builds_the_compare_tabs_pair_before_the_tab_is_opened(
     path = repo / "sample_data" / "tool_call_rerendered.json"
     monkeypatch.setattr(sys, "argv", [str(repo / "app.py"), str(path)])
     at = AppTest.from_file(str(repo / "app.py"), default_timeout=60)
-    at.switch_page("app_pages/rollout/rollout.py")
+    at.switch_page("tokencap/app/rollout/rollout.py")
     at.run()
     assert not at.exception, at.exception
     for thread in threading.enumerate():

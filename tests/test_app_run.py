@@ -32,7 +32,7 @@ import tokencap.run
 from synth_snapshots import Capture
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
-from app_pages.run import loading as rl
+from tokencap.app.run import loading as rl
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
 
@@ -42,7 +42,7 @@ SAMPLES = REPO / "sample_data"
 SAMPLE_RUN = rs.sample_run_path(REPO)
 UPSTREAM = REPO / "tests" / "data" / "upstream_store"
 TIMEOUT = 60
-RUN_PAGE = "app_pages/run/run.py"
+RUN_PAGE = "tokencap/app/run/run.py"
 
 
 SAMPLE_RECORDS = rs.sample_records(REPO, SAMPLE_RUN)
@@ -608,7 +608,7 @@ def test_an_uploaded_scan_table_is_shown(monkeypatch, tmp_path):
     assert run_table(at).value["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert {m.label: m.value for m in at.metric}["rollouts"] == str(table.num_rows)
     # The upload survives a trip to the Rollout page and back; closing it returns to the sample run.
-    at.switch_page("app_pages/rollout/rollout.py")
+    at.switch_page("tokencap/app/rollout/rollout.py")
     rerun(at)
     at.switch_page(RUN_PAGE)
     rerun(at)
@@ -1008,7 +1008,7 @@ def test_comparing_with_a_run_scanned_without_records_warns_that_verdicts_may_di
 # --------------------------------------------------------------------------- a run's rollout in a URL
 
 
-ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
+ROLLOUT_PAGE = "tokencap/app/rollout/rollout.py"
 
 
 def open_link(monkeypatch, params: dict[str, str], *args: str) -> AppTest:
@@ -1241,7 +1241,7 @@ def test_uploaded_rollout_records_do_not_outlive_the_server(tmp_path):
     """The server keeps uploaded records as files while it runs (a scan reads a path) and
     removes them when it exits."""
     script = ("import sys, os\n"
-              "from app_pages.run.loading import records_directory\n"
+              "from tokencap.app.run.loading import records_directory\n"
               "d = records_directory()\n"
               "open(os.path.join(d, 'records.jsonl'), 'w').write('{}')\n"
               "print(d)\n")

@@ -94,7 +94,7 @@ def test_the_run_page_diagnoses_with_the_app_s_tokenizer(monkeypatch, tmp_path):
 
 
 def test_the_bundled_sample_tokenizer_diagnoses_the_bundled_run_only(tmp_path, monkeypatch):
-    from app_pages.run import loading
+    from tokencap.app.run import loading
 
     monkeypatch.setattr(sys, "argv", ["app.py"])
     samples = Path(loading.APP_DIR) / "sample_data"

@@ -1,4 +1,4 @@
-"""The server is made ready in a thread, once per process (app_pages/rollout/warm.py): the Rollout page's
+"""The server is made ready in a thread, once per process (tokencap/app/rollout/warm.py): the Rollout page's
 imports, then what is loaded frozen out of the garbage collector's walk."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ REPO = Path(__file__).resolve().parent.parent
 def test_a_fresh_process_has_the_rollout_page_ready_after_the_thread() -> None:
     script = """
 import sys
-import app_pages.rollout.warm as warm
+import tokencap.app.rollout.warm as warm
 import gc
-assert 'app_pages.rollout.tabs' not in sys.modules
+assert 'tokencap.app.rollout.tabs' not in sys.modules
 assert gc.get_freeze_count() == 0
 first = warm.warm_server()
 assert warm.warm_server() is first  # once per process
 first.join(120)
 missing = [m for m in warm.ROLLOUT_PARTS if m not in sys.modules]
 assert not missing, missing
-assert 'app_pages.rollout.rollout' not in sys.modules  # the page itself is never imported (it would run)
+assert 'tokencap.app.rollout.rollout' not in sys.modules  # the page itself is never imported (it would run)
 import gc
 assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()  # the modules, out of each collection's walk
 print('ready')

@@ -184,11 +184,12 @@ def test_a_directory_s_subdirectories_are_named_in_a_note_pointing_to_scan(comma
     assert "in-run" not in out  # still not read: the note says what happened, the build is as before
 
 
-def test_the_bundled_samples_directory_names_its_five_subdirectories(tmp_path, capsys):
+def test_the_bundled_samples_directory_names_its_subdirectories(tmp_path, capsys):
     rollout = json.loads((SAMPLES / "clean_multiturn_tools.json").read_text())["rollout_id"]
     assert main(["build", str(SAMPLES), "--rollout", rollout, "-o", str(tmp_path / "one.json")]) == 0
     err = capsys.readouterr().err
-    assert ("5 subdirectories not read (capture_store, final_responses, rollout_records, run, run_after_fix)"
+    assert ("7 subdirectories not read (capture_store, final_responses, qwen3, rollout_records, rollouts, run, "
+            "run_after_fix)"
             in err)
 
 

@@ -106,7 +106,7 @@ def test_user_facing_text_never_cites_the_spec(capsys) -> None:
 
 def test_readme_layout_lists_each_path_once_and_each_exists() -> None:
     block = _section("Layout").split("```", 2)[1]
-    paths = re.findall(r"(?:tokencap/[\w/.]+|app\.py|app_pages/)", block)
+    paths = re.findall(r"(?:tokencap/[\w/.]+|app\.py|tokencap/app/)", block)
     assert len(paths) == len(set(paths)), sorted(p for p in paths if paths.count(p) > 1)
     assert all((REPO / p).exists() for p in paths), [p for p in paths if not (REPO / p).exists()]
     for module in (REPO / "tokencap").glob("*.py"):

@@ -47,7 +47,7 @@ def test_a_masked_rollout_opens_on_its_first_culprit_a_trainable_one_on_its_last
     assert rp.opening_node(trainable) == f"call:{trainable.terminal_call_id}"
 
 
-# --------------------------------------------------------------------------- decisions moved out of app_pages/rollout/*.py
+# --------------------------------------------------------------------------- decisions moved out of tokencap/app/rollout/*.py
 
 
 def ref(source: str, index: int, rollout_id: str, name: str = "f.json") -> RolloutRef:

@@ -122,6 +122,10 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _command_run[:] = [args.command] if args.command else []
+    try:
+        _name_samples(args)
+    except ValueError as exc:  # bundled.UnknownSample
+        return _fail(str(exc))
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
@@ -153,6 +157,20 @@ def _main(argv: Sequence[str] | None) -> int:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
         where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"
         return _fail(f"{where}: {type(exc).__name__}: {exc}")
+
+
+_PATH_ARGUMENTS = ("source", "a", "b", "final_responses", "final_responses_a", "final_responses_b", "since",
+                   "tokenizer")
+
+
+def _name_samples(args: argparse.Namespace) -> None:
+    """Each path argument written ``sample:NAME`` becomes that bundled sample's path (tokencap.bundled)."""
+    from ..bundled import is_sample_name, sample_path
+
+    for name in _PATH_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and is_sample_name(value):
+            setattr(args, name, sample_path(value))
 
 
 def _quiet_stdout() -> None:

@@ -41,10 +41,15 @@ def _app_source(source: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    app = Path(__file__).resolve().parents[2] / "app.py"
-    if not app.exists():
-        raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), *server.streamlit_flags(app.parent),
+    import importlib.util
+
+    from ..bundled import streamlit_flags
+
+    if importlib.util.find_spec("streamlit") is None:
+        raise _UsageError("the app needs Streamlit, which is not installed: pip install 'tokencap-rl[app]' "
+                          "(in a checkout: pip install -e \".[app]\")")
+    app = Path(__file__).resolve().parents[1] / "app" / "main.py"  # the app's entry, in a checkout or a wheel
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(),
            "--server.address", "localhost", "--server.port", str(args.port), "--"]
     source = _app_source(args.source) if args.source is not None else None
     if source:

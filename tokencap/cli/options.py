@@ -100,7 +100,9 @@ def _existing(source: str) -> Path:
         raise _UsageError(f"SOURCE is empty: {_EMPTY_PATH}")
     path = Path(source)
     if not path.exists():
-        raise _UsageError(f"{source}: no such file or directory")
+        from ..bundled import sample_hint
+
+        raise _UsageError(f"{source}: no such file or directory{sample_hint(source)}")
     return path
 
 

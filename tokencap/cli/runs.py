@@ -27,7 +27,7 @@ def add_run_arguments(cmd: argparse.ArgumentParser, name: str) -> None:
     cmd.add_argument("--workers", type=_positive_int, metavar="N",
                      help="worker processes or Ray CPUs (default: this machine's CPU count)")
     cmd.add_argument("--engine", choices=ENGINES, default="local",
-                     help="local processes (default) or Ray tasks (pip install -e '.[ray]')")
+                     help="local processes (default) or Ray tasks (pip install 'tokencap-rl[ray]')")
     cmd.add_argument("--ray-address", metavar="ADDR",
                      help="Ray cluster to join ('auto': the running one); default: a local Ray for this run")
     cmd.add_argument("--final-responses", metavar="FILE",

@@ -19,26 +19,6 @@ from ..interrupts import parent_death_signal
 from .options import _UsageError
 
 
-def streamlit_flags(app_dir: Path) -> list[str]:
-    """The app's ``.streamlit/config.toml`` as ``--section.option value`` flags.
-
-    Streamlit reads that file only from its working directory, and `tokencap app` runs in
-    the user's: without the flags the upload limit, the file watcher and the theme would be
-    Streamlit's defaults. A missing file means no flags."""
-    import tomllib
-
-    try:
-        with open(app_dir / ".streamlit" / "config.toml", "rb") as handle:
-            config = tomllib.load(handle)
-    except FileNotFoundError:
-        return []
-    flags: list[str] = []
-    for section, options in config.items():
-        for name, value in options.items():
-            flags += [f"--{section}.{name}", str(value).lower() if isinstance(value, bool) else str(value)]
-    return flags
-
-
 WARM_UP_WAIT = 60.0
 
 

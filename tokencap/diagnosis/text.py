@@ -40,7 +40,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> TokenizerLike:
         from tokenizers import Tokenizer
     except ImportError:
         raise TokenizerError(f"{where}: decoding needs the `tokenizers` package "
-                             "(pip install 'tokencap[tokenizer]')") from None
+                             "(pip install 'tokencap-rl[tokenizer]')") from None
     file = Path(path)
     if file.is_dir():
         raise TokenizerError(f"{where}: is a directory; expected a tokenizer.json")

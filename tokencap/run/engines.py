@@ -5,7 +5,7 @@ shard order, so the table a scan writes never depends on the engine or the worke
 At most a small window of shards is in flight at once: results are written as soon as
 their turn comes, and memory stays flat in the number of rollouts.
 
-Ray is optional (``pip install -e ".[ray]"``). On a cluster every worker reads the run's
+Ray is optional (``pip install "tokencap-rl[ray]"``, in a checkout ``pip install -e ".[ray]"``). On a cluster every worker reads the run's
 files itself, so SOURCE must be a path all nodes can read (shared storage).
 """
 
@@ -121,7 +121,7 @@ def _import_ray() -> Any:
     except ImportError:
         raise EngineUnavailable(
             "the Ray engine needs Ray, which is not installed; install the extra with "
-            "pip install -e \".[ray]\" (or pip install 'ray>=2.9'), or use --engine local") from None
+            "pip install 'tokencap-rl[ray]' (in a checkout: pip install -e \".[ray]\"), or use --engine local") from None
     return ray
 
 

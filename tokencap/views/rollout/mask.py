@@ -227,7 +227,7 @@ def load_tokenizer(data: bytes) -> tuple[Any | None, str | None]:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        return None, "decoding needs the `tokenizers` package (pip install 'tokencap[tokenizer]')"
+        return None, "decoding needs the `tokenizers` package (pip install 'tokencap-rl[tokenizer]')"
     try:
         return Tokenizer.from_str(data.decode("utf-8")), None
     except UnicodeDecodeError:

@@ -1,7 +1,7 @@
 """The Rollout page, assembled: what the page decides beyond any one page part.
 
 The top of `tokencap.views`: it may use every page part (tree, detail, mask, verdicts,
-export) and nothing imports it but the Streamlit page and its parts (`app_pages/rollout/*.py`),
+export) and nothing imports it but the Streamlit page and its parts (`tokencap/app/rollout/*.py`),
 which only lay out what this module and the page parts compute: what a link opens, which
 capture a comparison pins, the URL of the view shown, and the words of the header, the
 triage bar, the sidebar's picker and the progress box.

@@ -13,7 +13,7 @@ A `RunOrigin` records what the table was made from:
 
 `locate` finds a row's rollout and `open_request` turns it into the plain dict the
 Rollout page reads from ``st.session_state["open_rollout"]`` (the contract is in the
-docstring of ``app_pages/run/run.py``). No Streamlit here, nothing from the Rollout page.
+docstring of ``tokencap/app/run/run.py``). No Streamlit here, nothing from the Rollout page.
 """
 
 from __future__ import annotations
@@ -669,7 +669,7 @@ def locate(origin: RunOrigin, source: str) -> Located | None:
 
 def open_request(located: Located, source: str, rollout_id: str, seq: int = 0,
                  back_params: Mapping[str, str] | None = None, records: str | None = None) -> dict[str, Any]:
-    """The ``open_rollout`` dict the Rollout page reads (the contract in ``app_pages/run/run.py``).
+    """The ``open_rollout`` dict the Rollout page reads (the contract in ``tokencap/app/run/run.py``).
 
     ``records`` is the rollout-records file the run was scanned with: the Rollout page
     builds the rollout with it, so its verdict is its row's.

@@ -1,7 +1,7 @@
 """Triage: walking a run's rollouts one by one, in the order the Run page's table shows them.
 
 A rollout opened from the Run page carries its place in the run: the run's frame, its row
-number and where the run came from (the ``open_rollout`` request, see ``app_pages/run/run.py``).
+number and where the run came from (the ``open_rollout`` request, see ``tokencap/app/run/run.py``).
 `run_order` lists the rows that pass the Run page's filter (its ``run_*`` parameters) in
 its sort, with the Run page's own functions (`data.filter_masks`, `passing`,
 `sorted_rows`), so "next" is always the row below in the table the user left.
@@ -72,7 +72,7 @@ def with_place(request: dict[str, Any], origin: rs.RunOrigin, frame: pd.DataFram
 
 def pair_order(cmp: cv.Comparison, flt: rd.RunFilter) -> RunOrder:
     """The Run page's table of joined rollouts for ``flt`` (a comparison): positions in ``cmp.rows``
-    passing the filters on either side, in its sort, as `app_pages/run/parts.show_pairs` lists them."""
+    passing the filters on either side, in its sort, as `tokencap/app/run/parts.show_pairs` lists them."""
     keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
     keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
     return RunOrder(cmp.rows, cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt))

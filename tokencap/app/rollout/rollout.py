@@ -1,7 +1,7 @@
 """The Rollout page: one rollout's call tree, loss mask, verdicts and export.
 
 Run through `app.py` (the navigation entry point). This file is the page's frame (the
-placeholders, the rollout shown, the tabs); its parts sit beside it in `app_pages/rollout/`:
+placeholders, the rollout shown, the tabs); its parts sit beside it in `tokencap/app/rollout/`:
 `sources` (sidebar sources, final responses, loading), `url` (links in and out), `banner`
 (title and verdict), `triage` (back to the run, previous / next), the tabs (`tree`, `tabs`,
 `export`, with `common`), `prefetch` (the Compare tab's builds, made ahead) and `warm` (this
@@ -31,7 +31,7 @@ Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``
 ``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
 uploaded file; ``final_responses``, the rollout records the run was scanned with, which
 build it unless final responses are uploaded here; with ``vs``, a dict of the same shape
-naming another run's capture to compare with; the contract is in ``app_pages/run/run.py``) makes that rollout's file the
+naming another run's capture to compare with; the contract is in ``tokencap/app/run/run.py``) makes that rollout's file the
 source, below uploads and above the command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
 and the row's source (``src``, ``part``; `rp.run_link`) and the run's rollout records (``records``;
@@ -48,16 +48,16 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app_pages.rollout import export as export_tab
-from app_pages.rollout import tabs as tabs_part
-from app_pages.rollout import tree as tree_tab
-from app_pages.rollout.banner import show_banner
-from app_pages.rollout.common import sidebar_tokenizer
-from app_pages.rollout.prefetch import prefetch_compare
-from app_pages.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
+from tokencap.app.rollout import export as export_tab
+from tokencap.app.rollout import tabs as tabs_part
+from tokencap.app.rollout import tree as tree_tab
+from tokencap.app.rollout.banner import show_banner
+from tokencap.app.rollout.common import sidebar_tokenizer
+from tokencap.app.rollout.prefetch import prefetch_compare
+from tokencap.app.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
                                        sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
-from app_pages.rollout.triage import show_triage
-from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
+from tokencap.app.rollout.triage import show_triage
+from tokencap.app.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
                                    show_missing_rollout, take_url_state, write_url_state)
 from tokencap.views import sources as src
 from tokencap.views import style, trace

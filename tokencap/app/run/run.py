@@ -55,16 +55,15 @@ the ``run_*`` parameters, so a reload finds the rollout's place again (`parts.pl
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages.run import parts as parts
-from app_pages.run.opening import open_clicked_row, open_row, row_clicked, run_params, switch_to_rollout
-from app_pages.run.loading import LoadedRun, progress_in
-from app_pages.run.sources import cli_arguments, sidebar_origin
+from tokencap.bundled import SAMPLE_DATA
+from tokencap.app.run import parts as parts
+from tokencap.app.run.opening import open_clicked_row, open_row, row_clicked, run_params, switch_to_rollout
+from tokencap.app.run.loading import LoadedRun, progress_in
+from tokencap.app.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style, trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
@@ -73,7 +72,7 @@ from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
-APP_DIR = Path(__file__).resolve().parents[2]
+APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 
 STATE = st.session_state
 for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0),

@@ -33,9 +33,9 @@ import gc
 import importlib
 import threading
 
-ROLLOUT_PARTS = ("app_pages.rollout.sources", "app_pages.rollout.url", "app_pages.rollout.banner",
-                 "app_pages.rollout.triage", "app_pages.rollout.tree", "app_pages.rollout.tabs",
-                 "app_pages.rollout.export", "app_pages.rollout.prefetch")
+ROLLOUT_PARTS = ("tokencap.app.rollout.sources", "tokencap.app.rollout.url", "tokencap.app.rollout.banner",
+                 "tokencap.app.rollout.triage", "tokencap.app.rollout.tree", "tokencap.app.rollout.tabs",
+                 "tokencap.app.rollout.export", "tokencap.app.rollout.prefetch")
 """The Rollout page's parts (never the page file itself: importing it would run it)."""
 
 _started = threading.Lock()

@@ -1,6 +1,6 @@
 """The Rollout page's Export tab: the fixed trajectory's files, sized once, downloaded or written to disk.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; sizes,
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): layout and session state only; sizes,
 routes, file names and the bytes come from `tokencap.views.rollout.export`.
 """
 

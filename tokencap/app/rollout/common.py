@@ -1,6 +1,6 @@
 """Shared pieces of the Rollout page's parts: plain-text outcomes and tables, number tiles, the tokenizer.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only.
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): layout and session state only.
 """
 
 from __future__ import annotations

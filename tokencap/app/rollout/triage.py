@@ -1,25 +1,26 @@
 """The Rollout page's triage bar, for a rollout opened from the Run page: back to the run, and the
 previous / next rollout of the run's table (its filter and sort).
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only. Which rollout is
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): layout and session state only. Which rollout is
 previous or next comes from `tokencap.views.run.triage` (the Run page's own filter and sort), the
 words from `tokencap.views.rollout.rollout_page`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.sources import run_request
-from app_pages.run import parts as run_parts
+from tokencap.app.rollout.sources import run_request
+from tokencap.app.run import parts as run_parts
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape
 
-RUN_PAGE = "app_pages/run/run.py"
+RUN_PAGE = str(Path(__file__).resolve().parents[1] / "run" / "run.py")  # absolute: found from any entry script
 
 STATE = st.session_state
 

@@ -1,6 +1,6 @@
 """Opening a rollout from the Run page: the request the Rollout page reads, and the switch to it.
 
-A helper of ``app_pages/run/run.py`` (not a page). A row of the run's table is opened in two steps:
+A helper of ``tokencap/app/run/run.py`` (not a page). A row of the run's table is opened in two steps:
 the table's selection callback (`row_clicked`) notes the row, and the fragment's rerun opens it first
 thing (`open_clicked_row`), before anything of a page about to be left is drawn again. The request is
 plain data (`tokencap.views.run.source.open_request`): the rollout's file, its place in the run's
@@ -10,11 +10,13 @@ shared link of the rollout keeps its place.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages.run import parts as parts
+from tokencap.app.run import parts as parts
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
@@ -23,7 +25,7 @@ from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
 STATE = st.session_state
-ROLLOUT_PAGE = "app_pages/rollout/rollout.py"
+ROLLOUT_PAGE = str(Path(__file__).resolve().parents[1] / "rollout" / "rollout.py")  # absolute: from any entry script
 
 
 def run_params(flt: rd.RunFilter) -> dict[str, str]:

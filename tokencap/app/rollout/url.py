@@ -1,7 +1,7 @@
 """The Rollout page's URL: the view a link asks for, the view the page shows, and a rollout a link names
 that its source does not hold.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): session state and the query string only. What a
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): session state and the query string only. What a
 link means, which capture it compares with and what the URL says come from
 `tokencap.views.rollout.rollout_page` and `tokencap.views.links`.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.rollout.common import pick_call
-from app_pages.rollout.sources import SAMPLE_DIR, run_request
+from tokencap.app.rollout.common import pick_call
+from tokencap.app.rollout.sources import SAMPLE_DIR, run_request
 from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView

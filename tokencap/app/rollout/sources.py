@@ -1,6 +1,6 @@
 """The Rollout page's sources: where its rollouts come from, how they load and how each is built.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): the sidebar's source pickers (uploads, a
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): the sidebar's source pickers (uploads, a
 rollout handed over by the Run page, the command-line path, the bundled samples), the capture
 to compare with, the final responses and rollout records rollouts are built with, and loading
 with a progress box. Layout and session state only; what to open and what to say come from
@@ -19,6 +19,7 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.bundled import SAMPLE_DATA
 from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
@@ -27,8 +28,8 @@ from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 
-APP_DIR = Path(__file__).resolve().parents[2]
-SAMPLE_DIR = APP_DIR / "sample_data"
+APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
+SAMPLE_DIR = SAMPLE_DATA
 
 STATE = st.session_state
 
@@ -173,7 +174,7 @@ def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
 def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
     """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
     st.sidebar.markdown("**Opened from the run**")
-    st.sidebar.text(str(request.get("source")))  # not st.code: see app_pages/run/sources.py
+    st.sidebar.text(str(request.get("source")))  # not st.code: see tokencap/app/run/sources.py
     st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
                       help="Back to the samples (or the command-line file) on this page.")
     try:
@@ -223,7 +224,7 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
         STATE["src_param"] = rp.path_src(path)
         st.markdown("**Source**")
-        st.text(path)  # not st.code: see app_pages/run/sources.py
+        st.text(path)  # not st.code: see tokencap/app/run/sources.py
         if STATE.get("src_path"):
             st.button("Close (back to the default source)", key="close_src", type="tertiary",
                       on_click=lambda: STATE.pop("src_path", None))

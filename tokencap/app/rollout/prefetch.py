@@ -1,6 +1,6 @@
 """Builds the Compare tab will ask for, made in a background thread while the reader is on another tab.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page). The Compare tab opens on two anchors
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page). The Compare tab opens on two anchors
 of the rollout shown (`tokencap.views.rollout.rollout_page.default_anchor_pair`): the page's own
 view, already built, and usually a second build, under another anchor (0.14 s for a 1,500-call
 rollout), which the first visit to the tab used to wait for. Once the page has drawn its tab, that

@@ -1,6 +1,6 @@
 """Parts of the Run page: rollout records, the run compared with, rewards and groups, joined rows.
 
-A helper of ``app_pages/run/run.py`` (not a page): layout and session state only; every number
+A helper of ``tokencap/app/run/run.py`` (not a page): layout and session state only; every number
 comes from `tokencap.views.run` (`compare`, `reward`). Widget values that must outlive the
 page (a trip to the Rollout page and back) are copied into plain session-state keys in
 callbacks, as the page does for its other inputs.
@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages.run.loading import LoadedRun, load_any_path, load_uploads
+from tokencap.bundled import SAMPLE_DATA
+from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -26,7 +27,7 @@ from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape, md_frame
 
-APP_DIR = Path(__file__).resolve().parents[2]
+APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 STATE = st.session_state
 RECORD_TYPES = ("jsonl", "json")
 

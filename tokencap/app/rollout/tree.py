@@ -1,6 +1,6 @@
 """The Rollout page's Call tree tab: the tree (a long rollout's overview too), search, and the selected call's detail.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; the
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): layout and session state only; the
 layout, labels and every fact come from `tokencap.views` (`tree`, `detail`, `linkproof`).
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import figure_of, outcome, pick_call, show_table, tokenizer_in_use
+from tokencap.app.rollout.common import figure_of, outcome, pick_call, show_table, tokenizer_in_use
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp

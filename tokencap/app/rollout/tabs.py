@@ -1,6 +1,6 @@
 """The Rollout page's Loss mask, Verdicts and Compare tabs.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; every
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): layout and session state only; every
 fact comes from `tokencap.views` (`mask`, `mask_chart`, `logprob_chart`, `verdicts`, `attribution`, `diff`,
 `sequence_chart`).
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.sources import run_request
-from app_pages.rollout.common import figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from tokencap.app.rollout.sources import run_request
+from tokencap.app.rollout.common import figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views.rollout import logprob_chart as lc

@@ -1,7 +1,7 @@
 """The Rollout page's header: the rollout's title, its share link, and the verdict banner with each mask
 reason's culprit calls.
 
-A helper of ``app_pages/rollout/rollout.py`` (not a page): layout and session state only; the banner's
+A helper of ``tokencap/app/rollout/rollout.py`` (not a page): layout and session state only; the banner's
 words come from `tokencap.views.rollout.verdicts` (`banner_of`) and `rollout_page`.
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.rollout.common import pick_call, show_tiles, tokenizer_in_use
-from app_pages.rollout.sources import run_request
-from app_pages.rollout.url import current_view_state
+from tokencap.app.rollout.common import pick_call, show_tiles, tokenizer_in_use
+from tokencap.app.rollout.sources import run_request
+from tokencap.app.rollout.url import current_view_state
 from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView

@@ -1,6 +1,6 @@
 """Loading a run for the Run page: scans and tables, cached for the whole server.
 
-A helper of ``app_pages/run/run.py`` (not a page): a scan of a path is cached per (absolute
+A helper of ``tokencap/app/run/run.py`` (not a page): a scan of a path is cached per (absolute
 path, fingerprint of its files, rollout records); an upload's table per its content. The
 page shows a progress bar while a scan runs, never replayed from the cache.
 """
@@ -27,13 +27,14 @@ import pyarrow as pa
 import streamlit as st
 
 import tokencap.run as tr
+from tokencap.bundled import SAMPLE_DATA
 from tokencap.loading import LoadError
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
 from tokencap.views.sources import default_tokenizer_path
 from tokencap.views.text import md_escape
 
-APP_DIR = Path(__file__).resolve().parents[2]
+APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 
 CACHED_RUNS = 6
 
