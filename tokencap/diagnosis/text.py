@@ -102,5 +102,11 @@ def starts_with_think(text: str) -> bool:
     return text.lstrip().startswith("<think>")
 
 
+def think_left_open(text: str) -> bool:
+    """Whether ``text`` holds a ``<think>`` with no ``</think>`` after it (it stops inside reasoning)."""
+    opened = text.rfind("<think>")
+    return opened >= 0 and text.find("</think>", opened) < 0
+
+
 __all__ = ["ELLIPSIS", "MAX_CHARS", "TokenizerError", "TokenizerLike", "as_tokenizer", "clipped", "decode",
-           "load_tokenizer", "starts_with_think", "undecodable"]
+           "load_tokenizer", "starts_with_think", "think_left_open", "undecodable"]
