@@ -355,6 +355,7 @@ def test_a_tokenizer_path_is_read_and_a_bad_one_is_a_clear_error(tmp_path, token
     result = case.result()
     assert diagnose(result, tokenizer=str(path))[0].cause == "generation_dropped"
     (tmp_path / "bad.json").write_text("{}")
-    for bad in (tmp_path / "missing.json", tmp_path / "bad.json", tmp_path):
+    (tmp_path / "empty").mkdir()  # a directory without a tokenizer.json (one with it is a model directory)
+    for bad in (tmp_path / "missing.json", tmp_path / "bad.json", tmp_path / "empty"):
         with pytest.raises(TokenizerError, match=str(bad)):
             diagnose(result, tokenizer=bad)

@@ -99,16 +99,17 @@ def _add_tokenizer(cmd: argparse.ArgumentParser) -> None:
 
 
 def _checked_tokenizer(path: str | None) -> str | None:
-    """``--tokenizer PATH`` read once, so a bad one is a one-line error before any work."""
+    """``--tokenizer T`` (a tokenizer.json, a model directory or Org/Name in the local Hugging Face
+    cache, SPEC 12.8) read once, so a bad one is a one-line error before any work; the path of the
+    tokenizer.json it names."""
     if path is None:
         return None
-    from .diagnosis import TokenizerError, load_tokenizer
+    from .diagnosis.tokenizer_lookup import checked_tokenizer_file
 
     try:
-        load_tokenizer(path)
+        return checked_tokenizer_file(path)
     except TokenizerError as exc:
         raise _UsageError(f"--tokenizer: {exc}") from None
-    return path
 
 
 _RUN_OUTPUT_HELP = {

@@ -11,6 +11,7 @@ same byte for byte whether or not this ran.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from .breaks import BreakSite, children_by_parent, find_breaks, predecessor, tim
 from .causes import HINTS, REORDERED_TOKENS, divergence_kind
 from .evidence import HarnessEvidence, parse_evidence
 from .model import MAX_DIVERGENCES, Break, Divergence
+from .tokenizer_lookup import FoundTokenizer, missing_model_note, tokenizer_for_models
 from .text import TokenizerLike, as_tokenizer, clipped, decode, starts_with_think, think_left_open
 
 
@@ -49,13 +51,28 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
     if not sites:
         return []
     decoder = as_tokenizer(tokenizer)
+    missing = None
+    if decoder is None:  # SPEC 12.8: the delivered calls' model, when the local cache holds its tokenizer
+        decoder, missing = model_tokenizer(build)
     harness = None
     if evidence is not None:
         known = set(build.entries) | set(build.excluded)
         harness = parse_evidence(evidence, rollout_id=str(getattr(result, "rollout_id", "")), call_ids=known)
     children = children_by_parent(build)
     created = {call_id: time_key(build, call_id) for call_id in build.entries}
-    return [_one(build, site, children, decoder, harness, created) for site in sites]
+    out = [_one(build, site, children, decoder, harness, created) for site in sites]
+    note = missing_model_note(missing) if missing is not None else None
+    if note is not None:  # said once per model and process, on the first break it concerns
+        out[0] = dataclasses.replace(out[0], notes=(*out[0].notes, note))
+    return out
+
+
+def model_tokenizer(build: BuildOutput) -> tuple[FoundTokenizer | None, str | None]:
+    """The tokenizer of the model the delivered calls name, from the local Hugging Face cache
+    (looked up once per model and process), else None with the model that has none (to say so)."""
+    main = build.main
+    calls = main.call_ids if main is not None else []
+    return tokenizer_for_models(build.entries[c].model for c in calls if c in build.entries)
 
 
 def span_texts(result: Any, brk: Break, tokenizer: TokenizerLike | str | os.PathLike[str]
@@ -149,6 +166,9 @@ def _one(build: BuildOutput, site: BreakSite, children: dict[str, list[str]], to
     opening = int(lineage[0].prompt_token_ids.size)
     texts = _Texts(tokenizer, s, prompt, notes)
     divergences = tuple(_kinded(alignment, s, prompt, opening, generated, texts))
+    label = getattr(tokenizer, "label", None)
+    if divergences and texts.active and isinstance(label, str):
+        notes.append(f"text decoded with {label}")  # SPEC 12.8: name the tokenizer wherever text is shown
     length = int(s.size)
     token_cause = _token_cause(alignment.agree, length, divergences)
     reasoning = False
@@ -257,4 +277,4 @@ def _kinded(alignment: Alignment, s: np.ndarray, p: np.ndarray, opening: int, ge
     return out
 
 
-__all__ = ["diagnose", "full_sequence", "span_texts"]
+__all__ = ["diagnose", "full_sequence", "model_tokenizer", "span_texts"]
