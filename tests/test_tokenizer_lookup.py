@@ -241,3 +241,11 @@ def test_scan_decodes_with_the_model_s_tokenizer_and_since_compares_it(tmp_path,
     (root / "refs" / "main").write_text("r2")
     summary = scan(run, tmp_path / "third.parquet", workers=1, since=str(again))
     assert summary.reused == 0  # another tokenizer.json for the model: nothing reused
+
+
+def test_a_file_in_a_cache_layout_is_named_by_its_model(tmp_path, toks):
+    """What `--tokenizer Org/Name` hands a worker or the app is the cache's file: it keeps its origin."""
+    root = cache_model(tmp_path / "elsewhere", MODEL, {"abc": toks["a"]})
+    file = root / "snapshots" / "abc" / "tokenizer.json"
+    assert find_tokenizer(file).label == f"{MODEL} from the local Hugging Face cache ({file.parent})"
+    assert lookup.file_label(toks["a"]) == f"tokenizer.json at {toks['a']}"

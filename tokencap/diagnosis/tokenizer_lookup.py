@@ -105,6 +105,20 @@ def _read(file: Path, label: str, shown: str) -> FoundTokenizer:
     return FoundTokenizer(data[0], label, str(file.resolve()), hashlib.sha256(data[1]).hexdigest())
 
 
+def file_label(file: str | os.PathLike[str], shown: str | None = None) -> str:
+    """What a ``tokenizer.json`` path is, for a person: "Org/Name from the local Hugging Face cache
+    (SNAPSHOT)" when it lies in a cache's layout (``models--Org--Name/snapshots/REV/``, as the path a
+    command hands on for a model name), else "tokenizer.json at PATH"."""
+    path = Path(file)
+    snapshot = path.parent
+    if path.name == TOKENIZER_FILE and snapshot.parent.name == "snapshots" \
+            and snapshot.parent.parent.name.startswith("models--"):
+        model = snapshot.parent.parent.name[len("models--"):].replace("--", "/")
+        if _looks_like_model_name(model):
+            return f"{model} from the local Hugging Face cache ({snapshot})"
+    return f"tokenizer.json at {shown if shown is not None else path}"
+
+
 def find_tokenizer(spec: str | os.PathLike[str]) -> FoundTokenizer:
     """The tokenizer ``spec`` names: a ``tokenizer.json`` file, a directory holding one, or a
     model name ``Org/Name`` in the local Hugging Face cache (a path that exists wins over a
@@ -113,7 +127,7 @@ def find_tokenizer(spec: str | os.PathLike[str]) -> FoundTokenizer:
     shown = os.fspath(spec)
     path = Path(shown).expanduser()
     if path.is_file():
-        return _read(path, f"tokenizer.json at {shown}", shown)
+        return _read(path, file_label(path, shown), shown)
     if path.is_dir():
         inside = path / TOKENIZER_FILE
         if not inside.is_file():
@@ -203,4 +217,4 @@ def _reset() -> None:
 
 
 __all__ = ["FORMS", "FoundTokenizer", "TOKENIZER_FILE", "cache_fingerprint", "cached_tokenizer_file", "checked_tokenizer_file",
-           "find_tokenizer", "hub_cache", "missing_model_note", "tokenizer_for_model", "tokenizer_for_models"]
+           "file_label", "find_tokenizer", "hub_cache", "missing_model_note", "tokenizer_for_model", "tokenizer_for_models"]
