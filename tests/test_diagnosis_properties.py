@@ -241,7 +241,10 @@ def bent_rollouts(draw):
     terminal, want = None, None
     if bend == "reordered":  # S = O G1 X G2; P = O X G2 G1 Z: X G2 stands whole before G1
         c.call("b", prompt=o + x + g2 + g1 + z, generation=[next(fresh)], resolution="unresolved")
-        want = "history_reordered" if len(x) + len(g2) >= 16 else None
+        # G1's first 8-token window resynchronises at once (X G2 inserted), then X G2 runs to the end
+        # and is found whole. A shorter G1 is the dropped span itself (X G2 resynchronises first).
+        want = ("history_reordered" if len(g1) >= 8 and len(x) + len(g2) >= 16
+                else "generation_dropped" if len(g1) < 8 and len(x) + len(g2) >= 4 else None)
     elif bend == "stub":  # G1 replaced by k tokens, |G1| >= 4k; X G2 lines up again after it
         k = draw(st.integers(1, 4))
         c.call("b", prompt=o + [next(fresh) for _ in range(k)] + x + g2 + z, generation=[next(fresh)],

@@ -21,7 +21,7 @@ import numpy as np
 from ..builder import BuildOutput
 from ..records import TokenEntry
 from ..tokens import joined
-from .alignment import Alignment, PromptRuns, align
+from .alignment import Alignment, PromptRuns, Span, align
 from .breaks import BreakSite, children_by_parent, find_breaks, predecessor, time_key
 from .causes import HINTS, REORDERED_TOKENS, divergence_kind
 from .evidence import HarnessEvidence, parse_evidence
@@ -259,21 +259,27 @@ def _kinded(alignment: Alignment, s: np.ndarray, p: np.ndarray, opening: int, ge
     out = []
     runs: PromptRuns | None = None
     for span in alignment.spans:
-        common = dict(parent_start=span.parent_start, parent_end=span.parent_end, prompt_start=span.prompt_start,
-                      prompt_end=span.prompt_end)
         reordered = False
         if span.parent_end - span.parent_start >= REORDERED_TOKENS:
             runs = runs if runs is not None else PromptRuns(p)
             reordered = runs.find(s[span.parent_start:span.parent_end]) is not None
-        facts = dict(common, to_end=span.to_end, predecessor_len=int(s.size), opening_len=opening,
-                     all_generated=generated.covers(span.parent_start, span.parent_end), reordered=reordered)
-        kind = divergence_kind(**facts)
+        all_generated = generated.covers(span.parent_start, span.parent_end)
+
+        def kind_of(same_text: bool | None = None, span: Span = span, reordered: bool = reordered,
+                    all_generated: bool = all_generated) -> str:
+            return divergence_kind(parent_start=span.parent_start, parent_end=span.parent_end,
+                                   prompt_start=span.prompt_start, prompt_end=span.prompt_end, to_end=span.to_end,
+                                   predecessor_len=int(s.size), opening_len=opening, all_generated=all_generated,
+                                   same_text=same_text, reordered=reordered)
+
+        kind = kind_of()
         stub = kind == "generation_dropped" and span.prompt_end > span.prompt_start
+        divergence = Divergence(span.parent_start, span.parent_end, span.prompt_start, span.prompt_end, kind)
         if texts.active and (kind == "tokens_replaced" or stub):
-            parent_text, prompt_text = texts.span(Divergence(**common, kind=kind))
+            parent_text, prompt_text = texts.span(divergence)
             if parent_text is not None and prompt_text is not None:
-                kind = divergence_kind(**facts, same_text=parent_text == prompt_text)
-        out.append(Divergence(**common, kind=kind))
+                divergence = dataclasses.replace(divergence, kind=kind_of(parent_text == prompt_text))
+        out.append(divergence)
     return out
 
 
