@@ -896,7 +896,8 @@ SITUATIONS: tuple[Situation, ...] = (
               bundle_cap=6, drawn_as="delta_records"),
     Situation("retokenized_history", 5, 2, None, s_retokenized,
               "The model sampled a word as single characters; the harness encoded the text again for the next request.",
-              "The next prompt holds other ids for the same text: an unresolved call (`retokenized`).",
+              "The next prompt holds other ids for the same text: an unresolved call (`retokenized`; without a "
+              "tokenizer, a short span for many generated tokens reads as a stub: `generation_dropped`).",
               bundle_cap=7, drawn_as="delta_records"),
     Situation("system_prompt_changed", 4, 2, None, s_system_prompt_changed,
               "Mid-run the harness rendered the system prompt again with a new date.",
@@ -908,7 +909,8 @@ SITUATIONS: tuple[Situation, ...] = (
               bundle_cap=7, drawn_as="delta_records"),
     Situation("tool_output_elided", 4, 3, None, s_tool_output_elided,
               "The harness replaced a long earlier tool output with a placeholder before the last request.",
-              "A long stretch of history was replaced: an unresolved call (`history_replaced`).",
+              "A long stretch of history was replaced: an unresolved call (`history_replaced`; `history_reordered` "
+              "where a later tool output repeats a line of it, which the walk lines the rest up on).",
               bundle_cap=7, drawn_as="delta_records"),
     Situation("tool_result_annotated", 4, 3, None, s_tool_result_annotated,
               "The harness appended a duration to an earlier tool result before the last request.",
