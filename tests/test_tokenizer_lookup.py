@@ -63,13 +63,13 @@ def toks(tmp_path) -> dict[str, Path]:
 def test_a_tokenizer_json_file(toks):
     found = find_tokenizer(str(toks["a"]))
     assert isinstance(found, FoundTokenizer) and found.label == f"tokenizer.json at {toks['a']}"
-    assert found.path == str(toks["a"].resolve()) and len(found.sha256) == 64
+    assert found.path == os.path.abspath(toks["a"]) and len(found.sha256) == 64
     assert found.decode(found.tokenizer.encode("hello world").ids) == "hello world"
 
 
 def test_a_model_directory(toks):
     found = find_tokenizer(toks["a"].parent)
-    assert found.label == f"model directory {toks['a'].parent}" and found.path == str(toks["a"].resolve())
+    assert found.label == f"model directory {toks['a'].parent}" and found.path == os.path.abspath(toks["a"])
 
 
 @pytest.mark.parametrize("where", ["HF_HUB_CACHE", "HF_HOME", "HOME"])
@@ -83,7 +83,7 @@ def test_a_model_name_in_the_local_cache(tmp_path, toks, monkeypatch, where):
     found = find_tokenizer(MODEL)
     snap = root / "snapshots" / "abc123"
     assert found.label == f"{MODEL} from the local Hugging Face cache ({snap})"
-    assert found.path == str((snap / "tokenizer.json").resolve())
+    assert found.path == os.path.abspath(snap / "tokenizer.json")
 
 
 def test_refs_main_names_the_snapshot_else_the_newest_that_holds_one(tmp_path, toks, monkeypatch):
@@ -249,3 +249,19 @@ def test_a_file_in_a_cache_layout_is_named_by_its_model(tmp_path, toks):
     file = root / "snapshots" / "abc" / "tokenizer.json"
     assert find_tokenizer(file).label == f"{MODEL} from the local Hugging Face cache ({file.parent})"
     assert lookup.file_label(toks["a"]) == f"tokenizer.json at {toks['a']}"
+
+
+def test_a_snapshot_file_linked_into_the_blobs_keeps_its_model_s_name(tmp_path, toks, monkeypatch):
+    """The cache's own layout: snapshots/REV/tokenizer.json is a link into blobs/."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    root = tmp_path / "hub" / "models--Acme--Tiny-1B"
+    (root / "blobs").mkdir(parents=True)
+    blob = root / "blobs" / "0123abcd"
+    blob.write_bytes(toks["a"].read_bytes())
+    snap = root / "snapshots" / "rev1"
+    snap.mkdir(parents=True)
+    (snap / "tokenizer.json").symlink_to(Path("..") / ".." / "blobs" / "0123abcd")
+    found = find_tokenizer(MODEL)
+    assert found.path == os.path.abspath(snap / "tokenizer.json")
+    assert lookup.file_label(found.path) == f"{MODEL} from the local Hugging Face cache ({snap})"
+    assert find_tokenizer(found.path).sha256 == find_tokenizer(toks["a"]).sha256

@@ -40,7 +40,7 @@ class FoundTokenizer:
     ``tokenizer``: the `tokenizers.Tokenizer` read; ``label``: which tokenizer and where it
     came from, for a person ("tokenizer.json at PATH", "model directory PATH",
     "Org/Name from the local Hugging Face cache (PATH)"); ``path``: the ``tokenizer.json`` read
-    (absolute); ``sha256``: the digest of its bytes. It decodes like the tokenizer it holds, so
+    (absolute, symbolic links kept); ``sha256``: the digest of its bytes. It decodes like the tokenizer it holds, so
     it can be handed to `tokencap.diagnose` as is.
     """
 
@@ -102,7 +102,9 @@ def _looks_like_model_name(spec: str) -> bool:
 
 def _read(file: Path, label: str, shown: str) -> FoundTokenizer:
     data = read_tokenizer_file(file, shown)
-    return FoundTokenizer(data[0], label, str(file.resolve()), hashlib.sha256(data[1]).hexdigest())
+    # Absolute, links kept: a cache's snapshot file links into its blobs, and the snapshot path is
+    # what still says which model it is (`file_label`) when a command hands the path on.
+    return FoundTokenizer(data[0], label, os.path.abspath(file), hashlib.sha256(data[1]).hexdigest())
 
 
 def file_label(file: str | os.PathLike[str], shown: str | None = None) -> str:
