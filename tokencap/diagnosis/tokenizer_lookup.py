@@ -206,16 +206,38 @@ def cache_fingerprint() -> dict[str, str]:
     out: dict[str, str] = {}
     for name in dirs:
         model = name[len("models--"):].replace("--", "/")
-        found = tokenizer_for_model(model)
-        if found is not None:
-            out[model] = found.sha256
+        file = cached_tokenizer_file(model, cache)
+        digest = _file_digest(file) if file is not None else None
+        if digest is not None:
+            out[model] = digest
     return out
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(file: Path) -> str | None:
+    """The sha256 of ``file``'s bytes, hashed once per path, size and modification time (a scan
+    compares the cache on every table it writes or reads; no tokenizer is parsed for it)."""
+    try:
+        info = file.stat()
+        key = (str(file), info.st_size, info.st_mtime_ns)
+        if key not in _DIGESTS:
+            digest = hashlib.sha256()
+            with open(file, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            _DIGESTS[key] = digest.hexdigest()
+        return _DIGESTS[key]
+    except OSError:
+        return None
 
 
 def _reset() -> None:
     """Forget every lookup and note (tests)."""
     _BY_MODEL.clear()
     _NOTED.clear()
+    _DIGESTS.clear()
 
 
 __all__ = ["FORMS", "FoundTokenizer", "TOKENIZER_FILE", "cache_fingerprint", "cached_tokenizer_file", "checked_tokenizer_file",
