@@ -43,6 +43,23 @@ def test_a_dropped_span_of_16_tokens_found_elsewhere_in_the_prompt_is_history_re
     assert (b.cause, b.token_cause, b.hint) == ("history_reordered", "history_reordered", HINTS["history_reordered"])
 
 
+def test_reasoning_moved_after_the_tool_results_behind_an_emptied_think_is_history_reordered():
+    """The issue's rollout in ids: the template renders the turn with an emptied <think> block and
+    puts the turn's reasoning after the tool results, as a message of its own."""
+    think, end_think, nl, im_end, im_start, assistant = 1, 2, 3, 4, 5, 6
+    opening, reasoning = list(range(100, 130)), list(range(200, 230))
+    tool_call, tool_result = list(range(300, 320)), list(range(400, 410))
+    c = Capture("moved", seed=1)
+    c.call("a", prompt=opening, generation=[think, *reasoning, end_think, *tool_call, im_end])
+    c.call("b", prompt=[*opening, think, nl, nl, end_think, *tool_call, im_end, *tool_result, im_start, assistant,
+                        *reasoning, im_end, im_start, assistant], generation=[9], resolution="unresolved")
+    (b,) = diagnose(build_rollout(c.snapshot()))
+    assert [d.kind for d in b.divergences] == ["tokens_inserted", "history_reordered"]
+    moved = b.divergences[1]
+    assert (moved.parent_start, moved.parent_end) == (61, 83)  # </think>, the tool call and <|im_end|>
+    assert (b.cause, b.token_cause) == ("history_reordered", "history_reordered")
+
+
 def test_a_dropped_span_of_15_tokens_is_not_reordered():
     c, _ = _reordered_case(15)
     (b,) = diagnose(build_rollout(c.snapshot()))
