@@ -15,8 +15,14 @@ from diagnosis_cases import Case, tiny_tokenizer
 from test_cli_diagnosis import run_cli
 from test_run_diagnosis import broken_rollout, tokenizer_file
 
-from tokencap import build_rollout, diagnose
-from tokencap.diagnosis import FoundTokenizer, TokenizerError, find_tokenizer, load_tokenizer, tokenizer_for_model
+from tokencap import diagnose
+from tokencap.diagnosis import (
+    FoundTokenizer,
+    TokenizerError,
+    find_tokenizer,
+    load_tokenizer,
+    tokenizer_for_model,
+)
 from tokencap.diagnosis import tokenizer_lookup as lookup
 from tokencap.run import read_scan, scan, scan_table
 
@@ -142,7 +148,7 @@ def _model_case(tokenizer, model: str) -> Case:
     """A reasoning-dropping break whose every call names ``model``; ids the tiny tokenizer decodes."""
     from synth_snapshots import Capture
 
-    enc = lambda text: tokenizer.encode(text).ids  # noqa: E731
+    enc = lambda text: tokenizer.encode(text).ids
     opening = enc("<|im_start|>the model reads the question<|im_end|>")
     think, answer = enc("<think>the model thinks about the answer</think>"), enc("hello world, this is the answer")
     case = Case.__new__(Case)
@@ -173,9 +179,9 @@ def test_a_model_not_in_the_cache_decodes_nothing_and_says_so_once(tmp_path, mon
     case = _model_case(tiny_tokenizer(), "Acme/Missing")
     (b,) = diagnose(case.result())
     assert b.parent_text is None and b.reasoning is False
-    assert [n for n in b.notes if "no tokenizer for model Acme/Missing" in n] == [
-        f"no tokenizer for model Acme/Missing in the local Hugging Face cache ({tmp_path / 'hub'}); nothing was "
-        "decoded (give --tokenizer: a tokenizer.json, a model directory or Org/Name)"]
+    said = (f"no tokenizer for model Acme/Missing in the local Hugging Face cache ({tmp_path / 'hub'}); nothing was "
+            "decoded (give --tokenizer: a tokenizer.json, a model directory or Org/Name)")
+    assert [n for n in b.notes if "no tokenizer for model Acme/Missing" in n] == [said]
     (again,) = diagnose(case.result())
     assert not any("Acme/Missing" in n for n in again.notes)
     (served,) = diagnose(_model_case(tiny_tokenizer(), "policy").result())  # a served name, not a hub name

@@ -52,7 +52,7 @@ class FoundTokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
-    def id_to_token(self, id: int) -> str | None:  # noqa: A002 -- the tokenizers library's name
+    def id_to_token(self, id: int) -> str | None:
         return self.tokenizer.id_to_token(id)
 
 
@@ -240,5 +240,17 @@ def _reset() -> None:
     _DIGESTS.clear()
 
 
-__all__ = ["FORMS", "FoundTokenizer", "TOKENIZER_FILE", "cache_fingerprint", "cached_tokenizer_file", "checked_tokenizer_file",
-           "file_label", "find_tokenizer", "hub_cache", "missing_model_note", "tokenizer_for_model", "tokenizer_for_models"]
+__all__ = [
+    "FORMS",
+    "TOKENIZER_FILE",
+    "FoundTokenizer",
+    "cache_fingerprint",
+    "cached_tokenizer_file",
+    "checked_tokenizer_file",
+    "file_label",
+    "find_tokenizer",
+    "hub_cache",
+    "missing_model_note",
+    "tokenizer_for_model",
+    "tokenizer_for_models",
+]
