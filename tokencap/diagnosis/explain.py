@@ -35,9 +35,12 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
     """Every break of ``result`` (what `tokencap.build_rollout` returned), by ``(created_at, call id)``.
 
     ``tokenizer``: a `tokenizers.Tokenizer` (or anything with ``decode`` and
-    ``id_to_token``), or a path to a ``tokenizer.json`` (a bad path raises
+    ``id_to_token``), or a ``tokenizer.json``, a model directory or ``Org/Name`` in the local
+    Hugging Face cache (SPEC 12.8; one that cannot be found raises
     `tokencap.diagnosis.TokenizerError`; load it once with `load_tokenizer` for many
-    rollouts). ``evidence``: the rollout's record from the harness's rollout records (the
+    rollouts). Without one, the delivered calls' model is looked up in the local cache
+    (`model_tokenizer`); a found tokenizer's label is a note on each break it decoded.
+    ``evidence``: the rollout's record from the harness's rollout records (the
     object a ``--final-responses`` line holds; `FinalResponses.evidence_for` gives it).
 
     A rollout that was not built (load error, no records, build error) has no breaks.
