@@ -70,9 +70,9 @@ MASK_REASON_ORDER = (
 
 # The causes of a broken lineage, in the order of SPEC 12.4 (tables and charts use it).
 CAUSE_ORDER = (
-    "compaction", "compaction_summary", "subagent", "generation_dropped", "retokenized", "tokens_replaced",
-    "tokens_inserted", "history_dropped", "history_replaced", "opening_changed", "seam", "new_context", "branch",
-    "link_intact", "record_fault",
+    "compaction", "compaction_summary", "subagent", "generation_dropped", "history_reordered", "retokenized",
+    "tokens_replaced", "tokens_inserted", "history_dropped", "history_replaced", "opening_changed", "seam",
+    "prompt_missing", "new_context", "branch", "link_intact", "record_fault",
 )
 
 PLANNING_LINES = chat.PLANNING
@@ -537,7 +537,8 @@ def brk(call_id: str, kind: str, cause: str, predecessor: str | None = None, rel
     """One declared break (SPEC 12.1-12.6): the call, its kind, the cause (with the tokenizer and the
     harness evidence), the predecessor and how it was chosen, the token cause (the cause before
     evidence) and the reasoning flag. ``without_tokenizer``: the cause when no tokenizer is given,
-    where the tokenizer changes it (only ``retokenized`` needs one)."""
+    where the tokenizer changes it (``retokenized``, and a short span that reads as a stub
+    without text but as the same text with it)."""
     assert cause in CAUSE_ORDER and (token_cause or cause) in CAUSE_ORDER, (cause, token_cause)
     if kind == "record_fault":
         assert predecessor is None and relation is None and cause == "record_fault"
@@ -1501,12 +1502,14 @@ def s_retokenized() -> Scenario:
     return Scenario(
         "retokenized_history.json",
         "The model sampled ` failing` as single characters; the harness keeps the conversation as text and the next request encodes it again (`call-0002`).",
-        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0002`, cause `retokenized` with the bundled tokenizer (`tokens_replaced` without one)",
-        "The prompt holds other ids than `call-0001` generated for a few tokens; decoded, both spans read ` failing`, so the history was decoded and encoded again (keep token ids instead of text between turns).",
+        "masked: `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; a break at `call-0002`, cause `retokenized` with the bundled tokenizer (`generation_dropped` without one)",
+        "The prompt holds other ids than `call-0001` generated for a few tokens; decoded, both spans read ` failing`, so the history was decoded and encoded again (keep token ids instead of text between turns). Without a tokenizer, one token standing for eight generated ones is read as a stub in place of the model's output.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=[cid(1)],
+                              # ` failing`: 8 generated tokens (one per character) for the 1 token
+                              # `Ġfailing`: a stub by its lengths (|D| >= 4 |I|), unless text says the same.
                               breaks=[brk(cid(2), "boundary", "retokenized", cid(1), "nearest",
-                                          without_tokenizer="tokens_replaced")],
+                                          without_tokenizer="generation_dropped")],
                               **structure(3, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
     )
 
@@ -1655,14 +1658,15 @@ def s_compaction_observed() -> Scenario:
     return Scenario(
         "compaction_observed.json",
         "The harness compacted the context after `call-0003` and went on from the system prompt and its own summary (`call-0004`, unresolved); its rollout record observes the compaction (`context_compaction` with `after_model_call`).",
-        "with the rollout record: masked `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; attributed to `call-0005`, so the post-compaction conversation is the main chain; breaks: `call-0001` (an extra root, `new_context`) and `call-0004` (cause `compaction`, token cause `new_context`)",
+        "with the rollout record: masked `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; attributed to `call-0005`, so the post-compaction conversation is the main chain; one break, at `call-0004` (cause `compaction`, token cause `new_context`): `call-0001` is the earliest root, never a break",
         "The summary prompt shares nothing beyond the opening with `call-0003`; the harness's record says it compacted right after `call-0003`, so the cause is the compaction. Without the record the break at `call-0004` reads `new_context`.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(4), cid(5)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
                               terminal_attribution=attribution("attributed", "tokens", cid(5), [cid(5)]),
-                              breaks=[brk(cid(1), "extra_root", "new_context", None, None),
-                                      brk(cid(4), "boundary", "compaction", cid(3), "nearest", token_cause="new_context")],
+                              # call-0001 is the earliest root: where the conversation began, whichever
+                              # fragment was delivered (SPEC 12.1), so not a break.
+                              breaks=[brk(cid(4), "boundary", "compaction", cid(3), "nearest", token_cause="new_context")],
                               breaks_without_final_responses=[brk(cid(4), "boundary", "new_context", cid(3), "nearest")],
                               **structure(5, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
         final_responses=("compaction_observed.json", data),
@@ -1696,13 +1700,13 @@ def s_compaction_summary() -> Scenario:
     return Scenario(
         "compaction_summary_call.json",
         "The harness compacted after `call-0003` by asking the model for a summary (`call-0004`, its own system prompt, the conversation as a transcript) and went on from that summary (`call-0005`); its rollout record lists the summariser call under the compaction's `model_calls`.",
-        "with the rollout record: masked `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; attributed to `call-0006`; breaks: `call-0001` (extra root), `call-0004` (cause `compaction_summary`), `call-0005` (cause `compaction`)",
+        "with the rollout record: masked `unresolved_parent_calls`, `multiple_roots`, `multiple_chains`; attributed to `call-0006`; breaks: `call-0004` (an extra root, cause `compaction_summary`), `call-0005` (cause `compaction`)",
         "The summariser's request and the summary prompt are new conversations in the tokens; the record names the first as the request that wrote the summary and the compaction as coming right after `call-0003`.",
         write_snapshot(w),
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(5), cid(6)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
                               terminal_attribution=attribution("attributed", "tokens", cid(6), [cid(6)]),
-                              breaks=[brk(cid(1), "extra_root", "new_context", None, None),
+                              breaks=[  # call-0001, the earliest root, is no break (SPEC 12.1)
                                       # The transcript repeats the conversation: tokens inserted before it.
                                       brk(cid(4), "extra_root", "compaction_summary", cid(3), "nearest",
                                           token_cause="tokens_inserted"),
@@ -1911,7 +1915,8 @@ records, `ng_trajectory`, `ng_model_call_capture`). `rollout_records/diagnosis.j
 declares, per run, every rollout's breaks with its record as evidence (and the bundled
 tokenizer), the rollouts per cause, and the delivery lists; `tests/test_sample_run.py` holds
 `tokencap.diagnose` to it. With its record, a rollout's final answer anchors its last
-fragment, so its first call becomes an extra root with nothing before it (`new_context`).
+fragment; its first call is still the earliest root, never a break (an extra root is every
+root but the earliest, so after a compaction the break is the later root, `compaction`).
 
 ```
 python -m tokencap diff sample_data/run sample_data/run_after_fix \\

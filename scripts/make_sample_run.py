@@ -352,10 +352,10 @@ def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
                     reason="compacted history: request shares no prefix with earlier calls")]
     after += w.run(after[0], n - a - 1, delta=delta)
     w.observations = observations(w, [compaction(w, after[0], before[-1]), *tool_observations(w, before + after)])
-    # With the record the harness's final answer anchors the post-compaction conversation, whose
-    # root is then the main chain's: the first conversation's root is the extra root, with no
-    # earlier call to continue (and no evidence of its own).
-    w.record_breaks = [brk(before[0], "extra_root", "new_context")]
+    # With the record the harness's final answer anchors the post-compaction conversation; the
+    # break is still where the conversation started over in time, the later root (SPEC 12.1), and
+    # the record's compaction right before it makes its cause `compaction`.
+    w.record_breaks = [brk(after[0], "extra_root", "compaction", before[-1], "nearest", token_cause="new_context")]
     return expect(["multiple_roots", "multiple_chains"], main_chain=before,
                   generated_tokens_delivered=w.chain(before),
                   breaks=[brk(after[0], "extra_root", "new_context", before[-1], "nearest")],
@@ -379,7 +379,7 @@ def s_unresolved_continuation(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, An
     c = w.turn(None, extends=before[-1], resolution="unresolved", interstitial=w.inter())
     w.run(c, n - k - 1, delta=delta)
     boundary = brk(c, "boundary", "link_intact", before[-1], "nearest")
-    w.record_breaks = [brk(before[0], "extra_root", "new_context"), boundary]  # the answer anchors c's fragment
+    # The answer anchors c's fragment; before[0] is still the earliest root, never a break (SPEC 12.1).
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
                   breaks=[boundary],
                   **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
@@ -408,7 +408,6 @@ def s_stale_parent(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     c = w.turn(before[-1], prompt=edited + w.turn_after(before[-1], w.inter()))
     w.run(c, n - k - 1, delta=delta)
     boundary = brk(c, "boundary", "tokens_replaced", before[-1], "claimed")
-    w.record_breaks = [brk(before[0], "extra_root", "new_context"), boundary]
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
                   breaks=[boundary],
                   **structure(n, roots=2, chains=2, failures={"parent_digest_mismatch": 1}, unresolved=1))
@@ -602,8 +601,8 @@ def s_bad_state(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
 # A faulty harness or template at run scale: the situations of sample_data/'s cause scenarios.
 # They replace some of the plain delta-record loops (`drawn_as`), so every other rollout keeps
 # its id and data. Calls whose prompt the resolver cannot match are recorded `unresolved`.
-# With the rollout record, the harness's final answer anchors the last fragment, so the first
-# call (a root) becomes an extra root with nothing before it: `new_context`.
+# With the rollout record, the harness's final answer anchors the last fragment; the first call
+# is still the earliest root, never a break (SPEC 12.1: every root but the earliest).
 
 
 def _broken_every_turn(w: StoreRollout, n: int, render: Callable[[str], list[int]], cause: str,
@@ -628,7 +627,6 @@ def _broken_every_turn(w: StoreRollout, n: int, render: Callable[[str], list[int
             history = history + render(c) + w.turn_after(c, w.inter())
     relation = "claimed" if resolved else "nearest"
     breaks = [brk(c, "boundary", cause, p, relation, reasoning=reasoning) for p, c in zip(ids, ids[1:])]
-    w.record_breaks = [brk(ids[0], "extra_root", "new_context")] + breaks
     note = "parent_digest_mismatch" if resolved else "parent_unresolved"
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=ids[:1], breaks=breaks,
                   **structure(n, roots=n, chains=n, failures={note: n - 1}, unresolved=n - 1))
@@ -655,10 +653,24 @@ def _one_break(w: StoreRollout, before: list[str], c: str, rest_from: str, k_res
     loop of ``k_rest`` calls from ``rest_from``."""
     w.run(rest_from, k_rest, delta=False)
     boundary = brk(c, "boundary", cause, before[-1], "nearest", without_tokenizer=without_tokenizer)
-    w.record_breaks = [brk(before[0], "extra_root", "new_context"), boundary]
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
                   breaks=[boundary],
                   **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
+
+
+def _without_text(sampled: list[int], canonical: list[int]) -> str:
+    """The cause of a word the model sampled as ``sampled`` and the next prompt carries as
+    ``canonical``, read without a tokenizer (SPEC 12.4). The two line up again at their common
+    ends, so D and I are what is left between; D is generated, so a short I for a long D
+    (1 <= |I| <= 4, |D| >= 4 |I|) reads as a stub in place of the model's output."""
+    head = 0
+    while head < min(len(sampled), len(canonical)) and sampled[head] == canonical[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(sampled), len(canonical)) - head and sampled[-1 - tail] == canonical[-1 - tail]:
+        tail += 1
+    d, i = len(sampled) - head - tail, len(canonical) - head - tail
+    return "generation_dropped" if 1 <= i <= 4 and d >= 4 * i else "tokens_replaced"
 
 
 def s_retokenized(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
@@ -684,7 +696,8 @@ def s_retokenized(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     assert canonical != sampled
     prompt = w.prompt_of(odd) + canonical + w.turn_after(odd, w.inter())
     c = w.turn(None, prompt=prompt, resolution="unresolved")
-    return _one_break(w, before, c, c, n - k - 1, "retokenized", without_tokenizer="tokens_replaced", n=n)
+    return _one_break(w, before, c, c, n - k - 1, "retokenized", n=n,
+                      without_tokenizer=_without_text(chat.encode_chars(word), list(chat.encode(word))))
 
 
 def s_system_prompt_changed(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
@@ -721,7 +734,13 @@ def s_tool_output_elided(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     elided = full[:start] + list(chat.encode("[output elided]")) + full[end:]
     c = w.turn(None, prompt=elided + w.turn_after(before[-1], w.inter()), resolution="unresolved", kind="text",
                finish="stop")
-    return _one_break(w, before, c, c, 0, "history_replaced", n=n)
+    # read_file's output pool shares lines with the listing. A shared line (8 tokens or more) in a
+    # later tool output is where the walk lines the elided stretch up again (SPEC 12.3), on the later
+    # copy: the history in between then stands whole earlier in the prompt, and a dropped span of 16
+    # or more tokens found whole there is `history_reordered`, whatever the first divergence says.
+    later = chat.decode(full[end:])
+    repeated = any(len(chat.encode(line)) >= 8 and f"\n{line}\n" in later for line in chat.LISTING)
+    return _one_break(w, before, c, c, 0, "history_reordered" if repeated else "history_replaced", n=n)
 
 
 def s_tool_result_annotated(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
@@ -746,8 +765,7 @@ def s_compaction_observed(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     after = [first] + w.run(first, n - a - 1, delta=False)
     w.observations = observations(w, [invocation("inv-main", before + after), compaction(w, first, before[-1]),
                                       *tool_observations(w, before + after)])
-    w.record_breaks = [brk(before[0], "extra_root", "new_context"),
-                       brk(first, "boundary", "compaction", before[-1], "nearest", token_cause="new_context")]
+    w.record_breaks = [brk(first, "boundary", "compaction", before[-1], "nearest", token_cause="new_context")]
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
                   breaks=[brk(first, "boundary", "new_context", before[-1], "nearest")],
                   **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
@@ -878,7 +896,8 @@ SITUATIONS: tuple[Situation, ...] = (
               bundle_cap=6, drawn_as="delta_records"),
     Situation("retokenized_history", 5, 2, None, s_retokenized,
               "The model sampled a word as single characters; the harness encoded the text again for the next request.",
-              "The next prompt holds other ids for the same text: an unresolved call (`retokenized`).",
+              "The next prompt holds other ids for the same text: an unresolved call (`retokenized`; without a "
+              "tokenizer, a short span for many generated tokens reads as a stub: `generation_dropped`).",
               bundle_cap=7, drawn_as="delta_records"),
     Situation("system_prompt_changed", 4, 2, None, s_system_prompt_changed,
               "Mid-run the harness rendered the system prompt again with a new date.",
@@ -890,7 +909,8 @@ SITUATIONS: tuple[Situation, ...] = (
               bundle_cap=7, drawn_as="delta_records"),
     Situation("tool_output_elided", 4, 3, None, s_tool_output_elided,
               "The harness replaced a long earlier tool output with a placeholder before the last request.",
-              "A long stretch of history was replaced: an unresolved call (`history_replaced`).",
+              "A long stretch of history was replaced: an unresolved call (`history_replaced`; `history_reordered` "
+              "where a later tool output repeats a line of it, which the walk lines the rest up on).",
               bundle_cap=7, drawn_as="delta_records"),
     Situation("tool_result_annotated", 4, 3, None, s_tool_result_annotated,
               "The harness appended a duration to an earlier tool result before the last request.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
@@ -11,6 +12,10 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 # start: each would be an idle process with its fork server. tests/test_run_child.py turns
 # them on where it tests them.
 os.environ.setdefault("TOKENCAP_SPARE_SCAN", "0")
+
+# No test reads this machine's Hugging Face cache: without --tokenizer a rollout's model is looked
+# up there (SPEC 12.8). Tests of the lookup point HF_HUB_CACHE at a cache they build.
+os.environ["HF_HUB_CACHE"] = os.path.join(tempfile.gettempdir(), "tokencap-tests-no-hf-cache")
 
 
 @pytest.fixture

@@ -86,3 +86,38 @@ def test_the_call_tree_names_the_cause_the_culprit_names(monkeypatch, tmp_path):
     tok = tokenizer_file(tmp_path / "tokenizer.json")
     text = tree_text(open_app(monkeypatch, str(path), "--tokenizer", str(tok)))
     assert "retokenized" in text and "tokens replaced" not in text
+
+
+def test_the_sidebar_names_the_tokenizer_and_where_it_came_from(monkeypatch, tmp_path):
+    """SPEC 12.8: a model name given to `tokencap app --tokenizer` reaches the app as the cache's
+    tokenizer.json, and the sidebar says which model it is and that it came from the local cache."""
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken_rollout("broken")))
+    snapshot = tmp_path / "hub" / "models--Acme--Tiny" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    tok = tokenizer_file(snapshot / "tokenizer.json")
+    at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
+    captions = [c.value.replace("\\", "") for c in at.sidebar.caption]
+    assert f"Text decoded with Acme/Tiny from the local Hugging Face cache ({snapshot})" in captions
+    plain = open_app(monkeypatch, str(path))
+    assert not [c for c in plain.sidebar.caption if "Text decoded with" in c.value]
+
+
+def test_without_a_tokenizer_the_rollout_s_model_decodes_from_the_local_cache(monkeypatch, tmp_path):
+    """SPEC 12.8: no tokenizer given or uploaded, the calls name a model whose tokenizer is in the
+    local Hugging Face cache: the break's sides are decoded with it, and the page says so."""
+    snap = broken_rollout("broken")
+    for entry in snap["entries"]:
+        entry["model"] = "Acme/Tiny"
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(snap))
+    snapshot = tmp_path / "hub" / "models--Acme--Tiny" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    tokenizer_file(snapshot / "tokenizer.json")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    at = open_app(monkeypatch, str(path))
+    pick_call(at, "call:call-0002")
+    assert any("cause `retokenized`" in m.value for m in at.markdown)
+    assert [c.value for c in at.text].count("x y") >= 2
+    wanted = f"Text decoded with Acme/Tiny from the local Hugging Face cache ({snapshot})"
+    assert wanted in [c.value.replace("\\", "") for c in at.caption]

@@ -19,7 +19,10 @@ def tokenizer():
 
 
 def test_every_cause_has_one_sentence_hint_and_the_kinds_are_causes():
-    assert set(HINTS) == set(CAUSES) and len(CAUSES) == 15
+    assert set(HINTS) == set(CAUSES) and CAUSES == (
+        "compaction", "compaction_summary", "subagent", "generation_dropped", "history_reordered", "retokenized",
+        "tokens_replaced", "tokens_inserted", "history_dropped", "history_replaced", "opening_changed", "seam",
+        "prompt_missing", "new_context", "branch", "link_intact", "record_fault")  # SPEC 12.4's order
     for cause, hint in HINTS.items():
         assert hint.endswith(".") and hint.count(". ") == 0, cause
     assert [c for c in CAUSES if c in DIVERGENCE_KINDS] == list(DIVERGENCE_KINDS)
@@ -352,6 +355,7 @@ def test_a_tokenizer_path_is_read_and_a_bad_one_is_a_clear_error(tmp_path, token
     result = case.result()
     assert diagnose(result, tokenizer=str(path))[0].cause == "generation_dropped"
     (tmp_path / "bad.json").write_text("{}")
-    for bad in (tmp_path / "missing.json", tmp_path / "bad.json", tmp_path):
+    (tmp_path / "empty").mkdir()  # a directory without a tokenizer.json (one with it is a model directory)
+    for bad in (tmp_path / "missing.json", tmp_path / "bad.json", tmp_path / "empty"):
         with pytest.raises(TokenizerError, match=str(bad)):
             diagnose(result, tokenizer=bad)

@@ -216,3 +216,69 @@ def test_the_predecessor_is_the_one_the_rules_name(case):
     for b in diagnose(result):
         if b.kind != "record_fault":
             assert (b.predecessor, b.relation) == _reference_predecessor(result.build, b)
+
+
+# --------------------------------------------------------------------------- rollouts bent on purpose (SPEC 12.1, 12.4)
+
+
+@st.composite
+def bent_rollouts(draw):
+    """a (opening O, generation G1) and a2 (+ interstitial X, generation G2), then a break ``b`` bent
+    one known way: its reasoning moved after the rest (``reordered``), its generation replaced by a
+    stub (``stub``), an empty prompt (``empty``), or a later root starting over (``later_root``).
+    Token ids are distinct, so only the bend can make spans match. Returns the capture, the bend,
+    the terminal call and the token cause the bend must give."""
+    from synth_snapshots import Capture
+
+    sizes = [draw(st.integers(1, 30)), draw(st.integers(4, 40)), draw(st.integers(0, 12)), draw(st.integers(1, 30))]
+    fresh = iter(range(1000, 10_000))
+    o, g1, x, g2 = ([next(fresh) for _ in range(k)] for k in sizes)
+    z = [next(fresh) for _ in range(draw(st.integers(0, 5)))]
+    bend = draw(st.sampled_from(["reordered", "stub", "empty", "later_root"]))
+    c = Capture("bent", seed=draw(st.integers(0, 9)))
+    c.call("a", prompt=o, generation=g1)
+    c.call("a2", "a", prompt=o + g1 + x, generation=g2)
+    terminal, want = None, None
+    if bend == "reordered":  # S = O G1 X G2; P = O X G2 G1 Z: X G2 stands whole before G1
+        c.call("b", prompt=o + x + g2 + g1 + z, generation=[next(fresh)], resolution="unresolved")
+        # G1's first 8-token window resynchronises at once (X G2 inserted), then X G2 runs to the end
+        # and is found whole. A shorter G1 is the dropped span itself (X G2 resynchronises first).
+        want = ("history_reordered" if len(g1) >= 8 and len(x) + len(g2) >= 16
+                else "generation_dropped" if len(g1) < 8 and len(x) + len(g2) >= 4 else None)
+    elif bend == "stub":  # G1 replaced by k tokens, |G1| >= 4k; X G2 lines up again after it
+        k = draw(st.integers(1, 4))
+        c.call("b", prompt=o + [next(fresh) for _ in range(k)] + x + g2 + z, generation=[next(fresh)],
+               resolution="unresolved")
+        want = "generation_dropped" if len(g1) >= 4 * k and len(x) + len(g2) >= 4 else None
+    elif bend == "empty":
+        c.call("b", prompt=[], generation=[next(fresh)], resolution="unresolved")
+        want = "prompt_missing"
+    else:
+        c.call("b", prompt=o + z + [next(fresh)], generation=[next(fresh)], resolution="root")
+        c.call("b2", "b", prompt=o + z + c.full["b"][len(o) + len(z):] + [next(fresh)], generation=[next(fresh)])
+        terminal = draw(st.sampled_from([None, "a2", "b2"]))  # whichever fragment is delivered
+    return c, bend, terminal, want
+
+
+@SETTINGS
+@given(bent_rollouts(), st.sampled_from(["none", "tiny", "failing", "small"]))
+def test_bent_rollouts_get_the_amended_causes_and_the_build_never_changes(case, which):
+    c, bend, terminal, want = case
+    snapshot = c.snapshot()
+    plain = build_rollout(snapshot, terminal_call_id=terminal)
+    expected = (written(plain), json.dumps(plain.metrics, sort_keys=True), plain.mask_reasons)
+    tok = {"none": None, "tiny": tokenizer(), "failing": FailingTokenizer(), "small": small_vocabulary()}[which]
+    result = build_rollout(snapshot, terminal_call_id=terminal)
+    breaks = {b.call_id: b for b in diagnose(result, tokenizer=tok)}
+    assert (written(result), json.dumps(result.metrics, sort_keys=True), result.mask_reasons) == expected
+    for b in breaks.values():
+        assert tuple(b.to_dict()) == BREAK_FIELDS and b.cause in CAUSES and b.token_cause in CAUSES
+        assert all(d.kind in DIVERGENCE_KINDS for d in b.divergences)
+    if bend == "later_root":
+        assert "a" not in breaks and breaks["b"].kind == "extra_root"  # the earliest root never breaks
+        return
+    b = breaks["b"]
+    if want is not None:
+        assert b.token_cause == want, (bend, b)
+    if bend == "empty":
+        assert b.divergences == () and b.prompt_len == 0

@@ -144,3 +144,22 @@ def test_a_final_answer_without_an_anchor_names_its_outcome_and_links_each_candi
     assert unattributed.result.terminal_attribution.outcome == "unattributed"
     [culprit] = lines_by_code(unattributed)["terminal_call_not_delivered"]
     assert culprit.text.startswith("unattributed: no captured call matches the final answer") and culprit.key is None
+
+
+def test_after_a_compaction_delivered_from_the_later_root_the_later_root_is_the_culprit():
+    """SPEC 12.1 as amended: the conversation began at its earliest root whichever fragment was
+    delivered, so the banner blames the post-compaction call with the compaction's words, and never
+    the rollout's first call."""
+    from tokencap import load_final_responses
+
+    snapshot = load_snapshots(SAMPLES / "compaction_observed.json")[0]
+    records = load_final_responses(SAMPLES / "final_responses" / "compaction_observed.json")
+    rid = snapshot.rollout_id
+    view = RolloutView(snapshot, final_response=records.for_rollout(rid, single_rollout=True),
+                       evidence=records.evidence_for(rid, single_rollout=True))
+    assert view.build.main.call_ids[0] == "call-0004"  # the later fragment is delivered
+    roots = lines_by_code(view)["multiple_roots"]
+    assert [c.key for c in roots] == ["call:call-0004"]
+    assert roots[0].why.startswith("the harness recorded a compaction at call-0004")
+    assert not any("call-0001" in c.text for line in cv.culprits_of(view) for c in line.culprits
+                   if line.code != "multiple_chains")

@@ -150,6 +150,8 @@ def break_lines(breaks: Sequence[Break], texts: Sequence[Sequence[tuple[str | No
             lines.append(f"    agree {brk.agree} of {brk.predecessor_len} predecessor tokens; prompt {brk.prompt_len} "
                          "tokens")
         shown = texts[n] if n < len(texts) else ()
+        if not shown and (brk.parent_text is not None or brk.prompt_text is not None):
+            shown = ((brk.parent_text, brk.prompt_text),)  # the first divergence, decoded by the diagnosis itself
         for k, d in enumerate(brk.divergences):
             lines.append(f"    divergence {k + 1}: predecessor [{d.parent_start}:{d.parent_end}) "
                          f"({d.parent_end - d.parent_start} tokens) -> prompt [{d.prompt_start}:{d.prompt_end}) "

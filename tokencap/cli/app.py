@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     if args.tokenizer:
-        cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
+        # the tokenizer.json any of the three forms names: what the pages and the pre-scan read
+        args.tokenizer = os.path.abspath(_checked_tokenizer(args.tokenizer) or "")
+        cmd += ["--tokenizer", args.tokenizer]
     cmd[cmd.index("--"):cmd.index("--")] = ["--server.scriptHealthCheckEnabled", "true"]  # for warm_up_app
 
     def beside() -> subprocess.Popen | None:

@@ -14,9 +14,10 @@ from .options import EXIT_OK
 def add_parser(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("inspect", help="print the call tree, notes, verdicts and mask reasons")
     add_source_arguments(cmd)
-    cmd.add_argument("--tokenizer", metavar="PATH",
-                     help="a tokenizer.json (Hugging Face tokenizers): show each break's divergences as text "
-                          "and tell re-encoded text from changed text")
+    cmd.add_argument("--tokenizer", metavar="TOKENIZER",
+                     help="a tokenizer.json, a model directory holding one, or Org/Name in the local Hugging Face "
+                          "cache (never downloaded): show each break's divergences as text and tell re-encoded "
+                          "text from changed text")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,25 +28,28 @@ class _UsageError(Exception):
     pass
 
 
-_TOKENIZER_HELP = ("a tokenizer.json (Hugging Face `tokenizers`): refines why a lineage broke (re-encoded text, "
+_TOKENIZER_HELP = ("a tokenizer.json, a model directory holding one, or a model name Org/Name found in the local "
+                   "Hugging Face cache (never downloaded): refines why a lineage broke (re-encoded text, "
                    "stripped reasoning) and shows the divergence as text; never changes a verdict")
 
 
 def _add_tokenizer(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--tokenizer", metavar="PATH", help=_TOKENIZER_HELP)
+    cmd.add_argument("--tokenizer", metavar="TOKENIZER", help=_TOKENIZER_HELP)
 
 
 def _checked_tokenizer(path: str | None) -> str | None:
-    """``--tokenizer PATH`` read once, so a bad one is a one-line error before any work."""
+    """``--tokenizer T`` (a tokenizer.json, a model directory or Org/Name in the local Hugging Face
+    cache; docs/verdicts.md) read once, so a bad one is a one-line error before any work; the path of
+    the tokenizer.json it names."""
     if path is None:
         return None
-    from ..diagnosis import TokenizerError, load_tokenizer
+    from ..diagnosis import TokenizerError
+    from ..diagnosis.tokenizer_lookup import checked_tokenizer_file
 
     try:
-        load_tokenizer(path)
+        return checked_tokenizer_file(path)
     except TokenizerError as exc:
         raise _UsageError(f"--tokenizer: {exc}") from None
-    return path
 
 
 def _port(text: str) -> int:

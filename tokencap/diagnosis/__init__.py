@@ -15,7 +15,9 @@ Public surface:
 - ``delivered_mask_sample(record) -> bool | None``, ``delivered_by(record) -> str | None``,
   ``trained_in_doubt(record, tokencap_masks) -> bool`` (SPEC 12.7)
 - ``parse_evidence(record, *, rollout_id, call_ids) -> HarnessEvidence`` (SPEC 12.6)
-- ``load_tokenizer(path)``, ``TokenizerError``
+- ``load_tokenizer(spec)``, ``TokenizerError``; ``find_tokenizer(spec) -> FoundTokenizer`` (a
+  tokenizer.json, a model directory, or ``Org/Name`` in the local Hugging Face cache, with a label
+  saying where it came from), ``tokenizer_for_model(model) -> FoundTokenizer | None`` (SPEC 12.8)
 - ``align(s, p, limit=32) -> Alignment`` (SPEC 12.3, for link proofs);
   ``span_texts(result, brk, tokenizer)``: every listed divergence decoded
 """
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them
     from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
     from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
     from .text import TokenizerError, load_tokenizer
+    from .tokenizer_lookup import FoundTokenizer, find_tokenizer, tokenizer_for_model
 
 _HOMES = {  # submodule -> the public names it defines (the imports above)
     "alignment": ("Alignment", "Span", "align"),
@@ -43,6 +46,7 @@ _HOMES = {  # submodule -> the public names it defines (the imports above)
     "evidence": ("EVIDENCE_FIELDS", "HarnessEvidence", "parse_evidence"),
     "model": ("BREAK_FIELDS", "MAX_DIVERGENCES", "Break", "BreakFacts", "Divergence", "break_facts"),
     "text": ("TokenizerError", "load_tokenizer"),
+    "tokenizer_lookup": ("FoundTokenizer", "find_tokenizer", "tokenizer_for_model"),
 }
 
 __getattr__ = lazy_names(__name__, _HOMES)
@@ -50,4 +54,5 @@ __getattr__ = lazy_names(__name__, _HOMES)
 __all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "BreakFacts", "break_facts", "CAUSES", "DELIVERED_BY", "DIVERGENCE_KINDS",
            "Divergence", "EVIDENCE_CAUSES", "EVIDENCE_FIELDS", "HINTS", "HarnessEvidence", "MAX_DIVERGENCES",
            "RELATIONS", "Span", "TokenizerError", "align", "cause_order", "delivered_by", "delivered_mask_sample",
-           "diagnose", "load_tokenizer", "span_texts", "parse_evidence", "trained_in_doubt"]
+           "diagnose", "load_tokenizer", "span_texts", "parse_evidence", "trained_in_doubt", "FoundTokenizer",
+           "find_tokenizer", "tokenizer_for_model"]

@@ -189,6 +189,51 @@ class _WindowIndex:
         return None
 
 
+_POLY = np.uint64(0x9E3779B97F4A7C15)  # odd: its powers are invertible modulo 2**64
+_MIX = np.uint64(0xFF51AFD7ED558CCD)
+
+
+def _mixed(x: np.ndarray) -> np.ndarray:
+    """Each id scrambled (a multiply and a shift), so sequences built to collide in a plain
+    polynomial hash do not collide here."""
+    y = np.asarray(x, dtype=np.uint64) * _MIX
+    return y ^ (y >> np.uint64(31))
+
+
+class PromptRuns:
+    """Whether a run of ids occurs whole, as one contiguous run, somewhere in P (SPEC 12.4's
+    `history_reordered`).
+
+    Built once per prompt: a prefix sum of a polynomial hash (``H[k] = sum of y[t] B^t`` for
+    t < k, modulo 2**64), so the hash of every window of any length is ``H[j+n] - H[j]``. A
+    query of n ids compares all M - n + 1 windows against the run's hash in one vector pass
+    and confirms candidates on the ids (a hash match proves nothing), so each query costs
+    O(M + n) and never loops per token in Python.
+    """
+
+    def __init__(self, p: np.ndarray) -> None:
+        self.p = np.asarray(p)
+        m = int(self.p.size)
+        powers = np.full(m + 1, _POLY, dtype=np.uint64)
+        powers[0] = 1
+        self.powers = np.cumprod(powers, dtype=np.uint64)  # uint64 products wrap: arithmetic modulo 2**64
+        self.prefix = np.zeros(m + 1, dtype=np.uint64)
+        np.cumsum(_mixed(self.p) * self.powers[:m], dtype=np.uint64, out=self.prefix[1:])
+
+    def find(self, run: np.ndarray) -> int | None:
+        """The first position in P where ``run`` occurs whole, else None (an empty run: None)."""
+        n, m = int(run.size), int(self.p.size)
+        if n == 0 or n > m:
+            return None
+        target = np.cumsum(_mixed(run) * self.powers[:n], dtype=np.uint64)[-1]
+        windows = self.prefix[n:] - self.prefix[:m - n + 1]
+        wanted = self.powers[:m - n + 1] * target
+        for j in np.flatnonzero(windows == wanted).tolist():
+            if np.array_equal(self.p[j:j + n], run):
+                return j
+        return None
+
+
 def _find_tail(s: np.ndarray, p: np.ndarray, i0: int, j0: int) -> tuple[int, int] | None:
     """Resynchronisation on S's last windows, shorter than 8 (k = L - i, 4 <= k < 8)."""
     length = int(s.size)
@@ -243,4 +288,4 @@ def align(s: np.ndarray, p: np.ndarray, limit: int | None = 32) -> Alignment:
     return Alignment(agree, tuple(spans), total)
 
 
-__all__ = ["Alignment", "MIN_WINDOW", "Span", "WINDOW", "align", "common_prefix", "window_hashes"]
+__all__ = ["Alignment", "MIN_WINDOW", "PromptRuns", "Span", "WINDOW", "align", "common_prefix", "window_hashes"]

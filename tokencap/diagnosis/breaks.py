@@ -74,12 +74,12 @@ def find_breaks(build: BuildOutput) -> list[BreakSite]:
     quarantined = set(build.quarantined)
     main = build.main
     main_ids = main.call_ids if main is not None else []
-    main_root = main_ids[0] if main_ids else None
-    if main_root is None:
-        roots = [c for c, link in build.links.items() if link.linked_parent is None and c not in quarantined]
-        main_root = min(roots, key=lambda c: time_key(build, c)) if roots else None
+    # The conversation started at its earliest root; any later "root" is where it started over in
+    # time, whichever fragment was delivered (a compaction's later root is the break, not call one).
+    roots = [c for c, link in build.links.items() if link.linked_parent is None and c not in quarantined]
+    first_root = min(roots, key=lambda c: time_key(build, c)) if roots else None
     for call_id, link in build.links.items():
-        if call_id in sites or call_id in quarantined or call_id == main_root:
+        if call_id in sites or call_id in quarantined or call_id == first_root:
             continue
         if link.resolution == "root" and link.linked_parent is None:
             sites[call_id] = BreakSite(call_id, "extra_root")

@@ -2,9 +2,10 @@
 
 Why a fixed vocabulary: tables, charts and the comparison of two runs count rollouts by
 cause, so a cause is a key, never free text. Why the kind is read off positions only: the
-same spans must give the same kind whoever computes it; the one rule that needs text
-(`retokenized`) applies only when a tokenizer is given, and only turns `tokens_replaced`
-into `retokenized` -- decoding never makes a divergence out of nothing.
+same spans must give the same kind whoever computes it; the rules that read text apply only
+when a tokenizer is given: it turns `tokens_replaced` into `retokenized`, and keeps a short
+span that reads the same from being taken for a stub of dropped output (`generation_dropped`)
+-- decoding never makes a divergence out of nothing.
 
 The diagnosis explains and never decides: nothing here is read by the build, a verdict,
 a metric or a payload.
@@ -16,14 +17,14 @@ from typing import Final
 
 CAUSES: Final[tuple[str, ...]] = (
     "compaction", "compaction_summary", "subagent",
-    "generation_dropped", "retokenized", "tokens_replaced", "tokens_inserted",
-    "history_dropped", "history_replaced", "opening_changed", "seam", "new_context",
+    "generation_dropped", "history_reordered", "retokenized", "tokens_replaced", "tokens_inserted",
+    "history_dropped", "history_replaced", "opening_changed", "seam", "prompt_missing", "new_context",
     "branch", "link_intact", "record_fault",
 )
 """Every cause a break can have, in the order tables and charts list them (SPEC 12.4)."""
 
 DIVERGENCE_KINDS: Final[tuple[str, ...]] = (
-    "generation_dropped", "retokenized", "tokens_replaced", "tokens_inserted",
+    "generation_dropped", "history_reordered", "retokenized", "tokens_replaced", "tokens_inserted",
     "history_dropped", "history_replaced", "opening_changed", "seam", "new_context",
 )
 """The kinds one divergence span can have (a subset of `CAUSES`, same order)."""
@@ -41,6 +42,9 @@ HINTS: Final[dict[str, str]] = {
     "generation_dropped": ("Tokens the model generated earlier are missing from this prompt, usually a chat "
                            "template that strips earlier reasoning; keep that reasoning in the template's history, "
                            "or send token ids back to the server instead of text."),
+    "history_reordered": ("The model's tokens are all in the prompt but at another place, as when a template "
+                          "renders earlier reasoning as a separate message after the tool results; render each "
+                          "turn back in the order the model produced it, or send token ids back instead of text."),
     "retokenized": ("The history came back as the same text with different token ids (decoded and encoded "
                     "again); send the captured token ids back instead of re-encoding the text."),
     "tokens_replaced": ("A short stretch was rendered differently, typically a tool call re-serialised (JSON "
@@ -56,6 +60,9 @@ HINTS: Final[dict[str, str]] = {
                         "the system prompt and tool definitions fixed within a rollout."),
     "seam": ("Only the last few tokens of the previous call were not carried over, usually a stop or special "
              "token lost at the turn boundary; keep the end-of-turn token in the history the template renders."),
+    "prompt_missing": ("The call carries generated tokens but an empty prompt, a turn the harness made up or lost "
+                       "(a placeholder turn); record the prompt the model was given, or leave the turn out of "
+                       "training."),
     "new_context": ("Nothing beyond the opening is shared with any earlier call: a fresh conversation, a title or "
                     "summary request, or a sub-agent; give such calls their own rollout or mark them in the harness."),
     "branch": ("A second conversation continues the same call as the delivered chain; a harness that forks (best "
@@ -73,19 +80,35 @@ SHORT_SPAN: Final[int] = 32
 SEAM_TOKENS: Final[int] = 3
 """A divergence to the end that starts in the predecessor's last this-many tokens is a `seam`."""
 
+REORDERED_TOKENS: Final[int] = 16
+"""A dropped span at least this long found whole elsewhere in the prompt is `history_reordered`."""
+
+STUB_TOKENS: Final[int] = 4
+"""A stub in place of generated tokens is at most this long, and at most a quarter of what it replaces."""
+
+
+def is_stub(d_len: int, i_len: int, all_generated: bool) -> bool:
+    """Whether I (``i_len`` tokens) may be a stub standing for D (``d_len`` generated tokens), SPEC 12.4:
+    every position of D generated, 1 <= |I| <= 4 and |D| >= 4 |I| (an emptied ``<think>`` block)."""
+    return all_generated and 1 <= i_len <= STUB_TOKENS and d_len >= STUB_TOKENS * i_len
+
 
 def divergence_kind(*, parent_start: int, parent_end: int, prompt_start: int, prompt_end: int,
                     to_end: bool, predecessor_len: int, opening_len: int, all_generated: bool,
-                    same_text: bool | None = None) -> str:
+                    same_text: bool | None = None, reordered: bool = False) -> str:
     """The kind of one divergence D = S[parent_start:parent_end], I = P[prompt_start:prompt_end] (SPEC 12.4).
 
     ``to_end``: the walk found no resynchronisation (the divergence runs to the end);
     ``predecessor_len`` is L, ``opening_len`` the opening's length O; ``all_generated``:
     every position of D was generated by the predecessor or a linked ancestor;
-    ``same_text``: D and I decode to the same text (None without a tokenizer).
+    ``same_text``: D and I decode to the same text (None without a tokenizer);
+    ``reordered``: D has at least `REORDERED_TOKENS` tokens and occurs whole somewhere in the
+    prompt (`alignment.PromptRuns`), which makes it `history_reordered` whatever else holds.
     """
     d_len = parent_end - parent_start
     i_len = prompt_end - prompt_start
+    if reordered and d_len >= REORDERED_TOKENS:
+        return "history_reordered"
     if to_end:
         if parent_start >= predecessor_len - SEAM_TOKENS:
             return "seam"
@@ -94,6 +117,8 @@ def divergence_kind(*, parent_start: int, parent_end: int, prompt_start: int, pr
         return "history_replaced"
     if i_len == 0:
         return "generation_dropped" if all_generated else "history_dropped"
+    if is_stub(d_len, i_len, all_generated) and not same_text:
+        return "generation_dropped"
     if d_len == 0:
         return "tokens_inserted"
     if parent_end <= opening_len:
@@ -109,5 +134,5 @@ def cause_order(causes: set[str] | list[str] | tuple[str, ...]) -> list[str]:
     return [c for c in CAUSES if c in present]
 
 
-__all__ = ["CAUSES", "DIVERGENCE_KINDS", "EVIDENCE_CAUSES", "HINTS", "SEAM_TOKENS", "SHORT_SPAN", "cause_order",
-           "divergence_kind"]
+__all__ = ["CAUSES", "DIVERGENCE_KINDS", "EVIDENCE_CAUSES", "HINTS", "REORDERED_TOKENS", "SEAM_TOKENS", "SHORT_SPAN",
+           "STUB_TOKENS", "cause_order", "divergence_kind", "is_stub"]

@@ -11,6 +11,7 @@ same byte for byte whether or not this ran.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -20,12 +21,13 @@ import numpy as np
 from ..builder import BuildOutput
 from ..records import TokenEntry
 from ..tokens import joined
-from .alignment import Alignment, align
+from .alignment import Alignment, PromptRuns, Span, align
 from .breaks import BreakSite, children_by_parent, find_breaks, predecessor, time_key
-from .causes import HINTS, divergence_kind
+from .causes import HINTS, REORDERED_TOKENS, divergence_kind
 from .evidence import HarnessEvidence, parse_evidence
 from .model import MAX_DIVERGENCES, Break, Divergence
-from .text import TokenizerLike, as_tokenizer, clipped, decode, starts_with_think
+from .tokenizer_lookup import FoundTokenizer, missing_model_note, tokenizer_for_models
+from .text import TokenizerLike, as_tokenizer, clipped, decode, starts_with_think, think_left_open
 
 
 def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] | None = None,
@@ -33,9 +35,12 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
     """Every break of ``result`` (what `tokencap.build_rollout` returned), by ``(created_at, call id)``.
 
     ``tokenizer``: a `tokenizers.Tokenizer` (or anything with ``decode`` and
-    ``id_to_token``), or a path to a ``tokenizer.json`` (a bad path raises
+    ``id_to_token``), or a ``tokenizer.json``, a model directory or ``Org/Name`` in the local
+    Hugging Face cache (SPEC 12.8; one that cannot be found raises
     `tokencap.diagnosis.TokenizerError`; load it once with `load_tokenizer` for many
-    rollouts). ``evidence``: the rollout's record from the harness's rollout records (the
+    rollouts). Without one, the delivered calls' model is looked up in the local cache
+    (`model_tokenizer`); a found tokenizer's label is a note on each break it decoded.
+    ``evidence``: the rollout's record from the harness's rollout records (the
     object a ``--final-responses`` line holds; `FinalResponses.evidence_for` gives it).
 
     A rollout that was not built (load error, no records, build error) has no breaks.
@@ -49,13 +54,28 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
     if not sites:
         return []
     decoder = as_tokenizer(tokenizer)
+    missing = None
+    if decoder is None:  # SPEC 12.8: the delivered calls' model, when the local cache holds its tokenizer
+        decoder, missing = model_tokenizer(build)
     harness = None
     if evidence is not None:
         known = set(build.entries) | set(build.excluded)
         harness = parse_evidence(evidence, rollout_id=str(getattr(result, "rollout_id", "")), call_ids=known)
     children = children_by_parent(build)
     created = {call_id: time_key(build, call_id) for call_id in build.entries}
-    return [_one(build, site, children, decoder, harness, created) for site in sites]
+    out = [_one(build, site, children, decoder, harness, created) for site in sites]
+    note = missing_model_note(missing) if missing is not None else None
+    if note is not None:  # said once per model and process, on the first break it concerns
+        out[0] = dataclasses.replace(out[0], notes=(*out[0].notes, note))
+    return out
+
+
+def model_tokenizer(build: BuildOutput) -> tuple[FoundTokenizer | None, str | None]:
+    """The tokenizer of the model the delivered calls name, from the local Hugging Face cache
+    (looked up once per model and process), else None with the model that has none (to say so)."""
+    main = build.main
+    calls = main.call_ids if main is not None else []
+    return tokenizer_for_models(build.entries[c].model for c in calls if c in build.entries)
 
 
 def span_texts(result: Any, brk: Break, tokenizer: TokenizerLike | str | os.PathLike[str]
@@ -111,10 +131,10 @@ class _Generated:
         inside = np.clip(self.ends, start, end) - np.clip(self.starts, start, end)
         return int(inside.sum()) == end - start
 
-    def owner(self, position: int) -> TokenEntry | None:
-        """The call whose generation holds ``position``."""
+    def owner(self, position: int) -> tuple[TokenEntry, int] | None:
+        """The call whose generation holds ``position``, with where that generation starts in S."""
         hit = np.flatnonzero((self.starts <= position) & (position < self.ends))
-        return self.entries[int(hit[0])] if hit.size else None
+        return (self.entries[int(hit[0])], int(self.starts[int(hit[0])])) if hit.size else None
 
 
 def _one(build: BuildOutput, site: BreakSite, children: dict[str, list[str]], tokenizer: TokenizerLike | None,
@@ -134,20 +154,26 @@ def _one(build: BuildOutput, site: BreakSite, children: dict[str, list[str]], to
             evidence += harness.for_call(pred_id, _function_call_ids(build.entries[pred_id]))
     replaced = harness.cause_for(site.call_id, created) if harness is not None else None
     prompt = entry.prompt_token_ids
-    if pred_id is None:
-        token_cause = "new_context"
+    if pred_id is None or not prompt.size:
+        token_cause = "new_context" if prompt.size else "prompt_missing"
         cause = replaced or ("branch" if site.kind == "branch" else token_cause)
-        return Break(site.call_id, site.kind, site.note, None, None, site.sibling, None, None, int(prompt.size),
-                     (), 0, cause, token_cause, HINTS[cause], False, evidence=tuple(evidence), notes=tuple(notes))
+        known = pred_id is not None  # an empty prompt agrees with nothing: no alignment, no divergences
+        length_or_none = build.entries[pred_id].full_len if pred_id is not None else None
+        return Break(site.call_id, site.kind, site.note, pred_id, relation, site.sibling, 0 if known else None,
+                     length_or_none, int(prompt.size), (), 0, cause, token_cause, HINTS[cause], False,
+                     evidence=tuple(evidence), notes=tuple(notes))
     lineage = _lineage(build, pred_id)
     s = full_sequence(build.entries[pred_id])
     alignment = align(s, prompt, limit=MAX_DIVERGENCES)
     generated = _Generated(lineage)
     opening = int(lineage[0].prompt_token_ids.size)
     texts = _Texts(tokenizer, s, prompt, notes)
-    divergences = tuple(_kinded(alignment, s.size, opening, generated, texts))
+    divergences = tuple(_kinded(alignment, s, prompt, opening, generated, texts))
+    label = getattr(tokenizer, "label", None)
+    if divergences and texts.active and isinstance(label, str):
+        notes.append(f"text decoded with {label}")  # SPEC 12.8: name the tokenizer wherever text is shown
     length = int(s.size)
-    token_cause = "link_intact" if alignment.agree == length else divergences[0].kind
+    token_cause = _token_cause(alignment.agree, length, divergences)
     reasoning = False
     parent_text = prompt_text = same_text = None
     if divergences and texts.active:
@@ -157,17 +183,40 @@ def _one(build: BuildOutput, site: BreakSite, children: dict[str, list[str]], to
             parent_text, prompt_text = clipped(parent_full), clipped(prompt_full)
             same_text = parent_full == prompt_full
     if token_cause == "generation_dropped":
-        first = divergences[0]
-        owner = generated.owner(first.parent_start)
-        reasoning = owner is not None and any(
-            isinstance(item, Mapping) and item.get("type") == "reasoning" for item in owner.output_items)
-        if not reasoning and texts.active:
-            parent_full, _ = texts.span(first)
-            reasoning = parent_full is not None and starts_with_think(parent_full)
+        reasoning = _reasoning(divergences[0], generated, texts)
     cause = replaced or ("branch" if site.kind == "branch" else token_cause)
     return Break(site.call_id, site.kind, site.note, pred_id, relation, site.sibling, alignment.agree, length,
                  int(prompt.size), divergences, alignment.more, cause, token_cause, HINTS[cause], reasoning,
                  parent_text, prompt_text, same_text, tuple(evidence), tuple(dict.fromkeys(notes)))
+
+
+def _token_cause(agree: int, length: int, divergences: tuple[Divergence, ...]) -> str:
+    """SPEC 12.4: `link_intact` when the prompt continues all of S, else `history_reordered` when
+    any listed divergence is, else the first divergence's kind."""
+    if agree == length:
+        return "link_intact"
+    if any(d.kind == "history_reordered" for d in divergences):
+        return "history_reordered"
+    return divergences[0].kind
+
+
+def _reasoning(first: Divergence, generated: _Generated, texts: _Texts) -> bool:
+    """Whether the dropped span D is reasoning (SPEC 12.4): the call whose generation holds D's first
+    token has a reasoning item, or (with a tokenizer) D reads as a ``<think>`` block, or the text that
+    call generated before D left a ``<think>`` open."""
+    found = generated.owner(first.parent_start)
+    if found is not None and any(isinstance(item, Mapping) and item.get("type") == "reasoning"
+                                 for item in found[0].output_items):
+        return True
+    if not texts.active:
+        return False
+    parent_full, _ = texts.span(first)
+    if parent_full is not None and starts_with_think(parent_full):
+        return True
+    if found is None or found[1] >= first.parent_start:
+        return False
+    before = texts.parent(found[1], first.parent_start)
+    return before is not None and think_left_open(before)
 
 
 def _function_call_ids(entry: TokenEntry) -> list[str]:
@@ -196,26 +245,45 @@ class _Texts:
             self._memo[key] = text
         return self._memo[key]
 
+    def parent(self, start: int, end: int) -> str | None:
+        """S[start:end] decoded (None when the tokenizer cannot)."""
+        return self._decode("parent", start, end)
+
     def span(self, d: Divergence) -> tuple[str | None, str | None]:
         return self._decode("parent", d.parent_start, d.parent_end), self._decode("prompt", d.prompt_start,
                                                                                 d.prompt_end)
 
 
-def _kinded(alignment: Alignment, length: int, opening: int, generated: _Generated, texts: _Texts
-            ) -> list[Divergence]:
+def _kinded(alignment: Alignment, s: np.ndarray, p: np.ndarray, opening: int, generated: _Generated,
+            texts: _Texts) -> list[Divergence]:
+    """Each listed span with its kind (SPEC 12.4). Text is decoded only where a rule reads it: a
+    short replacement (`retokenized`?) and a possible stub (the same text is no stub); P's run
+    hashes are built only when some dropped span is long enough to be reordered."""
     out = []
+    runs: PromptRuns | None = None
     for span in alignment.spans:
-        common = dict(parent_start=span.parent_start, parent_end=span.parent_end, prompt_start=span.prompt_start,
-                      prompt_end=span.prompt_end)
-        kind = divergence_kind(**common, to_end=span.to_end, predecessor_len=length, opening_len=opening,
-                               all_generated=generated.covers(span.parent_start, span.parent_end))
-        if kind == "tokens_replaced" and texts.active:
-            d = Divergence(**common, kind=kind)
-            parent_text, prompt_text = texts.span(d)
-            if parent_text is not None and parent_text == prompt_text:
-                kind = "retokenized"
-        out.append(Divergence(**common, kind=kind))
+        reordered = False
+        if span.parent_end - span.parent_start >= REORDERED_TOKENS:
+            runs = runs if runs is not None else PromptRuns(p)
+            reordered = runs.find(s[span.parent_start:span.parent_end]) is not None
+        all_generated = generated.covers(span.parent_start, span.parent_end)
+
+        def kind_of(same_text: bool | None = None, span: Span = span, reordered: bool = reordered,
+                    all_generated: bool = all_generated) -> str:
+            return divergence_kind(parent_start=span.parent_start, parent_end=span.parent_end,
+                                   prompt_start=span.prompt_start, prompt_end=span.prompt_end, to_end=span.to_end,
+                                   predecessor_len=int(s.size), opening_len=opening, all_generated=all_generated,
+                                   same_text=same_text, reordered=reordered)
+
+        kind = kind_of()
+        stub = kind == "generation_dropped" and span.prompt_end > span.prompt_start
+        divergence = Divergence(span.parent_start, span.parent_end, span.prompt_start, span.prompt_end, kind)
+        if texts.active and (kind == "tokens_replaced" or stub):
+            parent_text, prompt_text = texts.span(divergence)
+            if parent_text is not None and prompt_text is not None:
+                divergence = dataclasses.replace(divergence, kind=kind_of(parent_text == prompt_text))
+        out.append(divergence)
     return out
 
 
-__all__ = ["diagnose", "full_sequence", "span_texts"]
+__all__ = ["diagnose", "full_sequence", "model_tokenizer", "span_texts"]

@@ -30,33 +30,41 @@ class TokenizerLike(Protocol):
 
 
 class TokenizerError(ValueError):
-    """A tokenizer path that names no readable ``tokenizer.json`` (one line, says why)."""
+    """A tokenizer that cannot be found or read (one line, says why and the forms it may take)."""
 
 
-def load_tokenizer(path: str | os.PathLike[str]) -> TokenizerLike:
-    """A `tokenizers.Tokenizer` read from a ``tokenizer.json``; `TokenizerError` when it cannot be."""
-    where = str(path)
+def read_tokenizer_file(path: str | os.PathLike[str], shown: str | None = None) -> tuple[TokenizerLike, bytes]:
+    """A `tokenizers.Tokenizer` read from the ``tokenizer.json`` at ``path``, with the file's bytes;
+    `TokenizerError` (naming ``shown``, else the path) when it cannot be."""
+    where = shown if shown is not None else str(path)
     try:
         from tokenizers import Tokenizer
     except ImportError:
         raise TokenizerError(f"{where}: decoding needs the `tokenizers` package "
                              "(pip install 'tokencap-rl[tokenizer]')") from None
-    file = Path(path)
-    if file.is_dir():
-        raise TokenizerError(f"{where}: is a directory; expected a tokenizer.json")
     try:
-        data = file.read_bytes()
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise TokenizerError(f"{where}: no such file (a tokenizer.json was expected)") from None
     except OSError as exc:
         raise TokenizerError(f"{where}: cannot be read ({exc.strerror or exc})") from None
     try:
-        return Tokenizer.from_str(data.decode("utf-8"))
+        return Tokenizer.from_str(data.decode("utf-8")), data
     except UnicodeDecodeError:
         raise TokenizerError(f"{where}: not a tokenizer.json (not UTF-8 text)") from None
     except Exception as exc:  # noqa: BLE001 -- the tokenizers library raises plain Exceptions
         reason = " ".join(str(exc).split())[:200]
         raise TokenizerError(f"{where}: not a tokenizer.json the tokenizers library can read ({reason})") from None
+
+
+def load_tokenizer(spec: str | os.PathLike[str]) -> TokenizerLike:
+    """The tokenizer ``spec`` names (SPEC 12.8): a ``tokenizer.json``, a directory holding one, or a
+    model name ``Org/Name`` in the local Hugging Face cache. Returns a
+    `tokenizer_lookup.FoundTokenizer` (it decodes, and says where it came from);
+    `TokenizerError` when it cannot be found or read. Never downloads."""
+    from .tokenizer_lookup import find_tokenizer
+
+    return find_tokenizer(spec)
 
 
 def as_tokenizer(tokenizer: TokenizerLike | str | os.PathLike[str] | None) -> TokenizerLike | None:
@@ -102,5 +110,11 @@ def starts_with_think(text: str) -> bool:
     return text.lstrip().startswith("<think>")
 
 
+def think_left_open(text: str) -> bool:
+    """Whether ``text`` holds a ``<think>`` with no ``</think>`` after it (it stops inside reasoning)."""
+    opened = text.rfind("<think>")
+    return opened >= 0 and text.find("</think>", opened) < 0
+
+
 __all__ = ["ELLIPSIS", "MAX_CHARS", "TokenizerError", "TokenizerLike", "as_tokenizer", "clipped", "decode",
-           "load_tokenizer", "starts_with_think", "undecodable"]
+           "load_tokenizer", "read_tokenizer_file", "starts_with_think", "think_left_open", "undecodable"]

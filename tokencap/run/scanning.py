@@ -89,19 +89,25 @@ def _metadata(final_responses_path: str | None, tokenizer: str | None = None) ->
     delivered values included: any byte of the file changes it) and the tokenizer's digest."""
     from ..identity import code_identity
 
-    return {META_KEY: orjson.dumps({"version": code_identity(),
-                                    "final_responses_sha256": _file_digest(final_responses_path),
-                                    "tokenizer_sha256": _file_digest(tokenizer)})}
+    meta: dict[str, Any] = {"version": code_identity(), "final_responses_sha256": _file_digest(final_responses_path),
+                            "tokenizer_sha256": _file_digest(tokenizer)}
+    if tokenizer is None:  # SPEC 12.8: rollouts may decode with their model's tokenizer from the local cache
+        from ..diagnosis.tokenizer_lookup import cache_fingerprint
+
+        found = cache_fingerprint()
+        if found:  # left out when there is none, so tables of a machine without a cache stay current
+            meta["tokenizer_cache"] = found
+    return {META_KEY: orjson.dumps(meta)}
 
 
 def check_tokenizer(tokenizer: str | os.PathLike[str] | None) -> str | None:
-    """The tokenizer's path as a string, read once here so a bad one fails before any work starts
+    """The ``tokenizer.json`` that ``tokenizer`` (a file, a model directory or ``Org/Name`` in the local
+    Hugging Face cache, SPEC 12.8) names, read once here so a bad one fails before any work starts
     (`tokencap.diagnosis.TokenizerError`, one line); None for none."""
     if tokenizer is None:
         return None
-    path = os.fspath(tokenizer)
-    tokenizer_at(path)
-    return path
+    found = tokenizer_at(os.fspath(tokenizer))
+    return str(getattr(found, "path", os.fspath(tokenizer)))  # the tokenizer.json a directory or model name gives
 
 
 def _load_final_responses(path: str | FinalResponses | None) -> Any:

@@ -349,6 +349,21 @@ def load_all(sources: Iterable[Source], load: Callable[[Source], LoadedSource] =
     return [load(s) for s in sources]
 
 
+def tokenizer_label(path: str | os.PathLike[str], app_dir: str | os.PathLike[str]) -> str:
+    """Which tokenizer the app decodes with and where it came from (SPEC 12.8), for a caption: the
+    bundled sample tokenizer, a model's from the local Hugging Face cache (what ``--tokenizer
+    Org/Name`` hands the app), or a tokenizer.json at its path."""
+    from ..diagnosis.tokenizer_lookup import file_label
+
+    bundled = Path(app_dir) / "sample_data" / "tokenizer.json"
+    try:
+        if Path(path).resolve() == bundled.resolve():
+            return "the bundled sample tokenizer (sample_data/tokenizer.json)"
+    except OSError:
+        pass
+    return file_label(path)
+
+
 def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
                            source_paths: list[str | None]) -> Path | None:
     """The tokenizer the app decodes and diagnoses with (both pages) when none is uploaded: the one given on the command

@@ -44,6 +44,22 @@ def sidebar_tokenizer() -> None:
     st.sidebar.file_uploader("Tokenizer (optional): tokenizer.json", type=["json"], key="tokenizer",
                              help="A Hugging Face `tokenizers` file; token ids are then shown as text in the loss "
                                   "mask window and the parent-link proof.")
+    label = tokenizer_label_in_use()
+    if label:  # SPEC 12.8: the tokenizer that decodes the text, and where it came from
+        st.sidebar.caption(f"Text decoded with {md_escape(label)}")
+
+
+def tokenizer_label_in_use() -> str | None:
+    """Which tokenizer `tokenizer_in_use` decodes with and where it came from; None without one."""
+    upload = STATE.get("tokenizer")
+    if upload is not None:
+        return f"the uploaded {getattr(upload, 'name', 'tokenizer.json')}"
+    path = STATE.get("default_tokenizer")
+    if not path:
+        return None
+    from tokencap.app.rollout.sources import APP_DIR
+
+    return src.tokenizer_label(path, APP_DIR)
 
 
 def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:

@@ -29,6 +29,7 @@ LIKELY = {
     "compaction_summary": "it is the harness's own summariser request, not a turn of the conversation",
     "subagent": "it opens a sub-agent's own conversation",
     "generation_dropped": "earlier model output was left out of the history",
+    "history_reordered": "the model's tokens were likely rendered back in another order (a turn split or moved)",
     "retokenized": "the history was likely decoded and encoded again",
     "tokens_replaced": "likely a re-rendered tool call (JSON spacing, key order) or changed whitespace",
     "tokens_inserted": "tokens were added to history the model had already seen",
@@ -36,6 +37,7 @@ LIKELY = {
     "history_replaced": "a stretch of history was likely rewritten or summarised",
     "opening_changed": "the system prompt or the tool list likely changed",
     "seam": "likely a stop or special token lost at the turn boundary",
+    "prompt_missing": "a turn the harness made up or lost (a placeholder with no prompt)",
     "new_context": "likely a summary after compaction, a sub-agent, a title request or a fresh conversation",
     "branch": "a second conversation continues the same call",
     "link_intact": "the tokens prove the link the capture's metadata did not (fix the parent resolution)",
@@ -69,6 +71,9 @@ def token_words(brk: Break) -> str:
     """What the break's prompt did to its predecessor's tokens (its first divergence), in words."""
     call, pred = brk.call_id, brk.predecessor
     cause = brk.token_cause
+    if cause == "prompt_missing":
+        return f"{call}'s prompt is empty" + (f" (nothing of {pred}'s {_n(brk.predecessor_len or 0)} carried)"
+                                              if pred is not None else "")
     if pred is None:
         return f"{call} continues no earlier call"
     if cause == "link_intact":
@@ -79,9 +84,14 @@ def token_words(brk: Break) -> str:
     dropped = first.parent_end - first.parent_start
     inserted = first.prompt_end - first.prompt_start
     at = f"at position {first.parent_start:,}"
+    if cause == "history_reordered":
+        moved = next((d for d in brk.divergences if d.kind == "history_reordered"), first)
+        return (f"{call}'s prompt carries {_n(moved.parent_end - moved.parent_start)} of {pred} from position "
+                f"{moved.parent_start:,} elsewhere in the prompt, not where they stood")
     if cause == "generation_dropped":
-        return f"{call}'s prompt leaves out {_n(dropped)} {pred} generated" + (" (its reasoning)" if brk.reasoning
-                                                                             else "")
+        stub = f" for a stub of {_n(inserted)}" if inserted else ""
+        return f"{call}'s prompt leaves out {_n(dropped)} {pred} generated{stub}" + (
+            " (its reasoning)" if brk.reasoning else "")
     if cause == "history_dropped":
         return f"{call}'s prompt leaves out {_n(dropped)} of {pred}'s history {at}"
     if cause == "tokens_inserted":

@@ -153,10 +153,11 @@ def _roots(view: RolloutView) -> list[Culprit]:
     build = view.build
     assert build is not None
     quarantined = set(build.quarantined)
-    main_root = build.main.call_ids[0] if build.main is not None and build.main.links else None
-    roots = sorted((d for cid, d in build.links.items()
-                    if d.linked_parent is None and cid not in quarantined and cid != main_root),
-                   key=lambda d: (build.entries[d.call_id].created_at, d.call_id))
+    # Every root but the earliest, as the diagnosis's extra roots (SPEC 12.1): the conversation began
+    # at its earliest root whichever fragment was delivered, so after a compaction the later root is
+    # the culprit, never the rollout's first call.
+    roots = sorted((d for cid, d in build.links.items() if d.linked_parent is None and cid not in quarantined),
+                   key=lambda d: (build.entries[d.call_id].created_at, d.call_id))[1:]
     out = []
     for d in roots:
         if d.note is None:
