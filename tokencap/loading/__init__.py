@@ -27,7 +27,8 @@ from .wire import TOO_DEEP
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record
 
-__all__ = ["FinalResponses", "LoadError", "iter_snapshots", "load_final_responses", "load_snapshots", "records_for"]
+__all__ = ["FinalResponses", "LoadError", "final_responses_beside_rollouts", "iter_snapshots", "load_final_responses",
+           "load_snapshots", "records_for"]
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 

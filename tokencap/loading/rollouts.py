@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot
-from .final_responses import carries_tokens, one_record
+from .final_responses import FinalResponses, carries_tokens, one_record
 from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
 from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
 
@@ -87,8 +87,19 @@ class RecordSpan:
     note: str | None = None
 
 
-_RECORD_MARKS = re.compile(rb'"response|"object"|"reward"')
+_MARKS = (b'"response', b'"object"', b'"reward"')
 """Keys one of which a rollout record or a Responses object has (`looks_like_rollout_record`)."""
+_RECORD_MARKS = re.compile(b"|".join(_MARKS))
+
+
+def _has_mark(data: Any, start: int = 0, end: int | None = None) -> bool:
+    """Whether ``data[start:end]`` holds one of `_MARKS`: a byte search (memchr speed where the
+    buffer has ``find``: bytes, mmap), never a decode."""
+    end = len(data) if end is None else end
+    find = getattr(data, "find", None)
+    if find is None:
+        return _RECORD_MARKS.search(data, start, end) is not None
+    return any(find(mark, start, end) >= 0 for mark in _MARKS)
 
 
 def is_rollouts_text(data: Any) -> bool:
@@ -97,7 +108,7 @@ def is_rollouts_text(data: Any) -> bool:
     not captured calls (SPEC 13.1). Keys are found by byte search before anything is
     decoded, so a capture's text is never decoded here."""
     for _line, start, end in line_spans(data):
-        if _RECORD_MARKS.search(data, start, end) is None:
+        if not _has_mark(data, start, end):
             if bytes(data[max(start, end - 8):end]).rstrip().endswith(b"}"):
                 return False  # a whole line of JSONL that is no record
             break
@@ -105,7 +116,7 @@ def is_rollouts_text(data: Any) -> bool:
             return looks_like_rollout_record(decode_raw_object(data[start:end]))
         except (msgspec.MsgspecError, RecursionError):
             break  # a pretty-printed object, or not JSON: judged as a whole below
-    if _RECORD_MARKS.search(data) is None:
+    if not _has_mark(data):
         return False
     try:
         return looks_like_rollout_record(decode_raw_object(data))
@@ -183,11 +194,11 @@ def _has_tokens(peek: _PeekRecord | None) -> bool:
 
 
 def no_token_ids_message(name: str, records: list[RecordSpan]) -> str:
-    """Why a file of rollout records is not a source: none of its records carries token ids
-    of its own (SPEC 13.1)."""
+    """Why a file of rollout records is not a source (SPEC 13.1): none of its records carries
+    token ids, or its records say a capture delivered their tokens."""
     first = records[0].line if records else 1
-    if any(r.tokens for r in records):  # every token-bearing record was delivered through a capture
-        why = ("its records' tokens were delivered through token capture ('_ng_token_capture'), so that "
+    if any(r.delivered_by_capture for r in records):
+        why = ("its records say their tokens were delivered through token capture ('_ng_token_capture'), so that "
                "capture is the source")
     else:
         why = ("the file holds rollouts without token ids (NeMo Gym writes token ids on output items only with "
@@ -197,9 +208,10 @@ def no_token_ids_message(name: str, records: list[RecordSpan]) -> str:
 
 
 def is_source(records: list[RecordSpan]) -> bool:
-    """Whether a rollouts file loads as rollouts: a record carries token ids of its own (not
-    copies of a capture's, which that capture's records say with ``_ng_token_capture``)."""
-    return any(r.tokens and not r.delivered_by_capture for r in records)
+    """Whether a rollouts file loads as rollouts: a record carries token ids, and no record says
+    a capture delivered its rollout's tokens (``_ng_token_capture``: the file is then that
+    capture run's records, for ``--final-responses``, and its items' ids are copies)."""
+    return any(r.tokens for r in records) and not any(r.delivered_by_capture for r in records)
 
 
 def iter_rollouts(data: Any, name: str, records: list[RecordSpan] | None = None,
@@ -225,14 +237,19 @@ def read_rollouts(data: Any, name: str | None, rollout_id: str | None = None
 
 
 def rollout_at(chunk: Any, span: RecordSpan, name: str) -> TokenCaptureSnapshot:
-    """The rollout of one record (its bytes ``chunk``); never raises."""
+    """The rollout of one record (its bytes ``chunk``); never raises: a record that cannot be
+    read is a rollout with its `load_error` (and an empty ``record``: `from_output_items`)."""
     notes = [span.note] if span.note else []
     try:
         return read_record(chunk, span, name, notes)
     except (LoadError, RecordError) as exc:
-        return TokenCaptureSnapshot.failed(span.rollout_id, str(exc), notes)
+        error = str(exc)
     except RecursionError:
-        return TokenCaptureSnapshot.failed(span.rollout_id, f"{name}, line {span.line}: {TOO_DEEP}", notes)
+        error = f"{name}, line {span.line}: {TOO_DEEP}"
+    # Still a rollout of a rollouts file: its records are the file's own (none usable), so
+    # --final-responses stays refused beside it and its tokens are said to come from items.
+    return TokenCaptureSnapshot(rollout_id=span.rollout_id, incomplete=True, load_error=error, source_notes=notes,
+                                record=FinalResponses(name=name))
 
 
 def _value(raw: msgspec.Raw, where: str, path: str) -> Any:
@@ -290,6 +307,12 @@ def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> To
                                 else "", entries=entries, source_notes=notes, record=finals)
 
 
+def from_output_items(snapshot: TokenCaptureSnapshot) -> bool:
+    """Whether a rollout was read from a rollout record's output items (SPEC 13), even one
+    that failed to load; False for a capture."""
+    return snapshot.record is not None
+
+
 def call_id(index: int) -> str:
     """The call read from the output item at ``index``."""
     return f"{CALL_PREFIX}{index:04d}"
@@ -339,5 +362,5 @@ def _call_records(output: list[dict[str, msgspec.Raw]], calls: list[int], rollou
     return raws
 
 
-__all__ = ["CALL_PREFIX", "READ_FROM_ITEMS", "RecordSpan", "call_id", "index_rollouts", "is_rollouts_text", "is_source",
+__all__ = ["CALL_PREFIX", "READ_FROM_ITEMS", "RecordSpan", "call_id", "from_output_items", "index_rollouts", "is_rollouts_text", "is_source",
            "iter_rollouts", "no_token_ids_message", "read_record", "read_rollouts", "rollout_at"]
