@@ -28,7 +28,7 @@ ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record
 
 __all__ = ["FinalResponses", "LoadError", "final_responses_beside_rollouts", "iter_snapshots", "load_final_responses",
-           "load_snapshots", "records_for"]
+           "load_snapshots", "records_for", "responses_for"]
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
@@ -72,6 +72,18 @@ def records_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None) -
     if finals is not None:
         raise LoadError(final_responses_beside_rollouts(finals.name))
     return snapshot.record
+
+
+def responses_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None, *, single_rollout: bool,
+                  evidence: bool = False) -> tuple[dict | None, dict | None]:
+    """(the final response, the record's harness evidence when ``evidence``) that apply to
+    ``snapshot``: from its own record (SPEC 13) or from ``finals`` (`records_for`, which
+    raises when both are given)."""
+    records = records_for(snapshot, finals)
+    if records is None:
+        return None, None
+    return (records.for_rollout(snapshot.rollout_id, single_rollout=single_rollout),
+            records.evidence_for(snapshot.rollout_id, single_rollout=single_rollout) if evidence else None)
 
 
 def final_responses_beside_rollouts(name: str) -> str:
