@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..export import write_atomically
+from ..loading import final_responses_beside_rollouts
 from ..loading.final_responses import FinalResponses
 from .discover import RolloutUnit, discover
 from .errors import DiffTableGiven, DiscoveryError, ScanTableError
@@ -176,7 +177,10 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
     """The run as an ordered plan of shards (lists of units) and reused sources (str)."""
     previous = _read_previous(since, final_responses, summary.notes, tokenizer) if since else None
     skipped: list[str] = []
-    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped)
+    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped,
+                     notes=summary.notes)
+    if final_responses and any(unit.kind == "rollouts" for unit in units):
+        raise DiscoveryError(final_responses_beside_rollouts(str(getattr(final_responses, "name", final_responses))))
     if skipped:
         shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
         summary.notes.append(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that "
