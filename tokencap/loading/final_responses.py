@@ -102,6 +102,11 @@ EVIDENCE_NOTES_KEY = "_tokencap_notes"
 _INDEX_FIELDS = (("task_index", ("_ng_task_index", "task_index")),
                  ("rollout_index", ("_ng_rollout_index", "rollout_index")))
 
+RECORD_FIELDS = ("rollout_id", "object", "reward", "task_id", *(n for _, names in _INDEX_FIELDS for n in names),
+                 *EVIDENCE_RECORD_FIELDS)
+"""The top-level fields a record with ``response`` is read for (`one_record` reads no other):
+a reader that splits a long record once may keep only these."""
+
 
 @dataclass
 class FinalResponses:
@@ -317,15 +322,18 @@ def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
 
 
 def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id: str,
-               last_tokens: tuple[np.ndarray, np.ndarray]) -> FinalResponses:
+               last_tokens: tuple[np.ndarray, np.ndarray],
+               output: tuple[list[dict[str, msgspec.Raw]], str] | None = None) -> FinalResponses:
     """The records of one rollout read from its own record (SPEC 13.2): ``record`` is its
     final response and rollout record, under ``rollout_id`` (which the record may not carry).
-    ``last_tokens`` are the last token-bearing item's prompt and generation, already read.
+    ``last_tokens`` are the last token-bearing item's prompt and generation, already read;
+    ``output``: the response's output items as the caller split them, with their path
+    (``response.output``), so a long record is not split again.
     Raises `LoadError` naming the file, line and field."""
     out = FinalResponses(name=label)
     where = f"{label}, line {line}"
     try:
-        _, response = _record(record, None, last_tokens)
+        _, response = _record(record, None, last_tokens, output)
         facts = _facts(record, where)
     except _Bad as bad:
         raise LoadError(f"{where}: field {bad.field_path!r}: {bad.problem}") from None
@@ -340,15 +348,20 @@ def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id
 
 
 def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
-            last_tokens: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[str | None, dict[str, Any]]:
+            last_tokens: tuple[np.ndarray, np.ndarray] | None = None,
+            output: tuple[list[dict[str, msgspec.Raw]], str] | None = None) -> tuple[str | None, dict[str, Any]]:
     """(rollout id or None, the compact response) of one record; ``last_tokens``: the last
-    token-bearing item's prompt and generation when the caller has read them."""
+    token-bearing item's prompt and generation when the caller has read them; ``output``:
+    the output items and their path when the caller has split them."""
     rollout_id = None
     if "rollout_id" in record:
         value = _value(record["rollout_id"], "rollout_id")
         if value is not None and not isinstance(value, str):
             raise _Bad("rollout_id", f"must be a string, got {type_name(value)}")
         rollout_id = value
+    if output is not None:
+        items, path = output
+        return rollout_id, {"object": "response", "output": _items(items, path, parser, last_tokens)}
     if "response" in record:
         try:
             body = _decode_object(record["response"])
@@ -465,5 +478,5 @@ def _check_item(item: dict[str, Any], path: str) -> None:
                 raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
-__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "carries_tokens",
+__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "RECORD_FIELDS", "FinalResponses", "RecordFacts", "carries_tokens",
            "load_final_responses", "one_record"]

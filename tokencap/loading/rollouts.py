@@ -22,6 +22,7 @@ delivery come from it wherever the snapshot goes.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from typing import Any
 import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot
-from .final_responses import FinalResponses, carries_tokens, one_record
+from .final_responses import RECORD_FIELDS, FinalResponses, carries_tokens, one_record
 from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
 from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
 
@@ -70,6 +71,31 @@ class _PeekRecord(msgspec.Struct):
 
 
 _peek = msgspec.json.Decoder(_PeekRecord).decode
+
+_Maybe = msgspec.Raw | msgspec.UnsetType
+
+
+class _Body(msgspec.Struct):
+    """What a record's Responses object is read for (`read_record`)."""
+
+    output: list[dict[str, msgspec.Raw]] | msgspec.UnsetType = msgspec.UNSET
+    id: _Maybe = msgspec.UNSET
+    model: _Maybe = msgspec.UNSET
+    status: _Maybe = msgspec.UNSET
+    incomplete_details: _Maybe = msgspec.UNSET
+
+
+_BODY_FIELDS = ("id", "model", "status", "incomplete_details")
+
+_OneRecord = msgspec.defstruct(
+    "_OneRecord", [("response", _Body | msgspec.UnsetType, msgspec.UNSET),
+                   *((name.lstrip("_"), _Maybe, msgspec.UNSET) for name in RECORD_FIELDS)],
+    rename={name.lstrip("_"): name for name in RECORD_FIELDS})
+"""A record with ``response``, split in one pass over its bytes: the fields `one_record` reads,
+the response's output items, and what `read_record` reads of the response. A line holds
+every call's whole prompt (tens of MB): splitting it level by level would read it three
+times, and `one_record` twice more."""
+_split_once = msgspec.json.Decoder(_OneRecord).decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +173,7 @@ def index_rollouts(data: Any, name: str) -> list[RecordSpan]:
     and a note. A record that cannot be read here is kept (``tokens`` false): reading it
     says what is wrong."""
     whole = _is_one_object(data)
-    spans = [whole] if whole is not None else list(line_spans(data))
+    spans = [whole] if whole is not None else line_spans(data)  # lazily: each line released once read
     base = os.path.basename(name)
     out: list[RecordSpan] = []
     seen: dict[str, int] = {}
@@ -157,6 +183,7 @@ def index_rollouts(data: Any, name: str) -> list[RecordSpan]:
             peek = _peek(data[start:end])
         except (msgspec.MsgspecError, RecursionError):
             peek = None
+        release(data, start, end)
         rid = _rollout_id(peek, f"{base}:{line}")
         note = None
         if rid in seen:
@@ -222,8 +249,31 @@ def iter_rollouts(data: Any, name: str, records: list[RecordSpan] | None = None,
     records = index_rollouts(data, name) if records is None else records
     if not is_source(records):
         raise LoadError(no_token_ids_message(name, records))
-    return (rollout_at(data[r.start:r.end], r, name) for r in records
-            if rollout_id is None or r.rollout_id == rollout_id)
+    return _each_rollout(data, name, records, rollout_id)
+
+
+def _each_rollout(data: Any, name: str, records: list[RecordSpan], rollout_id: str | None
+                  ) -> Iterator[TokenCaptureSnapshot]:
+    for r in records:
+        if rollout_id is None or r.rollout_id == rollout_id:
+            snapshot = rollout_at(data[r.start:r.end], r, name)
+            release(data, r.start, r.end)
+            yield snapshot
+
+
+def release(data: Any, start: int, end: int) -> None:
+    """Give back the pages of ``data[start:end]`` once read, when ``data`` maps a file.
+
+    A mapped page that was read counts in the process's memory until the mapping ends, so a
+    file read record by record would otherwise cost its whole size by its end: memory would
+    grow with the number of rollouts. The pages stay in the page cache; reading them again
+    maps them again (the mapping is read-only, nothing is lost)."""
+    mapped = data.obj if isinstance(data, memoryview) else data
+    if not isinstance(mapped, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    first = start - start % mmap.PAGESIZE
+    if end > first:
+        mapped.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
 def read_rollouts(data: Any, name: str | None, rollout_id: str | None = None
@@ -262,6 +312,53 @@ def _value(raw: msgspec.Raw, where: str, path: str) -> Any:
 def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> TokenCaptureSnapshot:
     """One record's snapshot (SPEC 13.2); raises `LoadError` naming file, line, call and field."""
     where = f"{name}, line {span.line}"
+    split = _split(chunk)
+    record, body, prefix, output = split if split is not None else _split_levels(chunk, where)
+    calls = [i for i, item in enumerate(output) if carries_tokens(item.get("generation_token_ids"))]
+    if not calls:
+        raise LoadError(f"{where}: rollout {span.rollout_id!r}: no output item carries generation_token_ids, so "
+                        "there is no call to build (NeMo Gym writes token ids only with "
+                        "`return_token_id_information`)")
+    model = _value(body["model"], where, f"{prefix}model") if "model" in body else ""
+    raws = _call_records(output, calls, span.rollout_id, model if isinstance(model, str) else "",
+                         _last_finish(body, where, prefix), where, prefix)
+    try:
+        entries = RecordDecoder().entries(raws)
+    except RecordError as exc:
+        raise LoadError(str(exc.located(where))) from None
+    last = entries[-1]
+    finals = one_record(record, span.line, name, span.rollout_id,
+                        (last.prompt_token_ids, last.generation_token_ids),
+                        (output, f"{prefix}output") if prefix else None)  # a bare object: one_record checks it
+    snapshot_id = _value(body["id"], where, f"{prefix}id") if "id" in body else ""
+    notes.insert(0, f"{where}: {READ_FROM_ITEMS} ({len(calls)} token-bearing item{'s' if len(calls) > 1 else ''}; "
+                    "no token capture)")
+    return TokenCaptureSnapshot(rollout_id=span.rollout_id, snapshot_id=snapshot_id if isinstance(snapshot_id, str)
+                                else "", entries=entries, source_notes=notes, record=finals)
+
+
+_Split = tuple[dict[str, msgspec.Raw], dict[str, msgspec.Raw], str, list[dict[str, msgspec.Raw]]]
+"""(the record's fields, its Responses object's fields, their path prefix, the output items)."""
+
+
+def _split(chunk: Any) -> _Split | None:
+    """A record with ``response`` split in one pass (`_OneRecord`); None for anything else (a
+    bare Responses object, a record that is not well formed), which `_split_levels` reads and
+    says what is wrong with."""
+    try:
+        one = _split_once(chunk)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    body = one.response
+    if body is msgspec.UNSET or body.output is msgspec.UNSET:
+        return None
+    record = {name: raw for name in RECORD_FIELDS if (raw := getattr(one, name.lstrip("_"))) is not msgspec.UNSET}
+    fields = {name: raw for name in _BODY_FIELDS if (raw := getattr(body, name)) is not msgspec.UNSET}
+    return record, fields, "response.", body.output
+
+
+def _split_levels(chunk: Any, where: str) -> _Split:
+    """A record split one level at a time, each failure said where it is."""
     try:
         record = decode_raw_object(chunk)
     except msgspec.ValidationError:
@@ -285,26 +382,7 @@ def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> To
         output = _decode_items(body["output"])
     except msgspec.MsgspecError:
         raise LoadError(f"{where}: field '{prefix}output': must be a list of output-item objects") from None
-    calls = [i for i, item in enumerate(output) if carries_tokens(item.get("generation_token_ids"))]
-    if not calls:
-        raise LoadError(f"{where}: rollout {span.rollout_id!r}: no output item carries generation_token_ids, so "
-                        "there is no call to build (NeMo Gym writes token ids only with "
-                        "`return_token_id_information`)")
-    model = _value(body["model"], where, f"{prefix}model") if "model" in body else ""
-    raws = _call_records(output, calls, span.rollout_id, model if isinstance(model, str) else "",
-                         _last_finish(body, where, prefix), where, prefix)
-    try:
-        entries = RecordDecoder().entries(raws)
-    except RecordError as exc:
-        raise LoadError(str(exc.located(where))) from None
-    last = entries[-1]
-    finals = one_record(record, span.line, name, span.rollout_id,
-                        (last.prompt_token_ids, last.generation_token_ids))
-    snapshot_id = _value(body["id"], where, f"{prefix}id") if "id" in body else ""
-    notes.insert(0, f"{where}: {READ_FROM_ITEMS} ({len(calls)} token-bearing item{'s' if len(calls) > 1 else ''}; "
-                    "no token capture)")
-    return TokenCaptureSnapshot(rollout_id=span.rollout_id, snapshot_id=snapshot_id if isinstance(snapshot_id, str)
-                                else "", entries=entries, source_notes=notes, record=finals)
+    return record, body, prefix, output
 
 
 def from_output_items(snapshot: TokenCaptureSnapshot) -> bool:
