@@ -11,12 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import tokencap.loading.final_responses as final_responses
-import tokencap.loading.rollouts as rollouts
 from rollouts_data import jsonl, rollout_record, turns_of
+
 from tokencap.limits import READ_WHOLE_BELOW
-from tokencap.loading import iter_snapshots
+from tokencap.loading import final_responses, iter_snapshots, rollouts
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "rollouts" / "qwen3_rollouts.jsonl"

@@ -33,7 +33,13 @@ import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot
 from .final_responses import RECORD_FIELDS, FinalResponses, carries_tokens, one_record
-from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
+from .text import (
+    FINAL_RESPONSES_HINT,
+    LoadError,
+    is_text,
+    line_spans,
+    looks_like_rollout_record,
+)
 from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
 
 CALL_PREFIX = "item-"
