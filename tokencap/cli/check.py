@@ -1,0 +1,55 @@
+"""`tokencap check`: the pre-flight before training (SPEC 9). Each rollout of a source built one at
+a time, a line for each masked one (why), one summary line; exit 1 when any rollout is masked.
+
+The wording and the counts are `tokencap.checking`'s; this module reads the source as `build` and
+`inspect` do and asks the diagnosis only about masked rollouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .build import _inputs
+from .options import _PROGRESS, EXIT_OK, _add_tokenizer
+
+EXIT_MASKED = 1
+"""At least one rollout is masked: a training job gated on `check` should not start."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser("check", help="pre-flight before training: say why each masked rollout is masked; "
+                                       "exit 1 when any is")
+    cmd.add_argument("source", help="rollouts JSONL with token ids on output items, snapshot JSON, entries JSONL, "
+                                    "capture-store directory, or a zip of one")
+    cmd.add_argument("--final-responses", metavar="FILE",
+                     help="the harness's final responses (JSON or JSONL) beside a capture, to anchor each rollout on "
+                          "its answer; not with a rollouts file (it is its own records)")
+    _add_tokenizer(cmd)
+    cmd.set_defaults(rollout=None, terminal_call_id=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..checking import CheckTally, masked_line
+    from ..diagnosis import diagnose, load_tokenizer
+    from ..loading.rollouts import from_output_items
+    from ..rollout import build_rollout
+
+    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
+    tally = CheckTally()
+    out = sys.stdout
+    for n, (snapshot, final, evidence) in enumerate(_inputs(args, evidence=True), 1):
+        _PROGRESS.say(f"tokencap: checking rollout {n} ({snapshot.rollout_id}) ...")
+        from_items = from_output_items(snapshot)
+        result = build_rollout(snapshot, final_response=final, project=False)  # check prints no payload
+        del snapshot, final  # one rollout in memory at a time
+        breaks = diagnose(result, tokenizer=tokenizer, evidence=evidence) if result.mask_sample else []
+        tally.add(result, breaks, from_items=from_items)
+        if result.mask_sample:
+            _PROGRESS.done()
+            out.write(masked_line(result, breaks, from_items=from_items) + "\n")
+        del result, breaks, evidence
+    _PROGRESS.done()
+    out.write(tally.summary() + "\n")
+    out.flush()
+    return EXIT_MASKED if tally.masked else EXIT_OK
