@@ -317,10 +317,11 @@ def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
 
 
 def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id: str,
-               last_tokens: tuple[np.ndarray, np.ndarray]) -> FinalResponses:
+               last_tokens: tuple[int, np.ndarray, np.ndarray]) -> FinalResponses:
     """The records of one rollout read from its own record (SPEC 13.2): ``record`` is its
     final response and rollout record, under ``rollout_id`` (which the record may not carry).
-    ``last_tokens`` are the last token-bearing item's prompt and generation, already read.
+    ``last_tokens`` are the last token-bearing item's output index, prompt and generation,
+    already read (its token fields are not read again: they may be cut out of ``record``).
     Raises `LoadError` naming the file, line and field."""
     out = FinalResponses(name=label)
     where = f"{label}, line {line}"
@@ -340,9 +341,9 @@ def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id
 
 
 def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
-            last_tokens: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[str | None, dict[str, Any]]:
+            last_tokens: tuple[int, np.ndarray, np.ndarray] | None = None) -> tuple[str | None, dict[str, Any]]:
     """(rollout id or None, the compact response) of one record; ``last_tokens``: the last
-    token-bearing item's prompt and generation when the caller has read them."""
+    token-bearing item's output index, prompt and generation when the caller has read them."""
     rollout_id = None
     if "rollout_id" in record:
         value = _value(record["rollout_id"], "rollout_id")
@@ -378,7 +379,7 @@ def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
 
 
 def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser | None,
-           last_tokens: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
+           last_tokens: tuple[int, np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     generations: list[np.ndarray | None] = []
     for index, raw in enumerate(raws):
@@ -393,8 +394,8 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser |
             gen = _token_ids(raw["generation_token_ids"], f"{here}.generation_token_ids", parser)
         generations.append(gen)
     if last_tokens is not None:
-        index = max(i for i, raw in enumerate(raws) if _carries_tokens(raw))
-        items[index]["prompt_token_ids"], items[index]["generation_token_ids"] = last_tokens
+        index, prompt, generation = last_tokens
+        items[index]["prompt_token_ids"], items[index]["generation_token_ids"] = prompt, generation
         return items
     # Attribution by tokens reads only the last item that carries generated tokens; only its
     # prompt is parsed (the others can be whole running contexts).
@@ -422,10 +423,6 @@ def carries_tokens(raw: msgspec.Raw | bytes | None) -> bool:
     inner = _NON_BLANK.search(view, first.end())
     return inner is not None and view[inner.start()] != 0x5D  # not ']'
 
-
-
-def _carries_tokens(raw: dict[str, msgspec.Raw]) -> bool:
-    return carries_tokens(raw.get("generation_token_ids"))
 
 
 def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:
