@@ -138,13 +138,6 @@ def test_export_of_a_rollouts_file_writes_what_build_writes(tmp_path: Path, caps
     assert sorted(out.read_text().splitlines()) == built
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """A local Ray of 2 CPUs (loopback only), as the suite runs Ray elsewhere (tests/test_run.py)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
 
 
 def test_every_engine_gives_the_same_rows(tmp_path: Path, local_ray) -> None:

@@ -231,16 +231,20 @@ def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
             _add(out, whole, _first_line(data), label, parser)
             return out
         for line, chunk in iter_lines(data):
-            try:
-                record = _decode_object(chunk)
-            except msgspec.ValidationError:
-                raise LoadError(f"{label}, line {line}: expected one JSON object per line") from None
-            except msgspec.DecodeError as exc:
-                raise LoadError(f"{label}, line {line}: not valid JSON ({exc})") from None
-            _add(out, record, line, label, parser)
+            _add(out, decode_record(chunk, f"{label}, line {line}"), line, label, parser)
     except RecursionError:
         raise LoadError(f"{label}: JSON nested too deeply to read (a hostile or corrupt file?)") from None
     return out
+
+
+def decode_record(chunk: Any, where: str) -> dict[str, msgspec.Raw]:
+    """One line's record as its fields' raw texts; a `LoadError` at ``where`` when it is not one object."""
+    try:
+        return _decode_object(chunk)
+    except msgspec.ValidationError:
+        raise LoadError(f"{where}: expected one JSON object per line") from None
+    except msgspec.DecodeError as exc:
+        raise LoadError(f"{where}: not valid JSON ({exc})") from None
 
 
 def _first_line(data: bytes | mmap.mmap) -> int:
@@ -268,6 +272,12 @@ def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: 
     if rollout_id in out.by_rollout:
         raise LoadError(f"{where}: field 'rollout_id': rollout {rollout_id!r} already has a final response "
                         f"(line {out.lines[rollout_id]}); keep one per rollout")
+    _keep(out, rollout_id, line, response, facts, record)
+
+
+def _keep(out: FinalResponses, rollout_id: str, line: int, response: dict[str, Any], facts: RecordFacts,
+          record: dict[str, msgspec.Raw]) -> None:
+    """Keep one rollout's response, the line it came from, its facts and its evidence."""
     out.by_rollout[rollout_id] = response
     out.lines[rollout_id] = line
     if facts != NO_FACTS:
@@ -330,13 +340,7 @@ def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id
         facts = _facts(record, where)
     except _Bad as bad:
         raise LoadError(f"{where}: field {bad.field_path!r}: {bad.problem}") from None
-    out.by_rollout[rollout_id] = response
-    out.lines[rollout_id] = line
-    if facts != NO_FACTS:
-        out.facts[rollout_id] = facts
-    evidence = _evidence(record)
-    if evidence:
-        out.evidence[rollout_id] = evidence
+    _keep(out, rollout_id, line, response, facts, record)
     return out
 
 
@@ -463,4 +467,4 @@ def _check_item(item: dict[str, Any], path: str) -> None:
 
 
 __all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "carries_tokens",
-           "load_final_responses", "one_record"]
+           "decode_record", "load_final_responses", "one_record"]

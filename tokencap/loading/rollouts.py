@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot
-from .final_responses import FinalResponses, carries_tokens, one_record
+from .final_responses import FinalResponses, carries_tokens, decode_record, one_record
 from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
 from .skeleton import CUT_ABOVE, TOKEN_ARRAY_FIELDS, address, cut_token_arrays
 from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
@@ -356,12 +356,7 @@ def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> To
 
 def _split(text: Any, where: str) -> tuple[dict[str, Any], dict[str, Any], str, list[dict[str, Any]]]:
     """(the record's fields, its response's fields, the response's path, its output items' fields)."""
-    try:
-        record = decode_raw_object(text)
-    except msgspec.ValidationError:
-        raise LoadError(f"{where}: expected one JSON object per line (a rollout record or a Responses object)") from None
-    except msgspec.DecodeError as exc:
-        raise LoadError(f"{where}: not valid JSON ({exc})") from None
+    record = decode_record(text, where)
     if "response" in record:
         try:
             body, prefix = decode_raw_object(record["response"]), "response."
