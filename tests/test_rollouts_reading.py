@@ -1,47 +1,25 @@
-"""How a rollouts file (SPEC 13) is read, for speed and memory: a record with ``response`` is
-split in one pass (the same snapshot and records as split level by level), and a mapped
-file's pages are given back record by record (memory flat in the number of rollouts)."""
+"""How a rollouts file (SPEC 13) is read, for `tokencap check`'s speed and memory: records that
+are not well formed still fail with their field, and a mapped file's pages are given back
+record by record (memory flat in the number of rollouts)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from rollouts_data import jsonl, rollout_record, turns_of
 
 from tokencap.limits import READ_WHOLE_BELOW
-from tokencap.loading import final_responses, iter_snapshots, rollouts
+from tokencap.loading import iter_snapshots
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "sample_data" / "rollouts" / "qwen3_rollouts.jsonl"
-
-
-def _plain(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(type(value))
-
-
-def fingerprint(snapshot) -> str:
-    """Everything a snapshot read from a record carries, as text."""
-    ids = [snapshot.rollout_id]
-    record = snapshot.record
-    return json.dumps({
-        "id": snapshot.rollout_id, "snapshot_id": snapshot.snapshot_id, "notes": snapshot.source_notes,
-        "error": snapshot.load_error, "entries": [e.to_dict() for e in snapshot.entries],
-        "final": [record.for_rollout(i, single_rollout=True) for i in ids],
-        "facts": [repr(record.facts_for(i, single_rollout=True)) for i in ids],
-        "evidence": [record.evidence_for(i, single_rollout=True) for i in ids],
-    }, default=_plain, sort_keys=True)
 
 
 def records_file(tmp_path: Path) -> Path:
     """Records with every top-level field a record is read for, an incomplete response, a cut,
-    a duplicate id, and records a one-pass split cannot take (read level by level)."""
+    a duplicate id, and records that are not well formed."""
     bare = rollout_record(turns_of(2), rollout_id=None)["response"]
     recs = [
         rollout_record(turns_of(3), rollout_id="a", reward=0.5, _ng_task_index=2, _ng_rollout_index=1,
@@ -58,17 +36,7 @@ def records_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("source", ["sample", "made"])
-def test_a_one_pass_split_reads_as_the_level_by_level_split(source, tmp_path, monkeypatch):
-    path = SAMPLE if source == "sample" else records_file(tmp_path)
-    fast = [fingerprint(s) for s in iter_snapshots(path)]
-    monkeypatch.setattr(rollouts, "_split", lambda chunk: None)
-    slow = [fingerprint(s) for s in iter_snapshots(path)]
-    assert fast == slow
-    assert len(fast) == (36 if source == "sample" else 7)
-
-
-def test_records_a_one_pass_split_cannot_take_fail_as_before(tmp_path):
+def test_records_not_well_formed_fail_with_their_field(tmp_path):
     errors = {s.rollout_id: s.load_error for s in iter_snapshots(records_file(tmp_path))}
     assert errors["a"] is None and errors["a#2"] is None and errors["b"] is None
     assert "field 'response': must be a Responses object" in errors["no-body"]
@@ -76,30 +44,6 @@ def test_records_a_one_pass_split_cannot_take_fail_as_before(tmp_path):
     assert "field 'response.output': must be a list of output-item objects" in errors["rollouts.jsonl:6"]
     # A record with output items but neither 'response' nor "object": "response" is refused by its records.
     assert "'response'" in errors["no-response"] and "is missing" in errors["no-response"]
-
-
-def test_a_record_with_a_response_is_split_once(tmp_path, monkeypatch):
-    """No level-by-level decode of a well-formed record: its line (every call's whole prompt) is
-    read by one decode, not five."""
-    path = tmp_path / "one.jsonl"
-    path.write_bytes(jsonl([rollout_record(turns_of(4), reward=1.0, _ng_task_index=0, _ng_rollout_index=0)]))
-    data = path.read_bytes()
-    (span,) = rollouts.index_rollouts(data, "one.jsonl")
-    calls = []
-
-    def counted(decode):
-        def wrapper(*args):
-            calls.append(decode)
-            return decode(*args)
-        return wrapper
-
-    monkeypatch.setattr(rollouts, "decode_raw_object", counted(rollouts.decode_raw_object))
-    monkeypatch.setattr(rollouts, "_decode_items", counted(rollouts._decode_items))
-    monkeypatch.setattr(final_responses, "_decode_object", counted(final_responses._decode_object))
-    monkeypatch.setattr(final_responses, "_decode_items", counted(final_responses._decode_items))
-    snapshot = rollouts.rollout_at(data[span.start:span.end], span, "one.jsonl")
-    assert snapshot.load_error is None and len(snapshot.entries) == 4
-    assert calls == []
 
 
 CHILD = r"""

@@ -138,13 +138,6 @@ def test_export_of_a_rollouts_file_writes_what_build_writes(tmp_path: Path, caps
     assert sorted(out.read_text().splitlines()) == built
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """A local Ray of 2 CPUs (loopback only), as the suite runs Ray elsewhere (tests/test_run.py)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
 
 
 def test_every_engine_gives_the_same_rows(tmp_path: Path, local_ray) -> None:
@@ -153,3 +146,20 @@ def test_every_engine_gives_the_same_rows(tmp_path: Path, local_ray) -> None:
     assert scan_table(run, workers=2).equals(one)
     assert scan_table(run, workers=2, engine="ray").equals(one)
     assert one.column("contiguous").to_pylist() == [True, False, True, None]
+
+
+def test_diff_carries_contiguity_through(tmp_path: Path) -> None:
+    from tokencap.run.diff import diff_tables
+
+    before = scan_table(run_dir(tmp_path), workers=1)
+    fixed = records()
+    fixed[0] = rollout_record(turns_of(3), rollout_id="b-cut")  # the cut repaired
+    after_dir = tmp_path / "after"
+    after_dir.mkdir()
+    (after_dir / "rollouts.jsonl").write_bytes(jsonl(fixed))
+    rows = {r["rollout_id_a"]: r for r in diff_tables(before, scan_table(after_dir, workers=1)).arrow.to_pylist()}
+    assert (rows["b-cut"]["contiguous_a"], rows["b-cut"]["contiguous_b"], rows["b-cut"]["change"]) == (
+        False, True, "fixed")
+    assert rows["d-empty"]["contiguous_a"] is None
+    old = before.drop_columns(list(TOKENS_COLUMNS))  # a table from before SPEC 11.4
+    assert diff_tables(old, before).arrow.column("contiguous_a").null_count == before.num_rows

@@ -258,3 +258,24 @@ def _peak_while_iterating(n: int, tmp_path: Path) -> int:
 def test_memory_is_flat_in_the_number_of_rollouts(tmp_path: Path) -> None:
     small, large = _peak_while_iterating(4, tmp_path), _peak_while_iterating(24, tmp_path)
     assert large < 1.5 * small, (small, large)
+
+
+def test_a_rollout_that_failed_to_load_still_has_its_files_records() -> None:
+    bare = rollout_record(turns_of(1), rollout_id="bare")
+    bare["response"]["output"][0]["generation_token_ids"] = []
+    _, failed = load_snapshots(jsonl([rollout_record(turns_of(1)), bare]), name="run.jsonl")
+    assert failed.record is not None and failed.record.for_rollout("bare", single_rollout=True) is None
+    from tokencap.loading import load_final_responses
+
+    with pytest.raises(LoadError, match="drop --final-responses"):
+        records_for(failed, load_final_responses(jsonl([bare]), name="records.jsonl"))
+
+
+def test_inspect_of_a_directory_names_the_rollouts_files_it_left_out(tmp_path: Path, capsys) -> None:
+    from tokencap.cli import main
+
+    (tmp_path / "cap.tokens.jsonl").write_bytes(jsonl_bytes(capture_records()))
+    (tmp_path / "records.jsonl").write_bytes(jsonl([rollout_record(turns_of(1), rollout_id="cap")]))
+    assert main(["inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "records.jsonl" in out and "--final-responses" in out

@@ -329,15 +329,6 @@ def test_the_sample_run_scans_to_its_declared_verdicts():
             want["mask_sample"], want["mask_reasons"], want["status"], want["incomplete_reason"]), row["rollout_id"]
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray of 2 CPUs (loopback only) shared by the Ray tests; the engine joins it."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_engine_on_two_cpus_gives_the_same_table_as_local_on_the_sample_run(local_ray):
     local = scan_table(SAMPLE_RUN, workers=1)
     assert scan_table(SAMPLE_RUN, workers=2).equals(local)

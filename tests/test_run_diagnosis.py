@@ -71,15 +71,6 @@ def records_file(path: Path, run_ids: list[str], extra: dict[str, dict] | None =
     return path
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """A local Ray of 2 CPUs (loopback only), as the suite runs Ray elsewhere (tests/test_run.py)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
-
-
 def ids(n: int = 6) -> list[str]:
     return [f"r{i:02d}" for i in range(n)]
 

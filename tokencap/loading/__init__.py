@@ -170,18 +170,22 @@ def detect(data: Buffer | None, name: str | None) -> str:
     return TEXT
 
 
+def _store_bytes(data: Buffer, name: str) -> list[TokenCaptureSnapshot]:
+    """A store file's bytes without its directory (an upload): its siblings cannot be read."""
+    base = os.path.basename(name)
+    rollout, suffix = store_file(base) or ("", "")
+    if suffix != ENTRIES_SUFFIX:
+        raise LoadError(sibling_alone_message(name, rollout, suffix))
+    return load_store_file(MemorySource(name, base, data), {base: name})
+
+
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
                  rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
     kind = detect(data, name)
     if kind == ZIP:
         return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
     if kind == STORE_FILE:
-        # A store file's bytes without its directory (an upload): its siblings cannot be read.
-        found = store_file(os.path.basename(name))  # type: ignore[arg-type]
-        if found[1] != ENTRIES_SUFFIX:  # type: ignore[index]
-            raise LoadError(sibling_alone_message(name, found[0], found[1]))  # type: ignore[arg-type, index]
-        base = os.path.basename(name)  # type: ignore[arg-type]
-        return load_store_file(MemorySource(name, base, data), {base: name})  # type: ignore[arg-type]
+        return _store_bytes(data, name or "")  # type: ignore[arg-type]
     rollouts = read_rollouts(data, name, rollout_id)
     if rollouts is not None:
         return rollouts

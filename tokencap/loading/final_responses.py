@@ -102,11 +102,6 @@ EVIDENCE_NOTES_KEY = "_tokencap_notes"
 _INDEX_FIELDS = (("task_index", ("_ng_task_index", "task_index")),
                  ("rollout_index", ("_ng_rollout_index", "rollout_index")))
 
-RECORD_FIELDS = ("rollout_id", "object", "reward", "task_id", *(n for _, names in _INDEX_FIELDS for n in names),
-                 *EVIDENCE_RECORD_FIELDS)
-"""The top-level fields a record with ``response`` is read for (`one_record` reads no other):
-a reader that splits a long record once may keep only these."""
-
 
 @dataclass
 class FinalResponses:
@@ -236,16 +231,20 @@ def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
             _add(out, whole, _first_line(data), label, parser)
             return out
         for line, chunk in iter_lines(data):
-            try:
-                record = _decode_object(chunk)
-            except msgspec.ValidationError:
-                raise LoadError(f"{label}, line {line}: expected one JSON object per line") from None
-            except msgspec.DecodeError as exc:
-                raise LoadError(f"{label}, line {line}: not valid JSON ({exc})") from None
-            _add(out, record, line, label, parser)
+            _add(out, decode_record(chunk, f"{label}, line {line}"), line, label, parser)
     except RecursionError:
         raise LoadError(f"{label}: JSON nested too deeply to read (a hostile or corrupt file?)") from None
     return out
+
+
+def decode_record(chunk: Any, where: str) -> dict[str, msgspec.Raw]:
+    """One line's record as its fields' raw texts; a `LoadError` at ``where`` when it is not one object."""
+    try:
+        return _decode_object(chunk)
+    except msgspec.ValidationError:
+        raise LoadError(f"{where}: expected one JSON object per line") from None
+    except msgspec.DecodeError as exc:
+        raise LoadError(f"{where}: not valid JSON ({exc})") from None
 
 
 def _first_line(data: bytes | mmap.mmap) -> int:
@@ -273,6 +272,12 @@ def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: 
     if rollout_id in out.by_rollout:
         raise LoadError(f"{where}: field 'rollout_id': rollout {rollout_id!r} already has a final response "
                         f"(line {out.lines[rollout_id]}); keep one per rollout")
+    _keep(out, rollout_id, line, response, facts, record)
+
+
+def _keep(out: FinalResponses, rollout_id: str, line: int, response: dict[str, Any], facts: RecordFacts,
+          record: dict[str, msgspec.Raw]) -> None:
+    """Keep one rollout's response, the line it came from, its facts and its evidence."""
     out.by_rollout[rollout_id] = response
     out.lines[rollout_id] = line
     if facts != NO_FACTS:
@@ -322,46 +327,33 @@ def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
 
 
 def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id: str,
-               last_tokens: tuple[np.ndarray, np.ndarray],
-               output: tuple[list[dict[str, msgspec.Raw]], str] | None = None) -> FinalResponses:
+               last_tokens: tuple[int, np.ndarray, np.ndarray]) -> FinalResponses:
     """The records of one rollout read from its own record (SPEC 13.2): ``record`` is its
     final response and rollout record, under ``rollout_id`` (which the record may not carry).
-    ``last_tokens`` are the last token-bearing item's prompt and generation, already read;
-    ``output``: the response's output items as the caller split them, with their path
-    (``response.output``), so a long record is not split again.
+    ``last_tokens`` are the last token-bearing item's output index, prompt and generation,
+    already read (its token fields are not read again: they may be cut out of ``record``).
     Raises `LoadError` naming the file, line and field."""
     out = FinalResponses(name=label)
     where = f"{label}, line {line}"
     try:
-        _, response = _record(record, None, last_tokens, output)
+        _, response = _record(record, None, last_tokens)
         facts = _facts(record, where)
     except _Bad as bad:
         raise LoadError(f"{where}: field {bad.field_path!r}: {bad.problem}") from None
-    out.by_rollout[rollout_id] = response
-    out.lines[rollout_id] = line
-    if facts != NO_FACTS:
-        out.facts[rollout_id] = facts
-    evidence = _evidence(record)
-    if evidence:
-        out.evidence[rollout_id] = evidence
+    _keep(out, rollout_id, line, response, facts, record)
     return out
 
 
 def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
-            last_tokens: tuple[np.ndarray, np.ndarray] | None = None,
-            output: tuple[list[dict[str, msgspec.Raw]], str] | None = None) -> tuple[str | None, dict[str, Any]]:
+            last_tokens: tuple[int, np.ndarray, np.ndarray] | None = None) -> tuple[str | None, dict[str, Any]]:
     """(rollout id or None, the compact response) of one record; ``last_tokens``: the last
-    token-bearing item's prompt and generation when the caller has read them; ``output``:
-    the output items and their path when the caller has split them."""
+    token-bearing item's output index, prompt and generation when the caller has read them."""
     rollout_id = None
     if "rollout_id" in record:
         value = _value(record["rollout_id"], "rollout_id")
         if value is not None and not isinstance(value, str):
             raise _Bad("rollout_id", f"must be a string, got {type_name(value)}")
         rollout_id = value
-    if output is not None:
-        items, path = output
-        return rollout_id, {"object": "response", "output": _items(items, path, parser, last_tokens)}
     if "response" in record:
         try:
             body = _decode_object(record["response"])
@@ -391,7 +383,7 @@ def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
 
 
 def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser | None,
-           last_tokens: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
+           last_tokens: tuple[int, np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     generations: list[np.ndarray | None] = []
     for index, raw in enumerate(raws):
@@ -406,8 +398,8 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser |
             gen = _token_ids(raw["generation_token_ids"], f"{here}.generation_token_ids", parser)
         generations.append(gen)
     if last_tokens is not None:
-        index = max(i for i, raw in enumerate(raws) if _carries_tokens(raw))
-        items[index]["prompt_token_ids"], items[index]["generation_token_ids"] = last_tokens
+        index, prompt, generation = last_tokens
+        items[index]["prompt_token_ids"], items[index]["generation_token_ids"] = prompt, generation
         return items
     # Attribution by tokens reads only the last item that carries generated tokens; only its
     # prompt is parsed (the others can be whole running contexts).
@@ -435,10 +427,6 @@ def carries_tokens(raw: msgspec.Raw | bytes | None) -> bool:
     inner = _NON_BLANK.search(view, first.end())
     return inner is not None and view[inner.start()] != 0x5D  # not ']'
 
-
-
-def _carries_tokens(raw: dict[str, msgspec.Raw]) -> bool:
-    return carries_tokens(raw.get("generation_token_ids"))
 
 
 def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:
@@ -478,5 +466,5 @@ def _check_item(item: dict[str, Any], path: str) -> None:
                 raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
-__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "RECORD_FIELDS", "FinalResponses", "RecordFacts", "carries_tokens",
-           "load_final_responses", "one_record"]
+__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "carries_tokens",
+           "decode_record", "load_final_responses", "one_record"]

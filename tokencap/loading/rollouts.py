@@ -32,14 +32,9 @@ from typing import Any
 import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot
-from .final_responses import RECORD_FIELDS, FinalResponses, carries_tokens, one_record
-from .text import (
-    FINAL_RESPONSES_HINT,
-    LoadError,
-    is_text,
-    line_spans,
-    looks_like_rollout_record,
-)
+from .final_responses import FinalResponses, carries_tokens, decode_record, one_record
+from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
+from .skeleton import CUT_ABOVE, TOKEN_ARRAY_FIELDS, address, cut_token_arrays
 from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
 
 CALL_PREFIX = "item-"
@@ -78,30 +73,59 @@ class _PeekRecord(msgspec.Struct):
 
 _peek = msgspec.json.Decoder(_PeekRecord).decode
 
-_Maybe = msgspec.Raw | msgspec.UnsetType
+
+class _Pages:
+    """Gives a mapped file's pages back once the records on them are read, so a pass over a
+    big rollouts file keeps only the record at hand resident (they are the file's own pages:
+    read again from it if ever touched again)."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") else None
+        self.done = 0
+
+    def release(self, end: int) -> None:
+        if self.data is None:
+            return
+        upto = end - end % mmap.PAGESIZE
+        if upto > self.done:
+            self.data.madvise(mmap.MADV_DONTNEED, self.done, upto - self.done)
+            self.done = upto
 
 
-class _Body(msgspec.Struct):
-    """What a record's Responses object is read for (`read_record`)."""
+class _Skeleton:
+    """A big record's text with its token arrays cut out (`skeleton.cut_token_arrays`), so the
+    decodes that split it into fields read only the rest; each token field read from the
+    skeleton gets its array's text back by address (a view of the record's bytes)."""
 
-    output: list[dict[str, msgspec.Raw]] | msgspec.UnsetType = msgspec.UNSET
-    id: _Maybe = msgspec.UNSET
-    model: _Maybe = msgspec.UNSET
-    status: _Maybe = msgspec.UNSET
-    incomplete_details: _Maybe = msgspec.UNSET
+    def __init__(self, chunk: Any) -> None:
+        self.text, self.cuts, self._base = chunk, None, 0
+        if len(chunk) > CUT_ABOVE:
+            found = cut_token_arrays(bytes(chunk) if isinstance(chunk, memoryview) else chunk)
+            if found is not None:
+                self.text, self.cuts = found
+                self._base = address(self.text)
 
+    def array(self, raw: Any) -> Any:
+        """A token field's text: its cut array's when ``raw`` is a cut's ``[]``, else ``raw``."""
+        if self.cuts is None or raw is None or len(raw) != 2:
+            return raw
+        return self.cuts.get(address(raw) - self._base, raw)
 
-_BODY_FIELDS = ("id", "model", "status", "incomplete_details")
-
-_OneRecord = msgspec.defstruct(
-    "_OneRecord", [("response", _Body | msgspec.UnsetType, msgspec.UNSET),
-                   *((name.lstrip("_"), _Maybe, msgspec.UNSET) for name in RECORD_FIELDS)],
-    rename={name.lstrip("_"): name for name in RECORD_FIELDS})
-"""A record with ``response``, split in one pass over its bytes: the fields `one_record` reads,
-the response's output items, and what `read_record` reads of the response. A line holds
-every call's whole prompt (tens of MB): splitting it level by level would read it three
-times, and `one_record` twice more."""
-_split_once = msgspec.json.Decoder(_OneRecord).decode
+    def restore(self, items: list[dict[str, Any]]) -> bool:
+        """Give the items' token fields their arrays' texts back. False when some cut was not a
+        token field of an item (a key elsewhere with that name): the skeleton then differs
+        from the record beyond those fields and must not be used."""
+        if self.cuts is None:
+            return True
+        used = 0
+        for item in items:
+            for name in TOKEN_ARRAY_FIELDS:
+                raw = item.get(name)
+                text = self.array(raw)
+                if text is not raw:
+                    item[name] = text
+                    used += 1
+        return used == len(self.cuts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,17 +203,19 @@ def index_rollouts(data: Any, name: str) -> list[RecordSpan]:
     and a note. A record that cannot be read here is kept (``tokens`` false): reading it
     says what is wrong."""
     whole = _is_one_object(data)
-    spans = [whole] if whole is not None else line_spans(data)  # lazily: each line released once read
+    spans = [whole] if whole is not None else line_spans(data)
     base = os.path.basename(name)
     out: list[RecordSpan] = []
     seen: dict[str, int] = {}
     counts: dict[str, int] = {}
+    pages = _Pages(data)
     for line, start, end in spans:
+        skeleton = _Skeleton(data[start:end])
+        pages.release(end)
         try:
-            peek = _peek(data[start:end])
+            peek = _peek(skeleton.text)
         except (msgspec.MsgspecError, RecursionError):
             peek = None
-        release(data, start, end)
         rid = _rollout_id(peek, f"{base}:{line}")
         note = None
         if rid in seen:
@@ -199,7 +225,7 @@ def index_rollouts(data: Any, name: str) -> list[RecordSpan]:
                     f"is read as {new!r}")
             rid = new
         seen.setdefault(rid, line)
-        out.append(RecordSpan(line, start, end, rid, _has_tokens(peek),
+        out.append(RecordSpan(line, start, end, rid, _has_tokens(peek, skeleton),
                               peek is not None and isinstance(peek.token_capture, dict), note))
     return out
 
@@ -219,11 +245,11 @@ def _index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _has_tokens(peek: _PeekRecord | None) -> bool:
+def _has_tokens(peek: _PeekRecord | None, skeleton: _Skeleton) -> bool:
     if peek is None:
         return False
     output = peek.response.output if peek.response is not None else peek.output
-    return any(carries_tokens(item.generation_token_ids) for item in output or ())
+    return any(carries_tokens(skeleton.array(item.generation_token_ids)) for item in output or ())
 
 
 def no_token_ids_message(name: str, records: list[RecordSpan]) -> str:
@@ -255,31 +281,15 @@ def iter_rollouts(data: Any, name: str, records: list[RecordSpan] | None = None,
     records = index_rollouts(data, name) if records is None else records
     if not is_source(records):
         raise LoadError(no_token_ids_message(name, records))
-    return _each_rollout(data, name, records, rollout_id)
+    return _each(data, name, [r for r in records if rollout_id is None or r.rollout_id == rollout_id])
 
 
-def _each_rollout(data: Any, name: str, records: list[RecordSpan], rollout_id: str | None
-                  ) -> Iterator[TokenCaptureSnapshot]:
-    for r in records:
-        if rollout_id is None or r.rollout_id == rollout_id:
-            snapshot = rollout_at(data[r.start:r.end], r, name)
-            release(data, r.start, r.end)
-            yield snapshot
-
-
-def release(data: Any, start: int, end: int) -> None:
-    """Give back the pages of ``data[start:end]`` once read, when ``data`` maps a file.
-
-    A mapped page that was read counts in the process's memory until the mapping ends, so a
-    file read record by record would otherwise cost its whole size by its end: memory would
-    grow with the number of rollouts. The pages stay in the page cache; reading them again
-    maps them again (the mapping is read-only, nothing is lost)."""
-    mapped = data.obj if isinstance(data, memoryview) else data
-    if not isinstance(mapped, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    first = start - start % mmap.PAGESIZE
-    if end > first:
-        mapped.madvise(mmap.MADV_DONTNEED, first, end - first)
+def _each(data: Any, name: str, records: list[RecordSpan]) -> Iterator[TokenCaptureSnapshot]:
+    pages = _Pages(data)
+    for record in records:
+        chunk = data[record.start:record.end]
+        pages.release(record.end)
+        yield rollout_at(chunk, record, name)
 
 
 def read_rollouts(data: Any, name: str | None, rollout_id: str | None = None
@@ -318,8 +328,10 @@ def _value(raw: msgspec.Raw, where: str, path: str) -> Any:
 def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> TokenCaptureSnapshot:
     """One record's snapshot (SPEC 13.2); raises `LoadError` naming file, line, call and field."""
     where = f"{name}, line {span.line}"
-    split = _split(chunk)
-    record, body, prefix, output = split if split is not None else _split_levels(chunk, where)
+    skeleton = _Skeleton(chunk)
+    record, body, prefix, output = _split(skeleton.text, where)
+    if not skeleton.restore(output):
+        record, body, prefix, output = _split(chunk, where)
     calls = [i for i, item in enumerate(output) if carries_tokens(item.get("generation_token_ids"))]
     if not calls:
         raise LoadError(f"{where}: rollout {span.rollout_id!r}: no output item carries generation_token_ids, so "
@@ -329,13 +341,12 @@ def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> To
     raws = _call_records(output, calls, span.rollout_id, model if isinstance(model, str) else "",
                          _last_finish(body, where, prefix), where, prefix)
     try:
-        entries = RecordDecoder().entries(raws)
+        entries = RecordDecoder().entries(raws)  # type: ignore[arg-type]  # raw texts and bytes, as a store line
     except RecordError as exc:
         raise LoadError(str(exc.located(where))) from None
     last = entries[-1]
     finals = one_record(record, span.line, name, span.rollout_id,
-                        (last.prompt_token_ids, last.generation_token_ids),
-                        (output, f"{prefix}output") if prefix else None)  # a bare object: one_record checks it
+                        (calls[-1], last.prompt_token_ids, last.generation_token_ids))
     snapshot_id = _value(body["id"], where, f"{prefix}id") if "id" in body else ""
     notes.insert(0, f"{where}: {READ_FROM_ITEMS} ({len(calls)} token-bearing item{'s' if len(calls) > 1 else ''}; "
                     "no token capture)")
@@ -343,34 +354,9 @@ def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> To
                                 else "", entries=entries, source_notes=notes, record=finals)
 
 
-_Split = tuple[dict[str, msgspec.Raw], dict[str, msgspec.Raw], str, list[dict[str, msgspec.Raw]]]
-"""(the record's fields, its Responses object's fields, their path prefix, the output items)."""
-
-
-def _split(chunk: Any) -> _Split | None:
-    """A record with ``response`` split in one pass (`_OneRecord`); None for anything else (a
-    bare Responses object, a record that is not well formed), which `_split_levels` reads and
-    says what is wrong with."""
-    try:
-        one = _split_once(chunk)
-    except (msgspec.MsgspecError, RecursionError):
-        return None
-    body = one.response
-    if body is msgspec.UNSET or body.output is msgspec.UNSET:
-        return None
-    record = {name: raw for name in RECORD_FIELDS if (raw := getattr(one, name.lstrip("_"))) is not msgspec.UNSET}
-    fields = {name: raw for name in _BODY_FIELDS if (raw := getattr(body, name)) is not msgspec.UNSET}
-    return record, fields, "response.", body.output
-
-
-def _split_levels(chunk: Any, where: str) -> _Split:
-    """A record split one level at a time, each failure said where it is."""
-    try:
-        record = decode_raw_object(chunk)
-    except msgspec.ValidationError:
-        raise LoadError(f"{where}: expected one JSON object per line (a rollout record or a Responses object)") from None
-    except msgspec.DecodeError as exc:
-        raise LoadError(f"{where}: not valid JSON ({exc})") from None
+def _split(text: Any, where: str) -> tuple[dict[str, Any], dict[str, Any], str, list[dict[str, Any]]]:
+    """(the record's fields, its response's fields, the response's path, its output items' fields)."""
+    record = decode_record(text, where)
     if "response" in record:
         try:
             body, prefix = decode_raw_object(record["response"]), "response."

@@ -386,9 +386,9 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         table = upgraded
         meta = {**meta, "record_columns": False}  # written before SPEC 11.1 or 11.3: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
-        from .diff import DIFF_SCHEMA  # only on this error path: the diff module imports pandas
+        from .diff import is_diff_table  # only on this error path: the diff module imports pandas
 
-        if table.schema.names == DIFF_SCHEMA.names:
+        if is_diff_table(table.schema.names):
             raise DiffTableGiven(f"{label}: is a diff table (what `tokencap diff -o` writes, one row per joined "
                                  f"rollout), not a scan table; {_WRITE_ONE}")
         raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "
