@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from rollouts_data import jsonl, rollout_record, turns_of
 
+from tokencap.cli import check as check_command
 from tokencap.cli import main
 from tokencap.diagnosis import EVIDENCE_CAUSES, HINTS, diagnose
 from tokencap.loading import iter_snapshots, load_final_responses
@@ -180,3 +181,13 @@ def test_the_command_line_gates_a_job_by_its_exit_code(tmp_path):
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[-1].startswith("check: 4 rollouts, 2 trainable, 2 masked")
     assert done.stderr == ""
+
+
+def test_a_long_check_says_how_far_it_is_on_stderr_off_a_terminal(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(check_command, "PROGRESS_EVERY", 0.0)  # every rollout counts as long
+    code, lines, err = check(capsys, made_rollouts(tmp_path))
+    assert code == 1 and lines[-1].startswith("check: 4 rollouts")
+    progress = err.splitlines()
+    assert len(progress) == 4
+    assert progress[0].startswith("tokencap check: 1 rollouts [") and progress[-1].startswith("tokencap check: 4 ")
+    assert not any(line.startswith("tokencap check:") for line in lines)  # stdout holds only the check's lines

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from .build import _inputs
 from .options import _PROGRESS, EXIT_OK, _add_tokenizer
 
 EXIT_MASKED = 1
 """At least one rollout is masked: a training job gated on `check` should not start."""
+
+PROGRESS_EVERY = 10.0
+"""Off a terminal (a CI log), a check that has run this many seconds says how far it is on
+stderr, and again every as many seconds; on a terminal, one self-overwriting line does."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     tally = CheckTally()
     out = sys.stdout
+    logged = _LoggedProgress()
     for n, (snapshot, final, evidence) in enumerate(_inputs(args, evidence=True), 1):
         _PROGRESS.say(f"tokencap: checking rollout {n} ({snapshot.rollout_id}) ...")
+        logged(n)
         from_items = from_output_items(snapshot)
         result = build_rollout(snapshot, final_response=final, project=False)  # check prints no payload
         del snapshot, final  # one rollout in memory at a time
@@ -53,3 +60,24 @@ def run(args: argparse.Namespace) -> int:
     out.write(tally.summary() + "\n")
     out.flush()
     return EXIT_MASKED if tally.masked else EXIT_OK
+
+
+class _LoggedProgress:
+    """How far a long check is, as plain lines on stderr when no terminal shows `_PROGRESS`'s
+    line (`RunProgress`'s lines, as `scan` writes them), from `PROGRESS_EVERY` seconds on."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.progress = None
+        self.off = _PROGRESS.enabled
+
+    def __call__(self, done: int) -> None:
+        if self.off or time.monotonic() - self.started < PROGRESS_EVERY:
+            return
+        if self.progress is None:
+            from ..progress import RunProgress
+
+            self.progress = RunProgress("tokencap check", unit=" rollouts", interactive=False,
+                                        interval=PROGRESS_EVERY)
+            self.progress.started = self.started
+        self.progress(done, 0)
