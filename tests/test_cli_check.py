@@ -14,7 +14,7 @@ from rollouts_data import jsonl, rollout_record, turns_of
 
 from tokencap.cli import check as check_command
 from tokencap.cli import main
-from tokencap.diagnosis import EVIDENCE_CAUSES, HINTS, diagnose
+from tokencap.diagnosis import CAUSES, EVIDENCE_CAUSES, HINTS, diagnose
 from tokencap.loading import iter_snapshots, load_final_responses
 from tokencap.rollout import MASK_REASON_TEXT, build_rollout
 
@@ -163,6 +163,21 @@ def test_the_rollouts_sample_lists_its_declared_masked_rollouts_by_their_first_n
         assert listed[rid].startswith(f"{rid}: NeMo RL would stop on this rollout: {first}"), listed[rid]
     assert lines[-1].startswith(f"check: {len(declared)} rollouts, {len(declared) - len(masked)} trainable, "
                                 f"{len(masked)} masked (")
+
+
+@pytest.mark.skipif("history_reordered" not in CAUSES, reason="the sample declares the amended causes (12.4)")
+@pytest.mark.parametrize("tokenizer", [True, False])
+def test_the_rollouts_sample_lines_give_each_declared_first_break_and_cause(capsys, tokenizer):
+    declared = json.loads((ROLLOUTS.parent / "expected.json.txt").read_text())["rollouts"]
+    given = ["--tokenizer", SAMPLES / "qwen3" / "tokenizer.json"] if tokenizer else []
+    _, lines, _ = check(capsys, ROLLOUTS, *given)
+    listed = {line.split(":", 1)[0]: line for line in lines[:-1]}
+    for rid, d in declared.items():
+        if d["mask_sample"]:
+            first = d["first_break"]
+            cause = first["cause"] if tokenizer else first.get("cause_without_tokenizer", first["cause"])
+            assert listed[rid].startswith(f"{rid}: NeMo RL would stop on this rollout: {first['call_id']}")
+            assert f"(cause: {cause}" in listed[rid] and listed[rid].endswith(HINTS[cause]), listed[rid]
 
 
 def test_final_responses_beside_a_rollouts_file_exits_2_with_the_error(capsys, tmp_path):
