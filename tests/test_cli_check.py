@@ -4,6 +4,7 @@ a line per masked rollout on stdout, then the summary."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -206,3 +207,43 @@ def test_a_long_check_says_how_far_it_is_on_stderr_off_a_terminal(capsys, tmp_pa
     assert len(progress) == 4
     assert progress[0].startswith("tokencap check: 1 rollouts [") and progress[-1].startswith("tokencap check: 4 ")
     assert not any(line.startswith("tokencap check:") for line in lines)  # stdout holds only the check's lines
+
+
+class _ClosedPipe:
+    """A standard output whose reader went away after ``lines`` lines."""
+
+    def __init__(self, lines: int) -> None:
+        self.left = lines
+        self.written: list[str] = []
+
+    def write(self, text: str) -> int:
+        if self.left == 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.left -= 1
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.left == 0:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("no file descriptor")  # as a stream in memory says
+
+
+@pytest.mark.parametrize("lines", [0, 1])
+def test_a_reader_that_goes_away_does_not_turn_a_masked_check_into_a_pass(tmp_path, monkeypatch, lines):
+    pipe = _ClosedPipe(lines)
+    monkeypatch.setattr(sys, "stdout", pipe)
+    assert main(["check", str(made_rollouts(tmp_path))]) == 1  # not 0: the check went on to its end
+    assert len(pipe.written) == lines
+
+
+def test_a_closed_pipe_keeps_the_exit_code_of_the_command(tmp_path):
+    source = made_rollouts(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "tokencap", "check", str(source)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    proc.stdout.close()  # the reader is gone before the first line (as `| head -0`)
+    err = proc.stderr.read()
+    assert proc.wait() == 1, err
+    assert b"Traceback" not in err

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     tally = CheckTally()
-    out = sys.stdout
+    out = _Lines()
     logged = _LoggedProgress()
     for n, (snapshot, final, evidence) in enumerate(_inputs(args, evidence=True), 1):
         _PROGRESS.say(f"tokencap: checking rollout {n} ({snapshot.rollout_id}) ...")
@@ -54,12 +54,38 @@ def run(args: argparse.Namespace) -> int:
         tally.add(result, breaks, from_items=from_items)
         if result.mask_sample:
             _PROGRESS.done()
-            out.write(masked_line(result, breaks, from_items=from_items) + "\n")
+            out.write(masked_line(result, breaks, from_items=from_items))
         del result, breaks, evidence
     _PROGRESS.done()
-    out.write(tally.summary() + "\n")
+    out.write(tally.summary())
     out.flush()
     return EXIT_MASKED if tally.masked else EXIT_OK
+
+
+class _Lines:
+    """Standard output, line by line. When the reader goes away (`tokencap check RUN | head`),
+    the check goes on without printing: its exit code still says whether a rollout is masked
+    (a job gated with ``set -o pipefail`` must not start on a check cut short)."""
+
+    def __init__(self) -> None:
+        self.gone = False
+
+    def write(self, line: str) -> None:
+        if not self.gone:
+            self._guarded(lambda: sys.stdout.write(line + "\n"))
+
+    def flush(self) -> None:
+        if not self.gone:
+            self._guarded(sys.stdout.flush)
+
+    def _guarded(self, act) -> None:
+        try:
+            act()
+        except BrokenPipeError:
+            from . import _quiet_stdout
+
+            self.gone = True
+            _quiet_stdout()
 
 
 class _LoggedProgress:
