@@ -247,3 +247,11 @@ def test_a_closed_pipe_keeps_the_exit_code_of_the_command(tmp_path):
     err = proc.stderr.read()
     assert proc.wait() == 1, err
     assert b"Traceback" not in err
+
+
+def test_a_source_that_yields_no_rollout_is_no_pass(capsys, monkeypatch):
+    monkeypatch.setattr(check_command, "_inputs", lambda args, evidence: iter(()))
+    code, lines, err = check(capsys, SAMPLES / "clean_multiturn_tools.json")
+    assert code == 2 and lines == []
+    assert_one_line_error(err)
+    assert "no rollout to check" in err

@@ -12,7 +12,7 @@ import sys
 import time
 
 from .build import _inputs
-from .options import _PROGRESS, EXIT_OK, _add_tokenizer
+from .options import _PROGRESS, EXIT_OK, _add_tokenizer, _UsageError
 
 EXIT_MASKED = 1
 """At least one rollout is masked: a training job gated on `check` should not start."""
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             out.write(masked_line(result, breaks, from_items=from_items))
         del result, breaks, evidence
     _PROGRESS.done()
+    if not tally.rollouts:  # a gate must not pass on nothing
+        raise _UsageError(f"{args.source}: no rollout to check")
     out.write(tally.summary())
     out.flush()
     return EXIT_MASKED if tally.masked else EXIT_OK
