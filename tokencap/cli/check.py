@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from .build import _inputs
 from .options import _PROGRESS, EXIT_OK, _add_tokenizer, _UsageError
+
+if TYPE_CHECKING:
+    from ..progress import RunProgress
 
 EXIT_MASKED = 1
 """At least one rollout is masked: a training job gated on `check` should not start."""
@@ -96,7 +100,7 @@ class _LoggedProgress:
 
     def __init__(self) -> None:
         self.started = time.monotonic()
-        self.progress = None
+        self.progress: RunProgress | None = None
         self.off = _PROGRESS.enabled
 
     def __call__(self, done: int) -> None:
