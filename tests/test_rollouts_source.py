@@ -279,3 +279,11 @@ def test_inspect_of_a_directory_names_the_rollouts_files_it_left_out(tmp_path: P
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "records.jsonl" in out and "--final-responses" in out
+
+
+@pytest.mark.parametrize("value", ["12", {"ids": [1]}, [[1, 2]], [1.5]])
+def test_a_generation_that_is_no_list_of_ids_is_that_calls_error_not_ignored(value) -> None:
+    record = rollout_record(turns_of(2), rollout_id="odd")
+    record["response"]["output"][2]["generation_token_ids"] = value
+    (snap,) = load_snapshots(jsonl([record]), name="run.jsonl")
+    assert snap.load_error.startswith("run.jsonl, line 1: call 'item-0002': field 'generation_token_ids'")

@@ -234,7 +234,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                 yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
     if rollouts and captures:
         if notes is not None:
-            notes.append(rollouts_beside_captures_note(rel.rstrip("/") or ".", sorted(rollouts)))
+            notes.append(rollouts_beside_captures_note(rel.rstrip("/") or printable(directory), sorted(rollouts)))
     else:
         for units in rollouts.values():
             yield from units
