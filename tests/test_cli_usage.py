@@ -53,7 +53,7 @@ def test_no_command_prints_the_full_help(capsys) -> None:
     assert main([]) == 2
     out, err = capsys.readouterr()
     assert err.startswith("usage: tokencap")
-    for command in ("build", "inspect", "scan", "export", "app"):
+    for command in ("build", "inspect", "check", "scan", "export", "app"):
         assert f"\n    {command} " in err, command
     assert "required" not in err
 
@@ -100,7 +100,7 @@ def _section(title: str) -> str:
 
 def test_user_facing_text_never_cites_the_spec(capsys) -> None:
     assert "SPEC" not in README
-    for command in ("build", "inspect", "scan", "export", "app"):
+    for command in ("build", "inspect", "check", "scan", "export", "app"):
         assert "SPEC" not in help_of(capsys, command)
 
 
@@ -132,7 +132,7 @@ def _usage_lines() -> dict[str, str]:
     return usage
 
 
-@pytest.mark.parametrize("command", ["build", "inspect", "scan", "export", "app"])
+@pytest.mark.parametrize("command", ["build", "inspect", "check", "scan", "export", "app"])
 def test_readme_usage_of_each_command_names_exactly_its_options(command: str) -> None:
     written = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-o)\b", _usage_lines()[command]))
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))

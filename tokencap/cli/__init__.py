@@ -1,14 +1,14 @@
-"""Command line: `python -m tokencap build|inspect|scan|export|diff|app`.
+"""Command line: `python -m tokencap build|inspect|check|scan|export|diff|app`.
 
-Exit codes: 0 when the input was built (masked or not), 2 for unreadable input, an
-unusable -o (``-o -`` is stdout for build and export, refused by the parquet writers), a
-port in use (app) or bad arguments -- with one line on stderr saying what and where, and nothing
+Exit codes: 0 when the input was built (masked or not; `check` exits 1 when a rollout is
+masked), 2 for unreadable input, an unusable -o (``-o -`` is stdout for build and export,
+refused by the parquet writers), a port in use (app) or bad arguments -- with one line on stderr saying what and where, and nothing
 written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o --
 unless the output had already been renamed into place, in which case the run succeeded (0).
 `app` runs the Streamlit server as a child process and passes SIGINT/SIGTERM on to it.
 
 This module assembles the parser and runs a command under the error and exit handling; each
-command is a module of its own (`build`, `inspect`, `scan`, `export`, `diff`, `app`), the
+command is a module of its own (`build`, `inspect`, `check`, `scan`, `export`, `diff`, `app`), the
 app's server is `server`, and what they share is `options`.
 """
 
@@ -28,10 +28,11 @@ from ..interrupts import Run, exit_code, handling_interrupts
 from ..loading import LoadError
 from ..records import RecordError
 from ..run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
-from . import app, build, diff, export, inspect, scan
+from . import app, build, check, diff, export, inspect, scan
 from .options import _PROGRESS, EXIT_BAD_INPUT, EXIT_CRASHED, EXIT_OK, _check_output, _UsageError
 
-_COMMANDS = {"build": build, "inspect": inspect, "scan": scan, "export": export, "diff": diff, "app": app}
+_COMMANDS = {"build": build, "inspect": inspect, "check": check, "scan": scan, "export": export, "diff": diff,
+             "app": app}
 """Each command's module, in the order `tokencap --help` lists them: its `add_parser(sub)` and `run(args)`."""
 
 
@@ -85,7 +86,7 @@ def _batch_collection() -> Iterator[None]:
         gc.unfreeze()
 
 
-_ENDS_WITHOUT_TEARDOWN = frozenset(("build", "inspect"))
+_ENDS_WITHOUT_TEARDOWN = frozenset(("build", "inspect", "check"))
 """Commands that run in this process alone (no worker pool, no Ray, no server): once they
 return, their output is written, flushed and closed, and all that is left for the
 interpreter's teardown is freeing memory that the operating system frees at once."""
@@ -97,7 +98,7 @@ _command_run: list[str] = []  # the command `main` parsed last (`console` reads 
 def console() -> NoReturn:
     """The `tokencap` command and `python -m tokencap`: `main`, then the process ends.
 
-    After `build` and `inspect` the process exits without the interpreter's teardown
+    After `build`, `inspect` and `check` the process exits without the interpreter's teardown
     (unloading every module, freeing every object one by one): 50-100 ms, a tenth of a big
     build and half of a small one, spent on nothing the user sees. Everything else (and a
     flush that fails, such as a closed pipe) ends the usual way.
