@@ -112,8 +112,16 @@ def test_build_names_a_bundled_sample_from_an_empty_directory(installed: Install
     assert list(installed.empty.iterdir()) == []
 
 
-# `tokencap check` on a bundled sample, from the installed wheel: its test goes here once the
-# command exists (issue 38, "tokencap build and check ... name the bundled samples").
+def test_check_names_bundled_samples_from_an_empty_directory(installed: Installed) -> None:
+    tokencap = str(installed.bin / "tokencap")
+    clean = installed.run(tokencap, "check", "sample:clean_multiturn_tools.json")
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.strip().startswith("check: 1 rollout, 1 trainable, 0 masked"), clean.stdout
+    rollouts = installed.run(tokencap, "check", "sample:rollouts/qwen3_rollouts.jsonl", "--tokenizer", "sample:qwen3")
+    assert rollouts.returncode == 1, rollouts.stderr  # masked rollouts: a training job would stop here
+    lines = rollouts.stdout.splitlines()
+    assert "NeMo RL would stop on this rollout" in lines[0] and lines[-1].startswith("check: 36 rollouts"), lines
+    assert list(installed.empty.iterdir()) == []
 
 
 def _stop(proc: subprocess.Popen) -> None:
