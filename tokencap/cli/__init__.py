@@ -29,7 +29,16 @@ from ..loading import LoadError
 from ..records import RecordError
 from ..run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from . import app, build, diff, export, inspect, scan
-from .options import _PROGRESS, EXIT_BAD_INPUT, EXIT_CRASHED, EXIT_OK, _check_output, _UsageError
+from .options import (
+    _PROGRESS,
+    EXIT_BAD_INPUT,
+    EXIT_CRASHED,
+    EXIT_OK,
+    _check_output,
+    _UsageError,
+    inputs_of,
+    refuse_output_over_inputs,
+)
 
 _COMMANDS = {"build": build, "inspect": inspect, "scan": scan, "export": export, "diff": diff, "app": app}
 """Each command's module, in the order `tokencap --help` lists them: its `add_parser(sub)` and `run(args)`."""
@@ -130,6 +139,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if getattr(args, "output", None) is not None:  # every command that writes: a bad -o fails before any work
             _check_output(args.command, args.output)
+            refuse_output_over_inputs(args.output, inputs_of(args))  # never over, nor into, what it reads
         if args.command == "app":  # _serve passes SIGINT and SIGTERM on to the app's server
             return handler(args)
         with handling_interrupts(run):  # SIGTERM stops a run like Ctrl-C: part files removed

@@ -58,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_address and args.engine != "ray":
         raise _UsageError("--ray-address needs --engine ray")
     tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
-    _check_diff_output(args)
     args.tokenizer = _checked_tokenizer(args.tokenizer)
     records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
     # Scan tables are read first (quick), so a task join that cannot be is refused before any scan.
@@ -195,13 +194,3 @@ def _check_task_join(name: str, table: Any, records: FinalResponses | None) -> N
         keyed = any(f.task_index is not None and f.rollout_index is not None for f in facts)
     if not keyed:
         raise no_task_key(name)
-
-
-def _check_diff_output(args: argparse.Namespace) -> None:
-    """``-o`` must never be one of the inputs (main() has already checked that it can be written)."""
-    if not args.output:
-        return
-    out = Path(args.output)
-    for side in (args.a, args.b):
-        if out.exists() and Path(side).exists() and out.resolve() == Path(side).resolve():
-            raise _UsageError(f"{args.output}: is one of the runs being compared; choose another -o")

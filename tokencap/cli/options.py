@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +154,46 @@ def _check_output(command: str, output: str) -> None:
     elif command not in _TO_STDOUT:
         raise _UsageError(f"-o -: {command} writes a parquet table, which is binary and not for standard "
                           f"output; give a file name (-o {_PARQUET_WRITERS.get(command, 'OUT.parquet')})")
+
+
+INPUT_OPTIONS = (("source", "SOURCE"), ("a", "run A"), ("b", "run B"), ("final_responses", "--final-responses"),
+                 ("final_responses_a", "--final-responses-a"), ("final_responses_b", "--final-responses-b"),
+                 ("since", "--since"))
+"""Every argument (its attribute on the parsed arguments, and its name for a person) naming a file or
+directory a command reads: what `-o` must never overwrite nor write into."""
+
+
+def inputs_of(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(name, path)`` for each input the parsed ``args`` give (see `INPUT_OPTIONS`)."""
+    return [(name, value) for attr, name in INPUT_OPTIONS if isinstance(value := getattr(args, attr, None), str)
+            and value]
+
+
+def refuse_output_over_inputs(output: str | None, inputs: Iterable[tuple[str, str]]) -> None:
+    """A `_UsageError` when ``output`` (``-o``) is one of ``inputs`` or lies inside one (a directory read).
+
+    Called before any work by every command that writes (`tokencap.cli.main` does it for each
+    command with ``-o``, from `inputs_of`): a build written over its capture, a table written
+    over a capture file, trajectories written into the run the next scan reads -- each would
+    destroy or change an input, and is refused with nothing touched. Symbolic links are
+    resolved (an output reached through a link to the input, a linked directory), and a hard
+    link to an input counts as the input.
+    """
+    if not output or output == STDOUT:
+        return
+    out = os.path.realpath(output)
+    for name, path in inputs:
+        real = os.path.realpath(path)
+        if out == real or _same_file(output, path):
+            raise _UsageError(f"-o {output}: is {name} ({path}), which this command reads; writing it would "
+                              "destroy the input: choose another -o")
+        if out.startswith(real.rstrip(os.sep) + os.sep) and os.path.isdir(real):
+            raise _UsageError(f"-o {output}: lies inside {name} ({path}), which this command reads (a file "
+                              f"written there becomes part of it); write it outside {path}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either is missing or unreadable: not the same existing file
+        return False
