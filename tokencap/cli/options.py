@@ -69,6 +69,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
+    return value
+
+
+def add_ray_arguments(cmd: argparse.ArgumentParser, workers_help: str) -> None:
+    """``--workers``, ``--engine``, ``--ray-address`` and ``--ray-timeout``, as every command that scans takes them."""
+    from ..run import ENGINES
+    from ..run.engines import RAY_CONNECT_TIMEOUT
+
+    cmd.add_argument("--workers", type=_positive_int, metavar="N", help=workers_help)
+    cmd.add_argument("--engine", choices=ENGINES, default="local",
+                     help="local processes (default) or Ray tasks (pip install -e '.[ray]')")
+    cmd.add_argument("--ray-address", metavar="ADDR",
+                     help="Ray cluster to join ('auto': the running one); default: a local Ray for this run")
+    cmd.add_argument("--ray-timeout", type=_seconds, metavar="SECONDS",
+                     help=f"how long to wait for the cluster at --ray-address to answer before giving up "
+                          f"(default: {RAY_CONNECT_TIMEOUT:g})")
+
+
+def check_ray_arguments(args: argparse.Namespace) -> None:
+    """The Ray options agree, and the cluster at ``--ray-address`` answers: joined now, before any work,
+    within ``--ray-timeout`` seconds -- else a one-line error naming the address."""
+    if args.ray_address and args.engine != "ray":
+        raise _UsageError("--ray-address needs --engine ray")
+    if args.ray_timeout is not None and not args.ray_address:
+        raise _UsageError("--ray-timeout needs --ray-address (it is how long to wait for that cluster)")
+    if args.ray_address:
+        from ..run.engines import RAY_CONNECT_TIMEOUT, join_ray
+
+        join_ray(args.ray_address, args.ray_timeout or RAY_CONNECT_TIMEOUT)
+
+
 class _Progress:
     """One self-overwriting status line on stderr, only when a person is watching (a TTY)."""
 
