@@ -57,12 +57,12 @@ def run(args: argparse.Namespace) -> int:
         _read_final_responses(args.final_responses)
         _PROGRESS.done()
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
-    server._check_port_free(args.port)
+    if args.tokenizer:
+        cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
+    server._check_port_free(args.port)  # last: every input is checked first, whichever port is busy
     from ..views.run.source import START_DIR_ENV
 
     os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
-    if args.tokenizer:
-        cmd += ["--tokenizer", os.path.abspath(_checked_tokenizer(args.tokenizer) or "")]
     cmd[cmd.index("--"):cmd.index("--")] = ["--server.scriptHealthCheckEnabled", "true"]  # for warm_up_app
 
     def beside() -> subprocess.Popen | None:
