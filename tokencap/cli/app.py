@@ -11,7 +11,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import server
-from .options import _PROGRESS, _add_tokenizer, _checked_tokenizer, _existing, _port, _read_final_responses, _UsageError
+from .options import (
+    _PROGRESS,
+    RECORDS_FILE,
+    _add_tokenizer,
+    _checked_tokenizer,
+    _existing,
+    _input_file,
+    _port,
+    _read_final_responses,
+    _UsageError,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -40,18 +50,31 @@ def _app_source(source: str) -> str:
     return os.path.abspath(source)
 
 
+APP_EXTRA = 'install the app extra: pip install "tokencap-rl[app]" (in a checkout: pip install -e ".[app]")'
+
+
+def _has_streamlit() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("streamlit") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parents[2] / "app.py"
     if not app.exists():
         raise _UsageError(f"the app script {app} is not there; run from a source checkout (pip install -e .)")
+    if not _has_streamlit():
+        raise _UsageError(f"the app needs Streamlit, which is not installed; {APP_EXTRA}")
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), *server.streamlit_flags(app.parent),
            "--server.address", "localhost", "--server.port", str(args.port), "--"]
     source = _app_source(args.source) if args.source is not None else None
     if source:
         cmd.append(source)
     if args.final_responses:
-        if not Path(args.final_responses).is_file():
-            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        _input_file(args.final_responses, "--final-responses", RECORDS_FILE)
         # Read here, as `tokencap build` reads them: a bad file is the same one line and exit 2, before
         # any server starts (not an error shown only in the browser).
         _read_final_responses(args.final_responses)

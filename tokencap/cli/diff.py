@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     diff = diff_tables(a, b, args.join, names=(args.a, args.b))
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
-    sys.stdout.write(summary_text(diff, args.a, args.b))
+    sys.stdout.write(summary_text(diff, args.a, args.b, tables=(tables["a"], tables["b"])))
     if Path(args.a).resolve() == Path(args.b).resolve():
         print(f"tokencap: note: A and B are the same run ({args.a}): every rollout is compared with itself",
               file=sys.stderr)

@@ -17,6 +17,7 @@ from ..loading import FinalResponses, load_final_responses
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_CRASHED = 1  # a worker process died: not the input's fault, as far as anyone can tell
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the reader of standard output went away (`| head`), as for any filter
 
 STDOUT = "-"
 """``-o -``: standard output, for the commands that write text (`build`, `export`)."""
@@ -26,6 +27,35 @@ _PARQUET_WRITERS = {"scan": "run.parquet", "diff": "diff.parquet"}
 
 class _UsageError(Exception):
     pass
+
+
+class StandardOutput:
+    """Standard output (binary) for a command's result: a write that fails (a full disk, `> /dev/full`) is
+    blamed on standard output, never on the input being read. A closed pipe stays a `BrokenPipeError`."""
+
+    def __init__(self) -> None:
+        self._out = sys.stdout.buffer
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._out.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _UsageError(_stdout_failed(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _UsageError(_stdout_failed(exc)) from None
+
+
+def _stdout_failed(exc: OSError) -> str:
+    return (f"standard output: cannot write the result ({exc.strerror or exc}); write it to a file with -o FILE "
+            "on a disk with room")
 
 
 _TOKENIZER_HELP = ("a tokenizer.json (Hugging Face `tokenizers`): refines why a lineage broke (re-encoded text, "
@@ -140,6 +170,20 @@ def _existing(source: str) -> Path:
     if not path.exists():
         raise _UsageError(f"{source}: no such file or directory")
     return path
+
+
+RECORDS_FILE = "a rollout records file (JSON or JSONL)"
+SINCE_TABLE = "the scan table (.parquet) of an earlier `tokencap scan`"
+
+
+def _input_file(path: str, flag: str, takes: str) -> None:
+    """A `_UsageError` unless the file a flag names (``--final-responses``, ``--since``) is there and is a file."""
+    if os.path.isdir(path):
+        raise _UsageError(f"{path}: is a directory; {flag} takes {takes}")
+    if not os.path.exists(path):
+        raise _UsageError(f"{path}: no such file ({flag})")
+    if not os.path.isfile(path):
+        raise _UsageError(f"{path}: not a regular file (a pipe or device is never read); {flag} takes {takes}")
 
 
 def _read_final_responses(path: str | None) -> FinalResponses | None:

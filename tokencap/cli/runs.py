@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from .diff import _is_diff_table, _is_parquet
-from .options import _existing, _UsageError, _with_progress, add_ray_arguments, check_ray_arguments
+from .options import (
+    RECORDS_FILE,
+    SINCE_TABLE,
+    _existing,
+    _input_file,
+    _UsageError,
+    _with_progress,
+    add_ray_arguments,
+    check_ray_arguments,
+)
 
 _RUN_OUTPUT_HELP = {
     "scan": "the table to write (parquet, e.g. run.parquet): one row per rollout; written atomically",
@@ -36,11 +45,11 @@ def _run_inputs(args: argparse.Namespace) -> None:
         raise _UsageError(f"{args.source}: is a scan table (parquet), not a run to {args.command}; open it with "
                           f"`tokencap app {args.source}`, compare it with `tokencap diff`, or give the run it was "
                           "scanned from")
-    if args.final_responses and not Path(args.final_responses).is_file():
-        raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+    if args.final_responses:
+        _input_file(args.final_responses, "--final-responses", RECORDS_FILE)
     since = getattr(args, "since", None)
-    if since and not Path(since).is_file():
-        raise _UsageError(f"{since}: no such file (--since)")
+    if since:
+        _input_file(since, "--since", SINCE_TABLE)
     check_ray_arguments(args)  # last: joining a cluster may take a while
 
 
