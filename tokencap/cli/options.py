@@ -111,8 +111,7 @@ def _seconds(text: str) -> float:
 
 def add_ray_arguments(cmd: argparse.ArgumentParser, workers_help: str) -> None:
     """``--workers``, ``--engine``, ``--ray-address`` and ``--ray-timeout``, as every command that scans takes them."""
-    from ..run import ENGINES
-    from ..run.engines import RAY_CONNECT_TIMEOUT
+    from ..run import ENGINES, RAY_CONNECT_TIMEOUT
 
     cmd.add_argument("--workers", type=_positive_int, metavar="N", help=workers_help)
     cmd.add_argument("--engine", choices=ENGINES, default="local",
@@ -132,7 +131,8 @@ def check_ray_arguments(args: argparse.Namespace) -> None:
     if args.ray_timeout is not None and not args.ray_address:
         raise _UsageError("--ray-timeout needs --ray-address (it is how long to wait for that cluster)")
     if args.ray_address:
-        from ..run.engines import RAY_CONNECT_TIMEOUT, join_ray
+        from ..run import RAY_CONNECT_TIMEOUT
+        from ..run.engines import join_ray
 
         join_ray(args.ray_address, args.ray_timeout or RAY_CONNECT_TIMEOUT)
 

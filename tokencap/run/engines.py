@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import multiprocessing
 
-from . import ENGINES
+from . import ENGINES, RAY_CONNECT_TIMEOUT
 from .errors import EngineUnavailable, WorkerCrashed
 
 T = TypeVar("T")
@@ -126,9 +126,6 @@ def _import_ray() -> Any:
 
 
 _RAY_INIT: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-
-RAY_CONNECT_TIMEOUT = 30.0
-"""Seconds `join_ray` waits for a Ray cluster to answer (`--ray-timeout`)."""
 
 _FLAG = "--ray-address"
 
