@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import socket
 
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
@@ -47,3 +48,12 @@ def downloads(monkeypatch):
     monkeypatch.setattr(MediaFileManager, "add_deferred", spy_deferred)
     monkeypatch.setattr(MediaFileManager, "add", spy_add)
     return captured
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A localhost port nothing listened on a moment ago (the kernel's choice): no test depends on a
+    fixed port, such as 8501 or 8765, being free."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -920,16 +920,15 @@ def test_a_run_that_cannot_be_compared_is_one_error(monkeypatch, tmp_path):
     assert any("run_table:" in d.proto.id for d in at.dataframe)  # the run itself still shows
 
 
-def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path):
+def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path, free_port):
     from tokencap import cli
     from tokencap.cli import server
 
     calls = []
     monkeypatch.setattr(server, "_serve", lambda cmd, **_: calls.append(cmd) or 0)
-    monkeypatch.setattr(server, "_check_port_free", lambda port: None)  # 8765 may be in use: not the point here
     records = tmp_path / "records.jsonl"  # read before the server starts: a readable one
     records.write_text(json.dumps({"rollout_id": "r", "response": {"object": "response", "output": []}}) + "\n")
-    assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", "8765"]) == 0
+    assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", str(free_port)]) == 0
     cmd = calls[-1]
     assert cmd[cmd.index("--") + 1:] == [str(tmp_path), "--final-responses", str(records)]
     assert rs.app_arguments(cmd[cmd.index("--") + 1:]) == rs.AppArguments(str(tmp_path), str(records))

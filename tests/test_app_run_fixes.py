@@ -52,7 +52,7 @@ def test_typed_paths_start_in_the_start_directory_else_the_working_directory(tmp
     assert rs.typed_path("x", {}) == os.path.join(os.getcwd(), "x")
 
 
-def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_path):
+def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_path, free_port):
     from tokencap import cli
     from tokencap.cli import server
 
@@ -60,8 +60,7 @@ def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_pat
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(rs.START_DIR_ENV, raising=False)
     monkeypatch.setattr(server, "_serve", lambda cmd, **_: seen.append(os.environ.get(rs.START_DIR_ENV)) or 0)
-    monkeypatch.setattr(server, "_check_port_free", lambda port: None)  # 8765 may be in use: not the point here
-    assert cli.main(["app", "--port", "8765"]) == 0
+    assert cli.main(["app", "--port", str(free_port)]) == 0
     assert seen == [str(tmp_path)]
 
 

@@ -183,14 +183,15 @@ def test_an_output_that_names_no_file_is_refused(command: str, out: str, tmp_pat
     (["scan", "", "-o", "out.parquet"], "SOURCE is empty"),
     (["export", "", "-o", "out.jsonl"], "SOURCE is empty"),
     (["diff", "", "B"], "run A is empty"),
-    (["diff", "A", "", "-o", "out.parquet"], "run B is empty"),
+    (["diff", "A", "", "-o", "OUT"], "run B is empty"),
 ])
 def test_an_empty_source_is_refused_not_read_as_the_current_directory(args: list[str], expected: str,
                                                                       tmp_path: Path, monkeypatch, capsys) -> None:
     # An unset shell variable ("$RUN") is an empty argument: it used to scan the working directory.
     run = small_run(tmp_path)
     monkeypatch.chdir(run)
-    args = [str(run) if a in ("A", "B") else a for a in args]
+    # OUT is beside the run: -o inside run A (the working directory here) is refused for that (issue 37.1).
+    args = [str(run) if a in ("A", "B") else str(tmp_path / "out.parquet") if a == "OUT" else a for a in args]
     assert main(args) == 2
     assert capsys.readouterr().err == (f"tokencap: error: {expected}: an empty path names no file or directory "
                                        "(give . for the current directory)\n")

@@ -398,7 +398,9 @@ def test_since_is_not_reused_when_a_reward_changed(tmp_path):
     records.write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n")
     again = tmp_path / "again.parquet"
     summary = scan(SAMPLE_RUN, again, workers=1, final_responses=str(records), since=str(first))
-    assert summary.reused == 0 and any("other final responses" in n for n in summary.notes)
+    assert summary.reused == 0 and summary.notes == [
+        f"{first} is not reused (it was scanned with another --final-responses file (its bytes differ)); every "
+        "rollout was built again"]
     row = next(r for r in rows(read_scan(again)) if r["rollout_id"] == changed["rollout_id"])
     assert row["reward"] == changed["reward"]
 
@@ -782,7 +784,8 @@ def test_since_is_not_reused_across_other_final_responses(tmp_path):
     again = tmp_path / "again.parquet"
     summary = scan(run, again, workers=1, since=str(first),
                    final_responses=str(FINALS / "title_call_after_final_answer.json"))
-    assert summary.reused == 0 and any("other final responses" in n for n in summary.notes)
+    assert summary.reused == 0 and any(f"{first} is not reused (it was scanned without --final-responses, this scan "
+                                       "has it)" in n for n in summary.notes)
 
 
 def test_a_store_file_that_is_a_symlink_fails_its_rollout_as_build_does(tmp_path):

@@ -261,7 +261,9 @@ def test_scan_with_a_bad_tokenizer_is_a_one_line_exit_2(tmp_path, capsys):
         assert not out.exists()
     assert main(["diff", str(run), str(run), "--tokenizer", str(bad)]) == 2
     assert capsys.readouterr().err.startswith("tokencap: error: --tokenizer: ")
+    # The app's tokenizer is checked before its port: whether 8501 is free changes nothing (issue 37.3).
     assert main(["app", str(run), "--tokenizer", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith("tokencap: error: --tokenizer: ")
 
 
 def test_sample_file_through_the_cli_scan_table(tmp_path):

@@ -367,7 +367,8 @@ def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):
     a, b = _write(A, tmp_path / "a.parquet"), _write(B, tmp_path / "b.parquet")
     before = a.read_bytes()
     assert main(["diff", str(a), str(b), "-o", str(a)]) == 2
-    assert "is one of the runs being compared" in _one_error(capsys)
+    assert _one_error(capsys) == (f"tokencap: error: -o {a}: is run A ({a}), which this command reads; writing it "
+                                  "would destroy the input: choose another -o")
     assert a.read_bytes() == before
     assert main(["diff", str(a), str(b), "-o", str(tmp_path / "no" / "d.parquet")]) == 2
     assert "does not exist" in _one_error(capsys)
@@ -533,3 +534,31 @@ def test_tables_from_before_the_diagnosis_columns_diff_with_no_causes():
     diff = diff_tables(old, B)
     assert all(r["break_causes_a"] is None or r["break_causes_a"] == [] for r in diff.arrow.to_pylist())
     assert sum(a for a, _ in diff.summary.cause_counts.values()) == 0
+
+
+# --------------------------------------------------------------------------- issue 37.17: what the printout says
+
+
+def test_the_records_note_for_a_scan_table_says_to_rescan_its_run(tmp_path, capsys):
+    """A scan table takes no --final-responses-b: the note says to rescan B's run with its records."""
+    a = _write(_with_attribution(A, "attributed"), tmp_path / "a.parquet")
+    b = _write(_with_attribution(B, None), tmp_path / "b.parquet")
+    assert main(["diff", str(a), str(b)]) == 0
+    note = capsys.readouterr().out.splitlines()[-1]
+    assert note.endswith("scan B with its rollout records too, or neither (a scan table takes no records: rescan "
+                         "B's run with `tokencap scan RUN -o TABLE --final-responses RECORDS`, or give the run "
+                         "directory with --final-responses-b)")
+    diff = diff_tables(_with_attribution(A, "attributed"), _with_attribution(B, None))
+    assert summary_text(diff).splitlines()[-1].endswith("or neither (--final-responses-b)")  # B a run directory
+
+
+def test_each_printed_change_is_the_difference_of_the_printed_shares():
+    # 1 of 6 (16.666...%, printed 16.7%) against 2 of 6 (33.333...%, printed 33.3%): the exact change,
+    # 16.666... pp, rounds to +16.7 pp; the printed figures differ by 16.6.
+    a = table(*(row(f"r{i}", ("capture_incomplete",) if i < 1 else ()) for i in range(6)))
+    b = table(*(row(f"r{i}", ("capture_incomplete",) if i < 2 else ()) for i in range(6)))
+    text = summary_text(diff_tables(a, b))
+    (reason,) = [line for line in text.splitlines() if line.strip().startswith("capture_incomplete")]
+    assert reason.split()[1:] == ["16.7%", "33.3%", "+16.6", "pp"]
+    (trainable,) = [line for line in text.splitlines() if line.startswith("trainable:")]
+    assert trainable == "trainable: 83.3% of A (5), 66.7% of B (4), -16.6 pp"

@@ -173,6 +173,53 @@ def break_lines(breaks: Sequence[Break], texts: Sequence[Sequence[tuple[str | No
     return lines
 
 
+TREE_INDENT_CAP = 40
+"""Columns the call tree indents at most; a line indented further says its depth in words."""
+
+_FORK = "`- "
+
+
+def _tree_lines(build: BuildOutput, refusals_under: dict[str | None, list]) -> list[str]:
+    """The call tree, one line per call, and the refusals under each call (popped off ``refusals_under``).
+
+    A linear chain stays flat: a call that is its parent's only child is listed under it at the
+    same indent. The children of a call with several each start with `_FORK`, one step in, and
+    their own chains follow at the column of their text. However deep the forks go, no line
+    is indented more than `TREE_INDENT_CAP` columns: one that would be says ``(depth N)``, N
+    the calls between it and its root."""
+    roles = call_roles(build)
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for cid, link in build.links.items():
+        children[link.linked_parent].append(cid)
+    for kids in children.values():
+        kids.sort(key=lambda c: (build.entries[c].created_at, c))
+
+    def under(kids: list[str], column: int, depth: int) -> list[tuple[str, int, str, int]]:
+        """(call, column of its line, its mark, depth) for each of ``kids``, whose parent's text is at ``column``."""
+        if len(kids) == 1:
+            return [(kids[0], column, "", depth)]
+        return [(kid, column + 2, _FORK, depth) for kid in kids]
+
+    lines: list[str] = []
+    stack = list(reversed(under(children[None], 2, 0)))
+    while stack:
+        cid, column, mark, depth = stack.pop()
+        lines.append(_indented(column, depth, mark + _describe(build, cid, roles)))
+        text_column = column + len(mark)
+        for verdict_ in refusals_under.pop(cid, []):
+            r = verdict_.refusal
+            outcome = "ENDED THE ROLLOUT" if verdict_.ended_chain else "no effect on the verdict"
+            lines.append(_indented(text_column + 2, depth, f"! refusal {r.model_call_id} (code {r.code!r}): {outcome}"))
+        stack.extend(reversed(under(children.get(cid, []), text_column, depth + 1)))
+    return lines
+
+
+def _indented(column: int, depth: int, text: str) -> str:
+    if column <= TREE_INDENT_CAP:
+        return " " * column + text
+    return " " * TREE_INDENT_CAP + f"(depth {depth}) " + text
+
+
 def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks: Sequence[Break] | None = None,
                 break_texts: Sequence[Sequence[tuple[str | None, str | None]]] = ()) -> str:
     """The report of one build; ``source_notes`` (the snapshot's: what the loader skipped or
@@ -201,25 +248,12 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
                  f"delivered {m['generated_tokens_delivered']}/{m['generated_tokens_captured']} generated tokens "
                  f"({m['delivered_fraction']:.1%})")
     lines.append("")
-    lines.append("call tree  (* main chain, + branch, Q quarantined, ~ after terminal)")
-    roles = call_roles(build)
-    children: dict[str | None, list[str]] = defaultdict(list)
-    for cid, link in build.links.items():
-        children[link.linked_parent].append(cid)
-    for kids in children.values():
-        kids.sort(key=lambda c: (build.entries[c].created_at, c))
+    lines.append(f"call tree  (* main chain, + branch, Q quarantined, ~ after terminal, {_FORK.strip()} one of "
+                 "several children)")
     refusals_under: dict[str | None, list] = defaultdict(list)
     for verdict_ in result.refusal_verdicts:
         refusals_under[verdict_.refusal.parent_call_id].append(verdict_)
-    stack = [(cid, 0) for cid in reversed(children[None])]
-    while stack:
-        cid, depth = stack.pop()
-        lines.append("  " + "  " * depth + _describe(build, cid, roles))
-        for verdict_ in refusals_under.pop(cid, []):
-            r = verdict_.refusal
-            outcome = "ENDED THE ROLLOUT" if verdict_.ended_chain else "no effect on the verdict"
-            lines.append("  " + "  " * (depth + 1) + f"! refusal {r.model_call_id} (code {r.code!r}): {outcome}")
-        stack.extend((kid, depth + 1) for kid in reversed(children.get(cid, [])))
+    lines.extend(_tree_lines(build, refusals_under))
     for parent, verdicts_ in refusals_under.items():
         for verdict_ in verdicts_:
             r = verdict_.refusal

@@ -4,7 +4,8 @@ Exit codes: 0 when the input was built (masked or not; `check` exits 1 when a ro
 masked), 2 for unreadable input, an unusable -o (``-o -`` is stdout for build and export,
 refused by the parquet writers), a port in use (app) or bad arguments -- with one line on stderr saying what and where, and nothing
 written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o --
-unless the output had already been renamed into place, in which case the run succeeded (0).
+unless the output had already been renamed into place, in which case the run succeeded (0); 141 (128 +
+SIGPIPE) when the reader of standard output went away (`| head`), quietly.
 `app` runs the Streamlit server as a child process and passes SIGINT/SIGTERM on to it.
 
 This module assembles the parser and runs a command under the error and exit handling; each
@@ -29,7 +30,17 @@ from ..loading import LoadError
 from ..records import RecordError
 from ..run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from . import app, build, check, diff, export, inspect, scan
-from .options import _PROGRESS, EXIT_BAD_INPUT, EXIT_CRASHED, EXIT_OK, _check_output, _UsageError
+from .options import (
+    _PROGRESS,
+    EXIT_BAD_INPUT,
+    EXIT_CRASHED,
+    EXIT_OK,
+    EXIT_PIPE_CLOSED,
+    _check_output,
+    _UsageError,
+    inputs_of,
+    refuse_output_over_inputs,
+)
 
 _COMMANDS = {"build": build, "inspect": inspect, "check": check, "scan": scan, "export": export, "diff": diff,
              "app": app}
@@ -135,6 +146,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if getattr(args, "output", None) is not None:  # every command that writes: a bad -o fails before any work
             _check_output(args.command, args.output)
+            refuse_output_over_inputs(args.output, inputs_of(args))  # never over, nor into, what it reads
         if args.command == "app":  # _serve passes SIGINT and SIGTERM on to the app's server
             return handler(args)
         with handling_interrupts(run):  # SIGTERM stops a run like Ctrl-C: part files removed
@@ -151,9 +163,10 @@ def _main(argv: Sequence[str] | None) -> int:
         _PROGRESS.done()
         print(f"tokencap: error: {exc}", file=sys.stderr)
         return EXIT_CRASHED
-    except BrokenPipeError:  # the reader went away (`tokencap build RUN | head`): not an error
+    except BrokenPipeError:  # the reader went away (`tokencap export RUN -o - | head`): quietly, but not a success
+        _PROGRESS.done()
         _quiet_stdout()
-        return EXIT_OK
+        return EXIT_PIPE_CLOSED
     except (ValueError, OverflowError, UnicodeError, OSError) as exc:
         # Anything else the input provoked: still one line, still exit 2, never a traceback.
         where = args.source if hasattr(args, "source") else f"{args.a} vs {args.b}"

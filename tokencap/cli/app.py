@@ -11,7 +11,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import server
-from .options import _PROGRESS, _add_tokenizer, _checked_tokenizer, _existing, _port, _read_final_responses, _UsageError
+from .options import (
+    _PROGRESS,
+    RECORDS_FILE,
+    _add_tokenizer,
+    _checked_tokenizer,
+    _existing,
+    _input_file,
+    _port,
+    _read_final_responses,
+    _UsageError,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -40,14 +50,23 @@ def _app_source(source: str) -> str:
     return os.path.abspath(source)
 
 
-def run(args: argparse.Namespace) -> int:
+APP_EXTRA = 'install the app extra: pip install "tokencap-rl[app]" (in a checkout: pip install -e ".[app]")'
+
+
+def _has_streamlit() -> bool:
     import importlib.util
 
+    try:
+        return importlib.util.find_spec("streamlit") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
     from ..bundled import streamlit_flags
 
-    if importlib.util.find_spec("streamlit") is None:
-        raise _UsageError("the app needs Streamlit, which is not installed: pip install 'tokencap-rl[app]' "
-                          "(in a checkout: pip install -e \".[app]\")")
+    if not _has_streamlit():
+        raise _UsageError(f"the app needs Streamlit, which is not installed; {APP_EXTRA}")
     app = Path(__file__).resolve().parents[1] / "app" / "main.py"  # the app's entry, in a checkout or a wheel
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), *streamlit_flags(),
            "--server.address", "localhost", "--server.port", str(args.port), "--"]
@@ -55,21 +74,20 @@ def run(args: argparse.Namespace) -> int:
     if source:
         cmd.append(source)
     if args.final_responses:
-        if not Path(args.final_responses).is_file():
-            raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+        _input_file(args.final_responses, "--final-responses", RECORDS_FILE)
         # Read here, as `tokencap build` reads them: a bad file is the same one line and exit 2, before
         # any server starts (not an error shown only in the browser).
         _read_final_responses(args.final_responses)
         _PROGRESS.done()
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
-    server._check_port_free(args.port)
-    from ..views.run.source import START_DIR_ENV
-
-    os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     if args.tokenizer:
         # the tokenizer.json any of the three forms names: what the pages and the pre-scan read
         args.tokenizer = os.path.abspath(_checked_tokenizer(args.tokenizer) or "")
         cmd += ["--tokenizer", args.tokenizer]
+    server._check_port_free(args.port)  # last: every input is checked first, whichever port is busy
+    from ..views.run.source import START_DIR_ENV
+
+    os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     cmd[cmd.index("--"):cmd.index("--")] = ["--server.scriptHealthCheckEnabled", "true"]  # for warm_up_app
 
     def beside() -> subprocess.Popen | None:

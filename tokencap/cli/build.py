@@ -15,7 +15,7 @@ from ..loading.files import printable
 from ..loading.store import WITHOUT_SIBLINGS
 from ..records import TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
-from .options import _PROGRESS, EXIT_OK, STDOUT, _existing, _read_final_responses, _UsageError
+from .options import _PROGRESS, EXIT_OK, STDOUT, StandardOutput, _existing, _read_final_responses, _UsageError
 
 
 def add_source_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output and args.output != STDOUT:
         write_atomically(args.output, write)
     else:
-        out = sys.stdout.buffer
+        out = StandardOutput()
         write(out)
         out.flush()
     return EXIT_OK

@@ -19,15 +19,14 @@ from .options import (
     _add_tokenizer,
     _checked_tokenizer,
     _format_note,
-    _positive_int,
     _UsageError,
     _with_progress,
+    add_ray_arguments,
+    check_ray_arguments,
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ..run import ENGINES
-
     cmd = sub.add_parser("diff", help="compare two runs (scan tables or run directories): what a change fixed "
                                       "and broke, and how the mask reasons moved")
     for side in ("a", "b"):
@@ -42,10 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         cmd.add_argument(f"--final-responses-{side}", metavar="FILE",
                          help=f"rollout records of run {side.upper()} (reward, indices, final answers), when "
                               f"{side.upper()} is a run directory")
-    cmd.add_argument("--workers", type=_positive_int, metavar="N",
-                     help="worker processes or Ray CPUs for scanning a run directory (default: CPU count)")
-    cmd.add_argument("--engine", choices=ENGINES, default="local", help="local processes (default) or Ray tasks")
-    cmd.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join ('auto': the running one)")
+    add_ray_arguments(cmd, "worker processes or Ray CPUs for scanning a run directory (default: CPU count)")
     _add_tokenizer(cmd)
 
 
@@ -58,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_address and args.engine != "ray":
         raise _UsageError("--ray-address needs --engine ray")
     tables = {side: _diff_is_table(args, side) for side in ("a", "b")}  # each side exists, or says which fails
-    _check_diff_output(args)
     args.tokenizer = _checked_tokenizer(args.tokenizer)
     records = {side: _diff_records(args, side) for side in ("a", "b")}  # both, before a long scan
+    if not all(tables.values()):  # a run to scan: its Ray cluster answers before any work
+        check_ray_arguments(args)
     # Scan tables are read first (quick), so a task join that cannot be is refused before any scan.
     read = {side: _diff_side(args, side, True, None) for side in ("a", "b") if tables[side]}
     if args.join == "task":
@@ -70,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     diff = diff_tables(a, b, args.join, names=(args.a, args.b))
     if args.output:
         write_atomically(args.output, lambda handle: pq.write_table(diff.arrow, handle))
-    sys.stdout.write(summary_text(diff, args.a, args.b))
+    sys.stdout.write(summary_text(diff, args.a, args.b, tables=(tables["a"], tables["b"])))
     if Path(args.a).resolve() == Path(args.b).resolve():
         print(f"tokencap: note: A and B are the same run ({args.a}): every rollout is compared with itself",
               file=sys.stderr)
@@ -195,13 +192,3 @@ def _check_task_join(name: str, table: Any, records: FinalResponses | None) -> N
         keyed = any(f.task_index is not None and f.rollout_index is not None for f in facts)
     if not keyed:
         raise no_task_key(name)
-
-
-def _check_diff_output(args: argparse.Namespace) -> None:
-    """``-o`` must never be one of the inputs (main() has already checked that it can be written)."""
-    if not args.output:
-        return
-    out = Path(args.output)
-    for side in (args.a, args.b):
-        if out.exists() and Path(side).exists() and out.resolve() == Path(side).resolve():
-            raise _UsageError(f"{args.output}: is one of the runs being compared; choose another -o")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import EXIT_OK, STDOUT, _format_note
+from .options import EXIT_OK, STDOUT, StandardOutput, _format_note
 from .runs import _run_command, add_run_arguments
 
 
@@ -19,12 +19,12 @@ def run(args: argparse.Namespace) -> int:
     from ..run import export
 
     to_stdout = args.output == STDOUT
-    out = sys.stdout.buffer if to_stdout else args.output
+    out = StandardOutput() if to_stdout else args.output
     summary = _run_command(args, "export", lambda progress: export(
         args.source, out, only_trainable=args.only_trainable, workers=args.workers, engine=args.engine,
         ray_address=args.ray_address, final_responses=args.final_responses, progress=progress))
     if to_stdout:
-        sys.stdout.buffer.flush()
+        out.flush()
     where = "standard output" if to_stdout else args.output + _format_note(
         args.output, ('.jsonl', '.json', '.ndjson'), 'JSON lines')
     print(f"tokencap: exported {summary.written:,} of {summary.rollouts:,} rollouts "

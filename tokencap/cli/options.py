@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..loading import FinalResponses, load_final_responses
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_CRASHED = 1  # a worker process died: not the input's fault, as far as anyone can tell
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the reader of standard output went away (`| head`), as for any filter
 
 STDOUT = "-"
 """``-o -``: standard output, for the commands that write text (`build`, `export`)."""
@@ -26,6 +27,35 @@ _PARQUET_WRITERS = {"scan": "run.parquet", "diff": "diff.parquet"}
 
 class _UsageError(Exception):
     pass
+
+
+class StandardOutput:
+    """Standard output (binary) for a command's result: a write that fails (a full disk, `> /dev/full`) is
+    blamed on standard output, never on the input being read. A closed pipe stays a `BrokenPipeError`."""
+
+    def __init__(self) -> None:
+        self._out = sys.stdout.buffer
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._out.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _UsageError(_stdout_failed(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _UsageError(_stdout_failed(exc)) from None
+
+
+def _stdout_failed(exc: OSError) -> str:
+    return (f"standard output: cannot write the result ({exc.strerror or exc}); write it to a file with -o FILE "
+            "on a disk with room")
 
 
 _TOKENIZER_HELP = ("a tokenizer.json, a model directory holding one, or a model name Org/Name found in the local "
@@ -72,6 +102,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
+    return value
+
+
+def add_ray_arguments(cmd: argparse.ArgumentParser, workers_help: str) -> None:
+    """``--workers``, ``--engine``, ``--ray-address`` and ``--ray-timeout``, as every command that scans takes them."""
+    from ..run import ENGINES, RAY_CONNECT_TIMEOUT
+
+    cmd.add_argument("--workers", type=_positive_int, metavar="N", help=workers_help)
+    cmd.add_argument("--engine", choices=ENGINES, default="local",
+                     help="local processes (default) or Ray tasks (pip install 'tokencap-rl[ray]')")
+    cmd.add_argument("--ray-address", metavar="ADDR",
+                     help="Ray cluster to join ('auto': the running one); default: a local Ray for this run")
+    cmd.add_argument("--ray-timeout", type=_seconds, metavar="SECONDS",
+                     help=f"how long to wait for the cluster at --ray-address to answer before giving up "
+                          f"(default: {RAY_CONNECT_TIMEOUT:g})")
+
+
+def check_ray_arguments(args: argparse.Namespace) -> None:
+    """The Ray options agree, and the cluster at ``--ray-address`` answers: joined now, before any work,
+    within ``--ray-timeout`` seconds -- else a one-line error naming the address."""
+    if args.ray_address and args.engine != "ray":
+        raise _UsageError("--ray-address needs --engine ray")
+    if args.ray_timeout is not None and not args.ray_address:
+        raise _UsageError("--ray-timeout needs --ray-address (it is how long to wait for that cluster)")
+    if args.ray_address:
+        from ..run import RAY_CONNECT_TIMEOUT
+        from ..run.engines import join_ray
+
+        join_ray(args.ray_address, args.ray_timeout or RAY_CONNECT_TIMEOUT)
+
+
 class _Progress:
     """One self-overwriting status line on stderr, only when a person is watching (a TTY)."""
 
@@ -107,6 +175,20 @@ def _existing(source: str) -> Path:
 
         raise _UsageError(f"{source}: no such file or directory{sample_hint(source)}")
     return path
+
+
+RECORDS_FILE = "a rollout records file (JSON or JSONL)"
+SINCE_TABLE = "the scan table (.parquet) of an earlier `tokencap scan`"
+
+
+def _input_file(path: str, flag: str, takes: str) -> None:
+    """A `_UsageError` unless the file a flag names (``--final-responses``, ``--since``) is there and is a file."""
+    if os.path.isdir(path):
+        raise _UsageError(f"{path}: is a directory; {flag} takes {takes}")
+    if not os.path.exists(path):
+        raise _UsageError(f"{path}: no such file ({flag})")
+    if not os.path.isfile(path):
+        raise _UsageError(f"{path}: not a regular file (a pipe or device is never read); {flag} takes {takes}")
 
 
 def _read_final_responses(path: str | None) -> FinalResponses | None:
@@ -159,3 +241,46 @@ def _check_output(command: str, output: str) -> None:
     elif command not in _TO_STDOUT:
         raise _UsageError(f"-o -: {command} writes a parquet table, which is binary and not for standard "
                           f"output; give a file name (-o {_PARQUET_WRITERS.get(command, 'OUT.parquet')})")
+
+
+INPUT_OPTIONS = (("source", "SOURCE"), ("a", "run A"), ("b", "run B"), ("final_responses", "--final-responses"),
+                 ("final_responses_a", "--final-responses-a"), ("final_responses_b", "--final-responses-b"),
+                 ("since", "--since"))
+"""Every argument (its attribute on the parsed arguments, and its name for a person) naming a file or
+directory a command reads: what `-o` must never overwrite nor write into."""
+
+
+def inputs_of(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(name, path)`` for each input the parsed ``args`` give (see `INPUT_OPTIONS`)."""
+    return [(name, value) for attr, name in INPUT_OPTIONS if isinstance(value := getattr(args, attr, None), str)
+            and value]
+
+
+def refuse_output_over_inputs(output: str | None, inputs: Iterable[tuple[str, str]]) -> None:
+    """A `_UsageError` when ``output`` (``-o``) is one of ``inputs`` or lies inside one (a directory read).
+
+    Called before any work by every command that writes (`tokencap.cli.main` does it for each
+    command with ``-o``, from `inputs_of`): a build written over its capture, a table written
+    over a capture file, trajectories written into the run the next scan reads -- each would
+    destroy or change an input, and is refused with nothing touched. Symbolic links are
+    resolved (an output reached through a link to the input, a linked directory), and a hard
+    link to an input counts as the input.
+    """
+    if not output or output == STDOUT:
+        return
+    out = os.path.realpath(output)
+    for name, path in inputs:
+        real = os.path.realpath(path)
+        if out == real or _same_file(output, path):
+            raise _UsageError(f"-o {output}: is {name} ({path}), which this command reads; writing it would "
+                              "destroy the input: choose another -o")
+        if out.startswith(real.rstrip(os.sep) + os.sep) and os.path.isdir(real):
+            raise _UsageError(f"-o {output}: lies inside {name} ({path}), which this command reads (a file "
+                              f"written there becomes part of it); write it outside {path}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either is missing or unreadable: not the same existing file
+        return False

@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from .diff import _is_diff_table, _is_parquet
-from .options import _existing, _positive_int, _UsageError, _with_progress
+from .options import (
+    RECORDS_FILE,
+    SINCE_TABLE,
+    _existing,
+    _input_file,
+    _UsageError,
+    _with_progress,
+    add_ray_arguments,
+    check_ray_arguments,
+)
 
 _RUN_OUTPUT_HELP = {
     "scan": "the table to write (parquet, e.g. run.parquet): one row per rollout; written atomically",
@@ -19,17 +28,10 @@ _RUN_OUTPUT_HELP = {
 
 def add_run_arguments(cmd: argparse.ArgumentParser, name: str) -> None:
     """The options every run command takes (``name``: scan or export, for the help of ``-o``)."""
-    from ..run import ENGINES
-
     cmd.add_argument("source", help="a capture-store directory, a directory tree of snapshot/JSONL files, "
                                     "or one JSONL holding many rollouts")
     cmd.add_argument("-o", "--output", metavar="OUT", required=True, help=_RUN_OUTPUT_HELP[name])
-    cmd.add_argument("--workers", type=_positive_int, metavar="N",
-                     help="worker processes or Ray CPUs (default: this machine's CPU count)")
-    cmd.add_argument("--engine", choices=ENGINES, default="local",
-                     help="local processes (default) or Ray tasks (pip install 'tokencap-rl[ray]')")
-    cmd.add_argument("--ray-address", metavar="ADDR",
-                     help="Ray cluster to join ('auto': the running one); default: a local Ray for this run")
+    add_ray_arguments(cmd, "worker processes or Ray CPUs (default: this machine's CPU count)")
     cmd.add_argument("--final-responses", metavar="FILE",
                      help="the harness's final responses (JSON or JSONL), to anchor each rollout on its answer")
 
@@ -43,13 +45,12 @@ def _run_inputs(args: argparse.Namespace) -> None:
         raise _UsageError(f"{args.source}: is a scan table (parquet), not a run to {args.command}; open it with "
                           f"`tokencap app {args.source}`, compare it with `tokencap diff`, or give the run it was "
                           "scanned from")
-    if args.final_responses and not Path(args.final_responses).is_file():
-        raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
+    if args.final_responses:
+        _input_file(args.final_responses, "--final-responses", RECORDS_FILE)
     since = getattr(args, "since", None)
-    if since and not Path(since).is_file():
-        raise _UsageError(f"{since}: no such file (--since)")
-    if args.ray_address and args.engine != "ray":
-        raise _UsageError("--ray-address needs --engine ray")
+    if since:
+        _input_file(since, "--since", SINCE_TABLE)
+    check_ray_arguments(args)  # last: joining a cluster may take a while
 
 
 def _run_command(args: argparse.Namespace, label: str, work) -> Any:

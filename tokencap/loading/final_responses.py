@@ -44,7 +44,7 @@ import simdjson
 
 from ..digest import checked_token_ids
 from ..records import shown, type_name
-from .text import _NON_BLANK, LoadError, binary_problem, is_blank, iter_lines
+from .text import _NON_BLANK, LoadError, binary_problem, is_blank, iter_lines, non_finite_problem, not_json
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
@@ -213,6 +213,10 @@ def load_final_responses(source: str | os.PathLike[str] | bytes | bytearray | me
 
 
 def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
+    if bytes(data[:4]) == b"PAR1":
+        raise LoadError(f"{label}: a parquet file (a scan table, as `tokencap scan` writes it?), not rollout "
+                        "records; --final-responses takes the harness's rollout records as JSONL (one JSON object "
+                        "a line, with rollout_id and response)")
     problem = binary_problem(data, "final responses (a JSON object with 'response', JSON lines of them, or a "
                                    "bare Responses object)")
     if problem is not None:  # said from the first bytes, not after decoding gigabytes
@@ -225,7 +229,10 @@ def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
     try:
         try:
             whole = _decode_object(data)
-        except msgspec.MsgspecError:
+        except msgspec.MsgspecError as exc:
+            problem = non_finite_problem(exc, data) if isinstance(exc, msgspec.DecodeError) else None
+            if problem is not None:  # not a reason to read it line by line
+                raise LoadError(f"{label}: {problem}") from None
             whole = None  # several values, or not one object: read it line by line
         if whole is not None:
             _add(out, whole, _first_line(data), label, parser)
@@ -244,7 +251,7 @@ def decode_record(chunk: Any, where: str) -> dict[str, msgspec.Raw]:
     except msgspec.ValidationError:
         raise LoadError(f"{where}: expected one JSON object per line") from None
     except msgspec.DecodeError as exc:
-        raise LoadError(f"{where}: not valid JSON ({exc})") from None
+        raise LoadError(f"{where}: {not_json(exc, chunk)}") from None
 
 
 def _first_line(data: bytes | mmap.mmap) -> int:

@@ -137,6 +137,45 @@ def _json_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str:
     return text
 
 
+NON_FINITE_FIX = "JSON has no NaN or Infinity: write null, or a finite number, there"
+
+
+def non_finite_at(exc: msgspec.MsgspecError, data: bytes | memoryview) -> tuple[str, int] | None:
+    """``(NaN | Infinity | -Infinity, byte offset)`` when ``exc`` (a failed decode of ``data``) stopped at such
+    a token -- what Python's `json.dumps` writes for a float that is not finite, and no JSON reader takes."""
+    text = str(exc)
+    marker = "(byte "
+    if "invalid character" not in text or marker not in text:
+        return None
+    try:
+        offset = int(text.rsplit(marker, 1)[1].rstrip(")"))
+    except ValueError:
+        return None
+    for token in ("NaN", "Infinity"):
+        if bytes(data[offset:offset + len(token)]) == token.encode():
+            if token == "Infinity" and offset > 0 and bytes(data[offset - 1:offset]) == b"-":
+                return "-Infinity", offset - 1
+            return token, offset
+    return None
+
+
+def non_finite_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str | None:
+    """Words for a whole text whose decode stopped at a NaN or Infinity (with its line and byte), or None."""
+    found = non_finite_at(exc, data)
+    if found is None:
+        return None
+    return f"{found[0]} at line {_line_of(data, found[1])}, byte {found[1]} is not JSON ({NON_FINITE_FIX})"
+
+
+def not_json(exc: msgspec.MsgspecError, line: bytes | memoryview) -> str:
+    """Why one line of a JSON-lines text is not JSON: a NaN or Infinity said as such (with its byte in the
+    line), anything else as the decoder says it."""
+    found = non_finite_at(exc, line)
+    if found is not None:
+        return f"{found[0]} at byte {found[1]} of the line is not JSON ({NON_FINITE_FIX})"
+    return f"not valid JSON ({exc})"
+
+
 _NON_BLANK = re.compile(rb"[^ \t\r\n]")
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
@@ -218,7 +257,10 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
             raise LoadError(f"{_where(name)}: snapshot JSON: {_json_problem(exc, data)}; 'entries' must be a list "
                             "of token-entry objects") from None
         wire = None  # not an object
-    except msgspec.DecodeError:
+    except msgspec.DecodeError as exc:
+        problem = non_finite_problem(exc, data)
+        if problem is not None:  # not a reason to read it line by line: say where the NaN is
+            raise LoadError(f"{_where(name)}: {problem}") from None
         wire, whole_value = None, False  # several values or not JSON as a whole: read it line by line
     if wire is not None and wire.entries is not UNSET:
         return [_snapshot_from_wire(wire, name)]
@@ -260,6 +302,17 @@ def looks_like_rollout_record(raw: dict[str, Raw]) -> bool:
         return False
 
 
+_BUILD_RESULT_KEYS = ("mask_sample", "mask_reasons", "rebuilt_response")
+
+BUILD_RESULT = ("a `tokencap build` result (rollout_id, mask_sample, mask_reasons, metrics, rebuilt_response), "
+                "not a capture; give the captured calls it was built from as SOURCE")
+
+
+def looks_like_build_result(raw: dict[str, Raw]) -> bool:
+    """What `tokencap build` (or `export`) wrote for a rollout, not a captured call."""
+    return "model_call_id" not in raw and "prompt_token_ids" not in raw and all(k in raw for k in _BUILD_RESULT_KEYS)
+
+
 def _not_a_snapshot(data: bytes | memoryview) -> str:
     first = bytes(data[_NON_BLANK.search(data).start():][:1])[0]  # type: ignore[union-attr]
     if first != ord("{"):
@@ -272,6 +325,8 @@ def _not_a_snapshot(data: bytes | memoryview) -> str:
     if looks_like_rollout_record(raw):
         return f"a JSON object that looks like a rollout record or a Responses object, not captured calls; " \
                f"{FINAL_RESPONSES_HINT}"
+    if looks_like_build_result(raw):
+        return BUILD_RESULT
     keys = ", ".join(repr(k) for k in list(raw)[:_LISTED_KEYS]) + (", ..." if len(raw) > _LISTED_KEYS else "")
     held = f" (its keys: {keys})" if keys else " (it is empty)"
     return f"a JSON object without 'entries'{held}: {_EXPECTED}"
@@ -538,10 +593,12 @@ def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int
             if bytes(chunk[:3]) == UTF8_BOM:
                 raise LoadError(f"{where}, line {line}: starts with a UTF-8 byte-order mark (BOM), which JSON text "
                                 "may not hold; save the file as UTF-8 without a BOM") from None
-            raise LoadError(f"{where}, line {line}: not valid JSON ({exc})") from None
+            raise LoadError(f"{where}, line {line}: {not_json(exc, chunk)}") from None
         if looks_like_rollout_record(raw):
             raise LoadError(f"{where}, line {line}: a rollout record or Responses object, not a captured call; "
                             f"{FINAL_RESPONSES_HINT}")
+        if looks_like_build_result(raw):
+            raise LoadError(f"{where}, line {line}: {BUILD_RESULT}")
         try:
             record_type = decode_field(raw, "record_type") if "record_type" in raw else None
             rollout = decode_field(raw, "rollout_id") if "rollout_id" in raw else None

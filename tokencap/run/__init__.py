@@ -17,6 +17,8 @@ from .discover import RolloutUnit, discover
 from .errors import DiffError, DiffTableGiven, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 
 ENGINES = ("local", "ray")
+RAY_CONNECT_TIMEOUT = 30.0
+"""Seconds `tokencap.run.engines.join_ray` waits for a Ray cluster to answer (`--ray-timeout`)."""
 """Where a run's shards can be worked (`engines`): named here, so a command's options list
 them without importing the process pool."""
 

@@ -491,8 +491,17 @@ def _pp(change: float) -> str:
     return f"{change:+.1f} pp"
 
 
-def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
-    """The summary `tokencap diff` prints: plain lines, A before B, changes in percentage points."""
+def _printed_change(share_a: float, share_b: float) -> str:
+    """B's share minus A's as printed: the difference of the two figures printed beside it (each rounded to
+    0.1%), so the line adds up -- never the rounded exact difference, which can be 0.1 pp off them."""
+    return _pp(float(_pct(share_b)[:-1]) - float(_pct(share_a)[:-1]))
+
+
+def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B",
+                 tables: tuple[bool, bool] = (False, False)) -> str:
+    """The summary `tokencap diff` prints: plain lines, A before B, changes in percentage points (the
+    difference of the printed shares). ``tables``: whether A / B was given as a scan table, which takes no
+    rollout records (a note then says to rescan its run with them)."""
     s, j = diff.summary, diff.join
     lines = [f"A: {name_a} ({_rollouts(s.rollouts_a)})", f"B: {name_b} ({_rollouts(s.rollouts_b)})",
              f"joined {j.label}: {j.why}"]
@@ -501,7 +510,7 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
                      f"{j.unkeyed_b:,} in B")
     lines += [f"rollouts: {s.both:,} in both, {s.only_a:,} only in A, {s.only_b:,} only in B",
               f"trainable: {_pct(s.trainable_share_a)} of A ({s.trainable_a:,}), {_pct(s.trainable_share_b)} of B "
-              f"({s.trainable_b:,}), {_pp(s.trainable_change_pp)}",
+              f"({s.trainable_b:,}), {_printed_change(s.trainable_share_a, s.trainable_share_b)}",
               f"verdicts of rollouts in both: {s.changes['fixed']:,} fixed (masked in A, trainable in B), "
               f"{s.changes['broke']:,} broke (trainable in A, masked in B), {s.changes['reasons_changed']:,} "
               f"reasons_changed (masked in both, for other reasons), {s.changes['same']:,} same"]
@@ -516,14 +525,19 @@ def summary_text(diff: RunDiff, name_a: str = "A", name_b: str = "B") -> str:
     for title, counts in sections:
         if title:
             lines.append(title)
-        for key, _, _, share_a, share_b, change in s.shares(counts):
-            lines.append(f"{'  ' + key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  {_pp(change):>10}")
+        for key, _, _, share_a, share_b, _ in s.shares(counts):
+            lines.append(f"{'  ' + key:<{width}}  {_pct(share_a):>7}  {_pct(share_b):>7}  "
+                         f"{_printed_change(share_a, share_b):>10}")
     for note in (s.empty_note, s.unpaired_note):
         if note:
             lines.append(f"note: {note}")
     if s.records_note:
-        lacking = "b" if s.records[0] else "a"
-        lines.append(f"note: {s.records_note} (--final-responses-{lacking})")
+        lacking = 1 if s.records[0] else 0
+        side = "AB"[lacking]
+        how = (f"a scan table takes no records: rescan {side}'s run with `tokencap scan RUN -o TABLE "
+               f"--final-responses RECORDS`, or give the run directory with --final-responses-{side.lower()}"
+               if tables[lacking] else f"--final-responses-{side.lower()}")
+        lines.append(f"note: {s.records_note} ({how})")
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import multiprocessing
 
-from . import ENGINES
+from . import ENGINES, RAY_CONNECT_TIMEOUT
 from .errors import EngineUnavailable, WorkerCrashed
 
 T = TypeVar("T")
@@ -125,6 +125,100 @@ def _import_ray() -> Any:
     return ray
 
 
+_RAY_INIT: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+
+_FLAG = "--ray-address"
+
+
+def join_ray(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Join the Ray cluster at ``address`` (``auto``: the one started on this machine), or raise
+    `EngineUnavailable` within about ``timeout`` seconds, with one line naming the address.
+
+    Ray itself retries a wrong address for ever (printing its reconnect lines): the address is
+    first probed (a refused or unanswered connection is said at once), then Ray is joined in a
+    thread that is given up after ``timeout`` -- a daemon thread, which ends with the process.
+    Nothing happens when this process has already joined or started a Ray.
+    """
+    ray = _import_ray()
+    if ray.is_initialized():
+        return
+    _probe(address, timeout)
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, **_RAY_INIT)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the caller's thread
+            outcome.append(exc)
+
+    import logging
+    import threading
+
+    worker_log = logging.getLogger("ray._private.worker")
+    quiet = _NotMainThreadWarning()
+    worker_log.addFilter(quiet)  # the SIGTERM handler stays tokencap's: nothing to warn about
+    try:
+        thread = threading.Thread(target=connect, name="tokencap-ray-join", daemon=True)
+        thread.start()
+        thread.join(timeout)
+    finally:
+        worker_log.removeFilter(quiet)
+    if not outcome:
+        raise EngineUnavailable(f"{_FLAG} {address}: no Ray cluster answered within {timeout:g} s; check the "
+                                f"address (`ray status` on the head node prints it), or wait longer with "
+                                f"--ray-timeout SECONDS")
+    exc = outcome[0]
+    if exc is None:
+        return
+    if address == "auto" and isinstance(exc, ConnectionError):
+        raise EngineUnavailable(f"{_FLAG} auto: no running Ray cluster found on this machine (none started with "
+                                f"`ray start --head`, and RAY_ADDRESS is not set); start one, give a cluster's "
+                                f"address with {_FLAG} HOST:PORT, or leave {_FLAG} out for a local Ray for this "
+                                "run") from None
+    raise EngineUnavailable(f"{_FLAG} {address}: could not join Ray: {type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())}") from None
+
+
+class _NotMainThreadWarning:
+    """A logging filter dropping Ray's warning that a thread other than the main one cannot set its
+    SIGTERM handler."""
+
+    def filter(self, record: Any) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _probe(address: str, timeout: float) -> None:
+    """An `EngineUnavailable` at once when nothing listens at ``address`` (as Ray resolves it: a loopback
+    host names this node's address). Addresses Ray resolves otherwise (``auto``, ``ray://``) pass."""
+    import socket
+
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        if address == "auto" or "://" in address:
+            return
+        resolved = canonicalize_bootstrap_address(address)
+    except Exception:  # noqa: BLE001 -- Ray's own join reports an address it cannot read
+        return
+    if not resolved:
+        return
+    host, _, port = resolved.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return
+    except TimeoutError:
+        raise EngineUnavailable(f"{_FLAG} {address}: nothing answered at {resolved} within {timeout:g} s; check "
+                                "the address (`ray status` on the head node prints it), or wait longer with "
+                                "--ray-timeout SECONDS") from None
+    except (OSError, ValueError) as exc:
+        why = (getattr(exc, "strerror", None) or str(exc)) + (f" at {resolved}" if resolved != address else "")
+        raise EngineUnavailable(f"{_FLAG} {address}: no Ray cluster listens there ({why}); give the address "
+                                f"of a running cluster's head (`ray status` there prints it), auto for the one "
+                                f"started on this machine, or leave {_FLAG} out for a local Ray for this run"
+                                ) from None
+
+
 def run_ray(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int,
             address: str | None = None) -> Iterator[T]:
     """The same shards as Ray tasks, on the cluster at ``address`` (``auto`` joins a running
@@ -132,17 +226,13 @@ def run_ray(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: 
     ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                  "configure_logging": False}
-        try:
-            if address:
-                ray.init(address=address, **kwargs)
-            else:
-                # A Ray started for this run listens on loopback only.
-                ray.init(num_cpus=workers, _node_ip_address="127.0.0.1", **kwargs)
-        except Exception as exc:  # noqa: BLE001 -- any start-up failure is one clear message
-            raise EngineUnavailable(f"could not start or join Ray ({'address ' + address if address else 'local'}): "
-                                    f"{type(exc).__name__}: {exc}") from None
+        if address:
+            join_ray(address)
+        else:
+            try:  # a Ray started for this run listens on loopback only
+                ray.init(num_cpus=workers, _node_ip_address="127.0.0.1", **_RAY_INIT)
+            except Exception as exc:  # noqa: BLE001 -- any start-up failure is one clear message
+                raise EngineUnavailable(f"could not start a local Ray: {type(exc).__name__}: {exc}") from None
     task = ray.remote(num_cpus=1, max_retries=1)(fn)
     extra_refs = tuple(ray.put(x) for x in extra)
     cluster_cpus = int(ray.cluster_resources().get("CPU", workers) or workers)

@@ -145,6 +145,29 @@ def _is_current(meta: dict, final_responses_path: str | None, tokenizer: str | N
     return meta == orjson.loads(_metadata(final_responses_path, tokenizer)[META_KEY])
 
 
+def _why_not_current(meta: dict, final_responses_path: str | None, tokenizer: str | None) -> list[str]:
+    """What differs between a table's metadata and this scan's, in words: only the actual reasons."""
+    now = orjson.loads(_metadata(final_responses_path, tokenizer)[META_KEY])
+    if not meta:
+        return ["it carries no tokencap metadata"]
+    reasons = []
+    if meta.get("record_columns") is False:
+        reasons.append("it was written before the reward and index columns existed")
+    if meta.get("version") != now["version"]:
+        reasons.append("another tokencap (another version, or an edit to its code) wrote it")
+    for key, flag in (("final_responses_sha256", "--final-responses"), ("tokenizer_sha256", "--tokenizer")):
+        then, current = meta.get(key), now[key]
+        if then == current:
+            continue
+        if not then:
+            reasons.append(f"it was scanned without {flag}, this scan has it")
+        elif not current:
+            reasons.append(f"it was scanned with {flag}, this scan has none")
+        else:
+            reasons.append(f"it was scanned with another {flag} file (its bytes differ)")
+    return reasons or ["its tokencap metadata differs from this scan's"]
+
+
 def read_current_scan(path: str | os.PathLike[str], final_responses: str | None = None,
                       tokenizer: str | None = None) -> pa.Table | None:
     """The scan table at ``path`` when this tokencap version wrote it with these final
@@ -160,8 +183,8 @@ def _read_previous(path: str, final_responses_path: str | None, notes: list[str]
                    tokenizer: str | None = None) -> _Previous | None:
     table, meta = _read_table(path)
     if not _is_current(meta, final_responses_path, tokenizer):
-        notes.append(f"{path} was written by another tokencap (version or code), with other final responses, "
-                     "another tokenizer or before the reward or diagnosis columns; every rollout was built again")
+        why = "; ".join(_why_not_current(meta, final_responses_path, tokenizer))
+        notes.append(f"{path} is not reused ({why}); every rollout was built again")
         return None
     sources = table.column("source").to_pylist()
     sizes = table.column("source_bytes").to_pylist()
