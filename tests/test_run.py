@@ -62,7 +62,7 @@ def copy_samples(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(SAMPLES, run, ignore=shutil.ignore_patterns("expected.json", "README.md", "run",
                                                                "final_responses", "run_after_fix",
-                                                               "rollout_records", "tokenizer.json"))
+                                                               "rollout_records", "tokenizer.json", "rollouts", "qwen3"))
     return run
 
 
