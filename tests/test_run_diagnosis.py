@@ -218,7 +218,8 @@ def test_the_tokenizer_is_part_of_the_reuse_identity(tmp_path):
     assert read_current_scan(first) is not None
     assert read_current_scan(first, tokenizer=str(tok)) is None
     summary = scan(run, tmp_path / "again.parquet", workers=1, since=str(first), tokenizer=str(tok))
-    assert summary.reused == 0 and any("another tokenizer" in n for n in summary.notes)
+    assert summary.reused == 0
+    assert any("it was scanned without --tokenizer, this scan has it" in n for n in summary.notes), summary.notes
     assert read_scan(tmp_path / "again.parquet").column("break_causes").to_pylist()[0] == ["retokenized"]
     with_tok = tmp_path / "with.parquet"
     scan(run, with_tok, workers=1, tokenizer=str(tok))
