@@ -201,7 +201,8 @@ def _by_tokens(calls: list[TokenEntry], item: Mapping[str, Any]) -> list[TokenEn
     where = "the final response's token item"
     try:
         gen = checked_token_ids(item["generation_token_ids"])
-        prompt = checked_token_ids(item.get("prompt_token_ids") if item.get("prompt_token_ids") is not None else [])
+        prompt_ids = item.get("prompt_token_ids")
+        prompt = checked_token_ids(prompt_ids if prompt_ids is not None else [])
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     gen = gen.astype(np.uint64, copy=False)

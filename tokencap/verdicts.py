@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .builder import BuildOutput
-from .tokens import joined, prefix_equals
 from .records import CONTEXT_LENGTH_EXCEEDED, EngineRefusalRecord, ParentResolutionStatus, TokenEntry
+from .tokens import joined, prefix_equals
 
 
 def twins_of(terminal: TokenEntry, out: BuildOutput) -> list[TokenEntry]:
