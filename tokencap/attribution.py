@@ -172,7 +172,8 @@ def final_turn(output: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def _output_of(final_response: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if not isinstance(final_response, Mapping):
-        raise ValueError(f"the final response must be a Responses object (a mapping), got {type(final_response).__name__}")
+        raise ValueError("the final response must be a Responses object (a mapping), "
+                         f"got {type(final_response).__name__}")
     output = final_response.get("output")
     if output is None:
         return []
