@@ -1,4 +1,4 @@
-"""docs/contract.md maps every "SPEC n.n" the code and docs cite to one of its own anchors.
+"""docs/contract.md maps every "SPEC n.n" the code and tests cite to one of its own anchors.
 
 The repository's reference is docs/contract.md; citations of the old numbering are being
 rewritten to its anchors. Until they are, each one must have a row in the page's table,
@@ -17,7 +17,7 @@ CITATION = re.compile(r"SPEC (\d+(?:\.\d+)?)")
 
 
 def spec_table() -> dict[str, str]:
-    """SPEC number -> anchor, from the page's table (two rows of the table per line)."""
+    """Section number -> anchor, from the page's table (two of its rows a line)."""
     return {number: anchor for number, anchor, _ in ROW.findall(CONTRACT.read_text(encoding="utf-8"))}
 
 
