@@ -8,6 +8,7 @@ command line (`python -m tokencap`).
 
 from typing import TYPE_CHECKING
 
+from .identity import __version__ as __version__  # re-exported: tokencap.__version__
 from .lazy import lazy_names
 
 if TYPE_CHECKING:  # the names as type checkers and editors see them
@@ -35,8 +36,6 @@ _HOMES = {  # submodule -> the public names it defines (the imports above)
 }
 
 __getattr__ = lazy_names(__name__, _HOMES)
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Break",

@@ -172,7 +172,8 @@ def final_turn(output: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def _output_of(final_response: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if not isinstance(final_response, Mapping):
-        raise ValueError(f"the final response must be a Responses object (a mapping), got {type(final_response).__name__}")
+        raise ValueError("the final response must be a Responses object (a mapping), "
+                         f"got {type(final_response).__name__}")
     output = final_response.get("output")
     if output is None:
         return []
@@ -201,7 +202,8 @@ def _by_tokens(calls: list[TokenEntry], item: Mapping[str, Any]) -> list[TokenEn
     where = "the final response's token item"
     try:
         gen = checked_token_ids(item["generation_token_ids"])
-        prompt = checked_token_ids(item.get("prompt_token_ids") if item.get("prompt_token_ids") is not None else [])
+        prompt_ids = item.get("prompt_token_ids")
+        prompt = checked_token_ids(prompt_ids if prompt_ids is not None else [])
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     gen = gen.astype(np.uint64, copy=False)

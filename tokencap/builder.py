@@ -17,8 +17,8 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -245,7 +245,7 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
     plain = [(call_id, entry) for call_id, entry in kept.items() if not entry.prompt_is_delta]
     swapped = SwappedBuffers()
     for (call_id, entry), agree in zip(plain, _map_verify(partial(_stamps_agree, swapped=swapped),
-                                                          [e for _, e in plain])):
+                                                          [e for _, e in plain]), strict=True):
         if agree:
             full[call_id] = entry
         else:
@@ -280,7 +280,7 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             path.append(cursor)
             on_path.add(cursor)
             cursor = kept[cursor].parent_call_id
-        if broken:
+        if broken or cursor is None:  # the walk stops on None only as broken
             for c in path:
                 excluded[c] = DELTA_UNRECONSTRUCTABLE
             continue
@@ -301,7 +301,7 @@ def _materialize(kept: dict[str, TokenEntry]) -> tuple[dict[str, TokenEntry], di
             delta.digest == digest_of_parts(seq, swapped=swapped)
 
     bad: set[str] = set()
-    for c, ok in zip(pending, _map_verify(verified, pending, size=lambda c: sequences[c].size)):
+    for c, ok in zip(pending, _map_verify(verified, pending, size=lambda c: sequences[c].size), strict=True):
         if not ok or kept[c].parent_call_id in bad:
             bad.add(c)
             excluded[c] = DELTA_UNRECONSTRUCTABLE
@@ -389,7 +389,7 @@ def _prompt_key(call: _Call) -> tuple[int, bytes]:
     """Identity of a call's full prompt within its parent group (hash of the new tokens only)."""
     start = call.parent.full_len if call.parent is not None else 0
     tail = np.ascontiguousarray(call.prompt[start:])
-    return int(call.prompt.size), hashlib.blake2b(tail.view(np.uint8), digest_size=20).digest()
+    return int(call.prompt.size), hashlib.blake2b(tail.data, digest_size=20).digest()
 
 
 def _time_key(call: _Call) -> tuple[float, str]:
@@ -426,59 +426,72 @@ def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = Non
     """Steps 3-9 of `prefix_merging` on entries `prepare_entries` made."""
     failures: dict[str, int] = defaultdict(int)
     unresolved_parent: set[str] = set()
-
-    # 1. Dedupe (done by prepare_entries): conflicting copies are unresolved.
-    conflicts, dropped = prepared.conflicts, prepared.dropped
-    for call_id in conflicts:
-        failures[DUPLICATE_CONFLICT] += 1
-        unresolved_parent.add(call_id)
-
-    # 2. Materialized (by prepare_entries); corrupt and unreconstructable records excluded.
-    full, excluded = prepared.full, prepared.excluded
-    for call_id, reason in excluded.items():
-        failures[reason] += 1
-        unresolved_parent.add(call_id)
-
+    # 1-2. Dedupe and materialize (done by prepare_entries): their casualties are unresolved.
+    _note_prepared(prepared, failures, unresolved_parent)
     # 3. Empty generations carry no training signal.
-    empty = sorted(c for c, e in full.items() if e.generation_token_ids.size == 0)
-    calls = [_Call(e) for c, e in full.items() if e.generation_token_ids.size]
-
+    empty, calls = _split_empty_generations(prepared.full)
     # 4. Shorter prompts first: a parent's cumulative sequence is a prefix of its child's prompt.
     calls.sort(key=lambda c: (c.prompt.size, c.call_id))
     by_id = {c.call_id: c for c in calls}
-
     # 5. Resolve parents.
+    links = _resolve_parents(calls, by_id, failures, unresolved_parent)
+    # 6. Retries, settled after the anchor is known (a terminal call can decide its group).
+    retry_groups = _retry_groups(calls)
+    anchor_id = _anchor(terminal_call_id, by_id, retry_groups)
+    below_anchor = _descendants(by_id[anchor_id]) if anchor_id is not None else set()
+    group_reports, unresolved_retries = _settle_retries(retry_groups, by_id, terminal_call_id, anchor_id,
+                                                        below_anchor)
+    # 7-8. Chains and the delivered one.
+    anchor, terminal_chain = _delivered_anchor(terminal_call_id, by_id, anchor_id)
+    chains = _chains(calls, anchor)
+    for call in calls:
+        # Parent and children refer to each other: cut the cycle, so the calls are freed by
+        # reference counting when the build returns rather than by a full garbage-collector pass.
+        call.children = []
+    # 9. Notes.
+    notes = _notes(calls, chains, failures, unresolved_parent)
+    notes.unresolved_retries = sorted(unresolved_retries)
+    notes.terminal_call_id = anchor.call_id if anchor is not None else terminal_call_id
+    notes.terminal_chain = terminal_chain
+    notes.after_terminal_calls = sorted(below_anchor) if anchor is not None else []
+    notes.empty_generation_calls = empty
+    return BuildOutput(
+        chains=chains,
+        quarantined=sorted(c.call_id for c in calls if c.quarantined),
+        notes=notes,
+        entries=dict(prepared.full),
+        links=links,
+        retry_groups=group_reports,
+        excluded=dict(sorted(prepared.excluded.items())),
+        duplicate_copies=dict(sorted(prepared.dropped.items())),
+        conflicting_duplicates=prepared.conflicts,
+    )
+
+
+def _note_prepared(prepared: PreparedEntries, failures: dict[str, int], unresolved_parent: set[str]) -> None:
+    """Steps 1-2's casualties: conflicting copies, corrupt and unreconstructable records are unresolved."""
+    for call_id in prepared.conflicts:
+        failures[DUPLICATE_CONFLICT] += 1
+        unresolved_parent.add(call_id)
+    for call_id, reason in prepared.excluded.items():
+        failures[reason] += 1
+        unresolved_parent.add(call_id)
+
+
+def _split_empty_generations(full: dict[str, TokenEntry]) -> tuple[list[str], list[_Call]]:
+    """Step 3: the ids of calls that generated nothing (sorted), and a `_Call` for each other call."""
+    empty = sorted(c for c, e in full.items() if e.generation_token_ids.size == 0)
+    calls = [_Call(e) for c, e in full.items() if e.generation_token_ids.size]
+    return empty, calls
+
+
+def _resolve_parents(calls: list[_Call], by_id: dict[str, _Call], failures: dict[str, int],
+                     unresolved_parent: set[str]) -> dict[str, LinkDecision]:
+    """Step 5: link each call (in step 4's order) to its parent; call id -> how it was decided."""
     links: dict[str, LinkDecision] = {}
     placed = _PlacedIndex()
     for call in calls:
-        entry = call.entry
-        resolution = entry.parent_resolution
-        decision = LinkDecision(call.call_id, resolution.value if resolution else None, entry.parent_call_id,
-                                None, None, prompt_len=int(call.prompt.size))
-        if resolution is None:
-            decision.note = MISSING_RESOLUTION
-        elif resolution is ParentResolutionStatus.UNRESOLVED:
-            decision.note = PARENT_UNRESOLVED
-        elif resolution is ParentResolutionStatus.RESOLVED:
-            parent = by_id.get(entry.parent_call_id)  # type: ignore[arg-type]
-            if parent is not None:
-                decision.expected_len = parent.full_len
-                # Equal tokens <=> equal digests: the parent's stamped digest was already
-                # checked against its own tokens in step 2, so comparing the tokens is
-                # the digest check without hashing the prefix again.
-                if parent is not call and parent.extended_by(call.prompt):
-                    call.parent = parent
-                else:
-                    decision.note = PARENT_DIGEST_MISMATCH
-            else:
-                recovered, tied = placed.recover(call.prompt)
-                if recovered is not None:
-                    call.parent = recovered
-                    decision.note = PARENT_MISSING_RECOVERED
-                    decision.expected_len = recovered.full_len
-                else:
-                    decision.note = PARENT_MISSING
-                    decision.candidates = sorted(c.call_id for c in tied)
+        decision = _link(call, by_id, placed)
         if call.parent is not None:
             call.parent.children.append(call)
             decision.linked_parent = call.parent.call_id
@@ -488,10 +501,48 @@ def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = Non
                 unresolved_parent.add(call.call_id)
         links[call.call_id] = decision
         placed.add(call)
+    return links
 
-    # 6. Retries: group by linked parent, then by identical full prompt. Prompts of
-    # different lengths always differ, so only calls sharing a parent and a prompt length
-    # have their new tokens hashed.
+
+def _link(call: _Call, by_id: dict[str, _Call], placed: _PlacedIndex) -> LinkDecision:
+    """One call's parent decision; sets ``call.parent`` when a link is proven (or uniquely recovered)."""
+    entry = call.entry
+    resolution = entry.parent_resolution
+    decision = LinkDecision(call.call_id, resolution.value if resolution else None, entry.parent_call_id,
+                            None, None, prompt_len=int(call.prompt.size))
+    if resolution is None:
+        decision.note = MISSING_RESOLUTION
+    elif resolution is ParentResolutionStatus.UNRESOLVED:
+        decision.note = PARENT_UNRESOLVED
+    elif resolution is ParentResolutionStatus.RESOLVED:
+        parent = by_id.get(entry.parent_call_id) if entry.parent_call_id is not None else None
+        if parent is not None:
+            decision.expected_len = parent.full_len
+            # Equal tokens <=> equal digests: the parent's stamped digest was already
+            # checked against its own tokens in step 2, so comparing the tokens is
+            # the digest check without hashing the prefix again.
+            if parent is not call and parent.extended_by(call.prompt):
+                call.parent = parent
+            else:
+                decision.note = PARENT_DIGEST_MISMATCH
+        else:
+            recovered, tied = placed.recover(call.prompt)
+            if recovered is not None:
+                call.parent = recovered
+                decision.note = PARENT_MISSING_RECOVERED
+                decision.expected_len = recovered.full_len
+            else:
+                decision.note = PARENT_MISSING
+                decision.candidates = sorted(c.call_id for c in tied)
+    return decision
+
+
+def _retry_groups(calls: list[_Call]) -> list[list[_Call]]:
+    """Step 6's groups: calls with one linked parent and an identical full prompt, each sorted by id.
+
+    Prompts of different lengths always differ, so only calls sharing a parent and a prompt
+    length have their new tokens hashed.
+    """
     by_length: dict[tuple[str | None, int], list[_Call]] = defaultdict(list)
     for call in calls:
         by_length[(call.parent.call_id if call.parent else None, int(call.prompt.size))].append(call)
@@ -500,29 +551,18 @@ def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = Non
         if len(same_length) > 1:
             for call in same_length:
                 groups[(parent_id, _prompt_key(call))].append(call)
-    retry_groups = [sorted(g, key=lambda c: c.call_id) for g in groups.values() if len(g) > 1]
+    return [sorted(g, key=lambda c: c.call_id) for g in groups.values() if len(g) > 1]
 
-    anchor_id = _anchor(terminal_call_id, by_id, retry_groups)
-    below_anchor = _descendants(by_id[anchor_id]) if anchor_id is not None else set()
 
+def _settle_retries(retry_groups: list[list[_Call]], by_id: dict[str, _Call], terminal_call_id: str | None,
+                    anchor_id: str | None, below_anchor: set[str]) -> tuple[list[RetryGroup], set[str]]:
+    """Step 6's rules: quarantine all but the kept members of each group; the reports and the unresolved ids."""
     unresolved_retries: set[str] = set()
     group_reports: list[RetryGroup] = []
     for members in sorted(retry_groups, key=lambda g: (g[0].parent.call_id if g[0].parent else "", g[0].call_id)):
-        with_children = [m for m in members if m.children]
-        if with_children:
-            keep, rule = with_children, RULE_EXTENDED
-        elif terminal_call_id is not None and any(m.call_id == terminal_call_id for m in members):
-            keep, rule = [by_id[terminal_call_id]], RULE_TERMINAL
-        elif all(members[0].same_full_sequence(m) for m in members[1:]):
-            keep, rule = [members[0]], RULE_TWINS
-        else:
-            keep = [members[0]]
-            parent = members[0].parent
-            if parent is not None and (parent.call_id == anchor_id or parent.call_id in below_anchor):
-                rule = RULE_AFTER_TERMINAL
-            else:
-                rule = RULE_UNRESOLVED
-                unresolved_retries.update(m.call_id for m in members)
+        keep, rule = _retry_rule(members, by_id, terminal_call_id, anchor_id, below_anchor)
+        if rule == RULE_UNRESOLVED:
+            unresolved_retries.update(m.call_id for m in members)
         kept_ids = {k.call_id for k in keep}
         for m in members:
             m.quarantined = m.call_id not in kept_ids
@@ -530,52 +570,51 @@ def chain_prepared(prepared: PreparedEntries, terminal_call_id: str | None = Non
             parent=members[0].parent.call_id if members[0].parent else None,
             members=[m.call_id for m in members], kept=sorted(kept_ids),
             quarantined=sorted(m.call_id for m in members if m.call_id not in kept_ids), rule=rule))
+    return group_reports, unresolved_retries
 
-    # 7-8. Chains and the delivered one.
-    terminal_chain = ""
+
+def _retry_rule(members: list[_Call], by_id: dict[str, _Call], terminal_call_id: str | None,
+                anchor_id: str | None, below_anchor: set[str]) -> tuple[list[_Call], str]:
+    """The members one retry group keeps, and the rule (a-d) that decided it."""
+    with_children = [m for m in members if m.children]
+    if with_children:
+        return with_children, RULE_EXTENDED
+    if terminal_call_id is not None and any(m.call_id == terminal_call_id for m in members):
+        return [by_id[terminal_call_id]], RULE_TERMINAL
+    if all(members[0].same_full_sequence(m) for m in members[1:]):
+        return [members[0]], RULE_TWINS
+    parent = members[0].parent
+    if parent is not None and (parent.call_id == anchor_id or parent.call_id in below_anchor):
+        return [members[0]], RULE_AFTER_TERMINAL
+    return [members[0]], RULE_UNRESOLVED
+
+
+def _delivered_anchor(terminal_call_id: str | None, by_id: dict[str, _Call],
+                      anchor_id: str | None) -> tuple[_Call | None, str]:
+    """Steps 7-8: the call the main chain ends on (None: no anchor) and `BuildNotes.terminal_chain`."""
     anchor = by_id.get(anchor_id) if anchor_id is not None else None
-    if terminal_call_id is not None:
-        if terminal_call_id not in by_id:
-            terminal_chain = "missing"
-        elif anchor is None or anchor.quarantined:
-            terminal_chain = "quarantined"
-            anchor = None
-        else:
-            terminal_chain = "main"
-    chains = _chains(calls, anchor)
-    for call in calls:
-        # Parent and children refer to each other: cut the cycle, so the calls are freed by
-        # reference counting when the build returns rather than by a full garbage-collector pass.
-        call.children = []
+    if terminal_call_id is None:
+        return anchor, ""
+    if terminal_call_id not in by_id:
+        return anchor, "missing"
+    if anchor is None or anchor.quarantined:
+        return None, "quarantined"
+    return anchor, "main"
 
-    # 9. Notes.
+
+def _notes(calls: list[_Call], chains: list[Chain], failures: dict[str, int],
+           unresolved_parent: set[str]) -> BuildNotes:
+    """Step 9's counts (the caller adds what the retries and the anchor decided)."""
     captured = sum(int(c.generation.size) for c in calls)
     delivered = chains[0].generated_tokens if chains and chains[0].chain_id == "main" else 0
-    roots = sum(1 for c in calls if c.parent is None and not c.quarantined)
-    notes = BuildNotes(
-        roots=roots,
+    return BuildNotes(
+        roots=sum(1 for c in calls if c.parent is None and not c.quarantined),
         chains=len(chains),
         generated_tokens_captured=captured,
         generated_tokens_delivered=delivered,
         delivered_fraction=round(delivered / captured, 4) if captured else 0.0,
-        unresolved_retries=sorted(unresolved_retries),
-        terminal_call_id=anchor.call_id if anchor is not None else terminal_call_id,
-        terminal_chain=terminal_chain,
-        after_terminal_calls=sorted(below_anchor) if anchor is not None else [],
-        empty_generation_calls=empty,
         parent_link_failures=dict(sorted(failures.items())),
         unresolved_parent_calls=sorted(unresolved_parent),
-    )
-    return BuildOutput(
-        chains=chains,
-        quarantined=sorted(c.call_id for c in calls if c.quarantined),
-        notes=notes,
-        entries=dict(full),
-        links=links,
-        retry_groups=group_reports,
-        excluded=dict(sorted(excluded.items())),
-        duplicate_copies=dict(sorted(dropped.items())),
-        conflicting_duplicates=conflicts,
     )
 
 

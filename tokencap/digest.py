@@ -22,10 +22,10 @@ DIGEST_VERSION = 1
 _BIG_ENDIAN_U64 = np.dtype(">u8")
 
 
-def _big_endian(ids: np.ndarray) -> np.ndarray:
-    """The ids as a contiguous big-endian u64 array (one vectorised copy; SHA reads its buffer)."""
+def _big_endian(ids: np.ndarray) -> memoryview:
+    """The ids' bytes as contiguous big-endian u64 (one vectorised copy; SHA reads the buffer)."""
     arr = ids.astype(_BIG_ENDIAN_U64)  # a new array, C-contiguous whatever the input's strides
-    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    return (arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)).data
 
 
 _U64_LIMIT = 1 << 64
@@ -113,7 +113,7 @@ class SwappedBuffers:
         self._lock = threading.Lock()
         self._copies: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def big_endian(self, ids: np.ndarray) -> memoryview | np.ndarray:
+    def big_endian(self, ids: np.ndarray) -> memoryview:
         # A short sequence is swapped on the fly: copying it costs less than finding its
         # lane's cached copy.
         if ids.size < _SWAP_ON_THE_FLY_BELOW:
@@ -131,7 +131,7 @@ class SwappedBuffers:
                 entry = (owner, owner.view(np.ndarray).astype(_BIG_ENDIAN_U64))  # a plain copy, not a lane
                 self._copies[id(owner)] = entry
         offset = (ids.__array_interface__["data"][0] - owner.__array_interface__["data"][0]) // ids.itemsize
-        return memoryview(entry[1][offset: offset + ids.size]).cast("B")
+        return entry[1][offset: offset + ids.size].data.cast("B")
 
 
 def digest_of_parts(*parts: np.ndarray, swapped: SwappedBuffers | None = None) -> str:

@@ -87,7 +87,7 @@ def write_response(out: BinaryIO, response: Mapping[str, Any]) -> None:
     # Render each shared buffer once, only as far as the longest prompt that uses it.
     needed: dict[int, tuple[np.ndarray, int]] = {}
     owners = [_prefix_owner(item.get("prompt_token_ids")) if isinstance(item, Mapping) else None for item in output]
-    for item, owner in zip(output, owners):
+    for item, owner in zip(output, owners, strict=True):
         if owner is not None:
             key, base = owner
             length = int(item["prompt_token_ids"].size)
@@ -99,7 +99,7 @@ def write_response(out: BinaryIO, response: Mapping[str, Any]) -> None:
     head_text = dumps(head)
     out.write(head_text[:-1])
     out.write(b',"output":[' if len(head_text) > 2 else b'"output":[')
-    for i, (item, owner) in enumerate(zip(output, owners)):
+    for i, (item, owner) in enumerate(zip(output, owners, strict=True)):
         if i:
             out.write(b",")
         if owner is None or owner[0] not in texts:

@@ -14,7 +14,9 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__
+__version__ = "0.1.0"
+"""The package version (also `tokencap.__version__`): kept here, in the bottom layer, so the
+identity needs nothing from the package above it."""
 
 
 def sources_digest(root: Path) -> str:

@@ -94,7 +94,8 @@ def chain_output_items(chain: Chain) -> list[dict[str, Any]]:
         carrier = entry.token_item_index if entry.token_item_index is not None else len(entry.output_items) - 1
         for index, item in enumerate(entry.output_items):
             # Deep copy: the projection must never alias (and let a caller mutate) a record.
-            out = {k: v if type(v) in _IMMUTABLE else copy.deepcopy(v) for k, v in item.items() if k not in TOKEN_FIELDS}
+            out = {k: v if type(v) in _IMMUTABLE else copy.deepcopy(v)
+                   for k, v in item.items() if k not in TOKEN_FIELDS}
             if index == carrier:
                 out.update(token_fields)
             items.append(out)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .builder import BuildOutput
-from .tokens import joined, prefix_equals
 from .records import CONTEXT_LENGTH_EXCEEDED, EngineRefusalRecord, ParentResolutionStatus, TokenEntry
+from .tokens import joined, prefix_equals
 
 
 def twins_of(terminal: TokenEntry, out: BuildOutput) -> list[TokenEntry]:
@@ -92,7 +92,8 @@ def judge_refusal(refusal: EngineRefusalRecord, terminal: TokenEntry | None, out
         continued = Condition("continued the last call", False,
                               f"its parent is {refusal.parent_resolution.value!r}, so it continues no known call")
     elif refusal.parent_call_id == t_id:
-        continued = Condition("continued the last call", True, f"it continued {t_id!r}, the delivered chain's last call")
+        continued = Condition("continued the last call", True,
+                              f"it continued {t_id!r}, the delivered chain's last call")
     elif refusal.parent_call_id in twin_ids:
         continued = Condition("continued the last call", True,
                               f"it continued {refusal.parent_call_id!r}, a token-identical twin of {t_id!r}")
