@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("projection, verdicts, masks", ("projection", "verdicts", "lossmask", "attribution")),
     ("rollout assembly", ("rollout",)),
     ("diagnosis", ("diagnosis",)),
-    ("writers", ("export", "interrupts", "report", "progress")),
+    ("writers", ("export", "interrupts", "report", "checking", "progress")),
     ("run", ("run",)),
     ("views", ("views",)),
     ("CLI / app", ("cli", "app", "bundled", "__main__", "")),  # "" is the package root, tokencap

@@ -2,10 +2,11 @@
 
 Exit codes: 0 when the input was built (masked or not; `check` exits 1 when a rollout is
 masked), 2 for unreadable input, an unusable -o (``-o -`` is stdout for build and export,
-refused by the parquet writers), a port in use (app) or bad arguments -- with one line on stderr saying what and where, and nothing
-written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM, with nothing left at -o --
-unless the output had already been renamed into place, in which case the run succeeded (0); 141 (128 +
-SIGPIPE) when the reader of standard output went away (`| head`), quietly.
+refused by the parquet writers), a port in use (app) or bad arguments -- with one line on stderr
+saying what and where, and nothing written at -o; 130 for Ctrl-C (SIGINT) and 143 for SIGTERM,
+with nothing left at -o -- unless the output had already been renamed into place, in which case
+the run succeeded (0); 141 (128 + SIGPIPE) when the reader of standard output went away
+(`| head`), quietly.
 `app` runs the Streamlit server as a child process and passes SIGINT/SIGTERM on to it.
 
 This module assembles the parser and runs a command under the error and exit handling; each

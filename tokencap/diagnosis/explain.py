@@ -26,8 +26,8 @@ from .breaks import BreakSite, children_by_parent, find_breaks, predecessor, tim
 from .causes import HINTS, REORDERED_TOKENS, divergence_kind
 from .evidence import HarnessEvidence, parse_evidence
 from .model import MAX_DIVERGENCES, Break, Divergence
-from .tokenizer_lookup import FoundTokenizer, missing_model_note, tokenizer_for_models
 from .text import TokenizerLike, as_tokenizer, clipped, decode, starts_with_think, think_left_open
+from .tokenizer_lookup import FoundTokenizer, missing_model_note, tokenizer_for_models
 
 
 def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] | None = None,

@@ -33,8 +33,8 @@ import msgspec
 
 from ..records import RecordError, TokenCaptureSnapshot
 from .final_responses import FinalResponses, carries_tokens, decode_record, one_record
-from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
 from .skeleton import CUT_ABOVE, TOKEN_ARRAY_FIELDS, address, cut_token_arrays
+from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
 from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
 
 CALL_PREFIX = "item-"
@@ -450,5 +450,6 @@ def _call_records(output: list[dict[str, msgspec.Raw]], calls: list[int], rollou
     return raws
 
 
-__all__ = ["CALL_PREFIX", "READ_FROM_ITEMS", "RecordSpan", "beside_captures_note", "call_id", "from_output_items", "index_rollouts", "is_rollouts_text", "is_source",
-           "iter_rollouts", "no_token_ids_message", "read_record", "read_rollouts", "source_records", "rollout_at"]
+__all__ = ["CALL_PREFIX", "READ_FROM_ITEMS", "RecordSpan", "beside_captures_note", "call_id", "from_output_items",
+           "index_rollouts", "is_rollouts_text", "is_source", "iter_rollouts", "no_token_ids_message", "read_record",
+           "read_rollouts", "rollout_at", "source_records"]
