@@ -40,6 +40,20 @@ INTERSTITIAL_COLOR = "#fde68a"
 LOGPROB_SCALE = "Viridis"  # generated tokens: dark = unlikely, bright = likely
 LINK_MARK = "#111827"
 
+# Text and backgrounds (the theme's, `.streamlit/config.toml`, which must agree): every grey word at WCAG AA
+# (4.5:1). Streamlit draws captions at 60% opacity and a grid's pinned column (the Run table's rollout ids)
+# at 60% alpha of the text colour, its header row at 70%: at the default text colour both read ~3.9:1, so
+# the text is near black and captions get a colour of their own (`CAPTION_CSS`).
+TEXT = "#111111"
+BACKGROUND = "#ffffff"
+SIDEBAR_BACKGROUND = "#f0f2f6"
+CAPTION = "#57534e"
+GRID_FADED_ALPHA = 0.6
+GRID_HEADER_ALPHA = 0.7
+CAPTION_CSS = f'''
+[data-testid="stCaptionContainer"] {{ opacity: 1 !important; color: {CAPTION} !important; }}
+'''
+
 FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 
 # The page's own CSS (no capture text ever goes in here): a compact header so the tree or
@@ -78,7 +92,7 @@ a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; bo
                 border-radius: 0.5rem; color: #ffffff !important; background: #2563eb; text-decoration: none;
                 font-size: 0.9rem; }
 a.tc-download:hover { background: #1d4ed8; }
-"""
+""" + CAPTION_CSS
 
 # The Run page's own CSS: no transitions. While a run is scanned the page reruns, and
 # Streamlit fades the old page's elements (opacity over 1 s, after 0.5 s), the sidebar's
@@ -99,4 +113,4 @@ RUN_PAGE_CSS = """
 [data-testid="stMetricLabel"] .stMarkdownEllipsis, [data-testid="stMetricLabel"] p {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important; line-height: 1.2;
   word-break: normal !important; overflow-wrap: normal !important; font-size: 0.8rem; }
-"""
+""" + CAPTION_CSS
