@@ -99,18 +99,33 @@ a.tc-download:hover { background: #1d4ed8; }
 # too; a browser drawing without a GPU repainted six charts and a 2,000-row grid at every
 # frame of that fade, a third of a core taken from a scan that runs on both. The old page
 # is still dimmed, at once.
-# The page starts higher than Streamlit's default, so the table is on the first screen. The tiles'
-# labels wrap instead of being cut ("not c…" at 1280 px: seven tiles share the width); the
-# tiles' inner padding (15 px a side) and numbers are a little smaller, so a wrapped label costs the
-# table 7 px, not a row.
+# The first screen at 1280x800 holds the table's first eight rows: the page starts higher and wider than
+# Streamlit's default, with half its gaps; the title is smaller; the tiles are one compact row (the value
+# and its share on one line; a label wraps instead of being cut to "not c…"); the filters are one row whose
+# widgets share it; the table's heading row keeps its right end free for the table's hover toolbar.
 RUN_PAGE_CSS = """
 *, *::before, *::after { transition: none !important; }
-[data-testid="stMainBlockContainer"] { padding-top: 1.6rem; }
-[data-testid="stMainBlockContainer"] h2 { padding-top: 0; }
-[data-testid="stMetricValue"] { font-size: 1.7rem; }
-[data-testid="stMetric"] > div { padding: 0.6rem 0.5rem 0.6rem 0.7rem !important; }
+[data-testid="stMainBlockContainer"] { padding: 0.5rem 1.6rem 2rem 1.6rem; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.5rem; }
+div[class*="st-key-run_box_"] { padding: 0.45rem 0.6rem !important; }
+[data-testid="stMainBlockContainer"] h2 { padding: 0; font-size: 1.5rem; }
+.st-key-run_tiles [data-testid="stMetric"] { min-width: 0; }
+.st-key-run_tiles > div { flex: 1 1 0; min-width: 0; }
+[data-testid="stMetricValue"] { font-size: 1.3rem; }
+[data-testid="stMetric"] > div { padding: 0.3rem 0.45rem 0.3rem 0.55rem !important; }
+.st-key-run_tiles [data-testid="stMetric"] > div { display: flex; flex-wrap: wrap; align-items: baseline;
+  column-gap: 0.35rem; row-gap: 0; }
+.st-key-run_tiles [data-testid="stMetricLabel"] { flex: 0 0 100%; }
+.st-key-run_tiles [data-testid="stMetricValue"], .st-key-run_tiles [data-testid="stMetricDelta"] { flex: 0 0 auto; }
 [data-testid="stMetricLabel"] { width: 100% !important; grid-template-columns: minmax(0, 1fr) auto !important; column-gap: 0.2rem; }
 [data-testid="stMetricLabel"] .stMarkdownEllipsis, [data-testid="stMetricLabel"] p {
-  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; line-height: 1.2;
-  word-break: normal !important; overflow-wrap: normal !important; font-size: 0.8rem; }
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; line-height: 1.15;
+  word-break: normal !important; overflow-wrap: normal !important; font-size: 0.78rem; }
+.st-key-run_filters > div { flex: 1 1 0; min-width: 0; }
+.st-key-run_filters > div:first-child { flex: 0 0 auto; }
+.st-key-run_filters > div:last-child { flex: 0 0 auto; padding-bottom: 0.45rem; }
+.st-key-run_filters [data-testid="stWidgetLabel"] p { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.st-key-run_table_heading { padding-right: 7.5rem; min-height: 2rem; flex-wrap: nowrap !important; }
+.st-key-run_table_heading > div:first-child { flex: 1 1 auto; min-width: 0; }
+.st-key-run_table_heading p { margin-bottom: 0; }
 """ + CAPTION_CSS
