@@ -34,10 +34,13 @@ EDGE_REJECTED = "#dc2626"
 EDGE_NOT_CHAINED = "#9ca3af"
 EDGE_REFUSAL = "#be123c"
 
-# Loss-mask strip
+# Loss-mask strip: context (not trained) in neutral grey and grey-blue, generated (trained) in greens from
+# dark (unlikely) to light (likely). The greens never reach the context's hues, nor amber or yellow: a
+# confident generated token never looks like context (Viridis ends in #fde725, beside an amber interstitial).
 PROMPT_COLOR = "#e5e7eb"
-INTERSTITIAL_COLOR = "#fde68a"
-LOGPROB_SCALE = "Viridis"  # generated tokens: dark = unlikely, bright = likely
+INTERSTITIAL_COLOR = "#b3c8e3"
+GENERATED_COLOR = "#16a34a"  # generated (trained) shares and rows, where no log-prob is shown
+LOGPROB_RANGE = ("#052e16", "#166534", "#22c55e", "#86efac")  # generated tokens: dark = unlikely, light = likely
 LINK_MARK = "#111827"
 
 # Text and backgrounds (the theme's, `.streamlit/config.toml`, which must agree): every grey word at WCAG AA
