@@ -74,6 +74,8 @@ HEIGHTS = {"change": 230, "reasons": 204, "statuses": 290, "delivered": 230, "ca
            "causes": 204, "delivery": 250}
 """Each chart's height (px). The first row's two are short: at 1280x800 the table's first eight rows are on the
 first screen below them (a chart of 15 bars gets a smaller label font, `DENSE`)."""
+PAIRED_FIRST_ROW = 110
+"""Extra height (px) of a first-row chart comparing two runs (a comparison's first screen holds more above)."""
 DENSE = 12
 """More bars than this: labels and counts in a 10 px font (the bars are ~12 px apart)."""
 
@@ -112,6 +114,17 @@ def _about(bars: Bars, runs: list[tuple[str, Bars]], i: int) -> list[str]:
     if bars.hover:
         lines.append(bars.hover[i])
     return lines
+
+
+def _paired_counts(runs: list[tuple[str, Bars]], labels: list[str],
+                   counted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The count labels of two runs' bars: one per key, "A → B", at the longer of the two bars (faded with
+    them when the filter leaves them out)."""
+    (_, a), (_, b) = runs
+    opacity = {row["label"]: row["opacity"] for row in counted}
+    return [{"label": label, "count": int(max(ca, cb)), "opacity": opacity[label],
+             "text": f"{int(ca):,} → {int(cb):,}" if ca or cb else "0"}
+            for label, ca, cb in zip(labels, a.counts, b.counts)]
 
 
 CLICK_HINT = "click the bar, its label or its count to filter the table"
@@ -185,11 +198,14 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
         encoding[band_channel + "Offset"] = {"field": "run", "type": "nominal", "sort": run_names}
     layers: list[dict[str, Any]] = [
         {"data": {"values": counted}, "mark": {"type": "bar", "cornerRadiusEnd": 1}, "encoding": encoding},
-        {"data": {"values": counted},
+        {"data": {"values": _paired_counts(runs, labels, counted) if paired else counted},
          "mark": {"type": "text", "fontSize": font if horizontal else 10, "color": "#1f2937",
                   **({"align": "left", "baseline": "middle", "dx": 3} if horizontal else
                      {"align": "center", "baseline": "bottom", "dy": -2})},
-         "encoding": {k: v for k, v in encoding.items() if k != "color"} | {"text": {"field": "text"}}},
+         # Two runs: one label a key ("5 → 3"), past the longer bar: a label each, half a row apart, overlapped
+         # ("0" over "0" read "8").
+         "encoding": {k: v for k, v in encoding.items() if k not in ("color", band_channel + "Offset")}
+                     | {"text": {"field": "text"}}},
     ]
     if horizontal:
         layers.append({"data": {"values": hits},
@@ -210,6 +226,9 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
     totals = (" · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs)) if paired
               else f"{bars.total:,} rollouts") + COUNTED
     height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
+    if paired and bars.dimension in FIRST_ROW:  # two bars a key: the first row's short height is one run's
+        height += PAIRED_FIRST_ROW
+
     plot = height - (64 if paired else 44) - (0 if horizontal else 30 if len(labels) <= 8 else 70)
     return vega.chart(layers, heading=vega.title(bars.title, totals), height=max(plot, 80))
 
