@@ -73,3 +73,48 @@ def test_the_loss_mask_strip_colours_trained_apart_from_context_and_hovers_the_t
     assert max(seen["prompt"]) - min(seen["prompt"]) <= 12, seen  # grey
     assert 0.5 <= hls["interstitial"][0] <= 0.7 and hls["interstitial"][2] < 0.55, seen  # grey-blue
     print(f"screenshot: {tmp_path / 'loss-mask-short.png'}")
+
+
+
+
+def test_a_node_s_rings_stand_apart_an_intact_link_says_nothing_diverges_and_a_break_draws_one_proof(tmp_path):
+    from playwright.sync_api import expect
+
+    from test_browser import TREE
+
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        # compaction_observed's call-0004: its boundary ring around it, its other rings as badges beside it.
+        page.goto(f"{url}/rollout?src=sample:compaction_observed.json&call=call-0004")
+        expect(page.locator(".st-key-detail h4").first).to_contain_text("call-0004")
+        marks = page.locator(f"{TREE} path[aria-label^='call:call-0004']")
+        expect(marks.first).to_be_attached()
+        boxes = [marks.nth(i).bounding_box() for i in range(marks.count())]
+        centres = {(round(b["x"] + b["width"] / 2), round(b["y"] + b["height"] / 2)) for b in boxes}
+        assert len(centres) >= 2, boxes  # not every mark on one centre
+        node_x = min(x for x, _ in centres)
+        apart = sorted(x for x, _ in centres if x > node_x + 2)
+        assert apart and all(b - a >= 8 for a, b in zip(apart, apart[1:])), centres
+        page.screenshot(path=str(tmp_path / "tree-badges.png"))
+
+        # An intact link's break: nothing diverges (it said "they part at 260").
+        page.goto(f"{url}/rollout?src=sample:legacy_missing_resolution.json&call=call-0002")
+        proof = page.locator("[class*='st-key-break_proof_chart_'] [data-testid='stVegaLiteChart'] svg").last
+        expect(proof.locator("text", has_text="nothing diverges").first).to_be_attached()
+        expect(proof.locator("text", has_text="they part at")).to_have_count(0)
+
+        # A break at a claimed parent: the break's proof is the one chart of the two sequences, decoded.
+        page.goto(f"{url}/rollout?src=sample:stale_parent_link.json&call=call-0003")
+        expect(page.locator("[class*='st-key-break_proof_chart_'] svg").last).to_be_attached()
+        expect(page.get_by_text("Why the lineage breaks here").first).to_be_visible()
+        expect(page.locator("[class*='st-key-proof_chart_']")).to_have_count(0)
+        page.screenshot(path=str(tmp_path / "one-proof.png"))
+
+        # The comparison's reason chart: one count label a key, "A → B".
+        page.goto(f"{url}/?run_vs=sample")
+        chart = page.locator("[class*='st-key-run_chart-reasons-'] svg")
+        expect(chart.locator("text", has_text="→").first).to_be_attached()
+        labels = chart.locator("text", has_text="→")
+        boxes = [labels.nth(i).bounding_box() for i in range(labels.count())]
+        for a, b in zip(boxes, boxes[1:]):
+            assert a["y"] + a["height"] <= b["y"] + 1 or b["y"] + b["height"] <= a["y"] + 1, (a, b)
+    print(f"screenshots: {tmp_path / 'tree-badges.png'} {tmp_path / 'one-proof.png'}")
