@@ -10,8 +10,14 @@ condition, never a fixed time.
 from __future__ import annotations
 
 import pytest
-
-from test_browser import RUN_TABLE, _sample_table, _select_grid_row, _settled, chromium_page, streamlit_server
+from test_browser import (
+    RUN_TABLE,
+    _sample_table,
+    _select_grid_row,
+    _settled,
+    chromium_page,
+    streamlit_server,
+)
 from test_views_contrast import blend, ratio
 
 pytestmark = pytest.mark.browser

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from chart_geometry import values
+
 from tokencap import load_snapshots
 from tokencap.views import RolloutView, vega
 from tokencap.views.rollout import tree as tv
