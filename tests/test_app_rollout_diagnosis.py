@@ -26,7 +26,7 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     # The break's detail: its words, its hint and the proof against its predecessor.
     pick_call(at, "call:call-0002")
     assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
-    assert proof_charts(at) == ["call-0002", "call-0002"]  # the break's proof, then the claimed link's
+    assert proof_charts(at) == ["call-0002"]  # the break's proof only: the claimed link's told the same twice
     assert not [c for c in at.caption if "(decoded)" in c.value]  # no tokenizer: no decoded sides
 
 

@@ -166,8 +166,9 @@ def test_default_opens_the_sample_run_with_its_counts(monkeypatch, sample):
     assert metrics["masked"] == f"{int(table.column('mask_sample').to_numpy().sum()):,}"
     assert metrics["trainable"] == f"{len(frame) - int(table.column('mask_sample').to_numpy().sum()):,}"
     assert shown_count(at) == (len(frame), len(frame))
-    # The first screen: the mask-reason chart only; the other five charts open with a switch.
-    assert [c.proto.id.split(":")[1] for c in at.get("vega_lite_chart") if "run_chart:" in c.proto.id] == ["reasons"]
+    # The first screen: the mask-reason and cause charts side by side; the other six open with a switch.
+    assert [c.proto.id.split(":")[1] for c in at.get("vega_lite_chart") if "run_chart:" in c.proto.id] == \
+        ["reasons", "causes"]
     shown = run_table(at).value
     assert shown["rollout"].tolist() == table.column("rollout_id").to_pylist()
     assert not at.query_params  # no filter, nothing in the URL
@@ -184,6 +185,8 @@ def test_the_other_charts_open_with_a_switch_kept_in_the_url(monkeypatch, sample
     rerun(at)
     assert run_chart_dimensions(at) == ["reasons", "causes", "delivery", "statuses", "delivered", "calls", "link",
                                        "refusal"]
+    assert at.toggle(key="run_w_more").label == "More charts (what Gym delivered, status, delivered, calls, links, " \
+                                                "refusals)"
     assert at.query_params["run_charts"] == "1"
     # A filter set by one of them keeps them open, and so does the way back from a rollout (its URL).
     click_bar(at, "statuses", "max_output_tokens")
@@ -195,7 +198,7 @@ def test_the_other_charts_open_with_a_switch_kept_in_the_url(monkeypatch, sample
     assert len(run_chart_dimensions(fresh)) == 8 and fresh.toggle(key="run_w_more").value is True
     fresh.toggle(key="run_w_more").set_value(False)
     rerun(fresh)
-    assert run_chart_dimensions(fresh) == ["reasons"] and "run_charts" not in fresh.query_params
+    assert run_chart_dimensions(fresh) == ["reasons", "causes"] and "run_charts" not in fresh.query_params
 
 
 def STATE_of(at: AppTest):

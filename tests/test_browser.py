@@ -237,7 +237,8 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             # A culprit link in the banner selects its call.
             _selecting(page, page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click)
             expect(page.get_by_text("s01 — On a branch (not delivered)")).to_be_visible()
-            expect(page.get_by_text("then differ at position")).to_be_visible()  # the link proof, drawn
+            # The break's proof, drawn: the detail's one chart of the two sequences (issue 37).
+            expect(page.get_by_text("then part:").first).to_be_visible()
 
             # Click node c03: the detail panel follows the selection.
             _click_node(page, "call:c03")
@@ -923,10 +924,10 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         tiles = page.locator("[data-testid='stMetric']")
         expect(tiles.first).to_be_visible()
         charts = page.locator("[class*='st-key-run_chart'] [data-testid='stVegaLiteChart']")
-        expect(charts).to_have_count(1)  # the mask-reason chart; the others are behind the switch
+        expect(charts).to_have_count(len(rc.FIRST_ROW))  # the mask-reason and cause charts; the others behind the switch
         assert page.evaluate("() => scrollY") == 0
         table = page.locator(RUN_TABLE).last.bounding_box()
-        assert table["y"] + 35 * 2 <= 800, table  # the header and the first row are on the first screen
+        assert table["y"] + 35 * 9 <= 800, table  # the header and eight rows are on the first screen (issue 37)
         for box in [tiles.nth(i).bounding_box() for i in range(tiles.count())] + [charts.first.bounding_box()]:
             assert box["y"] + box["height"] <= 800, box
         # Seven tiles share 1280 px: each label wraps rather than being cut to "traina…" or "not c…".
@@ -949,7 +950,7 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
         assert page.evaluate(FETCHES) == 0
         # The switch opens the other charts; the URL keeps them open.
         page.get_by_text("More charts (").click()
-        expect(charts).to_have_count(1 + sum(len(row) for row in rc.ROWS))  # every other chart
+        expect(charts).to_have_count(len(rc.FIRST_ROW) + sum(len(row) for row in rc.ROWS))  # every other chart
         page.wait_for_function("() => location.search.includes('run_charts=1')")
     print(f"screenshot: {tmp_path / 'run-first-screen.png'}")
 
@@ -973,7 +974,7 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
         _idle(page)
         before = _spans(spans)
         assert before.count("script") >= 1 and "run body" in before and "run header" in before
-        assert not [s for s in before if s.startswith("run chart") and s != "run chart reasons"]
+        assert not [s for s in before if s.startswith("run chart") and s not in ("run chart reasons", "run chart causes")]
         x, y = _bar_pixel(page, "reasons", reason)
         page.mouse.move(x, y)
         page.mouse.click(x, y)

@@ -82,7 +82,7 @@ def test_strip_chart_draws_one_cell_per_token_of_the_window(long_view):
     # Generated cells are coloured by their log-prob clipped into the range; context cells by their kind.
     low, high = mv.logprob_range(mask)
     fill = generated["encoding"]["fill"]
-    assert fill["field"] == "v" and fill["scale"]["domain"] == [low, high] and fill["scale"]["scheme"] == "viridis"
+    assert fill["field"] == "v" and fill["scale"]["domain"] == [low, high] and fill["scale"]["range"] == list(style.LOGPROB_RANGE)
     lps = mask.log_probs[start:end][prov == GENERATED]
     np.testing.assert_allclose([c["v"] for c in sorted(generated["data"]["values"], key=lambda c: c["pos"])],
                                np.clip(lps, low, high))

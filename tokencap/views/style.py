@@ -34,11 +34,28 @@ EDGE_REJECTED = "#dc2626"
 EDGE_NOT_CHAINED = "#9ca3af"
 EDGE_REFUSAL = "#be123c"
 
-# Loss-mask strip
+# Loss-mask strip: context (not trained) in neutral grey and grey-blue, generated (trained) in greens from
+# dark (unlikely) to light (likely). The greens never reach the context's hues, nor amber or yellow: a
+# confident generated token never looks like context (Viridis ends in #fde725, beside an amber interstitial).
 PROMPT_COLOR = "#e5e7eb"
-INTERSTITIAL_COLOR = "#fde68a"
-LOGPROB_SCALE = "Viridis"  # generated tokens: dark = unlikely, bright = likely
+INTERSTITIAL_COLOR = "#b3c8e3"
+GENERATED_COLOR = "#16a34a"  # generated (trained) shares and rows, where no log-prob is shown
+LOGPROB_RANGE = ("#052e16", "#166534", "#22c55e", "#86efac")  # generated tokens: dark = unlikely, light = likely
 LINK_MARK = "#111827"
+
+# Text and backgrounds (the theme's, `.streamlit/config.toml`, which must agree): every grey word at WCAG AA
+# (4.5:1). Streamlit draws captions at 60% opacity and a grid's pinned column (the Run table's rollout ids)
+# at 60% alpha of the text colour, its header row at 70%: at the default text colour both read ~3.9:1, so
+# the text is near black and captions get a colour of their own (`CAPTION_CSS`).
+TEXT = "#111111"
+BACKGROUND = "#ffffff"
+SIDEBAR_BACKGROUND = "#f0f2f6"
+CAPTION = "#57534e"
+GRID_FADED_ALPHA = 0.6
+GRID_HEADER_ALPHA = 0.7
+CAPTION_CSS = f'''
+[data-testid="stCaptionContainer"] {{ opacity: 1 !important; color: {CAPTION} !important; }}
+'''
 
 FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 
@@ -78,25 +95,40 @@ a.tc-download { display: block; text-align: center; padding: 0.35rem 0.75rem; bo
                 border-radius: 0.5rem; color: #ffffff !important; background: #2563eb; text-decoration: none;
                 font-size: 0.9rem; }
 a.tc-download:hover { background: #1d4ed8; }
-"""
+""" + CAPTION_CSS
 
 # The Run page's own CSS: no transitions. While a run is scanned the page reruns, and
 # Streamlit fades the old page's elements (opacity over 1 s, after 0.5 s), the sidebar's
 # too; a browser drawing without a GPU repainted six charts and a 2,000-row grid at every
 # frame of that fade, a third of a core taken from a scan that runs on both. The old page
 # is still dimmed, at once.
-# The page starts higher than Streamlit's default, so the table is on the first screen. The tiles'
-# labels wrap instead of being cut ("not c…" at 1280 px: seven tiles share the width); the
-# tiles' inner padding (15 px a side) and numbers are a little smaller, so a wrapped label costs the
-# table 7 px, not a row.
+# The first screen at 1280x800 holds the table's first eight rows: the page starts higher and wider than
+# Streamlit's default, with half its gaps; the title is smaller; the tiles are one compact row (the value
+# and its share on one line; a label wraps instead of being cut to "not c…"); the filters are one row whose
+# widgets share it; the table's heading row keeps its right end free for the table's hover toolbar.
 RUN_PAGE_CSS = """
 *, *::before, *::after { transition: none !important; }
-[data-testid="stMainBlockContainer"] { padding-top: 1.6rem; }
-[data-testid="stMainBlockContainer"] h2 { padding-top: 0; }
-[data-testid="stMetricValue"] { font-size: 1.7rem; }
-[data-testid="stMetric"] > div { padding: 0.6rem 0.5rem 0.6rem 0.7rem !important; }
+[data-testid="stMainBlockContainer"] { padding: 0.5rem 1.6rem 2rem 1.6rem; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.5rem; }
+div[class*="st-key-run_box_"] { padding: 0.45rem 0.6rem !important; }
+[data-testid="stMainBlockContainer"] h2 { padding: 0; font-size: 1.5rem; }
+.st-key-run_tiles [data-testid="stMetric"] { min-width: 0; }
+.st-key-run_tiles > div { flex: 1 1 0; min-width: 0; }
+[data-testid="stMetricValue"] { font-size: 1.3rem; }
+[data-testid="stMetric"] > div { padding: 0.3rem 0.45rem 0.3rem 0.55rem !important; }
+.st-key-run_tiles [data-testid="stMetric"] > div { display: flex; flex-wrap: wrap; align-items: baseline;
+  column-gap: 0.35rem; row-gap: 0; }
+.st-key-run_tiles [data-testid="stMetricLabel"] { flex: 0 0 100%; }
+.st-key-run_tiles [data-testid="stMetricValue"], .st-key-run_tiles [data-testid="stMetricDelta"] { flex: 0 0 auto; }
 [data-testid="stMetricLabel"] { width: 100% !important; grid-template-columns: minmax(0, 1fr) auto !important; column-gap: 0.2rem; }
 [data-testid="stMetricLabel"] .stMarkdownEllipsis, [data-testid="stMetricLabel"] p {
-  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; line-height: 1.2;
-  word-break: normal !important; overflow-wrap: normal !important; font-size: 0.8rem; }
-"""
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; line-height: 1.15;
+  word-break: normal !important; overflow-wrap: normal !important; font-size: 0.78rem; }
+.st-key-run_filters > div { flex: 1 1 0; min-width: 0; }
+.st-key-run_filters > div:first-child { flex: 0 0 auto; }
+.st-key-run_filters > div:last-child { flex: 0 0 auto; padding-bottom: 0.45rem; }
+.st-key-run_filters [data-testid="stWidgetLabel"] p { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.st-key-run_table_heading { padding-right: 7.5rem; min-height: 2rem; flex-wrap: nowrap !important; }
+.st-key-run_table_heading > div:first-child { flex: 1 1 auto; min-width: 0; }
+.st-key-run_table_heading p { margin-bottom: 0; }
+""" + CAPTION_CSS

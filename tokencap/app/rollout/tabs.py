@@ -13,7 +13,8 @@ from typing import Any
 import streamlit as st
 
 from tokencap.app.rollout.sources import run_request
-from tokencap.app.rollout.common import figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state
+from tokencap.app.rollout.common import figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state, \
+    tokenizer_in_use
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views.rollout import logprob_chart as lc
@@ -93,7 +94,10 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     start, end = mv.page_bounds(mask, page, window)
     st.caption(f"Positions {start:,}–{end - 1:,} of {len(mask):,}. {mv.STRIP_LEGEND}")
     drawn = (chain_id, start, end, window)
-    strip = figure_of("mask strip", view, drawn, lambda: mc.strip_chart(mask, start, end, columns=mv.columns_for(window)))
+    tokenizer, _, tokenizer_key = tokenizer_in_use()  # a cell's hover shows its token's text
+    strip = figure_of("mask strip", view, (*drawn, tokenizer_key), lambda: mc.strip_chart(
+        mask, start, end, columns=mv.columns_for(window),
+        texts=mv.token_texts(tokenizer, mask.token_ids[start:end]) if tokenizer is not None else None))
     with st.container(key="mask_strip"):  # one strip on the page: the tab shows one window of one chain
         st.vega_lite_chart(strip, width="stretch")
     # The whole sequence's overview, the log-probs and the table of every link are filled only while open
@@ -143,8 +147,7 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                                         "kind": st.column_config.TextColumn(width="small"),
                                         "tokens": st.column_config.NumberColumn(width="small"),
                                         "text": st.column_config.TextColumn(width="large")})
-            st.caption("Blue rows are generated (trained) spans; amber rows are interstitial context. "
-                       "The whole window as text, generated spans between ⟦ and ⟧:")
+            st.caption(mv.DECODED_CAPTION)
             with st.container(height=320, key="mask_window_text"):
                 st.text(mv.window_text(frame))  # not st.code: it loads the syntax highlighter (1.5 MB)
 

@@ -217,11 +217,10 @@ def scroll_to_detail() -> None:
 def show_link(view: RolloutView, d: Any) -> None:
     st.markdown("**Parent link**")
     outcome(d.link_outcome, d.link_ok)
-    brk = show_break(view, d)
-    # The claimed or linked parent's proof (with the digests) stays: a branch's link holds, and a claimed
-    # parent is the predecessor; an unresolved boundary or an extra root has only its break's proof.
-    proof = lp.link_proof(view, d.ident) if brk is None or brk.kind == "branch" or brk.relation == "claimed" \
-        else None
+    brk, break_drawn = show_break(view, d)
+    # One chart of the two sequences: the break's proof when it draws one, else the link's (`lp.link_proof_shown`);
+    # the digests stay either way.
+    proof = lp.link_proof(view, d.ident) if lp.link_proof_shown(brk, break_drawn) else None
     if proof is not None:
         st.caption(md_escape(proof.summary()))
         tokenizer, _, tokenizer_key = tokenizer_in_use()
@@ -240,13 +239,14 @@ def show_link(view: RolloutView, d: Any) -> None:
             st.text(digests)  # plain text, as every text of the detail: st.code loads the syntax highlighter (1.5 MB)
 
 
-def show_break(view: RolloutView, d: Any) -> Any:
+def show_break(view: RolloutView, d: Any) -> tuple[Any, bool]:
     """Why the lineage breaks at this call (the diagnosis's words and hint), and its prompt against its
-    predecessor with every divergence marked (decoded with a tokenizer); the break, or None."""
+    predecessor with every divergence marked (decoded with a tokenizer); the break (or None) and whether
+    its proof was drawn."""
     tokenizer, _, key = tokenizer_in_use()
     brk = bv.break_of(view, d.ident, tokenizer, key) if d.kind == tv.CALL else None
     if brk is None:
-        return None
+        return None, False
     with st.container(key=f"break_{d.key.replace(':', '_')}"):
         st.markdown(f"**Why the lineage breaks here** · cause `{brk.cause}`")
         st.warning(md_escape(bv.break_words(brk)), icon=":material/link_off:")
@@ -269,7 +269,7 @@ def show_break(view: RolloutView, d: Any) -> Any:
                     st.caption(md_escape(decoded_with[:1].upper() + decoded_with[1:]))
             elif decode is None:
                 st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
-    return brk
+    return brk, proof is not None
 
 
 def show_detail(view: RolloutView, key: str) -> None:

@@ -55,6 +55,8 @@ the ``run_*`` parameters, so a reload finds the rollout's place again (`parts.pl
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -69,6 +71,7 @@ from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
+from tokencap.views.run import table as rt
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
@@ -157,49 +160,41 @@ def _chart_clicked(chart_key: str, dimension: str) -> None:
 
 
 def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
+    """The filters in one row under the charts (the first screen holds the table's first rows below them)."""
     if comparing:
         st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key="run_w_change",
                        format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=("run_w_change",),
                        placeholder="any")
-    # Stacked beside the mask-reason chart (the first screen holds the table below them).
-    top = st.columns([1.15, 1], gap="small", vertical_alignment="bottom")
-    with top[0]:
+    with st.container(key="run_filters", horizontal=True, gap="small", vertical_alignment="bottom"):
         st.segmented_control("Verdict", list(rd.VERDICTS), key="run_w_verdict", on_change=_widget_changed,
                              args=("run_w_verdict",))
-    with top[1]:
         st.multiselect("Status", list(rd.STATUSES), key="run_w_statuses", on_change=_widget_changed,
                        args=("run_w_statuses",), placeholder="any")
-    st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
-                   on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
-    middle = st.columns(2, gap="small", vertical_alignment="bottom")
-    with middle[0]:
+        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
+                       on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
         st.text_input("Rollout id contains", key="run_w_query", on_change=_widget_changed, args=("run_w_query",),
                       placeholder="search ids", icon=":material/search:")
-    with middle[1]:
         st.text_input("Source contains", key="run_w_source", on_change=_widget_changed, args=("run_w_source",),
-                      placeholder="path or file name", icon=":material/folder:")
-    bottom = st.columns([2, 1.1], gap="small", vertical_alignment="bottom")
-    with bottom[0]:
+                      placeholder="path or file", icon=":material/folder:")
         st.selectbox("Sort by", list(rd.SORTS), key="run_w_sort", format_func=rd.SORTS.get,
                      on_change=_widget_changed, args=("run_w_sort",))
-    with bottom[1]:
         st.toggle("Descending", key="run_w_desc", on_change=_widget_changed, args=("run_w_desc",),
                   disabled=not flt.sort)
 
 
 def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollouts") -> None:
+    """The table's count and filter in words, the other charts' switch and "Clear filters", in one row whose
+    right end stays empty: the table's hover toolbar stands there, above the table's top edge."""
     described = flt.describe()
-    cols = st.columns([8, 1.6], vertical_alignment="center")
-    with cols[0]:
+    with st.container(key="run_table_heading", horizontal=True, gap="small", vertical_alignment="center"):
         text = f"**{shown:,} of {total:,} {what}**"
         if described:
             text += " · filtered on " + " · ".join(f"*{md_escape(t)}*" for _, t in described)
-        st.markdown(text + " · select a row to open it on the Rollout page")
-    with cols[1]:
+        st.markdown(text + " · select a row to open it", width="stretch")
+        more_charts_switch()
         if described:
             st.button("Clear filters", icon=":material/filter_alt_off:", key="run_clear",
-                      on_click=lambda: _set_filter(current_filter().cleared()), width="stretch")
-    st.space(TOOLBAR_ROOM)  # the table's hover toolbar sits above its top edge: never over this row's button
+                      on_click=lambda: _set_filter(current_filter().cleared()), width="content")
 
 
 # --------------------------------------------------------------------------- page parts
@@ -216,8 +211,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
                + ("" if origin.kind == "parquet" else
                   " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))))
-               + " · charts count the rollouts passing every other filter; click a bar, its label or its count "
-                 "to filter the table.")
+               + ".")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
         if versus is not None:
@@ -225,9 +219,12 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
         for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
-    per_row = len(metrics) if cmp is None else 3  # "241 → 259" needs a third of the width
-    columns = [c for i in range(0, len(metrics), per_row) for c in st.columns(per_row)]
-    for col, m in zip(columns, metrics):
+    if cmp is None:  # one row of compact tiles (`style.RUN_PAGE_CSS`)
+        tiles = st.container(key="run_tiles", horizontal=True, gap="small")
+        columns = [tiles] * len(metrics)
+    else:  # "241 → 259" needs a third of the width
+        columns = [c for i in range(0, len(metrics), 3) for c in st.columns(3)]
+    for col, m in zip(columns, metrics, strict=False):
         col.metric(m.label, m.value, delta=m.share or None, delta_color="off", delta_arrow="off",
                    help=md_escape(m.help) or None, border=True, height="stretch")
     warning = rd.single_call_warning(frame)
@@ -238,7 +235,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
 def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | None = None,
            names: tuple[str, str] = ("A", "B")) -> None:
     key = f"run_chart:{bars.dimension}:{run_key}:{STATE['run_chart_nonce'].get(bars.dimension, 0)}"
-    with st.container(border=True):
+    with st.container(border=True, key=f"run_box_{bars.dimension}"):
         st.vega_lite_chart(rc.bar_spec(bars, flt.active_keys(bars.dimension), versus, names), key=key,
                            on_select=lambda k=key, d=bars.dimension: _chart_clicked(k, d),
                            selection_mode=vega.PICK, width="stretch")
@@ -254,7 +251,7 @@ def chart_pairs(frame: pd.DataFrame, masks: dict[str, np.ndarray], cmp: cv.Compa
 def show_other_charts(pairs: dict[str, tuple[rd.Bars, rd.Bars | None]], flt: rd.RunFilter, run_key: str,
                       names: tuple[str, str]) -> None:
     for row in rc.ROWS:
-        for col, d in zip(st.columns(2, gap="small"), row):
+        for col, d in zip(st.columns(2, gap="small"), row, strict=False):
             with col, trace.span(f"run chart {d}"):
                 _chart(pairs[d][0], flt, run_key, pairs[d][1], names)
 
@@ -263,32 +260,27 @@ def _more_charts_changed() -> None:
     STATE["run_more_charts"] = bool(STATE.get("run_w_more"))
 
 
-def more_charts_shown() -> bool:
-    """The switch that opens the other charts (closed at first; ``run_charts=1`` in the URL keeps it open)."""
+def more_charts_switch() -> None:
+    """The switch that opens the other charts (closed at first; ``run_charts=1`` in the URL keeps it open),
+    in the table's heading: the charts it opens are drawn above it, under the first two."""
     STATE["run_w_more"] = STATE["run_more_charts"]
-    st.toggle("More charts (status, delivered, calls, links, refusals)",
-              key="run_w_more", on_change=_more_charts_changed)
-    return bool(STATE["run_more_charts"])
+    st.toggle(rc.MORE_LABEL, key="run_w_more", on_change=_more_charts_changed, width="content")
 
 
-COLUMN_CONFIG = {
-    # Pinned: scrolled right to the source or the error, a row still says which rollout it is.
-    "rollout": st.column_config.TextColumn("rollout", width="medium", pinned=True),
-    "verdict": st.column_config.TextColumn(width="small"),
-    "mask reasons": st.column_config.TextColumn(width="medium"),
-    "status": st.column_config.TextColumn(),
-    "calls": st.column_config.NumberColumn(width="small", format="%d"),
-    "delivered": st.column_config.ProgressColumn(width="small", min_value=0.0, max_value=1.0, format="percent",
-                                                 help="share of the rollout's calls on the delivered chain"),
-    "link failures": st.column_config.NumberColumn(width="small", format="%d",
-                                                   help="parent links rejected, missing or unprovable"),
-    "refusals": st.column_config.NumberColumn(width="small", format="%d", help="engine refusals"),
-    "chains": st.column_config.NumberColumn(width="small", format="%d"),
-    "quarantined": st.column_config.NumberColumn(width="small", format="%d"),
-    "gen. tokens": st.column_config.NumberColumn(width="small", format="%d", help="generated tokens delivered"),
-    "source": st.column_config.TextColumn(width="medium"),
-    "error": st.column_config.TextColumn(width="large"),
-}
+def _column(name: str) -> Any:
+    """A column of the run's table: its fixed width and its header's tooltip (`tokencap.views.run.table`)."""
+    header, width, help_ = rd.TABLE_COLUMNS[name], rt.WIDTHS[name], rt.HELP[name]
+    if name == "delivered_fraction":
+        return st.column_config.ProgressColumn(header, width=width, min_value=0.0, max_value=1.0, format="percent",
+                                               help=help_)
+    if name in rt.TEXT:
+        return st.column_config.TextColumn(header, width=width, help=help_, pinned=name in rt.PINNED)
+    return st.column_config.NumberColumn(header, width=width, format="%d", help=help_)
+
+
+# Header -> column: every width fixed (a column sized by the browser changed width on the way back), the
+# rollout id pinned (scrolled right to the source or the error, a row still says which rollout it is).
+COLUMN_CONFIG = {rd.TABLE_COLUMNS[name]: _column(name) for name in rd.TABLE_COLUMNS}
 
 
 def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndarray],
@@ -342,7 +334,6 @@ def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) ->
 
 TABLE_HEIGHT = 560
 ROW_HEIGHT = 35
-TOOLBAR_ROOM = 28  # px between the table's heading and its top (its hover toolbar is 44 px high, above the table)
 
 
 def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tuple[int, int] | None:
@@ -402,14 +393,12 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
         names = (cmp.name_a, cmp.name_b) if cmp is not None else ("A", "B")
         if cmp is not None:
             _chart(cv.change_bars(cmp, masks, masks_b or {}), flt, run_key)
-        left, right = st.columns([1.1, 1], gap="small")
-        with left:
-            with trace.span(f"run chart {rc.FIRST}"):
-                _chart(pairs[rc.FIRST][0], flt, run_key, pairs[rc.FIRST][1], names)
-            more = more_charts_shown()
-        with right:
-            filter_controls(flt, cmp is not None)
-        if more:
+        # The first screen: why rollouts are masked and why their lineage broke, side by side.
+        for col, d in zip(st.columns(len(rc.FIRST_ROW), gap="small"), rc.FIRST_ROW, strict=False):
+            with col, trace.span(f"run chart {d}"):
+                _chart(pairs[d][0], flt, run_key, pairs[d][1], names)
+        filter_controls(flt, cmp is not None)
+        if STATE["run_more_charts"]:
             show_other_charts(pairs, flt, run_key, names)
         if cmp is None:
             show_table(origin, frame, flt, masks, run_key)
@@ -421,7 +410,9 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
 
 
 def main() -> None:
-    st.html(f"<style>{style.RUN_PAGE_CSS}</style>")  # first: in place before a scan starts
+    # First: in place before a scan starts. The same element carries the table's cell tooltips (a script of
+    # numbers and column names, no run data).
+    st.html(f"<style>{style.RUN_PAGE_CSS}</style>{rt.cell_titles_script()}", unsafe_allow_javascript=True)
     with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
         origin, run = sidebar_origin()
         versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]

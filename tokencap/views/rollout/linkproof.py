@@ -220,6 +220,33 @@ class BreakProof:
         return head + f", then part: {n:,} divergence{'s' if n != 1 else ''}{more} marked below."
 
 
+    def parted(self) -> bool:
+        """Whether the two sequences diverge at all (a `link_intact` break's prompt continues its predecessor)."""
+        return bool(self.spans)
+
+    def mark_label(self) -> str:
+        """The words at the chart's rule: where they part, or that nothing diverges."""
+        if self.parted():
+            return f"they part at {self.agree:,}"
+        return f"nothing diverges: all {self.parent_len:,} carried"
+
+    def cells_title(self) -> str:
+        """What the chart's cells show: the tokens around the first divergence, or where the predecessor ends."""
+        where = "around the first divergence" if self.parted() else "where the predecessor's sequence ends"
+        return (f"tokens {where}: predecessor from {self.parent_window[0]:,}, "
+                f"this prompt from {self.prompt_window[0]:,}")
+
+
+def link_proof_shown(brk: object | None, break_drawn: bool) -> bool:
+    """Whether a call's detail draws its parent link's proof beside its break's: only when the break draws
+    none of its own. A break's proof draws the same two sequences (the claimed parent is the predecessor)
+    with the diagnosis's divergences, decoded: a second chart of them told another story ("13 of 16
+    positions agree again" against "12 tokens replaced"). A branch's link holds: its link proof stays."""
+    if brk is None or getattr(brk, "kind", None) == "branch":
+        return True
+    return not break_drawn and getattr(brk, "relation", None) == "claimed"
+
+
 RELATION_WORDS = {"claimed": "the parent its record claims", "branch_point": "the call it branches from",
                   "nearest": "the earlier call sharing the longest prefix"}
 

@@ -9,9 +9,10 @@ log-probs of the generated tokens (`logprob_series`) by `.logprob_chart`. Every
 array operation is vectorised; nothing is per token in Python except the cells of the
 visible window.
 
-Colours: prompt positions light grey, interstitial (context the harness added: tool
-output, user turns) amber, generated positions by log-probability (Viridis: dark is
-unlikely, bright is likely). Black ticks mark where each link's interstitial begins.
+Colours (`..style`): prompt positions light grey, interstitial (context the harness added: tool
+output, user turns) grey-blue, generated positions by log-probability in greens (dark is
+unlikely, light is likely): trained and untrained never share a hue. Black ticks mark where each
+link's interstitial begins.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ LOGPROB_POINTS = 4000
 KIND_NAMES = {PROMPT: "prompt", INTERSTITIAL: "interstitial", GENERATED: "generated"}
 
 
-STRIP_LEGEND = (f"Grey: prompt · amber: interstitial ({TERMS['interstitial']}) · coloured: generated (trained, "
-                "mask 1), by log-probability · black ticks: a call's context begins.")
+STRIP_LEGEND = (f"Grey: prompt · grey-blue: interstitial ({TERMS['interstitial']}) · green: generated (trained, "
+                "mask 1), dark where the model found the token unlikely · black ticks: a call's context begins.")
 """What the strip's colours mean, shown under it."""
 
 CONTEXT_HELP = f"tokens before the call's generation: the root prompt for link 0, else the interstitial ({TERMS['interstitial']})"
@@ -248,6 +249,25 @@ def decode_ids(tokenizer: Any, ids: np.ndarray) -> str:
         return "".join(parts)
 
 
+TOKEN_CHARS = 24
+"""A token's text in the strip's hover: at most this many characters."""
+
+
+def token_texts(tokenizer: Any, ids: np.ndarray) -> list[str]:
+    """Each token's own text, as the strip's hover shows it: whitespace made visible (a space ``␣``, a
+    newline ``⏎``, a tab ``⇥``), cut to `TOKEN_CHARS`. One batch call to the tokenizer for the window."""
+    values = [[int(i)] for i in ids]
+    try:
+        texts = tokenizer.decode_batch(values, skip_special_tokens=False)
+    except Exception:  # noqa: BLE001 -- ids outside the vocabulary: one by one, by number when unknown
+        texts = [decode_ids(tokenizer, np.array(v, dtype=np.int64)) for v in values]
+    out = []
+    for text in texts:
+        shown = text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
+        out.append(shown if len(shown) <= TOKEN_CHARS else shown[:TOKEN_CHARS - 1] + "…")
+    return out
+
+
 def token_decoder(tokenizer: Any) -> Any:
     """A function from one token id to its text, for the link-proof cells."""
     def decode(token: int) -> str:
@@ -275,7 +295,9 @@ def window_text(frame: pd.DataFrame) -> str:
     return "".join(f"⟦{row.text}⟧" if row.kind == "generated" else row.text for row in frame.itertuples(index=False))
 
 
-KIND_BACKGROUND = {"prompt": "#f3f4f6", "interstitial": "#fef3c7", "generated": "#dbeafe"}
+KIND_BACKGROUND = {"prompt": "#f3f4f6", "interstitial": "#e3ecf7", "generated": "#dcfce7"}
+DECODED_CAPTION = ("Green rows are generated (trained) spans; grey-blue rows are interstitial context. "
+                   "The whole window as text, generated spans between ⟦ and ⟧:")
 
 
 def chain_label(chain: Chain) -> str:

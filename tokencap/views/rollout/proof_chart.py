@@ -203,10 +203,8 @@ def break_proof_chart(proof: BreakProof, decode: Callable[[int], str] | None = N
                    + (f" · {span.kind}" if span else ""))
             cells.append({"part": CELLS, "row": cell_rows[r], "column": columns[i], "state": state,
                           "fill": CELLS_OF_SPANS[state], "text": cell_text(labels[i]), "tip": tip})
-    title = (f"tokens around the first divergence: predecessor from {proof.parent_window[0]:,}, "
-             f"this prompt from {proof.prompt_window[0]:,}")
     return pair_spec(rows, cell_rows, bars, max(proof.parent_len, proof.prompt_len), proof.agree,
-                 f"they part at {proof.agree:,}", cells, columns, title, column_labels=False)
+                     proof.mark_label(), cells, columns, proof.cells_title(), column_labels=False)
 
 
 __all__ = ["CELLS", "CELLS_OF_SPANS", "SPAN", "SPAN_WORDS", "STRIP", "break_proof_chart", "cell_text",

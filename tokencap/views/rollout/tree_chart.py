@@ -100,6 +100,17 @@ def _text_px(text: str, font: float = LABEL_FONT) -> float:
     return len(text) * CHAR_EM * font
 
 
+BADGE_FACTOR = 1.45
+"""A badge's size (a node's second ring and after, before its label), in node diameters."""
+BADGE_GAP = 3.0
+
+
+def ring_badges(flags: Any) -> list[str]:
+    """The rings of a node drawn as badges before its label: all but the first it carries (in `RING_FLAGS`'s
+    order), which stays around the node."""
+    return [flag for flag in RING_FLAGS if flag in flags][1:]
+
+
 def label_offset(size: float = NODE_SIZE) -> float:
     """Pixels from a node's centre to where its label starts: past the widest ring it can carry."""
     return size * LABEL_CLEARANCE / 2 + 4
@@ -116,7 +127,7 @@ def node_labels(model: TreeModel, lo: int, hi: int) -> list[str]:
     """The labels of rows ``lo``..``hi``: the (shortened) id, then the node's note (the lane it opens, ...)."""
     nodes = model.nodes[lo - 1:hi]
     texts = short_labels([n.ident for n in nodes], LABEL_CHARS)
-    return [t + (f" · {n.note}" if n.note else "") for t, n in zip(texts, nodes)]
+    return [t + (f" · {n.note}" if n.note else "") for t, n in zip(texts, nodes, strict=False)]
 
 
 def lane_headers(model: TreeModel, lo: int, hi: int) -> list[tuple[int, str]]:
@@ -254,9 +265,15 @@ def tree_chart(model: TreeModel, selected: str | None = None, *, height: int | N
     texts: list[str] = []
     headers: list[tuple[int, str, int]] = []
     offset = label_offset(size)
+    # A node with several rings keeps the first centred; the others stand as badges before its label,
+    # which moves right past them (concentric, a diamond, a triangle and an hourglass read as one blob).
+    badges = [ring_badges(nodes[i].flags) if with_labels else [] for i in visible]
+    badge_px = size * BADGE_FACTOR + BADGE_GAP
+    shift = [len(b) * badge_px + (BADGE_GAP if b else 0) for b in badges]
     if with_labels and n_rows:
         texts = node_labels(model, lo, hi)
-        ends = [(ll - x0) * LANE_PX + offset + _text_px(t) + 8 for ll, t in zip(label_lanes, texts)]
+        ends = [(ll - x0) * LANE_PX + offset + sh + _text_px(t) + 8
+                for ll, t, sh in zip(label_lanes, texts, shift, strict=False)]
         right = max(right, max(ends) / LANE_PX + x0)
         headers = _stack_headers(lane_headers(model, lo, hi), x0)
         for lane, text, _ in headers:
@@ -323,11 +340,21 @@ def tree_chart(model: TreeModel, selected: str | None = None, *, height: int | N
     rings = [(flag, [i for i in visible if flag in nodes[i].flags]) for flag in RING_FLAGS]
     if selected is not None and selected in shown:
         rings.append(("selected", [model.index[selected]]))
+    badged = {i: set(b) for i, b in zip(visible, badges, strict=False) if b}
+    for v, (i, flags) in enumerate(zip(visible, badges, strict=False)):
+        n = nodes[i]
+        for j, flag in enumerate(flags):
+            label, colour, symbol, _, _ = OVERLAY_STYLES[flag]
+            at = f.x(label_lanes[v]) + offset + (j + 0.5) * badge_px
+            points.append(_point(at, f.y(n.order), symbol, colour, size * BADGE_FACTOR, 1.6, None, label, n.key,
+                                 n.hover))
     for flag, idx in rings:
         if not idx:
             continue
         label, colour, symbol, factor, width = OVERLAY_STYLES[flag]
         for i in idx:
+            if flag in badged.get(i, ()):
+                continue
             n = nodes[i]
             points.append(_point(f.x(n.lane), f.y(n.order), symbol, colour, size * factor, width, None, label,
                                  n.key, n.hover))
@@ -337,10 +364,10 @@ def tree_chart(model: TreeModel, selected: str | None = None, *, height: int | N
 
     # Labels beside their nodes, and the lane names in the top margin.
     if texts:
-        lx = f.x(np.array(label_lanes, dtype=float)) + offset
+        lx = f.x(np.array(label_lanes, dtype=float)) + offset + np.array(shift, dtype=float)
         ly = f.y(np.arange(lo, hi + 1, dtype=float))
         layers.append(_text_layer([{"px": round(float(x), 2), "py": round(float(y), 2), "text": t}
-                                   for x, y, t in zip(lx, ly, texts)], CALL_IDS, color="#1e293b"))
+                                   for x, y, t in zip(lx, ly, texts, strict=False)], CALL_IDS, color="#1e293b"))
     if headers:
         layers.append(_text_layer([{"px": round(float(f.x(lane - 0.4)), 2), "py": top - 2 - HEADER_PX * line,
                                     "text": text} for lane, text, line in headers],

@@ -45,10 +45,14 @@ KEY_BAR = {
 """Bars whose key has a meaning of its own (a recovered link is proven, not a failure)."""
 HORIZONTAL = frozenset({"reasons", "statuses", "refusal", "link", "change", "causes", "delivery"})
 FIRST = "reasons"
-"""The chart on the Run page's first screen, beside the filters and above the table: why rollouts are masked."""
-ROWS = (("causes", "delivery"), ("statuses", "delivered"), ("calls", "link"), ("refusal",))
+FIRST_ROW = (FIRST, "causes")
+"""The charts on the Run page's first screen, side by side above the filters and the table: why rollouts are
+masked, and why their lineage broke (the diagnosis: the product's headline)."""
+ROWS = (("delivery", "statuses"), ("delivered", "calls"), ("link", "refusal"))
 """The other charts, two a row (a third column leaves no room for the bar labels at 1280 px), shown when the
 page's "more charts" switch is on (`MORE_PARAM`)."""
+MORE_LABEL = "More charts (what Gym delivered, status, delivered, calls, links, refusals)"
+"""The switch's label: it names every chart it opens."""
 MORE_PARAM = "run_charts"
 """The URL parameter that keeps the other charts open (``run_charts=1``): a reload or a shared link keeps them."""
 
@@ -66,8 +70,14 @@ def more_charts_params(shown: bool) -> dict[str, str]:
     return {MORE_PARAM: "1"} if shown else {}
 
 
-HEIGHTS = {"change": 230, "reasons": 262, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
-           "causes": 380, "delivery": 380}
+HEIGHTS = {"change": 230, "reasons": 204, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
+           "causes": 204, "delivery": 250}
+"""Each chart's height (px). The first row's two are short: at 1280x800 the table's first eight rows are on the
+first screen below them (a chart of 15 bars gets a smaller label font, `DENSE`)."""
+PAIRED_FIRST_ROW = 110
+"""Extra height (px) of a first-row chart comparing two runs (a comparison's first screen holds more above)."""
+DENSE = 12
+"""More bars than this: labels and counts in a 10 px font (the bars are ~12 px apart)."""
 
 
 def _colors(bars: Bars, color: str | None = None) -> list[str]:
@@ -106,7 +116,20 @@ def _about(bars: Bars, runs: list[tuple[str, Bars]], i: int) -> list[str]:
     return lines
 
 
+def _paired_counts(runs: list[tuple[str, Bars]], labels: list[str],
+                   counted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The count labels of two runs' bars: one per key, "A → B", at the longer of the two bars (faded with
+    them when the filter leaves them out)."""
+    (_, a), (_, b) = runs
+    opacity = {row["label"]: row["opacity"] for row in counted}
+    return [{"label": label, "count": int(max(ca, cb)), "opacity": opacity[label],
+             "text": f"{int(ca):,} → {int(cb):,}" if ca or cb else "0"}
+            for label, ca, cb in zip(labels, a.counts, b.counts, strict=False)]
+
+
 CLICK_HINT = "click the bar, its label or its count to filter the table"
+COUNTED = " passing the other filters · click a bar to filter"
+"""After a chart's count of rollouts: what it counts, and what a click does."""
 
 
 def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = None,
@@ -136,7 +159,7 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
     counted = []
     for i, (name, b) in enumerate(runs):
         colors = _colors(b, RUN_COLORS[i]) if paired else _colors(b)
-        for j, (key, count) in enumerate(zip(b.keys, b.counts)):
+        for j, (key, count) in enumerate(zip(b.keys, b.counts, strict=False)):
             counted.append({
                 "dimension": bars.dimension, "key": key, "label": labels[j], "run": run_names[i], "count": int(count),
                 "color": colors[j], "opacity": 1.0 if not active or key in active else FADED,
@@ -146,7 +169,8 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
     top = max((max(b.counts, default=0) for _, b in runs), default=0)
     hi = top * (1.55 if horizontal else 1.2) + 1
     longest = max((len(s) for s in labels), default=4)
-    label_px = 12 + LABEL_FONT * 0.62 * longest
+    font = LABEL_FONT - 1 if len(labels) > DENSE else LABEL_FONT
+    label_px = 12 + font * 0.62 * longest
     share = min(0.55, label_px / CHART_WIDTH)
     lo = -hi * share / (1 - share) if horizontal else 0
     hits = [{"dimension": bars.dimension, "key": key, "label": labels[j], "lo": lo, "hi": hi,
@@ -174,15 +198,18 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
         encoding[band_channel + "Offset"] = {"field": "run", "type": "nominal", "sort": run_names}
     layers: list[dict[str, Any]] = [
         {"data": {"values": counted}, "mark": {"type": "bar", "cornerRadiusEnd": 1}, "encoding": encoding},
-        {"data": {"values": counted},
-         "mark": {"type": "text", "fontSize": 11 if horizontal else 10, "color": "#1f2937",
+        {"data": {"values": _paired_counts(runs, labels, counted) if paired else counted},
+         "mark": {"type": "text", "fontSize": font if horizontal else 10, "color": "#1f2937",
                   **({"align": "left", "baseline": "middle", "dx": 3} if horizontal else
                      {"align": "center", "baseline": "bottom", "dy": -2})},
-         "encoding": {k: v for k, v in encoding.items() if k != "color"} | {"text": {"field": "text"}}},
+         # Two runs: one label a key ("5 → 3"), past the longer bar: a label each, half a row apart, overlapped
+         # ("0" over "0" read "8").
+         "encoding": {k: v for k, v in encoding.items() if k not in ("color", band_channel + "Offset")}
+                     | {"text": {"field": "text"}}},
     ]
     if horizontal:
         layers.append({"data": {"values": hits},
-                       "mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 2, "fontSize": LABEL_FONT,
+                       "mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 2, "fontSize": font,
                                 "color": vega.INK, "limit": max(40, share * CHART_WIDTH - 6)},
                        "encoding": {"y": band, "x": {"field": "lo", "type": "quantitative", "scale": value["scale"],
                                                      "axis": None}, "text": {"field": "label"}}})
@@ -196,9 +223,12 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
                                  {"field": "click", "title": " "}],
                      "description": {"field": "aria"}},  # what a screen reader says of the row (and a test finds)
     })
-    totals = " · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs)) if paired \
-        else f"{bars.total:,} rollouts"
+    totals = (" · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs, strict=False)) if paired
+              else f"{bars.total:,} rollouts") + COUNTED
     height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
+    if paired and bars.dimension in FIRST_ROW:  # two bars a key: the first row's short height is one run's
+        height += PAIRED_FIRST_ROW
+
     plot = height - (64 if paired else 44) - (0 if horizontal else 30 if len(labels) <= 8 else 70)
     return vega.chart(layers, heading=vega.title(bars.title, totals), height=max(plot, 80))
 
@@ -217,4 +247,4 @@ def clicked(selection: Any) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["FIRST", "HEIGHTS", "MORE_PARAM", "ROWS", "more_charts_open", "more_charts_params", "RUN_COLORS", "bar_spec", "clicked"]
+__all__ = ["DENSE", "FIRST", "FIRST_ROW", "HEIGHTS", "MORE_LABEL", "MORE_PARAM", "ROWS", "more_charts_open", "more_charts_params", "RUN_COLORS", "bar_spec", "clicked"]
