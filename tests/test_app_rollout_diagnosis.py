@@ -12,7 +12,9 @@ from tokencap.views.rollout import breaks as bv
 
 
 def culprit_labels(at) -> list[str]:
-    return [b.label for b in at.button if b.key.startswith("culprit:")]
+    """Each call link of the banner: what its finding says, then what its hover says of the call."""
+    findings = [m.value for m in at.markdown if "mask reasons `" in m.proto.help]
+    return [f"{' '.join(findings)} || {b.proto.help}" for b in at.button if b.key.startswith("culprit:")]
 
 
 def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypatch, tmp_path):
@@ -20,7 +22,8 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     path.write_text(json.dumps(broken_rollout("broken")))
     at = open_app(monkeypatch, str(path))
     label = culprit_labels(at)[0].replace("\\", "")
-    assert label.startswith("call-0002's claimed parent call-0001 does not open its prompt — ")
+    assert label.startswith("**Tokens replaced** — likely a re-rendered tool call")
+    assert "call-0002's claimed parent call-0001 does not open its prompt" in label
     assert "call-0002's prompt replaces 2 tokens of call-0001 at position 5 with 1 token of its own" in label
     assert "re-rendered tool call" in label
     # The break's detail: its words, its hint and the proof against its predecessor.
@@ -36,7 +39,8 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
     tok = tokenizer_file(tmp_path / "tokenizer.json")
     at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
     label = culprit_labels(at)[0].replace("\\", "")
-    assert "as 1 token of the same text: the history was likely decoded and encoded again" in label
+    assert label.startswith("**Re-tokenized** — the history was likely decoded and encoded again: ")
+    assert "as 1 token of the same text" in label
     pick_call(at, "call:call-0002")
     assert any("cause `retokenized`" in m.value for m in at.markdown)
     decoded = [c.value for c in at.text]

@@ -77,3 +77,22 @@ TERMS = {
     "anchor": "the call the harness says it finished on; the delivered chain is cut there",
 }
 """The app's terms, each explained in one sentence where it appears."""
+
+CAUSE_LABELS = {
+    "compaction": "compaction",
+    "compaction_summary": "compaction summary request",
+    "subagent": "sub-agent",
+    "generation_dropped": "generated tokens dropped",
+    "retokenized": "re-tokenized",
+    "tokens_replaced": "tokens replaced",
+    "tokens_inserted": "tokens inserted",
+    "history_dropped": "history dropped",
+    "history_replaced": "history replaced",
+    "opening_changed": "opening changed",
+    "seam": "turn boundary lost",
+    "new_context": "new context",
+    "branch": "branch",
+    "link_intact": "link unrecorded (tokens match)",
+    "record_fault": "faulty record",
+}
+"""A break cause's readable label (SPEC 12.4's keys stay in tooltips, tables' data and exports)."""

