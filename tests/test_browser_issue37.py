@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from test_browser import chromium_page, streamlit_server
+from test_browser import REPO, chromium_page, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -69,3 +69,29 @@ def test_the_banner_says_each_break_once_cause_first_and_whole(tmp_path):
         assert page.evaluate(CUT_TEXT) == []
         banner.screenshot(path=str(tmp_path / "banner-legacy.png"))
     print(f"screenshot: {tmp_path / 'banner.png'}")
+
+
+def test_a_file_that_is_no_capture_is_an_error_on_the_run_page_not_a_run(tmp_path):
+    from playwright.sync_api import expect
+
+    bad = {"empty.json": b"", "truncated.json": b'{"entries": [', "image.json": b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+           "garbage.json": b"garbage here\n",
+           "records.jsonl": (REPO / "sample_data" / "rollout_records" / "run.jsonl").read_bytes().split(b"\n")[0]}
+    said = {"empty.json": "the input is empty", "truncated.json": "not valid JSON",
+            "image.json": "binary data", "garbage.json": "not valid JSON",
+            "records.jsonl": "upload it under Rollout records in the sidebar"}
+    for name, data in bad.items():
+        (tmp_path / name).write_bytes(data)
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        expect.set_options(timeout=120_000)
+        page.goto(url)
+        expect(page.get_by_text(re.compile(r"^\d[\d,]* of [\d,]+ rollouts$")).first).to_be_visible()
+        uploader = page.locator("section[data-testid='stSidebar'] input[type=file]").first
+        for name in bad:
+            uploader.set_input_files(str(tmp_path / name))
+            error = page.locator("[data-testid=stAlertContentError]", has_text=f"{name}")
+            expect(error).to_contain_text("Could not open the run.")
+            expect(error).to_contain_text(said[name])
+            expect(page.get_by_text("not loaded")).to_have_count(0)
+            expect(page.get_by_text(re.compile(r"masked 100%"))).to_have_count(0)
+            expect(page.locator(".st-key-run_table_box")).to_have_count(0)
