@@ -19,7 +19,7 @@ import pandas as pd
 
 from .linkproof import agreement_runs, leading_agreement
 from ..model import RolloutView
-from ..text import fmt_int
+from ..text import fmt_int, json_text
 from .verdicts import banner_of, verdict_changes
 
 WINDOW_BEFORE = 6
@@ -99,11 +99,7 @@ def sequence_diff(a: RolloutView, b: RolloutView) -> SequenceDiff:
 
 
 def _metric(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "null" if value is None else str(value)
+    return json_text(value, digits=4)
 
 
 def compare(a: RolloutView, b: RolloutView, label_a: str = "A", label_b: str = "B") -> Comparison:

@@ -27,7 +27,7 @@ from ...builder import (
 )
 from ...records import ParentResolutionStatus
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
-from ..text import fmt_int, one_line
+from ..text import fmt_int, fmt_time, one_line
 from .tree_layout import Run, TreeNode, lay_out
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 
@@ -442,7 +442,7 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
 
 
 def _time(t: float, origin: float | None) -> str:
-    return f"{t:.3f}" + (f" (t+{t - origin:.3f} s)" if origin is not None else "")
+    return fmt_time(t, origin)
 
 
 def short_labels(idents: Sequence[str], limit: int = 10) -> list[str]:

@@ -20,7 +20,7 @@ from ...builder import RULE_UNRESOLVED, BuildOutput
 from ...rollout import MASK_REASON_TEXT, RolloutResult
 from .culprits import ReasonLine, culprits_of
 from ..model import RolloutView
-from ..text import fmt_fraction, fmt_int
+from ..text import fmt_fraction, fmt_int, json_text
 from ..words import NOTE_TEXT, RULE_TEXT, TERMS
 
 STATUS_TEXT = {
@@ -185,9 +185,7 @@ def verdict_changes(a: RolloutResult, b: RolloutResult) -> list[str]:
 
 
 def _metric_text(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}" if value else "{}"
-    return "null" if value is None else str(value)
+    return json_text(value)
 
 
 def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
@@ -308,8 +306,4 @@ def exclusions_frame(build: BuildOutput) -> pd.DataFrame:
 
 def metrics_frame(result: RolloutResult) -> pd.DataFrame:
     """The raw metrics exactly as `tokencap build` reports them."""
-    def show(v: Any) -> str:
-        if isinstance(v, dict):
-            return ", ".join(f"{k}: {c}" for k, c in v.items()) or "—"
-        return "null" if v is None else str(v)
-    return pd.DataFrame([(k, show(v)) for k, v in result.metrics.items()], columns=["metric", "value"])
+    return pd.DataFrame([(k, json_text(v)) for k, v in result.metrics.items()], columns=["metric", "value"])
