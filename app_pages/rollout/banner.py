@@ -95,6 +95,8 @@ def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
                 _show_finding(rk, i, finding)
     if banner.error:
         st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
+    for note in vv.record_notes(view):  # a rollout record of another model, applied to this rollout
+        st.warning(md_escape(note), icon=":material/warning:")
     show_tiles([(m.label, m.value, m.help, m.alert) for m in banner.metrics], "tiles")
     if snap.source_notes:
         with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):

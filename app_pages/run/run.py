@@ -69,6 +69,7 @@ from tokencap.views import style, trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
+from tokencap.views.run import records as rr
 from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
@@ -206,6 +207,14 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
 # --------------------------------------------------------------------------- page parts
 
 
+def _records_use(origin: rs.RunOrigin, run: LoadedRun) -> str:
+    """How many rollouts the run's records apply to, when not all (issue 37: never "with" unused records)."""
+    if not origin.records or run.table is None:
+        return ""
+    name = rs.records_name(origin.records, STATE.get("run_records_upload")) or origin.records
+    return rr.records_use_words(name, rr.records_applied(run.table), run.table.num_rows)
+
+
 def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
                 versus: parts.Versus | None = None) -> None:
     st.markdown(f"## Run · {md_escape(origin.label)}")
@@ -216,7 +225,8 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
                + ("" if origin.kind == "parquet" else
-                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))))
+                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))
+                                  + _records_use(origin, run)))
                + " · charts count the rollouts passing every other filter; click a bar, its label or its count "
                  "to filter the table.")
     if cmp is not None:
@@ -446,7 +456,9 @@ def main() -> None:
     run_body(origin, frame, versus, cmp, run_key)
     # Below the table, outside the fragment: a click on the run's charts or table leaves them be.
     with trace.span("run rewards"):
-        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"))
+        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"),
+                           unused_records=bool(origin.records) and run.table is not None
+                           and rr.records_applied(run.table) == 0)
     parts.work_ahead()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ...builder import RULE_UNRESOLVED, BuildOutput
-from ...rollout import MASK_REASON_TEXT, RolloutResult
+from ...rollout import MASK_REASON_TEXT, RolloutResult, record_model_note
 from .culprits import ReasonLine, culprits_of
 from ..model import RolloutView
 from ..text import fmt_fraction, fmt_int, json_text
@@ -119,6 +119,13 @@ def banner_of(view: RolloutView, tokenizer: Any = None, key: str = "") -> Banner
         banner.lines = culprits_of(v, tokenizer, key)
         return banner
     return view.derived(f"banner:{key}" if tokenizer is not None else "banner", compute)
+
+
+def record_notes(view: RolloutView) -> list[str]:
+    """What the banner says of the rollout record applied to the view, sentence-cased: a record naming a
+    model none of the rollout's calls was served by (`tokencap inspect` warns the same)."""
+    note = record_model_note(view.snapshot, view.final_response)
+    return [note[:1].upper() + note[1:]] if note else []
 
 
 CONDITION_QUESTIONS = {
