@@ -73,3 +73,44 @@ def test_a_record_of_another_model_applied_to_a_single_rollout_is_noted(monkeypa
     warnings = [w.value.replace("\\", "") for w in at.warning]
     assert any("The rollout record applied to ambiguous-final-answer names model 'Qwen/Qwen3-0.6B'" in w
                for w in warnings), warnings
+
+
+def test_keys_read_as_words_with_the_key_on_hover_and_counts_agree_in_number():
+    """Issue 37, item 14: no snake_case key as a label (the cause and link charts, the tree's break mark, the
+    Verdicts tab's notes), the key kept in the tooltip; "1 token", never "1 tokens"; no "claimed parent None"."""
+    import numpy as np
+
+    from tokencap.diagnosis import CAUSES
+    from tokencap.run.rows import LINK_NOTES
+    from tokencap.views import RolloutView
+    from tokencap.views.rollout import culprits as cv
+    from tokencap.views.rollout import diff as df
+    from tokencap.views.rollout import tree as tv
+    from tokencap.views.run import charts as rc
+    from tokencap.views.run import data as rd
+    from tokencap.views.text import count
+
+    table = scan_table(SAMPLES / "run", workers=1)
+    frame = rd.run_frame(table)
+    keep = np.ones(len(frame), dtype=bool)
+    for bars, keys in ((rd.cause_bars(frame, keep), CAUSES), (rd.link_bars(frame, keep), LINK_NOTES)):
+        assert not [lab for lab in bars.labels if "_" in lab], bars.labels
+        assert all(f"(key: {k})" in h for k, h in zip(keys, bars.hover))
+    assert "new context" in rd.cause_bars(frame, keep).labels
+    view = RolloutView(load_snapshots(SAMPLES / "run" / "task0265-rollout1-attempt0.tokens.jsonl")[0])
+    notes = [n.note for n in tv.tree_of(view).nodes if "↯" in n.note]
+    assert notes and not [n for n in notes if "link intact" in n or "_" in n.split("↯")[-1]], notes
+    assert any(n.endswith("↯ unrecorded link (tokens match)") for n in notes)
+    from tokencap.diagnosis import HINTS
+
+    hovers = [n.hover for n in tv.tree_of(view).nodes if "↯" in n.note]
+    assert sum(HINTS["link_intact"] in h and "cause unrecorded link (tokens match) (key: link_intact)" in h
+               for h in hovers) == 7 and not [h for h in hovers if "…" in h], hovers[:1]
+    assert count(1, "token") == "1 token" and count(2, "rollout") == "2 rollouts" and count(1, "call") == "1 call"
+    one = RolloutView(load_snapshots(SAMPLES / "length_stop.json")[0])
+    assert df.SequenceDiff(1, 1, 1, [], (0, 1), np.zeros(1), np.zeros(1), None, None).summary() == \
+        "The delivered sequences are identical (1 token)."
+    assert df.compare(one, one).sequence.summary().endswith("tokens).")
+    assert cv._claimed(None) == "claimed parent (none recorded)"
+    spec = rc.bar_spec(rd.cause_bars(frame[:1], keep[:1]))
+    assert "1 rollouts" not in str(spec)

@@ -28,7 +28,9 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     assert "re-rendered tool call" in label
     # The break's detail: its words, its hint and the proof against its predecessor.
     pick_call(at, "call:call-0002")
-    assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
+    # The cause in words; its key on hover (issue 37, item 14: no snake_case label).
+    assert any(m.value == "**Why the lineage breaks here** · tokens replaced" and "tokens_replaced" in m.proto.help
+               for m in at.markdown)
     assert proof_charts(at) == ["call-0002", "call-0002"]  # the break's proof, then the claimed link's
     assert not [c for c in at.caption if "(decoded)" in c.value]  # no tokenizer: no decoded sides
 
@@ -39,10 +41,10 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
     tok = tokenizer_file(tmp_path / "tokenizer.json")
     at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
     label = culprit_labels(at)[0].replace("\\", "")
-    assert label.startswith("**Re-tokenized** — the history was likely decoded and encoded again: ")
+    assert label.startswith("**Retokenized** — the history was likely decoded and encoded again: ")
     assert "as 1 token of the same text" in label
     pick_call(at, "call:call-0002")
-    assert any("cause `retokenized`" in m.value for m in at.markdown)
+    assert any(m.value == "**Why the lineage breaks here** · retokenized" for m in at.markdown)
     decoded = [c.value for c in at.text]
     assert "x y" in decoded  # both sides decode to the same text
     assert decoded.count("x y") >= 2
@@ -55,7 +57,8 @@ def test_an_unresolved_boundary_gets_a_proof_against_its_nearest_predecessor(mon
     predecessor_len = len(entries["call-0002"]["prompt_token_ids"]) + len(entries["call-0002"]["generation_token_ids"])
     assert f"call-0003's prompt continues all {predecessor_len} tokens of call-0002 exactly" in label
     pick_call(at, "call:call-0003")
-    assert any("cause `link_intact`" in m.value for m in at.markdown)
+    assert any(m.value.endswith("· unrecorded link \\(tokens match\\)") and "link_intact" in m.proto.help
+               for m in at.markdown)
     assert proof_charts(at) == ["call-0003"]
 
 

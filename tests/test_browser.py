@@ -321,8 +321,12 @@ def _label(dimension: str, key: str) -> str:
     """What a Run-page chart writes for the category ``key``."""
     from tokencap.views.run import data as rd
 
+    from tokencap.views.words import label
+
     labels = {"refusal": rd.REFUSAL_LABELS, "change": rd.CHANGE_LABELS, "delivery": rd.DELIVERY_LABELS,
               "delivered": rd.DELIVERED_LABELS}
+    if dimension in ("causes", "link"):  # readable labels of keys (issue 37, item 14)
+        return label(key)
     return labels.get(dimension, {}).get(key, key)
 
 

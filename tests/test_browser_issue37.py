@@ -63,7 +63,7 @@ def test_the_banner_says_each_break_once_cause_first_and_whole(tmp_path):
         expect(page.get_by_role("heading", name="task0265-rollout1-attempt0")).to_be_visible()
         findings = banner.locator("[class*='st-key-finding_']")
         expect(findings).to_have_count(2)
-        expect(findings.nth(1)).to_contain_text(re.compile(r"^Link unrecorded \(tokens match\) — the tokens prove"))
+        expect(findings.nth(1)).to_contain_text(re.compile(r"^Unrecorded link \(tokens match\) — the tokens prove"))
         expect(banner.get_by_role("button", name=re.compile(r"call-000\d"))).to_have_count(8)
         expect(banner.get_by_text(re.compile(r"\+\d+ more"))).to_have_count(0)
         assert page.evaluate(CUT_TEXT) == []

@@ -457,7 +457,8 @@ def test_notes_frames(sink):
     meaning = dict(zip(frame["note"], frame["meaning"]))
     assert "share of all generated tokens" in meaning["delivered fraction"]  # terms explained where they appear
     failures = vv.failures_frame(sink.build)
-    masks = dict(zip(failures["note"], failures["masks"]))
+    masks = dict(zip(failures["key"], failures["masks"]))
+    assert set(failures["note"]) >= {"parent absent, re-attached", "claimed parent does not match"}
     assert masks["parent_call_id_missing_recovered"] == "no" and masks["parent_digest_mismatch"] == "yes"
     assert list(vv.retry_groups_frame(sink.build)["rule"]) == ["extended"]
     assert set(vv.exclusions_frame(sink.build)["call"]) == {"x01"}

@@ -157,7 +157,7 @@ def test_the_banner_says_each_break_once_cause_first_with_the_reasons_it_explain
     intact = next(f for f in found if f.key == "link_intact")
     assert intact.reasons == ["unresolved_parent_calls", "multiple_roots", "multiple_chains"]
     assert [c.call_id for c in intact.calls] == [f"call-000{i}" for i in range(2, 9)]
-    assert intact.sentence().startswith("Link unrecorded (tokens match) — the tokens prove the link")
+    assert intact.sentence().startswith("Unrecorded link (tokens match) — the tokens prove the link")
     assert "and 4 more calls alike" in intact.sentence()
     hover = intact.calls[0].hover()
     assert hover.startswith("call-0002's prompt continues all 171 tokens of call-0001 exactly; ")

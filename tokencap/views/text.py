@@ -47,6 +47,11 @@ def shorten(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` things, the word in the plural unless there is one: "1 token", "2 tokens", "1,024 rollouts"."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
 def fmt_int(n: int | float | None) -> str:
     if n is None:
         return "–"
@@ -79,7 +84,7 @@ def fmt_time(created_at: float, origin: float | None = None) -> str:
     """A capture time (Unix seconds) as a readable UTC time, with its offset from the rollout's first call
     when known; a value that is no time (not finite, out of range) is shown as the number it is."""
     try:
-        moment = datetime.datetime.fromtimestamp(float(created_at), tz=datetime.timezone.utc)
+        moment = datetime.datetime.fromtimestamp(float(created_at), tz=datetime.UTC)
         when = moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
     except (OverflowError, OSError, ValueError, TypeError):
         when = str(created_at)

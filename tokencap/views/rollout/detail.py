@@ -446,9 +446,10 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
             shown = ", ".join(chains[:8]) + (f" and {len(chains) - 8} more" if len(chains) > 8 else "")
             facts.append(f"On {len(chains)} chain{'s' if len(chains) != 1 else ''}: {shown}")
         if ident in build.notes.unresolved_parent_calls:
-            facts.append("Listed in unresolved_parent_calls (masks the sample).")
+            facts.append("Its parent link is unproven, which masks the sample (listed in unresolved_parent_calls).")
         if ident in build.notes.unresolved_retries:
-            facts.append("Listed in unresolved_retries (masks the sample).")
+            facts.append("Its retries differ and none was kept provably, which masks the sample (listed in "
+                         "unresolved_retries).")
     else:
         headline = "Record (rollout not built)"
     detail = CallDetail(key, kind, ident, headline, facts=facts, fields=entry_fields(entry, view))

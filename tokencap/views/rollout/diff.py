@@ -19,7 +19,7 @@ import pandas as pd
 
 from .linkproof import agreement_runs, leading_agreement
 from ..model import RolloutView
-from ..text import fmt_int, json_text
+from ..text import count, fmt_int, json_text
 from .verdicts import banner_of, verdict_changes
 
 WINDOW_BEFORE = 6
@@ -46,10 +46,10 @@ class SequenceDiff:
 
     def summary(self, a: str = "A", b: str = "B") -> str:
         if self.identical:
-            return f"The delivered sequences are identical ({self.len_a:,} tokens)."
+            return f"The delivered sequences are identical ({count(self.len_a, 'token')})."
         if self.agree == min(self.len_a, self.len_b):
             longer, shorter = (a, b) if self.len_a > self.len_b else (b, a)
-            return (f"{shorter}'s delivered sequence ({min(self.len_a, self.len_b):,} tokens) is the start of "
+            return (f"{shorter}'s delivered sequence ({count(min(self.len_a, self.len_b), 'token')}) is the start of "
                     f"{longer}'s ({max(self.len_a, self.len_b):,}): they part at position {self.agree:,}, where "
                     f"{shorter}'s ends.")
         where = ""

@@ -25,6 +25,7 @@ import numpy as np
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from ..model import RolloutView
+from ..text import count
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10
@@ -70,10 +71,10 @@ class LinkProof:
         n = self.parent_len
         if self.holds:
             return (f"All {n:,} tokens of {self.parent}'s cumulative sequence open {self.child}'s prompt "
-                    f"({self.prompt_len:,} tokens; the next {self.prompt_len - n:,} are its interstitial).")
+                    f"({count(self.prompt_len, 'token')}; the next {self.prompt_len - n:,} are its interstitial).")
         if self.agree >= self.prompt_len:
-            return (f"{self.child}'s prompt ({self.prompt_len:,} tokens) ends before {self.parent}'s cumulative "
-                    f"sequence ({n:,} tokens): they agree on all {self.agree:,} positions it has, but the parent's "
+            return (f"{self.child}'s prompt ({count(self.prompt_len, 'token')}) ends before {self.parent}'s "
+                    f"cumulative sequence ({count(n, 'token')}): they agree on all {self.agree:,} positions it has, but the parent's "
                     "sequence cannot open a shorter prompt.")
         overlap = min(n, self.prompt_len)
         again = (f" Of the {overlap - self.agree - 1:,} positions after it that both have, {self.same_after:,} agree "
@@ -211,9 +212,9 @@ class BreakProof:
         """Where the two agree and how they part, in one or two sentences."""
         n = len({(s.cause, s.start) for s in self.spans if s.side == "parent"} |
                 {(s.cause, s.start) for s in self.spans if s.side == "prompt"})
-        head = (f"{self.child}'s prompt ({self.prompt_len:,} tokens) against {self.parent}'s cumulative sequence "
-                f"({self.parent_len:,} tokens, the predecessor: {RELATION_WORDS.get(self.relation, self.relation)}): "
-                f"they share a prefix of {self.agree:,} tokens")
+        head = (f"{self.child}'s prompt ({count(self.prompt_len, 'token')}) against {self.parent}'s cumulative "
+                f"sequence ({count(self.parent_len, 'token')}, the predecessor: {RELATION_WORDS.get(self.relation, self.relation)}): "
+                f"they share a prefix of {count(self.agree, 'token')}")
         if not self.spans:
             return head + ", the whole predecessor: the prompt continues it exactly."
         more = f" and {self.more:,} more" if self.more else ""

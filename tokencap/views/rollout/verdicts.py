@@ -21,7 +21,7 @@ from ...rollout import MASK_REASON_TEXT, RolloutResult, record_model_note
 from .culprits import ReasonLine, culprits_of
 from ..model import RolloutView
 from ..text import fmt_fraction, fmt_int, json_text
-from ..words import NOTE_TEXT, RULE_TEXT, TERMS
+from ..words import NOTE_TEXT, RULE_TEXT, TERMS, label
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
@@ -286,12 +286,14 @@ def notes_frame(build: BuildOutput) -> pd.DataFrame:
 
 
 def failures_frame(build: BuildOutput) -> pd.DataFrame:
-    """Parent-link notes with their counts and meaning (a recovered link does not mask)."""
+    """Parent-link notes with their counts and meaning (a recovered link does not mask): a readable label,
+    and the note's key last, for those who script against `tokencap build`'s output."""
     rows = []
     for reason, count in build.notes.parent_link_failures.items():
-        rows.append({"note": reason, "calls": count, "masks": "no" if reason == "parent_call_id_missing_recovered" else "yes",
-                     "meaning": NOTE_TEXT.get(reason, "")})
-    return pd.DataFrame(rows, columns=["note", "calls", "masks", "meaning"])
+        rows.append({"note": label(reason), "calls": count,
+                     "masks": "no" if reason == "parent_call_id_missing_recovered" else "yes",
+                     "meaning": NOTE_TEXT.get(reason, ""), "key": reason})
+    return pd.DataFrame(rows, columns=["note", "calls", "masks", "meaning", "key"])
 
 
 def retry_groups_frame(build: BuildOutput) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import style
 from .. import vega
+from ..text import count as count_of
 from .data import Bars
 
 BAR = {
@@ -99,7 +100,7 @@ def _about(bars: Bars, runs: list[tuple[str, Bars]], i: int) -> list[str]:
     lines = []
     for name, b in runs:
         who = f"{name}: " if len(runs) > 1 else ""
-        lines.append(f"{who}{b.counts[i]:,} of {b.total:,} rollouts ({_pct(b.counts[i], b.total)})"
+        lines.append(f"{who}{b.counts[i]:,} of {count_of(b.total, 'rollout')} ({_pct(b.counts[i], b.total)})"
                      + (f" · {b.extra[i]:,} occurrences" if b.extra else ""))
     if bars.hover:
         lines.append(bars.hover[i])
@@ -197,7 +198,7 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
                      "description": {"field": "aria"}},  # what a screen reader says of the row (and a test finds)
     })
     totals = " · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs)) if paired \
-        else f"{bars.total:,} rollouts"
+        else count_of(bars.total, "rollout")
     height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
     plot = height - (64 if paired else 44) - (0 if horizontal else 30 if len(labels) <= 8 else 70)
     return vega.chart(layers, heading=vega.title(bars.title, totals), height=max(plot, 80))
