@@ -114,3 +114,20 @@ def test_keys_read_as_words_with_the_key_on_hover_and_counts_agree_in_number():
     assert cv._claimed(None) == "claimed parent (none recorded)"
     spec = rc.bar_spec(rd.cause_bars(frame[:1], keep[:1]))
     assert "1 rollouts" not in str(spec)
+
+
+def test_the_tokenizer_label_names_a_file_only_when_one_is_loaded(monkeypatch, tmp_path):
+    """Issue 37, item 13: the sidebar's tokenizer reads "tokenizer.json" only when one is in use."""
+    from tokencap.views import sources as src
+
+    assert src.tokenizer_words(None, None).startswith("None loaded: token ids are shown as numbers")
+    assert src.tokenizer_words("tok.json", None) == "In use: tok.json (uploaded)."
+    at = open_app(monkeypatch, str(SAMPLES / "length_stop.json"))  # sample data: the bundled tokenizer
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "In use: sample_data/tokenizer.json, bundled with the sample data" in said
+    other = tmp_path / "x.json"
+    other.write_bytes((SAMPLES / "length_stop.json").read_bytes())
+    at = open_app(monkeypatch, str(other))
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "None loaded: token ids are shown as numbers" in said and "In use" not in said
+    assert not [u for u in at.get("file_uploader") if "tokenizer.json" in u.proto.label]

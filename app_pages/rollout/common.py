@@ -8,6 +8,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -17,6 +18,7 @@ from tokencap.views import sources as src
 from tokencap.views.text import md_escape, md_frame
 
 STATE = st.session_state
+APP_DIR = str(Path(__file__).resolve().parents[2])
 T = TypeVar("T")
 FIGURES_KEPT = 12
 """How many built figures a session keeps (`figure_of`): those of the views a reader goes back and forth between."""
@@ -41,9 +43,12 @@ def show_table(frame: Any) -> None:
 
 def sidebar_tokenizer() -> None:
     """The optional tokenizer (decodes the loss-mask window and the link-proof cells)."""
-    st.sidebar.file_uploader("Tokenizer (optional): tokenizer.json", type=["json"], key="tokenizer",
-                             help="A Hugging Face `tokenizers` file; token ids are then shown as text in the loss "
-                                  "mask window and the parent-link proof.")
+    st.sidebar.file_uploader("Tokenizer (optional)", type=["json"], key="tokenizer",
+                             help="A Hugging Face `tokenizers` file (tokenizer.json); token ids are then shown as "
+                                  "text in the loss mask window and the parent-link proof.")
+    upload = STATE.get("tokenizer")
+    st.sidebar.caption(md_escape(src.tokenizer_words(upload.name if upload is not None else None,
+                                                     STATE.get("default_tokenizer"), APP_DIR)))
 
 
 def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
