@@ -131,3 +131,28 @@ def test_the_tokenizer_label_names_a_file_only_when_one_is_loaded(monkeypatch, t
     said = " ".join(c.value for c in at.caption).replace("\\", "")
     assert "None loaded: token ids are shown as numbers" in said and "In use" not in said
     assert not [u for u in at.get("file_uploader") if "tokenizer.json" in u.proto.label]
+
+
+def test_the_sidebar_s_rollout_link_from_the_run_page_opens_the_run_s_first_row(monkeypatch):
+    """Issue 37, item 13: from the Run page, the sidebar's Rollout link opens a rollout of the run shown (its
+    table's first row, with its place in the run), not an unrelated bundled sample; closing it shows them."""
+    at = run_app(monkeypatch)
+    first = at.session_state["run_first_row"]
+    origin, frame, row, _ = first
+    expected = str(frame["rollout_id"].iloc[row])
+    at.switch_page("app_pages/rollout/rollout.py")
+    at.run()
+    assert not at.exception, at.exception
+    heading = next(m.value for m in at.markdown if m.value.startswith("### "))
+    assert heading.replace("\\", "") == f"### {expected}"
+    assert any("Rollout **1 of" in m.value for m in at.markdown)
+
+
+def test_a_failed_upload_leaves_no_earlier_sample_in_the_url(monkeypatch):
+    """Issue 37, item 13: a file that fails to load is shown with a URL naming nothing else."""
+    at = open_app(monkeypatch, query={"src": "sample:reasoning_stripped_by_template.json"})
+    assert at.query_params.get("src") == "sample:reasoning_stripped_by_template.json"
+    at.file_uploader(key="uploader").set_value([("bad.json", b"garbage", "application/json")])
+    at.run()
+    assert any("Could not load bad.json" in e.value.replace("\\", "") for e in at.error)
+    assert "src" not in at.query_params and "rollout" not in at.query_params

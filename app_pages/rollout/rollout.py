@@ -57,8 +57,9 @@ from app_pages.rollout.prefetch import prefetch_compare
 from app_pages.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
                                        sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
 from app_pages.rollout.triage import show_triage
-from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
-                                   show_missing_rollout, take_url_state, write_url_state)
+from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, open_run_default,
+                                   pin_comparison, show_missing_rollout, take_url_state, write_source_url,
+                                   write_url_state)
 from tokencap.views import sources as src
 from tokencap.views import style, trace
 from tokencap.views.model import RolloutView
@@ -83,6 +84,7 @@ def main() -> None:
     progress = st.empty()
     page = st.empty()
     take_url_state()
+    open_run_default()  # from the Run page by the sidebar: the run's first row, not an unrelated sample
     sources, source_label, path_error = sidebar_sources()
     taken = {x.cache_key for x in sources}
     sources += [s for s in versus_sources(run_request(), taken) if s.cache_key not in taken]
@@ -117,6 +119,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     builds.finals = av.with_notes(builds.finals, (r.rollout_id for r in refs))
     sidebar_final_responses(builds.finals)
     if not refs:
+        write_source_url()  # nothing shown: the URL must not name the sample or rollout shown before
         st.markdown("### tokencap rollout inspector")
         st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
         return

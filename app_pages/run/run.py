@@ -62,7 +62,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.run import parts as parts
-from app_pages.run.opening import open_clicked_row, open_row, row_clicked, run_params, switch_to_rollout
+from app_pages.run.opening import (first_row_request, open_clicked_row, open_row, row_clicked, run_params,
+                                   switch_to_rollout)
 from app_pages.run.loading import LoadedRun, progress_in
 from app_pages.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style, trace, vega
@@ -306,6 +307,9 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
                run_key: str) -> None:
     keep = rd.passing(frame, masks)
     rows = rd.sorted_rows(frame, keep, flt)
+    # The sidebar's Rollout link opens this table's first row (`opening.first_row_request`), not a sample.
+    STATE["run_first_row"] = (origin, frame, int(rows[0]), flt) if len(rows) else None
+    STATE["run_default_open"] = first_row_request
     table_heading(flt, len(rows), len(frame))
     back = _back_position(frame, rows)  # the row just inspected, when coming back from it
     drawn = (STATE.get("run_table_last") or (None,) * 3)[2]
@@ -440,6 +444,7 @@ def main() -> None:
     flt = current_filter()
     _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error
     if run.error or run.frame is None:
+        STATE["run_first_row"] = None  # no run: the Rollout page has no row of it to open
         st.markdown("## Run")
         title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
         st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
