@@ -95,3 +95,49 @@ def test_a_file_that_is_no_capture_is_an_error_on_the_run_page_not_a_run(tmp_pat
             expect(page.get_by_text("not loaded")).to_have_count(0)
             expect(page.get_by_text(re.compile(r"masked 100%"))).to_have_count(0)
             expect(page.locator(".st-key-run_table_box")).to_have_count(0)
+
+
+def test_back_steps_through_the_rollouts_visited_and_the_url_follows_what_is_shown(tmp_path):
+    """Item 13: browser Back after J (next) shows the rollout before it, then the one before that, never a
+    URL mixing the run's and a rollout's parameters; the sidebar's Rollout link from the Run page opens a
+    rollout of that run; a file that fails to load leaves no earlier sample in the URL."""
+    from playwright.sync_api import expect
+
+    from test_browser import _sample_table, _settled
+    from tokencap.views.run import data as rd
+    from tokencap.views.run import triage as tr
+
+    frame = rd.run_frame(_sample_table())
+    order = tr.run_order(frame, rd.RunFilter(reasons=("multiple_chains",)))
+    ids = [order.entry(int(r))[1] for r in order.rows]
+    sources = {order.entry(int(r))[1]: str(frame["source"].iloc[int(r)]) for r in order.rows}
+    (tmp_path / "bad.json").write_bytes(b"garbage here\n")
+    with streamlit_server(tmp_path) as url, chromium_page() as page:
+        expect.set_options(timeout=120_000)
+        # The sidebar's Rollout link, from the Run page: a rollout of this run, not a bundled sample.
+        page.goto(f"{url}/?run_reason=multiple_chains")
+        expect(page.get_by_text(re.compile(r"^\d+ of [\d,]+ rollouts$")).first).to_be_visible()
+        page.locator("[data-testid=stSidebarNav] a", has_text="Rollout").click()
+        expect(page.get_by_role("heading", name=ids[0], exact=True)).to_be_visible()
+        expect(page.get_by_text(f"1 of {len(ids)}")).to_be_visible()
+
+        page.goto(f"{url}/rollout?src=sample:run&part={sources[ids[3]]}&rollout={ids[3]}&run_reason=multiple_chains")
+        expect(page.get_by_role("heading", name=ids[3], exact=True)).to_be_visible()
+        expect(page.get_by_text(f"4 of {len(ids)}")).to_be_visible()
+        for k in (4, 5):
+            _settled(page)  # a key pressed while the script runs may be dropped
+            page.keyboard.press("j")
+            expect(page.get_by_role("heading", name=ids[k], exact=True)).to_be_visible()
+            page.wait_for_function(f"() => location.search.includes('rollout={ids[k]}')")
+        for k in (4, 3):
+            page.go_back()
+            expect(page.get_by_role("heading", name=ids[k], exact=True)).to_be_visible()
+            page.wait_for_function(f"() => location.search.includes('rollout={ids[k]}')")
+            assert "/rollout" in page.url
+
+        # A failed upload: the URL names no earlier sample or rollout.
+        page.goto(f"{url}/rollout?src=sample:reasoning_stripped_by_template.json")
+        expect(page.get_by_role("heading", name="reasoning-stripped", exact=True)).to_be_visible()
+        page.locator("section[data-testid='stSidebar'] input[type=file]").first.set_input_files(str(tmp_path / "bad.json"))
+        expect(page.get_by_text("Could not load bad.json")).to_be_visible()
+        page.wait_for_function("() => !location.search.includes('src=') && !location.search.includes('rollout=')")

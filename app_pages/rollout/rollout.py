@@ -60,6 +60,7 @@ from app_pages.rollout.triage import show_triage
 from app_pages.rollout.url import (apply_url_state, current_view_state, loaded_keys, open_run_default,
                                    pin_comparison, show_missing_rollout, take_url_state, write_source_url,
                                    write_url_state)
+from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views import style, trace
 from tokencap.views.model import RolloutView
@@ -79,6 +80,7 @@ for _name, _default in (("uploads", {}), ("selected", {}), ("detail_of", {}), ("
 
 def main() -> None:
     st.html(f"<style>{style.PAGE_CSS}</style>")
+    st.html(links.HISTORY_SCRIPT, unsafe_allow_javascript=True)  # Back / Forward step through the rollouts seen
     # The whole main area lives in one placeholder, emptied when a big load starts; the
     # progress box has its own, above it (see load_sources).
     progress = st.empty()
