@@ -33,7 +33,7 @@ from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from ...verdicts import twins_of
 from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
-from ..text import fmt_time, shorten
+from ..text import count, fmt_time, shorten
 from .verdicts import conditions_frame
 from ..words import NOTE_TEXT, RULE_TEXT
 
@@ -133,7 +133,7 @@ def _parent_check_rows(child: TokenEntry, parent: TokenEntry, label: str) -> tup
     rows: list[dict[str, Any]] = []
     long_enough = prompt.size >= expected_len
     rows.append({"check": f"length vs {label}",
-                 "expected": f"prompt ≥ {expected_len:,} tokens", "found": f"{int(prompt.size):,} tokens",
+                 "expected": f"prompt ≥ {count(expected_len, 'token')}", "found": count(int(prompt.size), "token"),
                  "ok": "✓" if long_enough else "✗"})
     if parent.digest is not None:
         expected = parent.digest

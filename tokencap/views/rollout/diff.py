@@ -56,7 +56,7 @@ class SequenceDiff:
         if self.owner_a or self.owner_b:
             where = f" (in {self.owner_a or '—'} on {a}, {self.owner_b or '—'} on {b})"
         i = self.agree - self.window[0]
-        return (f"They agree on the first {self.agree:,} tokens and first differ at position {self.agree:,}{where}: "
+        return (f"They agree on the first {count(self.agree, 'token')} and first differ at position {self.agree:,}{where}: "
                 f"{a} has token {int(self.tokens_a[i])}, {b} has token {int(self.tokens_b[i])}.")
 
 

@@ -79,7 +79,8 @@ class LinkProof:
         overlap = min(n, self.prompt_len)
         again = (f" Of the {overlap - self.agree - 1:,} positions after it that both have, {self.same_after:,} agree "
                  "again; a link needs every one of them." if self.same_after else "")
-        return (f"They agree on the first {self.agree:,} of {n:,} tokens of {self.parent}'s cumulative sequence, "
+        return (f"They agree on the first {self.agree:,} of {count(n, 'token')} of {self.parent}'s cumulative "
+                f"sequence, "
                 f"then differ at position {self.agree:,}: the parent has {_tok(self.parent_tokens, self)}, "
                 f"{self.child}'s prompt has {_tok(self.child_tokens, self)}.{again}")
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
-from ..text import fmt_int
+from ..text import count, fmt_int
 from ..words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)
@@ -281,4 +281,4 @@ KIND_BACKGROUND = {"prompt": "#f3f4f6", "interstitial": "#fef3c7", "generated": 
 def chain_label(chain: Chain) -> str:
     n = len(chain.links)
     return (f"{chain.chain_id} · {n} call{'s' if n != 1 else ''} · {fmt_int(chain.generated_tokens)} generated of "
-            f"{fmt_int(chain.total_tokens)} tokens")
+            f"{count(chain.total_tokens, 'token')}")
