@@ -235,7 +235,8 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             expect(page.get_by_role("button", name="Show the detail of g01", exact=True)).to_be_visible()
 
             # A culprit link in the banner selects its call.
-            _selecting(page, page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click)
+            expect(page.locator(".st-key-verdict_masked")).to_contain_text("s01's prompt replaces c05's history")
+            _selecting(page, page.locator(".st-key-verdict_masked").get_by_role("button", name="s01", exact=True).first.click)
             expect(page.get_by_text("s01 — On a branch (not delivered)")).to_be_visible()
             expect(page.get_by_text("then differ at position")).to_be_visible()  # the link proof, drawn
 
