@@ -79,7 +79,13 @@ def verdict(at: AppTest) -> str:
 
 
 def reason_lines(at: AppTest) -> list[str]:
-    return [m.value for m in at.markdown if re.match(r"\*\*[a-z\\_]+\*\* \(", m.value)]
+    """The banner's findings (Markdown), each followed by its tooltip (its hint and the mask reasons' keys)."""
+    return [f"{m.value}\n{m.proto.help}" for m in at.markdown if "mask reasons `" in m.proto.help]
+
+
+def culprit_links(at: AppTest) -> list[tuple[str, str]]:
+    """The banner's call links: (label, hover)."""
+    return [(b.label, b.proto.help) for b in at.button if b.key.startswith("culprit:")]
 
 
 TILE = re.compile(r"(.+?) (?::red\[)?\*\*([^*]+)\*\*\]?")
@@ -154,7 +160,7 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
     assert list(tiles(at)) == ["calls", "chains", "delivered", "quarantined", "unproven links", "excluded",
                                "empty gen.", "refusals"]
     assert "**Masked" in verdict(at)
-    assert reason_lines(at)[0].startswith("**multiple\\_chains**")
+    assert "`multiple_chains`" in reason_lines(at)[0]
     assert tree_charts(at) == ["call tree"]  # the tree, Vega-Lite
     assert not at.get("plotly_chart")
     assert [t.label for t in at.tabs] == ["Call tree", "Loss mask", "Verdicts", "Export", "Compare"]
@@ -207,7 +213,8 @@ def test_path_argument_opens_a_capture_store(monkeypatch):
     rollout.set_value(rollout_keys(src.source_from_path(UPSTREAM))[1])
     rerun(at)
     assert heading(at) == "### task4\\-rollout1\\-attempt0"
-    assert reason_lines(at)[0].startswith("**capture\\_incomplete**")
+    assert reason_lines(at)[0].startswith("**A call may be missing from the capture**")
+    assert "`capture_incomplete`" in reason_lines(at)[0]
 
 
 def test_path_argument_to_a_missing_file_is_an_error_in_the_page(monkeypatch, tmp_path):
@@ -376,9 +383,14 @@ def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
 
 def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "stale_parent_link.json"), tab="Verdicts")
-    assert reason_lines(at)[0].startswith("**unresolved\\_parent\\_calls**")
+    line = reason_lines(at)[0].replace("\\", "")
+    assert "call-0003's claimed parent call-0002 does not open its prompt" in line or \
+        "call-0003's prompt" in line, line
+    assert "`unresolved_parent_calls`" in line
+    (label, hover), *_ = culprit_links(at)
+    assert label == "call\\-0003"
+    assert "call\\-0003\\'s claimed parent call\\-0002 does not open its prompt" in hover
     links = [b for b in at.button if b.key.startswith("culprit:")]
-    assert links[0].label.startswith("call\\-0003\\'s claimed parent call\\-0002 does not open its prompt — ")
     links[0].click()
     rerun(at)
     assert at.session_state["tab"] == "Call tree"
@@ -388,8 +400,9 @@ def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "capture_store"))
     at.selectbox(key="rollout").set_value(rollout_keys(src.source_from_path(SAMPLES / "capture_store"))[1])
     rerun(at)
-    link = next(b for b in at.button if b.key.startswith("culprit:"))
-    assert link.label == "call\\-0004 was announced but never captured"
+    (label, hover), *_ = culprit_links(at)
+    assert label == "call\\-0004" and hover.startswith("call\\-0004 was announced but never captured")
+    assert "call-0004 was announced but never captured" in reason_lines(at)[0].replace("\\", "")
     assert next(s for s in at.selectbox if s.key.startswith("pick:")).value == "ghost:call-0004"
     pick_call(at, "ghost:call-0004")
     assert any(m.value.startswith("#### call\\-0004 — Announced, never captured") for m in at.markdown)
@@ -397,27 +410,27 @@ def test_culprit_links_name_the_cause_and_select_the_call(monkeypatch):
 
 def test_a_corrupt_record_reads_as_corrupt(monkeypatch):
     at = open_app(monkeypatch, str(SAMPLES / "corrupt_record.json"))
-    link = next(b for b in at.button if b.key.startswith("culprit:"))
-    assert link.label.startswith("call\\-0002 is corrupt\\:")
+    assert "call-0002 is corrupt:" in reason_lines(at)[0].replace("\\", "")
+    assert culprit_links(at)[0][1].startswith("call\\-0002 is corrupt\\:")
     assert tiles(at)["excluded"] == "1" and tiles(at)["unproven links"] == "0"
     assert "unresolved" not in " ".join(tiles(at))
 
 
-def test_more_than_three_culprits_go_behind_a_popover(monkeypatch):
+def test_a_break_s_calls_are_linked_once_and_more_than_eight_go_behind_a_popover(monkeypatch):
     c = Capture("many-fragments")
     c.call("c0", new=10)
-    for i in range(5):
+    for i in range(10):
         c.call(f"f{i}", prompt=c._tokens(9), claimed=f"lost-{i}")
     at = open_app(monkeypatch)
     upload(at, ("many.json", c.json_bytes()))
-    line = reason_lines(at)[0]
-    assert line.startswith("**unresolved\\_parent\\_calls**")
+    lines = reason_lines(at)
+    # one finding for the ten calls' break, explaining the three reasons it masks the rollout as
+    assert len(lines) == 1 and all(f"`{r}`" in lines[0]
+                                   for r in ("unresolved_parent_calls", "multiple_roots", "multiple_chains"))
     culprit_keys = [b.key for b in at.button if b.key.startswith("culprit:")]
-    # five culprits under the first reason: three inline, two in the "+2 more" popover
-    assert sum(1 for k in culprit_keys if k.endswith((":0:0", ":0:1", ":0:2", ":0:3", ":0:4"))) == 5
-    # every reason (unproven links, roots, chains) has five culprits: each puts two behind "+2 more"
+    assert len(culprit_keys) == 10 == len(set(culprit_keys))
     assert [p.proto.popover.label for p in at.get("popover") if p.proto.popover.label.startswith("+")] == \
-        ["+2 more"] * 3
+        ["+2 more"]
 
 
 def test_selecting_a_call_shows_its_parent_link_check(monkeypatch):

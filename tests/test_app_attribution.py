@@ -38,9 +38,10 @@ def start(monkeypatch, *args: str, scenario: str | None = None, tab: str | None 
 
 
 def banner(at: AppTest) -> str:
-    """The Rollout page's verdict line and its mask-reason lines (Markdown), as one text."""
-    return "\n".join(m.value for m in at.markdown if re.search(r"\*\*(Masked|Trainable) —", m.value)
-                     or re.match(r"\*\*[a-z\\_]+\*\* \(", m.value))
+    """The Rollout page's verdict line and its findings (Markdown, each with its tooltip naming the mask
+    reasons' keys), as one text."""
+    return "\n".join(f"{m.value}\n{m.proto.help}" for m in at.markdown
+                     if re.search(r"\*\*(Masked|Trainable) —", m.value) or "mask reasons `" in m.proto.help)
 
 
 def rerun(at: AppTest, tab: str | None = None) -> AppTest:

@@ -12,7 +12,9 @@ from tokencap.views.rollout import breaks as bv
 
 
 def culprit_labels(at) -> list[str]:
-    return [b.label for b in at.button if b.key.startswith("culprit:")]
+    """Each call link of the banner: what its finding says, then what its hover says of the call."""
+    findings = [m.value for m in at.markdown if "mask reasons `" in m.proto.help]
+    return [f"{' '.join(findings)} || {b.proto.help}" for b in at.button if b.key.startswith("culprit:")]
 
 
 def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypatch, tmp_path):
@@ -20,12 +22,15 @@ def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypa
     path.write_text(json.dumps(broken_rollout("broken")))
     at = open_app(monkeypatch, str(path))
     label = culprit_labels(at)[0].replace("\\", "")
-    assert label.startswith("call-0002's claimed parent call-0001 does not open its prompt — ")
+    assert label.startswith("**Tokens replaced** — likely a re-rendered tool call")
+    assert "call-0002's claimed parent call-0001 does not open its prompt" in label
     assert "call-0002's prompt replaces 2 tokens of call-0001 at position 5 with 1 token of its own" in label
     assert "re-rendered tool call" in label
     # The break's detail: its words, its hint and the proof against its predecessor.
     pick_call(at, "call:call-0002")
-    assert any(m.value.startswith("**Why the lineage breaks here** · cause `tokens_replaced`") for m in at.markdown)
+    # The cause in words; its key on hover (issue 37, item 14: no snake_case label).
+    assert any(m.value == "**Why the lineage breaks here** · tokens replaced" and "tokens_replaced" in m.proto.help
+               for m in at.markdown)
     assert proof_charts(at) == ["call-0002"]  # the break's proof only: the claimed link's told the same twice
     assert not [c for c in at.caption if "(decoded)" in c.value]  # no tokenizer: no decoded sides
 
@@ -36,9 +41,10 @@ def test_with_a_tokenizer_the_cause_is_refined_and_the_divergence_decoded(monkey
     tok = tokenizer_file(tmp_path / "tokenizer.json")
     at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
     label = culprit_labels(at)[0].replace("\\", "")
-    assert "as 1 token of the same text: the history was likely decoded and encoded again" in label
+    assert label.startswith("**Retokenized** — the history was likely decoded and encoded again: ")
+    assert "as 1 token of the same text" in label
     pick_call(at, "call:call-0002")
-    assert any("cause `retokenized`" in m.value for m in at.markdown)
+    assert any(m.value == "**Why the lineage breaks here** · retokenized" for m in at.markdown)
     decoded = [c.value for c in at.text]
     assert "x y" in decoded  # both sides decode to the same text
     assert decoded.count("x y") >= 2
@@ -51,7 +57,8 @@ def test_an_unresolved_boundary_gets_a_proof_against_its_nearest_predecessor(mon
     predecessor_len = len(entries["call-0002"]["prompt_token_ids"]) + len(entries["call-0002"]["generation_token_ids"])
     assert f"call-0003's prompt continues all {predecessor_len} tokens of call-0002 exactly" in label
     pick_call(at, "call:call-0003")
-    assert any("cause `link_intact`" in m.value for m in at.markdown)
+    assert any(m.value.endswith("· unrecorded link \\(tokens match\\)") and "link_intact" in m.proto.help
+               for m in at.markdown)
     assert proof_charts(at) == ["call-0003"]
 
 
@@ -98,9 +105,10 @@ def test_the_sidebar_names_the_tokenizer_and_where_it_came_from(monkeypatch, tmp
     tok = tokenizer_file(snapshot / "tokenizer.json")
     at = open_app(monkeypatch, str(path), "--tokenizer", str(tok))
     captions = [c.value.replace("\\", "") for c in at.sidebar.caption]
-    assert f"Text decoded with Acme/Tiny from the local Hugging Face cache ({snapshot})" in captions
+    assert f"In use: Acme/Tiny from the local Hugging Face cache ({snapshot}); upload another to replace it." \
+        in captions
     plain = open_app(monkeypatch, str(path))
-    assert not [c for c in plain.sidebar.caption if "Text decoded with" in c.value]
+    assert not [c for c in plain.sidebar.caption if "Acme/Tiny" in c.value]
 
 
 def test_without_a_tokenizer_the_rollout_s_model_decodes_from_the_local_cache(monkeypatch, tmp_path):
@@ -117,7 +125,8 @@ def test_without_a_tokenizer_the_rollout_s_model_decodes_from_the_local_cache(mo
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     at = open_app(monkeypatch, str(path))
     pick_call(at, "call:call-0002")
-    assert any("cause `retokenized`" in m.value for m in at.markdown)
+    assert any(m.value == "**Why the lineage breaks here** · retokenized" and "retokenized" in m.proto.help
+               for m in at.markdown)
     assert [c.value for c in at.text].count("x y") >= 2
     wanted = f"Text decoded with Acme/Tiny from the local Hugging Face cache ({snapshot})"
     assert wanted in [c.value.replace("\\", "") for c in at.caption]

@@ -97,9 +97,11 @@ def select_row(at: AppTest, position: int) -> AppTest:
 
 
 def rollout_banner(at: AppTest) -> str:
-    """The Rollout page's verdict line and the lines naming each mask reason, as one text."""
-    lines = [m.value for m in at.markdown if re.search(r"\*\*(Masked|Trainable) —", m.value)
-             or re.match(r"\*\*[a-z\\_]+\*\* \(", m.value)]
+    """The Rollout page's verdict line and its findings, each with its tooltip (which names the mask reasons'
+    keys, escaped as the page's Markdown escapes them), as one text."""
+    lines = [m.value for m in at.markdown if re.search(r"\*\*(Masked|Trainable) —", m.value)]
+    lines += [f"{m.value}\n{m.proto.help.replace('_', chr(92) + '_')}" for m in at.markdown
+              if "mask reasons `" in m.proto.help]
     return "\n".join(lines)
 
 

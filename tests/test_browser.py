@@ -235,7 +235,8 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
             expect(page.get_by_role("button", name="Show the detail of g01", exact=True)).to_be_visible()
 
             # A culprit link in the banner selects its call.
-            _selecting(page, page.get_by_role("button", name="s01's claimed parent c05 does not open its prompt").click)
+            expect(page.locator(".st-key-verdict_masked")).to_contain_text("s01's prompt replaces c05's history")
+            _selecting(page, page.locator(".st-key-verdict_masked").get_by_role("button", name="s01", exact=True).first.click)
             expect(page.get_by_text("s01 — On a branch (not delivered)")).to_be_visible()
             # The break's proof, drawn: the detail's one chart of the two sequences (issue 37).
             expect(page.get_by_text("then part:").first).to_be_visible()
@@ -322,8 +323,12 @@ def _label(dimension: str, key: str) -> str:
     """What a Run-page chart writes for the category ``key``."""
     from tokencap.views.run import data as rd
 
+    from tokencap.views.words import label
+
     labels = {"refusal": rd.REFUSAL_LABELS, "change": rd.CHANGE_LABELS, "delivery": rd.DELIVERY_LABELS,
               "delivered": rd.DELIVERED_LABELS}
+    if dimension in ("causes", "link"):  # readable labels of keys (issue 37, item 14)
+        return label(key)
     return labels.get(dimension, {}).get(key, key)
 
 
@@ -416,7 +421,10 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
             # The Rollout page, on that rollout, with its verdict.
             expect(page.get_by_role("heading", name=target["rollout_id"], exact=True)).to_be_visible()
             expect(page.get_by_text("Masked — the trainer drops this rollout")).to_be_visible()
-            expect(page.get_by_text(reason, exact=True).first).to_be_visible()
+            from tokencap.views.rollout.culprits import REASON_WORDS  # the banner names the reason in words
+
+            expect(page.locator(".st-key-verdict_masked").get_by_text(re.compile(re.escape(REASON_WORDS[reason]),
+                                                                                  re.I)).first).to_be_visible()
             page.screenshot(path=str(tmp_path / "run-opened.png"))
             # Its call tree is Vega-Lite, whose code the Run page's charts loaded: plotly is never fetched.
             expect(page.locator(TREE_NODE).first).to_be_visible()

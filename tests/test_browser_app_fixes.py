@@ -174,10 +174,12 @@ def test_the_rollout_page_names_unanchored_candidates_builds_the_run_with_its_re
         # An ambiguous final answer: its outcome and each candidate, a link to its call; never "the anchor None".
         page.goto(f"{url}/rollout?src=sample:ambiguous_final_answer.json")
         expect(page.get_by_role("heading", name=snapshot.rollout_id, exact=True)).to_be_visible()
-        first = page.get_by_role("button", name=re.compile(f"^ambiguous final answer: candidate {candidates[0]} "))
-        expect(first).to_be_visible()
+        finding = page.locator(".st-key-finding_0 [data-testid=stMarkdownContainer]").first
+        expect(finding).to_contain_text(f"ambiguous final answer: candidate {candidates[0]} ")
+        expect(finding).to_contain_text(f"ambiguous final answer: candidate {candidates[1]} ")
+        expect(page.locator(".st-key-finding_0").get_by_role("button", name=candidates[0])).to_be_visible()
         expect(page.get_by_text("the anchor None")).to_have_count(0)
-        second = page.get_by_role("button", name=re.compile(f"^ambiguous final answer: candidate {candidates[1]} "))
+        second = page.locator(".st-key-finding_0").get_by_role("button", name=candidates[1])
         second.click()
         expect(page.get_by_text(re.compile(f"^{candidates[1]} — "))).to_be_visible()
 
@@ -185,7 +187,7 @@ def test_the_rollout_page_names_unanchored_candidates_builds_the_run_with_its_re
         page.goto(f"{url}/rollout?src=sample:run&rollout=task0153-rollout0-attempt0")
         expect(page.get_by_role("heading", name="task0153-rollout0-attempt0", exact=True)).to_be_visible()
         expect(page.get_by_text("Masked — the trainer drops this rollout")).to_be_visible()
-        expect(page.get_by_text("terminal_call_not_delivered", exact=True).first).to_be_visible()
+        expect(page.locator(".st-key-verdict_masked").get_by_text(re.compile("^The anchor is not delivered"))).to_be_visible()
 
         # A file of several rollouts opens on its first in rollout-id order.
         page.goto(f"{url}/rollout?src=sample:multi_rollout_entries.jsonl")

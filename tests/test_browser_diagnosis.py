@@ -91,13 +91,13 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
             page.mouse.click(x, y)
 
             expect(page.get_by_role("heading", name="r00", exact=True)).to_be_visible()
-            culprit = page.get_by_role("button", name=re.compile(r"call-0002's claimed parent call-0001"))
+            finding = page.locator(".st-key-finding_0 [data-testid=stMarkdownContainer]").first
+            expect(finding).to_contain_text(re.compile(r"^Retokenized — .*the same text"))
+            culprit = page.locator(".st-key-finding_0").get_by_role("button", name="call-0002")
             expect(culprit).to_be_visible()
-            expect(culprit).to_contain_text("the same text")
             culprit.click()
             expect(page.get_by_text("Why the lineage breaks here").first).to_be_visible()
-            expect(page.get_by_text("cause retokenized").or_(page.locator("code", has_text="retokenized")).first) \
-                .to_be_attached()
+            expect(page.get_by_text("Why the lineage breaks here · retokenized").first).to_be_attached()
             decoded = page.locator("[data-testid='stText']", has_text="x y")
             expect(decoded.first).to_be_visible()
             expect(decoded).to_have_count(2)

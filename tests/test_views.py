@@ -457,7 +457,8 @@ def test_notes_frames(sink):
     meaning = dict(zip(frame["note"], frame["meaning"]))
     assert "share of all generated tokens" in meaning["delivered fraction"]  # terms explained where they appear
     failures = vv.failures_frame(sink.build)
-    masks = dict(zip(failures["note"], failures["masks"]))
+    masks = dict(zip(failures["key"], failures["masks"]))
+    assert set(failures["note"]) >= {"parent absent, re-attached", "claimed parent does not match"}
     assert masks["parent_call_id_missing_recovered"] == "no" and masks["parent_digest_mismatch"] == "yes"
     assert list(vv.retry_groups_frame(sink.build)["rule"]) == ["extended"]
     assert set(vv.exclusions_frame(sink.build)["call"]) == {"x01"}
@@ -590,3 +591,28 @@ def test_the_bundled_run_scenario_is_built_with_the_run_s_rollout_records():
     # The picker's "run" entry builds as the Run page scans it (README): with rollout_records/run.jsonl.
     run = next(s for s in src.sample_scenarios(SAMPLES) if s.name == "run")
     assert run.final_responses == SAMPLES / "rollout_records" / "run.jsonl"
+
+
+def test_values_on_the_page_read_as_json_or_words_never_as_python():
+    """Issue 37, item 11: the Verdicts tab's metrics and the Compare tab's changes say ``false``, ``null``
+    and ``{"parent_unresolved": 2}``, as `tokencap build` writes them, never ``False``, ``None`` or
+    ``['call-0003']``; and item 14: a capture time is a readable UTC time, not Unix seconds."""
+    from tokencap.views.rollout import diff as df
+    from tokencap.views.text import fmt_time, json_text
+
+    python_words = ("True", "False", "None", "'")
+    for name in ("ambiguous_final_answer.json", "capture_store", "final_retry_unresolved.json"):
+        view = sample_view(name)
+        for value in vv.metrics_frame(view.result)["value"]:
+            assert not any(w in value for w in python_words), (name, value)
+    metrics = dict(zip(*vv.metrics_frame(sample_view("ambiguous_final_answer.json").result).T.values))
+    assert metrics["capture_incomplete"] == "false"
+    base = sample_view("final_retry_unresolved.json")
+    anchored = sample_view("final_retry_unresolved.json", anchor="call-0004")
+    changes = vv.verdict_changes(base.result, anchored.result) + df.compare(base, anchored).changes
+    assert changes and not any(w in c for c in changes for w in ("False", "None", "{'", ": {}")), changes
+    assert json_text({"parent_unresolved": 2}) == '{"parent_unresolved": 2}' and json_text({}) == "none"
+    assert json_text(None) == "null" and json_text(0.123456, 4) == "0.1235"
+    assert fmt_time(1717000005.631) == "2024-05-29 16:26:45.631 UTC"
+    assert fmt_time(1717000005.631, 1717000000.0) == "2024-05-29 16:26:45.631 UTC (t+5.631 s)"
+    assert fmt_time(float("nan")) == "nan"

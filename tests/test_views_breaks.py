@@ -73,12 +73,17 @@ def test_evidence_causes_say_what_the_harness_recorded_and_what_the_tokens_show(
                      evidence=[{"kind": "compaction_after", "call_id": "call-0007", "tokens_before": 9000,
                                 "tokens_after": 800}])
     words = bv.break_words(compaction)
-    assert words.startswith("the harness recorded a compaction at call-0007 (9,000 → 800 tokens): the harness "
-                            "compacted its context there; in the tokens, call-0007's prompt replaces")
+    assert words.startswith("the harness recorded a compaction at call-0007 (9,000 → 800 tokens): the prompt "
+                            "starts over from a summary of the history; in the tokens, call-0007's prompt replaces")
     sub = brk("subagent", token_cause="new_context", agree=0,
               evidence=[{"kind": "invocation", "call_id": "call-0007", "invocation_id": "inv-2"}])
     assert bv.break_words(sub).startswith("call-0007 opens a sub-agent's conversation (invocation inv-2)")
     assert "summariser request" in bv.break_words(brk("compaction_summary", token_cause="new_context"))
+    for cause in ("compaction", "compaction_summary", "subagent"):  # no phrase said twice (issue 37, item 5)
+        said = bv.break_words(brk(cause, token_cause="new_context", agree=0, evidence=sub.evidence))
+        head, _, tail = said.partition(": ")
+        assert not ({w for w in head.split() if len(w) > 4} & {w for w in tail.split(";")[0].split() if len(w) > 4}
+                    - {"call-0007", "harness"}), said
     assert "chat template" in bv.hint(brk("generation_dropped"))
 
 

@@ -163,3 +163,30 @@ def test_after_a_compaction_delivered_from_the_later_root_the_later_root_is_the_
     assert roots[0].why.startswith("the harness recorded a compaction at call-0004")
     assert not any("call-0001" in c.text for line in cv.culprits_of(view) for c in line.culprits
                    if line.code != "multiple_chains")
+
+
+def test_the_banner_says_each_break_once_cause_first_with_the_reasons_it_explains():
+    """Issue 37, items 4 and 5: a legacy capture's seven links the tokens prove are one finding (not 21
+    lines under three reasons), whose words start with the cause; each call is linked once, its hover
+    saying what happened there and what a click does."""
+    from tokencap.views.rollout import findings as fd
+
+    view = RolloutView(load_snapshots(SAMPLES / "run" / "task0265-rollout1-attempt0.tokens.jsonl")[0])
+    found = fd.findings_of(view)
+    intact = next(f for f in found if f.key == "link_intact")
+    assert intact.reasons == ["unresolved_parent_calls", "multiple_roots", "multiple_chains"]
+    assert [c.call_id for c in intact.calls] == [f"call-000{i}" for i in range(2, 9)]
+    assert intact.sentence().startswith("Unrecorded link (tokens match) — the tokens prove the link")
+    assert "and 4 more calls alike" in intact.sentence()
+    hover = intact.calls[0].hover()
+    assert hover.startswith("call-0002's prompt continues all 171 tokens of call-0001 exactly; ")
+    assert "branch-0 is a separate fragment from call-0002" in hover and "select call-0002 in the call tree" in hover
+    assert "`link_intact`" in intact.tooltip() and "`multiple_roots`" in intact.tooltip()
+    assert sum(len(f.calls) for f in found) == len({c.call_id for f in found for c in f.calls})
+    stripped = fd.findings_of(view_of("reasoning_stripped_by_template.json"))
+    assert len(stripped) == 1 and stripped[0].sentence().startswith(
+        "Generated tokens dropped — the chat template likely strips earlier reasoning: call-0002's prompt")
+    # A culprit without a break stays under its reason, in its reason's words.
+    (corrupt,) = fd.findings_of(view_of("corrupt_record.json"))
+    assert corrupt.key == "unresolved_parent_calls" and fd.explains_markdown(corrupt) == ""
+    assert corrupt.sentence().startswith("A parent link is unproven, or a record is corrupt: call-0002 is corrupt")

@@ -180,15 +180,15 @@ def test_the_banner_caption_says_where_the_rollout_is_from_and_what_anchors_it()
     assert "anchored" not in rp.banner_caption(plain, vv.banner_of(plain), "f")
 
 
-def test_the_verdict_lines_mark_culprits_and_show_three_inline():
+def test_the_verdict_lines_mark_culprits_and_show_eight_inline():
     view = sample_view("stale_parent_link.json")
     banner = vv.banner_of(view)
     assert rp.status_markdown(banner).startswith(f"response status **{md_escape(banner.status_line)}**")
     line = banner.lines[0]
     assert rp.reason_markdown(line) == f"**{md_escape(line.code)}** ({md_escape(line.words)})" + (
         ":" if line.culprits else "")
-    culprits = [Culprit("r", f"c{i}") for i in range(5)]
-    assert rp.split_culprits(culprits) == (culprits[:3], culprits[3:])
+    culprits = [Culprit("r", f"c{i}") for i in range(10)]
+    assert rp.split_culprits(culprits) == (culprits[:8], culprits[8:])
     assert rp.split_culprits(culprits[:2]) == (culprits[:2], [])
 
 

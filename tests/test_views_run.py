@@ -529,6 +529,21 @@ def test_uploaded_files_scan_in_memory_with_a_bad_one_as_a_row():
     assert rs.uploads_key(uploads) != rs.uploads_key(uploads[:2])
 
 
+def test_uploads_none_of_which_is_a_capture_are_an_error_naming_each_file_not_a_run():
+    """Issue 37, item 8: an empty file, truncated JSON, an image or a rollout-records file is no run."""
+    records = (SAMPLES / "rollout_records" / "run.jsonl").read_bytes().split(b"\n")[0]
+    uploads = (rs.Upload("empty.json", b""), rs.Upload("cut.json", b'{"entries": ['),
+               rs.Upload("records.jsonl", records))
+    with pytest.raises(rs.NoCaptureUploaded) as caught:
+        rs.table_of_uploads(uploads)
+    said = str(caught.value)
+    assert "\n" not in said and said.index("empty.json") < said.index("cut.json") < said.index("records.jsonl")
+    assert "the input is empty" in said and "not valid JSON" in said
+    assert "upload it under Rollout records in the sidebar" in said and "--final-responses" not in said
+    assert said.endswith("Open a run: its capture files (snapshot JSON, entries JSONL, a zip of a capture store) "
+                         "or its scan table (.parquet).")
+
+
 def test_an_uploaded_parquet_is_read_or_refused_with_its_name(sample_table):
     buffer = io.BytesIO()
     pq.write_table(sample_table, buffer)

@@ -51,7 +51,7 @@ def test_cause_bars_count_rollouts_per_cause_with_each_hint_on_hover(synth):
     keep[::2] = False
     bars = rd.cause_bars(frame, keep)
     assert bars.dimension == "causes" and bars.title == "Why lineage broke"
-    assert bars.keys == CAUSES and bars.hover == tuple(HINTS[c] for c in CAUSES)
+    assert bars.keys == CAUSES and bars.hover == tuple(f"{HINTS[c]} (key: {c})" for c in CAUSES)
     kept = [r for i, r in enumerate(rows) if keep[i]]
     assert bars.counts == tuple(sum(c in r["break_causes"] for r in kept) for c in CAUSES)
     assert bars.total == len(kept)

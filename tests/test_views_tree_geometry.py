@@ -182,7 +182,7 @@ def test_each_break_is_marked_with_its_cause():
     assert labels["x01"] == "x01 · ↯ record fault" and labels["c03"] == "c03"
     rings = marks_of(fig, tv.OVERLAY_STYLES["break"][0])
     assert sorted(model.node(d["key"]).ident for d in rings) == sorted(causes)
-    assert "cause history_replaced" in model.node("call:s01").hover and "should have continued" in \
+    assert "cause history replaced (key: history_replaced)" in model.node("call:s01").hover and "should have continued" in \
         model.node("call:s01").hover
     assert_readable(model)
     # Without breaks (the build alone), the tree is today's: no rings, no causes.
@@ -198,7 +198,7 @@ def test_a_sub_agent_gets_its_own_labelled_lane_and_compactions_are_marked():
     run = model.runs[sub.run]
     assert run.name.startswith("sub-agent inv-2") and run.keys == ["call:sa1", "call:sa2"]
     assert run.lane not in {model.node(k).lane for k in ("call:a", "call:b")}  # a lane of its own
-    assert sub.note.startswith("sub-agent inv-2") and sub.note.endswith("↯ subagent")
+    assert sub.note.startswith("sub-agent inv-2") and sub.note.endswith("↯ sub-agent")
     b, s = model.node("call:b"), model.node("call:s")
     assert "compaction" in b.flags and b.note.endswith("↯ compaction")
     assert "compaction" in s.flags and s.note == "compaction summary"

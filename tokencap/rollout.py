@@ -200,6 +200,9 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
         reasons.add("terminal_call_not_delivered")
     said = [] if terminal_call_id is None or notes.terminal_chain != "missing" else \
         [terminal_not_chained_note(snapshot, build, terminal_call_id)]
+    other_model = record_model_note(snapshot, final_response)
+    if other_model:
+        said.append(other_model)
 
     main = build.main
     terminal = main.links[-1].entry if main is not None and main.links else None
@@ -240,6 +243,19 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
         terminal_attribution=attribution,
         notes=said,
     )
+
+
+def record_model_note(snapshot: TokenCaptureSnapshot, final_response: Mapping[str, Any] | None) -> str | None:
+    """A note when the rollout record applied to ``snapshot`` names a model none of its calls was served
+    by: likely a record of another run (a record without a rollout_id is applied to a source's only
+    rollout, whatever it is), whose final answer then decides the rollout's anchor, or masks it."""
+    model = final_response.get("model") if final_response is not None else None
+    served = sorted({e.model for e in snapshot.entries if e.model})
+    if not isinstance(model, str) or not model or not served or model in served:
+        return None
+    return (f"the rollout record applied to {snapshot.rollout_id} names model {model!r}, but its calls were served "
+            f"by {', '.join(repr(m) for m in served)}: check that the record belongs to this rollout (a record "
+            "without a rollout_id is applied to a source holding a single rollout)")
 
 
 _LISTED_CALLS = 5

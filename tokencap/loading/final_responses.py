@@ -386,7 +386,11 @@ def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
         raise _Bad(f"{prefix}output", "must be a list of output-item objects") from None
     except msgspec.DecodeError as exc:
         raise _Bad(f"{prefix}output", f"the value cannot be read: {exc}") from None
-    return rollout_id, {"object": "response", "output": _items(raws, f"{prefix}output", parser, last_tokens)}
+    response: dict[str, Any] = {"object": "response", "output": _items(raws, f"{prefix}output", parser, last_tokens)}
+    model = _value(body["model"], f"{prefix}model") if "model" in body else None
+    if isinstance(model, str) and model:  # kept to note a record applied to another model's rollout
+        response["model"] = model
+    return rollout_id, response
 
 
 def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser | None,

@@ -379,3 +379,17 @@ def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
     if all(p is not None and Path(p).resolve().is_relative_to(base) for p in source_paths):
         return bundled
     return None
+
+
+def tokenizer_words(uploaded: str | None, default: str | None, app_dir: str | None = None) -> str:
+    """What the sidebar says of the tokenizer in use: the upload, the default (the command line's
+    ``--tokenizer``, or the tokenizer bundled with the sample data), or none -- never a file name when
+    no file is loaded."""
+    if uploaded:
+        return f"In use: {uploaded} (uploaded)."
+    if default:
+        path = Path(default)
+        bundled = app_dir is not None and path.parent.resolve() == (Path(app_dir) / "sample_data").resolve()
+        return (f"In use: sample_data/{path.name}, bundled with the sample data; upload another to replace it."
+                if bundled else f"In use: {tokenizer_label(path, app_dir or '.')}; upload another to replace it.")
+    return "None loaded: token ids are shown as numbers. Upload a Hugging Face tokenizer.json to read them as text."

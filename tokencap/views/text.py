@@ -11,6 +11,8 @@ made one line (`one_line`), never read as HTML.
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 import string
 from typing import Any
@@ -45,6 +47,11 @@ def shorten(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` things, the word in the plural unless there is one: "1 token", "2 tokens", "1,024 rollouts"."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
 def fmt_int(n: int | float | None) -> str:
     if n is None:
         return "–"
@@ -74,10 +81,27 @@ def fmt_bytes(n: int) -> str:
 
 
 def fmt_time(created_at: float, origin: float | None = None) -> str:
-    """A capture time, with its offset from the rollout's first call when known."""
+    """A capture time (Unix seconds) as a readable UTC time, with its offset from the rollout's first call
+    when known; a value that is no time (not finite, out of range) is shown as the number it is."""
+    try:
+        moment = datetime.datetime.fromtimestamp(float(created_at), tz=datetime.UTC)
+        when = moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+    except (OverflowError, OSError, ValueError, TypeError):
+        when = str(created_at)
     if origin is None:
-        return f"{created_at:.3f}"
-    return f"{created_at:.3f} (t+{created_at - origin:.3f} s)"
+        return when
+    return f"{when} (t+{created_at - origin:.3f} s)"
+
+
+def json_text(value: Any, digits: int | None = None) -> str:
+    """A value as JSON shows it (``false``, ``null``, ``{"parent_unresolved": 2}``), as `tokencap build`
+    writes it: never Python's ``False``, ``None`` or ``{'a': 1}``; floats to ``digits`` significant
+    digits when given. An empty object or list reads as "none"."""
+    if digits is not None and isinstance(value, float) and math.isfinite(value):
+        return f"{value:.{digits}g}"
+    if isinstance(value, (dict, list, tuple)) and not value:
+        return "none"
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 
 def safe_file_stem(value: str, fallback: str = "rollout") -> str:

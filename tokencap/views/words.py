@@ -77,3 +77,45 @@ TERMS = {
     "anchor": "the call the harness says it finished on; the delivered chain is cut there",
 }
 """The app's terms, each explained in one sentence where it appears."""
+
+CAUSE_LABELS = {
+    "compaction": "compaction",
+    "compaction_summary": "compaction summary request",
+    "subagent": "sub-agent",
+    "generation_dropped": "generated tokens dropped",
+    "retokenized": "retokenized",
+    "tokens_replaced": "tokens replaced",
+    "tokens_inserted": "tokens inserted",
+    "history_dropped": "history dropped",
+    "history_replaced": "history replaced",
+    "opening_changed": "opening changed",
+    "seam": "turn boundary lost",
+    "new_context": "new context",
+    "branch": "branch",
+    "link_intact": "unrecorded link (tokens match)",
+    "record_fault": "record fault",
+}
+"""A break cause's readable label (SPEC 12.4's keys stay in tooltips, tables' data and exports)."""
+
+LINK_NOTE_LABELS = {
+    PARENT_UNRESOLVED: "parent undecided",
+    PARENT_DIGEST_MISMATCH: "claimed parent does not match",
+    PARENT_MISSING_RECOVERED: "parent absent, re-attached",
+    PARENT_MISSING: "parent absent",
+    MISSING_RESOLUTION: "no parent decision recorded",
+    DUPLICATE_CONFLICT: "conflicting duplicate id",
+    DELTA_UNRECONSTRUCTABLE: "delta prompt not rebuilt",
+    ENTRY_DIGEST_MISMATCH: "record altered (digest)",
+}
+"""A parent-link note's (or exclusion reason's) readable label; the key stays in tooltips and data."""
+
+
+def label(key: str) -> str:
+    """The readable label of a key the app shows (a break cause, a link note): one place maps keys to
+    labels, so a chart, the tree and the tables read alike. An unknown key reads with spaces."""
+    return CAUSE_LABELS.get(key) or LINK_NOTE_LABELS.get(key) or key.replace("_", " ")
+
+
+def with_key(text: str, key: str) -> str:
+    """A tooltip ending with the key it explains, for those who script against the table or the export."""
+    return f"{text} (key: {key})" if text else f"key: {key}"

@@ -17,6 +17,7 @@ from tokencap.app.rollout.url import current_view_state
 from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
+from tokencap.views.rollout import findings as fd
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.text import md_escape
@@ -31,12 +32,26 @@ def _open_culprit(rk: str, key: str) -> None:
     STATE["tab"] = "Call tree"
 
 
-def _culprit_button(rk: str, culprit: Any, widget_key: str) -> None:
-    if culprit.key is None:
-        st.markdown(md_escape(culprit.words), width="content")
-    else:
-        st.button(md_escape(culprit.words), key=widget_key, type="tertiary", on_click=_open_culprit,
-                  args=(rk, culprit.key), help="Select this call in the call tree")
+def _culprit_button(rk: str, link: Any, widget_key: str) -> None:
+    st.button(md_escape(link.call_id), key=widget_key, type="tertiary", icon=":material/account_tree:",
+              on_click=_open_culprit, args=(rk, link.key), help=md_escape(link.hover()))
+
+
+def _show_finding(rk: str, i: int, finding: Any) -> None:
+    """One finding: its whole sentence, cause first (wrapped), the reasons it explains, its calls as links."""
+    with st.container(key=f"finding_{i}", gap="small"):
+        st.markdown(fd.finding_markdown(finding), help=finding.tooltip())
+        explains = fd.explains_markdown(finding)
+        if explains:
+            st.caption(explains)
+        with st.container(horizontal=True, gap="small", vertical_alignment="center", key=f"culprits_{i}"):
+            inline, rest = rp.split_culprits(finding.calls)
+            for j, link in enumerate(inline):
+                _culprit_button(rk, link, f"culprit:{rk}:{i}:{j}")
+            if rest:
+                with st.popover(f"+{len(rest)} more", type="tertiary", key=f"more:{rk}:{i}"):
+                    for j, link in enumerate(rest, start=len(inline)):
+                        _culprit_button(rk, link, f"culprit:{rk}:{i}:{j}")
 
 
 def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
@@ -76,19 +91,12 @@ def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
     else:
         with st.container(key="verdict_masked", border=True):
             st.markdown(f":material/block: **{banner.headline}** · {status}")
-            for i, line in enumerate(banner.lines):
-                with st.container(horizontal=True, gap="small", vertical_alignment="center",
-                                  key=f"culprits_{i}"):
-                    st.markdown(rp.reason_markdown(line), width="content", help=line.explanation or None)
-                    inline, rest = rp.split_culprits(line.culprits)
-                    for j, culprit in enumerate(inline):
-                        _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
-                    if rest:
-                        with st.popover(f"+{len(rest)} more", type="tertiary", key=f"more:{rk}:{i}"):
-                            for j, culprit in enumerate(rest, start=len(inline)):
-                                _culprit_button(rk, culprit, f"culprit:{rk}:{i}:{j}")
+            for i, finding in enumerate(fd.findings_of(view, tokenizer, key)):
+                _show_finding(rk, i, finding)
     if banner.error:
         st.error(f"**Error:** {md_escape(banner.error)}", icon=":material/error:")
+    for note in vv.record_notes(view):  # a rollout record of another model, applied to this rollout
+        st.warning(md_escape(note), icon=":material/warning:")
     show_tiles([(m.label, m.value, m.help, m.alert) for m in banner.metrics], "tiles")
     if snap.source_notes:
         with st.expander(f"Loader notes ({len(snap.source_notes)})", icon=":material/notes:"):

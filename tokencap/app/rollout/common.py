@@ -12,11 +12,13 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
-from tokencap.views.rollout import mask as mv
+from tokencap.bundled import SAMPLE_DATA
 from tokencap.views import sources as src
+from tokencap.views.rollout import mask as mv
 from tokencap.views.text import md_escape, md_frame
 
 STATE = st.session_state
+APP_DIR = str(SAMPLE_DATA.parent)  # the folder holding sample_data/: the checkout, or the installed package
 T = TypeVar("T")
 FIGURES_KEPT = 12
 """How many built figures a session keeps (`figure_of`): those of the views a reader goes back and forth between."""
@@ -41,25 +43,12 @@ def show_table(frame: Any) -> None:
 
 def sidebar_tokenizer() -> None:
     """The optional tokenizer (decodes the loss-mask window and the link-proof cells)."""
-    st.sidebar.file_uploader("Tokenizer (optional): tokenizer.json", type=["json"], key="tokenizer",
-                             help="A Hugging Face `tokenizers` file; token ids are then shown as text in the loss "
-                                  "mask window and the parent-link proof.")
-    label = tokenizer_label_in_use()
-    if label:  # SPEC 12.8: the tokenizer that decodes the text, and where it came from
-        st.sidebar.caption(f"Text decoded with {md_escape(label)}")
-
-
-def tokenizer_label_in_use() -> str | None:
-    """Which tokenizer `tokenizer_in_use` decodes with and where it came from; None without one."""
+    st.sidebar.file_uploader("Tokenizer (optional)", type=["json"], key="tokenizer",
+                             help="A Hugging Face `tokenizers` file (tokenizer.json); token ids are then shown as "
+                                  "text in the loss mask window and the parent-link proof.")
     upload = STATE.get("tokenizer")
-    if upload is not None:
-        return f"the uploaded {getattr(upload, 'name', 'tokenizer.json')}"
-    path = STATE.get("default_tokenizer")
-    if not path:
-        return None
-    from tokencap.app.rollout.sources import APP_DIR
-
-    return src.tokenizer_label(path, APP_DIR)
+    st.sidebar.caption(md_escape(src.tokenizer_words(upload.name if upload is not None else None,
+                                                     STATE.get("default_tokenizer"), APP_DIR)))
 
 
 def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:

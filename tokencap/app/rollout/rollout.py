@@ -57,8 +57,10 @@ from tokencap.app.rollout.prefetch import prefetch_compare
 from tokencap.app.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
                                        sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
 from tokencap.app.rollout.triage import show_triage
-from tokencap.app.rollout.url import (apply_url_state, current_view_state, loaded_keys, pin_comparison,
-                                   show_missing_rollout, take_url_state, write_url_state)
+from tokencap.app.rollout.url import (apply_url_state, current_view_state, loaded_keys, open_run_default,
+                                   pin_comparison, show_missing_rollout, take_url_state, write_source_url,
+                                   write_url_state)
+from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views import style, trace
 from tokencap.views.model import RolloutView
@@ -78,11 +80,13 @@ for _name, _default in (("uploads", {}), ("selected", {}), ("detail_of", {}), ("
 
 def main() -> None:
     st.html(f"<style>{style.PAGE_CSS}</style>")
+    st.html(links.HISTORY_SCRIPT, unsafe_allow_javascript=True)  # Back / Forward step through the rollouts seen
     # The whole main area lives in one placeholder, emptied when a big load starts; the
     # progress box has its own, above it (see load_sources).
     progress = st.empty()
     page = st.empty()
     take_url_state()
+    open_run_default()  # from the Run page by the sidebar: the run's first row, not an unrelated sample
     sources, source_label, path_error = sidebar_sources()
     taken = {x.cache_key for x in sources}
     sources += [s for s in versus_sources(run_request(), taken) if s.cache_key not in taken]
@@ -117,6 +121,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     builds.finals = av.with_notes(builds.finals, (r.rollout_id for r in refs))
     sidebar_final_responses(builds.finals)
     if not refs:
+        write_source_url()  # nothing shown: the URL must not name the sample or rollout shown before
         st.markdown("### tokencap rollout inspector")
         st.info("Open a snapshot `.json`, an entries `.jsonl` or a `.zip` of a capture-store directory in the sidebar.")
         return

@@ -22,7 +22,7 @@ from tokencap.views import vega
 from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_int, md_escape
 from tokencap.views.widgets import selected_rows
-from tokencap.views.words import TERMS
+from tokencap.views.words import TERMS, label, with_key
 
 STATE = st.session_state
 
@@ -248,7 +248,7 @@ def show_break(view: RolloutView, d: Any) -> tuple[Any, bool]:
     if brk is None:
         return None, False
     with st.container(key=f"break_{d.key.replace(':', '_')}"):
-        st.markdown(f"**Why the lineage breaks here** · cause `{brk.cause}`")
+        st.markdown(f"**Why the lineage breaks here** · {md_escape(label(brk.cause))}", help=with_key("", brk.cause))
         st.warning(md_escape(bv.break_words(brk)), icon=":material/link_off:")
         st.caption(md_escape(bv.hint(brk)))
         proof = lp.break_proof(view, brk) if brk.kind != "branch" else None

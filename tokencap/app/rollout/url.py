@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tokencap.app.rollout.common import pick_call
-from tokencap.app.rollout.sources import SAMPLE_DIR, run_request
+from tokencap.app.rollout.sources import SAMPLE_DIR, run_request, source_path
 from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
@@ -58,6 +58,20 @@ def take_url_state() -> links.ViewState | None:
     return state
 
 
+def open_run_default() -> None:
+    """The Rollout page reached by the sidebar's link from the Run page, with nothing asked for yet in this
+    session (no rollout, link, path, upload or sample): open the first row of the run's table, as a click on
+    it would, not a bundled sample unrelated to the run. Once: closing it shows the samples."""
+    if STATE.get("run_default_done") or run_request() is not None or "scenario" in STATE or source_path() \
+            or STATE.get("uploader") or STATE.get("rollout_missing") or STATE.get("link_error"):
+        return
+    make = STATE.get("run_default_open")
+    request = make() if callable(make) else None
+    if request is not None:
+        STATE["run_default_done"] = True
+        STATE["open_rollout"] = request
+
+
 def apply_url_state(refs: list[src.RolloutRef], good: list[src.LoadedSource]) -> None:
     """Select the rollout, anchor, call, tab and mask window a URL asked for (once). A rollout the
     loaded sources do not hold is remembered as missing (`show_missing_rollout`), never replaced."""
@@ -102,6 +116,13 @@ def write_url_state(state: links.ViewState) -> None:
     if links.ours(st.query_params.to_dict()) != params:
         current = {key: st.query_params.get_all(key) for key in st.query_params}
         st.query_params.from_dict(links.with_ours(current, params))
+
+
+def write_source_url() -> None:
+    """The URL of a page that shows no rollout (a file that failed to load, nothing open): its source
+    alone -- none for an upload, which no URL can name -- never the rollout shown before it."""
+    write_url_state(links.ViewState(src=STATE.get("src_param"), part=STATE.get("part_param"),
+                                    records=STATE.get("records_param")))
 
 
 def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:

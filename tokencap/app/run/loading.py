@@ -204,6 +204,10 @@ def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
             return LoadedRun(None, None, error=rs.table_problem(exc))
     else:
         bar, update = _progress_bar("Scanning the uploaded files")
-        table = rs.table_of_uploads(uploads, progress=update)
-        bar.empty()
+        try:
+            table = rs.table_of_uploads(uploads, progress=update)
+        except rs.NoCaptureUploaded as exc:  # no file is a capture: the error, not a run of failed rows
+            return LoadedRun(None, None, error=str(exc))
+        finally:
+            bar.empty()
     return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))

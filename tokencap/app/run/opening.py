@@ -82,6 +82,24 @@ def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunF
     switch_to_rollout(request)
 
 
+def first_row_request() -> dict | None:
+    """The request that opens the first row of the table the Run page drew last (its filter and sort), as a
+    click on it would: the Rollout page opens it when the reader goes there by the sidebar with no rollout
+    open, instead of a bundled sample unrelated to the run (`STATE["run_default_open"]`)."""
+    first = STATE.get("run_first_row")
+    if first is None:
+        return None
+    origin, frame, row, flt = first
+    source = str(frame["source"].iloc[row])
+    located = rs.locate(origin, source)
+    if located is None:
+        return None
+    STATE["open_rollout_seq"] = STATE.get("open_rollout_seq", 0) + 1
+    request = rs.open_request(located, source, str(frame["rollout_id"].iloc[row]), seq=STATE["open_rollout_seq"],
+                              back_params=run_params(flt), records=origin.records)
+    return tr.with_place(request, origin, frame, row)
+
+
 def switch_to_rollout(request: dict) -> None:
     """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
     shared link of the rollout still knows its place in the run's table (previous / next)."""

@@ -22,6 +22,7 @@ from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
+from tokencap.views.run import records as rr
 from tokencap.views.run import reward as rw
 from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
@@ -236,7 +237,7 @@ def comparison(origin: rs.RunOrigin, run: LoadedRun, versus: Versus) -> cv.Compa
 
 
 def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison | None, flt: rd.RunFilter,
-                 on_groups: Callable[[], None]) -> None:
+                 on_groups: Callable[[], None], unused_records: bool = False) -> None:
     """Reward of trainable vs masked rollouts, and the groups masking leaves without a learning signal."""
     runs = [(cmp.name_a, cmp.a), (cmp.name_b, cmp.b)] if cmp is not None else [("this run", frame)]
     st.markdown("#### Rewards and groups · does masking bias what the trainer learns?")
@@ -245,7 +246,9 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     grouped = [(n, f) for n, f in runs if rw.has_groups(f)]
     if not rewarded and not grouped:
         hint = rw.RECORDS_HINT
-        if origin.kind == "parquet":
+        if unused_records:  # given, but none applies: say why, not "pass the records"
+            hint = rr.records_unused_hint(rs.records_name(origin.records, STATE.get("run_records_upload")) or "")
+        elif origin.kind == "parquet":
             hint += (" This run is a scan table: scan it again with its records "
                      "(`tokencap scan RUN -o RESULT.parquet --final-responses records.jsonl`).")
         st.info(hint, icon=":material/emoji_events:")

@@ -63,13 +63,15 @@ import streamlit as st
 
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.app.run import parts as parts
-from tokencap.app.run.opening import open_clicked_row, open_row, row_clicked, run_params, switch_to_rollout
+from tokencap.app.run.opening import (first_row_request, open_clicked_row, open_row, row_clicked, run_params,
+                                   switch_to_rollout)
 from tokencap.app.run.loading import LoadedRun, progress_in
 from tokencap.app.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style, trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
+from tokencap.views.run import records as rr
 from tokencap.views.run import source as rs
 from tokencap.views.run import table as rt
 from tokencap.views.text import md_escape
@@ -200,6 +202,14 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
 # --------------------------------------------------------------------------- page parts
 
 
+def _records_use(origin: rs.RunOrigin, run: LoadedRun) -> str:
+    """How many rollouts the run's records apply to, when not all (issue 37: never "with" unused records)."""
+    if not origin.records or run.table is None:
+        return ""
+    name = rs.records_name(origin.records, STATE.get("run_records_upload")) or origin.records
+    return rr.records_use_words(name, rr.records_applied(run.table), run.table.num_rows)
+
+
 def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
                 versus: parts.Versus | None = None) -> None:
     st.markdown(f"## Run · {md_escape(origin.label)}")
@@ -210,7 +220,8 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
                + ("" if origin.kind == "parquet" else
-                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))))
+                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))
+                                  + _records_use(origin, run)))
                + ".")
     if cmp is not None:
         st.markdown(f"**Compared with {md_escape(cmp.name_b)}** · {md_escape(cmp.join_words)}")
@@ -287,6 +298,9 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
                run_key: str) -> None:
     keep = rd.passing(frame, masks)
     rows = rd.sorted_rows(frame, keep, flt)
+    # The sidebar's Rollout link opens this table's first row (`opening.first_row_request`), not a sample.
+    STATE["run_first_row"] = (origin, frame, int(rows[0]), flt) if len(rows) else None
+    STATE["run_default_open"] = first_row_request
     table_heading(flt, len(rows), len(frame))
     back = _back_position(frame, rows)  # the row just inspected, when coming back from it
     drawn = (STATE.get("run_table_last") or (None,) * 3)[2]
@@ -420,6 +434,7 @@ def main() -> None:
     flt = current_filter()
     _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error
     if run.error or run.frame is None:
+        STATE["run_first_row"] = None  # no run: the Rollout page has no row of it to open
         st.markdown("## Run")
         title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
         st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
@@ -436,7 +451,9 @@ def main() -> None:
     run_body(origin, frame, versus, cmp, run_key)
     # Below the table, outside the fragment: a click on the run's charts or table leaves them be.
     with trace.span("run rewards"):
-        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"))
+        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"),
+                           unused_records=bool(origin.records) and run.table is not None
+                           and rr.records_applied(run.table) == 0)
     parts.work_ahead()
 
 

@@ -25,9 +25,9 @@ from ..model import RolloutView
 from ..sources import default_tokenizer_path  # noqa: F401 -- the Rollout page's parts import it from here
 
 LIKELY = {
-    "compaction": "the harness compacted its context there",
-    "compaction_summary": "it is the harness's own summariser request, not a turn of the conversation",
-    "subagent": "it opens a sub-agent's own conversation",
+    "compaction": "the prompt starts over from a summary of the history",
+    "compaction_summary": "it is not a turn of the conversation, so it continues no earlier call",
+    "subagent": "the sub-agent starts from a prompt of its own, not the caller's history",
     "generation_dropped": "earlier model output was left out of the history",
     "history_reordered": "the model's tokens were likely rendered back in another order (a turn split or moved)",
     "retokenized": "the history was likely decoded and encoded again",
@@ -125,17 +125,31 @@ def _evidence_words(brk: Break) -> str:
     return f"{brk.call_id} opens a sub-agent's conversation" + (f" (invocation {name})" if name else "")
 
 
-def break_words(brk: Break) -> str:
-    """One sentence: the cause, the predecessor and the first divergence, then what it likely means."""
+def likely_words(brk: Break) -> str:
+    """What the break's cause likely means, in a few words (`LIKELY`; reasoning has its own)."""
+    if brk.cause == "generation_dropped" and brk.reasoning:
+        return REASONING_LIKELY
+    return LIKELY.get(brk.cause, "")
+
+
+def break_facts(brk: Break) -> str:
+    """What happened at the break, without what it likely means: the harness's record, then the tokens."""
     if brk.cause == "record_fault":
         return f"{brk.call_id}'s record is faulty ({brk.note or 'record fault'})"
     if brk.cause == "branch":
-        return (f"{brk.call_id} continues {brk.predecessor} as {brk.sibling} does, with another prompt: "
-                f"{LIKELY['branch']}")
-    likely = REASONING_LIKELY if brk.cause == "generation_dropped" and brk.reasoning else LIKELY[brk.cause]
+        return f"{brk.call_id} continues {brk.predecessor} as {brk.sibling} does, with another prompt"
     if brk.cause in ("compaction", "compaction_summary", "subagent"):
-        return f"{_evidence_words(brk)}: {likely}; in the tokens, {token_words(brk)}"
-    return f"{token_words(brk)}: {likely}"
+        return f"{_evidence_words(brk)}; in the tokens, {token_words(brk)}"
+    return token_words(brk)
+
+
+def break_words(brk: Break) -> str:
+    """One sentence: the cause, the predecessor and the first divergence, then what it likely means."""
+    if brk.cause == "record_fault":
+        return break_facts(brk)
+    if brk.cause in ("compaction", "compaction_summary", "subagent"):
+        return f"{_evidence_words(brk)}: {likely_words(brk)}; in the tokens, {token_words(brk)}"
+    return f"{break_facts(brk)}: {likely_words(brk)}"
 
 
 def hint(brk: Break) -> str:
@@ -143,4 +157,4 @@ def hint(brk: Break) -> str:
     return HINTS.get(brk.cause, "")
 
 
-__all__ = ["LIKELY", "REASONING_LIKELY", "break_of", "default_tokenizer_path", "break_words", "breaks_of", "hint", "token_words"]
+__all__ = ["LIKELY", "REASONING_LIKELY", "break_facts", "break_of", "likely_words", "default_tokenizer_path", "break_words", "breaks_of", "hint", "token_words"]

@@ -70,6 +70,11 @@ def _call(view: RolloutView, ident: str | None) -> str | None:
     return None
 
 
+def _claimed(ident: str | None) -> str:
+    """The claimed parent, named (a record may claim none)."""
+    return f"claimed parent {ident}" if ident else "claimed parent (none recorded)"
+
+
 def _absent_parent(view: RolloutView, ident: str) -> str:
     """Why a claimed parent is not among the chained calls, in a few words."""
     build = view.build
@@ -120,10 +125,10 @@ def _unresolved_parent(view: RolloutView) -> list[Culprit]:
         elif decision is None:
             text = f"{cid}: its parent link could not be proven"
         elif decision.note == PARENT_DIGEST_MISMATCH:
-            text = f"{cid}'s claimed parent {claimed} does not open its prompt"
+            text = f"{cid}'s {_claimed(claimed)} does not open its prompt"
         elif decision.note == PARENT_MISSING:
-            tie = f"; {len(decision.candidates)} calls tie for the longest prefix" if decision.candidates else ""
-            text = (f"{cid}'s claimed parent {claimed} {_absent_parent(view, claimed or '')}, and no single call's "
+            tie = f"; {len(decision.candidates)} calls tie for the longest prefix" if decision.candidates else ""  # 2+
+            text = (f"{cid}'s {_claimed(claimed)} {_absent_parent(view, claimed or '')}, and no single call's "
                     f"tokens open its prompt{tie}")
         elif decision.note == PARENT_UNRESOLVED:
             text = f"{cid}'s parent was left unresolved when the request was made"

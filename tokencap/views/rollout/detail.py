@@ -33,7 +33,7 @@ from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from ...verdicts import twins_of
 from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
-from ..text import fmt_time, shorten
+from ..text import count, fmt_time, shorten
 from .verdicts import conditions_frame
 from ..words import NOTE_TEXT, RULE_TEXT
 
@@ -133,7 +133,7 @@ def _parent_check_rows(child: TokenEntry, parent: TokenEntry, label: str) -> tup
     rows: list[dict[str, Any]] = []
     long_enough = prompt.size >= expected_len
     rows.append({"check": f"length vs {label}",
-                 "expected": f"prompt ≥ {expected_len:,} tokens", "found": f"{int(prompt.size):,} tokens",
+                 "expected": f"prompt ≥ {count(expected_len, 'token')}", "found": count(int(prompt.size), "token"),
                  "ok": "✓" if long_enough else "✗"})
     if parent.digest is not None:
         expected = parent.digest
@@ -446,9 +446,10 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
             shown = ", ".join(chains[:8]) + (f" and {len(chains) - 8} more" if len(chains) > 8 else "")
             facts.append(f"On {len(chains)} chain{'s' if len(chains) != 1 else ''}: {shown}")
         if ident in build.notes.unresolved_parent_calls:
-            facts.append("Listed in unresolved_parent_calls (masks the sample).")
+            facts.append("Its parent link is unproven, which masks the sample (listed in unresolved_parent_calls).")
         if ident in build.notes.unresolved_retries:
-            facts.append("Listed in unresolved_retries (masks the sample).")
+            facts.append("Its retries differ and none was kept provably, which masks the sample (listed in "
+                         "unresolved_retries).")
     else:
         headline = "Record (rollout not built)"
     detail = CallDetail(key, kind, ident, headline, facts=facts, fields=entry_fields(entry, view))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .linkproof import agreement_runs, leading_agreement
 from ..model import RolloutView
-from ..text import fmt_int
+from ..text import count, fmt_int, json_text
 from .verdicts import banner_of, verdict_changes
 
 WINDOW_BEFORE = 6
@@ -46,17 +46,18 @@ class SequenceDiff:
 
     def summary(self, a: str = "A", b: str = "B") -> str:
         if self.identical:
-            return f"The delivered sequences are identical ({self.len_a:,} tokens)."
+            return f"The delivered sequences are identical ({count(self.len_a, 'token')})."
         if self.agree == min(self.len_a, self.len_b):
             longer, shorter = (a, b) if self.len_a > self.len_b else (b, a)
-            return (f"{shorter}'s delivered sequence ({min(self.len_a, self.len_b):,} tokens) is the start of "
+            return (f"{shorter}'s delivered sequence ({count(min(self.len_a, self.len_b), 'token')}) is the start of "
                     f"{longer}'s ({max(self.len_a, self.len_b):,}): they part at position {self.agree:,}, where "
                     f"{shorter}'s ends.")
         where = ""
         if self.owner_a or self.owner_b:
             where = f" (in {self.owner_a or '—'} on {a}, {self.owner_b or '—'} on {b})"
         i = self.agree - self.window[0]
-        return (f"They agree on the first {self.agree:,} tokens and first differ at position {self.agree:,}{where}: "
+        return (f"They agree on the first {count(self.agree, 'token')} and first differ at position "
+                f"{self.agree:,}{where}: "
                 f"{a} has token {int(self.tokens_a[i])}, {b} has token {int(self.tokens_b[i])}.")
 
 
@@ -99,11 +100,7 @@ def sequence_diff(a: RolloutView, b: RolloutView) -> SequenceDiff:
 
 
 def _metric(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "null" if value is None else str(value)
+    return json_text(value, digits=4)
 
 
 def compare(a: RolloutView, b: RolloutView, label_a: str = "A", label_b: str = "B") -> Comparison:

@@ -25,6 +25,7 @@ import numpy as np
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from ..model import RolloutView
+from ..text import count
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10
@@ -70,15 +71,17 @@ class LinkProof:
         n = self.parent_len
         if self.holds:
             return (f"All {n:,} tokens of {self.parent}'s cumulative sequence open {self.child}'s prompt "
-                    f"({self.prompt_len:,} tokens; the next {self.prompt_len - n:,} are its interstitial).")
+                    f"({count(self.prompt_len, 'token')}; the next {self.prompt_len - n:,} are its interstitial).")
         if self.agree >= self.prompt_len:
-            return (f"{self.child}'s prompt ({self.prompt_len:,} tokens) ends before {self.parent}'s cumulative "
-                    f"sequence ({n:,} tokens): they agree on all {self.agree:,} positions it has, but the parent's "
+            return (f"{self.child}'s prompt ({count(self.prompt_len, 'token')}) ends before {self.parent}'s "
+                    f"cumulative sequence ({count(n, 'token')}): they agree on all {self.agree:,} positions it has, "
+                    "but the parent's "
                     "sequence cannot open a shorter prompt.")
         overlap = min(n, self.prompt_len)
         again = (f" Of the {overlap - self.agree - 1:,} positions after it that both have, {self.same_after:,} agree "
                  "again; a link needs every one of them." if self.same_after else "")
-        return (f"They agree on the first {self.agree:,} of {n:,} tokens of {self.parent}'s cumulative sequence, "
+        return (f"They agree on the first {self.agree:,} of {count(n, 'token')} of {self.parent}'s cumulative "
+                f"sequence, "
                 f"then differ at position {self.agree:,}: the parent has {_tok(self.parent_tokens, self)}, "
                 f"{self.child}'s prompt has {_tok(self.child_tokens, self)}.{again}")
 
@@ -211,9 +214,10 @@ class BreakProof:
         """Where the two agree and how they part, in one or two sentences."""
         n = len({(s.cause, s.start) for s in self.spans if s.side == "parent"} |
                 {(s.cause, s.start) for s in self.spans if s.side == "prompt"})
-        head = (f"{self.child}'s prompt ({self.prompt_len:,} tokens) against {self.parent}'s cumulative sequence "
-                f"({self.parent_len:,} tokens, the predecessor: {RELATION_WORDS.get(self.relation, self.relation)}): "
-                f"they share a prefix of {self.agree:,} tokens")
+        head = (f"{self.child}'s prompt ({count(self.prompt_len, 'token')}) against {self.parent}'s cumulative "
+                f"sequence ({count(self.parent_len, 'token')}, the predecessor: "
+                f"{RELATION_WORDS.get(self.relation, self.relation)}): "
+                f"they share a prefix of {count(self.agree, 'token')}")
         if not self.spans:
             return head + ", the whole predecessor: the prompt continues it exactly."
         more = f" and {self.more:,} more" if self.more else ""

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
-from ..text import fmt_int
+from ..text import count, fmt_int
 from ..words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)
@@ -303,4 +303,4 @@ DECODED_CAPTION = ("Green rows are generated (trained) spans; grey-blue rows are
 def chain_label(chain: Chain) -> str:
     n = len(chain.links)
     return (f"{chain.chain_id} · {n} call{'s' if n != 1 else ''} · {fmt_int(chain.generated_tokens)} generated of "
-            f"{fmt_int(chain.total_tokens)} tokens")
+            f"{count(chain.total_tokens, 'token')}")

@@ -418,7 +418,7 @@ def page_view_state(view: RolloutView, rollout_id: str, *, selected: str | None,
 # --------------------------------------------------------------------------- the header and the triage bar
 
 
-CULPRITS_INLINE = 3
+CULPRITS_INLINE = 8
 """Culprits shown per mask reason before "+N more"."""
 
 

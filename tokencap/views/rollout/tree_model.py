@@ -27,7 +27,8 @@ from ...builder import (
 )
 from ...records import ParentResolutionStatus
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
-from ..text import fmt_int, one_line
+from ..text import fmt_int, fmt_time, one_line
+from ..words import label
 from .tree_layout import Run, TreeNode, lay_out
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 
@@ -339,12 +340,12 @@ def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str,
             continue
         cause = str(b.get("cause") or "")
         node.flags.add("break")
-        node.note = " · ".join(x for x in (node.note, f"↯ {cause.replace('_', ' ')}") if x)
-        lines = [f"break: {one_line(b.get('kind'))}, cause {one_line(cause)}"]
+        node.note = " · ".join(x for x in (node.note, f"↯ {label(cause)}") if x)
+        lines = [f"break: {one_line(b.get('kind'))}, cause {label(cause)} (key: {one_line(cause)})"]
         if b.get("predecessor"):
             lines.append(f"should have continued {one_line(b['predecessor'], 60)} ({one_line(b.get('relation'))})")
         if b.get("hint"):
-            lines.append(one_line(b["hint"], 160))
+            lines.append(one_line(b["hint"]))  # our own sentence, whole (a cut hint hides what fixes it)
         for ev in b.get("evidence") or ():
             if not isinstance(ev, dict):
                 continue
@@ -442,7 +443,7 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
 
 
 def _time(t: float, origin: float | None) -> str:
-    return f"{t:.3f}" + (f" (t+{t - origin:.3f} s)" if origin is not None else "")
+    return fmt_time(t, origin)
 
 
 def short_labels(idents: Sequence[str], limit: int = 10) -> list[str]:

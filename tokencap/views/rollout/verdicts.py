@@ -17,11 +17,11 @@ from typing import Any
 import pandas as pd
 
 from ...builder import RULE_UNRESOLVED, BuildOutput
-from ...rollout import MASK_REASON_TEXT, RolloutResult
+from ...rollout import MASK_REASON_TEXT, RolloutResult, record_model_note
 from .culprits import ReasonLine, culprits_of
 from ..model import RolloutView
-from ..text import fmt_fraction, fmt_int
-from ..words import NOTE_TEXT, RULE_TEXT, TERMS
+from ..text import fmt_fraction, fmt_int, json_text
+from ..words import NOTE_TEXT, RULE_TEXT, TERMS, label
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
@@ -121,6 +121,13 @@ def banner_of(view: RolloutView, tokenizer: Any = None, key: str = "") -> Banner
     return view.derived(f"banner:{key}" if tokenizer is not None else "banner", compute)
 
 
+def record_notes(view: RolloutView) -> list[str]:
+    """What the banner says of the rollout record applied to the view, sentence-cased: a record naming a
+    model none of the rollout's calls was served by (`tokencap inspect` warns the same)."""
+    note = record_model_note(view.snapshot, view.final_response)
+    return [note[:1].upper() + note[1:]] if note else []
+
+
 CONDITION_QUESTIONS = {
     "context window": ("Was it a context-window refusal?", "yes"),
     "continued the last call": ("Did it continue the delivered chain's last call (or a twin of it)?", "yes"),
@@ -185,9 +192,7 @@ def verdict_changes(a: RolloutResult, b: RolloutResult) -> list[str]:
 
 
 def _metric_text(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}" if value else "{}"
-    return "null" if value is None else str(value)
+    return json_text(value)
 
 
 def anchor_effect(base: RolloutResult, anchored: RolloutResult) -> str:
@@ -281,12 +286,14 @@ def notes_frame(build: BuildOutput) -> pd.DataFrame:
 
 
 def failures_frame(build: BuildOutput) -> pd.DataFrame:
-    """Parent-link notes with their counts and meaning (a recovered link does not mask)."""
+    """Parent-link notes with their counts and meaning (a recovered link does not mask): a readable label,
+    and the note's key last, for those who script against `tokencap build`'s output."""
     rows = []
     for reason, count in build.notes.parent_link_failures.items():
-        rows.append({"note": reason, "calls": count, "masks": "no" if reason == "parent_call_id_missing_recovered" else "yes",
-                     "meaning": NOTE_TEXT.get(reason, "")})
-    return pd.DataFrame(rows, columns=["note", "calls", "masks", "meaning"])
+        rows.append({"note": label(reason), "calls": count,
+                     "masks": "no" if reason == "parent_call_id_missing_recovered" else "yes",
+                     "meaning": NOTE_TEXT.get(reason, ""), "key": reason})
+    return pd.DataFrame(rows, columns=["note", "calls", "masks", "meaning", "key"])
 
 
 def retry_groups_frame(build: BuildOutput) -> pd.DataFrame:
@@ -308,8 +315,4 @@ def exclusions_frame(build: BuildOutput) -> pd.DataFrame:
 
 def metrics_frame(result: RolloutResult) -> pd.DataFrame:
     """The raw metrics exactly as `tokencap build` reports them."""
-    def show(v: Any) -> str:
-        if isinstance(v, dict):
-            return ", ".join(f"{k}: {c}" for k, c in v.items()) or "—"
-        return "null" if v is None else str(v)
-    return pd.DataFrame([(k, show(v)) for k, v in result.metrics.items()], columns=["metric", "value"])
+    return pd.DataFrame([(k, json_text(v)) for k, v in result.metrics.items()], columns=["metric", "value"])

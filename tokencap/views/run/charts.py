@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import style
 from .. import vega
+from ..text import count as count_of
 from .data import Bars
 
 BAR = {
@@ -109,7 +110,7 @@ def _about(bars: Bars, runs: list[tuple[str, Bars]], i: int) -> list[str]:
     lines = []
     for name, b in runs:
         who = f"{name}: " if len(runs) > 1 else ""
-        lines.append(f"{who}{b.counts[i]:,} of {b.total:,} rollouts ({_pct(b.counts[i], b.total)})"
+        lines.append(f"{who}{b.counts[i]:,} of {count_of(b.total, 'rollout')} ({_pct(b.counts[i], b.total)})"
                      + (f" · {b.extra[i]:,} occurrences" if b.extra else ""))
     if bars.hover:
         lines.append(bars.hover[i])
@@ -224,7 +225,7 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
                      "description": {"field": "aria"}},  # what a screen reader says of the row (and a test finds)
     })
     totals = (" · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs, strict=False)) if paired
-              else f"{bars.total:,} rollouts") + COUNTED
+              else count_of(bars.total, "rollout")) + COUNTED
     height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
     if paired and bars.dimension in FIRST_ROW:  # two bars a key: the first row's short height is one run's
         height += PAIRED_FIRST_ROW

@@ -31,6 +31,7 @@ from ...diagnosis import CAUSES, HINTS
 from ...rollout import MASK_REASON_ORDER, MASK_REASON_TEXT
 from ...run.rows import LINK_NOTES
 from ...run.table import STATUSES, status_codes
+from ..words import label, with_key
 from . import reward as rw
 
 PARAM_PREFIX = "run_"
@@ -751,8 +752,9 @@ def link_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
         values = frame[f"link_{note}"].to_numpy()[keep]
         rollouts.append(int((values > 0).sum()))
         occurrences.append(int(values.sum()))
-    return Bars("link", "Parent-link failures, by kind", LINK_NOTES, LINK_NOTES, tuple(rollouts), int(keep.sum()),
-                hover=tuple(LINK_TEXT[n] for n in LINK_NOTES), extra=tuple(occurrences))
+    return Bars("link", "Parent-link failures, by kind", LINK_NOTES, tuple(label(n) for n in LINK_NOTES),
+                tuple(rollouts), int(keep.sum()), hover=tuple(with_key(LINK_TEXT[n], n) for n in LINK_NOTES),
+                extra=tuple(occurrences))
 
 
 def refusal_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
@@ -764,8 +766,8 @@ def refusal_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
 def cause_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
     """Rollouts with a break of each cause (SPEC 12.4 order), each cause's hint on hover."""
     counts = tuple(int(frame[c].to_numpy()[keep].sum()) if c in frame else 0 for c in CAUSE_COLUMNS)
-    return Bars("causes", "Why lineage broke", CAUSES, CAUSES, counts, int(keep.sum()),
-                hover=tuple(HINTS[c] for c in CAUSES))
+    return Bars("causes", "Why lineage broke", CAUSES, tuple(label(c) for c in CAUSES), counts, int(keep.sum()),
+                hover=tuple(with_key(HINTS[c], c) for c in CAUSES))
 
 
 def delivery_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:

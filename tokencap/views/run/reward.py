@@ -25,6 +25,7 @@ import pandas as pd
 
 from ...rollout import MASK_REASON_ORDER
 from .. import style, vega
+from ..text import count
 
 GROUP_STATES = ("none", "signal", "few", "flat")
 """A rollout's group, as `group_codes` gives it: no task index; a group with a learning signal;
@@ -357,7 +358,7 @@ def reward_spec(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] = 
                                                   table["min"], table["max"]):
             rows.append({"run": name, "slice": s, "min": float(lo), "q1": float(q1), "median": float(md),
                          "q3": float(q3), "max": float(hi), "mean": float(m),
-                         "counts": f"{int(n):,} rewarded of {int(r):,} rollouts",
+                         "counts": f"{int(n):,} rewarded of {count(int(r), 'rollout')}",
                          "spread": f"mean {m:.3g} · median {md:.3g} · quartiles {q1:.3g} – {q3:.3g} · "
                                    f"range {lo:.3g} – {hi:.3g}"})
     paired = len(runs) > 1

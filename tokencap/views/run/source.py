@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ...export import remove_stale_parts, write_atomically
 from ...loading import load_snapshots
+from ...loading.text import FINAL_RESPONSES_HINT
 from ...records import TokenCaptureSnapshot
 from ...run import DiffTableGiven, ScanTableError, read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
@@ -535,19 +536,29 @@ def _base_name(name: str) -> str:
     return name
 
 
+class NoCaptureUploaded(ValueError):
+    """No uploaded file is a capture: each one's load error, one line a file (never a run of failed rows)."""
+
+
 def table_of_uploads(uploads: Iterable[Upload], progress: Progress | None = None) -> pa.Table:
     """The run table of uploaded rollout files (JSON, JSONL, zips of a store), scanned in memory.
 
-    A file that cannot be loaded is a row with its error (``load_error``), as `scan` makes
-    it: a run table never drops a rollout. Rows are sorted by (source, rollout id).
+    A file that cannot be loaded, among files that can, is a row with its error (``load_error``),
+    as `scan` makes it: a run table never drops a rollout. When no file can be loaded (an empty
+    file, truncated JSON, an image, a rollout-records file) there is no run to show: raises
+    `NoCaptureUploaded` with each file's error. Rows are sorted by (source, rollout id).
     """
     loaded: list[tuple[Upload, list[TokenCaptureSnapshot]]] = []
+    errors = []
     for u in uploads:
         try:
             snapshots = load_snapshots(u.data, name=u.name)
         except ValueError as exc:  # LoadError / RecordError: the message names file, line, field
-            snapshots = [TokenCaptureSnapshot.failed(_base_name(u.name), " ".join(str(exc).split()))]
+            errors.append(" ".join(str(exc).split()))
+            snapshots = [TokenCaptureSnapshot.failed(_base_name(u.name), errors[-1])]
         loaded.append((u, snapshots))
+    if loaded and len(errors) == len(loaded):
+        raise NoCaptureUploaded(upload_problem(errors))
     total = sum(len(s) for _, s in loaded)
     done = 0
     tables = []
@@ -562,6 +573,16 @@ def table_of_uploads(uploads: Iterable[Upload], progress: Progress | None = None
         return table_of_snapshots([], "")
     table = pa.concat_tables(tables)
     return table.sort_by([("source", "ascending"), ("rollout_id", "ascending")])
+
+
+def upload_problem(errors: list[str]) -> str:
+    """What the Run page says when no uploaded file is a capture: each file's error (they name the file,
+    the line and what is wrong), one after another, and what the uploader takes; a rollout-records file
+    is sent to the Rollout records upload, in the page's words."""
+    said = [e.replace(FINAL_RESPONSES_HINT, "upload it under Rollout records in the sidebar, and the run's "
+                                         "captures here").rstrip(". ") for e in errors]
+    return ("; ".join(said) + ". Open a run: its capture files (snapshot JSON, entries JSONL, a zip of a capture "
+            "store) or its scan table (.parquet).")
 
 
 def table_problem(exc: ScanTableError) -> str:
@@ -714,6 +735,7 @@ def check_upload_for(upload: Upload, rollout_id: str) -> str | None:
 
 
 __all__ = [
+    "NoCaptureUploaded", "upload_problem",
     "AppArguments", "PATH_PARAM", "START_DIR_ENV", "records_words", "start_directory", "typed_path", "app_arguments", "path_params", "records_name", "sample_after_fix_path",
     "sample_records", "scan_problem", "stored_upload",
     "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",

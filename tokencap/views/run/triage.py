@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..text import count
 from . import compare as cv
 from . import data as rd
 from . import source as rs
@@ -50,7 +51,7 @@ class RunOrder:
         """"3 of 17" (1-based), or why ``row`` has no place."""
         at = self.position(row)
         if at is None:
-            return f"not among the {len(self.rows):,} rollouts of this filter"
+            return f"not among the {count(len(self.rows), 'rollout')} of this filter"
         return f"{at + 1:,} of {len(self.rows):,}"
 
     def entry(self, row: int) -> tuple[str, str]:
