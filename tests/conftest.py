@@ -13,6 +13,15 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 os.environ.setdefault("TOKENCAP_SPARE_SCAN", "0")
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray of 2 CPUs (loopback only) shared by a module's Ray tests; the engine joins it."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture
 def downloads(monkeypatch):
     """file name -> payload function, for every download button the page registered (small files are

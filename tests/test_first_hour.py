@@ -150,8 +150,9 @@ def test_rollout_records_given_as_the_run_are_refused_not_a_masked_row_per_recor
     out = tmp_path / "out"
     assert main([command, str(RECORDS), "-o", str(out), "--workers", "1"]) == 2
     assert error_line(capsys) == (
-        f"tokencap: error: {RECORDS}, line 1: a rollout record or Responses object, not a captured call; the "
-        "harness's final responses go to --final-responses (or the app's final-responses upload); SOURCE is the "
+        f"tokencap: error: {RECORDS}, line 1: a rollout record or Responses object, not a captured call: its records "
+        "say their tokens were delivered through token capture ('_ng_token_capture'), so that capture is the source; "
+        "the harness's final responses go to --final-responses (or the app's final-responses upload); SOURCE is the "
         "capture of the model calls")
     assert not out.exists()
 

@@ -23,7 +23,7 @@ from tokencap.export import results_bytes
 from tokencap.interrupts import Terminated
 from tokencap.run import COLUMNS, discover, export, read_scan, scan, scan_table
 from tokencap.run.engines import run_local
-from tokencap.run.table import DIAGNOSIS_COLUMNS, SCHEMA
+from tokencap.run.table import DIAGNOSIS_COLUMNS, SCHEMA, TOKENS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -50,7 +50,7 @@ SPEC_COLUMNS = [
     ("error", "string"), ("source_notes", "list<item: string>"), ("source_bytes", "int64"),
     ("source_mtime", "double"), ("reward", "double"), ("task_index", "int64"), ("rollout_index", "int64"),
     ("breaks", "int64"), ("break_causes", "list<item: string>"), ("first_break_call", "string"),
-    ("delivered_mask_sample", "bool"), ("delivered_by", "string"),
+    ("delivered_mask_sample", "bool"), ("delivered_by", "string"), ("tokens_from", "string"), ("contiguous", "bool"),
 ]
 
 
@@ -329,15 +329,6 @@ def test_the_sample_run_scans_to_its_declared_verdicts():
             want["mask_sample"], want["mask_reasons"], want["status"], want["incomplete_reason"]), row["rollout_id"]
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray of 2 CPUs (loopback only) shared by the Ray tests; the engine joins it."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_engine_on_two_cpus_gives_the_same_table_as_local_on_the_sample_run(local_ray):
     local = scan_table(SAMPLE_RUN, workers=1)
     assert scan_table(SAMPLE_RUN, workers=2).equals(local)
@@ -414,7 +405,7 @@ def test_since_is_not_reused_when_a_reward_changed(tmp_path):
 
 def _old_schema(table: pa.Table, path: Path) -> Path:
     """``table`` written as a tokencap from before SPEC 11.1 wrote it: no record columns."""
-    old = table.drop_columns(["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS])
+    old = table.drop_columns(["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS])
     pq.write_table(old, path)
     return path
 
@@ -427,7 +418,7 @@ def test_a_table_written_before_the_record_columns_still_opens_with_them_null(tm
     table = read_scan(old)
     assert table.schema.names == list(COLUMNS)
     assert table.column("reward").null_count == table.num_rows == 2
-    later = ["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS]
+    later = ["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS]
     assert table.drop_columns(later).equals(read_scan(out).drop_columns(later))
     assert read_scan(old.read_bytes(), name="old.parquet").equals(table)  # an upload in the app
     from tokencap.views.run.data import run_frame

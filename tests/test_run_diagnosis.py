@@ -16,11 +16,11 @@ from tokencap.cli import main
 from tokencap.diagnosis import CAUSES
 from tokencap.run import COLUMNS, read_current_scan, read_scan, scan, scan_table
 from tokencap.run.diagnosed import DiagnosisFacts, diagnosis_facts
-from tokencap.run.table import DIAGNOSIS_COLUMNS, RECORD_COLUMNS
+from tokencap.run.table import DIAGNOSIS_COLUMNS, RECORD_COLUMNS, TOKENS_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
-EARLIER = [c for c in COLUMNS if c not in DIAGNOSIS_COLUMNS]
+EARLIER = [c for c in COLUMNS if c not in DIAGNOSIS_COLUMNS + TOKENS_COLUMNS]
 
 X, Y, XY = 1, 2, 3  # token ids: "x", "y" and the one token "x y" (same text, other ids)
 
@@ -71,15 +71,6 @@ def records_file(path: Path, run_ids: list[str], extra: dict[str, dict] | None =
     return path
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """A local Ray of 2 CPUs (loopback only), as the suite runs Ray elsewhere (tests/test_run.py)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield ray
-    ray.shutdown()
-
-
 def ids(n: int = 6) -> list[str]:
     return [f"r{i:02d}" for i in range(n)]
 
@@ -88,7 +79,7 @@ def ids(n: int = 6) -> list[str]:
 
 
 def test_columns_follow_rollout_index_in_spec_order():
-    assert COLUMNS[COLUMNS.index("rollout_index") + 1:] == DIAGNOSIS_COLUMNS == (
+    assert COLUMNS[COLUMNS.index("rollout_index") + 1:-len(TOKENS_COLUMNS)] == DIAGNOSIS_COLUMNS == (
         "breaks", "break_causes", "first_break_call", "delivered_mask_sample", "delivered_by")
 
 
@@ -240,14 +231,14 @@ def test_a_table_written_before_the_diagnosis_columns_opens_with_them_null(tmp_p
     out = tmp_path / "new.parquet"
     scan(run, out, workers=1)
     old = tmp_path / "old.parquet"
-    pq.write_table(pq.read_table(out).drop_columns(list(DIAGNOSIS_COLUMNS)), old)
+    pq.write_table(pq.read_table(out).drop_columns([*DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS]), old)
     table = read_scan(old)
     assert table.schema.names == list(COLUMNS)
     assert table.column("breaks").null_count == table.num_rows
     assert table.column("break_causes").to_pylist() == [[]] * table.num_rows
     assert table.select(EARLIER).equals(read_scan(out).select(EARLIER))
     older = tmp_path / "older.parquet"  # before the record columns too
-    pq.write_table(pq.read_table(out).drop_columns([*RECORD_COLUMNS, *DIAGNOSIS_COLUMNS]), older)
+    pq.write_table(pq.read_table(out).drop_columns([*RECORD_COLUMNS, *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS]), older)
     assert read_scan(older).column("first_break_call").null_count == table.num_rows
     assert scan(run, tmp_path / "again.parquet", workers=1, since=str(old)).reused == 0  # never reused
     from tokencap.views.run.data import run_frame

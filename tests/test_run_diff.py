@@ -26,6 +26,7 @@ SPEC_DIFF_COLUMNS = [
     ("status_a", "string"), ("status_b", "string"), ("delivered_fraction_a", "double"),
     ("delivered_fraction_b", "double"), ("reward_a", "double"), ("reward_b", "double"), ("source_a", "string"),
     ("source_b", "string"), ("break_causes_a", "list<item: string>"), ("break_causes_b", "list<item: string>"),
+    ("contiguous_a", "bool"), ("contiguous_b", "bool"),
 ]
 
 

@@ -666,6 +666,11 @@ class TokenCaptureSnapshot:
     engine_refusals: list[EngineRefusalRecord] = field(default_factory=list)
     source_notes: list[str] = field(default_factory=list)
     load_error: str | None = None
+    record: Any = field(default=None, repr=False, compare=False)
+    """The rollout's own record when its calls were read from a rollout record's output items
+    (SPEC 13): a `tokencap.loading.FinalResponses` naming this rollout only, for terminal
+    attribution, reward, indices, harness evidence and delivery. Not part of the wire format
+    (`to_dict` leaves it out); None for a capture."""
 
     def __post_init__(self) -> None:
         for name in ("entries", "engine_refusals", "source_notes"):

@@ -138,7 +138,11 @@ def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None =
     the terminal call is attributed from it first and the build is anchored there (SPEC
     10); an explicit ``terminal_call_id`` always wins. A snapshot that is not built (load
     error, no records, build error) reports no attribution (``terminal_attribution`` null).
+    A snapshot read from a rollout record's output items (SPEC 13) is its own final
+    response: without ``final_response``, its ``record``'s is used.
     """
+    if final_response is None and snapshot.record is not None:
+        final_response = snapshot.record.for_rollout(snapshot.rollout_id, single_rollout=True)
     reasons: set[str] = set()
     if snapshot.incomplete:
         reasons.add("capture_incomplete")

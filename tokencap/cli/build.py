@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..loading import FinalResponses, iter_snapshots
+from ..loading import FinalResponses, iter_snapshots, responses_for
 from ..loading.files import printable
 from ..loading.store import WITHOUT_SIBLINGS
 from ..records import TokenCaptureSnapshot
@@ -128,8 +128,8 @@ def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: Fin
     `FinalResponses.evidence_for`), else None.
     """
     if finals is None:
-        for snapshot in snapshots:
-            yield snapshot, None, None
+        for snapshot in snapshots:  # a rollout read from a record's items brings its own (SPEC 13)
+            yield snapshot, *responses_for(snapshot, None, single_rollout=True, evidence=evidence)
         return
     head = [] if source_ids is not None else [s for _, s in zip(range(2), snapshots)]
     single = len(set(source_ids)) == 1 if source_ids is not None else len(head) == 1
@@ -137,8 +137,7 @@ def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: Fin
     for snapshot in itertools.chain(head, snapshots):
         head = []
         seen.append(snapshot.rollout_id)
-        yield (snapshot, finals.for_rollout(snapshot.rollout_id, single_rollout=single),
-               finals.evidence_for(snapshot.rollout_id, single_rollout=single) if evidence else None)
+        yield snapshot, *responses_for(snapshot, finals, single_rollout=single, evidence=evidence)
     for note in finals.notes(source_ids if source_ids is not None else seen):
         _PROGRESS.done()
         print(f"tokencap: note: {' '.join(note.split())}", file=sys.stderr)

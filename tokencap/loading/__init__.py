@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
+from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable, read_descriptor,
+                    zip_source)
 from .final_responses import FinalResponses, load_final_responses
-from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable,
-                    read_descriptor, zip_source)
+from .rollouts import read_rollouts
 from .store import (ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file,
                     store_rollout_source)
 from .text import LoadError, load_text
@@ -26,7 +27,8 @@ from .wire import TOO_DEEP
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record
 
-__all__ = ["FinalResponses", "LoadError", "iter_snapshots", "load_final_responses", "load_snapshots"]
+__all__ = ["FinalResponses", "LoadError", "final_responses_beside_rollouts", "iter_snapshots", "load_final_responses",
+           "load_snapshots", "records_for", "responses_for"]
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
@@ -59,6 +61,35 @@ def iter_snapshots(source: Source, *, name: str | None = None,
     if isinstance(snapshots, list):
         return iter([s for s in snapshots if rollout_id is None or s.rollout_id == rollout_id])
     return snapshots
+
+
+def records_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None) -> FinalResponses | None:
+    """The rollout records that apply to ``snapshot``: its own record when it was read from
+    one (SPEC 13), else ``finals`` (``--final-responses``). Both is a `LoadError`: a rollouts
+    file is its own records, and nothing says which of two records to believe."""
+    if snapshot.record is None:
+        return finals
+    if finals is not None:
+        raise LoadError(final_responses_beside_rollouts(finals.name))
+    return snapshot.record
+
+
+def responses_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None, *, single_rollout: bool,
+                  evidence: bool = False) -> tuple[dict | None, dict | None]:
+    """(the final response, the record's harness evidence when ``evidence``) that apply to
+    ``snapshot``: from its own record (SPEC 13) or from ``finals`` (`records_for`, which
+    raises when both are given)."""
+    records = records_for(snapshot, finals)
+    if records is None:
+        return None, None
+    return (records.for_rollout(snapshot.rollout_id, single_rollout=single_rollout),
+            records.evidence_for(snapshot.rollout_id, single_rollout=single_rollout) if evidence else None)
+
+
+def final_responses_beside_rollouts(name: str) -> str:
+    """Why ``--final-responses`` cannot be given with a rollouts source (SPEC 13.1)."""
+    return (f"{name}: --final-responses given with a source of rollout records whose output items carry token ids; "
+            "such a file is its own records (its final responses, rewards and evidence): drop --final-responses")
 
 
 def _from_path(path: Path, name: str | None, rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
@@ -119,23 +150,47 @@ def _lone_store_file(path: Path, label: str) -> list[TokenCaptureSnapshot] | Non
     return load_store_file(source, shown)
 
 
-def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
-                 rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
+ZIP, STORE_FILE, TEXT = "zip", "store file", "text"
+"""The formats a file's bytes can be (`detect`), each read by one reader."""
+
+
+def detect(data: Buffer | None, name: str | None) -> str:
+    """The format of a file's bytes (``None``: a zip on disk, not read into memory), decided
+    once: a zip, a capture-store file given without its directory, or text (a rollouts file,
+    a snapshot JSON or entries JSONL, told apart by `read_rollouts` and `load_text`). Raises
+    `LoadError` for bytes named ``.zip`` that are not one."""
     if data is None or data[:4] in (ZIP_MAGIC, EMPTY_ZIP_MAGIC):
-        return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
+        return ZIP
     if (name or "").lower().endswith(".zip"):
         # Said as what it is, not as JSON that fails on line 1 (a download cut short, an HTML error page).
         raise LoadError(f"{name}: named .zip but not a zip archive (it does not start with a zip's first bytes); "
                         "give a zip of a capture-store directory, or the directory itself")
-    found = store_file(os.path.basename(name or ""))
-    if found is not None:
-        # A store file's bytes without its directory (an upload): its siblings cannot be read.
-        if found[1] != ENTRIES_SUFFIX:
-            raise LoadError(sibling_alone_message(name, found[0], found[1]))  # type: ignore[arg-type]
-        base = os.path.basename(name)  # type: ignore[arg-type]
-        return load_store_file(MemorySource(name, base, data), {base: name})  # type: ignore[arg-type]
+    if store_file(os.path.basename(name or "")) is not None:
+        return STORE_FILE
+    return TEXT
+
+
+def _store_bytes(data: Buffer, name: str) -> list[TokenCaptureSnapshot]:
+    """A store file's bytes without its directory (an upload): its siblings cannot be read."""
+    base = os.path.basename(name)
+    rollout, suffix = store_file(base) or ("", "")
+    if suffix != ENTRIES_SUFFIX:
+        raise LoadError(sibling_alone_message(name, rollout, suffix))
+    return load_store_file(MemorySource(name, base, data), {base: name})
+
+
+def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
+                 rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
+    kind = detect(data, name)
+    if kind == ZIP:
+        return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
+    if kind == STORE_FILE:
+        return _store_bytes(data, name or "")  # type: ignore[arg-type]
+    rollouts = read_rollouts(data, name, rollout_id)
+    if rollouts is not None:
+        return rollouts
     try:
-        return load_text(data, name)
+        return load_text(data, name)  # type: ignore[arg-type]
     except RecordError as exc:  # defensive: every path should already say where
         raise LoadError(str(exc.located(name)) if name else str(exc)) from None
     except RecursionError:  # defensive: the decoders' own depth errors are caught where they happen

@@ -44,7 +44,7 @@ import simdjson
 
 from ..digest import checked_token_ids
 from ..records import shown, type_name
-from .text import LoadError, binary_problem, is_blank, iter_lines
+from .text import _NON_BLANK, LoadError, binary_problem, is_blank, iter_lines
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
@@ -231,16 +231,20 @@ def _parse(data: bytes | mmap.mmap, label: str) -> FinalResponses:
             _add(out, whole, _first_line(data), label, parser)
             return out
         for line, chunk in iter_lines(data):
-            try:
-                record = _decode_object(chunk)
-            except msgspec.ValidationError:
-                raise LoadError(f"{label}, line {line}: expected one JSON object per line") from None
-            except msgspec.DecodeError as exc:
-                raise LoadError(f"{label}, line {line}: not valid JSON ({exc})") from None
-            _add(out, record, line, label, parser)
+            _add(out, decode_record(chunk, f"{label}, line {line}"), line, label, parser)
     except RecursionError:
         raise LoadError(f"{label}: JSON nested too deeply to read (a hostile or corrupt file?)") from None
     return out
+
+
+def decode_record(chunk: Any, where: str) -> dict[str, msgspec.Raw]:
+    """One line's record as its fields' raw texts; a `LoadError` at ``where`` when it is not one object."""
+    try:
+        return _decode_object(chunk)
+    except msgspec.ValidationError:
+        raise LoadError(f"{where}: expected one JSON object per line") from None
+    except msgspec.DecodeError as exc:
+        raise LoadError(f"{where}: not valid JSON ({exc})") from None
 
 
 def _first_line(data: bytes | mmap.mmap) -> int:
@@ -268,6 +272,12 @@ def _add(out: FinalResponses, record: dict[str, msgspec.Raw], line: int, label: 
     if rollout_id in out.by_rollout:
         raise LoadError(f"{where}: field 'rollout_id': rollout {rollout_id!r} already has a final response "
                         f"(line {out.lines[rollout_id]}); keep one per rollout")
+    _keep(out, rollout_id, line, response, facts, record)
+
+
+def _keep(out: FinalResponses, rollout_id: str, line: int, response: dict[str, Any], facts: RecordFacts,
+          record: dict[str, msgspec.Raw]) -> None:
+    """Keep one rollout's response, the line it came from, its facts and its evidence."""
     out.by_rollout[rollout_id] = response
     out.lines[rollout_id] = line
     if facts != NO_FACTS:
@@ -316,8 +326,28 @@ def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
     return RecordFacts(reward, indices["task_index"], indices["rollout_index"], note)
 
 
-def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str | None, dict[str, Any]]:
-    """(rollout id or None, the compact response) of one record."""
+def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id: str,
+               last_tokens: tuple[int, np.ndarray, np.ndarray]) -> FinalResponses:
+    """The records of one rollout read from its own record (SPEC 13.2): ``record`` is its
+    final response and rollout record, under ``rollout_id`` (which the record may not carry).
+    ``last_tokens`` are the last token-bearing item's output index, prompt and generation,
+    already read (its token fields are not read again: they may be cut out of ``record``).
+    Raises `LoadError` naming the file, line and field."""
+    out = FinalResponses(name=label)
+    where = f"{label}, line {line}"
+    try:
+        _, response = _record(record, None, last_tokens)
+        facts = _facts(record, where)
+    except _Bad as bad:
+        raise LoadError(f"{where}: field {bad.field_path!r}: {bad.problem}") from None
+    _keep(out, rollout_id, line, response, facts, record)
+    return out
+
+
+def _record(record: dict[str, msgspec.Raw], parser: _TokenParser | None,
+            last_tokens: tuple[int, np.ndarray, np.ndarray] | None = None) -> tuple[str | None, dict[str, Any]]:
+    """(rollout id or None, the compact response) of one record; ``last_tokens``: the last
+    token-bearing item's output index, prompt and generation when the caller has read them."""
     rollout_id = None
     if "rollout_id" in record:
         value = _value(record["rollout_id"], "rollout_id")
@@ -349,10 +379,11 @@ def _record(record: dict[str, msgspec.Raw], parser: _TokenParser) -> tuple[str |
         raise _Bad(f"{prefix}output", "must be a list of output-item objects") from None
     except msgspec.DecodeError as exc:
         raise _Bad(f"{prefix}output", f"the value cannot be read: {exc}") from None
-    return rollout_id, {"object": "response", "output": _items(raws, f"{prefix}output", parser)}
+    return rollout_id, {"object": "response", "output": _items(raws, f"{prefix}output", parser, last_tokens)}
 
 
-def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser) -> list[dict[str, Any]]:
+def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser | None,
+           last_tokens: tuple[int, np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     generations: list[np.ndarray | None] = []
     for index, raw in enumerate(raws):
@@ -361,9 +392,15 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser) 
         _check_item(item, here)
         items.append(item)
         gen = None
+        if last_tokens is not None:
+            continue
         if "generation_token_ids" in raw:
             gen = _token_ids(raw["generation_token_ids"], f"{here}.generation_token_ids", parser)
         generations.append(gen)
+    if last_tokens is not None:
+        index, prompt, generation = last_tokens
+        items[index]["prompt_token_ids"], items[index]["generation_token_ids"] = prompt, generation
+        return items
     # Attribution by tokens reads only the last item that carries generated tokens; only its
     # prompt is parsed (the others can be whole running contexts).
     for index in range(len(raws) - 1, -1, -1):
@@ -376,6 +413,20 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser) 
             items[index]["prompt_token_ids"] = prompt if prompt is not None else np.zeros(0, dtype=np.uint64)
             break
     return items
+
+
+def carries_tokens(raw: msgspec.Raw | bytes | None) -> bool:
+    """Whether a ``generation_token_ids`` value's JSON text is a non-empty array (read from
+    its first bytes: a generation is never parsed to learn this)."""
+    if raw is None:
+        return False
+    view = memoryview(raw).cast("B")
+    first = _NON_BLANK.search(view)
+    if first is None or view[first.start()] != 0x5B:  # '['
+        return False
+    inner = _NON_BLANK.search(view, first.end())
+    return inner is not None and view[inner.start()] != 0x5D  # not ']'
+
 
 
 def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:
@@ -415,4 +466,5 @@ def _check_item(item: dict[str, Any], path: str) -> None:
                 raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
-__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "load_final_responses"]
+__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "carries_tokens",
+           "decode_record", "load_final_responses", "one_record"]

@@ -45,7 +45,7 @@ _KEY_STARTS = (b'"prompt', b'"generation')
 _EMPTY = b"[]"
 
 
-def _address(buffer: Any) -> int:
+def address(buffer: Any) -> int:
     return np.frombuffer(buffer, dtype=np.uint8).ctypes.data
 
 
@@ -99,14 +99,14 @@ def restore_token_arrays(skeleton: bytes, cuts: dict[int, memoryview], entries: 
     True when every cut went back to a token field; False means the skeleton differs from
     the input somewhere else and must not be used (the entries are then partly restored,
     and the caller decodes the input itself)."""
-    base = _address(skeleton)
+    base = address(skeleton)
     left = len(cuts)
     for entry in entries:
         for name in TOKEN_ARRAY_FIELDS:
             raw = getattr(entry, name)
             if len(raw) != len(_EMPTY):
                 continue
-            text = cuts.pop(_address(raw) - base, None)
+            text = cuts.pop(address(raw) - base, None)
             if text is not None:
                 setattr(entry, name, text)
                 left -= 1

@@ -32,6 +32,7 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -39,7 +40,8 @@ import numpy as np
 from ..limits import HELD_AHEAD_BYTES
 from ..records import RecordError, TokenCaptureSnapshot, type_name
 from .files import DirectorySource, FileSource, Skipped, kind_of, printable
-from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
+from .rollouts import (RecordSpan, index_rollouts, is_rollouts_text, is_source, read_rollouts, rollout_at)
+from .text import (LoadError, build_snapshot, is_text, iter_lines, load_text, peek_rollout_ids, read_jsonl_records)
 from .wire import TOO_DEEP, decode_value
 
 ENTRIES_SUFFIX = ".tokens.jsonl"
@@ -291,17 +293,34 @@ def held_bytes(snap: TokenCaptureSnapshot) -> int:
 
 def _load_loose(source: FileSource, name: str) -> dict[str, TokenCaptureSnapshot]:
     try:
-        return {snap.rollout_id: snap for snap in load_text(source.read(name), name)}
+        data = source.read(name)
+        snapshots = read_rollouts(data, name) or load_text(data, name)
+        return {snap.rollout_id: snap for snap in snapshots}
     except Exception as exc:  # noqa: BLE001 -- one bad file must not hide the others
         base = base_name(name)
         return {base: TokenCaptureSnapshot.failed(base, error_message(exc, name))}
 
 
-def _peek(source: FileSource, name: str) -> set[str]:
+def _examine(source: FileSource, name: str) -> tuple[set[str], list[RecordSpan] | None]:
+    """(the rollout ids a loose file may yield, its records when it is a token-bearing
+    rollouts file (SPEC 13), else None), from one read of it."""
     try:
-        return peek_rollout_ids(source.read(name))
+        data = source.read(name)
+        if is_text(data) and is_rollouts_text(data):
+            records = index_rollouts(data, name)
+            if is_source(records):
+                return set(), records
+        return peek_rollout_ids(data), None
     except Exception:  # noqa: BLE001 -- unreadable: it will fail to load, under its base name
-        return set()
+        return set(), None
+
+
+def rollouts_beside_captures_note(label: str, names: list[str]) -> str:
+    """Why a directory's token-bearing rollouts files were not loaded (SPEC 13.1)."""
+    return (f"{label}: not loaded, as the directory also holds captures: {_listing(names)} (rollout records whose "
+            "output items carry token ids, most likely this run's own records); give "
+            f"{'it' if len(names) == 1 else 'them'} as --final-responses, or open "
+            f"{'it' if len(names) == 1 else 'each'} alone to read its rollouts from their token ids")
 
 
 @dataclass
@@ -315,6 +334,9 @@ class _Plan:
     loose_by_id: dict[str, list[_Loose]]
     shared_notes: list[str]
     held_ahead: int = 0  # estimated bytes of the rollouts loaded ahead of their turn, still held
+    records_by_id: dict[str, list[tuple[str, RecordSpan]]] = field(default_factory=dict)
+    """Rollout id -> the rollouts files (SPEC 13) and records it is read from."""
+    open_file: tuple[str, Any] | None = None  # the rollouts file whose bytes were read last
 
 
 def iter_store(source: FileSource, rollout_id: str | None = None) -> Iterator[TokenCaptureSnapshot]:
@@ -356,16 +378,27 @@ def _plan(source: FileSource) -> _Plan:
         failed_notes.setdefault(base_name(name), []).append(f"{name}: not read ({reasons[name]})")
 
     loose_by_id: dict[str, list[_Loose]] = {}
+    rollouts_files: dict[str, list[RecordSpan]] = {}
     for name in loose_names:
-        peeked = _peek(source, name)
+        peeked, records = _examine(source, name)
+        if records is not None:
+            rollouts_files[name] = records
+            continue
         item = _Loose(name, peeked | {base_name(name)}, peeked=frozenset(peeked))
         for rid in item.candidates:
             loose_by_id.setdefault(rid, []).append(item)
-    ids = sorted(set(rollouts) | set(failed) | set(loose_by_id))
+    records_by_id: dict[str, list[tuple[str, RecordSpan]]] = {}
+    if rollouts_files and (rollouts or failed or loose_by_id):
+        shared_notes.append(rollouts_beside_captures_note(source.label, sorted(rollouts_files)))
+    else:
+        for name, records in rollouts_files.items():
+            for record in records:
+                records_by_id.setdefault(record.rollout_id, []).append((name, record))
+    ids = sorted(set(rollouts) | set(failed) | set(loose_by_id) | set(records_by_id))
     if not ids:
         detail = f" ({shared_notes[0].split(': ', 1)[1]})" if shared_notes else ""
         raise LoadError(f"{source.label}: no capture-store files and no .json/.jsonl files found{detail}")
-    return _Plan(ids, rollouts, failed, failed_notes, loose_by_id, shared_notes)
+    return _Plan(ids, rollouts, failed, failed_notes, loose_by_id, shared_notes, records_by_id=records_by_id)
 
 
 def _iterate(source: FileSource, plan: _Plan, wanted: str | None) -> Iterator[TokenCaptureSnapshot]:
@@ -419,6 +452,9 @@ def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnaps
         if snap is not None:
             origins.append(item.name)
             found.append(snap)
+    for name, record in plan.records_by_id.get(rid, ()):
+        origins.append(name)
+        found.append(_record_rollout(source, plan, name, record))
     if not found:
         return None
     if len(found) > 1:
@@ -434,11 +470,23 @@ def _one_rollout(source: FileSource, plan: _Plan, rid: str) -> TokenCaptureSnaps
         return TokenCaptureSnapshot.failed(rid, error_message(exc))
 
 
+def _record_rollout(source: FileSource, plan: _Plan, name: str, record: RecordSpan) -> TokenCaptureSnapshot:
+    """One record's rollout of a rollouts file (its bytes read once while its records are due)."""
+    if plan.open_file is None or plan.open_file[0] != name:
+        plan.open_file = None
+        try:
+            plan.open_file = (name, source.read(name))
+        except Exception as exc:  # noqa: BLE001 -- one bad rollout must not hide the others
+            return TokenCaptureSnapshot.failed(record.rollout_id, error_message(exc, name))
+    data = plan.open_file[1]
+    return rollout_at(data[record.start:record.end], record, name)
+
+
 def _with_notes(snap: TokenCaptureSnapshot, notes: list[str]) -> TokenCaptureSnapshot:
     return TokenCaptureSnapshot(
         rollout_id=snap.rollout_id, snapshot_id=snap.snapshot_id, version=snap.version, incomplete=snap.incomplete,
         entries=snap.entries, engine_refusals=snap.engine_refusals, source_notes=[*snap.source_notes, *notes],
-        load_error=snap.load_error)
+        load_error=snap.load_error, record=snap.record)
 
 
 def load_store(source: FileSource) -> list[TokenCaptureSnapshot]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
+from ..records import (EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name)
 from .skeleton import cut_token_arrays, may_cut, restore_token_arrays
 from .wire import (TOO_DEEP, RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_field, decode_raw_object,
                    decode_value, typed_line)
@@ -177,6 +177,12 @@ def control_byte_at(head: bytes | memoryview) -> int:
 def is_blank(data: bytes | memoryview) -> bool:
     """True for empty or whitespace-only input (stops at the first real byte)."""
     return _NON_BLANK.search(data) is None
+
+
+def is_text(data: bytes | memoryview | mmap.mmap) -> bool:
+    """Whether ``data`` can be JSON text at all: not a parquet file, not binary, not blank
+    (`load_text` says which of them it is)."""
+    return bytes(data[:len(PARQUET_MAGIC)]) != PARQUET_MAGIC and binary_problem(data) is None and not is_blank(data)
 
 
 def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCaptureSnapshot]:
@@ -438,9 +444,22 @@ def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int
     speed, a block at a time), never by a Python step per line: a flood of blank lines
     costs what reading it costs.
     """
+    view = _byte_view(data)
+    for line, start, end in line_spans(view, first_line):
+        yield line, view[start:end]
+
+
+def _byte_view(data: bytes | bytearray | memoryview | mmap.mmap) -> memoryview:
     view = data if isinstance(data, memoryview) else memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
+    return view
+
+
+def line_spans(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int = 1
+               ) -> Iterator[tuple[int, int, int]]:
+    """`iter_lines` as (line number, start offset, end offset) of each non-blank line."""
+    view = _byte_view(data)
     n, pos, line = len(view), 0, first_line
     while pos < n:
         found = _NON_BLANK.search(view, pos)
@@ -455,7 +474,7 @@ def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int
                 start = last + 1
         newline = _NEWLINE.search(view, first)
         end = newline.start() if newline is not None else n
-        yield line, view[start:end]
+        yield line, start, end
         pos, line = end + 1, line + 1
 
 
@@ -568,5 +587,12 @@ def load_jsonl(data: bytes | memoryview, name: str | None = None) -> list[TokenC
     return snapshots_from_records(records, where)
 
 
-__all__ = ["LoadError", "load_text", "load_jsonl", "read_jsonl_records", "build_snapshot", "iter_lines",
-           "TokenEntry"]
+__all__ = [
+    "LoadError",
+    "TokenEntry",
+    "build_snapshot",
+    "iter_lines",
+    "load_jsonl",
+    "load_text",
+    "read_jsonl_records",
+]

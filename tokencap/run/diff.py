@@ -54,12 +54,19 @@ DIFF_SCHEMA = pa.schema([
     ("reasons_lost", _STRS), ("change", _STR), ("status_a", _STR), ("status_b", _STR),
     ("delivered_fraction_a", _FLOAT), ("delivered_fraction_b", _FLOAT), ("reward_a", _FLOAT), ("reward_b", _FLOAT),
     ("source_a", _STR), ("source_b", _STR), ("break_causes_a", _STRS), ("break_causes_b", _STRS),
+    ("contiguous_a", _BOOL), ("contiguous_b", _BOOL),
 ])
-"""The diff table's columns, in order (SPEC 11.2, and 11.3's causes after them)."""
+"""The diff table's columns, in order (SPEC 11.2, 11.3's causes after them, then 11.4's contiguity:
+null on a side whose rollout is a capture's or absent)."""
+
+
+def is_diff_table(names: list[str]) -> bool:
+    """Whether columns ``names`` are a diff table's, this one's or one written before the contiguity columns."""
+    return names in (DIFF_SCHEMA.names, DIFF_SCHEMA.names[:-2])
 
 _NEEDED = ("rollout_id", "source", "mask_sample", "mask_reasons", *REASON_COLUMNS, "status", "incomplete_reason",
-           "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution", "break_causes")
-_OPTIONAL = ("incomplete_reason", *RECORD_COLUMNS, "terminal_attribution", "break_causes")
+           "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution", "break_causes", "contiguous")
+_OPTIONAL = ("incomplete_reason", *RECORD_COLUMNS, "terminal_attribution", "break_causes", "contiguous")
 """Read as null when a table lacks them (a table from before SPEC 11.1, a frame without them)."""
 _INDEX_KEY = ("task_index", "rollout_index")
 
@@ -232,7 +239,7 @@ def _checked(table: pa.Table | pd.DataFrame, label: str) -> pa.Table:
     else:
         raise DiffError(f"{label}: expected a scan table (pyarrow Table or pandas DataFrame), "
                         f"got {type(table).__name__}")
-    if table.column_names == DIFF_SCHEMA.names:
+    if is_diff_table(table.column_names):
         raise DiffError(f"{label}: is a diff table (one row per joined rollout), not a scan table; a diff compares "
                         "two scan tables")
     columns = []
@@ -451,6 +458,7 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
         "reward_a": _take(ta.column("reward"), ia), "reward_b": _take(tb.column("reward"), ib),
         "source_a": _take(ta.column("source"), ia), "source_b": _take(tb.column("source"), ib),
         "break_causes_a": _take(ta.column("break_causes"), ia), "break_causes_b": _take(tb.column("break_causes"), ib),
+        "contiguous_a": _take(ta.column("contiguous"), ia), "contiguous_b": _take(tb.column("contiguous"), ib),
     }
     arrow = pa.Table.from_arrays([columns[f.name].cast(f.type) for f in DIFF_SCHEMA], schema=DIFF_SCHEMA)
 

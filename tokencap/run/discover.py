@@ -31,9 +31,11 @@ import msgspec
 import numpy as np
 
 from ..loading.files import kind_of, printable
-from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, looks_like_rollout_record
+from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, is_text, looks_like_rollout_record
 from ..loading.wire import decode_raw_object
-from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
+from ..loading.rollouts import index_rollouts, is_rollouts_text, is_source, no_token_ids_message
+from ..loading.store import (ENTRIES_SUFFIX, base_name, rollouts_beside_captures_note, sibling_alone_message, store_file,
+                             store_siblings)
 from .errors import DiscoveryError
 
 STORE_LABEL = ".tokens.*"
@@ -46,7 +48,8 @@ class RolloutUnit:
 
     kind: ``"store"`` (files ``names`` of one store prefix in ``directory``), ``"jsonl"``
     (one rollout's lines of a big JSONL: ``spans`` holds offset, length and line number per
-    line), ``"file"`` (a snapshot JSON, small JSONL or zip loaded whole; may hold several
+    line), ``"rollouts"`` (one record of a rollouts file, SPEC 13: ``spans`` holds its offset,
+    length and line number), ``"file"`` (a snapshot JSON, small JSONL or zip loaded whole; may hold several
     rollouts) or ``"failed"`` (discovery already knows it cannot load: ``error``).
     """
 
@@ -60,6 +63,7 @@ class RolloutUnit:
     mtime: float = 0.0
     error: str | None = None
     skipped: tuple[tuple[str, str], ...] = ()  # (name, reason): this store prefix's entries that are not read
+    note: str | None = None  # a ``rollouts`` unit's source note (a repeated rollout id renamed)
 
     @property
     def sort_key(self) -> tuple[str, str]:
@@ -150,6 +154,32 @@ def index_jsonl(path: str, source: str, size: int, mtime: float, *, alone: bool 
     return units
 
 
+def rollouts_file(path: str, source: str, size: int, mtime: float, *, alone: bool = False
+                  ) -> list[RolloutUnit] | None:
+    """One unit per record when ``path`` is a rollouts file (SPEC 13) whose records carry token
+    ids; None when it is no rollouts file. A rollouts file without token ids is one failed
+    unit saying so (a `DiscoveryError` given ``alone``: it is no run at all)."""
+    if size == 0:
+        return None
+    directory, name = os.path.split(path)
+    shown = printable(name)
+    with open(path, "rb") as handle:
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        if not (is_text(data[:SNIFF_BYTES]) and is_rollouts_text(data)):
+            return None
+        records = index_rollouts(data, shown)
+    finally:
+        data.close()
+    if not is_source(records):
+        if alone:
+            raise DiscoveryError(no_token_ids_message(printable(path), records))
+        return [_failed_file(source, directory, name, size, mtime, no_token_ids_message(shown, records))]
+    return [RolloutUnit(source, "rollouts", directory, (name,), r.rollout_id,
+                        np.array([[r.start, r.end - r.start, r.line]], dtype=np.int64).tobytes(), size, mtime,
+                        note=r.note) for r in records]
+
+
 def _is_rollout_record(chunk: bytes) -> bool:
     try:
         return looks_like_rollout_record(decode_raw_object(chunk))
@@ -169,27 +199,45 @@ def spans_of(unit: RolloutUnit) -> np.ndarray:
 
 
 def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, float]],
-                        keep: callable, not_read: dict[str, list[tuple[str, str]]]) -> Iterator[RolloutUnit]:
+                        keep: callable, not_read: dict[str, list[tuple[str, str]]],
+                        notes: list[str] | None = None) -> Iterator[RolloutUnit]:
     """The units of one directory's regular files (name, size, mtime). ``not_read`` holds,
     per store prefix, its entries that are not regular files: that rollout then fails to
     load, as it does in `tokencap build` (a skipped marker or intents file could hide an
-    incomplete capture)."""
+    incomplete capture). Rollouts files (SPEC 13) beside captures are left out, with a note
+    in ``notes``, as the loader does."""
     stores: dict[str, list[tuple[str, int, float]]] = {prefix: [] for prefix in not_read}
+    captures = bool(not_read)
+    rollouts: dict[str, list[RolloutUnit]] = {}
     for name, size, mtime in names:
         if name.endswith(".lock") or name.startswith("."):
             continue  # a writer's lock files and hidden files carry no records
         found = store_file(name)
         if found is not None:
             stores.setdefault(found[0], []).append((name, size, mtime))
-        else:
-            if name.endswith((".json", ".jsonl")):
-                source = f"{rel}{printable(name)}"
-                if not keep(source, size, mtime):
-                    yield RolloutUnit(source, "reused", directory, (name,), size=size, mtime=mtime)
-                elif name.endswith(".jsonl"):
-                    yield from index_jsonl(os.path.join(directory, name), source, size, mtime)
-                else:
-                    yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
+            captures = True
+        elif name.endswith((".json", ".jsonl")):
+            source = f"{rel}{printable(name)}"
+            if not keep(source, size, mtime):
+                yield RolloutUnit(source, "reused", directory, (name,), size=size, mtime=mtime)
+                continue
+            records = rollouts_file(os.path.join(directory, name), source, size, mtime)
+            if records is not None and records[0].kind == "rollouts":
+                rollouts[source] = records
+                continue
+            captures = captures or records is None
+            if records is not None:
+                yield from records
+            elif name.endswith(".jsonl"):
+                yield from index_jsonl(os.path.join(directory, name), source, size, mtime)
+            else:
+                yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
+    if rollouts and captures:
+        if notes is not None:
+            notes.append(rollouts_beside_captures_note(rel.rstrip("/") or ".", sorted(rollouts)))
+    else:
+        for units in rollouts.values():
+            yield from units
     for prefix, files in stores.items():
         label = printable(prefix)
         source = f"{rel}{label}{STORE_LABEL}"
@@ -209,13 +257,14 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
 
 
 def discover(source: str | os.PathLike[str], keep: callable = lambda source, size, mtime: True,
-             skipped: list[str] | None = None) -> list[RolloutUnit]:
+             skipped: list[str] | None = None, notes: list[str] | None = None) -> list[RolloutUnit]:
     """Every rollout unit under ``source``, sorted by ``(source, rollout_id)``.
 
     ``keep(source, size, mtime)`` returning False marks a file or store prefix as
     ``reused`` (its rows come from an earlier table); it is then neither indexed nor loaded.
     Entries that are not regular files (symlinks, pipes, devices) are never read; their
-    relative paths are appended to ``skipped`` so the caller can say so.
+    relative paths are appended to ``skipped`` so the caller can say so. What else the run
+    leaves out (rollouts files beside captures, SPEC 13.1) is said in ``notes``.
     """
     skipped = skipped if skipped is not None else []
     root = Path(source)
@@ -252,7 +301,7 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
                 found = store_file(name)
                 if found is not None and printable(found[0]) == found[0]:
                     not_read.setdefault(found[0], []).append((name, reason))
-            units.extend(_units_in_directory(directory, rel, entries, keep, not_read))
+            units.extend(_units_in_directory(directory, rel, entries, keep, not_read, notes))
     elif stat.S_ISREG(st.st_mode):
         directory, name = os.path.split(os.path.abspath(root))
         label = printable(name)
@@ -268,6 +317,9 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
             units = [RolloutUnit(label, "file", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
         elif not keep(label, st.st_size, st.st_mtime):
             units = [RolloutUnit(label, "reused", directory, (name,), size=st.st_size, mtime=st.st_mtime)]
+        elif name.endswith((".json", ".jsonl")) and \
+                (records := rollouts_file(str(root), label, st.st_size, st.st_mtime, alone=True)) is not None:
+            units = records
         elif name.endswith(".jsonl"):
             units = index_jsonl(str(root), label, st.st_size, st.st_mtime, alone=True)
         else:

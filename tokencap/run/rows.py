@@ -18,6 +18,7 @@ from ..builder import (
     PARENT_MISSING_RECOVERED,
     PARENT_UNRESOLVED,
 )
+from ..loading.rollouts import from_output_items
 from ..records import CONTEXT_LENGTH_EXCEEDED, TokenCaptureSnapshot
 from ..rollout import MASK_REASON_ORDER, RolloutResult
 from .diagnosed import NOT_BUILT, DiagnosisFacts
@@ -65,5 +66,21 @@ def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, s
         m["error"], [*snapshot.source_notes, *([facts[3]] if facts[3] else [])], int(source_bytes),
         float(source_mtime), facts[0], facts[1], facts[2],
         diagnosis.breaks, list(diagnosis.break_causes), diagnosis.first_break_call, diagnosis.delivered_mask_sample,
-        diagnosis.delivered_by,
+        diagnosis.delivered_by, tokens_from(snapshot), contiguous(result, snapshot),
     )
+
+
+def tokens_from(snapshot: TokenCaptureSnapshot) -> str:
+    """Where a rollout's tokens came from (SPEC 11.4): ``output_items`` for a rollout read from
+    a rollout record's output items (SPEC 13), else ``capture``."""
+    return "output_items" if from_output_items(snapshot) else "capture"
+
+
+def contiguous(result: RolloutResult, snapshot: TokenCaptureSnapshot) -> bool | None:
+    """For a rollout read from output items, whether every call's link verified: each
+    token-bearing item's prompt starts with every token before it, NeMo RL's check before
+    training (SPEC 11.4); None for a capture, and for a rollout that was not built."""
+    if not from_output_items(snapshot) or result.build is None:
+        return None
+    m = result.metrics
+    return not m["parent_link_failures"] and m["unresolved_parent_calls"] == 0 and m["roots"] == 1

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..export import write_atomically
+from ..loading import final_responses_beside_rollouts
 from ..loading.final_responses import FinalResponses
 from .discover import RolloutUnit, discover
 from .errors import DiffTableGiven, DiscoveryError, ScanTableError
@@ -176,7 +177,10 @@ def _plan(source: str | os.PathLike[str], since: str | None, final_responses: st
     """The run as an ordered plan of shards (lists of units) and reused sources (str)."""
     previous = _read_previous(since, final_responses, summary.notes, tokenizer) if since else None
     skipped: list[str] = []
-    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped)
+    units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped,
+                     notes=summary.notes)
+    if final_responses and any(unit.kind == "rollouts" for unit in units):
+        raise DiscoveryError(final_responses_beside_rollouts(str(getattr(final_responses, "name", final_responses))))
     if skipped:
         shown = ", ".join(skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
         summary.notes.append(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} that "
@@ -382,9 +386,9 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         table = upgraded
         meta = {**meta, "record_columns": False}  # written before SPEC 11.1 or 11.3: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
-        from .diff import DIFF_SCHEMA  # only on this error path: the diff module imports pandas
+        from .diff import is_diff_table  # only on this error path: the diff module imports pandas
 
-        if table.schema.names == DIFF_SCHEMA.names:
+        if is_diff_table(table.schema.names):
             raise DiffTableGiven(f"{label}: is a diff table (what `tokencap diff -o` writes, one row per joined "
                                  f"rollout), not a scan table; {_WRITE_ONE}")
         raise ScanTableError(f"{label}: not a tokencap scan table ({column_differences(table.schema.names)}); "

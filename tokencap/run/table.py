@@ -30,9 +30,9 @@ SCHEMA = pa.schema(
        ("error", _STR), ("source_notes", _STRS), ("source_bytes", _INT), ("source_mtime", _FLOAT),
        ("reward", _FLOAT), ("task_index", _INT), ("rollout_index", _INT),
        ("breaks", _INT), ("break_causes", _STRS), ("first_break_call", _STR), ("delivered_mask_sample", _BOOL),
-       ("delivered_by", _STR)]
+       ("delivered_by", _STR), ("tokens_from", _STR), ("contiguous", _BOOL)]
 )
-"""Every column of the scan table, in order (SPEC 11, 11.1, 11.3)."""
+"""Every column of the scan table, in order (SPEC 11, 11.1, 11.3, 11.4)."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
@@ -86,20 +86,26 @@ DIAGNOSIS_COLUMNS: tuple[str, ...] = ("breaks", "break_causes", "first_break_cal
 table without them is read with them null (``break_causes`` empty; `with_record_columns`)."""
 
 
+TOKENS_COLUMNS: tuple[str, ...] = ("tokens_from", "contiguous")
+"""Where the tokens came from (SPEC 11.4): added after the diagnosis columns, so a table without
+them is read with them null (`with_record_columns`)."""
+
+
 def _later_columns(table: pa.Table) -> tuple[str, ...] | None:
     """The columns a table written before them lacks (its columns are exactly an earlier
     generation's), or None when it is not such a table."""
     names = tuple(table.schema.names)
-    for added in (DIAGNOSIS_COLUMNS, (*RECORD_COLUMNS, *DIAGNOSIS_COLUMNS)):
+    for added in (TOKENS_COLUMNS, (*DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS),
+                  (*RECORD_COLUMNS, *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS)):
         if names == COLUMNS[: -len(added)]:
             return added
     return None
 
 
 def with_record_columns(table: pa.Table) -> pa.Table:
-    """``table`` with the record (SPEC 11.1) and diagnosis (11.3) columns appended when it was
-    written before them (as nulls; ``break_causes`` as empty lists); any other table is
-    returned unchanged."""
+    """``table`` with the record (SPEC 11.1), diagnosis (11.3) and tokens (11.4) columns appended
+    when it was written before them (as nulls; ``break_causes`` as empty lists); any other
+    table is returned unchanged."""
     added = _later_columns(table)
     if added is None:
         return table

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..export import write_summary
-from ..loading import LoadError, load_snapshots
+from ..loading import LoadError, load_snapshots, records_for
 from ..loading.final_responses import NO_FACTS, RecordFacts
 from ..loading.files import DirectorySource, Skipped, printable
+from ..loading.rollouts import RecordSpan, rollout_at
 from ..loading.store import base_name, error_message, load_store
 from ..loading.text import read_jsonl_records, snapshots_from_records
 from ..records import TokenCaptureSnapshot
@@ -50,6 +51,8 @@ def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
             snapshots = load_store(_unit_source(unit))
         elif unit.kind == "jsonl":
             snapshots = _load_jsonl_rollout(unit, name, label)
+        elif unit.kind == "rollouts":
+            snapshots = [_load_record(unit, name, label)]
         else:
             snapshots = load_snapshots(os.path.join(unit.directory, name), name=label)
     except Exception as exc:  # noqa: BLE001 -- one bad rollout is a row with its error; the run goes on
@@ -81,6 +84,20 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
         data.close()
 
 
+def _load_record(unit: RolloutUnit, name: str, label: str) -> TokenCaptureSnapshot:
+    """One record's rollout of a rollouts file (SPEC 13), from its span."""
+    ((start, length, line),) = spans_of(unit).tolist()
+    with open(os.path.join(unit.directory, name), "rb") as handle:
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        if start + length > len(data):
+            raise LoadError(f"{label}: the file shrank while the run was being scanned; scan again")
+        span = RecordSpan(line, start, start + length, unit.rollout_id or "", True, note=unit.note)
+        return rollout_at(data[start:start + length], span, label)
+    finally:
+        data.close()
+
+
 def build_unit(unit: RolloutUnit, options: RunOptions, *, project: bool = True
                ) -> Iterator[tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts, Any]]:
     """Each rollout of a unit with its build result, its record's facts and its record's
@@ -91,12 +108,16 @@ def build_unit(unit: RolloutUnit, options: RunOptions, *, project: bool = True
     single = options.single_rollout and len(snapshots) == 1
     for snapshot in snapshots:
         final, facts, evidence = None, NO_FACTS, None
-        if options.final_responses is not None:
-            final = options.final_responses.for_rollout(snapshot.rollout_id, single_rollout=single)
-            facts = options.final_responses.facts_for(snapshot.rollout_id, single_rollout=single)
+        try:
+            records = records_for(snapshot, options.final_responses)  # its own record (SPEC 13), or the run's
+        except LoadError as exc:  # a rollouts file inside a zip given with --final-responses: that row says so
+            snapshot, records = TokenCaptureSnapshot.failed(snapshot.rollout_id, str(exc)), None
+        if records is not None:
+            final = records.for_rollout(snapshot.rollout_id, single_rollout=single)
+            facts = records.facts_for(snapshot.rollout_id, single_rollout=single)
         result = build_rollout(snapshot, final_response=final, project=project)
-        if options.final_responses is not None:
-            evidence = options.final_responses.evidence_for(snapshot.rollout_id, single_rollout=single)
+        if records is not None:
+            evidence = records.evidence_for(snapshot.rollout_id, single_rollout=single)
         yield snapshot, result, facts, evidence
 
 

@@ -23,7 +23,8 @@ from typing import Any
 import pandas as pd
 
 from ...attribution import AMBIGUOUS, ATTRIBUTED, GIVEN, UNATTRIBUTED
-from ...loading import FinalResponses, load_final_responses
+from ...loading import FinalResponses, load_final_responses, responses_for
+from ...records import TokenCaptureSnapshot
 from ...rollout import RolloutResult
 from ..model import RolloutView
 from ..text import md_escape
@@ -64,6 +65,18 @@ class FinalResponsesChoice:
         single = n_rollouts == 1
         response = self.finals.for_rollout(rollout_id, single_rollout=single)
         return (response, f"{self.key}:{int(single)}") if response is not None else (None, None)
+
+
+OWN_RECORD_KEY = "own-record"
+"""The cache key part of a rollout built with its own record (SPEC 13), not an uploaded file."""
+
+
+def own_record(snapshot: TokenCaptureSnapshot) -> tuple[dict[str, Any] | None, dict[str, Any] | None] | None:
+    """(final response, harness evidence) of a rollout read from a rollout record's output items
+    (SPEC 13): its record is its own, whatever file is uploaded beside it; None for a capture."""
+    if snapshot.record is None:
+        return None
+    return responses_for(snapshot, None, single_rollout=True, evidence=True)
 
 
 def read_final_responses(name: str, data: bytes) -> tuple[FinalResponses | None, str | None]:
