@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
     app.add_argument("source", nargs="?",
-                     help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
-                          "Rollout page (default: the bundled sample run)")
+                     help="a run directory, a scan table (.parquet) or a rollouts JSONL of several records (output "
+                          "items with token ids) opens the Run page; a rollout file opens the Rollout page "
+                          "(default: the bundled sample run)")
     app.add_argument("--port", type=_port, default=8501,
                      help="the port the app's server listens on, on localhost only (default: 8501)")
     app.add_argument("--final-responses", metavar="FILE",

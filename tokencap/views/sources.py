@@ -352,15 +352,23 @@ def load_all(sources: Iterable[Source], load: Callable[[Source], LoadedSource] =
 def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
                            source_paths: list[str | None]) -> Path | None:
     """The tokenizer the app decodes and diagnoses with (both pages) when none is uploaded: the one given on the command
-    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/tokenizer.json`` when it
-    exists and every source shown is bundled sample data; else None."""
+    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/qwen3/tokenizer.json`` when
+    every source shown is a bundled rollouts file (``sample_data/rollouts/``, rendered in Qwen3's vocabulary),
+    else the bundled ``sample_data/tokenizer.json`` when it exists and every source shown is bundled sample
+    data; else None."""
     if given:
         return Path(given)
     samples = Path(app_dir) / "sample_data"
+    if not source_paths or any(p is None for p in source_paths):
+        return None
+    qwen3 = samples / "qwen3" / "tokenizer.json"
+    if qwen3.is_file() and all(Path(p).resolve().is_relative_to((samples / "rollouts").resolve())  # type: ignore[arg-type]
+                               for p in source_paths):
+        return qwen3  # the bundled rollouts were rendered in Qwen3's vocabulary
     bundled = samples / "tokenizer.json"
-    if not bundled.is_file() or not source_paths:
+    if not bundled.is_file():
         return None
     base = samples.resolve()
-    if all(p is not None and Path(p).resolve().is_relative_to(base) for p in source_paths):
+    if all(Path(p).resolve().is_relative_to(base) for p in source_paths):  # type: ignore[arg-type]
         return bundled
     return None

@@ -68,6 +68,7 @@ from tokencap.views import style, trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
+from tokencap.views.run import rollouts as ro
 from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
@@ -113,6 +114,7 @@ WIDGETS = {  # widget key -> RunFilter field
     "run_w_change": "change",
     "run_w_groups": "groups",
     "run_w_verdict": "verdict",
+    "run_w_contiguous": "contiguous",
     "run_w_reasons": "reasons",
     "run_w_statuses": "statuses",
     "run_w_query": "query",
@@ -138,7 +140,7 @@ def _show_filter_in_widgets(flt: rd.RunFilter) -> None:
     """Widgets show the filter (chart clicks and the way back change it behind them)."""
     for key, name in WIDGETS.items():
         value = getattr(flt, name)
-        value = list(value) if isinstance(value, tuple) else (value or None) if name in ("verdict", "groups") \
+        value = list(value) if isinstance(value, tuple) else (value or None) if name in ("verdict", "groups", "contiguous") \
             else value
         if STATE.get(key) != value:
             STATE[key] = value
@@ -156,7 +158,7 @@ def _chart_clicked(chart_key: str, dimension: str) -> None:
         _set_filter(current_filter().toggle(bar_dimension, key))
 
 
-def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
+def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> None:
     if comparing:
         st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key="run_w_change",
                        format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=("run_w_change",),
@@ -169,6 +171,10 @@ def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
     with top[1]:
         st.multiselect("Status", list(rd.STATUSES), key="run_w_statuses", on_change=_widget_changed,
                        args=("run_w_statuses",), placeholder="any")
+    if items:  # rollouts read from output items: what NeMo RL's contiguity check says of them
+        st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key="run_w_contiguous",
+                             format_func=ro.CONTIGUITY_LABELS.get, on_change=_widget_changed,
+                             args=("run_w_contiguous",), help=ro.CONTIGUITY_TEXT["not_contiguous"])
     st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
                    on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
     middle = st.columns(2, gap="small", vertical_alignment="bottom")
@@ -276,6 +282,7 @@ COLUMN_CONFIG = {
     "rollout": st.column_config.TextColumn("rollout", width="medium", pinned=True),
     "verdict": st.column_config.TextColumn(width="small"),
     "mask reasons": st.column_config.TextColumn(width="medium"),
+    ro.TABLE_HEADER: st.column_config.TextColumn(width="small", help=ro.CONTIGUITY_TEXT["not_contiguous"]),
     "status": st.column_config.TextColumn(),
     "calls": st.column_config.NumberColumn(width="small", format="%d"),
     "delivered": st.column_config.ProgressColumn(width="small", min_value=0.0, max_value=1.0, format="percent",
@@ -408,7 +415,7 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
                 _chart(pairs[rc.FIRST][0], flt, run_key, pairs[rc.FIRST][1], names)
             more = more_charts_shown()
         with right:
-            filter_controls(flt, cmp is not None)
+            filter_controls(flt, cmp is not None, ro.has_items(frame))
         if more:
             show_other_charts(pairs, flt, run_key, names)
         if cmp is None:

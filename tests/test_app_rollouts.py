@@ -1,0 +1,53 @@
+"""Rollouts whose output items carry token ids in the app (AppTest): a file of several records opens as a
+run, with NeMo RL's contiguity in its tiles, filter and table; one record opens on the Rollout page, whose
+calls are named by their items and whose banner speaks the trainer's language."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_app_run import RUN_PAGE, headings, rerun, run_app, run_table, select_row, shown_count, upload_run
+from test_views_run_rollouts import ROLLOUTS, rollouts_file
+
+from tokencap.run import scan_table
+
+
+def tiles(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_a_rollouts_file_opens_as_a_run_with_contiguity_in_tiles_filter_and_table(monkeypatch):
+    table = scan_table(ROLLOUTS, workers=1)
+    split = table.column("contiguous").to_pylist().count(False)
+    at = run_app(monkeypatch, str(ROLLOUTS))
+    assert headings(at)[0].startswith("Run")
+    assert shown_count(at) == (36, 36)
+    assert tiles(at)["contiguous"] == str(36 - split) and tiles(at)["not contiguous"] == str(split)
+    assert run_table(at).value["contiguous"].value_counts().to_dict() == {"no": split, "yes": 36 - split}
+    at.segmented_control(key="run_w_contiguous").set_value("not_contiguous")
+    rerun(at)
+    assert shown_count(at) == (split, 36)
+    assert at.query_params["run_contig"] == "not_contiguous"
+    assert set(run_table(at).value["contiguous"]) == {"no"}
+    first = run_table(at).value["rollout"].iat[0]
+    select_row(at, 0)  # a broken rollout opens on the Rollout page
+    assert headings(at)[0] == first.replace("-", "\\-")
+
+
+def test_an_uploaded_rollouts_file_is_a_run(monkeypatch, tmp_path):
+    at = run_app(monkeypatch)
+    upload_run(at, ("rollouts.jsonl", rollouts_file(tmp_path / "r.jsonl", 4, cut={2}).read_bytes()))
+    assert shown_count(at) == (4, 4)
+    assert tiles(at)["not contiguous"] == "1"
+    shown = run_table(at).value
+    assert shown["contiguous"].tolist() == ["yes", "yes", "no", "yes"]
+    select_row(at, 2)
+    assert headings(at)[0] == "r2"
+
+
+def test_a_rollouts_file_of_one_record_opens_on_the_rollout_page(monkeypatch, tmp_path):
+    at = run_app(monkeypatch, str(rollouts_file(tmp_path / "one.jsonl", 1)))
+    assert headings(at) == ["r0"]
+    at.switch_page(RUN_PAGE)  # the Run page still scans it, a run of one
+    rerun(at)
+    assert shown_count(at) == (1, 1)
