@@ -4,11 +4,13 @@ calls are named by their items and whose banner speaks the trainer's language.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from test_app_run import RUN_PAGE, headings, rerun, run_app, run_table, select_row, shown_count, upload_run
 from test_views_run_rollouts import ROLLOUTS, rollouts_file
 
+from tokencap.loading import load_snapshots
 from tokencap.run import scan_table
 
 
@@ -51,3 +53,44 @@ def test_a_rollouts_file_of_one_record_opens_on_the_rollout_page(monkeypatch, tm
     at.switch_page(RUN_PAGE)  # the Run page still scans it, a run of one
     rerun(at)
     assert shown_count(at) == (1, 1)
+
+
+# --------------------------------------------------------------------------- the Rollout page
+
+QWEN3 = ROLLOUTS.parent.parent / "qwen3" / "tokenizer.json"
+
+
+def one_rollout(tmp_path: Path, rollout_id: str) -> Path:
+    """The bundled record of ``rollout_id`` alone in a file (one record: it opens on the Rollout page)."""
+    ids = [s.rollout_id for s in load_snapshots(ROLLOUTS)]
+    line = ROLLOUTS.read_bytes().splitlines()[ids.index(rollout_id)]
+    path = tmp_path / f"{rollout_id}.jsonl"
+    path.write_bytes(line + b"\n")
+    return path
+
+
+def test_the_rollout_page_names_calls_by_their_items_with_each_item_s_text(monkeypatch, tmp_path):
+    from test_app import open_app, pick_call
+
+    at = open_app(monkeypatch, str(one_rollout(tmp_path, "task0-rollout2")), "--tokenizer", str(QWEN3))
+    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
+    assert pick.options[0].startswith("item-0002 — ") and " · function_call: search_code(" in pick.options[0]
+    at.session_state["detail_open"] = {"items": True}
+    pick_call(at, "call:item-0021")
+    captions = [c.value.replace("\\", "") for c in at.caption]  # Markdown-escaped capture text
+    assert any(c.startswith("Read from the rollout record's output item item-0021 (function_call: apply_patch(")
+               for c in captions)
+    items = [c for c in captions if re.match(r"item-\d{4} · ", c)]
+    assert items == ["item-0018 · message (user)", "item-0019 · reasoning", "item-0020 · message (assistant)",
+                     "item-0021 · function_call · apply_patch · carries the tokens"]
+
+
+def test_the_banner_says_where_nemo_rl_stops_and_why(monkeypatch, tmp_path):
+    from test_app import open_app
+    from test_app_rollout_diagnosis import culprit_labels
+
+    at = open_app(monkeypatch, str(one_rollout(tmp_path, "task0-rollout2")), "--tokenizer", str(QWEN3))
+    label = culprit_labels(at)[0].replace("\\", "")
+    assert label == ("item-0021 is not contiguous — NeMo RL would stop on this rollout: item-0021's prompt does not "
+                     "continue item-0017; the earlier reasoning was stripped from the history (a chat template that "
+                     "drops <think>)")
