@@ -94,3 +94,14 @@ def test_the_banner_says_where_nemo_rl_stops_and_why(monkeypatch, tmp_path):
     assert label == ("item-0021 is not contiguous — NeMo RL would stop on this rollout: item-0021's prompt does not "
                      "continue item-0017; the earlier reasoning was stripped from the history (a chat template that "
                      "drops <think>)")
+
+
+def test_the_bundled_rollouts_scenario_opens_decoded_in_qwen3_s_vocabulary(monkeypatch):
+    from test_app import open_app, rerun as rerun_rollout
+
+    at = open_app(monkeypatch)
+    at.selectbox(key="scenario").set_value("rollouts/qwen3_rollouts.jsonl")
+    rerun_rollout(at)
+    assert any("36 rollouts as NeMo Gym writes them" in c.value for c in at.caption)
+    assert str(at.session_state["default_tokenizer"]).endswith("sample_data/qwen3/tokenizer.json")
+    assert headings(at)[0] == "task0\\-rollout0"  # the file's first rollout, of 36 in the rollout picker

@@ -92,3 +92,17 @@ def test_the_bundled_rollouts_decode_with_qwen3_s_vocabulary():
     assert default_tokenizer_path(REPO, None, [str(ROLLOUTS), str(SAMPLES / "length_stop.json")]) == \
         SAMPLES / "tokenizer.json"
     assert default_tokenizer_path(REPO, "/x/tok.json", [str(ROLLOUTS)]) == Path("/x/tok.json")
+
+
+def test_the_bundled_rollouts_are_one_scenario_of_the_rollout_page_named_by_their_file():
+    from tokencap.views import sources as src
+
+    scenarios = {s.name: s for s in src.sample_scenarios(SAMPLES)}
+    assert "rollouts" not in scenarios and "qwen3" not in scenarios
+    rollouts = scenarios["rollouts/qwen3_rollouts.jsonl"]
+    assert rollouts.path == ROLLOUTS and rollouts.label == "qwen3 rollouts (token ids on output items, 36 rollouts)"
+    declared = json.loads((ROLLOUTS.parent / "expected.json.txt").read_text())["rollouts"]
+    trainable = sum(not r["mask_sample"] for r in declared.values())
+    assert rollouts.expectation.startswith(f"{trainable} contiguous (trainable); {36 - trainable} that NeMo RL would "
+                                           "stop on")
+    assert "tokencap app sample_data/rollouts/qwen3_rollouts.jsonl" in rollouts.situation

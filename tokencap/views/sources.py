@@ -251,9 +251,13 @@ class Scenario:
     why: str = ""
     final_responses: Path | None = None
     """The harness's final responses bundled for this scenario (``expected.json``), if any."""
+    title: str = ""
+    """The picker's words for it, when not its file name's."""
 
     @property
     def label(self) -> str:
+        if self.title:
+            return self.title
         title = self.name.rsplit(".", 1)[0] if not self.path.is_dir() else self.name
         return title.replace("_", " ")
 
@@ -292,6 +296,10 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
                    if not p.name.startswith(".") and p.name not in _SAMPLE_SKIP and p.name not in names
                    and (p.is_dir() or p.suffix in (".json", ".jsonl", ".zip")))
     for name in names + extra:
+        rollouts = _rollouts_scenario(root, name)
+        if rollouts is not None:
+            out.append(rollouts)
+            continue
         info = described.get(name) or described.get(name + "/") or {}
         info = info if isinstance(info, dict) else {}
         rollouts = info.get("rollouts") if isinstance(info.get("rollouts"), dict) else {}
@@ -304,6 +312,36 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
                             expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", "")),
                             final_responses=finals_path))
     return out
+
+
+ROLLOUTS_DECLARED = "expected.json.txt"
+"""Beside a bundled rollouts file (SPEC 13): the file's name (``file``) and each rollout's declared verdict."""
+
+
+def _rollouts_scenario(root: Path, name: str) -> Scenario | None:
+    """A bundled folder of rollouts whose output items carry token ids (``sample_data/rollouts``) as the
+    scenario of its file, told in words from the verdicts declared beside it; None for any other entry."""
+    declared_path = root / name / ROLLOUTS_DECLARED
+    if not declared_path.is_file():
+        return None
+    try:
+        declared = json.loads(declared_path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None
+    file = declared.get("file") if isinstance(declared, dict) else None
+    if not isinstance(file, str) or "/" in file or not (root / name / file).is_file():
+        return None
+    rollouts = declared.get("rollouts") if isinstance(declared.get("rollouts"), dict) else {}
+    split = sum(1 for r in rollouts.values() if isinstance(r, dict) and r.get("contiguous") is False)
+    vocabulary = f" in {declared['model']}'s vocabulary" if isinstance(declared.get("model"), str) else ""
+    situation = (f"{len(rollouts)} rollouts as NeMo Gym writes them with token ids on their output items (no token "
+                 f"capture), rendered{vocabulary}: each token-bearing item is a call item-NNNN. As a run: "
+                 f"`tokencap app sample_data/{name}/{file}`.")
+    expectation = (f"{len(rollouts) - split} contiguous (trainable); {split} that NeMo RL would stop on "
+                   "(\"Non-contiguous messages found\"), each banner saying where and why") if rollouts else ""
+    title = f"{file.rsplit('.', 1)[0].replace('_', ' ')} (token ids on output items, {len(rollouts)} rollouts)"
+    return Scenario(name=f"{name}/{file}", path=root / name / file, situation=situation, expectation=expectation,
+                    title=title)
 
 
 def default_scenario_index(scenarios: list[Scenario], preferred: str = "subagent_branch.json") -> int:
