@@ -77,6 +77,9 @@ def test_the_rollout_page_names_calls_by_their_items_with_each_item_s_text(monke
     assert pick.options[0].startswith("item-0002 — ") and " · function_call: search_code(" in pick.options[0]
     at.session_state["detail_open"] = {"items": True}
     pick_call(at, "call:item-0021")
+    # The break's detail says what its culprit in the banner says.
+    assert any(w.value.replace("\\", "").startswith("NeMo RL would stop on this rollout: item-0021's prompt does not "
+                                                     "continue item-0017;") for w in at.warning)
     captions = [c.value.replace("\\", "") for c in at.caption]  # Markdown-escaped capture text
     assert any(c.startswith("Read from the rollout record's output item item-0021 (function_call: apply_patch(")
                for c in captions)

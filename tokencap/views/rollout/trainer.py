@@ -107,6 +107,11 @@ def words_for(view: RolloutView, breaks: Iterable[Break]) -> dict[str, str]:
     return out
 
 
+def sentence_of(view: RolloutView, brk: Break, breaks: Iterable[Break]) -> str:
+    """The sentence of one break of the view (its detail says what its culprit in the banner says)."""
+    return words_for(view, breaks).get(brk.call_id) or break_words(brk)
+
+
 def not_contiguous_text(call: str) -> str:
     """A culprit's own words for an item that does not continue the tokens before it (the break's sentence
     follows it)."""
@@ -114,4 +119,4 @@ def not_contiguous_text(call: str) -> str:
 
 
 __all__ = ["CAUSE_WORDS", "PROMPT_MISSING", "REASONING_MOVED", "REASONING_STRIPPED", "REASONING_STUB", "STOPS",
-           "cause_words", "is_item_break", "item_break_words", "not_contiguous_text", "words_for"]
+           "cause_words", "is_item_break", "item_break_words", "not_contiguous_text", "sentence_of", "words_for"]
