@@ -108,3 +108,19 @@ def test_the_bundled_rollouts_scenario_opens_decoded_in_qwen3_s_vocabulary(monke
     assert any("36 rollouts as NeMo Gym writes them" in c.value for c in at.caption)
     assert str(at.session_state["default_tokenizer"]).endswith("sample_data/qwen3/tokenizer.json")
     assert headings(at)[0] == "task0\\-rollout0"  # the file's first rollout, of 36 in the rollout picker
+
+
+def test_tokencap_app_refuses_records_beside_a_rollouts_file_before_any_server(monkeypatch, tmp_path, capsys):
+    import subprocess
+
+    from tokencap.cli import main
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a server was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    rollouts = rollouts_file(tmp_path / "r.jsonl", 2)
+    records = ROLLOUTS.parent.parent / "rollout_records" / "run.jsonl"
+    assert main(["app", str(rollouts), "--final-responses", str(records)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--final-responses given with a source of rollout records" in err[0], err
