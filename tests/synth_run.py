@@ -86,7 +86,7 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
         "task_index": idx // 4, "rollout_index": idx % 4,
     }
     columns.update(_diagnosis_columns(rng, reasons, n))  # drawn last: the earlier columns are as before
-    columns.update({"tokens_from": ["capture"] * n, "contiguous": [None] * n})  # SPEC 11.4: every row a capture's
+    columns.update(tokens_from=["capture"] * n, contiguous=[None] * n)  # SPEC 11.4: captured calls
     assert list(columns) == list(COLUMNS)
     return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)
 

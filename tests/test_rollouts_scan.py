@@ -163,3 +163,17 @@ def test_diff_carries_contiguity_through(tmp_path: Path) -> None:
     assert rows["d-empty"]["contiguous_a"] is None
     old = before.drop_columns(list(TOKENS_COLUMNS))  # a table from before SPEC 11.4
     assert diff_tables(old, before).arrow.column("contiguous_a").null_count == before.num_rows
+
+
+def test_an_upload_read_as_a_run_has_the_rows_a_scan_writes(tmp_path: Path) -> None:
+    from tokencap import load_snapshots
+    from tokencap.run.scan import table_of_snapshots
+
+    run = run_dir(tmp_path)
+    path = run / "sub" / "rollouts.jsonl"
+    scanned = scan_table(path, workers=1)
+    uploaded = table_of_snapshots(load_snapshots(path.read_bytes(), name="rollouts.jsonl"), "rollouts.jsonl",
+                                  source_bytes=path.stat().st_size)
+    notes = ["source_notes", "source_mtime"]  # a note names the file as given; an upload has no mtime
+    assert uploaded.drop_columns(notes).equals(scanned.drop_columns(notes))
+    assert uploaded.column("reward").to_pylist() == [1.0, None, 0.0, None]

@@ -279,3 +279,36 @@ def test_inspect_of_a_directory_names_the_rollouts_files_it_left_out(tmp_path: P
     assert main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "records.jsonl" in out and "--final-responses" in out
+
+
+@pytest.mark.parametrize("value", ["12", {"ids": [1]}, [[1, 2]], [1.5]])
+def test_a_generation_that_is_no_list_of_ids_is_that_calls_error_not_ignored(value) -> None:
+    record = rollout_record(turns_of(2), rollout_id="odd")
+    record["response"]["output"][2]["generation_token_ids"] = value
+    (snap,) = load_snapshots(jsonl([record]), name="run.jsonl")
+    assert snap.load_error.startswith("run.jsonl, line 1: call 'item-0002': field 'generation_token_ids'")
+
+
+def big_record() -> dict:
+    """A record over a MiB: its token arrays are cut out before its fields are split."""
+    return rollout_record(turns_of(3, added=60_000, generated=50), rollout_id="big")
+
+
+def test_a_big_record_reads_as_a_small_one_does() -> None:
+    record = big_record()
+    snap = one(jsonl([record]))
+    output = record["response"]["output"]
+    assert [list(e.prompt_token_ids) for e in snap.entries] == [output[i]["prompt_token_ids"] for i in (0, 2, 4)]
+    assert snap.entries[1].output_items == [without_tokens(output[1]), without_tokens(output[2])]
+    record["response"]["output"][2]["prompt_token_ids"][5] = -1
+    (bad,) = load_snapshots(jsonl([record]), name="big.jsonl")
+    assert bad.load_error.startswith("big.jsonl, line 1: call 'item-0002': field 'prompt_token_ids': token id at "
+                                     "position 5 is -1")
+
+
+def test_a_token_field_name_elsewhere_in_a_big_record_is_read_as_written() -> None:
+    record = big_record()
+    record["response"]["output"][1]["arguments"] = {"prompt_token_ids": [1, 2, 3]}  # not an item's token field
+    snap = one(jsonl([record]))
+    assert snap.entries[1].output_items[0]["arguments"] == {"prompt_token_ids": [1, 2, 3]}
+    assert len(snap.entries) == 3 and snap.load_error is None

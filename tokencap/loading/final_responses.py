@@ -415,18 +415,20 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser |
     return items
 
 
-def carries_tokens(raw: msgspec.Raw | bytes | None) -> bool:
-    """Whether a ``generation_token_ids`` value's JSON text is a non-empty array (read from
-    its first bytes: a generation is never parsed to learn this)."""
+def carries_tokens(raw: msgspec.Raw | bytes | memoryview | None) -> bool:
+    """Whether a ``generation_token_ids`` value's JSON text carries tokens: anything but a
+    missing value, ``null`` or ``[]`` (read from its first bytes: a generation is never parsed
+    to learn this). A value that is no list of ids carries them too: reading it says what is wrong."""
     if raw is None:
         return False
     view = memoryview(raw).cast("B")
     first = _NON_BLANK.search(view)
-    if first is None or view[first.start()] != 0x5B:  # '['
+    if first is None or bytes(view[first.start():first.start() + 4]) == b"null":
         return False
+    if view[first.start()] != 0x5B:  # not '[': a malformed value, for the reader to name
+        return True
     inner = _NON_BLANK.search(view, first.end())
     return inner is not None and view[inner.start()] != 0x5D  # not ']'
-
 
 
 def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:

@@ -292,6 +292,24 @@ def _each(data: Any, name: str, records: list[RecordSpan]) -> Iterator[TokenCapt
         yield rollout_at(chunk, record, name)
 
 
+def beside_captures_note(label: str, names: list[str]) -> str:
+    """Why a directory's token-bearing rollouts files were not loaded (SPEC 13.1)."""
+    listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (f"{label}: not loaded, as the directory also holds captures: {listed} (rollout records whose "
+            "output items carry token ids, most likely this run's own records); give "
+            f"{'it' if len(names) == 1 else 'them'} as --final-responses, or open "
+            f"{'it' if len(names) == 1 else 'each'} alone to read its rollouts from their token ids")
+
+
+def source_records(data: Any, name: str) -> list[RecordSpan] | None:
+    """The records of a text when it is a rollouts file that loads as rollouts (`is_source`), else None."""
+    if is_text(data) and is_rollouts_text(data):
+        records = index_rollouts(data, name)
+        if is_source(records):
+            return records
+    return None
+
+
 def read_rollouts(data: Any, name: str | None, rollout_id: str | None = None
                   ) -> Iterator[TokenCaptureSnapshot] | None:
     """The rollouts of a text when it is a rollouts file (SPEC 13), one record at a time
@@ -432,5 +450,5 @@ def _call_records(output: list[dict[str, msgspec.Raw]], calls: list[int], rollou
     return raws
 
 
-__all__ = ["CALL_PREFIX", "READ_FROM_ITEMS", "RecordSpan", "call_id", "from_output_items", "index_rollouts", "is_rollouts_text", "is_source",
-           "iter_rollouts", "no_token_ids_message", "read_record", "read_rollouts", "rollout_at"]
+__all__ = ["CALL_PREFIX", "READ_FROM_ITEMS", "RecordSpan", "beside_captures_note", "call_id", "from_output_items", "index_rollouts", "is_rollouts_text", "is_source",
+           "iter_rollouts", "no_token_ids_message", "read_record", "read_rollouts", "source_records", "rollout_at"]

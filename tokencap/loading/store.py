@@ -40,8 +40,8 @@ import numpy as np
 from ..limits import HELD_AHEAD_BYTES
 from ..records import RecordError, TokenCaptureSnapshot, type_name
 from .files import DirectorySource, FileSource, Skipped, kind_of, printable
-from .rollouts import (RecordSpan, index_rollouts, is_rollouts_text, is_source, read_rollouts, rollout_at)
-from .text import (LoadError, build_snapshot, is_text, iter_lines, load_text, peek_rollout_ids, read_jsonl_records)
+from .rollouts import RecordSpan, beside_captures_note, read_rollouts, rollout_at, source_records
+from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
 from .wire import TOO_DEEP, decode_value
 
 ENTRIES_SUFFIX = ".tokens.jsonl"
@@ -306,21 +306,10 @@ def _examine(source: FileSource, name: str) -> tuple[set[str], list[RecordSpan] 
     rollouts file (SPEC 13), else None), from one read of it."""
     try:
         data = source.read(name)
-        if is_text(data) and is_rollouts_text(data):
-            records = index_rollouts(data, name)
-            if is_source(records):
-                return set(), records
-        return peek_rollout_ids(data), None
+        records = source_records(data, name)
+        return (set(), records) if records is not None else (peek_rollout_ids(data), None)
     except Exception:  # noqa: BLE001 -- unreadable: it will fail to load, under its base name
         return set(), None
-
-
-def rollouts_beside_captures_note(label: str, names: list[str]) -> str:
-    """Why a directory's token-bearing rollouts files were not loaded (SPEC 13.1)."""
-    return (f"{label}: not loaded, as the directory also holds captures: {_listing(names)} (rollout records whose "
-            "output items carry token ids, most likely this run's own records); give "
-            f"{'it' if len(names) == 1 else 'them'} as --final-responses, or open "
-            f"{'it' if len(names) == 1 else 'each'} alone to read its rollouts from their token ids")
 
 
 @dataclass
@@ -389,7 +378,7 @@ def _plan(source: FileSource) -> _Plan:
             loose_by_id.setdefault(rid, []).append(item)
     records_by_id: dict[str, list[tuple[str, RecordSpan]]] = {}
     if rollouts_files and (rollouts or failed or loose_by_id):
-        shared_notes.append(rollouts_beside_captures_note(source.label, sorted(rollouts_files)))
+        shared_notes.append(beside_captures_note(source.label, sorted(rollouts_files)))
     else:
         for name, records in rollouts_files.items():
             for record in records:

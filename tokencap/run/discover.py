@@ -33,9 +33,8 @@ import numpy as np
 from ..loading.files import kind_of, printable
 from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, is_text, looks_like_rollout_record
 from ..loading.wire import decode_raw_object
-from ..loading.rollouts import index_rollouts, is_rollouts_text, is_source, no_token_ids_message
-from ..loading.store import (ENTRIES_SUFFIX, base_name, rollouts_beside_captures_note, sibling_alone_message, store_file,
-                             store_siblings)
+from ..loading.rollouts import beside_captures_note, index_rollouts, is_rollouts_text, is_source, no_token_ids_message
+from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
 from .errors import DiscoveryError
 
 STORE_LABEL = ".tokens.*"
@@ -234,7 +233,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                 yield RolloutUnit(source, "file", directory, (name,), size=size, mtime=mtime)
     if rollouts and captures:
         if notes is not None:
-            notes.append(rollouts_beside_captures_note(rel.rstrip("/") or ".", sorted(rollouts)))
+            notes.append(beside_captures_note(rel.rstrip("/") or printable(directory), sorted(rollouts)))
     else:
         for units in rollouts.values():
             yield from units

@@ -31,11 +31,10 @@ from .discover import RolloutUnit, discover
 from .errors import DiffTableGiven, DiscoveryError, ScanTableError
 from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
-from ..rollout import build_rollout
 from .diagnosed import diagnosis_facts, tokenizer_at
 from .rows import Row, row_of
 from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences, with_record_columns
-from .work import RunOptions, export_shard, scan_shard
+from .work import RunOptions, built, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
 """``progress(rollouts_done, rollouts_total)``, called as shards complete."""
@@ -353,9 +352,10 @@ def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: 
     rows: list[Row] = []
     tokenizer = check_tokenizer(tokenizer)
     for n, snapshot in enumerate(ordered, 1):
-        result = build_rollout(snapshot, project=False)  # a row reads no payload
-        rows.append(row_of(result, snapshot, source_label, source_bytes, source_mtime,
-                           diagnosis=diagnosis_facts(result, None, tokenizer)))
+        # A rollout read from a record's items brings its own record (SPEC 13), as a scan's does.
+        snapshot, result, facts, evidence = built(snapshot, None, single_rollout=False, project=False)
+        rows.append(row_of(result, snapshot, source_label, source_bytes, source_mtime, facts,
+                           diagnosis=diagnosis_facts(result, evidence, tokenizer)))
         if progress:
             progress(n, len(ordered))
     return pa.Table.from_batches([to_batch(rows)], schema=SCHEMA)

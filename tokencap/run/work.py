@@ -107,18 +107,26 @@ def build_unit(unit: RolloutUnit, options: RunOptions, *, project: bool = True
     # A final response without a rollout id applies only when the whole source is one rollout.
     single = options.single_rollout and len(snapshots) == 1
     for snapshot in snapshots:
-        final, facts, evidence = None, NO_FACTS, None
-        try:
-            records = records_for(snapshot, options.final_responses)  # its own record (SPEC 13), or the run's
-        except LoadError as exc:  # a rollouts file inside a zip given with --final-responses: that row says so
-            snapshot, records = TokenCaptureSnapshot.failed(snapshot.rollout_id, str(exc)), None
-        if records is not None:
-            final = records.for_rollout(snapshot.rollout_id, single_rollout=single)
-            facts = records.facts_for(snapshot.rollout_id, single_rollout=single)
-        result = build_rollout(snapshot, final_response=final, project=project)
-        if records is not None:
-            evidence = records.evidence_for(snapshot.rollout_id, single_rollout=single)
-        yield snapshot, result, facts, evidence
+        yield built(snapshot, options.final_responses, single_rollout=single, project=project)
+
+
+def built(snapshot: TokenCaptureSnapshot, finals: Any, *, single_rollout: bool, project: bool = True
+          ) -> tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts, Any]:
+    """One rollout built with the records that apply to it -- its own (SPEC 13), else ``finals``
+    (a `FinalResponses` or None) -- with its record's facts and evidence. Both records is that
+    rollout's error (a rollouts file inside a zip given with --final-responses), never an exception."""
+    final, facts, evidence = None, NO_FACTS, None
+    try:
+        records = records_for(snapshot, finals)
+    except LoadError as exc:
+        snapshot, records = TokenCaptureSnapshot.failed(snapshot.rollout_id, str(exc)), None
+    if records is not None:
+        final = records.for_rollout(snapshot.rollout_id, single_rollout=single_rollout)
+        facts = records.facts_for(snapshot.rollout_id, single_rollout=single_rollout)
+    result = build_rollout(snapshot, final_response=final, project=project)
+    if records is not None:
+        evidence = records.evidence_for(snapshot.rollout_id, single_rollout=single_rollout)
+    return snapshot, result, facts, evidence
 
 
 def scan_shard(units: list[RolloutUnit], options: RunOptions) -> list[Row]:
