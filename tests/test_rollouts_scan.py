@@ -167,7 +167,7 @@ def test_diff_carries_contiguity_through(tmp_path: Path) -> None:
 
 def test_an_upload_read_as_a_run_has_the_rows_a_scan_writes(tmp_path: Path) -> None:
     from tokencap import load_snapshots
-    from tokencap.run.scan import table_of_snapshots
+    from tokencap.run.scanning import table_of_snapshots
 
     run = run_dir(tmp_path)
     path = run / "sub" / "rollouts.jsonl"
