@@ -7,7 +7,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_app_run import RUN_PAGE, headings, rerun, run_app, run_table, select_row, shown_count, upload_run
+from test_app_run import (
+    RUN_PAGE,
+    headings,
+    rerun,
+    run_app,
+    run_table,
+    select_row,
+    shown_count,
+    upload_run,
+)
 from test_views_run_rollouts import ROLLOUTS, rollouts_file
 
 from tokencap.loading import load_snapshots
@@ -100,7 +109,8 @@ def test_the_banner_says_where_nemo_rl_stops_and_why(monkeypatch, tmp_path):
 
 
 def test_the_bundled_rollouts_scenario_opens_decoded_in_qwen3_s_vocabulary(monkeypatch):
-    from test_app import open_app, rerun as rerun_rollout
+    from test_app import open_app
+    from test_app import rerun as rerun_rollout
 
     at = open_app(monkeypatch)
     at.selectbox(key="scenario").set_value("rollouts/qwen3_rollouts.jsonl")

@@ -13,8 +13,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from test_browser import REPO, _select_grid_row, _settled, chromium_page, streamlit_server
+from test_browser import (
+    REPO,
+    _select_grid_row,
+    _settled,
+    chromium_page,
+    streamlit_server,
+)
 
 pytestmark = pytest.mark.browser
 

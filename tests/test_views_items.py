@@ -4,14 +4,14 @@ with its item's text, in the call tree's labels, hovers and detail."""
 from __future__ import annotations
 
 from rollouts_data import jsonl, rollout_record, turns_of
+from test_views_run_rollouts import ROLLOUTS
+
 from tokencap.loading import load_snapshots
 from tokencap.views.model import RolloutView, node_key
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import items as iv
 from tokencap.views.rollout.attribution import own_record
 from tokencap.views.rollout.tree_model import tree_of
-
-from test_views_run_rollouts import ROLLOUTS
 
 
 def view_of(data: bytes, index: int = 0) -> RolloutView:

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from rollouts_data import jsonl, rollout_record, turns_of
+
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
 from tokencap.views.run import rollouts as ro

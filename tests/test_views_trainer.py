@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tokenizers import Tokenizer
-
 from rollouts_data import jsonl, rollout_record, turns_of
 from test_views_items import view_of
 from test_views_run_rollouts import ROLLOUTS, SAMPLES
+from tokenizers import Tokenizer
+
 from tokencap.loading import load_snapshots
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import trainer as tw

@@ -296,9 +296,9 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
                    if not p.name.startswith(".") and p.name not in _SAMPLE_SKIP and p.name not in names
                    and (p.is_dir() or p.suffix in (".json", ".jsonl", ".zip")))
     for name in names + extra:
-        rollouts = _rollouts_scenario(root, name)
-        if rollouts is not None:
-            out.append(rollouts)
+        bundled_rollouts = _rollouts_scenario(root, name)
+        if bundled_rollouts is not None:
+            out.append(bundled_rollouts)
             continue
         info = described.get(name) or described.get(name + "/") or {}
         info = info if isinstance(info, dict) else {}
