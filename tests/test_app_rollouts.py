@@ -134,3 +134,19 @@ def test_tokencap_app_refuses_records_beside_a_rollouts_file_before_any_server(m
     assert main(["app", str(rollouts), "--final-responses", str(records)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--final-responses given with a source of rollout records" in err[0], err
+
+
+def test_a_rollouts_file_uploaded_on_the_rollout_page_opens_as_a_run(monkeypatch, tmp_path):
+    from test_app import open_app
+    from test_app import rerun as rerun_rollout
+
+    at = open_app(monkeypatch)
+    assert not [b for b in at.button if b.key == "open_upload_as_run"]
+    data = rollouts_file(tmp_path / "r.jsonl", 3, cut={1}).read_bytes()
+    at.file_uploader(key="uploader").set_value([("rollouts.jsonl", data, "application/octet-stream")])
+    rerun_rollout(at)
+    at.button(key="open_upload_as_run").click()
+    rerun(at)
+    assert shown_count(at) == (3, 3)
+    assert tiles(at)["not contiguous"] == "1"
+    assert any("Showing the upload: rollouts.jsonl" in c.value.replace("\\", "") for c in at.sidebar.caption)

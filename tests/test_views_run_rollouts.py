@@ -106,3 +106,11 @@ def test_the_bundled_rollouts_are_one_scenario_of_the_rollout_page_named_by_thei
     assert rollouts.expectation.startswith(f"{trainable} contiguous (trainable); {36 - trainable} that NeMo RL would "
                                            "stop on")
     assert "tokencap app sample_data/rollouts/qwen3_rollouts.jsonl" in rollouts.situation
+
+
+def test_uploads_that_are_runs_by_themselves(tmp_path):
+    many = rollouts_file(tmp_path / "many.jsonl", 3).read_bytes()
+    one = rollouts_file(tmp_path / "one.jsonl", 1).read_bytes()
+    capture = (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()
+    assert ro.run_uploads([("m.jsonl", many), ("o.jsonl", one), ("c.jsonl", capture), ("z.zip", b"PK\x03\x04")]) == \
+        [("m.jsonl", many)]

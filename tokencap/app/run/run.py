@@ -431,7 +431,7 @@ def main() -> None:
     st.html(f"<style>{style.RUN_PAGE_CSS}</style>")  # first: in place before a scan starts
     with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
         origin, run = sidebar_origin()
-        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
+        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE.get("run_path")
                                        and not STATE["run_uploads"])
     flt = current_filter()
     _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error

@@ -14,7 +14,9 @@ import functools
 import itertools
 import mmap
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,14 +70,27 @@ def rollout_records(path: str, size: int, mtime_ns: int) -> int:
     except (OSError, ValueError):
         return 0
     try:
-        if not (is_text(data[:SNIFF_BYTES]) and is_rollouts_text(data)):
-            return 0
-        spans = list(itertools.islice(line_spans(data), 2))
-        if len(spans) == 2 and not data[spans[0][1]:spans[0][2]].rstrip().endswith(b"}"):
-            return 1  # one object spread over lines (a pretty-printed record)
-        return len(spans)
+        return records_in(data)
     finally:
         data.close()
+
+
+def records_in(data: Any) -> int:
+    """How many records a rollouts text holds (bytes, or a mapped file), counted up to 2; 0 when it is
+    no rollouts text (a capture's, a zip, anything else). Only the first line (or the one object) is
+    decoded."""
+    if not (is_text(data[:SNIFF_BYTES]) and is_rollouts_text(data)):
+        return 0
+    spans = list(itertools.islice(line_spans(data), 2))
+    if len(spans) == 2 and not bytes(data[spans[0][1]:spans[0][2]]).rstrip().endswith(b"}"):
+        return 1  # one object spread over lines (a pretty-printed record)
+    return len(spans)
+
+
+def run_uploads(uploads: Iterable[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The uploaded files that are runs by themselves: rollouts files of several records (the Rollout page
+    offers to open them on the Run page, as `tokencap app FILE` does)."""
+    return [(name, data) for name, data in uploads if records_in(data) > 1]
 
 
 # --------------------------------------------------------------------------- the frame's column
@@ -132,4 +147,4 @@ def table_values(frame: pd.DataFrame, rows: np.ndarray) -> pd.Series:
 
 __all__ = ["CONTIGUITY", "CONTIGUITY_LABELS", "CONTIGUITY_TEXT", "FILTERS", "TABLE_HEADER", "contiguity_codes",
            "contiguity_column", "counts", "filter_mask", "filter_words", "has_items", "opens_as_run",
-           "rollout_records", "table_values"]
+           "records_in", "rollout_records", "run_uploads", "table_values"]
