@@ -41,24 +41,6 @@ def _app_source(source: str) -> str:
     return os.path.abspath(source)
 
 
-def _refuse_records_beside_rollouts(source: str | None, final_responses: str) -> None:
-    """A rollouts file whose output items carry token ids is its own records (SPEC 13.1): with
-    ``--final-responses`` it is the same one-line refusal as `tokencap scan` gives, before any server."""
-    from ..loading import final_responses_beside_rollouts
-    from ..run.discover import rollouts_file
-    from ..run.errors import DiscoveryError
-
-    if source is None or not Path(source).is_file():
-        return  # a directory's rollouts files: its scan on the Run page says so
-    st = os.stat(source)
-    try:
-        units = rollouts_file(source, os.path.basename(source), st.st_size, st.st_mtime, alone=True)
-    except DiscoveryError:
-        return  # rollout records without token ids: not a rollouts source (the page says what it is)
-    if units and units[0].kind == "rollouts":
-        raise _UsageError(final_responses_beside_rollouts(final_responses))
-
-
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -76,11 +58,11 @@ def run(args: argparse.Namespace) -> int:
     if args.final_responses:
         if not Path(args.final_responses).is_file():
             raise _UsageError(f"{args.final_responses}: no such file (--final-responses)")
-        _refuse_records_beside_rollouts(source, args.final_responses)
         # Read here, as `tokencap build` reads them: a bad file is the same one line and exit 2, before
         # any server starts (not an error shown only in the browser).
         _read_final_responses(args.final_responses)
         _PROGRESS.done()
+        _refuse_records_beside_rollouts(source, args.final_responses)
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
     server._check_port_free(args.port)
     from ..views.run.source import START_DIR_ENV
@@ -95,3 +77,21 @@ def run(args: argparse.Namespace) -> int:
         return server._start_prescan(source, args.final_responses, args.tokenizer) if source else None
 
     return server._serve(cmd, beside=beside)
+
+
+def _refuse_records_beside_rollouts(source: str | None, final_responses: str) -> None:
+    """A rollouts file whose output items carry token ids is its own records (SPEC 13.1): with
+    ``--final-responses`` it is the same one-line refusal as `tokencap scan` gives, before any server."""
+    from ..loading import final_responses_beside_rollouts
+    from ..run.discover import rollouts_file
+    from ..run.errors import DiscoveryError
+
+    if source is None or not Path(source).is_file():
+        return  # a directory's rollouts files: its scan on the Run page says so
+    st = os.stat(source)
+    try:
+        units = rollouts_file(source, os.path.basename(source), st.st_size, st.st_mtime, alone=True)
+    except DiscoveryError:
+        return  # rollout records without token ids: not a rollouts source (the page says what it is)
+    if units and units[0].kind == "rollouts":
+        raise _UsageError(final_responses_beside_rollouts(final_responses))
