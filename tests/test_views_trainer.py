@@ -75,11 +75,23 @@ def test_causes_in_words_for_reordered_reasoning_and_an_emptied_think_block(samp
     view = sample_views["task0-rollout2"]
     brk = next(b for b in breaks_of(view, qwen3, "qwen3") if tw.is_item_break(view, b))
     assert brk.cause == "generation_dropped" and brk.reasoning
-    moved = dataclasses.replace(brk, cause="history_reordered", reasoning=False)
-    assert tw.cause_words(view, moved) == tw.REASONING_MOVED
+    first = brk.first_divergence
+    reordered = dataclasses.replace(first, kind="history_reordered")
+    moved = dataclasses.replace(brk, cause="history_reordered", reasoning=False,
+                                divergences=(reordered,) + brk.divergences[1:])
+    assert tw.cause_words(view, moved) == tw.REASONING_MOVED  # its text opens with <think>
     other = dataclasses.replace(moved, parent_text="the tool said 3")
     assert tw.cause_words(view, other) == tw.CAUSE_WORDS["history_reordered"]
-    first = brk.first_divergence
+    # A reordered span after a first divergence of its own (its text not decoded): moved reasoning when it lies
+    # in what the predecessor generated and the predecessor has a reasoning item.
+    inserted = dataclasses.replace(first, kind="tokens_inserted", parent_end=first.parent_start)
+    prompt = int(view.entry(brk.predecessor).prompt_token_ids.size)
+    later = dataclasses.replace(first, kind="history_reordered", parent_start=prompt + 2, parent_end=prompt + 40)
+    split = dataclasses.replace(brk, cause="history_reordered", reasoning=False, parent_text="",
+                                divergences=(inserted, later))
+    assert tw.cause_words(view, split) == tw.REASONING_MOVED
+    in_history = dataclasses.replace(split, divergences=(inserted, dataclasses.replace(later, parent_start=3)))
+    assert tw.cause_words(view, in_history) == tw.CAUSE_WORDS["history_reordered"]
     stub = dataclasses.replace(brk, divergences=(dataclasses.replace(first, prompt_end=first.prompt_start + 3),)
                                + brk.divergences[1:], prompt_text="<think>\n\n</think>")
     assert tw.cause_words(view, stub) == tw.REASONING_STUB

@@ -60,12 +60,17 @@ def is_item_break(view: RolloutView, brk: Break) -> bool:
 
 
 def _moved_reasoning(view: RolloutView, brk: Break) -> bool:
-    """Whether the tokens found elsewhere in the prompt are the predecessor's reasoning: their text opens
-    with ``<think>`` (with a tokenizer), or the predecessor's items hold a reasoning item."""
-    if brk.parent_text is not None:
+    """Whether the tokens found elsewhere in the prompt are the predecessor's reasoning: the reordered span's
+    text opens with ``<think>`` (with a tokenizer, when it is the first divergence, whose text is decoded);
+    else it lies in what the predecessor generated, and the predecessor's items hold a reasoning item."""
+    first = brk.first_divergence
+    if first is not None and first.kind == "history_reordered" and brk.parent_text is not None:
         return brk.parent_text.lstrip().startswith(THINK)
     entry = view.entry(brk.predecessor) if brk.predecessor else None
-    return entry is not None and any(isinstance(i, dict) and i.get("type") == "reasoning" for i in entry.output_items)
+    if entry is None or not any(isinstance(i, dict) and i.get("type") == "reasoning" for i in entry.output_items):
+        return False
+    moved = next((d for d in brk.divergences if d.kind == "history_reordered"), None)
+    return moved is None or moved.parent_start >= int(entry.prompt_token_ids.size)
 
 
 def cause_words(view: RolloutView, brk: Break) -> str:
