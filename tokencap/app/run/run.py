@@ -7,10 +7,10 @@ session state; the frame, filters, counts, figures and where a rollout lives com
 Where the run comes from (the sidebar, `run_sources`), first match wins:
 1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked to have the
    scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
-   a zip of a capture store) scanned in memory;
+   a zip of a capture store, a rollouts file whose output items carry token ids) scanned in memory;
 2. a path typed in the sidebar (``run_path`` in the URL: a reload or a link opens it), else
    the path given on the command line (``streamlit run app.py -- RUN_DIR``,
-   ``tokencap app RUN_DIR``), scanned with a progress bar (a big run by a child process
+   ``tokencap app RUN_DIR``; a rollouts file of several records is a run too), scanned with a progress bar (a big run by a child process
    on every core, its table kept on disk; `tokencap.views.run.source.scan_directory`) --
    or, for a ``.parquet`` file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
