@@ -363,8 +363,7 @@ def twin_ids(view: RolloutView, call_id: str) -> list[str]:
 
 
 def output_item_parts(entry: TokenEntry, names: Sequence[str] = ()) -> list[ItemPart]:
-    """Each output item as plain-text parts (assistant text) or JSON (tool calls, anything else), titled by
-    its ``names`` when given (a rollout read from output items: ``item-0005``), else by its place in the call."""
+    """Each output item as plain-text parts (assistant text) or JSON (tool calls, ...), titled by ``names`` if given."""
     carrier = entry.token_item_index if entry.token_item_index is not None else len(entry.output_items) - 1
     parts: list[ItemPart] = []
     for i, item in enumerate(entry.output_items):
@@ -461,13 +460,9 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
         detail.group = group_frame(view, group)
         detail.group_text = RULE_TEXT.get(group.rule, group.rule)
     detail.twins = twin_ids(view, ident)
-    if items.from_items(view):  # SPEC 13: the call is its output item; each item named by its place in the output
-        text = items.call_text(entry)
-        facts.insert(0, f"Read from the rollout record's output item {ident}" + (f" ({text})" if text else "")
-                     + ": its prompt_token_ids, generation_token_ids and generation_log_probs are this call's.")
-        detail.items = output_item_parts(entry, items.item_names(entry))
-    else:
-        detail.items = output_item_parts(entry)
+    from_items = items.from_items(view)  # SPEC 13: the call is its item; items named by their place in the output
+    facts[:0] = [items.read_from_fact(entry)] if from_items else []
+    detail.items = output_item_parts(entry, items.item_names(entry) if from_items else ())
     return detail
 
 

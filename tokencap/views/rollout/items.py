@@ -86,6 +86,13 @@ def call_text(entry: TokenEntry, limit: int = TEXT_LIMIT) -> str:
     return one_line(f"{kind}: {text}" if text and text != kind else str(kind), limit)
 
 
+def read_from_fact(entry: TokenEntry) -> str:
+    """The detail's first fact about a call read from an output item: which item, and what it holds."""
+    text = call_text(entry)
+    return (f"Read from the rollout record's output item {entry.model_call_id}" + (f" ({text})" if text else "")
+            + ": its prompt_token_ids, generation_token_ids and generation_log_probs are this call's.")
+
+
 def call_texts(view: RolloutView, limit: int = TEXT_LIMIT) -> dict[str, str]:
     """Every call's `call_text`, for a rollout read from output items; {} for a capture's."""
     if not from_items(view):
@@ -99,4 +106,4 @@ def call_texts(view: RolloutView, limit: int = TEXT_LIMIT) -> dict[str, str]:
     return out
 
 
-__all__ = ["TEXT_LIMIT", "call_text", "call_texts", "from_items", "item_names", "item_text"]
+__all__ = ["TEXT_LIMIT", "call_text", "call_texts", "from_items", "item_names", "item_text", "read_from_fact"]
