@@ -199,8 +199,10 @@ def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
     declared = json.loads((SAMPLES / "expected.json").read_text())
     if scenario in declared:
         first = next(iter(declared[scenario]["rollouts"].values()))
-    else:  # the sample run (sample_data/run/) declares its rollouts next to its store; the first id opens
-        run = json.loads((SAMPLES / scenario / "expected.json.txt").read_text())["rollouts"]
+    else:  # the sample run (sample_data/run/) declares its rollouts next to its store, the bundled rollouts
+        # file (rollouts/qwen3_rollouts.jsonl) next to itself; the first id opens
+        folder = SAMPLES / scenario if (SAMPLES / scenario).is_dir() else (SAMPLES / scenario).parent
+        run = json.loads((folder / "expected.json.txt").read_text())["rollouts"]
         first = run[min(run)]
     assert ("**Trainable" if not first["mask_sample"] else "**Masked") in verdict(at)
 

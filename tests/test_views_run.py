@@ -43,7 +43,8 @@ def sample_table(tmp_path_factory):
     run = tmp_path_factory.mktemp("samples") / "sample_data"
     shutil.copytree(SAMPLES, run, ignore=lambda d, names: [n for n in names if n in needs_finals
                                                            or n in ("run", "run_after_fix", "rollout_records",
-                                                                     "final_responses", "README.md", "tokenizer.json")])
+                                                                     "final_responses", "README.md", "tokenizer.json",
+                                                                     "rollouts", "qwen3")])
     return scan_table(run, workers=1)
 
 

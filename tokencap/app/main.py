@@ -4,6 +4,7 @@
     streamlit run app.py -- RUN_DIR       # a run: a capture-store directory or a tree of rollout files
     streamlit run app.py -- RESULT.parquet  # a run's scan table (tokencap scan RUN -o RESULT.parquet)
     streamlit run app.py -- FILE          # one snapshot JSON / entries JSONL, on the Rollout page
+    streamlit run app.py -- ROLLOUTS.jsonl  # rollouts whose output items carry token ids: a run, on the Run page
     tokencap app [PATH]                   # the same, through the command line
     tokencap app RUN_DIR --final-responses RECORDS.jsonl  # a run with its rollout records (rewards, groups)
 
@@ -13,8 +14,8 @@ calls its `main`. The Run page (a whole run's charts and table) comes first and 
 the Rollout page (one rollout's call tree, loss mask, verdicts and export) opens a row of the
 run, or a file.
 A rollout file given on the command line opens the Rollout page directly, as it always
-did; a directory or a scan table opens the Run page on it. Each page under `tokencap/app/`
-lays out widgets and keeps session state; every fact and decision it shows comes from
+did; a directory, a scan table or a rollouts file of several records opens the Run page on it.
+Each page under `tokencap/app/` lays out widgets and keeps session state; every fact and decision it shows comes from
 `tokencap.views`, which is tested without Streamlit.
 """
 
@@ -27,6 +28,7 @@ import streamlit as st
 
 from tokencap.app.rollout.warm import is_warm_up_run, warm_server
 from tokencap.views import trace
+from tokencap.views.run.rollouts import opens_as_run
 from tokencap.views.run.source import app_arguments
 
 PAGES_DIR = Path(__file__).resolve().parent  # the rooms run/ and rollout/ beside this file
@@ -35,10 +37,11 @@ PAGES_DIR = Path(__file__).resolve().parent  # the rooms run/ and rollout/ besid
 def file_argument() -> bool:
     """True when the command line names a rollout file: it opens on the Rollout page.
 
-    A directory (a run) and a ``.parquet`` scan table open on the Run page.
+    A directory (a run), a ``.parquet`` scan table and a rollouts file of several records (SPEC 13: a run
+    by itself) open on the Run page (`tokencap.views.run.rollouts.opens_as_run`).
     """
     path = app_arguments(sys.argv[1:]).path
-    return path is not None and Path(path).is_file() and not path.lower().endswith(".parquet")
+    return path is not None and not opens_as_run(path)
 
 
 def main() -> None:

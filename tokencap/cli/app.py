@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     app = sub.add_parser("app", help="open the inspection app (Streamlit) on a run or a source")
     app.add_argument("source", nargs="?",
-                     help="a run directory or a scan table (.parquet) opens the Run page; a rollout file opens the "
-                          "Rollout page (default: the bundled sample run)")
+                     help="a run directory, a scan table (.parquet) or a rollouts JSONL of several records (output "
+                          "items with token ids) opens the Run page; a rollout file opens the Rollout page "
+                          "(default: the bundled sample run)")
     app.add_argument("--port", type=_port, default=8501,
                      help="the port the app's server listens on, on localhost only (default: 8501)")
     app.add_argument("--final-responses", metavar="FILE",
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         # any server starts (not an error shown only in the browser).
         _read_final_responses(args.final_responses)
         _PROGRESS.done()
+        _refuse_records_beside_rollouts(source, args.final_responses)
         cmd += ["--final-responses", os.path.abspath(args.final_responses)]
     if args.tokenizer:
         # the tokenizer.json any of the three forms names: what the pages and the pre-scan read
@@ -95,3 +97,21 @@ def run(args: argparse.Namespace) -> int:
         return server._start_prescan(source, args.final_responses, args.tokenizer) if source else None
 
     return server._serve(cmd, beside=beside)
+
+
+def _refuse_records_beside_rollouts(source: str | None, final_responses: str) -> None:
+    """A rollouts file whose output items carry token ids is its own records (SPEC 13.1): with
+    ``--final-responses`` it is the same one-line refusal as `tokencap scan` gives, before any server."""
+    from ..loading import final_responses_beside_rollouts
+    from ..run.discover import rollouts_file
+    from ..run.errors import DiscoveryError
+
+    if source is None or not Path(source).is_file():
+        return  # a directory's rollouts files: its scan on the Run page says so
+    st = os.stat(source)
+    try:
+        units = rollouts_file(source, os.path.basename(source), st.st_size, st.st_mtime, alone=True)
+    except DiscoveryError:
+        return  # rollout records without token ids: not a rollouts source (the page says what it is)
+    if units and units[0].kind == "rollouts":
+        raise _UsageError(final_responses_beside_rollouts(final_responses))

@@ -251,9 +251,13 @@ class Scenario:
     why: str = ""
     final_responses: Path | None = None
     """The harness's final responses bundled for this scenario (``expected.json``), if any."""
+    title: str = ""
+    """The picker's words for it, when not its file name's."""
 
     @property
     def label(self) -> str:
+        if self.title:
+            return self.title
         title = self.name.rsplit(".", 1)[0] if not self.path.is_dir() else self.name
         return title.replace("_", " ")
 
@@ -292,6 +296,10 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
                    if not p.name.startswith(".") and p.name not in _SAMPLE_SKIP and p.name not in names
                    and (p.is_dir() or p.suffix in (".json", ".jsonl", ".zip")))
     for name in names + extra:
+        bundled_rollouts = _rollouts_scenario(root, name)
+        if bundled_rollouts is not None:
+            out.append(bundled_rollouts)
+            continue
         info = described.get(name) or described.get(name + "/") or {}
         info = info if isinstance(info, dict) else {}
         rollouts = info.get("rollouts") if isinstance(info.get("rollouts"), dict) else {}
@@ -304,6 +312,36 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
                             expectation=_expectation(rollouts) if rollouts else "", why=str(info.get("why", "")),
                             final_responses=finals_path))
     return out
+
+
+ROLLOUTS_DECLARED = "expected.json.txt"
+"""Beside a bundled rollouts file (SPEC 13): the file's name (``file``) and each rollout's declared verdict."""
+
+
+def _rollouts_scenario(root: Path, name: str) -> Scenario | None:
+    """A bundled folder of rollouts whose output items carry token ids (``sample_data/rollouts``) as the
+    scenario of its file, told in words from the verdicts declared beside it; None for any other entry."""
+    declared_path = root / name / ROLLOUTS_DECLARED
+    if not declared_path.is_file():
+        return None
+    try:
+        declared = json.loads(declared_path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None
+    file = declared.get("file") if isinstance(declared, dict) else None
+    if not isinstance(file, str) or "/" in file or not (root / name / file).is_file():
+        return None
+    rollouts = declared.get("rollouts") if isinstance(declared.get("rollouts"), dict) else {}
+    split = sum(1 for r in rollouts.values() if isinstance(r, dict) and r.get("contiguous") is False)
+    vocabulary = f" in {declared['model']}'s vocabulary" if isinstance(declared.get("model"), str) else ""
+    situation = (f"{len(rollouts)} rollouts as NeMo Gym writes them with token ids on their output items (no token "
+                 f"capture), rendered{vocabulary}: each token-bearing item is a call item-NNNN. As a run: "
+                 f"`tokencap app sample_data/{name}/{file}`.")
+    expectation = (f"{len(rollouts) - split} contiguous (trainable); {split} that NeMo RL would stop on "
+                   "(\"Non-contiguous messages found\"), each banner saying where and why") if rollouts else ""
+    title = f"{file.rsplit('.', 1)[0].replace('_', ' ')} (token ids on output items, {len(rollouts)} rollouts)"
+    return Scenario(name=f"{name}/{file}", path=root / name / file, situation=situation, expectation=expectation,
+                    title=title)
 
 
 def default_scenario_index(scenarios: list[Scenario], preferred: str = "subagent_branch.json") -> int:
@@ -367,16 +405,24 @@ def tokenizer_label(path: str | os.PathLike[str], app_dir: str | os.PathLike[str
 def default_tokenizer_path(app_dir: str | os.PathLike[str], given: str | None,
                            source_paths: list[str | None]) -> Path | None:
     """The tokenizer the app decodes and diagnoses with (both pages) when none is uploaded: the one given on the command
-    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/tokenizer.json`` when it
-    exists and every source shown is bundled sample data; else None."""
+    line (``tokencap app ... --tokenizer PATH``), else the bundled ``sample_data/qwen3/tokenizer.json`` when
+    every source shown is a bundled rollouts file (``sample_data/rollouts/``, rendered in Qwen3's vocabulary),
+    else the bundled ``sample_data/tokenizer.json`` when it exists and every source shown is bundled sample
+    data; else None."""
     if given:
         return Path(given)
     samples = Path(app_dir) / "sample_data"
+    if not source_paths or any(p is None for p in source_paths):
+        return None
+    qwen3 = samples / "qwen3" / "tokenizer.json"
+    if qwen3.is_file() and all(Path(p).resolve().is_relative_to((samples / "rollouts").resolve())  # type: ignore[arg-type]
+                               for p in source_paths):
+        return qwen3  # the bundled rollouts were rendered in Qwen3's vocabulary
     bundled = samples / "tokenizer.json"
-    if not bundled.is_file() or not source_paths:
+    if not bundled.is_file():
         return None
     base = samples.resolve()
-    if all(p is not None and Path(p).resolve().is_relative_to(base) for p in source_paths):
+    if all(Path(p).resolve().is_relative_to(base) for p in source_paths):  # type: ignore[arg-type]
         return bundled
     return None
 

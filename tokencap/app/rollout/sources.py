@@ -25,6 +25,7 @@ from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.run import rollouts as ro
 from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 
@@ -206,11 +207,31 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     # from a sample to an upload replaces the sample's description at once (not after loading).
     below = st.sidebar.empty()
     if uploaded:
-        below.caption(rp.uploads_caption(len(uploaded)))
+        with below.container():
+            st.caption(rp.uploads_caption(len(uploaded)))
+            _offer_run(uploaded)
         STATE["src_param"] = STATE["part_param"] = None  # an upload cannot be named in a URL
         return uploaded, "uploaded files", None
     with below.container():
         return _sidebar_path_or_sample()
+
+
+RUN_PAGE = str(Path(__file__).resolve().parents[1] / "run" / "run.py")  # absolute: found from any entry script
+
+
+def _offer_run(uploaded: list[src.Source]) -> None:
+    """Uploaded rollouts files of several records are runs by themselves: a button opens them on the Run page
+    (its upload, as if uploaded there). Each upload is looked at once (only its first line is decoded)."""
+    memo = STATE.setdefault("upload_is_run", {})
+    for s in uploaded:
+        if s.key not in memo:
+            memo[s.key] = s.data is not None and bool(ro.run_uploads([(s.name, s.data)]))
+    runs = [s for s in uploaded if memo[s.key]]
+    if runs and st.button("Open as a run", icon=":material/table_chart:", key="open_upload_as_run",
+                          help="Rollouts whose output items carry token ids: see every rollout on the Run page, "
+                               "with NeMo RL's contiguity check in its tiles and filter."):
+        STATE["run_uploads"] = tuple(rs.Upload(s.name, s.data) for s in runs if s.data is not None)
+        st.switch_page(RUN_PAGE)
 
 
 def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:

@@ -17,6 +17,7 @@ from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import rollout_page as rp
+from tokencap.views.rollout import trainer as tw
 from tokencap.views.rollout import tree as tv
 from tokencap.views import vega
 from tokencap.views.model import RolloutView
@@ -249,7 +250,8 @@ def show_break(view: RolloutView, d: Any) -> tuple[Any, bool]:
         return None, False
     with st.container(key=f"break_{d.key.replace(':', '_')}"):
         st.markdown(f"**Why the lineage breaks here** · {md_escape(label(brk.cause))}", help=with_key("", brk.cause))
-        st.warning(md_escape(bv.break_words(brk)), icon=":material/link_off:")
+        # A rollout read from output items: the trainer's words, as its culprit in the banner says them.
+        st.warning(md_escape(tw.sentence_of(view, brk, bv.breaks_of(view, tokenizer, key))), icon=":material/link_off:")
         st.caption(md_escape(bv.hint(brk)))
         proof = lp.break_proof(view, brk) if brk.kind != "branch" else None
         if proof is not None:

@@ -7,12 +7,12 @@ session state; the frame, filters, counts, figures and where a rollout lives com
 Where the run comes from (the sidebar, `run_sources`), first match wins:
 1. an upload: a scan table (``.parquet`` written by ``tokencap scan``, checked to have the
    scan table's columns and types), optionally with some of its rollouts' files; or rollout files (JSON, JSONL,
-   a zip of a capture store) scanned in memory;
+   a zip of a capture store, a rollouts file whose output items carry token ids) scanned in memory;
 2. a path typed in the sidebar (``run_path`` in the URL: a reload or a link opens it), else
    the path given on the command line (``streamlit run app.py -- RUN_DIR``,
-   ``tokencap app RUN_DIR``), scanned with a progress bar (a big run by a child process
-   on every core, its table kept on disk; `tokencap.views.run.source.scan_directory`) --
-   or, for a ``.parquet`` file, read as a scan table;
+   ``tokencap app RUN_DIR``; a rollouts file of several records is a run too), scanned with a
+   progress bar (a big run by a child process on every core, its table kept on disk;
+   `tokencap.views.run.source.scan_directory`) -- or, for a ``.parquet`` file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
 A path is scanned with its rollout records (rewards, task groups): the sidebar's upload or
 path, else ``--final-responses FILE`` on the command line, else the sample run's bundled
@@ -72,6 +72,7 @@ from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
+from tokencap.views.run import rollouts as ro
 from tokencap.views.run import source as rs
 from tokencap.views.run import table as rt
 from tokencap.views.text import md_escape
@@ -118,6 +119,7 @@ WIDGETS = {  # widget key -> RunFilter field
     "run_w_change": "change",
     "run_w_groups": "groups",
     "run_w_verdict": "verdict",
+    "run_w_contiguous": "contiguous",
     "run_w_reasons": "reasons",
     "run_w_statuses": "statuses",
     "run_w_query": "query",
@@ -143,8 +145,8 @@ def _show_filter_in_widgets(flt: rd.RunFilter) -> None:
     """Widgets show the filter (chart clicks and the way back change it behind them)."""
     for key, name in WIDGETS.items():
         value = getattr(flt, name)
-        value = list(value) if isinstance(value, tuple) else (value or None) if name in ("verdict", "groups") \
-            else value
+        single = name in ("verdict", "groups", "contiguous")  # segmented controls: None when nothing is chosen
+        value = list(value) if isinstance(value, tuple) else (value or None) if single else value
         if STATE.get(key) != value:
             STATE[key] = value
 
@@ -161,8 +163,9 @@ def _chart_clicked(chart_key: str, dimension: str) -> None:
         _set_filter(current_filter().toggle(bar_dimension, key))
 
 
-def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
-    """The filters in one row under the charts (the first screen holds the table's first rows below them)."""
+def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> None:
+    """The filters in one row under the charts (the first screen holds the table's first rows below them);
+    for rollouts read from output items, NeMo RL's contiguity too."""
     if comparing:
         st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key="run_w_change",
                        format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=("run_w_change",),
@@ -172,6 +175,10 @@ def filter_controls(flt: rd.RunFilter, comparing: bool) -> None:
                              args=("run_w_verdict",))
         st.multiselect("Status", list(rd.STATUSES), key="run_w_statuses", on_change=_widget_changed,
                        args=("run_w_statuses",), placeholder="any")
+        if items:  # rollouts read from output items: what NeMo RL's contiguity check says of them
+            st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key="run_w_contiguous",
+                                 format_func=ro.CONTIGUITY_LABELS.get, on_change=_widget_changed,
+                                 args=("run_w_contiguous",), help=ro.CONTIGUITY_TEXT["not_contiguous"])
         st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
                        on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
         st.text_input("Rollout id contains", key="run_w_query", on_change=_widget_changed, args=("run_w_query",),
@@ -292,6 +299,9 @@ def _column(name: str) -> Any:
 # Header -> column: every width fixed (a column sized by the browser changed width on the way back), the
 # rollout id pinned (scrolled right to the source or the error, a row still says which rollout it is).
 COLUMN_CONFIG = {rd.TABLE_COLUMNS[name]: _column(name) for name in rd.TABLE_COLUMNS}
+# Rollouts read from output items add NeMo RL's contiguity as the last column.
+COLUMN_CONFIG[ro.TABLE_HEADER] = st.column_config.TextColumn(ro.TABLE_HEADER, width=90,
+                                                             help=ro.CONTIGUITY_TEXT["not_contiguous"])
 
 
 def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndarray],
@@ -411,7 +421,7 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
         for col, d in zip(st.columns(len(rc.FIRST_ROW), gap="small"), rc.FIRST_ROW, strict=False):
             with col, trace.span(f"run chart {d}"):
                 _chart(pairs[d][0], flt, run_key, pairs[d][1], names)
-        filter_controls(flt, cmp is not None)
+        filter_controls(flt, cmp is not None, ro.has_items(frame))
         if STATE["run_more_charts"]:
             show_other_charts(pairs, flt, run_key, names)
         if cmp is None:
@@ -429,7 +439,7 @@ def main() -> None:
     st.html(f"<style>{style.RUN_PAGE_CSS}</style>{rt.cell_titles_script()}", unsafe_allow_javascript=True)
     with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
         origin, run = sidebar_origin()
-        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE["run_path"]
+        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE.get("run_path")
                                        and not STATE["run_uploads"])
     flt = current_filter()
     _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error

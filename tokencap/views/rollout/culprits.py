@@ -30,7 +30,8 @@ from ...attribution import TerminalAttribution
 from ...loading.store import WITHOUT_SIBLINGS
 from ...rollout import MASK_REASON_TEXT
 from ..model import CALL, GHOST, RolloutView, node_key
-from .breaks import break_words, breaks_of
+from . import trainer
+from .breaks import breaks_of
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ def _unresolved_parent(view: RolloutView) -> list[Culprit]:
             text = f"{cid} stores only a prompt suffix, and its full prompt could not be rebuilt and verified"
         elif decision is None:
             text = f"{cid}: its parent link could not be proven"
+        elif decision.note == PARENT_DIGEST_MISMATCH and trainer.from_items(view):
+            text = trainer.not_contiguous_text(cid)  # SPEC 13: NeMo RL's contiguity check fails there
         elif decision.note == PARENT_DIGEST_MISMATCH:
             text = f"{cid}'s {_claimed(claimed)} does not open its prompt"
         elif decision.note == PARENT_MISSING:
@@ -258,7 +261,7 @@ def reason_lines(view: RolloutView, breaks: list[Any] | None = None) -> list[Rea
     """Every mask reason of the view's result, in the contract's order, with its culprits; ``breaks``
     (`breaks.breaks_of`) add why each culprit call's lineage broke."""
     result = view.result
-    words = {b.call_id: break_words(b) for b in breaks or () if b.cause != "record_fault"}
+    words = trainer.words_for(view, breaks or ())  # a rollout read from output items: the trainer's words
     error = result.metrics.get("error")
     out = []
     for code in result.mask_reasons:

@@ -13,7 +13,7 @@ markup here (the app shows them with plain-text elements).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from ...records import TokenEntry
 from ...verdicts import twins_of
 from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
 from ..text import count, fmt_time, shorten
+from . import items
 from .verdicts import conditions_frame
 from ..words import NOTE_TEXT, RULE_TEXT
 
@@ -361,15 +362,16 @@ def twin_ids(view: RolloutView, call_id: str) -> list[str]:
 # --------------------------------------------------------------------------- output items
 
 
-def output_item_parts(entry: TokenEntry) -> list[ItemPart]:
-    """Each output item as plain-text parts (assistant text) or JSON (tool calls, anything else)."""
+def output_item_parts(entry: TokenEntry, names: Sequence[str] = ()) -> list[ItemPart]:
+    """Each output item as plain-text parts (assistant text) or JSON (tool calls, ...), titled by ``names`` if given."""
     carrier = entry.token_item_index if entry.token_item_index is not None else len(entry.output_items) - 1
     parts: list[ItemPart] = []
     for i, item in enumerate(entry.output_items):
         carries = i == carrier
         typ = str(item.get("type", "item"))
         role = item.get("role")
-        title = f"item {i} · {typ}" + (f" ({role})" if isinstance(role, str) else "")
+        name = names[i] if i < len(names) else f"item {i}"
+        title = f"{name} · {typ}" + (f" ({role})" if isinstance(role, str) else "")
         if typ == "function_call" and isinstance(item.get("name"), str):
             title += f" · {item['name']}"
         texts = _texts(item)
@@ -459,7 +461,9 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
         detail.group = group_frame(view, group)
         detail.group_text = RULE_TEXT.get(group.rule, group.rule)
     detail.twins = twin_ids(view, ident)
-    detail.items = output_item_parts(entry)
+    from_items = items.from_items(view)  # SPEC 13: the call is its item; items named by their place in the output
+    facts[:0] = [items.read_from_fact(entry)] if from_items else []
+    detail.items = output_item_parts(entry, items.item_names(entry) if from_items else ())
     return detail
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..model import RolloutView
 from ..text import md_escape
 from ..words import CAUSE_LABELS
+from . import trainer
 from .breaks import break_facts, breaks_of, hint, likely_words
 from .culprits import REASON_WORDS, Culprit, culprits_of
 
@@ -103,25 +104,28 @@ def _group(view: RolloutView, breaks: dict[str, Any], culprit: Culprit) -> tuple
     return f"break:{brk.cause}:{variant}", brk
 
 
-def _new_finding(code: str, brk: Any) -> Finding:
+def _new_finding(code: str, brk: Any, trainer_words: dict[str, str]) -> Finding:
     if brk is None:
         words = REASON_WORDS.get(code, code)
         return Finding(code, words[:1].upper() + words[1:], "")
     label = CAUSE_LABELS.get(brk.cause, brk.cause)
-    return Finding(brk.cause, label[:1].upper() + label[1:], likely_words(brk), hint=hint(brk))
+    # A rollout read from output items says it as the trainer would (where NeMo RL stops, and why).
+    likely = trainer_words.get(brk.call_id) or likely_words(brk)
+    return Finding(brk.cause, label[:1].upper() + label[1:], likely, hint=hint(brk))
 
 
 def findings_of(view: RolloutView, tokenizer: Any = None, key: str = "") -> list[Finding]:
     """The view's findings, in the order their first reason comes (the contract's), each break once."""
     def compute(v: RolloutView) -> list[Finding]:
         breaks = {b.call_id: b for b in breaks_of(v, tokenizer, key) if b.cause != "record_fault"}
+        said = {c: w for c, w in trainer.words_for(v, breaks.values()).items() if trainer.is_item_break(v, breaks[c])}
         found: dict[str, Finding] = {}
         for line in culprits_of(v, tokenizer, key):
             if not line.culprits:
-                found.setdefault(f"reason:{line.code}", _new_finding(line.code, None)).reasons.append(line.code)
+                found.setdefault(f"reason:{line.code}", _new_finding(line.code, None, said)).reasons.append(line.code)
             for culprit in line.culprits:
                 group, brk = _group(v, breaks, culprit)
-                finding = found.setdefault(group, _new_finding(culprit.reason, brk))
+                finding = found.setdefault(group, _new_finding(culprit.reason, brk, said))
                 if culprit.reason not in finding.reasons:
                     finding.reasons.append(culprit.reason)
                 _add(finding, culprit, brk)

@@ -29,6 +29,7 @@ from ...records import ParentResolutionStatus
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
 from ..text import fmt_int, fmt_time, one_line
 from ..words import label
+from . import items
 from .tree_layout import Run, TreeNode, lay_out
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 
@@ -90,6 +91,7 @@ class TreeModel:
     default_key: str | None
     runs: list[Run]                          # the lane segments, each named (`Run.name`)
     main_lane: bool = False                  # whether lane 0 is the main chain's
+    item_texts: dict[str, str] = field(default_factory=dict)  # call id -> its output item's text (SPEC 13)
     _edges: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -152,7 +154,9 @@ class TreeModel:
         what = NODE_STYLES[n.category][0]
         extra = [OVERLAY_STYLES[f][0].split(" (")[0] for f in RING_FLAGS if f in n.flags]
         prefix = {CALL: "", REFUSAL: "refusal ", GHOST: "never captured "}[n.kind]
-        return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "")
+        text = self.item_texts.get(n.ident) if n.kind == CALL else None
+        return f"{prefix}{n.ident} — {what}" + (f"; {', '.join(extra)}" if extra else "") + (
+            f" · {text}" if text else "")
 
 # --------------------------------------------------------------------------- model
 
@@ -296,7 +300,7 @@ def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeMo
         lanes=(max((n.lane for n in ordered), default=0) + 1) if ordered else 0,
         max_depth=max((n.depth for n in ordered), default=0),
         extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default, runs=runs,
-        main_lane=main_root is not None and main_root in nodes,
+        main_lane=main_root is not None and main_root in nodes, item_texts=items.call_texts(view),
     )
 
 
@@ -394,6 +398,8 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
     if n.kind == CALL:
         entry = view.entry(n.ident)
         build = view.build
+        if entry is not None and items.from_items(view):  # the output item the call was read from (SPEC 13)
+            lines.append(f"item {items.call_text(entry, 100)}")
         if entry is not None:
             p, g = int(entry.prompt_token_ids.size), int(entry.generation_token_ids.size)
             stored = " (delta record)" if entry.prompt_is_delta else ""

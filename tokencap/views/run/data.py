@@ -33,6 +33,7 @@ from ...run.rows import LINK_NOTES
 from ...run.table import STATUSES, status_codes
 from ..words import label, with_key
 from . import reward as rw
+from . import rollouts as ro
 
 PARAM_PREFIX = "run_"
 
@@ -237,6 +238,7 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
     out["error"] = _strings(table, "error")
     out["snapshot_id"] = _strings(table, "snapshot_id")
     out.update(_diagnosis(table, masked))
+    out["contiguity"] = ro.contiguity_column(table)
     return pd.DataFrame(out, index=pd.RangeIndex(n, name="row"))
 
 
@@ -299,7 +301,7 @@ SORTS = {
 """Columns the table can be sorted by (key -> label); "" is the scan's own order."""
 
 DIMENSIONS = ("change", "verdict", "reasons", "statuses", "delivered", "calls", "link", "refusal", "causes", "delivery",
-              "groups", "source", "query")
+              "contiguous", "groups", "source", "query")
 """Every filter of `RunFilter`, each one `filter_masks` entry."""
 
 CHANGES = ("fixed", "broke", "reasons_changed", "only_a", "only_b", "same")
@@ -317,7 +319,8 @@ CHANGE_TEXT = {
 
 _PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons": "reason", "statuses": "status",
            "delivered": "delivered", "calls": "calls", "link": "link", "refusal": "refusal", "source": "source",
-           "query": "q", "sort": "sort", "descending": "desc", "causes": "cause", "delivery": "gym"}
+           "query": "q", "sort": "sort", "descending": "desc", "causes": "cause", "delivery": "gym",
+           "contiguous": "contig"}
 _TUPLES = ("reasons", "statuses", "change", "causes")
 
 
@@ -330,7 +333,9 @@ class RunFilter:
     ``change`` (a comparison's `CHANGES`) keeps rows having any of the listed changes;
     ``groups`` (`reward.GROUP_FILTERS`) keeps the rollouts of groups left without a learning signal.
     ``causes`` keeps a row with a break of any of the listed causes (SPEC 12.4); ``delivery``
-    (`DELIVERY`) the rows in that state of what Gym delivered (SPEC 12.7).
+    (`DELIVERY`) the rows in that state of what Gym delivered (SPEC 12.7); ``contiguous``
+    (`rollouts.FILTERS`) the rollouts read from output items that NeMo RL's contiguity check passes, or
+    stops on (SPEC 11.4).
     """
 
     change: tuple[str, ...] = ()
@@ -348,6 +353,7 @@ class RunFilter:
     descending: bool = False
     causes: tuple[str, ...] = ()
     delivery: str = ""
+    contiguous: str = ""
 
     def __post_init__(self) -> None:
         # A filter comes from the URL or a widget: anything unknown is dropped, never raised.
@@ -367,6 +373,7 @@ class RunFilter:
         fix(self, "descending", bool(self.descending) and bool(self.sort))
         fix(self, "causes", tuple(c for c in CAUSES if c in set(self.causes)))
         fix(self, "delivery", self.delivery if self.delivery in DELIVERY else "")
+        fix(self, "contiguous", self.contiguous if self.contiguous in ro.FILTERS else "")
 
     # ----------------------------------------------------------------- URL
 
@@ -411,7 +418,7 @@ class RunFilter:
         if dimension in _TUPLES:
             current = getattr(self, dimension)
             return replace(self, **{dimension: () if current == (key,) else (key,)})
-        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery"):
+        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery", "contiguous"):
             return replace(self, **{dimension: "" if getattr(self, dimension) == key else key})
         raise ValueError(f"no chart filters on {dimension!r}")
 
@@ -465,6 +472,8 @@ class RunFilter:
                 text = "lineage broke by: " + " or ".join(value)
             elif d == "delivery":
                 text = f"Gym delivered: {DELIVERY_LABELS[value]}"
+            elif d == "contiguous":
+                text = ro.filter_words(value)
             elif d == "source":
                 text = f"source contains “{value}”"
             else:
@@ -524,6 +533,8 @@ def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
         masks["causes"] = keep
     if flt.delivery:
         masks["delivery"] = frame["delivery"].cat.codes.to_numpy() == DELIVERY.index(flt.delivery)
+    if flt.contiguous and "contiguity" in frame:
+        masks["contiguous"] = ro.filter_mask(frame, flt.contiguous)
     if flt.source:
         masks["source"] = _categories_matching(frame["source"], flt.source)
     if flt.query:
@@ -595,9 +606,11 @@ def table_frame(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """
     shown = frame.iloc[rows][list(TABLE_COLUMNS)] if len(rows) else frame.iloc[:0][list(TABLE_COLUMNS)]
     shown = shown.astype(_NARROW)
+    if ro.has_items(frame):  # rollouts read from output items: NeMo RL's contiguity, last (the columns before it
+        shown["contiguity"] = ro.table_values(frame, rows)  # keep the widths the table's cell titles count on)
     if len(shown) and len(frame["source"].cat.categories) > len(frame) // 2:
         shown["source"] = pd.array(shown["source"].astype(str), dtype=pd.ArrowDtype(pa.string()))
-    return shown.rename(columns=TABLE_COLUMNS)
+    return shown.rename(columns={**TABLE_COLUMNS, "contiguity": ro.TABLE_HEADER})
 
 
 def row_at(frame: pd.DataFrame, rows: np.ndarray, position: int) -> int | None:
@@ -670,7 +683,21 @@ def run_metrics(frame: pd.DataFrame, delivery: bool | None = None) -> list[Metri
                share(incomplete)),
         Metric("not loaded", f"{failed:,}", "load_error: the rollout could not be read (see the error column)",
                share(failed)),
-    ] + (delivery_metrics(frame) if (has_delivery(frame) if delivery is None else delivery) else [])
+    ] + contiguity_metrics(frame) + (
+        delivery_metrics(frame) if (has_delivery(frame) if delivery is None else delivery) else [])
+
+
+def contiguity_metrics(frame: pd.DataFrame) -> list[Metric]:
+    """The tiles of NeMo RL's contiguity check (SPEC 11.4), for a run holding rollouts read from output
+    items; none otherwise."""
+    if not ro.has_items(frame):
+        return []
+    total = len(frame)
+    joined, split = ro.counts(frame)
+    return [
+        Metric("contiguous", f"{joined:,}", ro.CONTIGUITY_TEXT["contiguous"], _share(joined, total)),
+        Metric("not contiguous", f"{split:,}", ro.CONTIGUITY_TEXT["not_contiguous"], _share(split, total)),
+    ]
 
 
 def single_call_warning(frame: pd.DataFrame, threshold: float = 0.9, minimum: int = 10) -> str | None:
