@@ -15,12 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
+from .files import (
+    Buffer,
+    DirectorySource,
+    MemorySource,
+    kind_of,
+    open_regular,
+    pread,
+    printable,
+    read_descriptor,
+    zip_source,
+)
 from .final_responses import FinalResponses, load_final_responses
-from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable,
-                    read_descriptor, zip_source)
 from .rollouts import read_rollouts
-from .store import (ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file,
-                    store_rollout_source)
+from .store import ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file, store_rollout_source
 from .text import LoadError, load_text
 from .wire import TOO_DEEP
 

@@ -35,13 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..limits import (MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW,
-                      ZIP_RATIO_ALLOWANCE_BYTES)
+from ..limits import MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW, ZIP_RATIO_ALLOWANCE_BYTES
 from .text import SNIFF_BYTES, LoadError, binary_problem, control_byte_at, iter_lines, iter_stream_lines
+from .wire import Buffer
 
 _CHUNK = 1 << 20
-
-Buffer = bytes | mmap.mmap | memoryview
 
 
 def pread(fd: int, size: int, offset: int) -> bytes:
