@@ -121,8 +121,9 @@ class ChildScan:
         return self
 
     def wait(self, progress: Callable[[int, int], None] | None = None, tick: float = 0.25) -> None:
-        """Until the child has written its table (or ended), calling ``progress(done, total)`` at least every ``tick`` seconds
-        (so a caller that can be interrupted only inside a call -- a Streamlit page -- can be).
+        """Until the child has written its table (or ended), calling ``progress(done, total)`` at least
+        every ``tick`` seconds (so a caller that can be interrupted only inside a call -- a
+        Streamlit page -- can be).
         Raises `DiscoveryError` (the source is not a run) or `ScanFailed` when there is no table."""
         process = self.process
         assert process is not None and process.stdout is not None and process.stderr is not None
