@@ -190,15 +190,15 @@ def _store_bytes(data: Buffer, name: str) -> list[TokenCaptureSnapshot]:
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
                  rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
     kind = detect(data, name)
-    if kind == ZIP:
+    if kind == ZIP or data is None:  # detect calls no bytes a zip on disk
         return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
     if kind == STORE_FILE:
-        return _store_bytes(data, name or "")  # type: ignore[arg-type]
+        return _store_bytes(data, name or "")
     rollouts = read_rollouts(data, name, rollout_id)
     if rollouts is not None:
         return rollouts
     try:
-        return load_text(data, name)  # type: ignore[arg-type]
+        return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where
         raise LoadError(str(exc.located(name)) if name else str(exc)) from None
     except RecursionError:  # defensive: the decoders' own depth errors are caught where they happen

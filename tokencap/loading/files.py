@@ -421,7 +421,8 @@ def zip_source(data: Buffer | None, path: str | os.PathLike[str] | None, label: 
     """A zip from bytes (an upload) or from a regular file on disk (read in place, not copied)."""
     if data is not None:
         return ZipSource(io.BytesIO(data), len(data), label)
-    fd = open_regular(path, label)  # type: ignore[arg-type]
+    assert path is not None, "zip_source needs the zip's bytes or its path"
+    fd = open_regular(path, label)
     handle = os.fdopen(fd, "rb")
     try:
         return ZipSource(handle, os.fstat(fd).st_size, label)

@@ -401,9 +401,9 @@ def _iterate(source: FileSource, plan: _Plan, wanted: str | None) -> Iterator[To
             del snap  # not held while the next rollout loads
         # Defensive: the peek promises a superset of each file's rollout ids, so nothing is
         # left here; if it ever were, it comes out late rather than being dropped.
-        leftovers = {id(item): item for items in plan.loose_by_id.values() for item in items if item.loaded}
-        for item in leftovers.values():
-            for rid, snap in sorted(item.loaded.items()):  # type: ignore[union-attr]
+        leftovers = {id(item): item.loaded for items in plan.loose_by_id.values() for item in items if item.loaded}
+        for loaded in leftovers.values():
+            for rid, snap in sorted(loaded.items()):
                 if wanted is None or rid == wanted:
                     yield _with_notes(snap, plan.shared_notes) if plan.shared_notes else snap
     finally:

@@ -298,7 +298,8 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
             if buffer:
                 yield to_batch(buffer)
                 buffer = []
-            rows = previous.rows(value)  # type: ignore[union-attr]
+            assert previous is not None  # only an earlier scan's table lets a unit be reused
+            rows = previous.rows(value)
             summary.trainable += rows.num_rows - sum(rows.column("mask_sample").to_pylist())
             done += rows.num_rows
             if options.final_responses is not None:
