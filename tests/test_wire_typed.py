@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
+from dataclasses import MISSING
+from dataclasses import fields as dataclass_fields
+from typing import Any, get_type_hints
+
+import msgspec
+import msgspec.inspect
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,8 +25,8 @@ from hypothesis import strategies as st
 from helpers import Conv
 from tokencap.loading import text as text_module
 from tokencap.loading.text import LoadError, load_jsonl
-from tokencap.loading.wire import RecordDecoder, WireLine, decode_entry_line, decode_raw_object
-from tokencap.records import PROVEN_FIELDS, RecordError, TokenEntry, canonical_json
+from tokencap.loading.wire import RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_raw_object
+from tokencap.records import PROVEN_FIELDS, ParentResolutionStatus, RecordError, TokenEntry, canonical_json
 
 _RAW = "\x00raw\x00"  # a placeholder replaced by a raw JSON text after json.dumps
 
@@ -206,6 +211,37 @@ def test_lines_the_typed_decode_cannot_read_go_the_exact_way() -> None:
     assert isinstance(decode_entry_line(_line(record)), WireLine)
     # msgspec refuses what JSON cannot carry; the exact path says so in its own words.
     assert decode_entry_line(_line(record).replace(b'"created_at": 1.0', b'"created_at": 1e400')) is None
+
+
+def test_the_wire_struct_holds_the_token_entry_table() -> None:
+    """`WireEntry` is written out for the type checker; it must stay `TokenEntry`'s table:
+    the same names in the same order, the same defaults and the same types, except the
+    fields it reads differently on purpose."""
+    hints = get_type_hints(TokenEntry)
+    table = [spec for spec in dataclass_fields(TokenEntry) if spec.name != "extra"]
+    wire = msgspec.inspect.type_info(WireEntry)
+    assert isinstance(wire, msgspec.inspect.StructType) and wire.forbid_unknown_fields
+    assert [f.name for f in wire.fields] == [spec.name for spec in table]
+    raw = {"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts", "output_items"}
+    statuses = msgspec.inspect.LiteralType(tuple(sorted(status.value for status in ParentResolutionStatus)))
+    read_otherwise = {
+        "created_at": msgspec.inspect.UnionType((msgspec.inspect.IntType(), msgspec.inspect.FloatType())),
+        "parent_resolution": msgspec.inspect.UnionType((statuses, msgspec.inspect.NoneType())),
+    }
+    for spec, got in zip(table, wire.fields, strict=True):
+        if spec.name in raw:
+            assert got.type == msgspec.inspect.RawType(), spec.name
+        elif spec.name in read_otherwise:
+            assert got.type == read_otherwise[spec.name], spec.name
+        else:
+            assert got.type == msgspec.inspect.type_info(hints[spec.name]), spec.name
+        if spec.name in ("routed_experts", "output_items"):
+            empty = msgspec.json.encode(spec.default_factory() if spec.default is MISSING else spec.default)
+            assert bytes(got.default) == empty, spec.name  # the raw text of the table's default
+        elif spec.default is MISSING:
+            assert got.required, spec.name
+        else:
+            assert got.default == spec.default and type(got.default) is type(spec.default), spec.name
 
 
 def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them() -> None:

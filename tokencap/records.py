@@ -17,7 +17,7 @@ import json
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -49,6 +49,9 @@ class RecordError(ValueError):
     Loaders add where it came from (``source``: the file and line) so the message a user
     reads says exactly what to fix.
     """
+
+    record_index: int | None = None
+    """The failing record's position in the batch a decoder was given, when it knows it."""
 
     def __init__(self, problem: str, *, call_id: str | None = None, field: str | None = None,
                  source: str | None = None) -> None:
@@ -231,6 +234,10 @@ class _Checker:
     def fail(self, name: str, problem: str) -> RecordError:
         return RecordError(problem, call_id=self.call_id, field=name)
 
+    @overload
+    def string(self, name: str, value: Any, *, nullable: Literal[False] = False) -> str: ...
+    @overload
+    def string(self, name: str, value: Any, *, nullable: bool) -> str | None: ...
     def string(self, name: str, value: Any, *, nullable: bool = False) -> str | None:
         if value is None and nullable:
             return None
@@ -239,6 +246,10 @@ class _Checker:
             raise self.fail(name, f"must be {want}, got {type_name(value)}")
         return value
 
+    @overload
+    def integer(self, name: str, value: Any, *, nullable: Literal[False] = False) -> int: ...
+    @overload
+    def integer(self, name: str, value: Any, *, nullable: bool) -> int | None: ...
     def integer(self, name: str, value: Any, *, nullable: bool = False) -> int | None:
         if value is None and nullable:
             return None
@@ -261,6 +272,10 @@ class _Checker:
             raise self.fail(name, f"must be true or false, got {type_name(value)}")
         return bool(value)
 
+    @overload
+    def resolution(self, name: str, value: Any, *, nullable: Literal[False]) -> ParentResolutionStatus: ...
+    @overload
+    def resolution(self, name: str, value: Any, *, nullable: bool) -> ParentResolutionStatus | None: ...
     def resolution(self, name: str, value: Any, *, nullable: bool) -> ParentResolutionStatus | None:
         if value is None and nullable:
             return None
@@ -310,7 +325,8 @@ class _Checker:
             return _EMPTY_IDS
         for pos, tok in enumerate(value):
             if isinstance(tok, (bool, np.bool_)) or not isinstance(tok, (int, np.integer)):
-                raise self.fail(name, f"token id at position {pos} is {type_name(tok)} ({shown(tok)}); ids must be integers in [0, 2^64)")
+                raise self.fail(name, f"token id at position {pos} is {type_name(tok)} ({shown(tok)}); "
+                                "ids must be integers in [0, 2^64)")
             if not 0 <= tok < _U64_LIMIT:
                 raise self.fail(name, f"token id at position {pos} is {shown(tok)}; ids must be in [0, 2^64)")
         return _frozen(np.array(value, dtype=np.uint64))
@@ -327,15 +343,18 @@ class _Checker:
                 return _EMPTY_LOGPROBS
             for pos, lp in enumerate(value):
                 if isinstance(lp, (bool, np.bool_)) or not isinstance(lp, (int, float, np.integer, np.floating)):
-                    raise self.fail(name, f"log-probability at position {pos} is {type_name(lp)} ({shown(lp)}); it must be a finite number")
+                    raise self.fail(name, f"log-probability at position {pos} is {type_name(lp)} ({shown(lp)}); "
+                                    "it must be a finite number")
             try:
                 arr = np.array(value, dtype=np.float64)
             except OverflowError:
                 bad = next(i for i, lp in enumerate(value) if isinstance(lp, int) and abs(lp) > 1e308)
-                raise self.fail(name, f"log-probability at position {bad} is too large; it must be a finite number") from None
+                raise self.fail(name, f"log-probability at position {bad} is too large; "
+                                "it must be a finite number") from None
         if arr.size and not np.isfinite(arr).all():
             bad = int(np.argmin(np.isfinite(arr)))
-            raise self.fail(name, f"log-probability at position {bad} is {shown(float(arr[bad]))}; it must be a finite number")
+            raise self.fail(name, f"log-probability at position {bad} is {shown(float(arr[bad]))}; "
+                            "it must be a finite number")
         return _frozen(arr)
 
 
@@ -404,7 +423,7 @@ def _lineage_problem(resolution: ParentResolutionStatus | None, parent_call_id: 
     if resolution is ParentResolutionStatus.RESOLVED and parent_call_id is None:
         return "parent_call_id", "parent_resolution is 'resolved' but no parent_call_id is given"
     if resolution in (ParentResolutionStatus.ROOT, ParentResolutionStatus.UNRESOLVED) and parent_call_id is not None:
-        return "parent_call_id", (f"parent_resolution is {resolution.value!r} but a parent_call_id "  # type: ignore[union-attr]
+        return "parent_call_id", (f"parent_resolution is {resolution.value!r} but a parent_call_id "
                                   f"({parent_call_id!r}) is given")
     if prompt_is_delta and resolution is not ParentResolutionStatus.RESOLVED:
         return "prompt_is_delta", "a delta prompt needs a 'resolved' parent to extend"
@@ -516,7 +535,7 @@ class TokenEntry:
         range and the lineage rules.
         """
         entry = object.__new__(cls)
-        for setter, value in zip(_PROVEN_SETTERS, values):
+        for setter, value in zip(_PROVEN_SETTERS, values, strict=True):  # values holds every proven field
             setter(entry, value)
         _EXTRA_SETTER(entry, {})
         if (entry.schema_version not in TOKEN_ENTRY_SCHEMA_VERSIONS
@@ -551,7 +570,7 @@ class TokenEntry:
         if generation.size != self.generation_token_ids.size:
             raise ValueError("the rebuilt generation must be the record's own")
         copy = object.__new__(TokenEntry)
-        for setter, value in zip(_SLOT_SETTERS, _slot_values(self)):
+        for setter, value in zip(_SLOT_SETTERS, _slot_values(self), strict=True):  # one getter per setter
             setter(copy, value)
         put = object.__setattr__
         put(copy, "prompt_token_ids", _frozen(np.asarray(prompt, dtype=np.uint64)))
@@ -647,7 +666,8 @@ class FrozenList(list):
     def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
         raise TypeError("a loaded snapshot is immutable; build a new TokenCaptureSnapshot instead")
 
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    # The in-place operators return the list itself in list's signature; these only refuse.
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
 
     def __reduce__(self):

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .builder import BuildOutput
+from .builder import BuildNotes, BuildOutput
 from .diagnosis import Break
 from .rollout import MASK_REASON_TEXT, RolloutResult
 
@@ -146,7 +146,8 @@ def break_lines(breaks: Sequence[Break], texts: Sequence[Sequence[tuple[str | No
             lines.append("    predecessor: none" + ("" if brk.kind == "record_fault"
                                                      else " (no earlier call to continue)"))
         else:
-            lines.append(f"    predecessor: {brk.predecessor} ({brk.relation}: {_RELATION_TEXT.get(brk.relation or '')})")
+            relation = _RELATION_TEXT.get(brk.relation or "")
+            lines.append(f"    predecessor: {brk.predecessor} ({brk.relation}: {relation})")
             lines.append(f"    agree {brk.agree} of {brk.predecessor_len} predecessor tokens; prompt {brk.prompt_len} "
                          "tokens")
         shown = texts[n] if n < len(texts) else ()
@@ -226,6 +227,24 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
     inferred, why a capture counts as incomplete) are listed under "source". With
     ``breaks`` (`tokencap.diagnose`'s), a "breaks" section says why the lineage broke;
     ``break_texts`` are each break's decoded divergences (`diagnosis.span_texts`)."""
+    lines = _verdict_lines(result, source_notes)
+    build = result.build
+    if build is None:
+        return "\n".join(lines) + "\n"
+    lines += _tree_section(result, build)
+    lines += _chain_section(build)
+    lines += _notes_section(build.notes)
+    lines += _attribution_section(result)
+    lines += _verdicts_section(result)
+    if breaks is not None:
+        lines.append("")
+        lines.append("breaks (why the lineage is not one proven chain)")
+        lines.extend(break_lines(breaks, break_texts) if breaks else ["  none: the rollout is one proven chain"])
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_lines(result: RolloutResult, source_notes: Sequence[str]) -> list[str]:
+    """The verdict and its reasons, the capture's status and error, and the source's notes."""
     lines: list[str] = []
     verdict = "MASKED" if result.mask_sample else "TRAINABLE"
     lines.append(f"rollout {result.rollout_id}: {verdict}")
@@ -241,15 +260,18 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
     if source_notes:
         lines.append("source")
         lines.extend(f"  {' '.join(note.split())}" for note in source_notes)
-    build = result.build
-    if build is None:
-        return "\n".join(lines) + "\n"
-    lines.append(f"calls {m['n_calls']}, chains {m['chains']}, roots {m['roots']}, quarantined {m['quarantined_calls']}, "
-                 f"delivered {m['generated_tokens_delivered']}/{m['generated_tokens_captured']} generated tokens "
-                 f"({m['delivered_fraction']:.1%})")
-    lines.append("")
-    lines.append(f"call tree  (* main chain, + branch, Q quarantined, ~ after terminal, {_FORK.strip()} one of "
-                 "several children)")
+    return lines
+
+
+def _tree_section(result: RolloutResult, build: BuildOutput) -> list[str]:
+    """The counts, the call tree with its refusals, and the calls left out of it."""
+    m = result.metrics
+    lines = [f"calls {m['n_calls']}, chains {m['chains']}, roots {m['roots']}, quarantined {m['quarantined_calls']}, "
+             f"delivered {m['generated_tokens_delivered']}/{m['generated_tokens_captured']} generated tokens "
+             f"({m['delivered_fraction']:.1%})",
+             "",
+             f"call tree  (* main chain, + branch, Q quarantined, ~ after terminal, {_FORK.strip()} one of "
+             "several children)"]
     refusals_under: dict[str | None, list] = defaultdict(list)
     for verdict_ in result.refusal_verdicts:
         refusals_under[verdict_.refusal.parent_call_id].append(verdict_)
@@ -265,8 +287,12 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
         lines.append(f"excluded {cid}: {reason}")
     for cid in build.conflicting_duplicates:
         lines.append(f"conflicting duplicate copies of {cid}: first copy kept, call listed as unresolved")
-    lines.append("")
-    lines.append("chains")
+    return lines
+
+
+def _chain_section(build: BuildOutput) -> list[str]:
+    """Each chain's span and tokens, then the retry groups."""
+    lines = ["", "chains"]
     for chain in build.chains:
         ids = chain.call_ids
         span = f"{ids[0]} .. {ids[-1]}" if len(ids) > 1 else ids[0]
@@ -278,10 +304,12 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
         for group in build.retry_groups:
             lines.append(f"  parent {group.parent or '(root)'}: kept {', '.join(group.kept)}; quarantined "
                          f"{', '.join(group.quarantined) or '-'}  [{group.rule}]")
-    notes = build.notes
-    lines.append("")
-    lines.append("notes")
-    before = len(lines)
+    return lines
+
+
+def _notes_section(notes: BuildNotes) -> list[str]:
+    """The builder's notes: failed parent links, the terminal call, what stayed unresolved."""
+    lines = ["", "notes"]
     if notes.parent_link_failures:
         for reason, count in notes.parent_link_failures.items():
             lines.append(f"  {reason}: {count}")
@@ -293,16 +321,22 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
         lines.append(f"  unresolved retries: {', '.join(notes.unresolved_retries)}")
     if notes.unresolved_parent_calls:
         lines.append(f"  unresolved parent calls: {', '.join(notes.unresolved_parent_calls)}")
-    if len(lines) == before:
+    if len(lines) == 2:
         lines.append("  nothing to report: every link verified, no retries left open")
+    return lines
+
+
+def _attribution_section(result: RolloutResult) -> list[str]:
     attribution = attribution_lines(result)
-    if attribution:
-        lines.append("")
-        lines.append("terminal attribution (from the harness's final response)")
-        lines.extend(f"  {line}" for line in attribution)
+    if not attribution:
+        return []
+    return ["", "terminal attribution (from the harness's final response)"] + [f"  {line}" for line in attribution]
+
+
+def _verdicts_section(result: RolloutResult) -> list[str]:
+    """The finish-reason verdict and each engine refusal's, with its conditions."""
+    lines = ["", "verdicts"]
     fr = result.finish_reason_verdict
-    lines.append("")
-    lines.append("verdicts")
     if fr is not None:
         lines.append(f"  finish reason: {fr.summary}")
     for verdict_ in result.refusal_verdicts:
@@ -312,8 +346,4 @@ def render_text(result: RolloutResult, source_notes: Sequence[str] = (), breaks:
             lines.append(f"    [{'x' if cond.holds else ' '}] {cond.name}: {cond.detail}")
     if not result.refusal_verdicts:
         lines.append("  no engine refusals")
-    if breaks is not None:
-        lines.append("")
-        lines.append("breaks (why the lineage is not one proven chain)")
-        lines.extend(break_lines(breaks, break_texts) if breaks else ["  none: the rollout is one proven chain"])
-    return "\n".join(lines) + "\n"
+    return lines

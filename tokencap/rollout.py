@@ -30,8 +30,10 @@ MASK_REASON_TEXT = {
                            "missing, so the trajectory may be missing a turn"),
     "no_records": "the snapshot holds no token entries",
     "build_error": "the builder failed on this snapshot",
-    "unresolved_retries": "retries of one request generated different tokens and nothing shows which one the harness kept",
-    "unresolved_parent_calls": "some calls' parent links could not be proven (or records were corrupt), so fragments may be missing",
+    "unresolved_retries": ("retries of one request generated different tokens and nothing shows which one the "
+                           "harness kept"),
+    "unresolved_parent_calls": ("some calls' parent links could not be proven (or records were corrupt), so "
+                                "fragments may be missing"),
     "multiple_roots": "more than one root: the rollout splits into independent fragments",
     "multiple_chains": "more than one chain: branches or fragments besides the delivered one",
     "no_generated_tokens": "the delivered chain has no generated token to train on",
@@ -224,8 +226,9 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
         reasons.add("no_generated_tokens")
     else:
         if project:
+            assert terminal is not None  # a main chain with generated tokens has calls
             payload = main_chain_payload(
-                snapshot.rollout_id, build, model=model or terminal.model,  # type: ignore[union-attr]
+                snapshot.rollout_id, build, model=model or terminal.model,
                 finish_reason_resolved=finish_resolved, engine_refusals=snapshot.engine_refusals)
             status = (payload["status"], payload.get("incomplete_details", {}).get("reason"))
         else:

@@ -131,7 +131,7 @@ def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: Fin
         for snapshot in snapshots:  # a rollout read from a record's items brings its own (SPEC 13)
             yield snapshot, *responses_for(snapshot, None, single_rollout=True, evidence=evidence)
         return
-    head = [] if source_ids is not None else [s for _, s in zip(range(2), snapshots)]
+    head = [] if source_ids is not None else [s for _, s in zip(range(2), snapshots, strict=False)]  # the first two
     single = len(set(source_ids)) == 1 if source_ids is not None else len(head) == 1
     seen: list[str] = []
     for snapshot in itertools.chain(head, snapshots):

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 from ..interrupts import parent_death_signal
 from .options import _UsageError
 
-
 WARM_UP_WAIT = 60.0
 
 

@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them
     from .breaks import BREAK_KINDS, RELATIONS
     from .causes import CAUSES, DIVERGENCE_KINDS, EVIDENCE_CAUSES, HINTS, cause_order
     from .delivered import DELIVERED_BY, delivered_by, delivered_mask_sample, trained_in_doubt
-    from .explain import diagnose, span_texts
     from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
+    from .explain import diagnose, span_texts
     from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
     from .text import TokenizerError, load_tokenizer
     from .tokenizer_lookup import FoundTokenizer, find_tokenizer, tokenizer_for_model
@@ -51,8 +51,8 @@ _HOMES = {  # submodule -> the public names it defines (the imports above)
 
 __getattr__ = lazy_names(__name__, _HOMES)
 
-__all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "BreakFacts", "break_facts", "CAUSES", "DELIVERED_BY", "DIVERGENCE_KINDS",
-           "Divergence", "EVIDENCE_CAUSES", "EVIDENCE_FIELDS", "HINTS", "HarnessEvidence", "MAX_DIVERGENCES",
-           "RELATIONS", "Span", "TokenizerError", "align", "cause_order", "delivered_by", "delivered_mask_sample",
-           "diagnose", "load_tokenizer", "span_texts", "parse_evidence", "trained_in_doubt", "FoundTokenizer",
-           "find_tokenizer", "tokenizer_for_model"]
+__all__ = ["Alignment", "BREAK_FIELDS", "BREAK_KINDS", "Break", "BreakFacts", "break_facts", "CAUSES", "DELIVERED_BY",
+           "DIVERGENCE_KINDS", "Divergence", "EVIDENCE_CAUSES", "EVIDENCE_FIELDS", "HINTS", "HarnessEvidence",
+           "MAX_DIVERGENCES", "RELATIONS", "Span", "TokenizerError", "align", "cause_order", "delivered_by",
+           "delivered_mask_sample", "diagnose", "load_tokenizer", "span_texts", "parse_evidence", "trained_in_doubt",
+           "FoundTokenizer", "find_tokenizer", "tokenizer_for_model"]

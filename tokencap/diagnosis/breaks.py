@@ -20,11 +20,20 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
-from ..builder import (DELTA_UNRECONSTRUCTABLE, DUPLICATE_CONFLICT, ENTRY_DIGEST_MISMATCH, MISSING_RESOLUTION,
-                       PARENT_DIGEST_MISMATCH, PARENT_MISSING, PARENT_UNRESOLVED, BuildOutput)
+from ..builder import (
+    DELTA_UNRECONSTRUCTABLE,
+    DUPLICATE_CONFLICT,
+    ENTRY_DIGEST_MISMATCH,
+    MISSING_RESOLUTION,
+    PARENT_DIGEST_MISMATCH,
+    PARENT_MISSING,
+    PARENT_UNRESOLVED,
+    BuildOutput,
+)
 from ..records import TokenEntry
 from .alignment import common_prefix
 
@@ -84,7 +93,7 @@ def find_breaks(build: BuildOutput) -> list[BreakSite]:
         if link.resolution == "root" and link.linked_parent is None:
             sites[call_id] = BreakSite(call_id, "extra_root")
     on_main = set(main_ids)
-    main_child = {parent: child for parent, child in zip(main_ids, main_ids[1:])}
+    main_child = dict(pairwise(main_ids))
     for call_id, link in build.links.items():
         parent = link.linked_parent
         if call_id in sites or call_id in on_main or call_id in quarantined or parent not in main_child:
@@ -200,7 +209,7 @@ def nearest_call(build: BuildOutput, entry: TokenEntry, below: set[str],
         if best is not None and bound < best[0]:
             break
         key = (shared_of(call_id), other.created_at, other.full_len)
-        if best is None or key > best or (key == best and call_id < best_id):  # type: ignore[operator]
+        if best is None or best_id is None or key > best or (key == best and call_id < best_id):
             best, best_id = key, call_id
     return best_id
 

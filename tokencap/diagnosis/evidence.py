@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..loading.final_responses import EVIDENCE_NOTES_KEY as NOTES_KEY
 from ..records import type_name
@@ -156,6 +156,10 @@ def _integer(obj: Mapping[str, Any], key: str, path: str) -> int | None:
     return _get(obj, key, path, (int,), "a whole number")
 
 
+@overload
+def _text(obj: Mapping[str, Any], key: str, path: str, required: Literal[True]) -> str: ...
+@overload
+def _text(obj: Mapping[str, Any], key: str, path: str, required: bool = False) -> str | None: ...
 def _text(obj: Mapping[str, Any], key: str, path: str, required: bool = False) -> str | None:
     return _get(obj, key, path, (str,), "a string", required)
 
@@ -239,7 +243,7 @@ class _Parser:
     # records ---------------------------------------------------------------
 
     def invocation(self, obj: Mapping[str, Any], path: str) -> None:
-        inv = Invocation(_text(obj, "invocation_id", path, required=True),  # type: ignore[arg-type]
+        inv = Invocation(_text(obj, "invocation_id", path, required=True),
                          _text(obj, "parent_invocation_id", path), _text(obj, "spawned_by_tool_call_id", path),
                          self.joined(obj, "model_calls", path))
         known = self.out.invocations.get(inv.invocation_id)
@@ -250,7 +254,7 @@ class _Parser:
         self.out.invocations[inv.invocation_id] = inv
 
     def tool_call(self, obj: Mapping[str, Any], path: str) -> None:
-        tool = ToolCall(_text(obj, "tool_call_id", path, required=True),  # type: ignore[arg-type]
+        tool = ToolCall(_text(obj, "tool_call_id", path, required=True),
                         _text(obj, "tool_name", path), _text(obj, "status", path), _number(obj, "duration_ms", path))
         self.out.tool_calls.setdefault(tool.tool_call_id, tool)
 

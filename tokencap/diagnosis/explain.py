@@ -221,7 +221,8 @@ def _reasoning(first: Divergence, generated: _Generated, texts: _Texts) -> bool:
 
 def _function_call_ids(entry: TokenEntry) -> list[str]:
     return [item["call_id"] for item in entry.output_items
-            if isinstance(item, Mapping) and item.get("type") == "function_call" and isinstance(item.get("call_id"), str)]
+            if isinstance(item, Mapping) and item.get("type") == "function_call"
+            and isinstance(item.get("call_id"), str)]
 
 
 class _Texts:
@@ -239,7 +240,8 @@ class _Texts:
         key = (side, start, end)
         if key not in self._memo:
             ids = (self.s if side == "parent" else self.p)[start:end]
-            text, bad = decode(self.tokenizer, ids)  # type: ignore[arg-type]
+            assert self.tokenizer is not None  # spans are decoded only while active
+            text, bad = decode(self.tokenizer, ids)
             if bad is not None:
                 self.notes.append(f"the tokenizer cannot decode token id {bad}; the divergence's text is left out")
             self._memo[key] = text

@@ -15,12 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
+from .files import (
+    Buffer,
+    DirectorySource,
+    MemorySource,
+    kind_of,
+    open_regular,
+    pread,
+    printable,
+    read_descriptor,
+    zip_source,
+)
 from .final_responses import FinalResponses, load_final_responses
-from .files import (Buffer, DirectorySource, MemorySource, kind_of, open_regular, pread, printable,
-                    read_descriptor, zip_source)
 from .rollouts import read_rollouts
-from .store import (ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file,
-                    store_rollout_source)
+from .store import ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file, store_rollout_source
 from .text import LoadError, load_text
 from .wire import TOO_DEEP
 
@@ -182,15 +190,15 @@ def _store_bytes(data: Buffer, name: str) -> list[TokenCaptureSnapshot]:
 def _from_buffer(data: Buffer | None, name: str | None, path: Path | None,
                  rollout_id: str | None) -> Iterator[TokenCaptureSnapshot] | list:
     kind = detect(data, name)
-    if kind == ZIP:
+    if kind == ZIP or data is None:  # detect calls no bytes a zip on disk
         return iter_store(zip_source(data, path, name or "zip archive"), rollout_id)
     if kind == STORE_FILE:
-        return _store_bytes(data, name or "")  # type: ignore[arg-type]
+        return _store_bytes(data, name or "")
     rollouts = read_rollouts(data, name, rollout_id)
     if rollouts is not None:
         return rollouts
     try:
-        return load_text(data, name)  # type: ignore[arg-type]
+        return load_text(data, name)
     except RecordError as exc:  # defensive: every path should already say where
         raise LoadError(str(exc.located(name)) if name else str(exc)) from None
     except RecursionError:  # defensive: the decoders' own depth errors are caught where they happen

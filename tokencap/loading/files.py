@@ -35,13 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..limits import (MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW,
-                      ZIP_RATIO_ALLOWANCE_BYTES)
+from ..limits import MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW, ZIP_RATIO_ALLOWANCE_BYTES
 from .text import SNIFF_BYTES, LoadError, binary_problem, control_byte_at, iter_lines, iter_stream_lines
+from .wire import Buffer
 
 _CHUNK = 1 << 20
-
-Buffer = bytes | mmap.mmap | memoryview
 
 
 def pread(fd: int, size: int, offset: int) -> bytes:
@@ -423,7 +421,8 @@ def zip_source(data: Buffer | None, path: str | os.PathLike[str] | None, label: 
     """A zip from bytes (an upload) or from a regular file on disk (read in place, not copied)."""
     if data is not None:
         return ZipSource(io.BytesIO(data), len(data), label)
-    fd = open_regular(path, label)  # type: ignore[arg-type]
+    assert path is not None, "zip_source needs the zip's bytes or its path"
+    fd = open_regular(path, label)
     handle = os.fdopen(fd, "rb")
     try:
         return ZipSource(handle, os.fstat(fd).st_size, label)

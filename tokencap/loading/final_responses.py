@@ -36,7 +36,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 import numpy as np
@@ -66,7 +66,8 @@ class _TokenParser:
         if not (raw[:1] == b"[" and raw[-1:] == b"]") or raw.count(b"[") != 1:
             return None
         try:
-            buffer = self._parser.parse(raw).as_buffer(of_type="u")
+            # The text is one flat array (checked above), so the document is an Array.
+            buffer = cast(simdjson.Array, self._parser.parse(raw)).as_buffer(of_type="u")
         except (TypeError, ValueError, RuntimeError):
             return None
         return np.frombuffer(buffer, dtype=np.uint64).copy()  # the parser reuses its memory
@@ -182,8 +183,8 @@ class FinalResponses:
         missing = self.unmatched(ids)
         if missing:
             shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-            out.append(f"{self.name}: {len(missing)} final response{'s name rollouts' if len(missing) > 1 else ' names a rollout'}"
-                       f" not in the source: {shown}")
+            names = "s name rollouts" if len(missing) > 1 else " names a rollout"
+            out.append(f"{self.name}: {len(missing)} final response{names} not in the source: {shown}")
         if self.unnamed is not None and len(set(ids)) != 1:
             out.append(f"{self.name}, line {self.unnamed_line}: a final response without 'rollout_id' applies only "
                        f"to a source holding a single rollout; this one holds {len(set(ids))}, so it is not used")
@@ -418,10 +419,10 @@ def _items(raws: list[dict[str, msgspec.Raw]], path: str, parser: _TokenParser |
         gen = generations[index]
         if gen is not None and gen.size:
             raw = raws[index]
-            prompt = _token_ids(raw["prompt_token_ids"], f"{path}[{index}].prompt_token_ids", parser) \
+            prompt_ids = _token_ids(raw["prompt_token_ids"], f"{path}[{index}].prompt_token_ids", parser) \
                 if "prompt_token_ids" in raw else None
             items[index]["generation_token_ids"] = gen
-            items[index]["prompt_token_ids"] = prompt if prompt is not None else np.zeros(0, dtype=np.uint64)
+            items[index]["prompt_token_ids"] = prompt_ids if prompt_ids is not None else np.zeros(0, dtype=np.uint64)
             break
     return items
 
@@ -442,12 +443,13 @@ def carries_tokens(raw: msgspec.Raw | bytes | memoryview | None) -> bool:
     return inner is not None and view[inner.start()] != 0x5D  # not ']'
 
 
-def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser) -> np.ndarray | None:
-    """A token array (None for JSON null), checked: integers in [0, 2^64)."""
+def _token_ids(raw: msgspec.Raw, path: str, parser: _TokenParser | None) -> np.ndarray | None:
+    """A token array (None for JSON null), checked: integers in [0, 2^64). Without a
+    ``parser`` only the exact path reads it."""
     text = bytes(raw).strip()
     if text == b"null":
         return None
-    fast = parser.parse(text)
+    fast = parser.parse(text) if parser is not None else None
     if fast is not None:
         return fast
     value = _value(raw, path)
@@ -479,5 +481,5 @@ def _check_item(item: dict[str, Any], path: str) -> None:
                 raise _Bad(f"{path}.{name}[{j}].text", f"must be a string, got {type_name(part['text'])}")
 
 
-__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts", "carries_tokens",
-           "decode_record", "load_final_responses", "one_record"]
+__all__ = ["EVIDENCE_NOTES_KEY", "EVIDENCE_RECORD_FIELDS", "NO_FACTS", "FinalResponses", "RecordFacts",
+           "carries_tokens", "decode_record", "load_final_responses", "one_record"]

@@ -359,7 +359,7 @@ def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> To
     raws = _call_records(output, calls, span.rollout_id, model if isinstance(model, str) else "",
                          _last_finish(body, where, prefix), where, prefix)
     try:
-        entries = RecordDecoder().entries(raws)  # type: ignore[arg-type]  # raw texts and bytes, as a store line
+        entries = RecordDecoder().entries(raws)  # raw texts and bytes, as a store line
     except RecordError as exc:
         raise LoadError(str(exc.located(where))) from None
     last = entries[-1]

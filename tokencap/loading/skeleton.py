@@ -29,11 +29,11 @@ Why this never reads a text differently from the full decode:
 from __future__ import annotations
 
 import mmap
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from .wire import skip_blank
+from .wire import Buffer, skip_blank
 
 CUT_ABOVE = 1 << 20
 """Texts (bytes) above which token arrays are cut out before the typed decode. Below it the
@@ -49,18 +49,18 @@ def address(buffer: Any) -> int:
     return np.frombuffer(buffer, dtype=np.uint8).ctypes.data
 
 
-def may_cut(data: object) -> bool:
+def may_cut(data: object) -> TypeGuard[bytes | bytearray | mmap.mmap]:
     """Whether `cut_token_arrays` looks at ``data``: a big text in a buffer it can search."""
     return isinstance(data, (bytes, bytearray, mmap.mmap)) and len(data) > CUT_ABOVE
 
 
-def cut_token_arrays(data: bytes | bytearray | mmap.mmap | memoryview) -> tuple[bytes, dict[int, memoryview]] | None:
+def cut_token_arrays(data: Buffer) -> tuple[bytes, dict[int, memoryview]] | None:
     """The skeleton and, by their offset in it, the cut arrays' texts; None when nothing is cut
     (a small text, a text with no flat token array, or a buffer that cannot be searched)."""
     if not may_cut(data):
         return None
     view = memoryview(data)
-    pieces: list[bytes] = []
+    pieces: list[bytes | bytearray] = []
     cuts: dict[int, memoryview] = {}
     size = 0  # of the skeleton so far
     done = 0  # input bytes already in the skeleton

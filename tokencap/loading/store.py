@@ -156,7 +156,7 @@ def _read_state(source: FileSource, name: str) -> dict:
         value = state.get(key)
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             raise LoadError(f"{name}: field {key!r} must be {words}, got {type_name(value)}")
-        if kind is int and value is not None and not -(1 << 63) <= value < 1 << 63:
+        if kind is int and isinstance(value, int) and not -(1 << 63) <= value < 1 << 63:
             raise LoadError(f"{name}: field {key!r} must fit in 64 bits")
     return state
 
@@ -203,11 +203,11 @@ def _load_store_rollout(source: FileSource, rollout: _StoreRollout) -> TokenCapt
             refusal_raws += records.refusals[rid]
 
     where = files.get(ENTRIES_SUFFIX) or files.get(REFUSALS_SUFFIX) or rid
-    snapshot = build_snapshot(
-        rid, entry_raws, refusal_raws, where,
-        snapshot_id=state.get("snapshot_id") or "", version=state.get("version") or 0,
-    ) if (entry_raws or refusal_raws) else TokenCaptureSnapshot(rollout_id=rid, snapshot_id=state.get("snapshot_id") or "",
-                                                                  version=state.get("version") or 0)
+    snapshot_id, version = state.get("snapshot_id") or "", state.get("version") or 0
+    if entry_raws or refusal_raws:
+        snapshot = build_snapshot(rid, entry_raws, refusal_raws, where, snapshot_id=snapshot_id, version=version)
+    else:
+        snapshot = TokenCaptureSnapshot(rollout_id=rid, snapshot_id=snapshot_id, version=version)
 
     if INTENTS_SUFFIX in files:
         name = files[INTENTS_SUFFIX]
@@ -401,9 +401,9 @@ def _iterate(source: FileSource, plan: _Plan, wanted: str | None) -> Iterator[To
             del snap  # not held while the next rollout loads
         # Defensive: the peek promises a superset of each file's rollout ids, so nothing is
         # left here; if it ever were, it comes out late rather than being dropped.
-        leftovers = {id(item): item for items in plan.loose_by_id.values() for item in items if item.loaded}
-        for item in leftovers.values():
-            for rid, snap in sorted(item.loaded.items()):  # type: ignore[union-attr]
+        leftovers = {id(item): item.loaded for items in plan.loose_by_id.values() for item in items if item.loaded}
+        for loaded in leftovers.values():
+            for rid, snap in sorted(loaded.items()):
                 if wanted is None or rid == wanted:
                     yield _with_notes(snap, plan.shared_notes) if plan.shared_notes else snap
     finally:

@@ -10,16 +10,28 @@ from __future__ import annotations
 
 import mmap
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from ..records import (EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name)
+from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
 from .skeleton import cut_token_arrays, may_cut, restore_token_arrays
-from .wire import (TOO_DEEP, RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_field, decode_raw_object,
-                   decode_value, typed_line)
+from .wire import (
+    TOO_DEEP,
+    Buffer,
+    RawRecord,
+    RecordDecoder,
+    WireEntry,
+    WireLine,
+    decode_entry_line,
+    decode_field,
+    decode_raw_object,
+    decode_value,
+    typed_line,
+)
 
 
 class LoadError(ValueError):
@@ -45,7 +57,7 @@ _decode_snapshot = msgspec.json.Decoder(_SnapshotWire).decode
 class _TypedSnapshotWire(msgspec.Struct):
     """`_SnapshotWire` whose entries are read by the typed decode (`WireEntry`), in the same C call."""
 
-    entries: list[WireEntry]  # type: ignore[valid-type]
+    entries: list[WireEntry]
     rollout_id: Raw | UnsetType = UNSET
     snapshot_id: Raw | UnsetType = UNSET
     version: Raw | UnsetType = UNSET
@@ -78,9 +90,10 @@ _peek_snapshot = msgspec.json.Decoder(_PeekSnapshot).decode
 _peek_record = msgspec.json.Decoder(_PeekRecord).decode
 
 
-def typed_snapshot(data: bytes | memoryview, *, cut: bool = True) -> _SnapshotWire | None:
-    """A snapshot JSON whose every entry the typed decode read (`WireLine`s, built by
-    `TokenEntry.from_proven`), or None when the exact decode must read the text.
+def typed_snapshot(data: Buffer, *, cut: bool = True) -> tuple[_TypedSnapshotWire, list[WireLine]] | None:
+    """A snapshot JSON whose every entry the typed decode read: its top level and its entries
+    as `WireLine`s (built by `TokenEntry.from_proven`), or None when the exact decode must
+    read the text.
 
     Only a text whose entries all hold exactly `TokenEntry`'s fields with their table's
     types gets here; anything else (an unknown field, a wrong type, no ``entries``, not one
@@ -92,15 +105,13 @@ def typed_snapshot(data: bytes | memoryview, *, cut: bool = True) -> _SnapshotWi
         typed = _typed_skeleton(data) if cut else None
         if typed is None:
             typed = _decode_typed_snapshot(data)
-        entries = [typed_line(wire) for wire in typed.entries]
+        lines = [typed_line(wire) for wire in typed.entries]
     except (msgspec.MsgspecError, RecursionError):
         return None
-    return _SnapshotWire(entries=entries, rollout_id=typed.rollout_id, snapshot_id=typed.snapshot_id,
-                         version=typed.version, incomplete=typed.incomplete, engine_refusals=typed.engine_refusals,
-                         source_notes=typed.source_notes, load_error=typed.load_error)
+    return typed, lines
 
 
-def _typed_skeleton(data: bytes | memoryview) -> _TypedSnapshotWire | None:
+def _typed_skeleton(data: Buffer) -> _TypedSnapshotWire | None:
     """A big text's typed decode, read from its skeleton (`skeleton`), or None when the
     whole text must be decoded instead."""
     cut = cut_token_arrays(data)
@@ -119,12 +130,12 @@ def _where(name: str | None, detail: str | None = None) -> str:
     return ", ".join(parts) if parts else "input"
 
 
-def _line_of(data: bytes | memoryview, byte_offset: int) -> int:
+def _line_of(data: Buffer, byte_offset: int) -> int:
     view = memoryview(data)
     return _count_newlines(view, 0, min(byte_offset, len(view)))[0] + 1
 
 
-def _json_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str:
+def _json_problem(exc: msgspec.MsgspecError, data: Buffer) -> str:
     """msgspec's message with the byte offset turned into a line number."""
     text = str(exc)
     marker = "(byte "
@@ -140,7 +151,7 @@ def _json_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str:
 NON_FINITE_FIX = "JSON has no NaN or Infinity: write null, or a finite number, there"
 
 
-def non_finite_at(exc: msgspec.MsgspecError, data: bytes | memoryview) -> tuple[str, int] | None:
+def non_finite_at(exc: msgspec.MsgspecError, data: Buffer) -> tuple[str, int] | None:
     """``(NaN | Infinity | -Infinity, byte offset)`` when ``exc`` (a failed decode of ``data``) stopped at such
     a token -- what Python's `json.dumps` writes for a float that is not finite, and no JSON reader takes."""
     text = str(exc)
@@ -159,7 +170,7 @@ def non_finite_at(exc: msgspec.MsgspecError, data: bytes | memoryview) -> tuple[
     return None
 
 
-def non_finite_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> str | None:
+def non_finite_problem(exc: msgspec.MsgspecError, data: Buffer) -> str | None:
     """Words for a whole text whose decode stopped at a NaN or Infinity (with its line and byte), or None."""
     found = non_finite_at(exc, data)
     if found is None:
@@ -167,7 +178,7 @@ def non_finite_problem(exc: msgspec.MsgspecError, data: bytes | memoryview) -> s
     return f"{found[0]} at line {_line_of(data, found[1])}, byte {found[1]} is not JSON ({NON_FINITE_FIX})"
 
 
-def not_json(exc: msgspec.MsgspecError, line: bytes | memoryview) -> str:
+def not_json(exc: msgspec.MsgspecError, line: Buffer) -> str:
     """Why one line of a JSON-lines text is not JSON: a NaN or Infinity said as such (with its byte in the
     line), anything else as the decoder says it."""
     found = non_finite_at(exc, line)
@@ -189,7 +200,7 @@ CAPTURE_INPUTS = "a snapshot JSON object, entries JSONL (one record a line), a c
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-def binary_problem(head: bytes | memoryview, expected: str = CAPTURE_INPUTS) -> str | None:
+def binary_problem(head: Buffer, expected: str = CAPTURE_INPUTS) -> str | None:
     """Why ``head`` (an input's first bytes) cannot start a JSON or JSON-lines text, or None.
 
     JSON text never holds a raw NUL or other control byte (only tab, newline and carriage
@@ -207,24 +218,24 @@ def binary_problem(head: bytes | memoryview, expected: str = CAPTURE_INPUTS) -> 
     return f"binary data ({what} at byte {at}), not JSON text; expected {expected}"
 
 
-def control_byte_at(head: bytes | memoryview) -> int:
+def control_byte_at(head: Buffer) -> int:
     """Offset of the first control byte JSON text cannot hold, within the first `SNIFF_BYTES`; -1 if none."""
     found = _CONTROL.search(bytes(head[:SNIFF_BYTES]))
     return -1 if found is None else found.start()
 
 
-def is_blank(data: bytes | memoryview) -> bool:
+def is_blank(data: Buffer) -> bool:
     """True for empty or whitespace-only input (stops at the first real byte)."""
     return _NON_BLANK.search(data) is None
 
 
-def is_text(data: bytes | memoryview | mmap.mmap) -> bool:
+def is_text(data: Buffer) -> bool:
     """Whether ``data`` can be JSON text at all: not a parquet file, not binary, not blank
     (`load_text` says which of them it is)."""
     return bytes(data[:len(PARQUET_MAGIC)]) != PARQUET_MAGIC and binary_problem(data) is None and not is_blank(data)
 
 
-def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCaptureSnapshot]:
+def load_text(data: Buffer, name: str | None = None) -> list[TokenCaptureSnapshot]:
     """Load one snapshot JSON or entries JSONL text. Raises LoadError with a precise message."""
     if bytes(data[:len(PARQUET_MAGIC)]) == PARQUET_MAGIC:
         raise LoadError(f"{_where(name)}: a parquet file (a scan table, as `tokencap scan` writes it), not captured "
@@ -238,7 +249,7 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
     typed = typed_snapshot(data)
     if typed is not None:
         try:
-            return [_snapshot_from_wire(typed, name)]
+            return [_snapshot_from_wire(*typed, name)]
         except LoadError:
             if not may_cut(data):
                 raise
@@ -246,7 +257,7 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
         # skeleton left for the array parser to find, is said where the decode finds it.
         typed = typed_snapshot(data, cut=False)
         if typed is not None:
-            return [_snapshot_from_wire(typed, name)]
+            return [_snapshot_from_wire(*typed, name)]
     whole_value = True  # the text is one JSON value (not necessarily an object)
     try:
         wire = _decode_snapshot(data)
@@ -263,7 +274,7 @@ def load_text(data: bytes | memoryview, name: str | None = None) -> list[TokenCa
             raise LoadError(f"{_where(name)}: {problem}") from None
         wire, whole_value = None, False  # several values or not JSON as a whole: read it line by line
     if wire is not None and wire.entries is not UNSET:
-        return [_snapshot_from_wire(wire, name)]
+        return [_snapshot_from_wire(wire, wire.entries, name)]
     if whole_value and (wire is None or _spans_lines(data)):
         # One JSON value that is not a snapshot, and not a one-line JSONL record either:
         # say what it is rather than report its first line as broken JSON.
@@ -283,7 +294,7 @@ FINAL_RESPONSES_HINT = ("the harness's final responses go to --final-responses (
                         "upload); SOURCE is the capture of the model calls")
 
 
-def _spans_lines(data: bytes | memoryview) -> bool:
+def _spans_lines(data: Buffer) -> bool:
     """Whether the text's non-blank content runs over more than one line."""
     start = _NON_BLANK.search(data)
     newline = _NEWLINE.search(data, start.start()) if start is not None else None
@@ -313,8 +324,11 @@ def looks_like_build_result(raw: dict[str, Raw]) -> bool:
     return "model_call_id" not in raw and "prompt_token_ids" not in raw and all(k in raw for k in _BUILD_RESULT_KEYS)
 
 
-def _not_a_snapshot(data: bytes | memoryview) -> str:
-    first = bytes(data[_NON_BLANK.search(data).start():][:1])[0]  # type: ignore[union-attr]
+def _not_a_snapshot(data: Buffer) -> str:
+    """What a one-value, non-blank text that is not a snapshot is, in words."""
+    start = _NON_BLANK.search(data)
+    assert start is not None  # load_text refused a blank text before
+    first = bytes(data[start.start():start.start() + 1])[0]
     if first != ord("{"):
         kind = _FIRST_BYTE_KIND.get(first, "a JSON number")
         return f"{kind}, not a snapshot: {_EXPECTED}"
@@ -335,7 +349,7 @@ def _not_a_snapshot(data: bytes | memoryview) -> str:
 _LISTED_KEYS = 6
 
 
-def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
+def peek_rollout_ids(data: Buffer) -> set[str]:
     """The rollout ids `load_text` would return for ``data`` if it loads -- without building a record.
 
     Detection is the same as `load_text`'s; only the ``rollout_id`` fields are read. On
@@ -364,7 +378,7 @@ def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
         wire = None
     if wire is not None and wire.entries is not UNSET:
         add(wire.rollout_id)
-        for record in wire.entries:  # type: ignore[union-attr]
+        for record in wire.entries:
             add(record.rollout_id)
         if wire.engine_refusals is not UNSET:
             try:
@@ -386,7 +400,7 @@ def peek_rollout_ids(data: bytes | memoryview | mmap.mmap) -> set[str]:
 _KIND_WORDS = {str: "a string", int: "an integer", bool: "true or false", list: "a list"}
 
 
-def _decode_optional(raw: Raw | UnsetType, default, kind: type | tuple, label: str, where: str):
+def _decode_optional(raw: Raw | UnsetType, default: Any, kind: type, label: str, where: str) -> Any:
     if raw is UNSET:
         return default
     try:
@@ -400,19 +414,21 @@ def _decode_optional(raw: Raw | UnsetType, default, kind: type | tuple, label: s
     # A boolean is never an int or a string here (Python's bool is an int subclass).
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise LoadError(f"{where}: snapshot field {label!r} must be {_KIND_WORDS[kind]}, got {type_name(value)}")
-    if kind is int and not -(1 << 63) <= value < 1 << 63:
+    if kind is int and isinstance(value, int) and not -(1 << 63) <= value < 1 << 63:
         raise LoadError(f"{where}: snapshot field {label!r} is {shown(value)}; it must fit in 64 bits")
     return value
 
 
-def _snapshot_from_wire(wire: _SnapshotWire, name: str | None) -> TokenCaptureSnapshot:
+def _snapshot_from_wire(wire: _SnapshotWire | _TypedSnapshotWire, raws: Sequence[RawRecord | WireLine],
+                        name: str | None) -> TokenCaptureSnapshot:
+    """The snapshot of a decoded top level whose entries are ``raws`` (raw records, or the
+    typed decode's lines)."""
     where = _where(name)
     decoder = RecordDecoder()
-    raws = wire.entries
     try:
-        entries = decoder.entries(raws)  # type: ignore[arg-type]
+        entries = decoder.entries(raws)
     except RecordError as exc:
-        index = getattr(exc, "record_index", None)
+        index = exc.record_index
         raise LoadError(str(exc.located(_where(name, f"entry {index}" if index is not None else None)))) from None
     refusals: list[EngineRefusalRecord] = []
     if wire.engine_refusals is not UNSET:
@@ -467,12 +483,20 @@ class JsonlRecords:
     refusals: dict[str, list[tuple[int, dict[str, Raw]]]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
 
-    def add(self, rollout_id: str, line: int, raw: dict[str, Raw] | WireLine, is_refusal: bool) -> None:
+    def add(self, rollout_id: str, line: int, raw: dict[str, Raw] | WireLine) -> None:
+        """A token entry's record (raw, or the typed decode's line)."""
+        self._meet(rollout_id)
+        self.entries[rollout_id].append((line, raw))
+
+    def add_refusal(self, rollout_id: str, line: int, raw: dict[str, Raw]) -> None:
+        self._meet(rollout_id)
+        self.refusals[rollout_id].append((line, raw))
+
+    def _meet(self, rollout_id: str) -> None:
         if rollout_id not in self.entries:
             self.entries[rollout_id] = []
             self.refusals[rollout_id] = []
             self.order.append(rollout_id)
-        (self.refusals if is_refusal else self.entries)[rollout_id].append((line, raw))
 
 
 _NEWLINE = re.compile(rb"\n")
@@ -491,7 +515,7 @@ def _count_newlines(view: memoryview, start: int, end: int) -> tuple[int, int]:
     return count, last
 
 
-def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int = 1
+def iter_lines(data: Buffer, first_line: int = 1
                ) -> Iterator[tuple[int, memoryview]]:
     """Non-blank lines as zero-copy views, with 1-based line numbers.
 
@@ -504,14 +528,14 @@ def iter_lines(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int
         yield line, view[start:end]
 
 
-def _byte_view(data: bytes | bytearray | memoryview | mmap.mmap) -> memoryview:
+def _byte_view(data: Buffer) -> memoryview:
     view = data if isinstance(data, memoryview) else memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     return view
 
 
-def line_spans(data: bytes | bytearray | memoryview | mmap.mmap, first_line: int = 1
+def line_spans(data: Buffer, first_line: int = 1
                ) -> Iterator[tuple[int, int, int]]:
     """`iter_lines` as (line number, start offset, end offset) of each non-blank line."""
     view = _byte_view(data)
@@ -572,7 +596,7 @@ def iter_stream_lines(chunks: Iterable[bytes], on_torn: Callable[[int], None]) -
         on_torn(torn)
 
 
-def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int, bytes | memoryview]], where: str,
+def read_jsonl_records(data: Buffer | Iterable[tuple[int, Buffer]], where: str,
                        *, refusals_only: bool = False) -> JsonlRecords:
     """Group the records of a JSONL text (a buffer, or its numbered non-blank lines) by rollout."""
     out = JsonlRecords()
@@ -581,7 +605,7 @@ def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int
         if not refusals_only:
             typed = decode_entry_line(chunk)
             if typed is not None:  # a token entry whose small fields are proved; else read exactly
-                out.add(typed.wire.rollout_id, line, typed, False)
+                out.add(typed.wire.rollout_id, line, typed)
                 continue
         try:
             raw = decode_raw_object(chunk)
@@ -608,7 +632,10 @@ def read_jsonl_records(data: bytes | memoryview | mmap.mmap | Iterable[tuple[int
         call_part = f"call {call!r}: " if isinstance(call, str) else ""
         if not isinstance(rollout, str):
             raise LoadError(f"{where}, line {line}: {call_part}field 'rollout_id' is missing or not a string")
-        out.add(rollout, line, raw, refusals_only or record_type == "engine_refusal")
+        if refusals_only or record_type == "engine_refusal":
+            out.add_refusal(rollout, line, raw)
+        else:
+            out.add(rollout, line, raw)
     return out
 
 
@@ -623,7 +650,7 @@ def build_snapshot(rollout_id: str, entry_raws: list[tuple[int, dict[str, Raw] |
     try:
         entries = decoder.entries([raw for _, raw in entry_raws])
     except RecordError as exc:
-        index = getattr(exc, "record_index", None)
+        index = exc.record_index
         line = entry_raws[index][0] if index is not None else None
         raise LoadError(str(exc.located(f"{where}, line {line}" if line else where))) from None
     refusals = []
@@ -636,7 +663,7 @@ def build_snapshot(rollout_id: str, entry_raws: list[tuple[int, dict[str, Raw] |
 
 
 
-def load_jsonl(data: bytes | memoryview, name: str | None = None) -> list[TokenCaptureSnapshot]:
+def load_jsonl(data: Buffer, name: str | None = None) -> list[TokenCaptureSnapshot]:
     where = _where(name)
     records = read_jsonl_records(data, where)
     if not records.order:

@@ -15,10 +15,10 @@ simply parse everything: the shortcut never decides anything, it only saves work
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, dataclass, field
-from dataclasses import fields as dataclass_fields
-from typing import Any, Literal, get_type_hints
+import mmap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast, final
 
 import msgspec
 import numpy as np
@@ -34,6 +34,9 @@ _WHITESPACE = b" \t\r\n"
 
 RawRecord = Mapping[str, msgspec.Raw]
 
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+"""What a loader reads text from: a small file's bytes, a big one's memory map, or a view."""
+
 TOO_DEEP = f"JSON nested too deeply to read (a carried field may nest at most {MAX_CARRIED_DEPTH} levels)"
 """The message for JSON so deep the decoder itself gives up (hundreds of levels): the same
 rule as a carried field's depth limit, said the same way wherever it is hit."""
@@ -42,12 +45,12 @@ _decode_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_any = msgspec.json.Decoder().decode
 
 
-def decode_raw_object(text: bytes | memoryview) -> dict[str, msgspec.Raw]:
+def decode_raw_object(text: Buffer) -> dict[str, msgspec.Raw]:
     """Split one JSON object into its fields' raw texts (raises msgspec errors)."""
     return _decode_raw_object(text)
 
 
-def decode_value(raw: msgspec.Raw | bytes) -> Any:
+def decode_value(raw: msgspec.Raw | Buffer) -> Any:
     return _decode_any(raw)
 
 
@@ -73,44 +76,45 @@ def decode_field(record: RawRecord, name: str) -> Any:
 # --------------------------------------------------------------------------- typed lines
 
 
-_RAW_DEFAULTS = {"routed_experts": msgspec.Raw(b"null"), "output_items": msgspec.Raw(b"[]")}
-_WIRE_TYPES: dict[str, Any] = {
-    "prompt_token_ids": msgspec.Raw, "generation_token_ids": msgspec.Raw, "generation_log_probs": msgspec.Raw,
-    "routed_experts": msgspec.Raw, "output_items": msgspec.Raw,
-    "created_at": int | float,  # an integer stays one, as the exact path reads it
-    "parent_resolution": Literal[tuple(status.value for status in ParentResolutionStatus)] | None,  # type: ignore[misc]
-}
+class WireEntry(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A token entry line's fields with the types the contract gives them, read in one C call.
 
+    Decoding a line into this proves every small field's type at once (a bool is never an
+    int here, a null only where the table allows it), so the entry is built without checking
+    them again (`TokenEntry.from_proven`). It is `TokenEntry`'s table (names, order, defaults,
+    so a field left out means what it means there; tests/test_wire_typed.py holds the two
+    together), except that the token arrays stay raw text for the typed array parser, an
+    integer ``created_at`` stays one (as the exact path reads it), ``parent_resolution`` is
+    the status's text, and ``output_items`` and ``routed_experts`` stay raw so their text
+    can show cheaply that they need no carried-field walk. Any line this cannot read (an
+    unknown field, a wrong type, a missing field) is read the exact way instead, which names
+    what is wrong: this is a shortcut, never a judge.
+    """
 
-def _wire_fields() -> list[tuple[str, Any] | tuple[str, Any, Any]]:
-    """`TokenEntry`'s own fields, types and defaults, with the few types a decode reads differently."""
-    hints = get_type_hints(TokenEntry)
-    out: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for spec in dataclass_fields(TokenEntry):
-        if spec.name == "extra":
-            continue  # an unknown field sends the line the exact way, which keeps it
-        kind = _WIRE_TYPES.get(spec.name, hints[spec.name])
-        if spec.name in _RAW_DEFAULTS:
-            out.append((spec.name, kind, _RAW_DEFAULTS[spec.name]))
-        elif spec.default is not MISSING:
-            out.append((spec.name, kind, spec.default))
-        else:
-            out.append((spec.name, kind))
-    return out
-
-
-WireEntry = msgspec.defstruct("WireEntry", _wire_fields(), module=__name__, forbid_unknown_fields=True, gc=False)
-WireEntry.__doc__ = """A token entry line's fields with the types SPEC 2.1 gives them, read in one C call.
-
-Decoding a line into this proves every small field's type at once (a bool is never an
-int here, a null only where the table allows it), so the entry is built without checking
-them again (`TokenEntry.from_proven`). It is `TokenEntry`'s table (names, order, defaults,
-so a field left out means what it means there), except that the token arrays stay raw text
-for the typed array parser and ``output_items`` and ``routed_experts`` stay raw so their
-text can show cheaply that they need no carried-field walk. Any line this cannot read (an
-unknown field, a wrong type, a missing field) is read the exact way instead, which names
-what is wrong: this is a shortcut, never a judge.
-"""
+    rollout_id: str
+    model_call_id: str
+    prompt_token_ids: msgspec.Raw
+    generation_token_ids: msgspec.Raw
+    generation_log_probs: msgspec.Raw
+    schema_version: int = 5
+    model: str = ""
+    routed_experts: msgspec.Raw = msgspec.Raw(b"null")
+    output_items: msgspec.Raw = msgspec.Raw(b"[]")
+    token_item_index: int | None = None
+    created_at: int | float = 0.0
+    parent_resolution: Literal["root", "resolved", "unresolved"] | None = None
+    parent_call_id: str | None = None
+    parent_resolution_reason: str = ""
+    cum_len: int | None = None
+    digest: str | None = None
+    prompt_is_delta: bool = False
+    prefix_requested: bool = False
+    prefix_supplied: bool = False
+    continuation_fingerprint: Any = ""
+    continuation_context_len: Any = 0
+    continuation_context_digest: Any = ""
+    fingerprint_version: Any = None
+    finish_reason: str | None = None
 
 
 _RAW_FIELDS = frozenset(("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts",
@@ -122,6 +126,7 @@ _decode_wire_entry = msgspec.json.Decoder(WireEntry).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, Any]]).decode
 
 
+@final  # so `type(r) is WireLine` tells a line from a raw record for the type checker too
 class WireLine:
     """A token entry line the typed decode read: its fields, and its carried fields' values."""
 
@@ -132,12 +137,13 @@ class WireLine:
         self.output_items = output_items
         self.routed_experts = routed_experts
 
-    def raw_fields(self) -> dict[str, msgspec.Raw | bytes]:
+    def raw_fields(self) -> dict[str, msgspec.Raw]:
         """The token arrays' texts and the call id, as the exact path reads them from a raw
         record (`decode_field` names the call in its errors)."""
         w = self.wire
-        return {"model_call_id": msgspec.json.encode(w.model_call_id), "prompt_token_ids": w.prompt_token_ids,
-                "generation_token_ids": w.generation_token_ids, LOGPROB_FIELD: w.generation_log_probs}
+        return {"model_call_id": msgspec.Raw(msgspec.json.encode(w.model_call_id)),
+                "prompt_token_ids": w.prompt_token_ids, "generation_token_ids": w.generation_token_ids,
+                LOGPROB_FIELD: w.generation_log_probs}
 
     def plain_fields(self) -> dict[str, Any]:
         """Every small field's value: what the exact path decodes from a raw record of this line
@@ -149,7 +155,7 @@ class WireLine:
         return data
 
 
-def decode_entry_line(text: bytes | memoryview) -> WireLine | None:
+def decode_entry_line(text: Buffer) -> WireLine | None:
     """A token entry line read by the typed decode, or None when the exact path must read it."""
     try:
         return typed_line(_decode_wire_entry(text))
@@ -157,7 +163,7 @@ def decode_entry_line(text: bytes | memoryview) -> WireLine | None:
         return None
 
 
-def typed_line(wire: WireEntry) -> WireLine:  # type: ignore[valid-type]
+def typed_line(wire: WireEntry) -> WireLine:
     """A decoded `WireEntry` with its carried fields' values (raises msgspec errors, or
     RecursionError, when they are not what the exact path would read)."""
     items = _decode_items(wire.output_items)
@@ -229,8 +235,8 @@ class _ArrayParser:
     def __init__(self) -> None:
         self._parser = simdjson.Parser()
 
-    def parse(self, raw: bytes | msgspec.Raw, kind: str, text: _Text | None = None, *, owned: bool = False
-              ) -> np.ndarray | None:
+    def parse(self, raw: bytes | msgspec.Raw, kind: Literal["u", "d"], text: _Text | None = None, *,
+              owned: bool = False) -> np.ndarray | None:
         """The array as numpy, or None when it is not a flat array of that kind.
 
         None sends the caller to the slow path, which names the offending element. An
@@ -241,7 +247,8 @@ class _ArrayParser:
         if not (text.is_flat_array() if text is not None else _is_flat_array(bytes(raw))):
             return None
         try:
-            buffer = self._parser.parse(raw).as_buffer(of_type=kind)
+            # The text is one flat array (checked above), so the document is an Array.
+            buffer = cast(simdjson.Array, self._parser.parse(raw)).as_buffer(of_type=kind)
         except (TypeError, ValueError, RuntimeError):
             return None
         arr = np.frombuffer(buffer, dtype=TOKEN_DTYPE if kind == "u" else np.float64)
@@ -289,7 +296,9 @@ class _ParsedTokens:
 
     def texts(self) -> tuple[_Text, _Text]:
         if self._texts is None:
-            self._texts = (_Text(self._prompt_raw), _Text(self._generation_raw))  # type: ignore[arg-type]
+            # Only a full-prompt call's tokens are matched against, and those keep their texts.
+            assert self._prompt_raw is not None and self._generation_raw is not None
+            self._texts = (_Text(self._prompt_raw), _Text(self._generation_raw))
         return self._texts
 
 
@@ -299,7 +308,7 @@ before it is parsed; a shorter one is parsed whole and compared as tokens, which
 less than the match."""
 
 
-def skip_blank(data: bytes | memoryview, pos: int) -> int:
+def skip_blank(data: Buffer, pos: int) -> int:
     n = len(data)
     while pos < n and data[pos] in _WHITESPACE:
         pos += 1
@@ -363,7 +372,7 @@ class RecordDecoder:
 
     # -- token entries ----------------------------------------------------------------
 
-    def entries(self, raws: list[RawRecord | WireLine]) -> list[TokenEntry]:
+    def entries(self, raws: Sequence[RawRecord | WireLine]) -> list[TokenEntry]:
         """Decode the token entries of one rollout, sharing prompt storage along lineage.
 
         Records are parsed shortest prompt text first so a parent is parsed before the
@@ -377,7 +386,7 @@ class RecordDecoder:
                 plain.append(None)
                 continue
             try:
-                plain.append(self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)))  # type: ignore[arg-type]
+                plain.append(self._plain_fields(r, TOKEN_FIELDS + (LOGPROB_FIELD,)))
             except RecordError as exc:
                 exc.record_index = i
                 raise
@@ -388,13 +397,15 @@ class RecordDecoder:
             r = raws[i]
             try:
                 if type(r) is WireLine:
-                    results[i] = self._proven_entry(r, parsed)  # type: ignore[arg-type]
+                    results[i] = self._proven_entry(r, parsed)
                 else:
-                    results[i] = self._entry(r, plain[i], parsed)  # type: ignore[arg-type]
+                    data = plain[i]
+                    assert data is not None  # the first pass decoded every raw record's small fields
+                    results[i] = self._entry(r, data, parsed)
             except RecordError as exc:
                 exc.record_index = i  # lets the loader name the line or entry number
                 raise
-        return results  # type: ignore[return-value]
+        return cast(list[TokenEntry], results)  # ``order`` visits every index once, so none is left None
 
     def _proven_entry(self, line: WireLine, parsed: dict[str, _ParsedTokens]) -> TokenEntry:
         """A typed line's entry, built without re-checking what the decode proved; at the
@@ -424,8 +435,8 @@ class RecordDecoder:
                 ))
         if entry is None:
             return self._entry(line.raw_fields(), line.plain_fields(), parsed)
-        if call_id not in parsed and not w.prompt_is_delta:
-            parsed[call_id] = tokens  # type: ignore[assignment]
+        if tokens is not None and call_id not in parsed and not w.prompt_is_delta:  # an entry means tokens
+            parsed[call_id] = tokens
         return entry
 
     def _entry(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens]) -> TokenEntry:
@@ -465,21 +476,25 @@ class RecordDecoder:
         they are."""
         if delta:  # no text is kept: nothing is matched against a delta record's
             generation = self._arrays.parse(gen_raw, "u", owned=True)
-            prompt = self._arrays.parse(prompt_raw, "u", owned=True) if generation is not None else None
+            if generation is None:
+                return None
+            prompt = self._arrays.parse(prompt_raw, "u", owned=True)
             if prompt is None:
                 return None
             return _ParsedTokens(as_token_array(prompt), as_token_array(generation), None, None, None)
         parent = parsed.get(parent_id) if parent_id is not None else None
         if len(prompt_raw) <= _MATCH_TEXT_ABOVE:
             generation = self._arrays.parse(gen_raw, "u")
-            prompt = self._arrays.parse(prompt_raw, "u") if generation is not None else None
+            if generation is None:
+                return None
+            prompt = self._arrays.parse(prompt_raw, "u")
             if prompt is None:
                 return None
-            if parent is not None:
-                base = parent.full
-                n = base.size  # type: ignore[union-attr]
-                if 0 < n <= prompt.size and prefix_equals(prompt, base):  # type: ignore[arg-type]
-                    full = self.arena.extend(base, prompt[n:], generation)  # type: ignore[arg-type]
+            base = parent.full if parent is not None else None  # None for a delta parent's, never shared
+            if base is not None:
+                n = base.size
+                if 0 < n <= prompt.size and prefix_equals(prompt, base):
+                    full = self.arena.extend(base, prompt[n:], generation)
                     return _ParsedTokens.in_lane(full, prompt.size, prompt_raw, gen_raw)
             full = self.arena.fresh(prompt, generation)
             return _ParsedTokens.in_lane(full, prompt.size, prompt_raw, gen_raw)
@@ -488,20 +503,22 @@ class RecordDecoder:
         if generation is None:
             return None
         prompt_view = prompt_text.view
-        if parent is not None and len(prompt_view) and prompt_view[0] == 91:
+        base = parent.full if parent is not None else None
+        if parent is not None and base is not None and len(prompt_view) and prompt_view[0] == 91:
             matched = _match_segments(prompt_text, parent.texts())
             if matched is not None:
                 data, end = matched
                 rest_start = skip_blank(data, end)
+                rest: np.ndarray | None
                 if data[rest_start] == 93:  # ']': nothing beyond the parent
                     rest = np.zeros(0, dtype=TOKEN_DTYPE)
                 else:  # ',' then the new tokens: parse just those
                     rest = self._arrays.parse(b"[" + data[rest_start + 1:], "u")
                 del data
                 if rest is not None:
-                    full = self.arena.extend(parent.full, rest, generation)  # type: ignore[arg-type]
-                    return _ParsedTokens.in_lane(full, parent.full.size + rest.size,  # type: ignore[union-attr]
-                                                 prompt_raw, gen_raw, (prompt_text, gen_text))
+                    full = self.arena.extend(base, rest, generation)
+                    return _ParsedTokens.in_lane(full, base.size + rest.size, prompt_raw, gen_raw,
+                                                 (prompt_text, gen_text))
         prompt = self._arrays.parse(prompt_raw, "u", prompt_text)
         if prompt is None:
             return None
@@ -511,5 +528,5 @@ class RecordDecoder:
 
 def _prompt_text_len(record: RawRecord | WireLine) -> int:
     if type(record) is WireLine:
-        return len(record.wire.prompt_token_ids)  # type: ignore[union-attr]
-    return len(record.get("prompt_token_ids", b""))  # type: ignore[union-attr]
+        return len(record.wire.prompt_token_ids)
+    return len(record.get("prompt_token_ids", b""))

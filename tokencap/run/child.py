@@ -121,8 +121,9 @@ class ChildScan:
         return self
 
     def wait(self, progress: Callable[[int, int], None] | None = None, tick: float = 0.25) -> None:
-        """Until the child has written its table (or ended), calling ``progress(done, total)`` at least every ``tick`` seconds
-        (so a caller that can be interrupted only inside a call -- a Streamlit page -- can be).
+        """Until the child has written its table (or ended), calling ``progress(done, total)`` at least
+        every ``tick`` seconds (so a caller that can be interrupted only inside a call -- a
+        Streamlit page -- can be).
         Raises `DiscoveryError` (the source is not a run) or `ScanFailed` when there is no table."""
         process = self.process
         assert process is not None and process.stdout is not None and process.stderr is not None
@@ -136,7 +137,7 @@ class ChildScan:
             selector.register(process.stderr, selectors.EVENT_READ)
             while selector.get_map() and not written:
                 for key, _ in selector.select(timeout=tick):
-                    chunk = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
+                    chunk = os.read(key.fd, 1 << 16)
                     if not chunk:
                         selector.unregister(key.fileobj)
                     elif key.fileobj is process.stderr:
@@ -220,7 +221,7 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
                 selector.register(stream, selectors.EVENT_READ)
         while selector.get_map() and (left := deadline - time.monotonic()) > 0:
             for key, _ in selector.select(timeout=left):
-                if not os.read(key.fileobj.fileno(), 1 << 16):  # type: ignore[union-attr]
+                if not os.read(key.fd, 1 << 16):
                     selector.unregister(key.fileobj)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(max(0.0, deadline - time.monotonic()))

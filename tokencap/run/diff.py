@@ -275,7 +275,7 @@ def choose_join(a: pa.Table, b: pa.Table, join: Join = "auto", names: tuple[str,
     if join == "id":
         return JoinChoice("id", "asked for (--join id)")
     if join == "task":
-        for table_name, keyed in zip(names, (keyed_a, keyed_b)):
+        for table_name, keyed in zip(names, (keyed_a, keyed_b), strict=True):
             if not keyed.any():
                 raise no_task_key(table_name)
         return JoinChoice("task", "asked for (--join task)", int((~keyed_a).sum()), int((~keyed_b).sum()))
@@ -289,7 +289,7 @@ def choose_join(a: pa.Table, b: pa.Table, join: Join = "auto", names: tuple[str,
     if a.num_rows and b.num_rows and keyed_a.any() and keyed_b.any():
         return JoinChoice("task", "the rollout ids of the two runs share nothing, and both carry task and "
                           "rollout indices", int((~keyed_a).sum()), int((~keyed_b).sum()))
-    lacking = [n for n, k, t in zip(names, (keyed_a, keyed_b), (a, b)) if t.num_rows and not k.any()]
+    lacking = [n for n, k, t in zip(names, (keyed_a, keyed_b), (a, b), strict=True) if t.num_rows and not k.any()]
     why = "the rollout ids share nothing" + (
         f", and {' and '.join(lacking)} carr{'ies' if len(lacking) == 1 else 'y'} no task and rollout indices "
         "(scan with --final-responses to get them)" if lacking else "")
@@ -473,7 +473,8 @@ def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Jo
     summary = DiffSummary(
         rollouts_a=n_a, rollouts_b=n_b, both=int(both.sum()), only_a=counted["only_a"], only_b=counted["only_b"],
         trainable_a=n_a - int(_masked(ta).sum()), trainable_b=n_b - int(_masked(tb).sum()),
-        reason_counts={r: (int(a), int(b)) for r, a, b in zip(MASK_REASON_ORDER, reason_a, reason_b)},
+        # one count per REASON_COLUMNS entry, which is one per MASK_REASON_ORDER entry
+        reason_counts={r: (int(a), int(b)) for r, a, b in zip(MASK_REASON_ORDER, reason_a, reason_b, strict=True)},
         status_counts=statuses,
         changes={c: counted.get(c, 0) for c in CHANGES}, records=(_with_records(ta), _with_records(tb)),
         cause_counts=_cause_counts(ta, tb))

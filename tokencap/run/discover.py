@@ -23,7 +23,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,11 +31,15 @@ import msgspec
 import numpy as np
 
 from ..loading.files import kind_of, printable
-from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, is_text, looks_like_rollout_record
-from ..loading.wire import decode_raw_object
 from ..loading.rollouts import beside_captures_note, index_rollouts, is_rollouts_text, is_source, no_token_ids_message
 from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
+from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, is_text, looks_like_rollout_record
+from ..loading.wire import decode_raw_object
 from .errors import DiscoveryError
+
+Keep = Callable[[str, int, float], bool]
+"""Whether a unit (its source label, size and mtime) is read again; False reuses what an
+earlier scan found for it."""
 
 STORE_LABEL = ".tokens.*"
 """How a store rollout's ``source`` reads: ``sub/dir/R.tokens.*`` (every file of prefix R)."""
@@ -198,7 +202,7 @@ def spans_of(unit: RolloutUnit) -> np.ndarray:
 
 
 def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, float]],
-                        keep: callable, not_read: dict[str, list[tuple[str, str]]],
+                        keep: Keep, not_read: dict[str, list[tuple[str, str]]],
                         notes: list[str] | None = None) -> Iterator[RolloutUnit]:
     """The units of one directory's regular files (name, size, mtime). ``not_read`` holds,
     per store prefix, its entries that are not regular files: that rollout then fails to
@@ -255,7 +259,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
                           skipped=tuple(sorted(not_read.get(prefix, ()))))
 
 
-def discover(source: str | os.PathLike[str], keep: callable = lambda source, size, mtime: True,
+def discover(source: str | os.PathLike[str], keep: Keep = lambda source, size, mtime: True,
              skipped: list[str] | None = None, notes: list[str] | None = None) -> list[RolloutUnit]:
     """Every rollout unit under ``source``, sorted by ``(source, rollout_id)``.
 
@@ -329,7 +333,7 @@ def discover(source: str | os.PathLike[str], keep: callable = lambda source, siz
     return units
 
 
-def _lone_store_file(directory: str, rollout_id: str, keep: callable) -> Iterator[RolloutUnit]:
+def _lone_store_file(directory: str, rollout_id: str, keep: Keep) -> Iterator[RolloutUnit]:
     """A store records file given alone: its rollout, with every store sibling beside it,
     exactly as scanning the directory finds it (never its records alone, which would hide
     an incomplete marker, intents or refusals)."""

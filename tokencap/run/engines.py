@@ -5,24 +5,24 @@ shard order, so the table a scan writes never depends on the engine or the worke
 At most a small window of shards is in flight at once: results are written as soon as
 their turn comes, and memory stays flat in the number of rollouts.
 
-Ray is optional (``pip install "tokencap-rl[ray]"``, in a checkout ``pip install -e ".[ray]"``). On a cluster every worker reads the run's
-files itself, so SOURCE must be a path all nodes can read (shared storage).
+Ray is optional (``pip install "tokencap-rl[ray]"``, in a checkout ``pip install -e ".[ray]"``). On a
+cluster every worker reads the run's files itself, so SOURCE must be a path all nodes can read (shared
+storage).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import sys
 import types
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any, TypeVar
-
-import multiprocessing
 
 from . import ENGINES, RAY_CONNECT_TIMEOUT
 from .errors import EngineUnavailable, WorkerCrashed
@@ -74,7 +74,7 @@ def start_fork_server(module: str) -> None:
         forkserver.ensure_running()
 
 
-def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int) -> Iterator[T]:
+def run_local(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int) -> Generator[T, None, None]:
     """``fn(shard, *extra)`` for every shard, in order; a pool of ``workers`` processes when > 1."""
     if workers <= 1:
         for shard in shards:
@@ -121,7 +121,8 @@ def _import_ray() -> Any:
     except ImportError:
         raise EngineUnavailable(
             "the Ray engine needs Ray, which is not installed; install the extra with "
-            "pip install 'tokencap-rl[ray]' (in a checkout: pip install -e \".[ray]\"), or use --engine local") from None
+            "pip install 'tokencap-rl[ray]' (in a checkout: pip install -e \".[ray]\"), "
+            "or use --engine local") from None
     return ray
 
 
@@ -220,7 +221,7 @@ def _probe(address: str, timeout: float) -> None:
 
 
 def run_ray(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: int,
-            address: str | None = None) -> Iterator[T]:
+            address: str | None = None) -> Generator[T, None, None]:
     """The same shards as Ray tasks, on the cluster at ``address`` (``auto`` joins a running
     one) or on a local Ray of ``workers`` CPUs started for this run and stopped after it."""
     ray = _import_ray()
@@ -256,7 +257,7 @@ def run_ray(fn: Callable[..., T], shards: Iterable[Any], extra: tuple, workers: 
 
 
 def run_shards(fn: Callable[..., T], shards: Iterable[Any], extra: tuple = (), *, engine: str = "local",
-               workers: int | None = None, ray_address: str | None = None) -> Iterator[T]:
+               workers: int | None = None, ray_address: str | None = None) -> Generator[T, None, None]:
     """Dispatch to an engine by name; results come back in shard order."""
     workers = workers or default_workers()
     if engine == "local":

@@ -27,11 +27,11 @@ import pyarrow.parquet as pq
 from ..export import write_atomically
 from ..loading import final_responses_beside_rollouts
 from ..loading.final_responses import FinalResponses
-from .discover import RolloutUnit, discover
-from .errors import DiffTableGiven, DiscoveryError, ScanTableError
-from .engines import default_workers, run_shards
 from ..records import TokenCaptureSnapshot
 from .diagnosed import diagnosis_facts, tokenizer_at
+from .discover import RolloutUnit, discover
+from .engines import default_workers, run_shards
+from .errors import DiffTableGiven, DiscoveryError, ScanTableError
 from .rows import Row, row_of
 from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences, with_record_columns
 from .work import RunOptions, built, export_shard, scan_shard
@@ -199,11 +199,14 @@ def _read_previous(path: str, final_responses_path: str | None, notes: list[str]
     return _Previous(table, spans)
 
 
-def _plan(source: str | os.PathLike[str], since: str | None, final_responses: str | None,
+def _plan(source: str | os.PathLike[str], since: str | None, final_responses: str | FinalResponses | None,
           workers: int, summary: RunSummary, tokenizer: str | None = None
           ) -> tuple[list[Any], _Previous | None, int, bool]:
     """The run as an ordered plan of shards (lists of units) and reused sources (str)."""
-    previous = _read_previous(since, final_responses, summary.notes, tokenizer) if since else None
+    previous = None
+    if since:
+        assert not isinstance(final_responses, FinalResponses)  # scan_batches refuses records read with since
+        previous = _read_previous(since, final_responses, summary.notes, tokenizer)
     skipped: list[str] = []
     units = discover(source, keep=previous.keep if previous else (lambda s, b, m: True), skipped=skipped,
                      notes=summary.notes)
@@ -295,7 +298,8 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
             if buffer:
                 yield to_batch(buffer)
                 buffer = []
-            rows = previous.rows(value)  # type: ignore[union-attr]
+            assert previous is not None  # only an earlier scan's table lets a unit be reused
+            rows = previous.rows(value)
             summary.trainable += rows.num_rows - sum(rows.column("mask_sample").to_pylist())
             done += rows.num_rows
             if options.final_responses is not None:
@@ -465,10 +469,10 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str] | BinaryI
         if options.final_responses is not None:
             summary.notes.extend(options.final_responses.notes(ids))
 
-    if hasattr(out, "write"):
-        write(out)
-    else:
+    if isinstance(out, (str, os.PathLike)):
         write_atomically(out, write)
+    else:
+        write(out)
     return summary
 
 

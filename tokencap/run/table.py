@@ -58,7 +58,8 @@ def column_differences(names: Sequence[str]) -> str:
     if repeated:
         parts.append(f"repeated column{'s' if len(repeated) > 1 else ''}: {_names(repeated)}")
     if not parts:
-        first = next(i for i, (a, b) in enumerate(zip(names, COLUMNS)) if a != b)
+        # nothing missing, extra or repeated: the names are COLUMNS in another order
+        first = next(i for i, (a, b) in enumerate(zip(names, COLUMNS, strict=True)) if a != b)
         parts.append(f"the columns are in another order: column {first + 1} is {names[first]}, "
                      f"expected {COLUMNS[first]}")
     return "; ".join(parts)
@@ -67,7 +68,7 @@ def column_differences(names: Sequence[str]) -> str:
 def type_differences(table: pa.Table) -> str:
     """Which columns of a table with the scan table's names do not convert to their scan-table type."""
     wrong = []
-    for name, column in zip(table.column_names, table.columns):
+    for name, column in zip(table.column_names, table.columns, strict=True):
         expected = SCHEMA.field(name).type
         try:
             column.cast(expected)
@@ -119,9 +120,9 @@ def with_record_columns(table: pa.Table) -> pa.Table:
 
 def to_batch(rows: Sequence[Row]) -> pa.RecordBatch:
     """Rows (tuples in column order) as one Arrow record batch of `SCHEMA`."""
-    columns = list(zip(*rows)) if rows else [()] * len(COLUMNS)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(COLUMNS)  # every row holds every column
     return pa.RecordBatch.from_arrays(
-        [pa.array(col, type=f.type) for col, f in zip(columns, SCHEMA)], schema=SCHEMA)
+        [pa.array(col, type=f.type) for col, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)
 
 
 def to_table(rows: Iterable[Row]) -> pa.Table:
