@@ -100,7 +100,8 @@ def _wire_fields() -> list[tuple[str, Any] | tuple[str, Any, Any]]:
 
 
 WireEntry = msgspec.defstruct("WireEntry", _wire_fields(), module=__name__, forbid_unknown_fields=True, gc=False)
-WireEntry.__doc__ = """A token entry line's fields with the types SPEC 2.1 gives them, read in one C call.
+WireEntry.__doc__ = """A token entry line's fields with the types docs/contract.md#token-entry gives them, read in one C
+call.
 
 Decoding a line into this proves every small field's type at once (a bool is never an
 int here, a null only where the table allows it), so the entry is built without checking
@@ -399,7 +400,7 @@ class RecordDecoder:
     def _proven_entry(self, line: WireLine, parsed: dict[str, _ParsedTokens]) -> TokenEntry:
         """A typed line's entry, built without re-checking what the decode proved; at the
         first doubt (an array only the exact path reads, a carried value to judge, a rule
-        of SPEC 2.1 broken) the exact path builds it or names what is wrong."""
+        of docs/contract.md#token-entry broken) the exact path builds it or names what is wrong."""
         w = line.wire
         call_id = w.model_call_id
         tokens = self._tokens(w.prompt_token_ids, w.generation_token_ids, w.parent_call_id, w.prompt_is_delta, parsed)
