@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", REPO / "DESIGN.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "DESIGN.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
@@ -102,3 +102,43 @@ def test_no_page_points_to_a_readme_section_it_lacks() -> None:
     headings = set(re.findall(r"^#+\s+(.+)$", (REPO / "README.md").read_text(encoding="utf-8"), flags=re.M))
     cited = {m for page in PAGES for m in re.findall(r'README "([^"]+)"', page.read_text(encoding="utf-8"))}
     assert cited - headings == set()
+
+
+def _anchors_of(page: Path) -> set[str]:
+    """The anchors a Markdown page offers: its headings (as GitHub writes them) and its ``<a id>``s."""
+    text = page.read_text(encoding="utf-8")
+    found = set(re.findall(r'<a id="([\w-]+)"></a>', text))
+    for heading in re.findall(r"^#+\s+(.+)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_anchor_of_a_link_exists(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", text)
+    missing = []
+    for target, anchor in links:
+        if "://" in target:
+            continue
+        linked = page if not target else page.parent / target
+        if linked.suffix == ".md" and anchor not in _anchors_of(linked):
+            missing.append(f"{target}#{anchor}")
+    assert missing == []
+
+
+def test_performance_page_is_current_figures_with_a_rerun_for_each_benchmark() -> None:
+    """docs/performance.md holds the latest figures, not a log; each benchmark has its command."""
+    text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    assert "CHANGELOG.md" in text
+    commands = "\n".join(re.findall(r"```bash\n(.*?)```", text, flags=re.S))
+    benches = sorted(p.name for p in (REPO / "benchmarks").glob("bench_*.py"))
+    assert [b for b in benches if f"benchmarks/{b}" not in commands] == []
+
+
+def test_changelog_is_short_and_dated() -> None:
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    assert len(re.findall(r"^## \d{4}-\d{2}-\d{2}", text, flags=re.M)) >= 5
