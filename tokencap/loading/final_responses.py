@@ -18,7 +18,7 @@ The harness's evidence fields (docs/contract.md#evidence, #delivered: ``ng_agent
 ``ng_model_call_capture``, ``mask_sample``, ``_ng_token_capture``) are kept as their raw JSON
 text, unchecked, and parsed only when `FinalResponses.evidence_for` is asked: they explain a
 diagnosis and never decide a build, so a malformed one is a note there, never a `LoadError`
-here, and reading a file costs what it did before.
+here, and a file that carries them costs no more to read.
 
 Only what attribution reads is kept per response: each output item's type, role, text,
 tool-call name and arguments and reasoning summary, and the token ids of the one item

@@ -313,7 +313,7 @@ def _match_segments(text: _Text, segments: Iterable[_Text]) -> tuple[bytes, int]
 
     ``text`` is copied into one bytes object (a memcpy), so each segment is compared by one
     ``bytes.startswith`` against the segment's zero-copy view: a memcmp, where comparing two
-    memoryview slices steps through them an element at a time (~300 MB/s). Only the child's
+    memoryview slices steps through them an element at a time. Only the child's
     text is copied, and only for the match; the parents' texts stay views of the input. The
     match must end on a token boundary (the next non-blank byte is ',' or ']'), so "[12,34"
     never matches inside "[12,345".

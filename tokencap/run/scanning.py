@@ -91,8 +91,7 @@ def _metadata(final_responses_path: str | None, tokenizer: str | None = None) ->
 
     meta: dict[str, Any] = {"version": code_identity(), "final_responses_sha256": _file_digest(final_responses_path),
                             "tokenizer_sha256": _file_digest(tokenizer)}
-    # Rollouts may decode with their model's tokenizer from the local cache (docs/contract.md#tokenizers).
-    if tokenizer is None:
+    if tokenizer is None:  # docs/contract.md#tokenizers: the model's own tokenizer, from the local cache
         from ..diagnosis.tokenizer_lookup import cache_fingerprint
 
         found = cache_fingerprint()
@@ -415,9 +414,7 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     upgraded = with_record_columns(table)
     if upgraded is not table:
         table = upgraded
-        # Lacks the columns of docs/contract.md#scan-rollout-records or #scan-diagnosis-columns: never equal to a
-        # current scan's.
-        meta = {**meta, "record_columns": False}
+        meta = {**meta, "record_columns": False}  # lacks later columns: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
         from .diff import is_diff_table  # only on this error path: the diff module imports pandas
 
