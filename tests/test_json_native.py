@@ -134,7 +134,7 @@ def test_json_native_converts_prefix_views_of_one_buffer() -> None:
     assert_native(native)
 
 
-# =========================================================================== docs/contract.md#digest strict digests
+# =========================================================================== strict digests (docs/contract.md#digest)
 
 
 @pytest.mark.parametrize(("ids", "position", "shown"), [
