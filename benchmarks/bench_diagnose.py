@@ -1,4 +1,4 @@
-"""Benchmark `tokencap.diagnose` on one break, in process (SPEC 12.3: linear in the tokens).
+"""Benchmark `tokencap.diagnose` on one break, in process (docs/contract.md#alignment: linear in the tokens).
 
 Cases:
 

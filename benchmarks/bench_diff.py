@@ -34,7 +34,7 @@ from tokencap.rollout import MASK_REASON_ORDER  # noqa: E402
 from tokencap.run.table import SCHEMA  # noqa: E402
 
 REASON_RATES = (0.01, 0.04, 0.0, 0.0, 0.03, 0.08, 0.07, 0.1, 0.0, 0.03)
-"""How often each mask reason (SPEC 7 order) is drawn; roughly the sample run's mix."""
+"""How often each mask reason (the order of docs/contract.md#rollout) is drawn; roughly the sample run's mix."""
 
 
 def make_table(ids: np.ndarray, reasons: np.ndarray, rng: np.random.Generator) -> pa.Table:

@@ -7,7 +7,7 @@ four, and a second run "after a fix" (a third of the masked rollouts trainable, 
 fifty trainable ones masked, 1% gone, 25 new), then times, without Streamlit:
 
 * the frame with records (``run_frame``: group states included);
-* the comparison, once per pair of runs (``compare_runs``: the SPEC 11.2 diff and its rows
+* the comparison, once per pair of runs (``compare_runs``: the diff of docs/contract.md#diff and its rows
   laid over both frames);
 * one filter change while comparing (both runs' masks, the joined rows shown and sorted,
   every chart of both runs, the change chart, the table frame);

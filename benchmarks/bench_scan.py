@@ -17,7 +17,7 @@ runs, and the ratio (``--floor-rollouts``/``--floor-calls`` pick the run; defaul
 about 95 MB). A second line adds to that floor the digests any verifier must compute (one
 SHA-256 per call of its whole prompt + generation), so the report shows what is inherent.
 
-With ``--diagnosis``: the cost of the diagnosis columns (SPEC 11.3). The code of ``--before``
+With ``--diagnosis``: the cost of the diagnosis columns (docs/contract.md#scan-diagnosis-columns). The code of ``--before``
 (a git ref, default ``main``) is exported into a temporary directory and both checkouts scan
 the same run (``--break-weight 3``: about a third of the rollouts have a break), interleaved,
 each `tokencap scan --workers 1` with PYTHONPATH on its checkout; medians, their ratio, and the

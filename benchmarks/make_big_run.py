@@ -33,7 +33,7 @@ from make_sample_run import SITUATIONS, Situation, iter_run, write_run  # noqa: 
 
 LINEAGE_BREAKS = ("subagent_branch", "compaction_new_root", "unresolved_continuation", "stale_parent_link",
                   "legacy_missing_resolution", "broken_delta_chain", "corrupt_record", "duplicate_call_id")
-"""The sample run's situations whose rollouts have a break (SPEC 12.1): ~14% of its mix."""
+"""The sample run's situations whose rollouts have a break (docs/contract.md#breaks): ~14% of its mix."""
 
 
 def situation_counts(n: int, break_weight: float = 1.0) -> dict[str, int]:

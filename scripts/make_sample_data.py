@@ -7,7 +7,7 @@ a long run. The records are plain JSON dicts in the wire format the model server
 the only project code used is the digest, so this script runs even while the builder is
 being changed. Token ids are text: conversations rendered through the chat template of
 ``sample_chat.py`` and encoded with the tokenizer it trains, written to ``tokenizer.json``.
-Besides verdicts, every rollout declares its breaks (SPEC 12: kind, cause, predecessor), and
+Besides verdicts, every rollout declares its breaks (docs/contract.md#diagnosis: kind, cause, predecessor), and
 one scenario per cause a harness produces shows it (``reasoning_stripped_by_template.json``,
 ``retokenized_history.json``, ...).
 
@@ -68,7 +68,7 @@ MASK_REASON_ORDER = (
     "terminal_call_not_delivered",
 )
 
-# The causes of a broken lineage, in the order of SPEC 12.4 (tables and charts use it).
+# The causes of a broken lineage, in the order of docs/contract.md#causes (tables and charts use it).
 CAUSE_ORDER = (
     "compaction", "compaction_summary", "subagent", "generation_dropped", "history_reordered", "retokenized",
     "tokens_replaced", "tokens_inserted", "history_dropped", "history_replaced", "opening_changed", "seam",
@@ -504,7 +504,7 @@ def expect(
     **metrics: Any,
 ) -> dict[str, Any]:
     """One rollout's declared verdict. ``metrics`` are pinned ``metrics[...]`` values; ``breaks``
-    the rollout's declared diagnosis (SPEC 12: one `brk` per break, in break order), for a build
+    the rollout's declared diagnosis (docs/contract.md#diagnosis: one `brk` per break, in break order), for a build
     with the scenario's final responses and with their record as harness evidence."""
     reasons = list(reasons)
     assert reasons == sorted(reasons, key=MASK_REASON_ORDER.index), reasons
@@ -534,7 +534,7 @@ def expect(
 def brk(call_id: str, kind: str, cause: str, predecessor: str | None = None, relation: str | None = None, *,
         token_cause: str | None = None, reasoning: bool = False,
         without_tokenizer: str | None = None) -> dict[str, Any]:
-    """One declared break (SPEC 12.1-12.6): the call, its kind, the cause (with the tokenizer and the
+    """One declared break (docs/contract.md#breaks to #evidence): the call, its kind, the cause (with the tokenizer and the
     harness evidence), the predecessor and how it was chosen, the token cause (the cause before
     evidence) and the reasoning flag. ``without_tokenizer``: the cause when no tokenizer is given,
     where the tokenizer changes it (``retokenized``, and a short span that reads as a stub
@@ -1158,7 +1158,7 @@ def s_long() -> Scenario:
     )
 
 
-# --------------------------------------------------------------------------- final responses (SPEC 10)
+# --------------------------------------------------------------------------- final responses (docs/contract.md#attribution)
 
 FINAL_RESPONSES_DIR = "final_responses"
 TOOL_OUTPUT = "exit code 0\n212 passed in 3.41s"
@@ -1375,17 +1375,17 @@ def s_unattributed() -> Scenario:
     )
 
 
-# --------------------------------------------------------------------------- why a lineage broke (SPEC 12)
+# --------------------------------------------------------------------------- why a lineage broke (docs/contract.md#diagnosis)
 #
 # One scenario per cause a harness produces. Each declares its breaks (`brk`) next to the data:
-# the token cause follows from how the faulty harness rendered the next prompt (SPEC 12.3-12.4),
-# the evidence cause from the harness's own observations in its rollout record (SPEC 12.6).
+# the token cause follows from how the faulty harness rendered the next prompt (docs/contract.md#alignment to #causes),
+# the evidence cause from the harness's own observations in its rollout record (docs/contract.md#evidence).
 # Calls the resolver could not match are recorded `unresolved`, as the model server does when no
 # stored call's tokens open the request: their predecessor is then the nearest call (12.2).
 
 
 def model_ref(call_id: str) -> dict[str, Any]:
-    """A harness's reference to one model call (SPEC 12.6)."""
+    """A harness's reference to one model call (docs/contract.md#evidence)."""
     return {"model_call_id": call_id, "model_ref": MODEL, "response_id": response_id(call_id)}
 
 
@@ -1665,7 +1665,7 @@ def s_compaction_observed() -> Scenario:
                               main_chain=[cid(4), cid(5)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
                               terminal_attribution=attribution("attributed", "tokens", cid(5), [cid(5)]),
                               # call-0001 is the earliest root: where the conversation began, whichever
-                              # fragment was delivered (SPEC 12.1), so not a break.
+                              # fragment was delivered (docs/contract.md#breaks), so not a break.
                               breaks=[brk(cid(4), "boundary", "compaction", cid(3), "nearest", token_cause="new_context")],
                               breaks_without_final_responses=[brk(cid(4), "boundary", "new_context", cid(3), "nearest")],
                               **structure(5, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))},
@@ -1706,7 +1706,7 @@ def s_compaction_summary() -> Scenario:
         {w.rollout_id: expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"],
                               main_chain=[cid(5), cid(6)], main_chain_without_final_responses=[cid(1), cid(2), cid(3)],
                               terminal_attribution=attribution("attributed", "tokens", cid(6), [cid(6)]),
-                              breaks=[  # call-0001, the earliest root, is no break (SPEC 12.1)
+                              breaks=[  # call-0001, the earliest root, is no break (docs/contract.md#breaks)
                                       # The transcript repeats the conversation: tokens inserted before it.
                                       brk(cid(4), "extra_root", "compaction_summary", cid(3), "nearest",
                                           token_cause="tokens_inserted"),
@@ -1827,7 +1827,7 @@ These were written down by hand from the builder rules, next to the data, in
 `scripts/make_sample_data.py`; they are never produced by running the builder.
 `tests/test_sample_data.py` checks the package against them.
 
-Each rollout also declares its `breaks` (SPEC 12): per break the call, its kind
+Each rollout also declares its `breaks` (docs/contract.md#diagnosis): per break the call, its kind
 (`boundary`, `extra_root`, `branch`, `record_fault`), the `cause` (with the bundled tokenizer
 and, where the scenario has a rollout record, the harness's evidence), the `token_cause`
 (what the tokens alone say), the `predecessor` and how it was chosen (`relation`), and the
@@ -1903,7 +1903,7 @@ with fewer than 2 trainable rollouts, some whose trainable rollouts all share on
 `tokencap diff` reports (counts and rollout ids per change), how a record changes a
 situation's verdict, and the reward and group facts of each run.
 
-Each record also carries what NeMo Gym delivered (SPEC 12.7): `mask_sample` and
+Each record also carries what NeMo Gym delivered (docs/contract.md#delivered): `mask_sample` and
 `_ng_token_capture`. That Gym release masked only capture faults, unresolved boundaries and
 retries: it trained on the main chain of rollouts masked only for `multiple_roots` /
 `multiple_chains` (sub-agents, compactions) and on the two re-tokenized tasks, so those are
@@ -1949,7 +1949,7 @@ token capture: 36 rollout records, one a line (`responses_create_params`, `respo
 call in order; the item that ends a call carries that call's whole `prompt_token_ids`, its
 `generation_token_ids` and `generation_log_probs`. tokencap reads each such item as a call
 `item-NNNN` and checks what NeMo RL checks before a training step: that every call's prompt
-starts with the previous call's prompt and generation (SPEC 13). Rollouts are named
+starts with the previous call's prompt and generation (docs/contract.md#token-rollouts). Rollouts are named
 `task<T>-rollout<R>`.
 
 The ids are in a real model's vocabulary. `qwen3/tokenizer.json` (5.4 MB; give the directory

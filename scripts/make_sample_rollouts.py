@@ -8,7 +8,7 @@ This is what NeMo Gym's rollout collection writes when its vLLM model server run
 ``message`` (assistant ``output_text``), ``function_call`` (name, arguments, call_id) and
 the harness's ``function_call_output`` and user ``message`` items. The item that ends a
 model call carries that call's whole ``prompt_token_ids``, its ``generation_token_ids`` and
-``generation_log_probs`` (SPEC 13).
+``generation_log_probs`` (docs/contract.md#token-rollouts).
 
 The tokens are real Qwen3 tokens: each prompt is a conversation (``rollout_story.py``)
 rendered through a ChatML template with ``<think>`` reasoning and ``<tool_call>`` blocks as
@@ -19,7 +19,7 @@ decides how history is rendered into the next prompt; a correct one makes every 
 previous prompt + generation + the new turns, token for token.
 
 The verdict each rollout must get is *declared by hand* in `SCENARIOS` below, from how its
-harness renders the prompts (SPEC 12.3/12.4 applied to the construction; the reasoning is in
+harness renders the prompts (docs/contract.md#alignment/#causes applied to the construction; the reasoning is in
 each group's comment), and written to ``expected.json.txt`` beside the data. Nothing here runs
 tokencap. The generator only asserts that its rendering is what a scenario says (which calls
 are contiguous, the shape of the first divergence), so a change that breaks a premise fails

@@ -14,7 +14,7 @@ are stamped exactly as the model server stamps them. The verdict of every rollou
 *declared by the situation that built it* (never by running the builder) and written to
 ``expected.json.txt`` with a summary of the whole run. That file is JSON; it does not end
 in ``.json`` because a capture-store directory loads every other ``*.json`` file in it as
-a snapshot (SPEC 3), and the expectations are not a rollout.
+a snapshot (docs/contract.md#input), and the expectations are not a rollout.
 
 Deterministic: every random choice comes from seeded ``random.Random`` instances and the
 clock is fixed, so re-running writes byte-identical files.
@@ -24,7 +24,7 @@ rollout records (``sample_data/rollout_records/``: reward, task and rollout inde
 response), with what ``tokencap diff`` of the two must report and the reward and group
 facts of each, declared in ``rollout_records/expected.json`` (see "The run after a fix").
 
-About a third of the rollouts have a broken lineage (SPEC 12): every situation declares its
+About a third of the rollouts have a broken lineage (docs/contract.md#diagnosis): every situation declares its
 breaks (cause, predecessor) next to its data, and, for a scan with the rollout records,
 ``rollout_records/diagnosis.json`` declares them with the record as harness evidence, with
 what NeMo Gym delivered (``mask_sample``, ``_ng_token_capture``) and which rollouts it
@@ -212,7 +212,7 @@ class StoreRollout(RolloutWriter):
 # --------------------------------------------------------------------------- situations
 #
 # Each situation builds one rollout of ``n`` calls (or about that many) and returns its
-# declared verdict. The verdicts follow from the builder rules in SPEC 4, 5 and 7; the
+# declared verdict. The verdicts follow from the builder rules in docs/contract.md#builder, #projection and #rollout; the
 # one-line ``why`` of each situation says which rule earns it.
 
 
@@ -302,7 +302,7 @@ def s_twins_finish(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
 
 def observations(w: StoreRollout, records: list[dict[str, Any]],
                  invocations: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The harness's evidence fields of a rollout record (SPEC 12.6): its observations, its
+    """The harness's evidence fields of a rollout record (docs/contract.md#evidence): its observations, its
     trajectory's invocations and model calls, and the capture's call ids by response id."""
     captured = [r["model_call_id"] for r in w.entries]
     out: dict[str, Any] = {"ng_agent_observations": {"source": "sample-harness", "records": records, "gaps": []}}
@@ -353,7 +353,7 @@ def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     after += w.run(after[0], n - a - 1, delta=delta)
     w.observations = observations(w, [compaction(w, after[0], before[-1]), *tool_observations(w, before + after)])
     # With the record the harness's final answer anchors the post-compaction conversation; the
-    # break is still where the conversation started over in time, the later root (SPEC 12.1), and
+    # break is still where the conversation started over in time, the later root (docs/contract.md#breaks), and
     # the record's compaction right before it makes its cause `compaction`.
     w.record_breaks = [brk(after[0], "extra_root", "compaction", before[-1], "nearest", token_cause="new_context")]
     return expect(["multiple_roots", "multiple_chains"], main_chain=before,
@@ -364,7 +364,7 @@ def s_compaction(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
 
 def compaction(w: StoreRollout, first_after: str, last_before: str, summariser: Sequence[str] = ()) -> dict[str, Any]:
     """The harness's `context_compaction` observation: ``after_model_call`` names the first call
-    after the compaction (SPEC 12.6), ``model_calls`` the request that wrote the summary, if any."""
+    after the compaction (docs/contract.md#evidence), ``model_calls`` the request that wrote the summary, if any."""
     return {"kind": "context_compaction", "trigger": "token_limit", "tokens_before": len(w.cum[last_before]),
             "tokens_after": len(w.prompt_of(first_after)),
             "observed_at": round(w.records[first_after]["created_at"] - 0.25, 3),
@@ -379,7 +379,7 @@ def s_unresolved_continuation(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, An
     c = w.turn(None, extends=before[-1], resolution="unresolved", interstitial=w.inter())
     w.run(c, n - k - 1, delta=delta)
     boundary = brk(c, "boundary", "link_intact", before[-1], "nearest")
-    # The answer anchors c's fragment; before[0] is still the earliest root, never a break (SPEC 12.1).
+    # The answer anchors c's fragment; before[0] is still the earliest root, never a break (docs/contract.md#breaks).
     return expect(["unresolved_parent_calls", "multiple_roots", "multiple_chains"], main_chain=before,
                   breaks=[boundary],
                   **structure(n, roots=2, chains=2, failures={"parent_unresolved": 1}, unresolved=1))
@@ -596,13 +596,13 @@ def s_bad_state(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     return _load_error(w, [w.rollout_id + STATE, "not valid JSON"])
 
 
-# --------------------------------------------------------------------------- why lineage broke (SPEC 12)
+# --------------------------------------------------------------------------- why lineage broke (docs/contract.md#diagnosis)
 #
 # A faulty harness or template at run scale: the situations of sample_data/'s cause scenarios.
 # They replace some of the plain delta-record loops (`drawn_as`), so every other rollout keeps
 # its id and data. Calls whose prompt the resolver cannot match are recorded `unresolved`.
 # With the rollout record, the harness's final answer anchors the last fragment; the first call
-# is still the earliest root, never a break (SPEC 12.1: every root but the earliest).
+# is still the earliest root, never a break (docs/contract.md#breaks: every root but the earliest).
 
 
 def _broken_every_turn(w: StoreRollout, n: int, render: Callable[[str], list[int]], cause: str,
@@ -660,7 +660,7 @@ def _one_break(w: StoreRollout, before: list[str], c: str, rest_from: str, k_res
 
 def _without_text(sampled: list[int], canonical: list[int]) -> str:
     """The cause of a word the model sampled as ``sampled`` and the next prompt carries as
-    ``canonical``, read without a tokenizer (SPEC 12.4). The two line up again at their common
+    ``canonical``, read without a tokenizer (docs/contract.md#causes). The two line up again at their common
     ends, so D and I are what is left between; D is generated, so a short I for a long D
     (1 <= |I| <= 4, |D| >= 4 |I|) reads as a stub in place of the model's output."""
     head = 0
@@ -735,7 +735,7 @@ def s_tool_output_elided(w: StoreRollout, n: int, ctx: Ctx) -> dict[str, Any]:
     c = w.turn(None, prompt=elided + w.turn_after(before[-1], w.inter()), resolution="unresolved", kind="text",
                finish="stop")
     # read_file's output pool shares lines with the listing. A shared line (8 tokens or more) in a
-    # later tool output is where the walk lines the elided stretch up again (SPEC 12.3), on the later
+    # later tool output is where the walk lines the elided stretch up again (docs/contract.md#alignment), on the later
     # copy: the history in between then stands whole earlier in the prompt, and a dropped span of 16
     # or more tokens found whole there is `history_reordered`, whatever the first divergence says.
     later = chat.decode(full[end:])
@@ -1156,7 +1156,7 @@ history): these rollouts are clean agent loops after the fix."""
 WITH_RECORDS: dict[str, tuple[list[str] | None, list[str], str]] = {
     # situation -> (reasons without the record to drop (None: all), reasons to add, why)
     "final_retry_unresolved": (None, [], "the record carries the generated tokens of the answer the harness kept, "
-                               "so that call anchors and the retry group is decided (SPEC 10, 4.6): trainable"),
+                               "so that call anchors and the retry group is decided (docs/contract.md#attribution, #builder-retries): trainable"),
     "capture_interrupted": ([], ["terminal_call_not_delivered"],
                             "the harness's final answer is the call whose line was torn: no captured call matches "
                             "it (unattributed)"),
@@ -1179,7 +1179,7 @@ def indices_of(rollout_id: str) -> tuple[int, int, int]:
 def with_records(declared: dict[str, Any], *, retokenized: bool = False) -> list[str]:
     """The declared mask reasons of a rollout scanned with its rollout record. A record whose
     tokens were re-tokenized by the harness matches no call: unattributed, so
-    `terminal_call_not_delivered` (SPEC 10), and the record decides nothing."""
+    `terminal_call_not_delivered` (docs/contract.md#attribution), and the record decides nothing."""
     if declared["load_fails"]:
         return list(declared["mask_reasons"])  # not built: the record is never read
     if retokenized:
@@ -1254,7 +1254,7 @@ AGENT_MASKED = ("capture_interrupted",)
 
 
 def delivered(p: Planned, reasons: Sequence[str]) -> tuple[bool, str]:
-    """(``mask_sample``, who set it) as the rollout record carries them (SPEC 12.7)."""
+    """(``mask_sample``, who set it) as the rollout record carries them (docs/contract.md#delivered)."""
     if p.situation in AGENT_MASKED:
         return True, "agent"
     return bool([r for r in reasons if r not in GYM_DELIVERY_IGNORES]), "token_capture"
@@ -1308,7 +1308,7 @@ def records_bytes(planned: Sequence[Planned], rewards: dict[tuple[int, int], flo
 
 def diagnosis_facts(planned: Sequence[Planned], retokenized: set[int] = frozenset()  # type: ignore[assignment]
                     ) -> dict[str, Any]:
-    """What the diagnosis of a run scanned with its records must say (SPEC 11.3, 12), from the
+    """What the diagnosis of a run scanned with its records must say (docs/contract.md#scan-diagnosis-columns, #diagnosis), from the
     situations alone: per rollout its breaks (with its record as evidence and the bundled
     tokenizer), what was delivered, and per cause the rollouts that have it."""
     records = {p.rollout_id for p in latest_records(planned).values()}
@@ -1454,9 +1454,9 @@ DIAGNOSIS_NAME = "diagnosis.json"
 DIAGNOSIS_ABOUT = ("Declared diagnosis of the two sample runs scanned with their rollout records (tokencap scan RUN "
                    "--final-responses rollout_records/RUN.jsonl, with sample_data/tokenizer.json), written by "
                    "scripts/make_sample_run.py from the situation that built each rollout, never by running tokencap. "
-                   "Per rollout with breaks: its breaks (SPEC 12, with the record as harness evidence), "
+                   "Per rollout with breaks: its breaks (docs/contract.md#diagnosis, with the record as harness evidence), "
                    "break_causes and first_break_call (a rollout not listed has none). What NeMo Gym delivered "
-                   "(SPEC 12.7): delivered_masked / delivered_trainable (delivered_mask_sample true / false), "
+                   "(docs/contract.md#delivered): delivered_masked / delivered_trainable (delivered_mask_sample true / false), "
                    "masked_by_agent (delivered_by agent; every other rollout with a record: token_capture), "
                    "trained_on_in_doubt (delivered trainable, masked by tokencap). A rollout without a record (a "
                    "first attempt replaced by a re-run) is diagnosed without one and has no delivery.")

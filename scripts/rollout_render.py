@@ -284,7 +284,7 @@ def record(spec: dict[str, Any], calls: list[Call], items: list[dict[str, Any]],
 
 
 def contiguity(items: list[dict[str, Any]]) -> list[str]:
-    """Items whose prompt does not start with the previous call's prompt + generation (SPEC 13.2)."""
+    """Items whose prompt does not start with the previous call's prompt + generation (docs/contract.md#token-rollouts-calls)."""
     broken, before = [], None
     for index, item in enumerate(items):
         if not item.get("generation_token_ids"):
@@ -297,7 +297,7 @@ def contiguity(items: list[dict[str, Any]]) -> list[str]:
 
 
 def first_divergence(before: list[int], prompt: list[int]) -> tuple[int, int, int, int] | None:
-    """(i0, i1, j0, j1) of the first divergence as SPEC 12.3 walks it (windows of 8)."""
+    """(i0, i1, j0, j1) of the first divergence as docs/contract.md#alignment walks it (windows of 8)."""
     agree = 0
     while agree < min(len(before), len(prompt)) and before[agree] == prompt[agree]:
         agree += 1

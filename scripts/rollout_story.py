@@ -4,7 +4,7 @@ Text only (no tokens): the system prompt, the tools, six small bugs, and the tur
 kind of story. Within one rollout no reasoning text shares wording with anything else, and
 no two turns or tool results start alike, so a stretch of 8 tokens that a harness dropped
 never turns up elsewhere in the next prompt (the diagnosis resynchronises on such windows,
-SPEC 12.3; ``rollout_render.check`` asserts it for every scenario that relies on it).
+docs/contract.md#alignment; ``rollout_render.check`` asserts it for every scenario that relies on it).
 """
 
 from __future__ import annotations

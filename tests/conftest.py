@@ -15,7 +15,7 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 os.environ.setdefault("TOKENCAP_SPARE_SCAN", "0")
 
 # No test reads this machine's Hugging Face cache: without --tokenizer a rollout's model is looked
-# up there (SPEC 12.8). Tests of the lookup point HF_HUB_CACHE at a cache they build.
+# up there (docs/contract.md#tokenizers). Tests of the lookup point HF_HUB_CACHE at a cache they build.
 os.environ["HF_HUB_CACHE"] = os.path.join(tempfile.gettempdir(), "tokencap-tests-no-hf-cache")
 
 

@@ -1,6 +1,6 @@
 """Small factories for wire-format records, used by the per-layer tests.
 
-Everything here follows the SPEC's wire format (SPEC 2): plain dicts with the table's
+Everything here follows the wire format of docs/contract.md#records: plain dicts with the table's
 field names, full cumulative lengths and digests stamped with `tokencap.compute_digest`
 exactly as the model server stamps them. Token ids come from a per-conversation counter,
 so two calls only share tokens when a test says so (no accidental prefix matches).
@@ -279,9 +279,9 @@ def is_nan(x: float) -> bool:
     return isinstance(x, float) and math.isnan(x)
 
 
-# --------------------------------------------------------------------------- a naive reading of SPEC 4
+# --------------------------------------------------------------------------- a naive reading of docs/contract.md#builder
 
-# A deliberately naive, independent reading of SPEC 4 (delta records included). Quadratic
+# A deliberately naive, independent reading of docs/contract.md#builder (delta records included). Quadratic
 # on purpose: every rule written out as literally as possible, so `test_builder.py` can
 # compare `prefix_merging` with it on random call trees.
 

@@ -1,4 +1,4 @@
-"""Rollout records whose output items carry token ids (SPEC 13), as NeMo Gym's vLLM model
+"""Rollout records whose output items carry token ids (docs/contract.md#token-rollouts), as NeMo Gym's vLLM model
 server writes them with ``return_token_id_information``: the item that ends a call carries
 the call's whole prompt, its generation and log-probabilities.
 

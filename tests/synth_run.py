@@ -1,7 +1,7 @@
-"""A synthetic run scan table (SPEC 11) of any size, for the Run page's tests and benchmark.
+"""A synthetic run scan table (docs/contract.md#scan-table) of any size, for the Run page's tests and benchmark.
 
 Values are drawn so every column is consistent with the others (``mask_reasons`` equals
-the ``reason_*`` columns in SPEC 7 order, ``mask_sample`` is true exactly when there is a
+the ``reason_*`` columns in the order of docs/contract.md#rollout, ``mask_sample`` is true exactly when there is a
 reason, a status is null only without a response) and every chart has something to
 count: most rollouts are trainable and completed, a few percent carry each failure.
 """
@@ -27,7 +27,7 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
     source = [f"shard-{s:03d}/{r}.tokens.*" for s, r in zip(shard.tolist(), rollout_id)]
     reasons = {r: rng.random(n) < REASON_RATE[r] for r in MASK_REASON_ORDER}
     failed = reasons["load_error"] | reasons["no_records"]
-    for r in MASK_REASON_ORDER:  # a rollout not built has no build-time reason (SPEC 7)
+    for r in MASK_REASON_ORDER:  # a rollout not built has no build-time reason (docs/contract.md#rollout)
         if r not in ("load_error", "no_records", "capture_incomplete"):
             reasons[r] &= ~failed
     masked = np.zeros(n, dtype=bool)
@@ -81,12 +81,12 @@ def synthetic_scan_table(n: int, seed: int = 0, shards: int = 64) -> pa.Table:
         "capture_incomplete": reasons["capture_incomplete"], "terminal_call_id": [None] * n,
         "terminal_attribution": [None] * n, "error": error.tolist(), "source_notes": [[] for _ in range(n)],
         "source_bytes": rng.integers(1_000, 2_000_000, n), "source_mtime": np.full(n, 1.7e9),
-        # SPEC 11.1: groups of 4 rollouts per task; pass/fail rewards, passing more often when masked
+        # docs/contract.md#scan-rollout-records: groups of 4 rollouts per task; pass/fail rewards, passing more often when masked
         "reward": (rng.random(n) < np.where(masked, 0.7, 0.4)).astype(np.float64),
         "task_index": idx // 4, "rollout_index": idx % 4,
     }
     columns.update(_diagnosis_columns(rng, reasons, n))  # drawn last: the earlier columns are as before
-    columns.update(tokens_from=["capture"] * n, contiguous=[None] * n)  # SPEC 11.4: captured calls
+    columns.update(tokens_from=["capture"] * n, contiguous=[None] * n)  # docs/contract.md#scan-token-source: captured calls
     assert list(columns) == list(COLUMNS)
     return pa.table({c: pa.array(v, type=SCHEMA.field(c).type) for c, v in columns.items()}, schema=SCHEMA)
 
@@ -96,7 +96,7 @@ SYNTH_CAUSES = ("generation_dropped", "retokenized", "tokens_replaced", "history
 
 
 def _diagnosis_columns(rng: np.random.Generator, reasons: dict[str, np.ndarray], n: int) -> dict[str, object]:
-    """SPEC 11.3: a break (one or two causes) on every rollout masked for its lineage; what Gym delivered
+    """docs/contract.md#scan-diagnosis-columns: a break (one or two causes) on every rollout masked for its lineage; what Gym delivered
     for nine in ten rollouts (token capture: trainable; a few masked by the harness itself)."""
     broken = reasons["unresolved_parent_calls"] | reasons["multiple_roots"] | reasons["multiple_chains"]
     first = rng.integers(0, len(SYNTH_CAUSES), n)

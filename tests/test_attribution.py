@@ -1,4 +1,4 @@
-"""SPEC 10: terminal attribution from the harness's final response, sentence by sentence."""
+"""docs/contract.md#attribution: terminal attribution from the harness's final response, sentence by sentence."""
 
 from __future__ import annotations
 
@@ -381,7 +381,7 @@ def test_an_attributed_call_that_lost_to_a_different_extended_retry_is_not_deliv
 
 
 def test_the_smallest_twin_anchors_even_when_another_group_quarantined_it() -> None:
-    """SPEC 10.3 takes the smallest token-identical candidate and applies SPEC 4.6 as for a
+    """docs/contract.md#attribution-outcome takes the smallest token-identical candidate and applies docs/contract.md#builder-retries as for a
     given id; the twin hand-over works within a retry group only. Here the twins hang under
     different (both verified) parents, and the smaller one lost its own group to an
     extended retry, so the answer is not delivered -- and the rollout has a second chain."""

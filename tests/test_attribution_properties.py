@@ -1,4 +1,4 @@
-"""Property tests of terminal attribution (SPEC 10) over the builder's random rollouts.
+"""Property tests of terminal attribution (docs/contract.md#attribution) over the builder's random rollouts.
 
 Whatever the rollout, a final response built from a delivered call's own tokens must be
 attributed to that call or a token-identical twin of it, and `build_rollout` must then
@@ -36,7 +36,7 @@ def final_from(entry, *, keep_prompt: int | None = None) -> dict:
 
 
 def token_candidates(plain, target) -> list[str]:
-    """SPEC 10's token candidates for a final item carrying ``target``'s prompt and generation."""
+    """The token candidates of docs/contract.md#attribution for a final item carrying ``target``'s prompt and generation."""
     prompt, gen = list(target.prompt_token_ids), list(target.generation_token_ids)
     out = []
     for cid, entry in plain.entries.items():
@@ -51,7 +51,7 @@ def token_candidates(plain, target) -> list[str]:
 
 def test_a_call_whose_longer_prompt_ends_with_the_answers_and_generated_the_same_makes_it_ambiguous() -> None:
     # Found by the property below: c1's prompt [5] + [10] is delivered, and c2 generated the
-    # same [10] after [26, 5]. The final item [5] + [10] fits both by SPEC 10's suffix rule.
+    # same [10] after [26, 5]. The final item [5] + [10] fits both by the suffix rule of docs/contract.md#attribution.
     from helpers import Conv
 
     conv = Conv("r")
@@ -77,7 +77,7 @@ def test_a_delivered_calls_own_tokens_anchor_on_it_or_its_twin(case, rnd: random
     assert attribution.candidates == token_candidates(plain, target)
     if len({tuple(full_of(plain.entries[c])) for c in attribution.candidates}) > 1:
         # Another call generated the same tokens after a longer prompt that ends with the
-        # target's whole prompt: by SPEC 10 it matches too (a harness may keep only the last
+        # target's whole prompt: by docs/contract.md#attribution it matches too (a harness may keep only the last
         # turn's prompt), so the answer is not provably the target's. Masked, never guessed.
         assert attribution.outcome == "ambiguous" and attribution.call_id is None
         result = build_rollout(TokenCaptureSnapshot(rollout_id="r", entries=entries), final_response=final)
@@ -95,7 +95,7 @@ def test_a_delivered_calls_own_tokens_anchor_on_it_or_its_twin(case, rnd: random
     assert result.terminal_call_id == attribution.call_id
     if notes.terminal_chain != "main":
         # The smallest twin sits in another retry group and lost it to a different,
-        # extended retry (SPEC 4.6 moves the anchor only within a group). That needs a
+        # extended retry (docs/contract.md#builder-retries moves the anchor only within a group). That needs a
         # second chain or fragment, so the sample was masked for it already.
         assert notes.terminal_chain == "quarantined" and attribution.call_id in result.build.quarantined
         assert set(result.mask_reasons) - {"terminal_call_not_delivered"}, result.mask_reasons

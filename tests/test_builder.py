@@ -1,4 +1,4 @@
-"""SPEC 4: the prefix_merging builder, rule by rule."""
+"""docs/contract.md#builder: the prefix_merging builder, rule by rule."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 9: the command line (`python -m tokencap build|inspect`)."""
+"""docs/contract.md#command-line: the command line (`python -m tokencap build|inspect`)."""
 
 from __future__ import annotations
 

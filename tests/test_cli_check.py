@@ -117,7 +117,7 @@ def test_a_bad_tokenizer_exits_2_before_any_work(capsys, tmp_path):
     assert_one_line_error(err)
 
 
-# --------------------------------------------------------------------------- rollouts with token ids (SPEC 13)
+# --------------------------------------------------------------------------- rollouts with token ids (docs/contract.md#token-rollouts)
 
 
 def made_rollouts(tmp_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""`tokencap inspect` prints each break (SPEC 12, issue 18 item 5); `build` is unchanged by it."""
+"""`tokencap inspect` prints each break (docs/contract.md#diagnosis); `build` is unchanged by it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 9-10: `tokencap build|inspect --final-responses FILE`."""
+"""docs/contract.md#command-line to #attribution: `tokencap build|inspect --final-responses FILE`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The alignment walk (SPEC 12.3) against a plain reference walk, and its invariants."""
+"""The alignment walk (docs/contract.md#alignment) against a plain reference walk, and its invariants."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 
 def reference_walk(s: list[int], p: list[int]) -> tuple[int, list[tuple[int, int, int, int]]]:
-    """SPEC 12.3 word for word, one token at a time (slow, obviously right)."""
+    """docs/contract.md#alignment word for word, one token at a time (slow, obviously right)."""
     length, m = len(s), len(p)
     agree = 0
     while agree < min(length, m) and s[agree] == p[agree]:

@@ -1,4 +1,4 @@
-"""The causes SPEC 12.4 and 12.1 amended for real tokens, each on hand-built token sequences:
+"""The causes amended for real tokens (docs/contract.md#causes, #breaks), each on hand-built token sequences:
 `history_reordered`, a stub in place of generated tokens (`generation_dropped`), `prompt_missing`,
 the `reasoning` flag read off an open ``<think>``, and an extra root that is every root but the
 earliest (so a compaction delivered from the later root breaks there)."""

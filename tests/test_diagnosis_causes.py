@@ -1,4 +1,4 @@
-"""Breaks, predecessors, divergence kinds and causes (SPEC 12.1-12.5), one built rollout each."""
+"""Breaks, predecessors, divergence kinds and causes (docs/contract.md#breaks to #decoded-text), one built rollout each."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_every_cause_has_one_sentence_hint_and_the_kinds_are_causes():
     assert set(HINTS) == set(CAUSES) and CAUSES == (
         "compaction", "compaction_summary", "subagent", "generation_dropped", "history_reordered", "retokenized",
         "tokens_replaced", "tokens_inserted", "history_dropped", "history_replaced", "opening_changed", "seam",
-        "prompt_missing", "new_context", "branch", "link_intact", "record_fault")  # SPEC 12.4's order
+        "prompt_missing", "new_context", "branch", "link_intact", "record_fault")  # the order of docs/contract.md#causes
     for cause, hint in HINTS.items():
         assert hint.endswith(".") and hint.count(". ") == 0, cause
     assert [c for c in CAUSES if c in DIVERGENCE_KINDS] == list(DIVERGENCE_KINDS)

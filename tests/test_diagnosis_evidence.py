@@ -1,4 +1,4 @@
-"""Harness evidence (SPEC 12.6), what Gym delivered (12.7) and the records loader's evidence."""
+"""Harness evidence (docs/contract.md#evidence), what Gym delivered (#delivered) and the records loader's evidence."""
 
 from __future__ import annotations
 

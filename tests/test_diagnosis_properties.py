@@ -179,7 +179,7 @@ def test_diagnose_never_raises_and_every_break_is_well_formed(case, data, which)
 
 
 def _reference_predecessor(build, brk):
-    """SPEC 12.2 word for word, with plain lists."""
+    """docs/contract.md#predecessor word for word, with plain lists."""
     entry = build.entries[brk.call_id]
     if brk.kind == "branch":
         return build.links[brk.call_id].linked_parent, "branch_point"
@@ -218,7 +218,7 @@ def test_the_predecessor_is_the_one_the_rules_name(case):
             assert (b.predecessor, b.relation) == _reference_predecessor(result.build, b)
 
 
-# --------------------------------------------------------------------------- rollouts bent on purpose (SPEC 12.1, 12.4)
+# --------------------------------------------------------------------------- rollouts bent on purpose (docs/contract.md#breaks, #causes)
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""SPEC 10: reading final-response files (`load_final_responses`)."""
+"""docs/contract.md#attribution: reading final-response files (`load_final_responses`)."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def test_a_missing_file_or_a_directory(tmp_path: Path) -> None:
         load_final_responses(tmp_path)
 
 
-# =========================================================================== facts of rollout records (SPEC 11.1)
+# =========================================================================== facts of rollout records (docs/contract.md#scan-rollout-records)
 
 
 def test_reward_and_indices_are_kept_from_rollout_records() -> None:

@@ -89,7 +89,8 @@ def test_final_responses_given_as_source_are_sent_to_the_final_responses_option(
 
 
 def test_records_whose_items_carry_token_ids_given_as_source_load_as_rollouts(capsys) -> None:
-    # Was refused like the file above; SPEC 13 reads its calls from the items' token ids.
+    # Unlike the file above, this one loads: its calls are read from the items' token ids
+    # (docs/contract.md#token-rollouts).
     assert main(["build", str(SAMPLES / "final_responses" / "final_retry_attributed_by_tokens.jsonl")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["rollout_id"] for line in lines] == ["final-retry-by-tokens",

@@ -1,4 +1,4 @@
-"""SPEC 5: the payloads a caller receives are JSON-native; SPEC 2.4: digests take integers only."""
+"""docs/contract.md#projection: the payloads a caller receives are JSON-native; docs/contract.md#digest: digests take integers only."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_json_native_converts_prefix_views_of_one_buffer() -> None:
     assert_native(native)
 
 
-# =========================================================================== SPEC 2.4 strict digests
+# =========================================================================== strict digests (docs/contract.md#digest)
 
 
 @pytest.mark.parametrize(("ids", "position", "shown"), [

@@ -1,4 +1,4 @@
-"""SPEC 3: the three input formats, detection, capture-store directories and load errors."""
+"""docs/contract.md#input: the three input formats, detection, capture-store directories and load errors."""
 
 from __future__ import annotations
 

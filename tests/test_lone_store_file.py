@@ -55,7 +55,7 @@ def test_a_records_file_builds_exactly_as_its_rollout_in_the_directory(directory
     failed = {s.rollout_id: s.load_error for s in load_snapshots(directory) if s.load_error}
     for rid in ids:
         path = directory / f"{rid}.tokens.jsonl"
-        if rid in failed:  # a single file's error (SPEC 3.4): exit 2, the directory's message, the path
+        if rid in failed:  # a single file's error (docs/contract.md#input-errors): exit 2, the directory's message, the path
             assert main(["build", str(path), "-o", str(tmp_path / "never.json")]) == 2
             assert not (tmp_path / "never.json").exists()
             with pytest.raises(LoadError) as caught:
@@ -264,7 +264,7 @@ def test_the_rollout_page_says_why_an_uploaded_records_file_is_incomplete() -> N
     assert "or the store files that would say so are missing" in line.explanation
 
 
-# --- a bad record in a lone store file is the error of a single file (SPEC 3.4) ---
+# --- a bad record in a lone store file is the error of a single file (docs/contract.md#input-errors) ---
 
 BAD_FIELD = "field 'generation_log_probs'"
 
@@ -363,7 +363,7 @@ def test_a_records_only_rollout_is_complete_in_a_directory_and_masked_in_a_zip_o
     data = zip_bytes({name: (store / name).read_bytes() for name in os.listdir(store)})
     in_directory = {s.rollout_id: s for s in load_snapshots(store)}
     in_zip = {s.rollout_id: s for s in load_snapshots(data, name="store.zip")}
-    assert not in_directory[INCOMPLETE].incomplete  # SPEC 3.3: nothing in the directory says incomplete
+    assert not in_directory[INCOMPLETE].incomplete  # docs/contract.md#input-store: nothing in the directory says incomplete
     assert in_zip[INCOMPLETE].incomplete  # the zip may have left the files that say so behind
     (note,) = in_zip[INCOMPLETE].source_notes
     assert note.startswith(f"store.zip: {INCOMPLETE}.tokens.jsonl was read without the other capture-store files")

@@ -1,4 +1,4 @@
-"""SPEC 5, 5.1 and 6: projection to a Responses payload, refusal verdicts, loss masks."""
+"""docs/contract.md#projection, #refusal-ended and #loss-mask: projection to a Responses payload, refusal verdicts, loss masks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 2.1-2.4: record validation, round trips and the digest wire contract."""
+"""docs/contract.md#token-entry to #digest: record validation, round trips and the digest wire contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 7: rollout assembly — mask reasons, metrics, model fallback, finish-reason twins."""
+"""docs/contract.md#rollout: rollout assembly — mask reasons, metrics, model fallback, finish-reason twins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Properties of rollouts read from output items (SPEC 13.3): any contiguous rollout is trainable
+"""Properties of rollouts read from output items (docs/contract.md#token-rollouts-rest): any contiguous rollout is trainable
 and its export gives back its output items with their token fields; any cut (a later prompt
 that does not continue the tokens before it) is the break, at the cut item."""
 

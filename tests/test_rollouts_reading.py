@@ -1,4 +1,4 @@
-"""How a rollouts file (SPEC 13) is read, for `tokencap check`'s speed and memory: records that
+"""How a rollouts file (docs/contract.md#token-rollouts) is read, for `tokencap check`'s speed and memory: records that
 are not well formed still fail with their field, and a mapped file's pages are given back
 record by record (memory flat in the number of rollouts)."""
 

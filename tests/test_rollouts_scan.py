@@ -1,4 +1,4 @@
-"""Scanning rollouts read from output items (SPEC 11.4, 13): one row per record on every engine,
+"""Scanning rollouts read from output items (docs/contract.md#scan-token-source, #token-rollouts): one row per record on every engine,
 ``tokens_from`` and ``contiguous``, the record's own facts, the directory rule in discovery,
 and the refusals (--final-responses beside such a source, a records file without token ids)."""
 
@@ -161,7 +161,7 @@ def test_diff_carries_contiguity_through(tmp_path: Path) -> None:
     assert (rows["b-cut"]["contiguous_a"], rows["b-cut"]["contiguous_b"], rows["b-cut"]["change"]) == (
         False, True, "fixed")
     assert rows["d-empty"]["contiguous_a"] is None
-    old = before.drop_columns(list(TOKENS_COLUMNS))  # a table from before SPEC 11.4
+    old = before.drop_columns(list(TOKENS_COLUMNS))  # a table without the token-source columns of docs/contract.md#scan-token-source
     assert diff_tables(old, before).arrow.column("contiguous_a").null_count == before.num_rows
 
 

@@ -1,4 +1,4 @@
-"""Rollouts whose output items carry token ids load as captures (SPEC 13): the mapping from
+"""Rollouts whose output items carry token ids load as captures (docs/contract.md#token-rollouts): the mapping from
 items to calls, the rollout ids, the record each snapshot carries, every error, and where
 such a file loads (alone, as bytes, in a directory, in a zip)."""
 

@@ -1,4 +1,4 @@
-"""SPEC 11: scanning and exporting a whole run (`tokencap.run`, `tokencap scan|export`)."""
+"""docs/contract.md#scan-table: scanning and exporting a whole run (`tokencap.run`, `tokencap scan|export`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tokencap.run.table import DIAGNOSIS_COLUMNS, SCHEMA, TOKENS_COLUMNS
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
 
-# SPEC 11's column list, written out here independently of the package's declaration.
+# The column list of docs/contract.md#scan-table, written out here independently of the package's declaration.
 SPEC_COLUMNS = [
     ("rollout_id", "string"), ("source", "string"), ("snapshot_id", "string"), ("mask_sample", "bool"),
     ("mask_reasons", "list<item: string>"),
@@ -78,7 +78,7 @@ def test_written_parquet_has_every_column_in_order(tmp_path):
     out = tmp_path / "r.parquet"
     scan(SAMPLES / "capture_store", out, workers=1)
     table = pq.read_table(out)
-    # parquet names a list's item "element"; the types are otherwise exactly SPEC 11's
+    # parquet names a list's item "element"; the types are otherwise exactly those of docs/contract.md#scan-table
     assert [(f.name, str(f.type).replace("element:", "item:")) for f in table.schema] == SPEC_COLUMNS
     assert read_scan(out).num_rows == 2
 
@@ -344,7 +344,7 @@ def test_ray_engine_fills_the_record_columns_as_local_does(local_ray):
     assert on_ray.column("reward").null_count < on_ray.num_rows
 
 
-# =========================================================================== facts of rollout records (SPEC 11.1)
+# =========================================================================== facts of rollout records (docs/contract.md#scan-rollout-records)
 
 SAMPLE_RECORDS = SAMPLES / "rollout_records" / "run.jsonl"
 
@@ -406,7 +406,7 @@ def test_since_is_not_reused_when_a_reward_changed(tmp_path):
 
 
 def _old_schema(table: pa.Table, path: Path) -> Path:
-    """``table`` written as a tokencap from before SPEC 11.1 wrote it: no record columns."""
+    """``table`` written without the record columns of docs/contract.md#scan-rollout-records."""
     old = table.drop_columns(["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS])
     pq.write_table(old, path)
     return path
@@ -725,7 +725,7 @@ def test_a_pipe_as_source_is_refused_without_reading_it(tmp_path, capsys):
     assert "not a regular file" in capsys.readouterr().err
 
 
-# =========================================================================== final responses (SPEC 10 in a run)
+# =========================================================================== final responses (docs/contract.md#attribution in a run)
 
 
 FINALS = SAMPLES / "final_responses"

@@ -1,4 +1,4 @@
-"""SPEC 11.3: the scan table's diagnosis and delivery columns, on every engine, with --since and --tokenizer."""
+"""docs/contract.md#scan-diagnosis-columns: the scan table's diagnosis and delivery columns, on every engine, with --since and --tokenizer."""
 
 from __future__ import annotations
 

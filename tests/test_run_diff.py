@@ -1,4 +1,4 @@
-"""SPEC 11.2: comparing two scan tables (`tokencap.run.diff`)."""
+"""docs/contract.md#diff: comparing two scan tables (`tokencap.run.diff`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ REASONS = ["load_error", "capture_incomplete", "no_records", "build_error", "unr
            "unresolved_parent_calls", "multiple_roots", "multiple_chains", "no_generated_tokens",
            "terminal_call_not_delivered"]
 
-# SPEC 11.2's diff columns, written out here independently of the package's declaration.
+# The diff columns of docs/contract.md#diff, written out here independently of the package's declaration.
 SPEC_DIFF_COLUMNS = [
     ("rollout_id_a", "string"), ("rollout_id_b", "string"), ("side", "string"), ("mask_sample_a", "bool"),
     ("mask_sample_b", "bool"), ("mask_reasons_a", "list<item: string>"), ("mask_reasons_b", "list<item: string>"),
@@ -87,7 +87,7 @@ def test_each_change_of_an_id_join():
     assert {k: v["change"] for k, v in got.items()} == {
         "r1": "fixed", "r2": "broke", "r3": "reasons_changed", "r4": "same", "r5": "same", "r6": "only_a",
         "r7": "only_b"}
-    assert got["r2"]["reasons_gained"] == ["capture_incomplete", "unresolved_retries"]  # SPEC 7 order
+    assert got["r2"]["reasons_gained"] == ["capture_incomplete", "unresolved_retries"]  # the order of docs/contract.md#rollout
     assert got["r2"]["reasons_lost"] == []
     assert got["r3"]["reasons_gained"] == ["unresolved_parent_calls"]
     assert got["r3"]["reasons_lost"] == ["multiple_roots"]
@@ -380,7 +380,7 @@ def test_cli_diff_never_writes_over_an_input_or_into_nowhere(tmp_path, capsys):
 
 
 def _reference(a_rows: list[dict], b_rows: list[dict]) -> list[tuple]:
-    """SPEC 11.2 by the letter, one rollout at a time (the vectorised code must agree)."""
+    """docs/contract.md#diff by the letter, one rollout at a time (the vectorised code must agree)."""
     a_by, b_by = {r["rollout_id"]: r for r in a_rows}, {r["rollout_id"]: r for r in b_rows}
     out = []
     for rid in sorted(set(a_by) | set(b_by)):
@@ -506,7 +506,7 @@ def test_cli_diff_a_broken_records_path_is_blamed_on_the_records_file_not_the_ru
     assert _one_error(capsys).endswith("(File name too long) (run B)")
 
 
-# --------------------------------------------------------------------------- break causes (SPEC 11.3)
+# --------------------------------------------------------------------------- break causes (docs/contract.md#scan-diagnosis-columns)
 
 
 def test_break_causes_of_both_sides_and_their_shares():

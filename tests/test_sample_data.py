@@ -225,7 +225,7 @@ def test_sample_without_its_final_responses_delivers_the_call_after_the_answer(n
 
 @pytest.mark.parametrize(("name", "rollout_id"), CASES, ids=[f"{n}::{r}" for n, r in CASES])
 def test_every_sample_payload_is_json_native(name: str, rollout_id: str) -> None:
-    """SPEC 5: what a caller receives dumps with the standard library, and equals what the
+    """docs/contract.md#projection: what a caller receives dumps with the standard library, and equals what the
     CLI's streaming writer produced from the array payload."""
     import json
 

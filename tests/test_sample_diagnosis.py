@@ -1,4 +1,4 @@
-"""Every bundled sample's diagnosis (SPEC 12) is the one its generator declares.
+"""Every bundled sample's diagnosis (docs/contract.md#diagnosis) is the one its generator declares.
 
 ``sample_data/expected.json`` declares, per scenario and rollout, its breaks (call, kind,
 cause, token cause, predecessor and relation, reasoning flag), written by

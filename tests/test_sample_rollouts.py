@@ -1,7 +1,7 @@
 """The NeMo Gym rollouts sample (``sample_data/rollouts/``) is what its generator declares.
 
 ``qwen3_rollouts.jsonl`` holds 36 rollout records with token ids on their output items
-(SPEC 13), in Qwen3's vocabulary (``sample_data/qwen3/``). ``expected.json.txt`` declares, per
+(docs/contract.md#token-rollouts), in Qwen3's vocabulary (``sample_data/qwen3/``). ``expected.json.txt`` declares, per
 rollout, whether it is contiguous, whether it is masked, its status, the items whose prompt
 does not continue the call before, and its first break's call, cause (with the Qwen3
 tokenizer and, where it differs, without one), reasoning flag and, for a re-encoded word, the
@@ -64,7 +64,7 @@ def nemo_rl_first_failure(record: dict) -> str | None:
 
 
 def pairwise_breaks(record: dict) -> list[str]:
-    """SPEC 13.2: call k links when its prompt starts with call k-1's prompt + generation."""
+    """docs/contract.md#token-rollouts-calls: call k links when its prompt starts with call k-1's prompt + generation."""
     out, before = [], None
     for name, item in token_items(record):
         prompt = item.get("prompt_token_ids") or []
@@ -182,7 +182,7 @@ def test_the_build_gives_the_declared_verdict(rid):
 def test_the_diagnosis_gives_the_declared_breaks(rid, tmp_path, monkeypatch):
     from tokencap import diagnose
 
-    # an empty Hugging Face cache: without a tokenizer nothing may decode (SPEC 12.8)
+    # an empty Hugging Face cache: without a tokenizer nothing may decode (docs/contract.md#tokenizers)
     for name in ("HF_HUB_CACHE", "HF_HOME"):
         monkeypatch.setenv(name, str(tmp_path))
     exp = EXPECTED[rid]
@@ -195,7 +195,7 @@ def test_the_diagnosis_gives_the_declared_breaks(rid, tmp_path, monkeypatch):
     assert first.predecessor == names[names.index(first.call_id) - 1] and first.relation == "claimed"
     assert (first.cause, first.token_cause, first.reasoning) == (declared["cause"], declared["cause"],
                                                                  declared["reasoning"])
-    if "decoded_text" in declared:  # decoded in Qwen3's vocabulary, both sides read the same (SPEC 12.5)
+    if "decoded_text" in declared:  # decoded in Qwen3's vocabulary, both sides read the same (docs/contract.md#decoded-text)
         assert (first.parent_text, first.prompt_text, first.same_text) == (declared["decoded_text"],) * 2 + (True,)
     bare = diagnose(built(rid), evidence=records()[rid])[0]
     assert bare.cause == declared.get("cause_without_tokenizer", declared["cause"])

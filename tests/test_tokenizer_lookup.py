@@ -1,4 +1,4 @@
-"""Finding a tokenizer (SPEC 12.8): a tokenizer.json, a model directory, or Org/Name in the local
+"""Finding a tokenizer (docs/contract.md#tokenizers): a tokenizer.json, a model directory, or Org/Name in the local
 Hugging Face cache (a fake cache layout built in a temp dir); refs/main or the newest snapshot; the
 lookup by a rollout's model, once per process; the one-line error; and --since with a tokenizer
 found in the cache. Nothing downloads."""

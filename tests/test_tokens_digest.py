@@ -1,4 +1,4 @@
-"""Digests of sequences that live in arena lanes (SPEC 2.4): every way `digest_of_parts`
+"""Digests of sequences that live in arena lanes (docs/contract.md#digest): every way `digest_of_parts`
 reads a lane -- swapped on the fly below 8,192 tokens, through a lane's cached big-endian
 copy above -- gives `compute_digest` of the same tokens, at any offset in the lane."""
 

@@ -1,4 +1,4 @@
-"""Terminal attribution: which captured call the harness's final answer came from (SPEC 10).
+"""Terminal attribution: which captured call the harness's final answer came from (docs/contract.md#attribution).
 
 A harness knows where it ended; the capture does not. Without help the builder delivers
 the chain that ends latest, so a title or summary request sent *after* the final answer
@@ -16,7 +16,7 @@ attribution"):
   by item (text, tool-call names and arguments, reasoning summaries).
 * Several matching calls with the *same* tokens are twins: training on either is exact,
   so the smallest id anchors -- but if they recorded different finish reasons, the finish
-  reason is withheld, exactly as for any twins (SPEC 7).
+  reason is withheld, exactly as for any twins (docs/contract.md#rollout).
 * Matching calls with *different* tokens: nothing is chosen (`ambiguous`). No match:
   `unattributed`. Both mask the sample, because the harness's answer is then not provably
   the delivered chain's end.
@@ -70,7 +70,7 @@ class TerminalAttribution:
         return self.outcome == ATTRIBUTED
 
     def metric(self) -> dict[str, Any]:
-        """``metrics["terminal_attribution"]`` (SPEC 10)."""
+        """``metrics["terminal_attribution"]`` (docs/contract.md#attribution)."""
         return {"outcome": self.outcome, "method": self.method, "call_id": self.call_id,
                 "candidates": list(self.candidates)}
 
@@ -137,7 +137,7 @@ def _arguments(value: Any) -> Any:
 
 
 def item_signature(item: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What an output item says, without ids, status or token fields (SPEC 10.2)."""
+    """What an output item says, without ids, status or token fields (docs/contract.md#attribution-by-content)."""
     kind = item.get("type")
     if kind == "message":
         return ("message", item.get("role"), _text_of(item.get("content")))
@@ -244,7 +244,7 @@ def _by_content(calls: list[TokenEntry], turn: list[Mapping[str, Any]]) -> list[
 
 
 def attribute_terminal(build: BuildOutput, final_response: Mapping[str, Any]) -> TerminalAttribution:
-    """The call of ``build`` the harness's final response came from (SPEC 10).
+    """The call of ``build`` the harness's final response came from (docs/contract.md#attribution).
 
     Candidates are the calls of ``build.entries`` with a non-empty generation. Raises
     `ValueError` when ``final_response`` is not a Responses-shaped mapping or carries token

@@ -1,6 +1,6 @@
 """The `prefix_merging` builder: chain a frozen snapshot's calls into trainable trajectories.
 
-The one invariant (SPEC 1): a delivered trajectory holds exactly the tokens the policy
+The one invariant (docs/contract.md#invariant): a delivered trajectory holds exactly the tokens the policy
 emitted, conditioned on exactly the recorded context, as one contiguous sequence. Every
 rule below prefers dropping or masking to guessing, and nothing is linked across a
 boundary nobody proved.
@@ -39,7 +39,7 @@ DUPLICATE_CONFLICT = "duplicate_call_id_conflict"
 DELTA_UNRECONSTRUCTABLE = "delta_chain_unreconstructable"
 ENTRY_DIGEST_MISMATCH = "entry_digest_mismatch"
 
-# Retry rules of SPEC 4.6, named for what decided the group.
+# Retry rules of docs/contract.md#builder-retries, named for what decided the group.
 RULE_EXTENDED = "extended"          # a: members with a linked child are kept
 RULE_TERMINAL = "terminal"          # b: the named terminal call is kept
 RULE_TWINS = "twins"                # c: token-identical twins, smallest id kept
@@ -344,7 +344,7 @@ class _Call:
 
 
 class _PlacedIndex:
-    """Calls already placed, indexed for longest-prefix recovery (SPEC 4.5).
+    """Calls already placed, indexed for longest-prefix recovery (docs/contract.md#builder-parents).
 
     Recovery is needed only when a resolved parent is absent, but a harness that filters
     many empty generations can need it for most calls. A candidate can be a prefix of
@@ -418,7 +418,7 @@ def prepare_entries(entries: Iterable[TokenEntry]) -> PreparedEntries:
 
 
 def prefix_merging(entries: Iterable[TokenEntry], terminal_call_id: str | None = None) -> BuildOutput:
-    """Chain a frozen snapshot's entries into trajectories (SPEC 4)."""
+    """Chain a frozen snapshot's entries into trajectories (docs/contract.md#builder)."""
     return chain_prepared(prepare_entries(entries), terminal_call_id)
 
 

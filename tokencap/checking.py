@@ -1,9 +1,9 @@
-"""The words of `tokencap check` (SPEC 9): one line per masked rollout, one summary line.
+"""The words of `tokencap check` (docs/contract.md#command-line): one line per masked rollout, one summary line.
 
 `check` is the pre-flight a training job runs before it trains: it builds every rollout and
 says, for each one a trainer should not take, where and why -- its first break's call and
 cause with the cause's hint, or (a rollout masked without a break) its first mask reason in
-words. A rollout read from output items (SPEC 13) is worded as the trainer that checks
+words. A rollout read from output items (docs/contract.md#token-rollouts) is worded as the trainer that checks
 contiguity would see it: "NeMo RL would stop on this rollout".
 
 This module only words and counts what the build and the diagnosis decided: nothing here
@@ -21,7 +21,7 @@ from .diagnosis import Break, cause_order
 from .rollout import MASK_REASON_TEXT, RolloutResult
 
 TRAINER = "NeMo RL"
-"""The trainer whose contiguity rule a rollouts source is checked against (SPEC 13)."""
+"""The trainer whose contiguity rule a rollouts source is checked against (docs/contract.md#token-rollouts)."""
 
 
 def _one_line(text: str) -> str:
@@ -48,8 +48,8 @@ def _what_broke(brk: Break) -> str:
 
 def first_break(breaks: Sequence[Break], *, from_items: bool) -> Break | None:
     """The break `check` names: the first one; for a rollout read from output items, the first
-    item whose prompt does not continue the items before it (a ``boundary``: SPEC 13.2), which
-    is where a trainer that checks contiguity stops."""
+    item whose prompt does not continue the items before it (a ``boundary``:
+    docs/contract.md#token-rollouts-calls), which is where a trainer that checks contiguity stops."""
     if from_items:
         boundary = next((b for b in breaks if b.kind == "boundary"), None)
         if boundary is not None:
@@ -61,7 +61,7 @@ def masked_line(result: RolloutResult, breaks: Sequence[Break], *, from_items: b
     """The line `check` prints for a masked rollout: its id, then its first break's call, what
     broke, its cause and the cause's hint; or, with no break, its first mask reason in words
     (and the load or build error, when that is the reason). ``from_items``: the rollout was
-    read from output items (SPEC 13), so the line says the trainer would stop on it."""
+    read from output items (docs/contract.md#token-rollouts), so the line says the trainer would stop on it."""
     first = first_break(breaks, from_items=from_items)
     if first is not None:
         cause = first.cause

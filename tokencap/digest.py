@@ -1,6 +1,6 @@
 """The token-sequence digest: the wire contract that links a child call to its parent.
 
-It must match every other implementation bit for bit (SPEC 2.4), so the byte layout is
+It must match every other implementation bit for bit (docs/contract.md#digest), so the byte layout is
 fixed: a domain tag, then -- for a non-empty sequence only -- a version byte, the length
 and every id, all as unsigned 64-bit big-endian integers.
 """
@@ -40,7 +40,7 @@ def _token_error(pos: int, value: object) -> ValueError:
 
 def checked_token_ids(token_ids: Iterable[int] | np.ndarray) -> np.ndarray:
     """``token_ids`` as a uint64 array, or `ValueError` naming the first element that is not
-    an integer in [0, 2^64) (SPEC 2.4).
+    an integer in [0, 2^64) (docs/contract.md#digest).
 
     Nothing is coerced: a digest of ``[1.5]`` or ``["1"]`` that silently hashed ``[1]``
     would "verify" a parent link against tokens nobody sampled, and a bool is a Python int

@@ -1,4 +1,4 @@
-"""Loss masks that follow token provenance (SPEC 6).
+"""Loss masks that follow token provenance (docs/contract.md#loss-mask).
 
 A chain's training sequence is its root prompt, then per link the interstitial (context
 the harness added: tool output, user turns) and the generation. Only generated tokens

@@ -1,4 +1,4 @@
-"""Projecting a chain into a Responses payload (SPEC 5).
+"""Projecting a chain into a Responses payload (docs/contract.md#projection).
 
 Each call's captured output items are copied as they are (text stays text, tool calls stay
 tool calls) and the item that carried the call's tokens gets the token fields, with the
@@ -107,7 +107,7 @@ def _token_items(output: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]
 
 
 def incomplete_status(chain: Chain, finish_reason_resolved: bool, refusal_ended: bool) -> tuple[str, str | None]:
-    """(status, incomplete reason) for a delivered chain, in the order of SPEC 5."""
+    """(status, incomplete reason) for a delivered chain, in the order of docs/contract.md#projection."""
     if refusal_ended:
         return "incomplete", "max_output_tokens"
     if finish_reason_resolved and chain.links:

@@ -1,7 +1,7 @@
 """Records as the model server writes them: one served call, one refused call, one rollout.
 
 Every record is validated when it is built, so the builder can trust types and shapes and
-spend its attention on lineage. Validation is deliberately narrow (SPEC 2.1): it rejects
+spend its attention on lineage. Validation is deliberately narrow (docs/contract.md#token-entry): it rejects
 what cannot be a record at all and leaves every judgement about lineage to the builder,
 which can quarantine or mask instead of refusing the whole file.
 
@@ -391,7 +391,7 @@ _TOKEN_ENTRY_CARRIED = ("output_items", "routed_experts", "continuation_fingerpr
 """Fields copied to the output (or kept for a round trip) without a type of their own."""
 
 
-# The rules of SPEC 2.1 beyond the fields' types, each said once: `TokenEntry.__post_init__`
+# The rules of docs/contract.md#token-entry beyond the fields' types, each said once: `TokenEntry.__post_init__`
 # raises them in its order, `TokenEntry.from_proven` only asks whether any of them fails.
 
 def _count_problem(generation: np.ndarray, log_probs: np.ndarray) -> str | None:
@@ -688,7 +688,7 @@ class TokenCaptureSnapshot:
     load_error: str | None = None
     record: Any = field(default=None, repr=False, compare=False)
     """The rollout's own record when its calls were read from a rollout record's output items
-    (SPEC 13): a `tokencap.loading.FinalResponses` naming this rollout only, for terminal
+    (docs/contract.md#token-rollouts): a `tokencap.loading.FinalResponses` naming this rollout only, for terminal
     attribution, reward, indices, harness evidence and delivery. Not part of the wire format
     (`to_dict` leaves it out); None for a capture."""
 
@@ -717,7 +717,7 @@ class TokenCaptureSnapshot:
 
 
 def canonical_json(entry: TokenEntry) -> bytes:
-    """The canonical bytes used to order copies of one call id (SPEC 4.1).
+    """The canonical bytes used to order copies of one call id (docs/contract.md#builder-dedupe).
 
     Sorted keys, compact separators, ASCII escapes -- the stdlib encoder, because its float
     formatting is the one other implementations reproduce.

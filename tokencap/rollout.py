@@ -1,4 +1,4 @@
-"""Rollout assembly: what a trainer receives for one snapshot (SPEC 7).
+"""Rollout assembly: what a trainer receives for one snapshot (docs/contract.md#rollout).
 
 `build_rollout` never raises on bad data. It always returns a `RolloutResult` whose
 ``mask_sample`` says whether the trainer must drop the sample and whose ``mask_reasons``
@@ -130,17 +130,17 @@ def _metrics(snapshot: TokenCaptureSnapshot, build: BuildOutput | None, status: 
 
 def build_rollout(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None = None, model: str = "",
                   final_response: Mapping[str, Any] | None = None, *, project: bool = True) -> RolloutResult:
-    """Build, judge and project one snapshot. Never raises on bad data (SPEC 7).
+    """Build, judge and project one snapshot. Never raises on bad data (docs/contract.md#rollout).
 
     ``project=False`` skips the Responses payload (``payload`` and ``rebuilt_response`` are
     None) and changes nothing else: the verdict and every metric, status included, are the
     same. A run scan, which reads only those, builds this way.
 
     With the harness's ``final_response`` (a Responses object) and no ``terminal_call_id``,
-    the terminal call is attributed from it first and the build is anchored there (SPEC
-    10); an explicit ``terminal_call_id`` always wins. A snapshot that is not built (load
-    error, no records, build error) reports no attribution (``terminal_attribution`` null).
-    A snapshot read from a rollout record's output items (SPEC 13) is its own final
+    the terminal call is attributed from it first and the build is anchored there
+    (docs/contract.md#attribution); an explicit ``terminal_call_id`` always wins. A snapshot that
+    is not built (load error, no records, build error) reports no attribution (``terminal_attribution`` null).
+    A snapshot read from a rollout record's output items (docs/contract.md#token-rollouts) is its own final
     response: without ``final_response``, its ``record``'s is used.
     """
     if final_response is None and snapshot.record is not None:
@@ -169,7 +169,7 @@ def _build_checked(snapshot: TokenCaptureSnapshot, terminal_call_id: str | None,
     attribution_metric: dict[str, Any] | None = None
     anchor = terminal_call_id
     if final_response is not None:
-        # Attribution reads only the materialized entries (SPEC 10: build.entries), so it
+        # Attribution reads only the materialized entries (docs/contract.md#attribution: build.entries), so it
         # runs between preparation and chaining and the build happens once, anchored.
         if terminal_call_id is not None:
             attribution_metric = given_metric(terminal_call_id)  # an explicit id always wins

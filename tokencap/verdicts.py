@@ -1,4 +1,4 @@
-"""Verdicts on how the delivered rollout ended (SPEC 5.1, 7).
+"""Verdicts on how the delivered rollout ended (docs/contract.md#refusal-ended, #rollout).
 
 Two questions, each answered with its reasons so a reviewer can check them:
 
@@ -74,7 +74,7 @@ class RefusalVerdict:
 
 def judge_refusal(refusal: EngineRefusalRecord, terminal: TokenEntry | None, out: BuildOutput,
                   twins: list[TokenEntry] | None = None) -> RefusalVerdict:
-    """Evaluate the three conditions of SPEC 5.1 for one refusal, each with its reason."""
+    """Evaluate the three conditions of docs/contract.md#refusal-ended for one refusal, each with its reason."""
     conditions: list[Condition] = []
     is_context = refusal.code == CONTEXT_LENGTH_EXCEEDED
     conditions.append(Condition(

@@ -111,8 +111,8 @@ def console() -> NoReturn:
     """The `tokencap` command and `python -m tokencap`: `main`, then the process ends.
 
     After `build`, `inspect` and `check` the process exits without the interpreter's teardown
-    (unloading every module, freeing every object one by one): 50-100 ms, a tenth of a big
-    build and half of a small one, spent on nothing the user sees. Everything else (and a
+    (unloading every module, freeing every object one by one): a noticeable share of a build,
+    spent on nothing the user sees (figures: docs/performance.md). Everything else (and a
     flush that fails, such as a closed pipe) ends the usual way.
     """
     code = main()

@@ -117,18 +117,19 @@ def _warned(snapshots: Iterable[TokenCaptureSnapshot], source: str, rollout: str
 def _with_final_responses(snapshots: Iterator[TokenCaptureSnapshot], finals: FinalResponses | None,
                           source_ids: list[str] | None, evidence: bool = False
                           ) -> Iterator[tuple[TokenCaptureSnapshot, dict | None, dict | None]]:
-    """Each snapshot with the final response the file holds for it (SPEC 10).
+    """Each snapshot with the final response the file holds for it (docs/contract.md#attribution).
 
     Lazily, so a directory is still built one rollout at a time. Whether the source is a
     single rollout (a response without a rollout id applies only then) is known from
     ``source_ids`` when given, else by peeking at the first two snapshots. Responses that
     apply to no rollout of the source are a note on stderr at the end, not an error: a
     run's rollout records may well cover more rollouts than one capture directory holds.
-    With ``evidence``, each snapshot also gets its record's harness evidence (SPEC 12.6,
+    With ``evidence``, each snapshot also gets its record's harness evidence (docs/contract.md#evidence,
     `FinalResponses.evidence_for`), else None.
     """
     if finals is None:
-        for snapshot in snapshots:  # a rollout read from a record's items brings its own (SPEC 13)
+        # A rollout read from a record's items brings its own record (docs/contract.md#token-rollouts).
+        for snapshot in snapshots:
             yield snapshot, *responses_for(snapshot, None, single_rollout=True, evidence=evidence)
         return
     head = [] if source_ids is not None else [s for _, s in zip(range(2), snapshots, strict=False)]  # the first two

@@ -1,5 +1,7 @@
-"""`tokencap check`: the pre-flight before training (SPEC 9). Each rollout of a source built one at
-a time, a line for each masked one (why), one summary line; exit 1 when any rollout is masked.
+"""`tokencap check`: the pre-flight before training (docs/contract.md#command-line).
+
+Each rollout of a source built one at a time, a line for each masked one (why), one summary line;
+exit 1 when any rollout is masked.
 
 The wording and the counts are `tokencap.checking`'s; this module reads the source as `build` and
 `inspect` do and asks the diagnosis only about masked rollouts.

@@ -24,13 +24,13 @@ WARM_UP_WAIT = 60.0
 def warm_up_app(url: str, wait: float = WARM_UP_WAIT) -> bool:
     """Run the app's script once as soon as the server at ``url`` answers: its first page then opens warm.
 
-    A fresh server spends ~1.5 s of the first visit importing the pages' modules (pandas,
-    the views) and reading the scan table; this does it while the user is still opening the
-    link. It asks Streamlit's script health check (``server.scriptHealthCheckEnabled``), which
-    runs the script in a session of its own with no browser: the default page, the same work
-    the first visit does. True when that run ended without error; False (and nothing else)
-    when the server never answered, has no such endpoint, or the script failed -- a warm-up
-    only saves time, and the page itself reports any error to whoever opens it.
+    A fresh server's first visit would import the pages' modules (pandas, the views) and read
+    the scan table; this does it while the user is still opening the link. It asks Streamlit's
+    script health check (``server.scriptHealthCheckEnabled``), which runs the script in a
+    session of its own with no browser: the default page, the same work the first visit does.
+    True when that run ended without error; False (and nothing else) when the server never
+    answered, has no such endpoint, or the script failed -- a warm-up only saves time, and the
+    page itself reports any error to whoever opens it.
     """
     import time
     import urllib.error

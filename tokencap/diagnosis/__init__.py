@@ -1,24 +1,25 @@
-"""Why a rollout's lineage broke (SPEC 12): breaks, predecessors, alignments, causes, evidence.
+"""Why a rollout's lineage broke (docs/contract.md#diagnosis): breaks, predecessors, alignments, causes, evidence.
 
 Layer: above rollout assembly (it reads a `RolloutResult` and its build), below the
 writers, run scans, views and the command line. The diagnosis explains and never
 decides: nothing below it reads it, so every build, verdict, metric, payload, export and
-scan column of SPEC 4-11.2 is the same with or without it.
+scan column of docs/contract.md#builder to #diff is the same with or without it.
 
 Public surface:
 
 - ``diagnose(result, *, tokenizer=None, evidence=None) -> list[Break]``
 - ``Break`` / ``Divergence`` (frozen; ``Break.to_dict()`` is JSON-native), ``BREAK_FIELDS``;
-  ``break_facts(breaks) -> BreakFacts(breaks, break_causes, first_break_call)`` (SPEC 11.3)
+  ``break_facts(breaks) -> BreakFacts(breaks, break_causes, first_break_call)``
+  (docs/contract.md#scan-diagnosis-columns)
 - ``CAUSES`` (the vocabulary, in table order), ``HINTS[cause]``, ``DIVERGENCE_KINDS``,
   ``BREAK_KINDS``, ``RELATIONS``, ``cause_order(causes)``
 - ``delivered_mask_sample(record) -> bool | None``, ``delivered_by(record) -> str | None``,
-  ``trained_in_doubt(record, tokencap_masks) -> bool`` (SPEC 12.7)
-- ``parse_evidence(record, *, rollout_id, call_ids) -> HarnessEvidence`` (SPEC 12.6)
+  ``trained_in_doubt(record, tokencap_masks) -> bool`` (docs/contract.md#delivered)
+- ``parse_evidence(record, *, rollout_id, call_ids) -> HarnessEvidence`` (docs/contract.md#evidence)
 - ``load_tokenizer(spec)``, ``TokenizerError``; ``find_tokenizer(spec) -> FoundTokenizer`` (a
   tokenizer.json, a model directory, or ``Org/Name`` in the local Hugging Face cache, with a label
-  saying where it came from), ``tokenizer_for_model(model) -> FoundTokenizer | None`` (SPEC 12.8)
-- ``align(s, p, limit=32) -> Alignment`` (SPEC 12.3, for link proofs);
+  saying where it came from), ``tokenizer_for_model(model) -> FoundTokenizer | None`` (docs/contract.md#tokenizers)
+- ``align(s, p, limit=32) -> Alignment`` (docs/contract.md#alignment, for link proofs);
   ``span_texts(result, brk, tokenizer)``: every listed divergence decoded
 """
 

@@ -1,4 +1,4 @@
-"""The alignment of a break's prompt against its predecessor's tokens (SPEC 12.3).
+"""The alignment of a break's prompt against its predecessor's tokens (docs/contract.md#alignment).
 
 S is the predecessor's full cumulative sequence (length L), P the break's full prompt
 (length M). The walk starts past their common prefix; at a mismatch (i0, j0) it
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 WINDOW = 8
-"""Tokens compared to resynchronise (SPEC 12.3: k = min(8, L - i))."""
+"""Tokens compared to resynchronise (docs/contract.md#alignment: k = min(8, L - i))."""
 MIN_WINDOW = 4
 """A resynchronisation window is never shorter: i <= L - 4."""
 
@@ -201,8 +201,8 @@ def _mixed(x: np.ndarray) -> np.ndarray:
 
 
 class PromptRuns:
-    """Whether a run of ids occurs whole, as one contiguous run, somewhere in P (SPEC 12.4's
-    `history_reordered`).
+    """Whether a run of ids occurs whole, as one contiguous run, somewhere in P (for
+    `history_reordered`, docs/contract.md#causes).
 
     Built once per prompt: a prefix sum of a polynomial hash (``H[k] = sum of y[t] B^t`` for
     t < k, modulo 2**64), so the hash of every window of any length is ``H[j+n] - H[j]``. A
@@ -254,7 +254,7 @@ def _find_tail(s: np.ndarray, p: np.ndarray, i0: int, j0: int) -> tuple[int, int
 
 
 def align(s: np.ndarray, p: np.ndarray, limit: int | None = 32) -> Alignment:
-    """Walk ``s`` (the predecessor's sequence) against ``p`` (the break's prompt), SPEC 12.3.
+    """Walk ``s`` (the predecessor's sequence) against ``p`` (the break's prompt), docs/contract.md#alignment.
 
     Lists at most ``limit`` divergences (all with None); ``Alignment.total`` counts every
     one. Linear in ``s.size + p.size`` plus a sort of P's windows; neither array is changed.

@@ -1,4 +1,5 @@
-"""Where a rollout stops being one proven chain (SPEC 12.1) and what it should have continued (12.2).
+"""Where a rollout stops being one proven chain (docs/contract.md#breaks) and what it should have continued
+(#predecessor).
 
 A break is found from the build alone (its link decisions, chains, exclusions), never
 from evidence or text: whether a call is a break is the build's fact, the diagnosis only
@@ -38,10 +39,10 @@ from ..records import TokenEntry
 from .alignment import common_prefix
 
 BREAK_KINDS = ("boundary", "extra_root", "branch", "record_fault")
-"""Every kind of break (SPEC 12.1)."""
+"""Every kind of break (docs/contract.md#breaks)."""
 
 RELATIONS = ("claimed", "branch_point", "nearest")
-"""How a break's predecessor was chosen (SPEC 12.2)."""
+"""How a break's predecessor was chosen (docs/contract.md#predecessor)."""
 
 BOUNDARY_NOTES = (PARENT_UNRESOLVED, PARENT_DIGEST_MISMATCH, PARENT_MISSING, MISSING_RESOLUTION)
 RECORD_FAULT_NOTES = (ENTRY_DIGEST_MISMATCH, DELTA_UNRECONSTRUCTABLE, DUPLICATE_CONFLICT)
@@ -66,7 +67,7 @@ def time_key(build: BuildOutput, call_id: str) -> tuple[float, str]:
 
 
 def find_breaks(build: BuildOutput) -> list[BreakSite]:
-    """Every break of ``build``, one per call, by ``(created_at, call id)`` (SPEC 12.1).
+    """Every break of ``build``, one per call, by ``(created_at, call id)`` (docs/contract.md#breaks).
 
     A call that qualifies twice is listed once, by the first of: record fault, boundary,
     extra root, branch. A quarantined call is never an extra root or a branch: it is a
@@ -128,7 +129,7 @@ def descendants(children: dict[str, list[str]], call_id: str) -> set[str]:
 def predecessor(build: BuildOutput, site: BreakSite, children: dict[str, list[str]]
                 ) -> tuple[str | None, str | None]:
     """(the predecessor's call id, the relation) of a break; (None, None) for a record
-    fault and for a break with no candidate (SPEC 12.2)."""
+    fault and for a break with no candidate (docs/contract.md#predecessor)."""
     if site.kind == "record_fault":
         return None, None
     entry = build.entries.get(site.call_id)

@@ -1,4 +1,4 @@
-"""The fixed vocabulary of causes (SPEC 12.4), its hints, and the kind of one divergence.
+"""The fixed vocabulary of causes (docs/contract.md#causes), its hints, and the kind of one divergence.
 
 Why a fixed vocabulary: tables, charts and the comparison of two runs count rollouts by
 cause, so a cause is a key, never free text. Why the kind is read off positions only: the
@@ -21,7 +21,7 @@ CAUSES: Final[tuple[str, ...]] = (
     "history_dropped", "history_replaced", "opening_changed", "seam", "prompt_missing", "new_context",
     "branch", "link_intact", "record_fault",
 )
-"""Every cause a break can have, in the order tables and charts list them (SPEC 12.4)."""
+"""Every cause a break can have, in the order tables and charts list them (docs/contract.md#causes)."""
 
 DIVERGENCE_KINDS: Final[tuple[str, ...]] = (
     "generation_dropped", "history_reordered", "retokenized", "tokens_replaced", "tokens_inserted",
@@ -30,7 +30,7 @@ DIVERGENCE_KINDS: Final[tuple[str, ...]] = (
 """The kinds one divergence span can have (a subset of `CAUSES`, same order)."""
 
 EVIDENCE_CAUSES: Final[tuple[str, ...]] = ("compaction", "compaction_summary", "subagent")
-"""Causes only the harness's own evidence can give (SPEC 12.6); they replace a token cause."""
+"""Causes only the harness's own evidence can give (docs/contract.md#evidence); they replace a token cause."""
 
 HINTS: Final[dict[str, str]] = {
     "compaction": ("The harness compacted its context before this call, so the prompt starts over from a "
@@ -88,7 +88,7 @@ STUB_TOKENS: Final[int] = 4
 
 
 def is_stub(d_len: int, i_len: int, all_generated: bool) -> bool:
-    """Whether I (``i_len`` tokens) may be a stub standing for D (``d_len`` generated tokens), SPEC 12.4:
+    """Whether I (``i_len`` tokens) may be a stub standing for D (``d_len`` generated tokens), docs/contract.md#causes:
     every position of D generated, 1 <= |I| <= 4 and |D| >= 4 |I| (an emptied ``<think>`` block)."""
     return all_generated and 1 <= i_len <= STUB_TOKENS and d_len >= STUB_TOKENS * i_len
 
@@ -96,7 +96,8 @@ def is_stub(d_len: int, i_len: int, all_generated: bool) -> bool:
 def divergence_kind(*, parent_start: int, parent_end: int, prompt_start: int, prompt_end: int,
                     to_end: bool, predecessor_len: int, opening_len: int, all_generated: bool,
                     same_text: bool | None = None, reordered: bool = False) -> str:
-    """The kind of one divergence D = S[parent_start:parent_end], I = P[prompt_start:prompt_end] (SPEC 12.4).
+    """The kind of one divergence D = S[parent_start:parent_end], I = P[prompt_start:prompt_end]
+    (docs/contract.md#causes).
 
     ``to_end``: the walk found no resynchronisation (the divergence runs to the end);
     ``predecessor_len`` is L, ``opening_len`` the opening's length O; ``all_generated``:

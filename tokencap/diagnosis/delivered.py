@@ -1,4 +1,4 @@
-"""What NeMo Gym handed the trainer for a rollout (SPEC 12.7).
+"""What NeMo Gym handed the trainer for a rollout (docs/contract.md#delivered).
 
 A rollout record's top-level ``mask_sample`` (a bool) is what the trainer was told, and
 ``_ng_token_capture`` (an object) says token capture produced the sample. Without it, a

@@ -1,4 +1,4 @@
-"""The harness's own evidence about a rollout's calls (SPEC 12.6).
+"""The harness's own evidence about a rollout's calls (docs/contract.md#evidence).
 
 NeMo Gym's rollout records may carry what the harness observed: ``ng_agent_observations``
 (``{source, records, gaps}``, records of kind ``agent_invocation``, ``tool_call``,
@@ -27,7 +27,7 @@ from ..records import type_name
 EVIDENCE_FIELDS = ("ng_agent_observations", "ng_trajectory", "ng_model_call_capture")
 """The rollout record's fields the harness evidence is read from."""
 DELIVERY_FIELDS = ("mask_sample", "_ng_token_capture")
-"""The rollout record's fields saying what NeMo Gym delivered (SPEC 12.7)."""
+"""The rollout record's fields saying what NeMo Gym delivered (docs/contract.md#delivered)."""
 # NOTES_KEY: a list of str a loader may put in the record it hands over (problems it met
 # reading the evidence fields), reported as notes like the parser's own.
 
@@ -89,7 +89,7 @@ class HarnessEvidence:
     notes: list[str] = field(default_factory=list)
 
     def for_call(self, call_id: str, function_call_ids: Collection[str] = ()) -> list[dict[str, Any]]:
-        """The evidence objects about ``call_id`` (SPEC 12.6), JSON-native, each with a
+        """The evidence objects about ``call_id`` (docs/contract.md#evidence), JSON-native, each with a
         ``kind`` and the ``call_id`` it is about. ``function_call_ids``: the ``call_id`` of
         each ``function_call`` in the call's output items, for its tool-call timings."""
         out: list[dict[str, Any]] = []

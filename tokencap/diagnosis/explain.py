@@ -1,4 +1,4 @@
-"""`diagnose`: every break of a built rollout, with its predecessor, alignment and cause (SPEC 12).
+"""`diagnose`: every break of a built rollout, with its predecessor, alignment and cause (docs/contract.md#diagnosis).
 
 The order of work per break: find it from the build (`breaks`), choose its predecessor,
 align the break's prompt against the predecessor's tokens (`alignment`), give each listed
@@ -36,7 +36,7 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
 
     ``tokenizer``: a `tokenizers.Tokenizer` (or anything with ``decode`` and
     ``id_to_token``), or a ``tokenizer.json``, a model directory or ``Org/Name`` in the local
-    Hugging Face cache (SPEC 12.8; one that cannot be found raises
+    Hugging Face cache (docs/contract.md#tokenizers; one that cannot be found raises
     `tokencap.diagnosis.TokenizerError`; load it once with `load_tokenizer` for many
     rollouts). Without one, the delivered calls' model is looked up in the local cache
     (`model_tokenizer`); a found tokenizer's label is a note on each break it decoded.
@@ -55,7 +55,8 @@ def diagnose(result: Any, *, tokenizer: TokenizerLike | str | os.PathLike[str] |
         return []
     decoder = as_tokenizer(tokenizer)
     missing = None
-    if decoder is None:  # SPEC 12.8: the delivered calls' model, when the local cache holds its tokenizer
+    # The delivered calls' model, when the local cache holds its tokenizer (docs/contract.md#tokenizers).
+    if decoder is None:
         decoder, missing = model_tokenizer(build)
     harness = None
     if evidence is not None:
@@ -171,7 +172,8 @@ def _one(build: BuildOutput, site: BreakSite, children: dict[str, list[str]], to
     divergences = tuple(_kinded(alignment, s, prompt, opening, generated, texts))
     label = getattr(tokenizer, "label", None)
     if divergences and texts.active and isinstance(label, str):
-        notes.append(f"text decoded with {label}")  # SPEC 12.8: name the tokenizer wherever text is shown
+        # Name the tokenizer wherever text is shown (docs/contract.md#tokenizers).
+        notes.append(f"text decoded with {label}")
     length = int(s.size)
     token_cause = _token_cause(alignment.agree, length, divergences)
     reasoning = False
@@ -191,7 +193,7 @@ def _one(build: BuildOutput, site: BreakSite, children: dict[str, list[str]], to
 
 
 def _token_cause(agree: int, length: int, divergences: tuple[Divergence, ...]) -> str:
-    """SPEC 12.4: `link_intact` when the prompt continues all of S, else `history_reordered` when
+    """docs/contract.md#causes: `link_intact` when the prompt continues all of S, else `history_reordered` when
     any listed divergence is, else the first divergence's kind."""
     if agree == length:
         return "link_intact"
@@ -201,7 +203,7 @@ def _token_cause(agree: int, length: int, divergences: tuple[Divergence, ...]) -
 
 
 def _reasoning(first: Divergence, generated: _Generated, texts: _Texts) -> bool:
-    """Whether the dropped span D is reasoning (SPEC 12.4): the call whose generation holds D's first
+    """Whether the dropped span D is reasoning (docs/contract.md#causes): the call whose generation holds D's first
     token has a reasoning item, or (with a tokenizer) D reads as a ``<think>`` block, or the text that
     call generated before D left a ``<think>`` open."""
     found = generated.owner(first.parent_start)
@@ -258,7 +260,7 @@ class _Texts:
 
 def _kinded(alignment: Alignment, s: np.ndarray, p: np.ndarray, opening: int, generated: _Generated,
             texts: _Texts) -> list[Divergence]:
-    """Each listed span with its kind (SPEC 12.4). Text is decoded only where a rule reads it: a
+    """Each listed span with its kind (docs/contract.md#causes). Text is decoded only where a rule reads it: a
     short replacement (`retokenized`?) and a possible stub (the same text is no stub); P's run
     hashes are built only when some dropped span is long enough to be reordered."""
     out = []

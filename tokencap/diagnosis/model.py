@@ -1,4 +1,4 @@
-"""What the diagnosis returns: one `Break` per place a rollout's lineage breaks (SPEC 12).
+"""What the diagnosis returns: one `Break` per place a rollout's lineage breaks (docs/contract.md#diagnosis).
 
 Plain frozen data, so a caller can keep, compare and pickle it; `Break.to_dict` gives the
 JSON-native form the scan table, the app and the command line read. Nothing here points
@@ -36,7 +36,7 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Break:
-    """One call where the rollout stops being one proven chain, and why (SPEC 12.1-12.7).
+    """One call where the rollout stops being one proven chain, and why (docs/contract.md#breaks to #delivered).
 
     - ``call_id``, ``kind`` (`breaks.BREAK_KINDS`), ``note`` (the build's link note or
       record fault, else None), ``sibling`` (a branch's main-chain child, else None);
@@ -97,7 +97,7 @@ BREAK_FIELDS = tuple(Break.__dataclass_fields__)
 
 
 class BreakFacts(NamedTuple):
-    """A rollout's breaks as the scan table's columns (SPEC 11.3)."""
+    """A rollout's breaks as the scan table's columns (docs/contract.md#scan-diagnosis-columns)."""
 
     breaks: int
     break_causes: list[str]

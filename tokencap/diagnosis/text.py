@@ -1,4 +1,4 @@
-"""Decoded text of a divergence, when a tokenizer is given (SPEC 12.5).
+"""Decoded text of a divergence, when a tokenizer is given (docs/contract.md#decoded-text).
 
 Text is evidence for a person, never proof: it is shown beside the positions and turns
 `tokens_replaced` into `retokenized` only when both spans decode to the same text. An id
@@ -58,7 +58,7 @@ def read_tokenizer_file(path: str | os.PathLike[str], shown: str | None = None) 
 
 
 def load_tokenizer(spec: str | os.PathLike[str]) -> TokenizerLike:
-    """The tokenizer ``spec`` names (SPEC 12.8): a ``tokenizer.json``, a directory holding one, or a
+    """The tokenizer ``spec`` names (docs/contract.md#tokenizers): a ``tokenizer.json``, a directory holding one, or a
     model name ``Org/Name`` in the local Hugging Face cache. Returns a
     `tokenizer_lookup.FoundTokenizer` (it decodes, and says where it came from);
     `TokenizerError` when it cannot be found or read. Never downloads."""

@@ -1,4 +1,6 @@
-"""Where a tokenizer comes from (SPEC 12.8): a file, a model directory, or the local Hugging Face cache.
+"""Where a tokenizer comes from: a file, a model directory, or the local Hugging Face cache.
+
+The rules are docs/contract.md#tokenizers.
 
 Decoded text needs the vocabulary of the model that produced the ids. A tokenizer is given
 as a ``tokenizer.json`` file, a directory holding one (a Hugging Face model directory), or a

@@ -1,4 +1,4 @@
-"""Loading snapshots from every input format the upstream tools write (SPEC 3).
+"""Loading snapshots from every input format the upstream tools write (docs/contract.md#input).
 
 `load_snapshots` is the one entry point: a path (snapshot JSON, entries JSONL, a
 capture-store directory, or a zip of one) or the bytes of such a file. `iter_snapshots`
@@ -73,7 +73,7 @@ def iter_snapshots(source: Source, *, name: str | None = None,
 
 def records_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None) -> FinalResponses | None:
     """The rollout records that apply to ``snapshot``: its own record when it was read from
-    one (SPEC 13), else ``finals`` (``--final-responses``). Both is a `LoadError`: a rollouts
+    one (docs/contract.md#token-rollouts), else ``finals`` (``--final-responses``). Both is a `LoadError`: a rollouts
     file is its own records, and nothing says which of two records to believe."""
     if snapshot.record is None:
         return finals
@@ -85,7 +85,7 @@ def records_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None) -
 def responses_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None, *, single_rollout: bool,
                   evidence: bool = False) -> tuple[dict | None, dict | None]:
     """(the final response, the record's harness evidence when ``evidence``) that apply to
-    ``snapshot``: from its own record (SPEC 13) or from ``finals`` (`records_for`, which
+    ``snapshot``: from its own record (docs/contract.md#token-rollouts) or from ``finals`` (`records_for`, which
     raises when both are given)."""
     records = records_for(snapshot, finals)
     if records is None:
@@ -95,7 +95,7 @@ def responses_for(snapshot: TokenCaptureSnapshot, finals: FinalResponses | None,
 
 
 def final_responses_beside_rollouts(name: str) -> str:
-    """Why ``--final-responses`` cannot be given with a rollouts source (SPEC 13.1)."""
+    """Why ``--final-responses`` cannot be given with a rollouts source (docs/contract.md#token-rollouts-format)."""
     return (f"{name}: --final-responses given with a source of rollout records whose output items carry token ids; "
             "such a file is its own records (its final responses, rewards and evidence): drop --final-responses")
 

@@ -1,4 +1,4 @@
-"""The harness's final responses, one per rollout, for terminal attribution (SPEC 10).
+"""The harness's final responses, one per rollout, for terminal attribution (docs/contract.md#attribution).
 
 Three shapes are read:
 
@@ -9,16 +9,16 @@ Three shapes are read:
 
 A response without ``rollout_id`` applies only when the source holds a single rollout.
 
-Three facts of a rollout record are kept too, when present (SPEC 11.1): ``reward`` (a
+Three facts of a rollout record are kept too, when present (docs/contract.md#scan-rollout-records): ``reward`` (a
 finite number), the task index (``_ng_task_index``, else ``task_index``) and the rollout
 index (``_ng_rollout_index``, else ``rollout_index``). A ``task_id`` is a name, not an
 index: it becomes a note on the rollout, never its task index.
 
-The harness's evidence fields (SPEC 12.6, 12.7: ``ng_agent_observations``, ``ng_trajectory``,
+The harness's evidence fields (docs/contract.md#evidence, #delivered: ``ng_agent_observations``, ``ng_trajectory``,
 ``ng_model_call_capture``, ``mask_sample``, ``_ng_token_capture``) are kept as their raw JSON
 text, unchecked, and parsed only when `FinalResponses.evidence_for` is asked: they explain a
 diagnosis and never decide a build, so a malformed one is a note there, never a `LoadError`
-here, and reading a file costs what it did before.
+here, and a file that carries them costs no more to read.
 
 Only what attribution reads is kept per response: each output item's type, role, text,
 tool-call name and arguments and reasoning summary, and the token ids of the one item
@@ -83,7 +83,7 @@ class _Bad(Exception):
 
 
 class RecordFacts(NamedTuple):
-    """What a rollout record says about its rollout besides the response (SPEC 11.1)."""
+    """What a rollout record says about its rollout besides the response (docs/contract.md#scan-rollout-records)."""
 
     reward: float | None = None
     task_index: int | None = None
@@ -308,7 +308,7 @@ def _value(raw: msgspec.Raw, path: str) -> Any:
 
 
 def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
-    """Reward, task and rollout index of a rollout record, checked (SPEC 11.1)."""
+    """Reward, task and rollout index of a rollout record, checked (docs/contract.md#scan-rollout-records)."""
     reward = None
     if "reward" in record:
         value = _value(record["reward"], "reward")
@@ -336,7 +336,7 @@ def _facts(record: dict[str, msgspec.Raw], where: str) -> RecordFacts:
 
 def one_record(record: dict[str, msgspec.Raw], line: int, label: str, rollout_id: str,
                last_tokens: tuple[int, np.ndarray, np.ndarray]) -> FinalResponses:
-    """The records of one rollout read from its own record (SPEC 13.2): ``record`` is its
+    """The records of one rollout read from its own record (docs/contract.md#token-rollouts-calls): ``record`` is its
     final response and rollout record, under ``rollout_id`` (which the record may not carry).
     ``last_tokens`` are the last token-bearing item's output index, prompt and generation,
     already read (its token fields are not read again: they may be cut out of ``record``).

@@ -1,4 +1,4 @@
-"""Rollouts whose output items carry token ids, read as captures (SPEC 13).
+"""Rollouts whose output items carry token ids, read as captures (docs/contract.md#token-rollouts).
 
 Without token capture, NeMo Gym's vLLM model server can put each call's tokens on the output
 item that ends it (``return_token_id_information``): ``prompt_token_ids`` (the whole
@@ -161,7 +161,7 @@ def _has_mark(data: Any, start: int = 0, end: int | None = None) -> bool:
 def is_rollouts_text(data: Any) -> bool:
     """Whether a text is a rollouts file: its first non-blank line (or the whole text, when
     that line is not a JSON object of its own) is a rollout record or a Responses object,
-    not captured calls (SPEC 13.1). Keys are found by byte search before anything is
+    not captured calls (docs/contract.md#token-rollouts-format). Keys are found by byte search before anything is
     decoded, so a capture's text is never decoded here."""
     for _line, start, end in line_spans(data):
         if not _has_mark(data, start, end):
@@ -197,7 +197,7 @@ def _is_one_object(data: Any) -> tuple[int, int, int] | None:
 
 
 def index_rollouts(data: Any, name: str) -> list[RecordSpan]:
-    """Every record of a rollouts text with the rollout id it is read as (SPEC 13.2): its
+    """Every record of a rollouts text with the rollout id it is read as (docs/contract.md#token-rollouts-calls): its
     ``rollout_id``; else ``task<T>-rollout<R>``; else its response's ``id``; else
     ``<file name>:<line>``. A later record with an id already seen gets ``#2``, ``#3``, ...
     and a note. A record that cannot be read here is kept (``tokens`` false): reading it
@@ -253,8 +253,8 @@ def _has_tokens(peek: _PeekRecord | None, skeleton: _Skeleton) -> bool:
 
 
 def no_token_ids_message(name: str, records: list[RecordSpan]) -> str:
-    """Why a file of rollout records is not a source (SPEC 13.1): none of its records carries
-    token ids, or its records say a capture delivered their tokens."""
+    """Why a file of rollout records is not a source (docs/contract.md#token-rollouts-format): none of its
+    records carries token ids, or its records say a capture delivered their tokens."""
     first = records[0].line if records else 1
     if any(r.delivered_by_capture for r in records):
         why = ("its records say their tokens were delivered through token capture ('_ng_token_capture'), so that "
@@ -293,7 +293,7 @@ def _each(data: Any, name: str, records: list[RecordSpan]) -> Iterator[TokenCapt
 
 
 def beside_captures_note(label: str, names: list[str]) -> str:
-    """Why a directory's token-bearing rollouts files were not loaded (SPEC 13.1)."""
+    """Why a directory's token-bearing rollouts files were not loaded (docs/contract.md#token-rollouts-format)."""
     listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return (f"{label}: not loaded, as the directory also holds captures: {listed} (rollout records whose "
             "output items carry token ids, most likely this run's own records); give "
@@ -312,7 +312,7 @@ def source_records(data: Any, name: str) -> list[RecordSpan] | None:
 
 def read_rollouts(data: Any, name: str | None, rollout_id: str | None = None
                   ) -> Iterator[TokenCaptureSnapshot] | None:
-    """The rollouts of a text when it is a rollouts file (SPEC 13), one record at a time
+    """The rollouts of a text when it is a rollouts file (docs/contract.md#token-rollouts), one record at a time
     (`iter_rollouts`); None when it is not one (a snapshot JSON or entries JSONL, for
     `load_text`, which also says what is neither)."""
     if is_text(data) and is_rollouts_text(data):
@@ -344,7 +344,8 @@ def _value(raw: msgspec.Raw, where: str, path: str) -> Any:
 
 
 def read_record(chunk: Any, span: RecordSpan, name: str, notes: list[str]) -> TokenCaptureSnapshot:
-    """One record's snapshot (SPEC 13.2); raises `LoadError` naming file, line, call and field."""
+    """One record's snapshot (docs/contract.md#token-rollouts-calls); raises `LoadError` naming file, line, call
+    and field."""
     where = f"{name}, line {span.line}"
     skeleton = _Skeleton(chunk)
     record, body, prefix, output = _split(skeleton.text, where)
@@ -396,7 +397,7 @@ def _split(text: Any, where: str) -> tuple[dict[str, Any], dict[str, Any], str, 
 
 
 def from_output_items(snapshot: TokenCaptureSnapshot) -> bool:
-    """Whether a rollout was read from a rollout record's output items (SPEC 13), even one
+    """Whether a rollout was read from a rollout record's output items (docs/contract.md#token-rollouts), even one
     that failed to load; False for a capture."""
     return snapshot.record is not None
 
@@ -407,7 +408,7 @@ def call_id(index: int) -> str:
 
 
 def _last_finish(body: dict[str, msgspec.Raw], where: str, prefix: str) -> str:
-    """The last call's finish reason, from the response's status (SPEC 13.2)."""
+    """The last call's finish reason, from the response's status (docs/contract.md#token-rollouts-calls)."""
     status = _value(body["status"], where, f"{prefix}status") if "status" in body else None
     if status != "incomplete" or "incomplete_details" not in body:
         return "stop"

@@ -2,7 +2,7 @@
 
 A full-prompt snapshot is almost all token ids: every call repeats its whole context. The
 typed decode (msgspec) checks each number it passes over even when it keeps the array as
-raw text, at about 350 MB/s, and the array parser and the prefix match (`wire`) then read
+raw text, and the array parser and the prefix match (`wire`) then read
 the same text again. Finding where a flat array ends needs no number checked: its body
 holds no '[' and no '"', so it ends at the first ']' after it opens, and the three byte
 searches that show this run at memchr speed.

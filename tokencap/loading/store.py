@@ -1,4 +1,4 @@
-"""Capture-store directories in the upstream file-store layout (SPEC 3.3).
+"""Capture-store directories in the upstream file-store layout (docs/contract.md#input-store).
 
 Per rollout ``R`` the store writes ``R.tokens.jsonl`` (records), ``R.tokens.intents``
 (one call id per line, written before the call is served), ``R.tokens.state.json``,
@@ -303,7 +303,7 @@ def _load_loose(source: FileSource, name: str) -> dict[str, TokenCaptureSnapshot
 
 def _examine(source: FileSource, name: str) -> tuple[set[str], list[RecordSpan] | None]:
     """(the rollout ids a loose file may yield, its records when it is a token-bearing
-    rollouts file (SPEC 13), else None), from one read of it."""
+    rollouts file (docs/contract.md#token-rollouts), else None), from one read of it."""
     try:
         data = source.read(name)
         records = source_records(data, name)
@@ -324,7 +324,7 @@ class _Plan:
     shared_notes: list[str]
     held_ahead: int = 0  # estimated bytes of the rollouts loaded ahead of their turn, still held
     records_by_id: dict[str, list[tuple[str, RecordSpan]]] = field(default_factory=dict)
-    """Rollout id -> the rollouts files (SPEC 13) and records it is read from."""
+    """Rollout id -> the rollouts files (docs/contract.md#token-rollouts) and records it is read from."""
     open_file: tuple[str, Any] | None = None  # the rollouts file whose bytes were read last
 
 
@@ -488,7 +488,7 @@ def load_store_file(source: FileSource, shown: Mapping[str, str]) -> list[TokenC
     siblings (``source`` holds exactly that rollout's files), or its bytes alone.
 
     Loaded as its directory loads it (same files, skips, notes, verdict), except that a
-    rollout that cannot be loaded raises `LoadError`, as any single file does (SPEC 3.4):
+    rollout that cannot be loaded raises `LoadError`, as any single file does (docs/contract.md#input-errors):
     the person named this file, so the command stops with the file, line, call and field
     instead of building a masked sample from nothing. ``shown`` maps a store file's name
     to the name the error gives it (the path as given, for a records file on disk).

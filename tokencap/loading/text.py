@@ -1,4 +1,4 @@
-"""Snapshot JSON and entries JSONL (SPEC 3.1, 3.2).
+"""Snapshot JSON and entries JSONL (docs/contract.md#input-snapshot-json, #input-entries-jsonl).
 
 Detection follows the contract: a text that parses as one JSON object with an `entries`
 key is a snapshot; any other text is JSONL. Errors are `LoadError`s whose message says

@@ -321,7 +321,7 @@ def _match_segments(text: _Text, segments: Iterable[_Text]) -> tuple[bytes, int]
 
     ``text`` is copied into one bytes object (a memcpy), so each segment is compared by one
     ``bytes.startswith`` against the segment's zero-copy view: a memcmp, where comparing two
-    memoryview slices steps through them an element at a time (~300 MB/s). Only the child's
+    memoryview slices steps through them an element at a time. Only the child's
     text is copied, and only for the match; the parents' texts stay views of the input. The
     match must end on a token boundary (the next non-blank byte is ',' or ']'), so "[12,34"
     never matches inside "[12,345".
@@ -410,7 +410,7 @@ class RecordDecoder:
     def _proven_entry(self, line: WireLine, parsed: dict[str, _ParsedTokens]) -> TokenEntry:
         """A typed line's entry, built without re-checking what the decode proved; at the
         first doubt (an array only the exact path reads, a carried value to judge, a rule
-        of SPEC 2.1 broken) the exact path builds it or names what is wrong."""
+        of docs/contract.md#token-entry broken) the exact path builds it or names what is wrong."""
         w = line.wire
         call_id = w.model_call_id
         tokens = self._tokens(w.prompt_token_ids, w.generation_token_ids, w.parent_call_id, w.prompt_is_delta, parsed)

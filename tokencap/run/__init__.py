@@ -1,4 +1,4 @@
-"""Run scale: scan a whole run into one table, export its trajectories in bulk (SPEC 11).
+"""Run scale: scan a whole run into one table, export its trajectories in bulk (docs/contract.md#scan-table).
 
 Layers, bottom up: `discover` (find rollouts without loading them) -> `rows` and `work`
 (load, build and summarise one unit; runs in workers) -> `engines` (this process, local

@@ -1,4 +1,4 @@
-"""The diagnosis and delivery columns of a scan row (SPEC 11.3), computed in the worker.
+"""The diagnosis and delivery columns of a scan row (docs/contract.md#scan-diagnosis-columns), computed in the worker.
 
 `diagnosis_facts` turns one built rollout (and its rollout record's evidence, and a
 tokenizer when one was given) into the five values a row carries after ``rollout_index``:
@@ -25,7 +25,7 @@ from ..rollout import RolloutResult
 
 
 class DiagnosisFacts(NamedTuple):
-    """The SPEC 11.3 values of one row, in column order."""
+    """The docs/contract.md#scan-diagnosis-columns values of one row, in column order."""
 
     breaks: int | None = 0
     break_causes: list[str] = []

@@ -1,8 +1,8 @@
-"""Comparing two runs (SPEC 11.2): which rollouts a change fixed, which it broke.
+"""Comparing two runs (docs/contract.md#diff): which rollouts a change fixed, which it broke.
 
 `diff_tables(a, b)` joins two scan tables and returns a `RunDiff`:
 
-- ``arrow`` / ``table``: one row per joined key (an outer join), the columns of SPEC 11.2
+- ``arrow`` / ``table``: one row per joined key (an outer join), the columns of docs/contract.md#diff
   in order, sorted by ``side`` then the join key;
 - ``join``: which join was used and why (`JoinChoice`);
 - ``summary``: the counts and shares a person reads first (`DiffSummary`), as data.
@@ -41,7 +41,7 @@ JOINS: tuple[str, ...] = ("auto", "id", "task")
 
 SIDES: tuple[str, ...] = ("both", "only_a", "only_b")
 CHANGES: tuple[str, ...] = ("fixed", "broke", "reasons_changed", "same", "only_a", "only_b")
-"""Every value of the ``change`` column (SPEC 11.2), in the order a summary lists them."""
+"""Every value of the ``change`` column (docs/contract.md#diff), in the order a summary lists them."""
 
 NO_STATUS = STATUSES[-1]
 """How a null ``status`` (no response was built) is named in the summary's status shares."""
@@ -56,7 +56,8 @@ DIFF_SCHEMA = pa.schema([
     ("source_a", _STR), ("source_b", _STR), ("break_causes_a", _STRS), ("break_causes_b", _STRS),
     ("contiguous_a", _BOOL), ("contiguous_b", _BOOL),
 ])
-"""The diff table's columns, in order (SPEC 11.2, 11.3's causes after them, then 11.4's contiguity:
+"""The diff table's columns, in order (docs/contract.md#diff; the causes of #scan-diagnosis-columns after
+them, then the contiguity of #scan-token-source:
 null on a side whose rollout is a capture's or absent)."""
 
 
@@ -67,7 +68,8 @@ def is_diff_table(names: list[str]) -> bool:
 _NEEDED = ("rollout_id", "source", "mask_sample", "mask_reasons", *REASON_COLUMNS, "status", "incomplete_reason",
            "delivered_fraction", *RECORD_COLUMNS, "terminal_attribution", "break_causes", "contiguous")
 _OPTIONAL = ("incomplete_reason", *RECORD_COLUMNS, "terminal_attribution", "break_causes", "contiguous")
-"""Read as null when a table lacks them (a table from before SPEC 11.1, a frame without them)."""
+"""Read as null when a table lacks them (a table written without the record columns of
+docs/contract.md#scan-rollout-records, a frame without them)."""
 _INDEX_KEY = ("task_index", "rollout_index")
 
 
@@ -107,14 +109,15 @@ class DiffSummary:
     trainable_a: int
     trainable_b: int
     reason_counts: dict[str, tuple[int, int]]
-    """Mask reason (SPEC 7 order) -> (rollouts of A, rollouts of B) masked with it."""
+    """Mask reason (the order of docs/contract.md#rollout) -> (rollouts of A, rollouts of B) masked with it."""
     status_counts: dict[str, tuple[int, int]]
     """Status as the Run page splits it (`tokencap.run.table.STATUSES`: an incomplete one by its reason, a
     null one `NO_STATUS`) -> (rollouts of A, rollouts of B); only statuses some rollout has."""
     changes: dict[str, int] = field(default_factory=dict)
     """Rows of the diff per ``change`` value, every value of `CHANGES` in that order."""
     cause_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Break cause (SPEC 12.4 order) -> (rollouts of A, rollouts of B) with a break of that cause."""
+    """Break cause (the order of docs/contract.md#causes) -> (rollouts of A, rollouts of B) with a break of that
+    cause."""
     records: tuple[bool, bool] = (False, False)
     """Whether A / B was scanned with rollout records (any rollout with a terminal attribution or a reward)."""
 
@@ -177,13 +180,14 @@ class DiffSummary:
 
     @property
     def reasons(self) -> pd.DataFrame:
-        """One row per mask reason (SPEC 7 order, index ``reason``): ``count_a``, ``count_b``,
+        """One row per mask reason (the order of docs/contract.md#rollout, index ``reason``): ``count_a``, ``count_b``,
         ``share_a``, ``share_b``, ``change_pp``."""
         return self._frame(self.reason_counts, "reason")
 
     @property
     def causes(self) -> pd.DataFrame:
-        """One row per break cause (SPEC 12.4 order, index ``cause``), the same columns as `reasons`."""
+        """One row per break cause (the order of docs/contract.md#causes, index ``cause``), the same columns as
+        `reasons`."""
         return self._frame(self.cause_counts, "cause")
 
     @property
@@ -201,7 +205,7 @@ class DiffSummary:
 
 @dataclass
 class RunDiff:
-    """Two runs compared: the SPEC 11.2 table, the join used, and the summary."""
+    """Two runs compared: the docs/contract.md#diff table, the join used, and the summary."""
 
     arrow: pa.Table
     """The diff table as Arrow (`DIFF_SCHEMA`): what ``-o DIFF.parquet`` writes."""
@@ -268,7 +272,7 @@ def _has_indices(table: pa.Table) -> np.ndarray:
 
 
 def choose_join(a: pa.Table, b: pa.Table, join: Join = "auto", names: tuple[str, str] = ("A", "B")) -> JoinChoice:
-    """SPEC 11.2's join rule, for two checked tables."""
+    """The join rule of docs/contract.md#diff, for two checked tables."""
     if join not in JOINS:
         raise DiffError(f"join must be one of {', '.join(JOINS)}, got {join!r}")
     keyed_a, keyed_b = _has_indices(a), _has_indices(b)
@@ -375,10 +379,10 @@ def _reason_matrix(table: pa.Table, rows: np.ndarray) -> np.ndarray:
 
 
 def _reason_lists(matrix: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """Each row's reasons (SPEC 7 order) as a list; null where not ``valid``."""
+    """Each row's reasons (the order of docs/contract.md#rollout) as a list; null where not ``valid``."""
     matrix = matrix & valid[:, None]
     offsets = np.concatenate([[0], np.cumsum(matrix.sum(axis=1))]).astype(np.int32)
-    _, columns = np.nonzero(matrix)  # row-major: each row's reasons in column (SPEC 7) order
+    _, columns = np.nonzero(matrix)  # row-major: each row's reasons in column (docs/contract.md#rollout) order
     values = pa.DictionaryArray.from_arrays(pa.array(columns.astype(np.int32)),
                                             pa.array(MASK_REASON_ORDER, _STR)).cast(_STR)
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~valid))
@@ -416,7 +420,8 @@ def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
 def _cause_counts(a: pa.Table, b: pa.Table) -> dict[str, tuple[int, int]]:
     """Rollouts of A and of B per break cause (a rollout counts once per cause it has), every cause in order."""
     def counts(table: pa.Table) -> dict[str, int]:
-        flat = pc.list_flatten(table.column("break_causes"))  # each row's causes are distinct (SPEC 11.3)
+        # Each row's causes are distinct (docs/contract.md#scan-diagnosis-columns).
+        flat = pc.list_flatten(table.column("break_causes"))
         return _value_counts(flat) if len(flat) else {}
 
     ca, cb = counts(a), counts(b)
@@ -426,7 +431,7 @@ def _cause_counts(a: pa.Table, b: pa.Table) -> dict[str, tuple[int, int]]:
 
 def diff_tables(a: pa.Table | pd.DataFrame, b: pa.Table | pd.DataFrame, join: Join = "auto", *,
                 names: tuple[str, str] = ("A", "B")) -> RunDiff:
-    """Compare scan table ``a`` (before) with ``b`` (after), SPEC 11.2.
+    """Compare scan table ``a`` (before) with ``b`` (after), docs/contract.md#diff.
 
     ``names`` label the tables in errors (file names, say). Raises `DiffError` with one
     line when they cannot be compared.

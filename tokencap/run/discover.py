@@ -13,7 +13,7 @@ Rules, each with its reason:
   line's ``rollout_id``), never held whole: a run log can be larger than memory.
 - A JSONL line that is not a JSON object with a string ``rollout_id`` cannot be given to
   any rollout, so every rollout of that file might be missing a record: the file fails as
-  a whole (one row, named after the file, as SPEC 3 does for a file in a directory).
+  a whole (one row, named after the file, as docs/contract.md#input does for a file in a directory).
 - Size and modification time are read here (one ``stat`` per file) and recorded in the
   table, so a later ``--since`` scan can reuse the rows of files that did not change.
 """
@@ -51,7 +51,7 @@ class RolloutUnit:
 
     kind: ``"store"`` (files ``names`` of one store prefix in ``directory``), ``"jsonl"``
     (one rollout's lines of a big JSONL: ``spans`` holds offset, length and line number per
-    line), ``"rollouts"`` (one record of a rollouts file, SPEC 13: ``spans`` holds its offset,
+    line), ``"rollouts"`` (one record of a rollouts file, docs/contract.md#token-rollouts: ``spans`` holds its offset,
     length and line number), ``"file"`` (a snapshot JSON, small JSONL or zip loaded whole; may hold several
     rollouts) or ``"failed"`` (discovery already knows it cannot load: ``error``).
     """
@@ -159,7 +159,7 @@ def index_jsonl(path: str, source: str, size: int, mtime: float, *, alone: bool 
 
 def rollouts_file(path: str, source: str, size: int, mtime: float, *, alone: bool = False
                   ) -> list[RolloutUnit] | None:
-    """One unit per record when ``path`` is a rollouts file (SPEC 13) whose records carry token
+    """One unit per record when ``path`` is a rollouts file (docs/contract.md#token-rollouts) whose records carry token
     ids; None when it is no rollouts file. A rollouts file without token ids is one failed
     unit saying so (a `DiscoveryError` given ``alone``: it is no run at all)."""
     if size == 0:
@@ -207,7 +207,7 @@ def _units_in_directory(directory: str, rel: str, names: list[tuple[str, int, fl
     """The units of one directory's regular files (name, size, mtime). ``not_read`` holds,
     per store prefix, its entries that are not regular files: that rollout then fails to
     load, as it does in `tokencap build` (a skipped marker or intents file could hide an
-    incomplete capture). Rollouts files (SPEC 13) beside captures are left out, with a note
+    incomplete capture). Rollouts files (docs/contract.md#token-rollouts) beside captures are left out, with a note
     in ``notes``, as the loader does."""
     stores: dict[str, list[tuple[str, int, float]]] = {prefix: [] for prefix in not_read}
     captures = bool(not_read)
@@ -267,7 +267,7 @@ def discover(source: str | os.PathLike[str], keep: Keep = lambda source, size, m
     ``reused`` (its rows come from an earlier table); it is then neither indexed nor loaded.
     Entries that are not regular files (symlinks, pipes, devices) are never read; their
     relative paths are appended to ``skipped`` so the caller can say so. What else the run
-    leaves out (rollouts files beside captures, SPEC 13.1) is said in ``notes``.
+    leaves out (rollouts files beside captures, docs/contract.md#token-rollouts-format) is said in ``notes``.
     """
     skipped = skipped if skipped is not None else []
     root = Path(source)

@@ -1,4 +1,4 @@
-"""One scan-table row per rollout, made from a build result (SPEC 11), without pyarrow.
+"""One scan-table row per rollout, made from a build result (docs/contract.md#scan-table), without pyarrow.
 
 Workers import only this module (and the build), so they start light; `table` turns rows
 into Arrow batches in the coordinating process. A rollout that could not be loaded is a
@@ -27,7 +27,8 @@ LINK_NOTES = (
     PARENT_UNRESOLVED, PARENT_DIGEST_MISMATCH, PARENT_MISSING_RECOVERED, PARENT_MISSING,
     MISSING_RESOLUTION, DUPLICATE_CONFLICT, DELTA_UNRECONSTRUCTABLE, ENTRY_DIGEST_MISMATCH,
 )
-"""The parent-link notes of SPEC 4.5 and 4.1-4.2, in the table's column order."""
+"""The parent-link notes of docs/contract.md#builder-parents and #builder-dedupe to #builder-materialize, in
+the table's column order."""
 
 REASON_COLUMNS = tuple(f"reason_{r}" for r in MASK_REASON_ORDER)
 LINK_COLUMNS = tuple(f"link_{n}" for n in LINK_NOTES)
@@ -41,9 +42,9 @@ def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, s
            facts: tuple[float | None, int | None, int | None, str | None] = (None, None, None, None),
            diagnosis: DiagnosisFacts = NOT_BUILT) -> Row:
     """The table row of one built rollout; ``facts`` are what its rollout record says
-    (reward, task index, rollout index, a note: `RecordFacts`), SPEC 11.1; ``diagnosis`` the
-    values after them (`diagnosed.diagnosis_facts`, SPEC 11.3), computed from the finished build
-    and never read by any column before them."""
+    (reward, task index, rollout index, a note: `RecordFacts`), docs/contract.md#scan-rollout-records;
+    ``diagnosis`` the values after them (`diagnosed.diagnosis_facts`, #scan-diagnosis-columns), computed
+    from the finished build and never read by any column before them."""
     m = result.metrics
     reasons = set(result.mask_reasons)
     links = m.get("parent_link_failures") or {}
@@ -71,15 +72,15 @@ def row_of(result: RolloutResult, snapshot: TokenCaptureSnapshot, source: str, s
 
 
 def tokens_from(snapshot: TokenCaptureSnapshot) -> str:
-    """Where a rollout's tokens came from (SPEC 11.4): ``output_items`` for a rollout read from
-    a rollout record's output items (SPEC 13), else ``capture``."""
+    """Where a rollout's tokens came from (docs/contract.md#scan-token-source): ``output_items`` for a rollout read from
+    a rollout record's output items (docs/contract.md#token-rollouts), else ``capture``."""
     return "output_items" if from_output_items(snapshot) else "capture"
 
 
 def contiguous(result: RolloutResult, snapshot: TokenCaptureSnapshot) -> bool | None:
     """For a rollout read from output items, whether every call's link verified: each
     token-bearing item's prompt starts with every token before it, NeMo RL's check before
-    training (SPEC 11.4); None for a capture, and for a rollout that was not built."""
+    training (docs/contract.md#scan-token-source); None for a capture, and for a rollout that was not built."""
     if not from_output_items(snapshot) or result.build is None:
         return None
     m = result.metrics

@@ -1,4 +1,4 @@
-"""Scanning and exporting a whole run (SPEC 11).
+"""Scanning and exporting a whole run (docs/contract.md#scan-table).
 
 ``scan`` writes the run table (one row per rollout) as parquet; ``export`` writes every
 rollout's build result as JSONL, each line byte-identical to what `tokencap build` writes
@@ -91,7 +91,7 @@ def _metadata(final_responses_path: str | None, tokenizer: str | None = None) ->
 
     meta: dict[str, Any] = {"version": code_identity(), "final_responses_sha256": _file_digest(final_responses_path),
                             "tokenizer_sha256": _file_digest(tokenizer)}
-    if tokenizer is None:  # SPEC 12.8: rollouts may decode with their model's tokenizer from the local cache
+    if tokenizer is None:  # docs/contract.md#tokenizers: the model's own tokenizer, from the local cache
         from ..diagnosis.tokenizer_lookup import cache_fingerprint
 
         found = cache_fingerprint()
@@ -102,7 +102,7 @@ def _metadata(final_responses_path: str | None, tokenizer: str | None = None) ->
 
 def check_tokenizer(tokenizer: str | os.PathLike[str] | None) -> str | None:
     """The ``tokenizer.json`` that ``tokenizer`` (a file, a model directory or ``Org/Name`` in the local
-    Hugging Face cache, SPEC 12.8) names, read once here so a bad one fails before any work starts
+    Hugging Face cache, docs/contract.md#tokenizers) names, read once here so a bad one fails before any work starts
     (`tokencap.diagnosis.TokenizerError`, one line); None for none."""
     if tokenizer is None:
         return None
@@ -117,7 +117,7 @@ def _load_final_responses(path: str | FinalResponses | None) -> Any:
         return None
     if isinstance(path, FinalResponses):
         return path
-    from ..loading import load_final_responses  # terminal attribution (SPEC 10)
+    from ..loading import load_final_responses  # terminal attribution (docs/contract.md#attribution)
 
     return load_final_responses(path)
 
@@ -279,7 +279,7 @@ def scan_batches(source: str | os.PathLike[str], *, workers: int | None = None, 
 
     ``final_responses`` is the rollout records' path, or records already read (not with ``since``,
     whose reuse rule compares the file's digest). ``tokenizer`` (a tokenizer.json's path) refines
-    the diagnosis columns only (SPEC 11.3)."""
+    the diagnosis columns only (docs/contract.md#scan-diagnosis-columns)."""
     if since and isinstance(final_responses, FinalResponses):
         raise TypeError("since needs the rollout records' path, not records already read")
     workers = workers or default_workers()
@@ -385,7 +385,8 @@ def table_of_snapshots(snapshots: Iterable[TokenCaptureSnapshot], source_label: 
     rows: list[Row] = []
     tokenizer = check_tokenizer(tokenizer)
     for n, snapshot in enumerate(ordered, 1):
-        # A rollout read from a record's items brings its own record (SPEC 13), as a scan's does.
+        # A rollout read from a record's items brings its own record (docs/contract.md#token-rollouts), as a scan's
+        # does.
         snapshot, result, facts, evidence = built(snapshot, None, single_rollout=False, project=False)
         rows.append(row_of(result, snapshot, source_label, source_bytes, source_mtime, facts,
                            diagnosis=diagnosis_facts(result, evidence, tokenizer)))
@@ -417,7 +418,7 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
     upgraded = with_record_columns(table)
     if upgraded is not table:
         table = upgraded
-        meta = {**meta, "record_columns": False}  # written before SPEC 11.1 or 11.3: never equal to a current scan's
+        meta = {**meta, "record_columns": False}  # lacks later columns: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
         from .diff import is_diff_table  # only on this error path: the diff module imports pandas
 

@@ -1,4 +1,4 @@
-"""The run scan table (SPEC 11): one row per rollout, fixed columns, fixed types.
+"""The run scan table (docs/contract.md#scan-table): one row per rollout, fixed columns, fixed types.
 
 The column list is the contract a dashboard or a notebook reads, so it is declared once
 here as an Arrow schema; rows are made by `tokencap.run.rows.row_of` from build results.
@@ -32,7 +32,8 @@ SCHEMA = pa.schema(
        ("breaks", _INT), ("break_causes", _STRS), ("first_break_call", _STR), ("delivered_mask_sample", _BOOL),
        ("delivered_by", _STR), ("tokens_from", _STR), ("contiguous", _BOOL)]
 )
-"""Every column of the scan table, in order (SPEC 11, 11.1, 11.3, 11.4)."""
+"""Every column of the scan table, in order (docs/contract.md#scan-table, #scan-rollout-records,
+#scan-diagnosis-columns, #scan-token-source)."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
@@ -78,18 +79,18 @@ def type_differences(table: pa.Table) -> str:
 
 
 RECORD_COLUMNS: tuple[str, ...] = ("reward", "task_index", "rollout_index")
-"""Facts from rollout records (SPEC 11.1): added after the first tables were written, so a
+"""Facts from rollout records (docs/contract.md#scan-rollout-records): added after the first tables were written, so a
 table without them is read with them null (`with_record_columns`)."""
 
 DIAGNOSIS_COLUMNS: tuple[str, ...] = ("breaks", "break_causes", "first_break_call", "delivered_mask_sample",
                                       "delivered_by")
-"""Why lineage broke and what Gym delivered (SPEC 11.3): added after the record columns, so a
-table without them is read with them null (``break_causes`` empty; `with_record_columns`)."""
+"""Why lineage broke and what Gym delivered (docs/contract.md#scan-diagnosis-columns): added after the record
+columns, so a table without them is read with them null (``break_causes`` empty; `with_record_columns`)."""
 
 
 TOKENS_COLUMNS: tuple[str, ...] = ("tokens_from", "contiguous")
-"""Where the tokens came from (SPEC 11.4): added after the diagnosis columns, so a table without
-them is read with them null (`with_record_columns`)."""
+"""Where the tokens came from (docs/contract.md#scan-token-source): added after the diagnosis columns, so a
+table without them is read with them null (`with_record_columns`)."""
 
 
 def _later_columns(table: pa.Table) -> tuple[str, ...] | None:
@@ -104,9 +105,9 @@ def _later_columns(table: pa.Table) -> tuple[str, ...] | None:
 
 
 def with_record_columns(table: pa.Table) -> pa.Table:
-    """``table`` with the record (SPEC 11.1), diagnosis (11.3) and tokens (11.4) columns appended
-    when it was written before them (as nulls; ``break_causes`` as empty lists); any other
-    table is returned unchanged."""
+    """``table`` with the record (docs/contract.md#scan-rollout-records), diagnosis (#scan-diagnosis-columns) and
+    tokens (#scan-token-source) columns appended when it was written before them (as nulls;
+    ``break_causes`` as empty lists); any other table is returned unchanged."""
     added = _later_columns(table)
     if added is None:
         return table

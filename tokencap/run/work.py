@@ -37,7 +37,8 @@ class RunOptions:
     final_responses: Any = None  # a FinalResponses (terminal attribution), or None
     single_rollout: bool = False  # the source holds exactly one rollout (final-response lines without an id apply)
     only_trainable: bool = False  # export: skip masked rollouts
-    tokenizer: str | None = None  # a tokenizer.json's path: refines the diagnosis columns (SPEC 11.3, 12.5)
+    # A tokenizer.json's path: refines the diagnosis columns (docs/contract.md#scan-diagnosis-columns, #decoded-text).
+    tokenizer: str | None = None
 
 
 def load_unit(unit: RolloutUnit) -> list[TokenCaptureSnapshot]:
@@ -85,7 +86,7 @@ def _load_jsonl_rollout(unit: RolloutUnit, name: str, label: str) -> list[TokenC
 
 
 def _load_record(unit: RolloutUnit, name: str, label: str) -> TokenCaptureSnapshot:
-    """One record's rollout of a rollouts file (SPEC 13), from its span."""
+    """One record's rollout of a rollouts file (docs/contract.md#token-rollouts), from its span."""
     ((start, length, line),) = spans_of(unit).tolist()
     with open(os.path.join(unit.directory, name), "rb") as handle:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
@@ -112,7 +113,7 @@ def build_unit(unit: RolloutUnit, options: RunOptions, *, project: bool = True
 
 def built(snapshot: TokenCaptureSnapshot, finals: Any, *, single_rollout: bool, project: bool = True
           ) -> tuple[TokenCaptureSnapshot, RolloutResult, RecordFacts, Any]:
-    """One rollout built with the records that apply to it -- its own (SPEC 13), else ``finals``
+    """One rollout built with the records that apply to it -- its own (docs/contract.md#token-rollouts), else ``finals``
     (a `FinalResponses` or None) -- with its record's facts and evidence. Both records is that
     rollout's error (a rollouts file inside a zip given with --final-responses), never an exception."""
     final, facts, evidence = None, NO_FACTS, None
