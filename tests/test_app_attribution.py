@@ -1,4 +1,4 @@
-"""The app's terminal attribution (SPEC 10), driven headless with AppTest.
+"""The app's terminal attribution (docs/contract.md#attribution), driven headless with AppTest.
 
 The sample scenarios with a bundled final-responses file use it automatically; an upload
 beside the snapshots beats it; the Verdicts tab says outcome, method and candidates; the

@@ -96,7 +96,7 @@ def test_the_call_tree_names_the_cause_the_culprit_names(monkeypatch, tmp_path):
 
 
 def test_the_sidebar_names_the_tokenizer_and_where_it_came_from(monkeypatch, tmp_path):
-    """SPEC 12.8: a model name given to `tokencap app --tokenizer` reaches the app as the cache's
+    """docs/contract.md#tokenizers: a model name given to `tokencap app --tokenizer` reaches the app as the cache's
     tokenizer.json, and the sidebar says which model it is and that it came from the local cache."""
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(broken_rollout("broken")))
@@ -112,7 +112,7 @@ def test_the_sidebar_names_the_tokenizer_and_where_it_came_from(monkeypatch, tmp
 
 
 def test_without_a_tokenizer_the_rollout_s_model_decodes_from_the_local_cache(monkeypatch, tmp_path):
-    """SPEC 12.8: no tokenizer given or uploaded, the calls name a model whose tokenizer is in the
+    """docs/contract.md#tokenizers: no tokenizer given or uploaded, the calls name a model whose tokenizer is in the
     local Hugging Face cache: the break's sides are decoded with it, and the page says so."""
     snap = broken_rollout("broken")
     for entry in snap["entries"]:

@@ -147,7 +147,7 @@ def test_a_final_answer_without_an_anchor_names_its_outcome_and_links_each_candi
 
 
 def test_after_a_compaction_delivered_from_the_later_root_the_later_root_is_the_culprit():
-    """SPEC 12.1 as amended: the conversation began at its earliest root whichever fragment was
+    """docs/contract.md#breaks: the conversation began at its earliest root whichever fragment was
     delivered, so the banner blames the post-compaction call with the compaction's words, and never
     the rollout's first call."""
     from tokencap import load_final_responses

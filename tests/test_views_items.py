@@ -1,4 +1,4 @@
-"""The Rollout page's views of a rollout read from output items (SPEC 13): calls named by their items, each
+"""The Rollout page's views of a rollout read from output items (docs/contract.md#token-rollouts): calls named by their items, each
 with its item's text, in the call tree's labels, hovers and detail."""
 
 from __future__ import annotations

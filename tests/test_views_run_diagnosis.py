@@ -1,4 +1,4 @@
-"""The Run page's "Why lineage broke" chart, the "What Gym delivered" chart, their filters and tiles (SPEC 11.3)."""
+"""The Run page's "Why lineage broke" chart, the "What Gym delivered" chart, their filters and tiles (docs/contract.md#scan-diagnosis-columns)."""
 
 from __future__ import annotations
 

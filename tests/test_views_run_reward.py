@@ -15,7 +15,7 @@ from tokencap.views.run import reward as rw
 
 
 def with_records(table: pa.Table, reward, task, index=None) -> pa.Table:
-    """``table`` with the SPEC 11.1 columns (None = null)."""
+    """``table`` with the docs/contract.md#scan-rollout-records columns (None = null)."""
     n = table.num_rows
     index = index if index is not None else [None] * n
     for name, values, kind in (("reward", reward, pa.float64()), ("task_index", task, pa.int64()),

@@ -1,4 +1,4 @@
-"""Rollouts whose output items carry token ids on the Run page's views (SPEC 11.4, 13): where the app opens
+"""Rollouts whose output items carry token ids on the Run page's views (docs/contract.md#scan-token-source, #token-rollouts): where the app opens
 such a file, and NeMo RL's contiguity in the frame, its filter, tiles and table column."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_contiguity_follows_the_scan_table_columns(tmp_path):
     frame = rd.run_frame(table)
     assert frame["contiguity"].astype(str).tolist() == ["contiguous", "not_contiguous"] * 2 + ["contiguous"]
     assert ro.has_items(frame) and ro.counts(frame) == (3, 2)
-    # A capture's rollouts, and a table from before SPEC 11.4, have none.
+    # A capture's rollouts, and a table from before docs/contract.md#scan-token-source, have none.
     capture = rd.run_frame(scan_table(SAMPLES / "capture_store", workers=1))
     assert capture["contiguity"].astype(str).tolist() == ["capture"] * len(capture) and not ro.has_items(capture)
     old = table.drop_columns(["tokens_from", "contiguous"])

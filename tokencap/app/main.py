@@ -37,7 +37,8 @@ PAGES_DIR = Path(__file__).resolve().parent  # the rooms run/ and rollout/ besid
 def file_argument() -> bool:
     """True when the command line names a rollout file: it opens on the Rollout page.
 
-    A directory (a run), a ``.parquet`` scan table and a rollouts file of several records (SPEC 13: a run
+    A directory (a run), a ``.parquet`` scan table and a rollouts file of several records
+    (docs/contract.md#token-rollouts: a run
     by itself) open on the Run page (`tokencap.views.run.rollouts.opens_as_run`).
     """
     path = app_arguments(sys.argv[1:]).path

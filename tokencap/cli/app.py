@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _refuse_records_beside_rollouts(source: str | None, final_responses: str) -> None:
-    """A rollouts file whose output items carry token ids is its own records (SPEC 13.1): with
+    """A rollouts file whose output items carry token ids is its own records
+    (docs/contract.md#token-rollouts-format): with
     ``--final-responses`` it is the same one-line refusal as `tokencap scan` gives, before any server."""
     from ..loading import final_responses_beside_rollouts
     from ..run.discover import rollouts_file

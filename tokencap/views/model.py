@@ -48,7 +48,7 @@ DANGLING_MARK = "dangling intent"
 def dangling_intents(notes: Iterable[str]) -> list[str]:
     """Call ids a capture store announced (an intent line) but never captured, from the loader's notes.
 
-    SPEC 3.3 puts those ids in ``source_notes``, as the list after the last ``": "`` of
+    docs/contract.md#input-store puts those ids in ``source_notes``, as the list after the last ``": "`` of
     the note that says "dangling intent"; ids in the order the note gives them, once each.
     """
     out: list[str] = []
@@ -72,9 +72,10 @@ class RolloutView:
         self.snapshot = snapshot
         self.anchor = anchor
         self.final_response = final_response
-        """The harness's final response this view was built with (SPEC 10), if any."""
+        """The harness's final response this view was built with (docs/contract.md#attribution), if any."""
         self.evidence = evidence
-        """The rollout record's evidence (`FinalResponses.evidence_for`, SPEC 12.6): read by the diagnosis
+        """The rollout record's evidence (`FinalResponses.evidence_for`, docs/contract.md#evidence): read by the
+        diagnosis
         only, never by the build."""
         self.result = result if result is not None else build_rollout(snapshot, terminal_call_id=anchor,
                                                                       final_response=final_response)
@@ -140,7 +141,7 @@ class RolloutView:
 
     @cached_property
     def breaks(self) -> list[Break]:
-        """Where the rollout's lineage breaks and why (`tokencap.diagnose`, SPEC 12), with the view's
+        """Where the rollout's lineage breaks and why (`tokencap.diagnose`, docs/contract.md#diagnosis), with the view's
         evidence; none for a rollout that was not built. Computed on first use."""
         return diagnose(self.result, evidence=self.evidence) if self.build is not None else []
 

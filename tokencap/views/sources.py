@@ -315,7 +315,8 @@ def sample_scenarios(directory: str | os.PathLike[str]) -> list[Scenario]:
 
 
 ROLLOUTS_DECLARED = "expected.json.txt"
-"""Beside a bundled rollouts file (SPEC 13): the file's name (``file``) and each rollout's declared verdict."""
+"""Beside a bundled rollouts file (docs/contract.md#token-rollouts): the file's name (``file``) and each rollout's
+declared verdict."""
 
 
 def _rollouts_scenario(root: Path, name: str) -> Scenario | None:
@@ -388,7 +389,7 @@ def load_all(sources: Iterable[Source], load: Callable[[Source], LoadedSource] =
 
 
 def tokenizer_label(path: str | os.PathLike[str], app_dir: str | os.PathLike[str]) -> str:
-    """Which tokenizer the app decodes with and where it came from (SPEC 12.8), for a caption: the
+    """Which tokenizer the app decodes with and where it came from (docs/contract.md#tokenizers), for a caption: the
     bundled sample tokenizer, a model's from the local Hugging Face cache (what ``--tokenizer
     Org/Name`` hands the app), or a tokenizer.json at its path."""
     from ..diagnosis.tokenizer_lookup import file_label

@@ -95,7 +95,7 @@ CAUSE_LABELS = {
     "link_intact": "unrecorded link (tokens match)",
     "record_fault": "record fault",
 }
-"""A break cause's readable label (SPEC 12.4's keys stay in tooltips, tables' data and exports)."""
+"""A break cause's readable label (docs/contract.md#causes's keys stay in tooltips, tables' data and exports)."""
 
 LINK_NOTE_LABELS = {
     PARENT_UNRESOLVED: "parent undecided",

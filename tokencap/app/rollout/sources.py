@@ -85,7 +85,8 @@ class Builds:
         """The cached view of one rollout, built with its harness final response when one applies
         (matched by rollout id; an unnamed response only when the file holds a single rollout)."""
         own = av.own_record(ls.snapshots[index])
-        if own is not None:  # read from a rollout record's items (SPEC 13): built with that record
+        if own is not None:  # read from a rollout record's items (docs/contract.md#token-rollouts): built with that
+        # record
             return rollout_view(ls.source.cache_key, index, anchor, ls, av.OWN_RECORD_KEY, *own)
         choice = self.choice_for(ls)
         rollout_id = ls.snapshots[index].rollout_id

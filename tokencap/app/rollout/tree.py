@@ -267,7 +267,8 @@ def show_break(view: RolloutView, d: Any) -> tuple[Any, bool]:
                 right.caption("this prompt has instead (decoded)")
                 right.text(proof.prompt_text or "∅")
                 decoded_with = next((n for n in brk.notes if n.startswith("text decoded with ")), None)
-                if decoded_with:  # decoded by the rollout's model's tokenizer from the local cache (SPEC 12.8)
+                if decoded_with:  # decoded by the rollout's model's tokenizer from the local cache
+                # (docs/contract.md#tokenizers)
                     st.caption(md_escape(decoded_with[:1].upper() + decoded_with[1:]))
             elif decode is None:
                 st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")

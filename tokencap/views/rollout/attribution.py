@@ -68,12 +68,13 @@ class FinalResponsesChoice:
 
 
 OWN_RECORD_KEY = "own-record"
-"""The cache key part of a rollout built with its own record (SPEC 13), not an uploaded file."""
+"""The cache key part of a rollout built with its own record (docs/contract.md#token-rollouts), not an uploaded file."""
 
 
 def own_record(snapshot: TokenCaptureSnapshot) -> tuple[dict[str, Any] | None, dict[str, Any] | None] | None:
     """(final response, harness evidence) of a rollout read from a rollout record's output items
-    (SPEC 13): its record is its own, whatever file is uploaded beside it; None for a capture."""
+    (docs/contract.md#token-rollouts): its record is its own, whatever file is uploaded beside it; None for a
+    # capture."""
     if snapshot.record is None:
         return None
     return responses_for(snapshot, None, single_rollout=True, evidence=True)

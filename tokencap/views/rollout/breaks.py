@@ -1,4 +1,4 @@
-"""Why a rollout's lineage broke, in plain words, for the Rollout page (SPEC 12).
+"""Why a rollout's lineage broke, in plain words, for the Rollout page (docs/contract.md#diagnosis).
 
 `breaks_of(view, tokenizer, key)` runs `tokencap.diagnose` once per view and tokenizer
 (kept on the view), with the harness evidence the view was built with (its rollout

@@ -126,7 +126,8 @@ def _unresolved_parent(view: RolloutView) -> list[Culprit]:
         elif decision is None:
             text = f"{cid}: its parent link could not be proven"
         elif decision.note == PARENT_DIGEST_MISMATCH and trainer.from_items(view):
-            text = trainer.not_contiguous_text(cid)  # SPEC 13: NeMo RL's contiguity check fails there
+            text = trainer.not_contiguous_text(cid)  # docs/contract.md#token-rollouts: NeMo RL's contiguity check
+            # fails there
         elif decision.note == PARENT_DIGEST_MISMATCH:
             text = f"{cid}'s {_claimed(claimed)} does not open its prompt"
         elif decision.note == PARENT_MISSING:
@@ -161,7 +162,7 @@ def _roots(view: RolloutView) -> list[Culprit]:
     build = view.build
     assert build is not None
     quarantined = set(build.quarantined)
-    # Every root but the earliest, as the diagnosis's extra roots (SPEC 12.1): the conversation began
+    # Every root but the earliest, as the diagnosis's extra roots (docs/contract.md#breaks): the conversation began
     # at its earliest root whichever fragment was delivered, so after a compaction the later root is
     # the culprit, never the rollout's first call.
     roots = sorted((d for cid, d in build.links.items() if d.linked_parent is None and cid not in quarantined),
@@ -243,7 +244,7 @@ _BUILD_CULPRITS: dict[str, Callable[[RolloutView], list[Culprit]]] = {
 
 
 WHY_REASONS = ("unresolved_parent_calls", "multiple_roots", "multiple_chains")
-"""Reasons whose culprits end with why the lineage broke there (the diagnosis's words, SPEC 12)."""
+"""Reasons whose culprits end with why the lineage broke there (the diagnosis's words, docs/contract.md#diagnosis)."""
 
 
 def _with_why(culprits: list[Culprit], words: Mapping[str, str]) -> list[Culprit]:

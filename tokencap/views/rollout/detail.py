@@ -461,7 +461,8 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
         detail.group = group_frame(view, group)
         detail.group_text = RULE_TEXT.get(group.rule, group.rule)
     detail.twins = twin_ids(view, ident)
-    from_items = items.from_items(view)  # SPEC 13: the call is its item; items named by their place in the output
+    from_items = items.from_items(view)  # docs/contract.md#token-rollouts: the call is its item; items named by
+    # their place in the output
     facts[:0] = [items.read_from_fact(entry)] if from_items else []
     detail.items = output_item_parts(entry, items.item_names(entry) if from_items else ())
     return detail

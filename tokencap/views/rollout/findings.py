@@ -45,7 +45,7 @@ class CallLink:
 
 @dataclass
 class Finding:
-    """One cause the banner names once: its key (a break cause of SPEC 12.4, or a mask reason when
+    """One cause the banner names once: its key (a break cause of docs/contract.md#causes, or a mask reason when
     no break explains the culprits), its words, what happened, and the mask reasons it explains."""
 
     key: str

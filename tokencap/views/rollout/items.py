@@ -1,4 +1,5 @@
-"""A rollout read from output items (SPEC 13): its calls named by their items, with each item's text.
+"""A rollout read from output items (docs/contract.md#token-rollouts): its calls named by their items, with each
+item's text.
 
 Each token-bearing output item of such a rollout is a call ``item-NNNN`` (NNNN its place in the
 response's output), and the call's ``output_items`` are the items after the call before it up to
@@ -23,7 +24,7 @@ TEXT_LIMIT = 80
 
 
 def from_items(view: RolloutView) -> bool:
-    """Whether the view's rollout was read from a rollout record's output items (SPEC 13)."""
+    """Whether the view's rollout was read from a rollout record's output items (docs/contract.md#token-rollouts)."""
     return view.snapshot.record is not None
 
 

@@ -176,7 +176,8 @@ def cell_labels(tokens: np.ndarray, decode: Callable[[int], str] | None = None) 
     return out
 
 
-# --------------------------------------------------------------------------- a break against its predecessor (SPEC 12)
+# --------------------------------------------------------------------------- a break against its predecessor
+# (docs/contract.md#diagnosis)
 
 @dataclass(frozen=True)
 class MarkedSpan:
@@ -186,12 +187,12 @@ class MarkedSpan:
     start: int
     end: int
     kind: str  # dropped, inserted or replaced
-    cause: str  # the divergence's kind (SPEC 12.4)
+    cause: str  # the divergence's kind (docs/contract.md#causes)
 
 
 @dataclass(frozen=True)
 class BreakProof:
-    """A break's prompt against its predecessor's full sequence (SPEC 12.3), for a boundary, an extra
+    """A break's prompt against its predecessor's full sequence (docs/contract.md#alignment), for a boundary, an extra
     root or a branch: where they agree, every divergence marked, and the first one's tokens (and text)."""
 
     child: str

@@ -1,4 +1,4 @@
-"""A break of a rollout read from output items (SPEC 13), in the trainer's language.
+"""A break of a rollout read from output items (docs/contract.md#token-rollouts), in the trainer's language.
 
 Such a rollout reaches a trainer without token capture: NeMo RL concatenates its token-bearing items
 and stops the training step on the first rollout whose item's prompt does not start with every token
@@ -74,7 +74,7 @@ def _moved_reasoning(view: RolloutView, brk: Break) -> bool:
 
 
 def cause_words(view: RolloutView, brk: Break) -> str:
-    """What happened to the history at an item's break, in a few words (its cause, SPEC 12.4)."""
+    """What happened to the history at an item's break, in a few words (its cause, docs/contract.md#causes)."""
     cause = brk.cause
     first = brk.first_divergence
     if cause == "prompt_missing" or (brk.prompt_len == 0):

@@ -91,7 +91,8 @@ class TreeModel:
     default_key: str | None
     runs: list[Run]                          # the lane segments, each named (`Run.name`)
     main_lane: bool = False                  # whether lane 0 is the main chain's
-    item_texts: dict[str, str] = field(default_factory=dict)  # call id -> its output item's text (SPEC 13)
+    item_texts: dict[str, str] = field(default_factory=dict)  # call id -> its output item's text
+    # (docs/contract.md#token-rollouts)
     _edges: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -398,7 +399,8 @@ def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
     if n.kind == CALL:
         entry = view.entry(n.ident)
         build = view.build
-        if entry is not None and items.from_items(view):  # the output item the call was read from (SPEC 13)
+        # The output item the call was read from (docs/contract.md#token-rollouts).
+        if entry is not None and items.from_items(view):
             lines.append(f"item {items.call_text(entry, 100)}")
         if entry is not None:
             p, g = int(entry.prompt_token_ids.size), int(entry.generation_token_ids.size)

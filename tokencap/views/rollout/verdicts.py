@@ -2,7 +2,7 @@
 
 * `verdict_banner`: trainable or masked, each mask reason explained, the response status,
   and the headline metrics;
-* `refusal_frames`: every engine refusal with the three conditions of SPEC 5.1 evaluated
+* `refusal_frames`: every engine refusal with the three conditions of docs/contract.md#refusal-ended evaluated
   one by one, and its outcome;
 * `finish_reason_frame`: the finish reasons of the delivered last call's twins and whether
   the verdict was withheld because they disagree;
@@ -133,12 +133,13 @@ CONDITION_QUESTIONS = {
     "continued the last call": ("Did it continue the delivered chain's last call (or a twin of it)?", "yes"),
     "not recovered": ("Was the last call (or a twin) served again at or after the refusal?", "no"),
 }
-"""Each condition of SPEC 5.1 as a positively phrased question, with the answer under which the
+"""Each condition of docs/contract.md#refusal-ended as a positively phrased question, with the answer under which the
 refusal ends the run. ("not recovered ✗" would be a double negative.)"""
 
 
 def conditions_frame(verdict: Any) -> pd.DataFrame:
-    """An engine refusal's conditions (SPEC 5.1) as questions: the answer, the answer that would end
+    """An engine refusal's conditions (docs/contract.md#refusal-ended) as questions: the answer, the answer that
+    would end
     the run, whether it is met (✓/✗), and why."""
     rows = []
     for c in verdict.conditions:

@@ -1,6 +1,6 @@
 """Two runs on the Run page: "did my fix work?".
 
-`compare_runs` calls `tokencap.run.diff.diff_tables` (SPEC 11.2: the join, the change of
+`compare_runs` calls `tokencap.run.diff.diff_tables` (docs/contract.md#diff: the join, the change of
 every joined rollout, the summary) and lays its rows over the two runs' frames:
 
 * each frame gains a ``change`` column (`data.CHANGES`), so the page's filters -- the

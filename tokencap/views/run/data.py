@@ -1,4 +1,4 @@
-"""A run's scan table (SPEC 11) as the Run page reads it: one frame, its filters, its table.
+"""A run's scan table (docs/contract.md#scan-table) as the Run page reads it: one frame, its filters, its table.
 
 `run_frame` turns the table into a pandas frame once per run: low-cardinality columns
 become categoricals (status, verdict, the mask-reason combination, source, and the bins of
@@ -88,10 +88,10 @@ DELIVERED_LABELS = {"0": "0%", "100": "100%", "0-10": "<10%", "90-100": "90–<1
 MAX_CALLS_BINS = 24
 
 CAUSE_COLUMNS = tuple(f"cause_{c}" for c in CAUSES)
-"""One bool column per break cause (SPEC 12.4): the rollout has a break of that cause."""
+"""One bool column per break cause (docs/contract.md#causes): the rollout has a break of that cause."""
 
 DELIVERY = ("in_doubt", "agent", "capture_masked", "trained", "unknown")
-"""What NeMo Gym delivered (SPEC 12.7) beside tokencap's verdict, one state per rollout."""
+"""What NeMo Gym delivered (docs/contract.md#delivered) beside tokencap's verdict, one state per rollout."""
 DELIVERY_LABELS = {
     "in_doubt": "trained on, lineage in doubt",
     "agent": "masked by the harness itself",
@@ -176,7 +176,8 @@ def _strings(table: pa.Table, name: str) -> pd.api.extensions.ExtensionArray:
 
 
 def _nullable(table: pa.Table, name: str, dtype: Any) -> Any:
-    """A nullable column of SPEC 11.1 (rollout records): all null when the table predates it."""
+    """A nullable column of docs/contract.md#scan-rollout-records (rollout records): all null when the table predates
+    it."""
     n = table.num_rows
     if name not in table.column_names:
         return np.full(n, np.nan) if dtype is np.float64 else pd.array([pd.NA] * n, dtype=dtype)
@@ -203,7 +204,8 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
         values = _np(table, column, bool)
         out[column] = values
         bits |= values.astype(np.int64) << i
-    # The reasons of a row in SPEC order, as one category per combination seen (few in practice).
+    # The reasons of a row in the order of docs/contract.md#rollout, as one category per combination seen
+    # (few in practice).
     combos, codes = np.unique(bits, return_inverse=True)
     labels = [reason_text([(int(c) >> i) & 1 for i in range(len(REASON_COLUMNS))]) or "—" for c in combos]
     out["reasons"] = pd.Categorical.from_codes(codes.reshape(-1).astype(np.int64), categories=labels)
@@ -260,7 +262,8 @@ def _cause_bits(table: pa.Table) -> np.ndarray:
 
 
 def _diagnosis(table: pa.Table, masked: np.ndarray) -> dict[str, Any]:
-    """The frame's columns of SPEC 11.3: ``breaks``, one ``cause_*`` bool per cause, ``causes`` (the
+    """The frame's columns of docs/contract.md#scan-diagnosis-columns: ``breaks``, one ``cause_*`` bool per cause,
+    ``causes`` (the
     combination as one category, like ``reasons``) and ``delivery`` (`DELIVERY`)."""
     n = table.num_rows
     out: dict[str, Any] = {}
@@ -305,7 +308,7 @@ DIMENSIONS = ("change", "verdict", "reasons", "statuses", "delivered", "calls", 
 """Every filter of `RunFilter`, each one `filter_masks` entry."""
 
 CHANGES = ("fixed", "broke", "reasons_changed", "only_a", "only_b", "same")
-"""A joined row's change from run A to run B (SPEC 11.2), in the page's order."""
+"""A joined row's change from run A to run B (docs/contract.md#diff), in the page's order."""
 CHANGE_LABELS = {"fixed": "fixed", "broke": "broke", "reasons_changed": "reasons changed", "only_a": "only in A",
                  "only_b": "only in B", "same": "same"}
 CHANGE_TEXT = {
@@ -332,10 +335,10 @@ class RunFilter:
     and ``query`` are case-insensitive substrings of the source path and the rollout id.
     ``change`` (a comparison's `CHANGES`) keeps rows having any of the listed changes;
     ``groups`` (`reward.GROUP_FILTERS`) keeps the rollouts of groups left without a learning signal.
-    ``causes`` keeps a row with a break of any of the listed causes (SPEC 12.4); ``delivery``
-    (`DELIVERY`) the rows in that state of what Gym delivered (SPEC 12.7); ``contiguous``
+    ``causes`` keeps a row with a break of any of the listed causes (docs/contract.md#causes); ``delivery``
+    (`DELIVERY`) the rows in that state of what Gym delivered (docs/contract.md#delivered); ``contiguous``
     (`rollouts.FILTERS`) the rollouts read from output items that NeMo RL's contiguity check passes, or
-    stops on (SPEC 11.4).
+    stops on (docs/contract.md#scan-token-source).
     """
 
     change: tuple[str, ...] = ()
@@ -639,7 +642,7 @@ def _share(n: int, total: int) -> str:
 
 
 def has_delivery(frame: pd.DataFrame) -> bool:
-    """Whether any rollout's record said what Gym delivered (SPEC 12.7)."""
+    """Whether any rollout's record said what Gym delivered (docs/contract.md#delivered)."""
     return "delivery" in frame and bool((frame["delivery"].cat.codes != DELIVERY.index("unknown")).any())
 
 
@@ -688,7 +691,8 @@ def run_metrics(frame: pd.DataFrame, delivery: bool | None = None) -> list[Metri
 
 
 def contiguity_metrics(frame: pd.DataFrame) -> list[Metric]:
-    """The tiles of NeMo RL's contiguity check (SPEC 11.4), for a run holding rollouts read from output
+    """The tiles of NeMo RL's contiguity check (docs/contract.md#scan-token-source), for a run holding rollouts read
+    from output
     items; none otherwise."""
     if not ro.has_items(frame):
         return []
@@ -791,7 +795,7 @@ def refusal_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
 
 
 def cause_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
-    """Rollouts with a break of each cause (SPEC 12.4 order), each cause's hint on hover."""
+    """Rollouts with a break of each cause (the order of docs/contract.md#causes), each cause's hint on hover."""
     counts = tuple(int(frame[c].to_numpy()[keep].sum()) if c in frame else 0 for c in CAUSE_COLUMNS)
     return Bars("causes", "Why lineage broke", CAUSES, tuple(label(c) for c in CAUSES), counts, int(keep.sum()),
                 hover=tuple(with_key(HINTS[c], c) for c in CAUSES))

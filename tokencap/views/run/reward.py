@@ -1,7 +1,7 @@
 """Rewards and groups of a run: does masking remove a biased slice, and which groups lose their signal?
 
 A scan table carries ``reward``, ``task_index`` and ``rollout_index`` when the run was
-scanned with its rollout records (SPEC 11.1). From them, for the Run page:
+scanned with its rollout records (docs/contract.md#scan-rollout-records). From them, for the Run page:
 
 * `reward_slices` -- reward of the trainable and the masked rollouts, and of the rollouts
   masked for each reason: count, mean, quartiles (the box plot's numbers, computed here so

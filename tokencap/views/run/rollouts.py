@@ -1,8 +1,9 @@
-"""Rollouts whose output items carry token ids (SPEC 13) on the Run page.
+"""Rollouts whose output items carry token ids (docs/contract.md#token-rollouts) on the Run page.
 
 Such a file is a run by itself: `opens_as_run` says the app opens a file of several records on
 the Run page (one record opens on the Rollout page, like any single rollout). The scan table's
-``tokens_from`` and ``contiguous`` columns (SPEC 11.4) become the frame's ``contiguity``: whether
+``tokens_from`` and ``contiguous`` columns (docs/contract.md#scan-token-source) become the frame's ``contiguity``:
+# whether
 every token-bearing item's prompt starts with every token before it, the check NeMo RL makes
 before a training step. The page shows it in tiles, a filter and a table column, only for a run
 that holds such rollouts. No Streamlit here.
@@ -45,7 +46,8 @@ FILTERS = ("contiguous", "not_contiguous")
 
 def opens_as_run(path: str | os.PathLike[str]) -> bool:
     """Whether ``tokencap app PATH`` opens PATH on the Run page: a directory, a scan table (``.parquet``), or
-    a rollouts file (SPEC 13) of more than one record. Any other file -- a snapshot, entries, a store file,
+    a rollouts file (docs/contract.md#token-rollouts) of more than one record. Any other file -- a snapshot, entries,
+    # a store file,
     a rollouts file of one record -- opens on the Rollout page. A path that cannot be read opens the Run page,
     which says why."""
     p = Path(path)
@@ -97,7 +99,8 @@ def run_uploads(uploads: Iterable[tuple[str, bytes]]) -> list[tuple[str, bytes]]
 
 
 def contiguity_codes(table: pa.Table) -> np.ndarray:
-    """Per row, its `CONTIGUITY` index: from ``tokens_from`` and ``contiguous`` (SPEC 11.4); ``capture``
+    """Per row, its `CONTIGUITY` index: from ``tokens_from`` and ``contiguous`` (docs/contract.md#scan-token-source);
+    ``capture``
     where the table has no such columns (written before them) or the row came from a capture."""
     n = table.num_rows
     codes = np.full(n, CONTIGUITY.index("capture"), dtype=np.int64)
