@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from helpers_app import ROLLOUT_PAGE, start_app
 from synth_snapshots import cli_build
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,16 +25,8 @@ TIMEOUT = 60
 
 
 def start(monkeypatch, *args: str, scenario: str | None = None, tab: str | None = None) -> AppTest:
-    monkeypatch.setattr(sys, "argv", [str(APP), *args])
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.switch_page("tokencap/app/rollout/rollout.py")  # the Run page opens first
-    if scenario is not None:
-        at.session_state["scenario"] = scenario
-    if tab is not None:
-        at.session_state["tab"] = tab
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    state = {k: v for k, v in (("scenario", scenario), ("tab", tab)) if v is not None}
+    return start_app(monkeypatch, *args, page=ROLLOUT_PAGE, state=state)  # the Run page opens first
 
 
 def banner(at: AppTest) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_builder_properties import rollouts
+from helpers_properties import rollouts
 from tokencap import TokenCaptureSnapshot, attribute_terminal, build_rollout, prefix_merging
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

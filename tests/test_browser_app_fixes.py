@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from test_browser import REPO, _sample_table, chromium_page, streamlit_server
+from helpers_browser import REPO, chromium_page, sample_table, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -58,7 +58,7 @@ def test_a_comparison_s_rows_open_walk_and_link_like_one_run_s_and_the_run_page_
     from tokencap.views.run import compare as cv
     from tokencap.views.run import data as rd
 
-    a, b = _sample_table("run"), _sample_table("run_after_fix")
+    a, b = sample_table("run"), sample_table("run_after_fix")
     cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b), names=("A (run)", "B (run_after_fix)"))
     flt = rd.RunFilter(change=("fixed",))  # the joined rows of the table, as the page lists them
     keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))

@@ -13,12 +13,7 @@ from synth_snapshots import Capture
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import write_summary
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from helpers_diagnosis import run_cli
 
 
 def breaks_section(out: str) -> str:
