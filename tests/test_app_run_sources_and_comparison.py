@@ -1,7 +1,7 @@
-"""Run-page fixes of issue 19, driven headless with AppTest: which records each run was scanned with,
+"""The Run page driven headless with AppTest: which records each run was scanned with,
 where a typed path starts, what the rewards section describes, and triage in a comparison.
 
-The browser half (the same views clicked in Chromium) is tests/test_browser_app_fixes.py.
+The browser half (the same views clicked in Chromium) is tests/test_browser_comparison_and_layout.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Issue 19's app fixes in a real browser (Streamlit server + /usr/bin/chromium through Playwright), at
+"""The Run and Rollout pages in a real browser (Streamlit server + /usr/bin/chromium through Playwright), at
 1280 x 800: a comparison's joined rollouts open, walk and link like one run's rows; what the Run page says
 it was scanned with; the layout boxes (nothing cut off, nothing covered); the Rollout page's culprits
 without an anchor, the bundled run's records and a file's first rollout.
 
 Every wait is on a condition (an element, a URL, a DOM state), never a fixed time. Servers and helpers
-are tests/test_browser.py's.
+are tests/helpers_browser.py's.
 """
 
 from __future__ import annotations
