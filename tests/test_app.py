@@ -92,7 +92,7 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
     at = open_app(monkeypatch)
     scenario = at.selectbox(key="scenario")
     assert scenario.value == "subagent_branch.json"
-    assert "capture_store" in scenario.options or "capture store" in scenario.options
+    assert "capture store" in scenario.options
     assert heading(at) == "### subagent\\-branch"
     assert list(tiles(at)) == ["calls", "chains", "delivered", "quarantined", "unproven links", "excluded",
                                "empty gen.", "refusals"]
@@ -388,14 +388,14 @@ def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monke
     assert [t for t in at.table if "field" in t.value.columns] and not at.json
     at.session_state["detail_items_open"] = True
     rerun(at)
-    assert at.json or any(c.value.startswith("item 0") for c in at.caption)
+    assert at.json and "item 0 · message \\(assistant\\)" in [c.value for c in at.caption]
     # The Run page and back (its widgets' state is gone with the page): both as they were left.
     at.switch_page("tokencap/app/run/run.py")
     rerun(at)
     at.switch_page(ROLLOUT_PAGE)
     rerun(at)
-    assert [t for t in at.table if "field" in t.value.columns] and (at.json or any(
-        c.value.startswith("item 0") for c in at.caption))
+    assert [t for t in at.table if "field" in t.value.columns]
+    assert at.json and "item 0 · message \\(assistant\\)" in [c.value for c in at.caption]
 
 
 def test_a_call_s_detail_shows_once_asked_for_in_that_rollout(monkeypatch):
