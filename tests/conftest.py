@@ -86,9 +86,9 @@ def sample_run():
 
 @pytest.fixture
 def served_app(tmp_path):
-    """Serve the app: ``with served_app(*args, env=None) as url`` is `helpers_browser.served_app` (the one
+    """Serve the app: ``with served_app(*args, env=None) as url`` is `helpers_browser.streamlit_server` (the one
     starter of a served app: `streamlit run app.py [-- ARGS]` on a free localhost port) logging under
     this test's tmp_path."""
-    from helpers_browser import served_app as serve
+    from helpers_browser import streamlit_server as serve
 
     return functools.partial(serve, tmp_path)
