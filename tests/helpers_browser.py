@@ -29,11 +29,13 @@ met sooner ends the wait sooner."""
 
 
 @contextlib.contextmanager
-def streamlit_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
-    """`streamlit run app.py [-- ARGS]` on a free localhost port; yields its URL."""
-    if not Path(CHROMIUM).exists():
+def streamlit_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None, browser: bool = True):
+    """`streamlit run app.py [-- ARGS]` on a free localhost port, its log under ``tmp_path``; yields its URL.
+    With ``browser`` (for a test that drives Chromium) the test skips where Chromium or Playwright is missing."""
+    if browser and not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed")
-    pytest.importorskip("playwright.sync_api")
+    if browser:
+        pytest.importorskip("playwright.sync_api")
     log_path = tmp_path / f"streamlit-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         try:
