@@ -23,8 +23,7 @@ from tokencap.export import loss_mask_csv
 from tokencap.lossmask import loss_mask
 from tokencap.rollout import build_rollout
 from tokencap.views import sources as src
-from helpers_app import (ROLLOUT_PAGE, SAMPLES, TIMEOUT, UPSTREAM, open_app, pick_call, proof_charts, rerun,
-                         start_app)
+from helpers_app import (ROLLOUT_PAGE, SAMPLES, TIMEOUT, UPSTREAM, open_app, pick_call, proof_charts, rerun)
 
 
 def heading(at: AppTest) -> str:
@@ -124,8 +123,8 @@ def test_scenario_picker_switches_source(monkeypatch):
 
 
 @pytest.mark.parametrize("scenario", [s.name for s in src.sample_scenarios(SAMPLES)])
-def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
-    at = start_app(monkeypatch, page=ROLLOUT_PAGE, state={"scenario": scenario})
+def test_every_sample_scenario_renders_every_tab(app_tester, scenario):
+    at = app_tester(page=ROLLOUT_PAGE, state={"scenario": scenario})
     for tab in ("Loss mask", "Verdicts", "Export", "Compare"):
         rerun(at, tab)
     declared = json.loads((SAMPLES / "expected.json").read_text())
