@@ -1,10 +1,12 @@
-"""Fixtures shared by the app tests."""
+"""Fixtures shared by the tests: the app tester, the sample run, a free port, a local Ray, the app's
+downloads. Helpers that are not fixtures live in tests/helpers*.py; no test module imports another."""
 
 from __future__ import annotations
 
+import functools
 import os
-import tempfile
 import socket
+import tempfile
 
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
@@ -57,3 +59,36 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.fixture
+def app_tester(monkeypatch):
+    """Start the app headless: ``app_tester(*args, page=None, state=None, query=None)`` is
+    `helpers_app.start_app` (the one AppTest starter) with this test's monkeypatch."""
+    from helpers_app import start_app
+
+    return functools.partial(start_app, monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def sample_run():
+    """The bundled sample run as the Run page shows it (scanned with its bundled rollout records):
+    (table, frame)."""
+    from helpers_app import SAMPLE_RECORDS, SAMPLE_RUN
+
+    from tokencap.run import scan_table
+    from tokencap.views.run import data as rd
+
+    records = {"final_responses": str(SAMPLE_RECORDS)} if SAMPLE_RECORDS else {}
+    table = scan_table(SAMPLE_RUN, workers=1, **records)
+    return table, rd.run_frame(table)
+
+
+@pytest.fixture
+def served_app(tmp_path):
+    """Serve the app: ``with served_app(*args, env=None) as url`` is `helpers_browser.streamlit_server` (the one
+    starter of a served app: `streamlit run app.py [-- ARGS]` on a free localhost port) logging under
+    this test's tmp_path."""
+    from helpers_browser import streamlit_server as serve
+
+    return functools.partial(serve, tmp_path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 import zipfile
 from pathlib import Path
 
@@ -24,49 +23,7 @@ from tokencap.export import loss_mask_csv
 from tokencap.lossmask import loss_mask
 from tokencap.rollout import build_rollout
 from tokencap.views import sources as src
-
-REPO = Path(__file__).resolve().parent.parent
-APP = REPO / "app.py"
-SAMPLES = REPO / "sample_data"
-UPSTREAM = REPO / "tests" / "data" / "upstream_store"
-TIMEOUT = 60
-
-
-ROLLOUT_PAGE = "tokencap/app/rollout/rollout.py"
-
-
-def open_app(monkeypatch, *args: str, tab: str | None = None, query: dict[str, str] | None = None) -> AppTest:
-    """The app on its Rollout page (the Run page is the default; tests/test_app_run.py drives it)."""
-    monkeypatch.setattr(sys, "argv", [str(APP), *args])
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.switch_page(ROLLOUT_PAGE)
-    if tab is not None:
-        at.session_state["tab"] = tab
-    if query:
-        at.query_params.update(query)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def rerun(at: AppTest, tab: str | None = None) -> AppTest:
-    if tab is not None:
-        at.session_state["tab"] = tab
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def pick_call(at: AppTest, key: str) -> AppTest:
-    """Select call ``key`` as a reader does, with the picker; the call a rollout opened on (selected, its
-    detail not shown) with the button that shows its detail."""
-    pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
-    if pick.value != key:
-        pick.set_value(key)
-    else:
-        for button in [b for b in at.button if b.key.startswith("detail_show:")]:
-            button.click()
-    return rerun(at)
+from helpers_app import (ROLLOUT_PAGE, SAMPLES, TIMEOUT, UPSTREAM, open_app, pick_call, proof_charts, rerun)
 
 
 def heading(at: AppTest) -> str:
@@ -102,24 +59,9 @@ def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
     return rerun(at)
 
 
-
-
 def rollout_keys(*sources: src.Source) -> list[str]:
     """The rollout selector's values (labels are what AppTest lists as options)."""
     return [r.key for r in src.rollout_refs(src.load_source(s) for s in sources)]
-
-
-def proof_charts(at: AppTest) -> list[str]:
-    """The calls whose link or break proof is drawn: each proof is a Vega-Lite chart whose second
-    strip row names the call ("this call CALL")."""
-    out = []
-    for chart in at.get("vega_lite_chart"):
-        spec = json.loads(chart.proto.spec)
-        if spec.get("description", "").startswith(("loss-mask", "call tree")):
-            continue  # the Loss mask tab's strip and overview, the call tree and its overview
-        rows = spec["layer"][0]["layer"][0]["encoding"]["y"]["sort"]
-        out.extend(row.removeprefix("this call ") for row in rows if row.startswith("this call "))
-    return out
 
 
 def tree_charts(at: AppTest) -> list[str]:
@@ -155,7 +97,7 @@ def test_default_start_opens_the_sample_scenarios(monkeypatch):
     at = open_app(monkeypatch)
     scenario = at.selectbox(key="scenario")
     assert scenario.value == "subagent_branch.json"
-    assert "capture_store" in scenario.options or "capture store" in scenario.options
+    assert "capture store" in scenario.options
     assert heading(at) == "### subagent\\-branch"
     assert list(tiles(at)) == ["calls", "chains", "delivered", "quarantined", "unproven links", "excluded",
                                "empty gen.", "refusals"]
@@ -187,13 +129,8 @@ def test_scenario_picker_switches_source(monkeypatch):
 
 
 @pytest.mark.parametrize("scenario", [s.name for s in src.sample_scenarios(SAMPLES)])
-def test_every_sample_scenario_renders_every_tab(monkeypatch, scenario):
-    monkeypatch.setattr(sys, "argv", [str(APP)])
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.switch_page(ROLLOUT_PAGE)
-    at.session_state["scenario"] = scenario
-    at.run()
-    assert not at.exception, at.exception
+def test_every_sample_scenario_renders_every_tab(app_tester, scenario):
+    at = app_tester(page=ROLLOUT_PAGE, state={"scenario": scenario})
     for tab in ("Loss mask", "Verdicts", "Export", "Compare"):
         rerun(at, tab)
     declared = json.loads((SAMPLES / "expected.json").read_text())
@@ -465,14 +402,14 @@ def test_the_record_s_fields_and_output_items_open_on_demand_and_stay_open(monke
     assert [t for t in at.table if "field" in t.value.columns] and not at.json
     at.session_state["detail_items_open"] = True
     rerun(at)
-    assert at.json or any(c.value.startswith("item 0") for c in at.caption)
+    assert at.json and "item 0 · message \\(assistant\\)" in [c.value for c in at.caption]
     # The Run page and back (its widgets' state is gone with the page): both as they were left.
     at.switch_page("tokencap/app/run/run.py")
     rerun(at)
     at.switch_page(ROLLOUT_PAGE)
     rerun(at)
-    assert [t for t in at.table if "field" in t.value.columns] and (at.json or any(
-        c.value.startswith("item 0") for c in at.caption))
+    assert [t for t in at.table if "field" in t.value.columns]
+    assert at.json and "item 0 · message \\(assistant\\)" in [c.value for c in at.caption]
 
 
 def test_a_call_s_detail_shows_once_asked_for_in_that_rollout(monkeypatch):
@@ -563,9 +500,9 @@ def test_loss_mask_tab_pages_and_decodes(monkeypatch):
 
 
 def test_loss_mask_tab_decodes_the_window_with_a_tokenizer_json(monkeypatch):
-    from test_views_mask_export import _word_tokenizer_json
+    from helpers_diagnosis import word_tokenizer_json
 
-    tokenizer = _word_tokenizer_json()  # skips without the tokenizers package
+    tokenizer = word_tokenizer_json()  # skips without the tokenizers package
     at = open_app(monkeypatch, str(SAMPLES / "clean_multiturn_tools.json"), tab="Loss mask")
     at.file_uploader(key="tokenizer").set_value(("tokenizer.json", tokenizer, "application/json"))
     rerun(at)

@@ -52,10 +52,9 @@ def test_a_build_that_fails_in_the_thread_is_left_to_the_tab() -> None:
 
 def test_the_rollout_page_builds_the_compare_tabs_pair_before_the_tab_is_opened(monkeypatch) -> None:
     """Drawn on its Call tree tab, the page starts the second anchor's build; the Compare tab then builds nothing."""
-    import sys
     import threading
 
-    from streamlit.testing.v1 import AppTest
+    from helpers_app import ROLLOUT_PAGE, start_app
 
     from tokencap.views import model
 
@@ -75,11 +74,7 @@ def test_the_rollout_page_builds_the_compare_tabs_pair_before_the_tab_is_opened(
 
     st.cache_resource.clear()
     path = repo / "sample_data" / "tool_call_rerendered.json"
-    monkeypatch.setattr(sys, "argv", [str(repo / "app.py"), str(path)])
-    at = AppTest.from_file(str(repo / "app.py"), default_timeout=60)
-    at.switch_page("tokencap/app/rollout/rollout.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = start_app(monkeypatch, str(path), page=ROLLOUT_PAGE)
     for thread in threading.enumerate():
         if thread.name == "tokencap-prefetch-compare":
             thread.join(timeout=60)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from test_app import SAMPLES, open_app, pick_call, proof_charts
-from test_run_diagnosis import broken_rollout, tokenizer_file
+from helpers_app import SAMPLES, open_app, pick_call, proof_charts
+from helpers_diagnosis import broken_rollout, tokenizer_file
 
 from tokencap.views.rollout import breaks as bv
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import vega_specs as vs
-from test_app_run import click_bar, run_app, run_table, shown_count
-from test_run_diagnosis import broken_rollout, records_file
+from helpers_app import click_bar, run_app, run_table, shown_count
+from helpers_diagnosis import broken_rollout, records_file
 
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
@@ -80,7 +80,7 @@ def test_the_run_page_diagnoses_with_the_app_s_tokenizer(monkeypatch, tmp_path):
     """`tokencap app RUN --tokenizer PATH` refines the Run page's causes as it does the Rollout page's: a
     history decoded and encoded again reads `retokenized` with it, `tokens_replaced` without (the scan
     cache keeps the two apart)."""
-    from test_run_diagnosis import tokenizer_file
+    from helpers_diagnosis import tokenizer_file
 
     run, _ = broken_run(tmp_path)
     tok = tokenizer_file(tmp_path / "tokenizer.json")

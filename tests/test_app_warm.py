@@ -35,8 +35,7 @@ print('ready')
 def _warm_up_spans(tmp_path: Path, *args: str) -> list[str]:
     """The spans (tokencap.views.trace) the server's warm-up run draws, started on ``args``, as
     `tokencap app` starts it: Streamlit's script health check on, asked once, no browser."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from app_server import streamlit_app
+    from helpers_browser import streamlit_server
 
     from tokencap.cli.server import warm_up_app
     from tokencap.views import trace
@@ -44,8 +43,8 @@ def _warm_up_spans(tmp_path: Path, *args: str) -> list[str]:
     spans = tmp_path / "spans.tsv"
     env = {"STREAMLIT_SERVER_SCRIPT_HEALTH_CHECK_ENABLED": "true", trace.TRACE_ENV: str(spans),
            "TOKENCAP_CACHE_DIR": str(tmp_path / "cache")}
-    with open(tmp_path / "server.log", "wb") as log, streamlit_app(*args, log=log, env=env) as url:
-        assert warm_up_app(url), (tmp_path / "server.log").read_text()
+    with streamlit_server(tmp_path, *args, env=env, browser=False) as url:
+        assert warm_up_app(url), "".join(log.read_text() for log in tmp_path.glob("streamlit-*.log"))
         return [name for name, _ in trace.read(spans)]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_builder_properties import rollouts
+from helpers_properties import rollouts
 from tokencap import TokenCaptureSnapshot, attribute_terminal, build_rollout, prefix_merging
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -120,13 +120,17 @@ def test_a_kept_prompt_suffix_never_attributes_a_call_with_other_tokens(case, rn
     assert attribution.outcome in ("attributed", "ambiguous")
     assert target.model_call_id in attribution.candidates
     kept = list(target.prompt_token_ids)[len(target.prompt_token_ids) - keep:] if keep else []
+    generation = list(target.generation_token_ids)
     for cid in attribution.candidates:
         entry = plain.entries[cid]
-        assert list(entry.generation_token_ids) == list(target.generation_token_ids) or \
-            full_of(entry) == full_of(target)
-        if keep:
-            assert full_of(entry)[: len(full_of(entry)) - entry.generation_token_ids.size][-keep:] == kept or \
-                full_of(entry) == full_of(target)
+        if entry.full_len == keep + len(generation):
+            # Matched as the whole sequence the final response holds, wherever its prompt ends.
+            assert full_of(entry) == kept + generation
+        else:
+            # Matched by its generation, its full prompt ending with the part the harness kept.
+            assert list(entry.generation_token_ids) == generation
+            if keep:
+                assert list(entry.prompt_token_ids)[-keep:] == kept
     if attribution.outcome == "attributed":
         assert all(full_of(plain.entries[c]) == full_of(target) for c in attribution.candidates)
     else:

@@ -12,66 +12,33 @@ Screenshots are kept under the test's temporary directory (the paths are printed
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from synth_snapshots import kitchen_sink
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
+from helpers_browser import (REPO, RUN_BAR, RUN_TABLE, TOOLTIP, TREE, WAIT_MS, chromium_page, launch_chromium,
+                             streamlit_server)
+from helpers_browser import after_rerun as _after_rerun
+from helpers_browser import GRID as _GRID
+from helpers_browser import GRID_ROWS as _GRID_ROWS
+from helpers_browser import sample_table as _sample_table
+from helpers_browser import select_grid_row as _select_grid_row
+from helpers_browser import settled as _settled
 
 pytestmark = pytest.mark.browser
 
-WAIT_MS = 300_000
-"""How long a wait on a condition may take before the test fails. Generous: on a 2-core machine the
-first paint of the Run page took 30 s at a load of 20 and over 120 s at a load of 40; a condition
-met sooner ends the wait sooner."""
-
-
-@contextlib.contextmanager
-def streamlit_server(tmp_path: Path, *args: str, env: dict[str, str] | None = None):
-    """`streamlit run app.py [-- ARGS]` on a free localhost port; yields its URL."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
-    pytest.importorskip("playwright.sync_api")
-    log_path = tmp_path / f"streamlit-{time.monotonic_ns()}.log"
-    with open(log_path, "wb") as log:
-        try:
-            with streamlit_app(*args, log=log, env=env) as url:
-                yield url
-        except AppDidNotStart as exc:
-            pytest.fail(f"{exc}:\n" + log_path.read_text())
-
 
 @pytest.fixture
-def server(tmp_path):
-    with streamlit_server(tmp_path) as url:
+def server(served_app):
+    """The app serving its default page (the sample run)."""
+    with served_app() as url:
         yield url
-
-
-@contextlib.contextmanager
-def chromium_page(**context_options):
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=WAIT_MS)
-    with sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            context = browser.new_context(**{"viewport": {"width": 1280, "height": 800}, **context_options})
-            page = context.new_page()
-            page.set_default_timeout(WAIT_MS)
-            _watch_runs(page)
-            yield page
-        finally:
-            browser.close()
 
 
 def _selecting(page, act) -> None:
@@ -81,76 +48,6 @@ def _selecting(page, act) -> None:
     before = page.evaluate("() => document.documentElement.dataset.detailScroll || ''")
     act()
     page.wait_for_function("b => (document.documentElement.dataset.detailScroll || '') !== b", arg=before)
-
-
-_SETTLED = """([token, arg]) => {
-    // Streamlit marks what a running script has not redrawn yet as stale, and shows its status widget
-    // while a run lasts. The page has settled when neither is there, the caller's condition holds, and
-    // the layout (the main block's height, the number and box of the tables) held still for 10 frames.
-    const busy = document.querySelector('[data-stale="true"], [data-testid="stStatusWidget"]');
-    const ready = !busy && (CONDITION);
-    const grids = document.querySelectorAll('[data-testid="stDataFrame"]');
-    const last = grids[grids.length - 1], main = document.querySelector('[data-testid="stMain"]');
-    const r = last ? last.getBoundingClientRect() : {top: 0, height: 0};
-    const shape = [main ? main.scrollHeight : 0, grids.length, r.top, r.height].join();
-    const s = window.__tokencapSettled;
-    if (!s || s.token !== token || !ready || s.shape !== shape) {
-        window.__tokencapSettled = {token, shape, frames: 0};
-        return false;
-    }
-    return ++s.frames >= 10;
-}"""
-
-
-def _settled(page, condition: str = "true", arg=None) -> None:
-    """Wait until the app has finished its rerun and the page stands still (see `_SETTLED`), with the
-    JavaScript expression ``condition`` (on ``arg``) true: what a test waits on instead of a fixed time."""
-    page.wait_for_function(_SETTLED.replace("CONDITION", condition), arg=[time.monotonic_ns(), arg],
-                           polling="raf")
-
-
-_SOCKETS: dict[int, object] = {}
-"""Page (by id) -> the websocket its app talks over (the latest: a reload opens another)."""
-
-
-def _watch_runs(page) -> None:
-    """Keep the page's Streamlit websocket, so `_after_rerun` can see the server end a script run."""
-    page.on("websocket", lambda ws: _SOCKETS.__setitem__(id(page), ws))
-
-
-def _script_finished(payload) -> bool:
-    """Whether a websocket frame from the server says a script run ended (not one cut short for a rerun)."""
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    if not isinstance(payload, bytes):
-        return False
-    try:
-        msg = ForwardMsg.FromString(payload)
-    except Exception:  # noqa: BLE001 -- any frame that is not a ForwardMsg is not the one waited for
-        return False
-    return msg.WhichOneof("type") == "script_finished" and msg.script_finished in (
-        ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
-
-
-def _after_rerun(page, act, condition: str = "true", arg=None) -> None:
-    """Do ``act`` (an input that makes the app rerun) once the page has settled, wait for the server to
-    say that rerun finished (its websocket's ``script_finished``), then until the page settles again:
-    right after ``act`` the old page still stands and would pass for settled. The page must come from
-    `chromium_page` (which watches its websocket)."""
-    _settled(page)
-    with _SOCKETS[id(page)].expect_event("framereceived", predicate=_script_finished, timeout=WAIT_MS):
-        act()
-    _settled(page, condition, arg)
-
-
-_GRID = """(() => { const pick = sel => { const all = document.querySelectorAll(sel); return all[all.length - 1]; };
-    return pick("[class*='st-key-run_pairs'] [data-testid='stDataFrame']")
-        || pick(".st-key-run_table_box [data-testid='stDataFrame']") || pick('[data-testid="stDataFrame"]'); })()"""
-"""The Run page's table as a JavaScript expression: a comparison's joined rows, else the run's rows."""
-
-_GRID_ROWS = ("""arg => { const found = GRID; const grid = found && found.querySelector('table[role=grid]');
-    return !!grid && (arg === null || grid.getAttribute('aria-rowcount') === String(arg + 1)); }"""
-              .replace("GRID", _GRID))
 
 
 def _click_node(page, call_key: str, chart: str = "tree") -> None:
@@ -195,14 +92,8 @@ def _node_pixel(page, call_key: str, chart: str = "tree") -> tuple[float, float]
     return box[0], box[1]
 
 
-TREE = "[class*='st-key-tree-'] [data-testid='stVegaLiteChart'] svg"
-"""The call tree drawn (its SVG)."""
 TREE_NODE = f"{TREE} path[aria-label^='call:']"
 """A call's node drawn in the tree."""
-
-
-def _launch(pw):
-    return launch_chromium(pw)
 
 
 def test_upload_click_and_download_in_chromium(server, tmp_path):
@@ -218,7 +109,7 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
                    cwd=REPO)
 
     with sync_playwright() as pw:
-        browser = _launch(pw)
+        browser = launch_chromium(pw)
         try:
             context = browser.new_context(viewport={"width": 1500, "height": 1300}, accept_downloads=True)
             page = context.new_page()
@@ -277,38 +168,8 @@ def test_upload_click_and_download_in_chromium(server, tmp_path):
     print(f"screenshots: {shot} {tmp_path / 'app-export.png'}")
 
 
-RUN_TABLE = ".st-key-run_table_box [data-testid='stDataFrame']"
-"""The Run page's table (the rewards' tables follow it)."""
 RUN_TABLE_JS = f"document.querySelector({json.dumps(RUN_TABLE)})"
 
-
-RUN_BAR = """([dimension, label]) => {
-    // A Run-page chart's row for the category drawn as ``label`` (its key's label), in the page's
-    // coordinates: ``hit``, the transparent bar that spans the row (the chart's last layer of rect marks,
-    // one path per category, described "LABEL: counts"), and ``bar``, the first run's drawn bar in that
-    // row (the first layer of rect marks, however many groups Vega splits it into). Null while the chart
-    // is not drawn (a rerun sends it again).
-    const box = (el) => { const r = el.getBoundingClientRect();
-                          return {x: r.left, y: r.top, width: r.width, height: r.height}; };
-    for (const chart of document.querySelectorAll(
-            `[class*="st-key-run_chart-${dimension}-"] [data-testid="stVegaLiteChart"]`)) {
-        const layers = chart.querySelectorAll('svg g.mark-rect.role-mark');
-        if (layers.length < 2) continue;
-        const hit = [...layers[layers.length - 1].querySelectorAll('path')]
-            .find(p => (p.getAttribute('aria-label') || '').startsWith(label + ': '));
-        if (!hit) continue;
-        const h = box(hit), horizontal = h.width > h.height;
-        // Vega draws a bar with a rounded end in a group of its own: gather every group of the first layer.
-        const first = [...layers[0].classList].find(c => /^layer_[0-9]+_marks$/.test(c));
-        const drawn = [...layers].filter(g => first ? g.classList.contains(first) : g === layers[0]);
-        const bar = drawn.flatMap(g => [...g.querySelectorAll('path')]).map(box).find(b => horizontal
-            ? Math.abs(b.y + b.height / 2 - (h.y + h.height / 2)) <= h.height / 2
-            : b.x + b.width / 2 >= h.x && b.x + b.width / 2 <= h.x + h.width);
-        return bar ? {hit: h, bar: bar, horizontal: horizontal} : null;
-    }
-    return null;
-}"""
-"""Find a Run-page chart's category on the page (see the string)."""
 
 RUN_BARS = "[class*='st-key-run_chart'] [data-testid='stVegaLiteChart'] svg g.mark-rect path"
 """A drawn bar of any Run-page chart."""
@@ -358,14 +219,6 @@ def _bar_pixel(page, dimension: str, key: str) -> tuple[float, float]:
     return bar["x"] + bar["width"] / 2, bar["y"] + bar["height"] / 2
 
 
-def _sample_table(name: str = "run"):
-    """A bundled sample run as the Run page scans it: with its bundled rollout records."""
-    from tokencap.run import scan_table
-
-    records = REPO / "sample_data" / "rollout_records" / f"{name}.jsonl"
-    return scan_table(REPO / "sample_data" / name, workers=1, final_responses=str(records))
-
-
 def _label_pixel(page, dimension: str, key: str) -> tuple[float, float]:
     """Page coordinates of a few pixels into the label of a horizontal Run-page chart's category (drawn
     in the plot, at the left of its row), once the chart is drawn (see `_bar_box`)."""
@@ -399,7 +252,7 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
     target = filtered[position]
 
     with sync_playwright() as pw:
-        browser = _launch(pw)
+        browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.set_default_timeout(WAIT_MS)
@@ -543,13 +396,6 @@ def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_pa
         page.screenshot(path=str(tmp_path / "long-tree.png"))
 
 
-TOOLTIP = """() => {
-    const tip = document.querySelector('#vg-tooltip-element');
-    if (!tip || !tip.classList.contains('visible')) return null;
-    return [...tip.querySelectorAll('tr')].map(r => [...r.querySelectorAll('td')].map(d => d.textContent.trim()));
-}"""
-
-
 def _hover_tooltip(page, selector: str, at: tuple[float, float]) -> dict[str, str]:
     """What the Vega tooltip says with the pointer at fraction ``at`` of the chart's canvas."""
     canvas = page.locator(f"{selector} canvas")
@@ -650,20 +496,6 @@ def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
         downloaded = tmp_path / "downloaded.result.json"
         info.value.save_as(str(downloaded))
         assert downloaded.read_bytes() == cli
-
-
-def _select_grid_row(page, position: int, rows: int | None = None) -> None:
-    """Click the checkbox column of the ``position``-th row of the Run page's table (a canvas), the last
-    table of the page, once the rerun that drew it is over (holding ``rows`` rows, when given).
-
-    A filter's rerun replaces the table: a locator resolved before would point at a detached one. So
-    the table is looked up afresh, scrolled to and measured in one step, after the page settled."""
-    _settled(page, f"({_GRID_ROWS})(arg)", rows)
-    page.evaluate(f"() => {_GRID}.scrollIntoView({{block: 'center'}})")
-    _settled(page, f"({_GRID_ROWS})(arg)", rows)  # the scroll moved it: measure it where it stands
-    box = page.evaluate(f"() => {{ const r = {_GRID}.getBoundingClientRect(); return {{x: r.left, y: r.top}}; }}")
-    # Header and rows are 35 px high; the first column holds the row's checkbox.
-    page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * position + 17)
 
 
 def test_a_row_clicked_as_the_run_page_is_drawn_opens_its_call_tree_without_plotly(tmp_path):

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from test_browser import RUN_BAR, _launch, streamlit_server
-from test_run_diagnosis import broken_rollout, tokenizer_file
+from helpers_browser import RUN_BAR, launch_chromium, streamlit_server
+from helpers_diagnosis import broken_rollout, tokenizer_file
 
 pytestmark = pytest.mark.browser
 
@@ -68,7 +68,7 @@ def test_the_cause_chart_a_cause_filter_and_a_break_s_decoded_proof_in_chromium(
     tok = tokenizer_file(tmp_path / "tokenizer.json")
     expect.set_options(timeout=30_000)
     with streamlit_server(tmp_path, str(run), "--tokenizer", str(tok)) as url, sync_playwright() as pw:
-        browser = _launch(pw)
+        browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             page.set_default_timeout(30_000)

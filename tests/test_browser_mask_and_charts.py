@@ -10,7 +10,7 @@ from __future__ import annotations
 import colorsys
 
 import pytest
-from test_browser import REPO, TOOLTIP, chromium_page, streamlit_server
+from helpers_browser import REPO, TOOLTIP, TREE, chromium_page, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -78,8 +78,6 @@ def test_the_loss_mask_strip_colours_trained_apart_from_context_and_hovers_the_t
 
 def test_a_node_s_rings_stand_apart_an_intact_link_says_nothing_diverges_and_a_break_draws_one_proof(tmp_path):
     from playwright.sync_api import expect
-    from test_browser import TREE
-
     with streamlit_server(tmp_path) as url, chromium_page() as page:
         # compaction_observed's call-0004: its boundary ring around it, its other rings as badges beside it.
         page.goto(f"{url}/rollout?src=sample:compaction_observed.json&call=call-0004")

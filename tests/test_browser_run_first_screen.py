@@ -10,15 +10,8 @@ condition, never a fixed time.
 from __future__ import annotations
 
 import pytest
-from test_browser import (
-    RUN_TABLE,
-    _sample_table,
-    _select_grid_row,
-    _settled,
-    chromium_page,
-    streamlit_server,
-)
-from test_views_contrast import blend, ratio
+from helpers_browser import RUN_TABLE, chromium_page, sample_table, select_grid_row, settled, streamlit_server
+from helpers_colour import blend, ratio
 
 pytestmark = pytest.mark.browser
 
@@ -55,7 +48,7 @@ def test_the_first_screen_holds_eight_rows_the_triage_columns_both_headline_char
     from tokencap.views.run import data as rd
     from tokencap.views.run import table as rt
 
-    frame = rd.run_frame(_sample_table())
+    frame = rd.run_frame(sample_table())
     rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, rd.RunFilter())), rd.RunFilter())
     headers = list(rd.TABLE_COLUMNS.values())
     wanted = [rd.TABLE_COLUMNS[c] for c in rt.FIRST_SCREEN]
@@ -66,7 +59,7 @@ def test_the_first_screen_holds_eight_rows_the_triage_columns_both_headline_char
         page.add_init_script(PAINTED)
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible()
-        _settled(page, "document.querySelectorAll('[class*=st-key-run_chart] svg.marks').length === 2")
+        settled(page, "document.querySelectorAll('[class*=st-key-run_chart] svg.marks').length === 2")
         assert page.evaluate("() => scrollY") == 0
 
         # Item 7: the cause chart beside the reason chart, on the first screen; the switch names the others.
@@ -121,7 +114,7 @@ def test_the_first_screen_holds_eight_rows_the_triage_columns_both_headline_char
 
         # Widths kept on the way back from a rollout (the table drawn again, scrolled to its row).
         page.evaluate("() => { window.__gridTexts = []; }")
-        _select_grid_row(page, 5, len(frame))
+        select_grid_row(page, 5, len(frame))
         target = str(frame["rollout_id"].iloc[int(rows[5])])
         expect(page.get_by_role("heading", name=target, exact=True)).to_be_visible()
         page.evaluate("() => { window.__gridTexts = []; }")

@@ -48,10 +48,9 @@ def test_build_names_a_sample_from_any_directory(tmp_path: Path, monkeypatch, ca
 def test_an_unknown_sample_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["inspect", "sample:nope.json"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert err.startswith("tokencap: error: sample:nope.json: no bundled sample of that name; the samples are "
-                          f"the files and folders in {REPO / 'sample_data'}")
+    assert capsys.readouterr().err == ("tokencap: error: sample:nope.json: no bundled sample of that name; the "
+                                       f"samples are the files and folders in {REPO / 'sample_data'} (sample:NAME "
+                                       "names one, e.g. sample:clean_multiturn_tools.json)\n")
 
 
 def test_a_missing_relative_path_is_never_read_as_a_sample_but_the_error_names_it(tmp_path: Path, monkeypatch,

@@ -30,9 +30,14 @@ def check(capsys, *argv: str) -> tuple[int, list[str], str]:
     return code, out.splitlines(), err
 
 
-def assert_one_line_error(err: str) -> None:
-    text = err.strip()
-    assert text.startswith("tokencap: error: ") and "\n" not in text, err
+def assert_one_line_error(err: str, message: str) -> None:
+    """``err`` is exactly the one line "tokencap: error: MESSAGE"; a MESSAGE ending in "(" is followed by
+    the words of the library that read the file (its wording, not tokencap's)."""
+    assert err.endswith("\n") and "\n" not in err[:-1], err
+    if message.endswith("("):
+        assert err.startswith(f"tokencap: error: {message}"), err
+    else:
+        assert err == f"tokencap: error: {message}\n"
 
 
 def test_a_clean_capture_exits_0_with_only_the_summary(capsys):
@@ -95,18 +100,21 @@ def test_final_responses_beside_a_capture_bring_the_harness_cause(capsys):
 def test_a_missing_file_exits_2_with_one_line(capsys, tmp_path):
     code, lines, err = check(capsys, tmp_path / "nope.jsonl")
     assert code == 2 and lines == []
-    assert_one_line_error(err)
-    assert "nope.jsonl: no such file or directory" in err
+    assert_one_line_error(err, f"{tmp_path / 'nope.jsonl'}: no such file or directory")
 
 
-@pytest.mark.parametrize("content", [b"\x00\x01garbage\xff" * 50, b"not json at all\n", b'{"entries": 3}\n'])
-def test_garbage_exits_2_with_one_line(capsys, tmp_path, content):
+@pytest.mark.parametrize(("content", "message"), [
+    (b"\x00\x01garbage\xff" * 50, ": binary data (a NUL byte at byte 0), not JSON text; expected a snapshot JSON "
+     "object, entries JSONL (one record a line), a capture-store directory or a zip of one"),
+    (b"not json at all\n", ", line 1: not valid JSON ("),
+    (b'{"entries": 3}\n', ": snapshot JSON: Expected `array`, got `int` - at `$.entries`; 'entries' must be a list "
+     "of token-entry objects")])
+def test_garbage_exits_2_with_one_line(capsys, tmp_path, content, message):
     path = tmp_path / "garbage.json"
     path.write_bytes(content)
     code, lines, err = check(capsys, path)
     assert code == 2 and lines == []
-    assert_one_line_error(err)
-    assert "garbage.json" in err
+    assert_one_line_error(err, f"{path}{message}")
 
 
 def test_a_bad_tokenizer_exits_2_before_any_work(capsys, tmp_path):
@@ -114,7 +122,7 @@ def test_a_bad_tokenizer_exits_2_before_any_work(capsys, tmp_path):
     bad.write_text("{}")
     code, lines, err = check(capsys, SAMPLES / "history_truncated.json", "--tokenizer", bad)
     assert code == 2 and lines == []
-    assert_one_line_error(err)
+    assert_one_line_error(err, f"{bad}: not a tokenizer.json the tokenizers library can read (")
 
 
 # --------------------------------------------------------------------------- rollouts with token ids (docs/contract.md#token-rollouts)
@@ -185,8 +193,9 @@ def test_final_responses_beside_a_rollouts_file_exits_2_with_the_error(capsys, t
     records = SAMPLES / "final_responses" / "compaction_observed.json"
     code, lines, err = check(capsys, made_rollouts(tmp_path), "--final-responses", records)
     assert code == 2 and lines == []
-    assert_one_line_error(err)
-    assert "--final-responses given with a source of rollout records" in err and "drop --final-responses" in err
+    assert_one_line_error(err, f"{SAMPLES / 'final_responses' / 'compaction_observed.json'}: --final-responses given "
+                               "with a source of rollout records whose output items carry token ids; such a file is "
+                               "its own records (its final responses, rewards and evidence): drop --final-responses")
 
 
 def test_the_command_line_gates_a_job_by_its_exit_code(tmp_path):
@@ -253,5 +262,4 @@ def test_a_source_that_yields_no_rollout_is_no_pass(capsys, monkeypatch):
     monkeypatch.setattr(check_command, "_inputs", lambda args, evidence: iter(()))
     code, lines, err = check(capsys, SAMPLES / "clean_multiturn_tools.json")
     assert code == 2 and lines == []
-    assert_one_line_error(err)
-    assert "no rollout to check" in err
+    assert_one_line_error(err, f"{SAMPLES / 'clean_multiturn_tools.json'}: no rollout to check")

@@ -13,12 +13,7 @@ from synth_snapshots import Capture
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import write_summary
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from helpers_diagnosis import run_cli
 
 
 def breaks_section(out: str) -> str:
@@ -103,7 +98,16 @@ def test_a_bad_tokenizer_path_is_one_line_and_exit_2(tmp_path, capsys, bad):
     src.write_bytes(Case().c.json_bytes())
     code, out, err = run_cli(capsys, "inspect", str(src), "--tokenizer", str(tmp_path / bad))
     assert code == 2 and out == ""
-    assert err.startswith("tokencap: error: ") and err.count("\n") == 1 and str(tmp_path / bad) in err
+    path = tmp_path / bad
+    hint = ("give a tokenizer.json file, a directory holding one (a Hugging Face model directory), or a model name "
+            "Org/Name found in the local Hugging Face cache")
+    if bad == "missing.json":
+        assert err == f"tokencap: error: {path}: no such file or directory; {hint}\n"
+    elif bad == ".":
+        assert err == f"tokencap: error: {path.resolve()}: a directory without a tokenizer.json; {hint}\n"
+    else:  # the rest of the line is the tokenizers library's own words
+        assert err.startswith(f"tokencap: error: {path}: not a tokenizer.json the tokenizers library can read (")
+        assert err.count("\n") == 1, err
 
 
 def test_build_writes_the_same_bytes_with_evidence_and_has_no_tokenizer_option(tmp_path, capsys):

@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 APP_COMMAND_TESTS = [
-    "tests/test_app_run_fixes.py::test_tokencap_app_tells_the_server_where_it_was_started",
+    "tests/test_app_run_sources_and_comparison.py::test_tokencap_app_tells_the_server_where_it_was_started",
     "tests/test_app_run.py::test_tokencap_app_passes_the_records_to_the_page",
     "tests/test_run_diagnosis.py::test_scan_with_a_bad_tokenizer_is_a_one_line_exit_2",
     "tests/test_cli_new_user.py::test_app_with_bad_rollout_records_fails_as_build_does_before_any_server",

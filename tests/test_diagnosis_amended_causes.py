@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from diagnosis_cases import GEN1, OPENING, Case, tiny_tokenizer
 from synth_snapshots import Capture
-from test_diagnosis_evidence import compaction, observations, ref
+from helpers_diagnosis import compaction, observations, ref
 
 from tokencap import build_rollout, diagnose
 from tokencap.diagnosis import HINTS

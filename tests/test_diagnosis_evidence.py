@@ -9,6 +9,7 @@ from diagnosis_cases import Case
 
 from tokencap import load_final_responses
 from tokencap.diagnosis import delivered_by, delivered_mask_sample, parse_evidence, trained_in_doubt
+from helpers_diagnosis import compaction, observations, ref
 
 
 def compaction_case() -> Case:
@@ -17,24 +18,6 @@ def compaction_case() -> Case:
     case.brk(case.s + case.fresh(6), call_id="s", resolution="resolved", claimed="a2")  # linked: not a break
     case.brk(case.opening + case.fresh(30))
     return case
-
-
-def observations(*records, **extra):
-    return {"ng_agent_observations": {"source": "harness", "records": list(records), "gaps": []}, **extra}
-
-
-def ref(call_id=None, response_id=None):
-    out = {"model_ref": "policy"}
-    if call_id is not None:
-        out["model_call_id"] = call_id
-    if response_id is not None:
-        out["response_id"] = response_id
-    return out
-
-
-def compaction(after, calls=(), **fields):
-    return {"kind": "context_compaction", "after_model_call": after, "model_calls": list(calls), "trigger": "tokens",
-            "tokens_before": 4000, "tokens_after": 300, "observed_at": 12.5, **fields}
 
 
 def test_a_compaction_after_the_call_replaces_its_cause_and_keeps_the_token_cause():

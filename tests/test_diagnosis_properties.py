@@ -17,7 +17,7 @@ import math
 from diagnosis_cases import tiny_tokenizer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_builder_properties import rollouts
+from helpers_properties import rollouts
 
 from tokencap import TokenCaptureSnapshot, build_rollout, diagnose
 from tokencap.diagnosis import BREAK_FIELDS, BREAK_KINDS, CAUSES, DIVERGENCE_KINDS, RELATIONS

@@ -3,7 +3,7 @@
 A fixed wait (`page.wait_for_timeout`, `time.sleep`) is too short on a busy machine, where the
 suite then fails on a page that had not finished its rerun, and too long everywhere else. Waits
 go on what matters: Playwright's `expect(...)`, `page.wait_for_function`, `locator.wait_for`,
-`_settled` in tests/test_browser.py, or a poll of a condition with a deadline.
+`settled` in tests/helpers_browser.py, or a poll of a condition with a deadline.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CHECKED = sorted({*(REPO / "tests").glob("test_browser*.py"), REPO / "benchmarks" / "app_server.py",
-                  *(REPO / "tests").glob("test_app*.py")})
+                  *(REPO / "tests").glob("test_app*.py"), *(REPO / "tests").glob("helpers*.py"),
+                  REPO / "tests" / "conftest.py"})
 FIXED_WAITS = {"wait_for_timeout", "sleep"}
 
 

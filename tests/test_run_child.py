@@ -568,13 +568,11 @@ def test_keep_spare_soon_makes_one_spare_later_and_none_when_turned_off(monkeypa
 
 
 def test_the_run_page_asks_for_a_spare_once_it_has_drawn_a_run(monkeypatch):
-    from streamlit.testing.v1 import AppTest
+    from helpers_app import start_app
 
     asked: list[float] = []
     monkeypatch.setattr(child_module, "keep_spare_soon", lambda delay=1.5: asked.append(delay))
-    monkeypatch.setattr(sys, "argv", [str(REPO / "app.py")])
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
-    assert not at.exception
+    at = start_app(monkeypatch, timeout=120)
     assert len(at.dataframe) >= 1 and asked  # the table is drawn, then the spare asked for
 
 

@@ -11,42 +11,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import entry_dict, snapshot_dict
 from tokencap.cli import main
 from tokencap.diagnosis import CAUSES
 from tokencap.run import COLUMNS, read_current_scan, read_scan, scan, scan_table
 from tokencap.run.diagnosed import DiagnosisFacts, diagnosis_facts
 from tokencap.run.table import DIAGNOSIS_COLUMNS, RECORD_COLUMNS, TOKENS_COLUMNS
+from helpers_diagnosis import broken_rollout, records_file, tokenizer_file
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
 EARLIER = [c for c in COLUMNS if c not in DIAGNOSIS_COLUMNS + TOKENS_COLUMNS]
 
-X, Y, XY = 1, 2, 3  # token ids: "x", "y" and the one token "x y" (same text, other ids)
-
-
-def tokenizer_file(path: Path) -> Path:
-    """A tiny word-level tokenizer.json: ids 0..199 are "w0".."w199", 1 is "x", 2 "y", 3 the token "x y"."""
-    from tokenizers import Tokenizer, models
-
-    vocab = {f"w{i}": i for i in range(200)}
-    for word, i in (("x", X), ("y", Y), ("x y", XY)):
-        del vocab[f"w{i}"]
-        vocab[word] = i
-    Tokenizer(models.WordLevel(vocab, unk_token="w0")).save(str(path))
-    return path
-
-
-def broken_rollout(rollout_id: str, *, replaced: bool = True) -> dict:
-    """call-0001 generated "x y"; call-0002 claims it as parent but its prompt carries the one token
-    "x y" in its place (a boundary: parent_digest_mismatch, cause tokens_replaced; retokenized with
-    the tokenizer above). ``replaced=False``: a clean two-call chain."""
-    tail = list(range(20, 30))
-    root = entry_dict("call-0001", [10, 11, 12, 13, 14], [X, Y, *tail], rollout_id=rollout_id, created_at=1.0)
-    carried = [XY, *tail] if replaced else [X, Y, *tail]
-    child = entry_dict("call-0002", [10, 11, 12, 13, 14, *carried, 30, 31, 32, 33, 34, 35, 36, 37, 38], [40, 41],
-                       rollout_id=rollout_id, resolution="resolved", parent="call-0001", created_at=2.0)
-    return snapshot_dict([root, child], rollout_id=rollout_id)
 
 
 def make_run(tmp_path: Path, n: int = 6) -> Path:
@@ -57,18 +32,6 @@ def make_run(tmp_path: Path, n: int = 6) -> Path:
         rid = f"r{i:02d}"
         (run / f"{rid}.json").write_text(json.dumps(broken_rollout(rid, replaced=i % 3 == 0)))
     return run
-
-
-def records_file(path: Path, run_ids: list[str], extra: dict[str, dict] | None = None) -> Path:
-    lines = []
-    for rid in run_ids:
-        record = {"rollout_id": rid, "reward": 1.0,
-                  "response": {"object": "response", "output": [
-                      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]}}
-        record.update((extra or {}).get(rid, {}))
-        lines.append(json.dumps(record))
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def ids(n: int = 6) -> list[str]:
@@ -254,17 +217,26 @@ def test_scan_with_a_bad_tokenizer_is_a_one_line_exit_2(tmp_path, capsys):
     run = make_run(tmp_path)
     bad = tmp_path / "tokenizer.json"
     bad.write_text("{not json")
-    for path in (str(bad), str(tmp_path / "missing.json"), str(tmp_path)):
+    unreadable = f"tokencap: error: --tokenizer: {bad}: not a tokenizer.json the tokenizers library can read ("
+    missing = tmp_path / "missing.json"
+    expected = {  # a message ending in "(" goes on with the tokenizers library's own words
+        str(bad): unreadable,
+        str(missing): (f"tokencap: error: --tokenizer: {missing}: no such file or directory; give a tokenizer.json "
+                       "file, a directory holding one (a Hugging Face model directory), or a model name Org/Name "
+                       "found in the local Hugging Face cache\n"),
+        str(tmp_path): unreadable,  # the directory's tokenizer.json is the unreadable one
+    }
+    for path, message in expected.items():
         out = tmp_path / "out.parquet"
         assert main(["scan", str(run), "-o", str(out), "--tokenizer", path]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith("tokencap: error: --tokenizer: ") and path in err
+        assert err.count("\n") == 1 and (err.startswith(message) if message.endswith("(") else err == message), err
         assert not out.exists()
     assert main(["diff", str(run), str(run), "--tokenizer", str(bad)]) == 2
-    assert capsys.readouterr().err.startswith("tokencap: error: --tokenizer: ")
-    # The app's tokenizer is checked before its port: whether 8501 is free changes nothing (issue 37.3).
+    assert capsys.readouterr().err.startswith(unreadable)
+    # The app's tokenizer is checked before its port: whether 8501 is free changes nothing.
     assert main(["app", str(run), "--tokenizer", str(bad)]) == 2
-    assert capsys.readouterr().err.startswith("tokencap: error: --tokenizer: ")
+    assert capsys.readouterr().err.startswith(unreadable)
 
 
 def test_sample_file_through_the_cli_scan_table(tmp_path):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from diagnosis_cases import Case, tiny_tokenizer
-from test_cli_diagnosis import run_cli
-from test_run_diagnosis import broken_rollout, tokenizer_file
+from helpers_diagnosis import run_cli
+from helpers_diagnosis import broken_rollout, tokenizer_file
 
 from tokencap import diagnose
 from tokencap.diagnosis import (
@@ -237,7 +237,8 @@ def test_scan_decodes_with_the_model_s_tokenizer_and_since_compares_it(tmp_path,
     root = cache_model(tmp_path / "hub", MODEL, {"r1": tokenizer_file(tmp_path / "word.json")}, main="r1")
     again = tmp_path / "again.parquet"
     summary = scan(run, again, workers=1, since=str(first))  # a tokenizer appeared in the cache: built again
-    assert summary.reused == 0 and any("another tokenizer" in n for n in summary.notes)
+    assert summary.reused == 0
+    assert any("another tokenizer was found in the local Hugging Face cache" in n for n in summary.notes), summary.notes
     assert read_scan(again).column("break_causes").to_pylist()[0] == ["retokenized"]
     assert scan(run, tmp_path / "same.parquet", workers=1, since=str(again)).reused == 3
     lookup._reset()

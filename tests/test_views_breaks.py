@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 
 from helpers import entry_dict, snapshot_dict
-from test_run_diagnosis import XY, X, Y, broken_rollout, tokenizer_file
-from tokencap import load_snapshots
 from tokencap.diagnosis import Break, Divergence
-from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import culprits as cv
 from tokencap.views.rollout import linkproof as lp
-
-
-def view_of(snapshot: dict, evidence: dict | None = None) -> RolloutView:
-    return RolloutView(load_snapshots(json.dumps(snapshot).encode())[0], evidence=evidence)
+from helpers_diagnosis import XY, X, Y, broken_rollout, tokenizer_file, view_of
 
 
 def brk(cause: str, *, token_cause: str | None = None, d=(10, 422), i=(10, 10), reasoning=False, agree=10,

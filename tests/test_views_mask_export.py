@@ -22,12 +22,11 @@ from tokencap.views import vega
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import logprob_chart as lc
 from tokencap.views.rollout import mask_chart as mc
+from helpers_diagnosis import word_tokenizer_json
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
 UPSTREAM = REPO / "tests" / "data" / "upstream_store"
-
-
 
 
 @pytest.fixture(scope="module")
@@ -246,20 +245,8 @@ def test_segments_split_by_provenance_and_call():
     assert sum(b - a for a, b, kind, _ in segs if kind == GENERATED) == mask.generated_tokens
 
 
-def _word_tokenizer_json() -> bytes:
-    tokenizers = pytest.importorskip("tokenizers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, 50_000)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.decoder = decoders.WordPiece()
-    del tokenizers
-    return tok.to_str().encode()
-
-
 def test_decoded_segments_with_a_tokenizer_json():
-    tokenizer, problem = mv.load_tokenizer(_word_tokenizer_json())
+    tokenizer, problem = mv.load_tokenizer(word_tokenizer_json())
     assert problem is None
     view = RolloutView(kitchen_sink().snapshot())
     mask = view.mask()

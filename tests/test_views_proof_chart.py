@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_run_diagnosis import XY, X, Y, broken_rollout
-from test_views_breaks import view_of
+from helpers_diagnosis import XY, X, Y, broken_rollout, view_of
 from tokencap import load_snapshots
 from tokencap.views import vega
 from tokencap.views.model import RolloutView

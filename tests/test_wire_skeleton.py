@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from test_wire_typed import _conversation, _fingerprint, _mutations, _snapshot_text, _top_mutations, snapshots_seen
+from helpers_wire import conversation, entry_fingerprint, entry_mutations, snapshot_text, snapshots_seen, top_mutations
 from tokencap.loading import load_snapshots, skeleton
 from tokencap.loading import text as text_module
 from tokencap.loading.text import LoadError
@@ -34,11 +34,11 @@ def _outcome(data: bytes, cut: bool) -> tuple[str, Any]:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(delta=st.booleans(), mutations=st.lists(_mutations(), min_size=0, max_size=3),
-       top=st.lists(_top_mutations(), min_size=0, max_size=2), pretty=st.booleans())
+@given(delta=st.booleans(), mutations=st.lists(entry_mutations(), min_size=0, max_size=3),
+       top=st.lists(top_mutations(), min_size=0, max_size=2), pretty=st.booleans())
 def test_cut_and_whole_loads_of_a_mutated_snapshot_agree(delta: bool, mutations: list, top: list,
                                                         pretty: bool) -> None:
-    data = _snapshot_text(_conversation(delta), mutations, top, pretty)
+    data = snapshot_text(conversation(delta), mutations, top, pretty)
     assert _outcome(data, True) == _outcome(data, False)
 
 
@@ -68,7 +68,7 @@ def _with_prompt_text(entries: list[dict[str, Any]], index: int, raw: str) -> by
 ])
 @pytest.mark.parametrize("index", [0, 2])
 def test_a_broken_or_odd_token_array_loads_or_fails_as_the_whole_text_does(raw: str, index: int) -> None:
-    data = _with_prompt_text(_conversation(False), index, raw)
+    data = _with_prompt_text(conversation(False), index, raw)
     cut, whole = _outcome(data, True), _outcome(data, False)
     assert cut == whole
 
@@ -84,7 +84,7 @@ def test_a_broken_or_odd_token_array_loads_or_fails_as_the_whole_text_does(raw: 
     '"prompt_token_ids": [3, 4]',
 ])
 def test_a_cut_where_no_token_field_is_sends_the_text_the_whole_way(trap: str, monkeypatch) -> None:
-    entries = _conversation(False)
+    entries = conversation(False)
     text = _entries_text(entries)
     at = text.index('"model_call_id"')
     data = (text[:at] + trap + ", " + text[at:]).encode()
@@ -128,12 +128,12 @@ def test_a_big_snapshot_is_decoded_from_a_skeleton_without_its_token_arrays(tmp_
     assert [int(e.prompt_token_ids.size) for e in snapshot.entries] == [len(e["prompt_token_ids"]) for e in entries]
     monkeypatch.setattr(skeleton, "CUT_ABOVE", 1 << 62)
     whole = load_snapshots(path)[0]
-    assert [_fingerprint(e) for e in snapshot.entries] == [_fingerprint(e) for e in whole.entries]
+    assert [entry_fingerprint(e) for e in snapshot.entries] == [entry_fingerprint(e) for e in whole.entries]
     assert decoded[1] == size
 
 
 def test_a_small_text_or_an_unsearchable_buffer_is_not_cut() -> None:
-    data = _entries_text(_conversation(False)).encode()
+    data = _entries_text(conversation(False)).encode()
     assert not skeleton.may_cut(data) and skeleton.cut_token_arrays(data) is None
     big = data + b" " * skeleton.CUT_ABOVE
     assert skeleton.may_cut(big) and skeleton.cut_token_arrays(big) is not None

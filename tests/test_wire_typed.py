@@ -22,30 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import Conv
+from helpers_wire import (conversation, entry_fingerprint, entry_line, entry_mutations, mutated_text,
+                          snapshot_text, snapshots_seen, top_mutations)
 from tokencap.loading import text as text_module
 from tokencap.loading.text import LoadError, load_jsonl
 from tokencap.loading.wire import RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_raw_object
-from tokencap.records import PROVEN_FIELDS, ParentResolutionStatus, RecordError, TokenEntry, canonical_json
-
-_RAW = "\x00raw\x00"  # a placeholder replaced by a raw JSON text after json.dumps
-
-
-def _conversation(delta: bool) -> list[dict[str, Any]]:
-    conv = Conv("r1")
-    conv.root("call-1", output_items=[{"type": "message", "role": "assistant", "content": [{"text": "hi"}]}],
-              token_item_index=0, finish_reason="stop", model="policy")
-    conv.child("call-2", "call-1", delta=delta)
-    conv.child("call-3", "call-2", delta=delta, routed_experts=[[1, 2], [3, 4], [5, 6]])
-    conv.retry("call-4", "call-3")
-    return conv.records
-
-
-def _line(record: dict[str, Any], raw: str | None = None) -> bytes:
-    text = json.dumps(record)
-    if raw is not None:
-        text = text.replace(json.dumps(_RAW), raw)
-    return text.encode()
+from tokencap.records import ParentResolutionStatus, RecordError, TokenEntry
 
 
 def _outcome(data: bytes, typed: bool) -> tuple[str, Any]:
@@ -57,71 +39,13 @@ def _outcome(data: bytes, typed: bool) -> tuple[str, Any]:
             snapshots = load_jsonl(data, "run.jsonl")
         except LoadError as exc:
             return "error", str(exc)
-    return "ok", [(s.rollout_id, [_fingerprint(e) for e in s.entries]) for s in snapshots]
-
-
-def _fingerprint(entry: TokenEntry) -> tuple:
-    """Everything about an entry a caller can see: its canonical JSON, every field's type,
-    and the token arrays' dtype, class and writability."""
-    arrays = tuple((type(a).__name__, a.dtype.str, a.flags.writeable, a.ndim)
-                   for a in (entry.prompt_token_ids, entry.generation_token_ids, entry.generation_log_probs))
-    types = tuple(type(getattr(entry, name)).__name__ for name in PROVEN_FIELDS)
-    return canonical_json(entry), types, arrays, entry.extra
-
-
-# Values that probe every type and range rule of docs/contract.md#token-entry and the carried-field limits.
-_EDGE_VALUES = [
-    None, True, False, 0, 1, -1, 3, 5, 6, 7, 2, 0.0, -0.0, 1.5, 1e308, "", "x", "root", "resolved", "unresolved",
-    "call-1", "call-2", "r1", "r2", [], [1, 2], [{}], [{"a": 1}], {}, {"a": [1, {"b": None}]}, [None], ["x"],
-    (1 << 63) - 1, 1 << 63, -(1 << 63), -(1 << 63) - 1, (1 << 64) - 1, 1 << 64, 10 ** 30, 1e300,
-]
-_RAW_TEXTS = [
-    "1e400", "-1e400", "[1, [2]]", "[1.5]", "[-1]", "[18446744073709551615]", "[18446744073709551616]",
-    "[true]", "[\"1\"]", "[]", "[ 1 , 2 ]", "[-0.5, 1e400]", "[-0.5, -1.5, -2.5]", "[1, 2, 3, 4]",
-    "\"\\ud800\"", "[[[[[[1]]]]]]", "[" * 63 + "1" + "]" * 63, "[" * 64 + "1" + "]" * 64,
-    "[" * 65 + "1" + "]" * 65, "[{\"k\": 12345678901234567890123}]", "[{\"k\": -9223372036854775809}]",
-    "[{\"k\": \"1234567890123456789012\"}]", "[{\"a\": 1, \"a\": 2}]", "{\"type\": \"x\"}",
-    "[" * 300 + "]" * 300, "123456789012345678901234567890", "5.0",
-]
-_FIELDS = list(PROVEN_FIELDS) + ["record_type", "an_unknown_field"]
-
-
-@st.composite
-def _mutations(draw: st.DrawFn) -> tuple[int, str, str, Any]:
-    """(record index, field, kind, value): set a field to a value or a raw text, or drop it."""
-    index = draw(st.integers(0, 3))
-    name = draw(st.sampled_from(_FIELDS))
-    kind = draw(st.sampled_from(["value", "raw", "drop"]))
-    if kind == "value":
-        return index, name, kind, draw(st.sampled_from(_EDGE_VALUES))
-    if kind == "raw":
-        return index, name, kind, draw(st.sampled_from(_RAW_TEXTS))
-    return index, name, kind, None
-
-
-def _mutated_text(records: list[dict[str, Any]], mutations: list[tuple[int, str, str, Any]]) -> bytes:
-    records = [dict(r) for r in records]
-    raws: dict[int, str] = {}
-    for index, name, kind, value in mutations:
-        record = records[index]
-        if kind == "drop":
-            record.pop(name, None)
-        elif kind == "value":
-            record[name] = value
-        else:
-            # One raw text per record (the placeholder is one string); a second replaces it.
-            for key, held in list(record.items()):
-                if held == _RAW:
-                    record[key] = None
-            record[name] = _RAW
-            raws[index] = value
-    return b"\n".join(_line(r, raws.get(i)) for i, r in enumerate(records)) + b"\n"
+    return "ok", [(s.rollout_id, [entry_fingerprint(e) for e in s.entries]) for s in snapshots]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(delta=st.booleans(), mutations=st.lists(_mutations(), min_size=0, max_size=3))
+@given(delta=st.booleans(), mutations=st.lists(entry_mutations(), min_size=0, max_size=3))
 def test_typed_and_exact_loads_agree_on_every_mutated_text(delta: bool, mutations: list) -> None:
-    data = _mutated_text(_conversation(delta), mutations)
+    data = mutated_text(conversation(delta), mutations)
     assert _outcome(data, True) == _outcome(data, False)
 
 
@@ -129,7 +53,7 @@ def test_typed_and_exact_loads_agree_on_every_mutated_text(delta: bool, mutation
 @given(seed=st.integers(0, 2 ** 32 - 1), delta=st.booleans())
 def test_typed_and_exact_loads_agree_in_any_line_order_and_spacing(seed: int, delta: bool) -> None:
     rng = random.Random(seed)
-    records = _conversation(delta)
+    records = conversation(delta)
     rng.shuffle(records)
     lines = []
     for record in records:
@@ -145,7 +69,7 @@ def test_typed_and_exact_loads_agree_in_any_line_order_and_spacing(seed: int, de
 @pytest.mark.parametrize("delta", [False, True])
 def test_every_line_of_a_well_formed_store_takes_the_typed_path(delta: bool, monkeypatch) -> None:
     """A real capture's lines never fall back: the shortcut is what a scan runs on."""
-    data = _mutated_text(_conversation(delta), [])
+    data = mutated_text(conversation(delta), [])
     lines = [line for line in data.splitlines() if line]
     typed = [decode_entry_line(line) for line in lines]
     assert all(isinstance(t, WireLine) for t in typed)
@@ -178,11 +102,11 @@ def _nested(levels: int) -> list:
 ])
 def test_a_typed_line_breaking_a_rule_beyond_its_types_gets_the_exact_message(field: str, value: Any,
                                                                               problem: str) -> None:
-    record = dict(_conversation(False)[1])
+    record = dict(conversation(False)[1])
     record["token_item_index"] = 0
     record["output_items"] = [{"type": "message"}]
     record[field] = value
-    line = _line(record)
+    line = entry_line(record)
     typed = decode_entry_line(line)
     assert isinstance(typed, WireLine)  # the types are right: only the rule is broken
     with pytest.raises(RecordError) as fast:
@@ -194,23 +118,23 @@ def test_a_typed_line_breaking_a_rule_beyond_its_types_gets_the_exact_message(fi
 
 def test_a_carried_value_is_checked_when_its_text_cannot_vouch_for_it() -> None:
     """Many brackets or long digit runs make the text inconclusive: the walk decides."""
-    record = dict(_conversation(False)[0])
+    record = dict(conversation(False)[0])
     record["output_items"] = [{"type": "message", "content": [{"n": i} for i in range(70)]}]  # 72 brackets
     record["routed_experts"] = [[12345678901234567890]]  # 20 digits, still within 64 bits
-    entries = RecordDecoder().entries([decode_entry_line(_line(record))])  # type: ignore[list-item]
+    entries = RecordDecoder().entries([decode_entry_line(entry_line(record))])  # type: ignore[list-item]
     assert entries[0].output_items == record["output_items"]
     assert entries[0].routed_experts == [[12345678901234567890]]
 
 
 def test_lines_the_typed_decode_cannot_read_go_the_exact_way() -> None:
-    record = dict(_conversation(False)[0])
+    record = dict(conversation(False)[0])
     for change in ({"an_unknown_field": 1}, {"model": None}, {"created_at": True}, {"output_items": {}}):
-        assert decode_entry_line(_line({**record, **change})) is None
+        assert decode_entry_line(entry_line({**record, **change})) is None
     assert decode_entry_line(b"[1, 2]") is None and decode_entry_line(b"{") is None
-    assert decode_entry_line(_line({k: v for k, v in record.items() if k != "generation_token_ids"})) is None
-    assert isinstance(decode_entry_line(_line(record)), WireLine)
+    assert decode_entry_line(entry_line({k: v for k, v in record.items() if k != "generation_token_ids"})) is None
+    assert isinstance(decode_entry_line(entry_line(record)), WireLine)
     # msgspec refuses what JSON cannot carry; the exact path says so in its own words.
-    assert decode_entry_line(_line(record).replace(b'"created_at": 1.0', b'"created_at": 1e400')) is None
+    assert decode_entry_line(entry_line(record).replace(b'"created_at": 1.0', b'"created_at": 1e400')) is None
 
 
 def test_the_wire_struct_holds_the_token_entry_table() -> None:
@@ -247,9 +171,9 @@ def test_the_wire_struct_holds_the_token_entry_table() -> None:
 def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them() -> None:
     """The short-array finiteness test sums; a sum past the float range only sends the
     record the exact way, which accepts finite numbers however large."""
-    records = _conversation(False)
+    records = conversation(False)
     records[0] = {**records[0], "generation_log_probs": [1e308, 1e308, 1e308]}
-    data = b"\n".join(_line(r) for r in records) + b"\n"
+    data = b"\n".join(entry_line(r) for r in records) + b"\n"
     typed = _outcome(data, True)
     assert typed[0] == "ok" and typed == _outcome(data, False)
 
@@ -259,14 +183,6 @@ def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them()
 # A snapshot JSON's entries are read by the same typed decode, all in one call with the
 # snapshot's top level (`text.typed_snapshot`); a snapshot whose text it cannot read takes the
 # exact path whole. Same rule: the same snapshots, or the same message.
-
-_TOP_FIELDS = ["rollout_id", "snapshot_id", "version", "incomplete", "engine_refusals", "source_notes",
-               "load_error", "entries", "an_unknown_field"]
-_TOP_VALUES = [None, True, 0, 3, -1, 1 << 63, "", "r1", "r2", "snap-1", [], ["a note"], [1], {}, "x",
-               [{"schema_version": 1, "rollout_id": "r1", "model_call_id": "refused", "recorded_at": 9.0,
-                 "parent_resolution": "resolved", "parent_call_id": "call-3",
-                 "code": "context_length_exceeded"}],
-               [{"rollout_id": "r1"}], [None], [{"model_call_id": "x"}]]
 
 
 def _snapshot_outcome(data: bytes, typed: bool) -> tuple[str, Any]:
@@ -281,41 +197,12 @@ def _snapshot_outcome(data: bytes, typed: bool) -> tuple[str, Any]:
     return "ok", snapshots_seen(snapshots)
 
 
-def snapshots_seen(snapshots: list) -> list[tuple]:
-    """Everything a caller can see of loaded snapshots: their fields, entries and refusals."""
-    return [(s.rollout_id, s.snapshot_id, s.version, s.incomplete, s.source_notes, s.load_error,
-             [_fingerprint(e) for e in s.entries], [r.to_dict() for r in s.engine_refusals]) for s in snapshots]
-
-
-def _snapshot_text(records: list[dict[str, Any]], mutations: list, top: list[tuple[str, str, Any]],
-                   pretty: bool) -> bytes:
-    lines = _mutated_text(records, mutations).splitlines()
-    entries = "[" + ", ".join(line.decode() for line in lines) + "]"
-    snapshot: dict[str, Any] = {"rollout_id": "r1", "entries": _RAW}
-    for name, kind, value in top:
-        if kind == "drop":
-            snapshot.pop(name, None)
-        elif name != "entries" or kind == "value":
-            snapshot[name] = value
-    text = json.dumps(snapshot, indent=2 if pretty else None)
-    if "entries" in snapshot and snapshot["entries"] == _RAW:
-        text = text.replace(json.dumps(_RAW), entries)
-    return text.encode()
-
-
-@st.composite
-def _top_mutations(draw: st.DrawFn) -> tuple[str, str, Any]:
-    name = draw(st.sampled_from(_TOP_FIELDS))
-    kind = draw(st.sampled_from(["value", "drop"]))
-    return name, kind, draw(st.sampled_from(_TOP_VALUES)) if kind == "value" else None
-
-
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(delta=st.booleans(), mutations=st.lists(_mutations(), min_size=0, max_size=3),
-       top=st.lists(_top_mutations(), min_size=0, max_size=2), pretty=st.booleans())
+@given(delta=st.booleans(), mutations=st.lists(entry_mutations(), min_size=0, max_size=3),
+       top=st.lists(top_mutations(), min_size=0, max_size=2), pretty=st.booleans())
 def test_typed_and_exact_loads_of_a_mutated_snapshot_json_agree(delta: bool, mutations: list, top: list,
                                                                pretty: bool) -> None:
-    data = _snapshot_text(_conversation(delta), mutations, top, pretty)
+    data = snapshot_text(conversation(delta), mutations, top, pretty)
     assert _snapshot_outcome(data, True) == _snapshot_outcome(data, False)
 
 
@@ -324,7 +211,7 @@ def test_typed_and_exact_loads_of_a_mutated_snapshot_json_agree(delta: bool, mut
 def test_typed_and_exact_loads_of_a_snapshot_json_agree_in_any_entry_order_and_spacing(seed: int,
                                                                                        delta: bool) -> None:
     rng = random.Random(seed)
-    records = _conversation(delta)
+    records = conversation(delta)
     rng.shuffle(records)
     entries = []
     for record in records:
@@ -352,7 +239,7 @@ def _refuse_exact(monkeypatch) -> list[str]:
 
 @pytest.mark.parametrize("delta", [False, True])
 def test_every_entry_of_a_well_formed_snapshot_json_takes_the_typed_path(delta: bool, monkeypatch) -> None:
-    data = json.dumps({"rollout_id": "r1", "entries": _conversation(delta)}, indent=1).encode()
+    data = json.dumps({"rollout_id": "r1", "entries": conversation(delta)}, indent=1).encode()
     asked = _refuse_exact(monkeypatch)
     snapshots = text_module.load_text(data, "snap.json")
     assert asked == []
@@ -368,7 +255,7 @@ def test_snapshots_in_a_zip_and_a_directory_take_the_typed_path(tmp_path, monkey
 
     files = {}
     for i in range(3):
-        conv = _conversation(False)
+        conv = conversation(False)
         for record in conv:
             record["rollout_id"] = f"r{i}"
         files[f"f{i}.json"] = json.dumps({"rollout_id": f"r{i}", "entries": conv}).encode()
@@ -386,7 +273,7 @@ def test_snapshots_in_a_zip_and_a_directory_take_the_typed_path(tmp_path, monkey
 
 
 def test_a_snapshot_json_the_typed_decode_cannot_read_is_read_the_exact_way(monkeypatch) -> None:
-    entries = _conversation(False)
+    entries = conversation(False)
     assert text_module.typed_snapshot(json.dumps({"entries": entries}).encode()) is not None
     for changed in ({"entries": [{**entries[0], "an_unknown_field": 1}, *entries[1:]]},
                     {"entries": [{**entries[0], "model": None}]},

@@ -165,6 +165,8 @@ def _why_not_current(meta: dict, final_responses_path: str | None, tokenizer: st
             reasons.append(f"it was scanned with {flag}, this scan has none")
         else:
             reasons.append(f"it was scanned with another {flag} file (its bytes differ)")
+    if meta.get("tokenizer_cache") != now.get("tokenizer_cache"):
+        reasons.append("another tokenizer was found in the local Hugging Face cache for the rollouts' models")
     return reasons or ["its tokencap metadata differs from this scan's"]
 
 

@@ -1,7 +1,7 @@
-"""Run-page fixes of issue 19, driven headless with AppTest: which records each run was scanned with,
+"""The Run page driven headless with AppTest: which records each run was scanned with,
 where a typed path starts, what the rewards section describes, and triage in a comparison.
 
-The browser half (the same views clicked in Chromium) is tests/test_browser_app_fixes.py.
+The browser half (the same views clicked in Chromium) is tests/test_browser_comparison_and_layout.py.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 
-from test_app_run import (AFTER_FIX, REPO, RUN_PAGE, _compare_with_the_sample_after_fix, escaped, headings,
-                          open_link, rerun, run_app, sample, send_selection)  # noqa: F401 (sample: a fixture)
+from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, escaped, headings, open_link, rerun, run_app, run_table,
+                         select_row, send_selection)
+from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
 from tokencap.views.run import reward as rw
 from tokencap.views.run import source as rs
 
@@ -64,8 +65,8 @@ def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_pat
     assert seen == [str(tmp_path)]
 
 
-def test_the_rewards_section_says_it_describes_the_whole_run(monkeypatch, sample):
-    _, frame = sample
+def test_the_rewards_section_says_it_describes_the_whole_run(monkeypatch, sample_run):
+    _, frame = sample_run
     at = run_app(monkeypatch, params={"run_reason": "multiple_chains"})
     assert escaped(rw.scope_words(len(frame), True)) in captions(at)
     assert "not only those passing the table's filters" in rw.scope_words(len(frame), True)
@@ -156,9 +157,7 @@ def test_a_link_to_a_joined_rollout_reopens_the_comparison_and_its_place(monkeyp
     assert any(f"{position + 1} of {len(shown)}" in m.value and "in this filter" in m.value for m in fresh.markdown), [m.value for m in fresh.markdown][:6]
 
 
-def test_a_reloaded_rollout_link_keeps_its_place_in_the_filter(monkeypatch, sample):
-    from test_app_run import run_table, select_row
-
+def test_a_reloaded_rollout_link_keeps_its_place_in_the_filter(monkeypatch, sample_run):
     at = run_app(monkeypatch, params={"run_reason": "multiple_chains"})
     shown = run_table(at).value
     select_row(at, 2)

@@ -1,10 +1,10 @@
-"""Issue 19's app fixes in a real browser (Streamlit server + /usr/bin/chromium through Playwright), at
+"""The Run and Rollout pages in a real browser (Streamlit server + /usr/bin/chromium through Playwright), at
 1280 x 800: a comparison's joined rollouts open, walk and link like one run's rows; what the Run page says
 it was scanned with; the layout boxes (nothing cut off, nothing covered); the Rollout page's culprits
 without an anchor, the bundled run's records and a file's first rollout.
 
 Every wait is on a condition (an element, a URL, a DOM state), never a fixed time. Servers and helpers
-are tests/test_browser.py's.
+are tests/helpers_browser.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from test_browser import REPO, _sample_table, chromium_page, streamlit_server
+from helpers_browser import REPO, chromium_page, sample_table, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -58,7 +58,7 @@ def test_a_comparison_s_rows_open_walk_and_link_like_one_run_s_and_the_run_page_
     from tokencap.views.run import compare as cv
     from tokencap.views.run import data as rd
 
-    a, b = _sample_table("run"), _sample_table("run_after_fix")
+    a, b = sample_table("run"), sample_table("run_after_fix")
     cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b), names=("A (run)", "B (run_after_fix)"))
     flt = rd.RunFilter(change=("fixed",))  # the joined rows of the table, as the page lists them
     keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
