@@ -43,7 +43,7 @@ def entry_fingerprint(entry: TokenEntry) -> tuple:
     return canonical_json(entry), types, arrays, entry.extra
 
 
-# Values that probe every type and range rule of SPEC 2.1 and the carried-field limits.
+# Values that probe every type and range rule of docs/contract.md#token-entry and the carried-field limits.
 EDGE_VALUES = [
     None, True, False, 0, 1, -1, 3, 5, 6, 7, 2, 0.0, -0.0, 1.5, 1e308, "", "x", "root", "resolved", "unresolved",
     "call-1", "call-2", "r1", "r2", [], [1, 2], [{}], [{"a": 1}], {}, {"a": [1, {"b": None}]}, [None], ["x"],

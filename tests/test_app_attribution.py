@@ -83,7 +83,7 @@ def test_without_final_responses_the_verdicts_tab_says_so(monkeypatch) -> None:
 
 def test_ambiguous_and_unattributed_scenarios_explain_the_mask(monkeypatch) -> None:
     at = start(monkeypatch, scenario="ambiguous_final_answer.json", tab="Verdicts")
-    assert "**terminal\\_call\\_not\\_delivered**" in banner(at)
+    assert "mask reasons `terminal_call_not_delivered`" in banner(at)
     explained = next(t for t in texts(at.error) if "Ambiguous" in t)
     assert "call-0003, call-0005" in explained and "nothing is chosen" in explained
     assert sorted(at.dataframe[0].value["call"]) == ["call-0003", "call-0005"]
@@ -143,7 +143,7 @@ def test_an_upload_applies_to_uploaded_snapshots_and_beats_the_bundled_file(monk
                                               "content": [{"type": "output_text", "text": "never said"}]}]}
     upload_finals(at, "mine.json", json.dumps(bare).encode())
     assert any("mine.json" in c and "uploaded" in c for c in texts(at.sidebar.caption))
-    assert "**terminal\\_call\\_not\\_delivered**" in banner(at)
+    assert "mask reasons `terminal_call_not_delivered`" in banner(at)
     assert any("Unattributed" in e.value for e in at.error)
     # Uploaded snapshots use it too.
     snapshot = (SAMPLES / "title_call_after_final_answer.json").read_bytes()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from test_app import SAMPLES, open_app
-from test_app_run import make_run, run_app
+from helpers_app import SAMPLES, open_app, run_app
+from helpers_rollouts import make_run
 
 from tokencap import build_rollout, cli, load_snapshots
 from tokencap.run import scan_table

@@ -7,14 +7,10 @@ import shutil
 
 from helpers_app import SAMPLES, open_app, pick_call, proof_charts
 from helpers_diagnosis import broken_rollout, tokenizer_file
+from helpers_rollouts import culprit_labels
 
 from tokencap.views.rollout import breaks as bv
 
-
-def culprit_labels(at) -> list[str]:
-    """Each call link of the banner: what its finding says, then what its hover says of the call."""
-    findings = [m.value for m in at.markdown if "mask reasons `" in m.proto.help]
-    return [f"{' '.join(findings)} || {b.proto.help}" for b in at.button if b.key.startswith("culprit:")]
 
 
 def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypatch, tmp_path):

@@ -7,17 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_app_run import (
-    RUN_PAGE,
-    headings,
-    rerun,
-    run_app,
-    run_table,
-    select_row,
-    shown_count,
-    upload_run,
-)
-from test_views_run_rollouts import ROLLOUTS, rollouts_file
+from helpers_app import RUN_PAGE, headings, open_app, pick_call, rerun, run_app, run_table, select_row, shown_count
+from helpers_rollouts import ROLLOUTS, culprit_labels, rollouts_file, upload_run
 
 from tokencap.loading import load_snapshots
 from tokencap.run import scan_table
@@ -79,7 +70,6 @@ def one_rollout(tmp_path: Path, rollout_id: str) -> Path:
 
 
 def test_the_rollout_page_names_calls_by_their_items_with_each_item_s_text(monkeypatch, tmp_path):
-    from test_app import open_app, pick_call
 
     at = open_app(monkeypatch, str(one_rollout(tmp_path, "task0-rollout2")), "--tokenizer", str(QWEN3))
     pick = next(s for s in at.selectbox if s.key.startswith("pick:"))
@@ -98,8 +88,6 @@ def test_the_rollout_page_names_calls_by_their_items_with_each_item_s_text(monke
 
 
 def test_the_banner_says_where_nemo_rl_stops_and_why(monkeypatch, tmp_path):
-    from test_app import open_app
-    from test_app_rollout_diagnosis import culprit_labels
 
     at = open_app(monkeypatch, str(one_rollout(tmp_path, "task0-rollout2")), "--tokenizer", str(QWEN3))
     label = culprit_labels(at)[0].replace("\\", "")
@@ -111,12 +99,10 @@ def test_the_banner_says_where_nemo_rl_stops_and_why(monkeypatch, tmp_path):
 
 
 def test_the_bundled_rollouts_scenario_opens_decoded_in_qwen3_s_vocabulary(monkeypatch):
-    from test_app import open_app
-    from test_app import rerun as rerun_rollout
 
     at = open_app(monkeypatch)
     at.selectbox(key="scenario").set_value("rollouts/qwen3_rollouts.jsonl")
-    rerun_rollout(at)
+    rerun(at)
     assert any("36 rollouts as NeMo Gym writes them" in c.value for c in at.caption)
     assert str(at.session_state["default_tokenizer"]).endswith("sample_data/qwen3/tokenizer.json")
     assert headings(at)[0] == "task0\\-rollout0"  # the file's first rollout, of 36 in the rollout picker
@@ -139,14 +125,12 @@ def test_tokencap_app_refuses_records_beside_a_rollouts_file_before_any_server(m
 
 
 def test_a_rollouts_file_uploaded_on_the_rollout_page_opens_as_a_run(monkeypatch, tmp_path):
-    from test_app import open_app
-    from test_app import rerun as rerun_rollout
 
     at = open_app(monkeypatch)
     assert not [b for b in at.button if b.key == "open_upload_as_run"]
     data = rollouts_file(tmp_path / "r.jsonl", 3, cut={1}).read_bytes()
     at.file_uploader(key="uploader").set_value([("rollouts.jsonl", data, "application/octet-stream")])
-    rerun_rollout(at)
+    rerun(at)
     at.button(key="open_upload_as_run").click()
     rerun(at)
     assert shown_count(at) == (3, 3)

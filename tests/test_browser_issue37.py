@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from test_browser import REPO, chromium_page, streamlit_server
+from helpers_browser import REPO, chromium_page, sample_table, settled, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -103,11 +103,10 @@ def test_back_steps_through_the_rollouts_visited_and_the_url_follows_what_is_sho
     rollout of that run; a file that fails to load leaves no earlier sample in the URL."""
     from playwright.sync_api import expect
 
-    from test_browser import _sample_table, _settled
     from tokencap.views.run import data as rd
     from tokencap.views.run import triage as tr
 
-    frame = rd.run_frame(_sample_table())
+    frame = rd.run_frame(sample_table())
     order = tr.run_order(frame, rd.RunFilter(reasons=("multiple_chains",)))
     ids = [order.entry(int(r))[1] for r in order.rows]
     sources = {order.entry(int(r))[1]: str(frame["source"].iloc[int(r)]) for r in order.rows}
@@ -125,7 +124,7 @@ def test_back_steps_through_the_rollouts_visited_and_the_url_follows_what_is_sho
         expect(page.get_by_role("heading", name=ids[3], exact=True)).to_be_visible()
         expect(page.get_by_text(f"4 of {len(ids)}")).to_be_visible()
         for k in (4, 5):
-            _settled(page)  # a key pressed while the script runs may be dropped
+            settled(page)  # a key pressed while the script runs may be dropped
             page.keyboard.press("j")
             expect(page.get_by_role("heading", name=ids[k], exact=True)).to_be_visible()
             page.wait_for_function(f"() => location.search.includes('rollout={ids[k]}')")

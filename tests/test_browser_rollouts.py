@@ -10,16 +10,9 @@ wait is on a condition, never a fixed time.
 
 from __future__ import annotations
 
-import re
 
 import pytest
-from test_browser import (
-    REPO,
-    _select_grid_row,
-    _settled,
-    chromium_page,
-    streamlit_server,
-)
+from helpers_browser import REPO, chromium_page, select_grid_row, settled, streamlit_server
 
 pytestmark = pytest.mark.browser
 
@@ -60,16 +53,17 @@ def test_an_uploaded_rollouts_file_is_a_run_and_a_broken_rollout_reads_its_decod
         tile = page.locator("[data-testid='stMetric']", has_text="not contiguous")
         expect(tile).to_contain_text(str(len(broken)))
         page.screenshot(path=str(tmp_path / "rollouts-run.png"))
-        _select_grid_row(page, 0, len(broken))
+        select_grid_row(page, 0, len(broken))
         expect(page.get_by_role("heading", name=broken[0], exact=True)).to_be_visible()
 
-        culprit = page.get_by_role("button", name=re.compile(rf"{brk.call_id} is not contiguous"))
-        expect(culprit).to_contain_text(f"NeMo RL would stop on this rollout: {brk.call_id}'s prompt does not "
-                                        f"continue {brk.predecessor}")
-        culprit.click()
+        # The banner: the cause first, then where NeMo RL stops and why; the culprit is a link to its call.
+        banner = page.locator(".st-key-verdict_masked")
+        expect(banner).to_contain_text(f"NeMo RL would stop on this rollout: {brk.call_id}'s prompt does not "
+                                       f"continue {brk.predecessor}")
+        banner.get_by_role("button", name=brk.call_id, exact=True).first.click()
         expect(page.get_by_text("Why the lineage breaks here").first).to_be_visible()
         expect(page.get_by_text(f"{brk.predecessor} had (decoded)").first).to_be_visible()
         expect(page.locator("[data-testid='stText']", has_text=decoded).first).to_be_visible()
-        _settled(page)
+        settled(page)
         page.screenshot(path=str(tmp_path / "rollouts-break.png"))
     print(f"screenshots: {tmp_path / 'rollouts-run.png'} {tmp_path / 'rollouts-break.png'}")

@@ -4,20 +4,16 @@ with its item's text, in the call tree's labels, hovers and detail."""
 from __future__ import annotations
 
 from rollouts_data import jsonl, rollout_record, turns_of
-from test_views_run_rollouts import ROLLOUTS
+from helpers_rollouts import ROLLOUTS, items_view_of
 
 from tokencap.loading import load_snapshots
 from tokencap.views.model import RolloutView, node_key
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import items as iv
-from tokencap.views.rollout.attribution import own_record
 from tokencap.views.rollout.tree_model import tree_of
 
 
-def view_of(data: bytes, index: int = 0) -> RolloutView:
-    snapshot = load_snapshots(data, name="r.jsonl")[index]
-    final, evidence = own_record(snapshot) or (None, None)
-    return RolloutView(snapshot, final_response=final, evidence=evidence)
+view_of = items_view_of
 
 
 def three_calls() -> RolloutView:

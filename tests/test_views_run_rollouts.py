@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from rollouts_data import jsonl, rollout_record, turns_of
+from helpers_rollouts import ROLLOUTS, rollouts_file
+from rollouts_data import rollout_record, turns_of
 
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
@@ -15,15 +16,6 @@ from tokencap.views.run import rollouts as ro
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
-ROLLOUTS = SAMPLES / "rollouts" / "qwen3_rollouts.jsonl"
-
-
-def rollouts_file(path: Path, n: int, cut: set[int] = frozenset()) -> Path:
-    """``n`` rollouts of three calls; those in ``cut`` break at their second call."""
-    records = [rollout_record(turns_of(3, start=100 * i + 1), rollout_id=f"r{i}", cuts=(1,) if i in cut else ())
-               for i in range(n)]
-    path.write_bytes(jsonl(records))
-    return path
 
 
 def test_a_rollouts_file_of_several_records_opens_as_a_run_and_one_record_as_a_rollout(tmp_path):

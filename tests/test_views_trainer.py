@@ -8,8 +8,9 @@ import dataclasses
 
 import pytest
 from rollouts_data import jsonl, rollout_record, turns_of
-from test_views_items import view_of
-from test_views_run_rollouts import ROLLOUTS, SAMPLES
+from helpers_app import SAMPLES
+from helpers_rollouts import ROLLOUTS
+from helpers_rollouts import items_view_of as view_of
 from tokenizers import Tokenizer
 
 from tokencap.loading import load_snapshots
