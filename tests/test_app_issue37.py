@@ -42,7 +42,7 @@ def test_records_that_name_no_rollout_of_the_run_are_said_to_be_unused(monkeypat
 
 def test_records_words_count_the_rollouts_they_apply_to():
     assert rr.records_use_words("r.jsonl", 5, 5) == ""
-    assert rr.records_use_words("r.jsonl", 2, 5) == " (they apply to 2 of 5 rollouts; the others have no record)"
+    assert rr.records_use_words("r.jsonl", 2, 5) == " (2 of 5 rollouts have a record)"
     assert rr.records_use_words("r.jsonl", 0, 5).startswith("; not used: no record in r.jsonl names a rollout")
 
 

@@ -71,8 +71,8 @@ def more_charts_params(shown: bool) -> dict[str, str]:
     return {MORE_PARAM: "1"} if shown else {}
 
 
-HEIGHTS = {"change": 230, "reasons": 204, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
-           "causes": 204, "delivery": 250}
+HEIGHTS = {"change": 230, "reasons": 200, "statuses": 290, "delivered": 230, "calls": 230, "link": 250, "refusal": 250,
+           "causes": 200, "delivery": 250}
 """Each chart's height (px). The first row's two are short: at 1280x800 the table's first eight rows are on the
 first screen below them (a chart of 15 bars gets a smaller label font, `DENSE`)."""
 PAIRED_FIRST_ROW = 110
@@ -170,7 +170,8 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
     top = max((max(b.counts, default=0) for _, b in runs), default=0)
     hi = top * (1.55 if horizontal else 1.2) + 1
     longest = max((len(s) for s in labels), default=4)
-    font = LABEL_FONT - 1 if len(labels) > DENSE else LABEL_FONT
+    # A long list gets a smaller font, so its labels never overlap in the first row's height.
+    font = LABEL_FONT - 2 if len(labels) > DENSE + 3 else LABEL_FONT - 1 if len(labels) > DENSE else LABEL_FONT
     label_px = 12 + font * 0.62 * longest
     share = min(0.55, label_px / CHART_WIDTH)
     lo = -hi * share / (1 - share) if horizontal else 0

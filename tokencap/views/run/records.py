@@ -31,7 +31,7 @@ def records_use_words(name: str, applied: int, total: int) -> str:
     if applied == 0:
         return (f"; not used: no record in {name} names a rollout of this run (records are matched by rollout_id; "
                 "one without a rollout_id applies only to a run of a single rollout)")
-    return f" (they apply to {applied:,} of {total:,} rollouts; the others have no record)"  # total > applied >= 1
+    return f" ({applied:,} of {total:,} rollouts have a record)"  # total > applied >= 1; one line on the page
 
 
 def records_unused_hint(name: str) -> str:
