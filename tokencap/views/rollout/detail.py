@@ -226,7 +226,7 @@ def _link_check(view: RolloutView, detail: CallDetail, entry: TokenEntry) -> Non
         detail.link_outcome = NOTE_TEXT.get(decision.note, decision.note)
         detail.link_ok = decision.note == PARENT_MISSING_RECOVERED
         if decision.note == PARENT_DIGEST_MISMATCH and claimed in build.entries:
-            rows, _ = _parent_check_rows(full, build.entries[claimed], "claimed parent")  # type: ignore[index]
+            rows, _ = _parent_check_rows(full, build.entries[claimed], "claimed parent")
         elif decision.note in (PARENT_MISSING, PARENT_MISSING_RECOVERED) and claimed is not None:
             rows.append({"check": "claimed parent among the chained calls", "expected": claimed,
                          "found": _why_absent(view, claimed), "ok": "✗"})

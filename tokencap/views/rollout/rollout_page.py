@@ -117,7 +117,7 @@ def handed_over_refs(refs: Sequence[RolloutRef], request: Mapping[str, Any],
 def in_table_order(refs: Sequence[RolloutRef]) -> list[RolloutRef]:
     """The rollouts as the sidebar's picker lists them: each source's in rollout-id order (sources in the order
     opened), as the Run page's table and `tokencap scan` list a file's rollouts; the page opens on the first."""
-    first = {}
+    first: dict[str, int] = {}
     for r in refs:
         first.setdefault(r.source_key, len(first))
     return sorted(refs, key=lambda r: (first[r.source_key], r.rollout_id, r.index))
@@ -468,7 +468,7 @@ def anchor_option_label(base: RolloutView, call_id: str | None) -> str:
     "no manual anchor" means for this rollout."""
     if call_id is None:
         return none_anchor_label(base.result)
-    empty = bool(base.build) and call_id in base.build.notes.empty_generation_calls
+    empty = base.build is not None and call_id in base.build.notes.empty_generation_calls
     role = base.roles.get(call_id) or ("empty generation" if empty else "not chained")
     return f"{call_id} · {role.replace('_', ' ')}"
 

@@ -112,7 +112,7 @@ class TreeModel:
 
     def edges(self) -> list[tuple[str, str, str]]:
         out = [(n.parent, n.key, n.edge) for n in self.nodes if n.parent is not None and n.edge is not None]
-        return out + self.extra_edges  # type: ignore[return-value]
+        return out + self.extra_edges
 
     def edge_table(self) -> dict[str, np.ndarray]:
         """Every drawn link as arrays (kept): rows and lanes of both ends, the `EDGE_STYLES` index of its

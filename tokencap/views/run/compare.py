@@ -101,9 +101,14 @@ def sorted_pairs(cmp: Comparison, positions: np.ndarray, flt: rd.RunFilter) -> n
     rb = cmp.rows["row_b"].to_numpy()[positions]
     va = cmp.a[flt.sort].iloc[np.maximum(ra, 0)].reset_index(drop=True) if len(cmp.a) else None
     vb = cmp.b[flt.sort].iloc[np.maximum(rb, 0)].reset_index(drop=True) if len(cmp.b) else None
-    values = va.where(pd.Series(ra >= 0)) if va is not None else vb
-    if vb is not None and va is not None:
-        values = values.where(pd.Series(ra >= 0), vb)
+    if va is None:
+        if vb is None:  # neither run has a row: nothing to sort by
+            return positions
+        values = vb
+    elif vb is None:
+        values = va.where(pd.Series(ra >= 0))
+    else:
+        values = va.where(pd.Series(ra >= 0)).where(pd.Series(ra >= 0), vb)
     order = values.reset_index(drop=True).sort_values(ascending=not flt.descending, kind="stable",
                                                       na_position="last").index.to_numpy()
     return positions[order]
