@@ -34,9 +34,10 @@ from ...records import TokenEntry
 from ...verdicts import twins_of
 from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
 from ..text import count, fmt_time, shorten
+from ..words import NOTE_TEXT, RULE_TEXT
 from . import items
 from .verdicts import conditions_frame
-from ..words import NOTE_TEXT, RULE_TEXT
+
 
 @dataclass
 class ItemPart:
@@ -479,7 +480,8 @@ def _refusal_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
         detail.conditions = conditions_frame(verdict)
         detail.link_outcome = verdict.summary
         detail.link_ok = verdict.ended_chain
-        detail.facts.append("Ended the delivered chain." if verdict.ended_chain else "Does not end the delivered chain.")
+        detail.facts.append("Ended the delivered chain." if verdict.ended_chain
+                            else "Does not end the delivered chain.")
     return detail
 
 

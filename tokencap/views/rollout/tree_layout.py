@@ -226,5 +226,5 @@ def _label_lanes(ordered: list[TreeNode], runs: list[Run], lanes: int) -> None:
     covered = np.cumsum(crossing, axis=1)[:, 1:rows + 1] > 0
     rightmost = np.where(covered, np.arange(lanes)[:, None], -1).max(axis=0)
     own = np.fromiter((n.lane for n in ordered), dtype=np.int64, count=rows)
-    for n, lane in zip(ordered, np.maximum(own, rightmost).tolist()):
+    for n, lane in zip(ordered, np.maximum(own, rightmost).tolist(), strict=True):
         n.label_lane = int(lane)

@@ -152,7 +152,7 @@ def paired_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray],
     """Every chart of run A with the same chart of run B (same keys: calls bins up to the larger run's)."""
     bars_a, bars_b = rd.chart_bars(cmp.a, masks_a), rd.chart_bars(cmp.b, masks_b)
     out = []
-    for a, b in zip(bars_a, bars_b):
+    for a, b in zip(bars_a, bars_b, strict=True):
         if a.keys != b.keys:  # calls: each run's bins end at its own largest
             n = max(len(a.keys), len(b.keys))
             a, b = (_padded(x, n) for x in (a, b))
@@ -183,7 +183,7 @@ def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
     """The headline numbers of both runs (whole tables), each with the change from A to B."""
     out = []
     delivery = rd.has_delivery(cmp.a) or rd.has_delivery(cmp.b)  # the same tiles on both sides
-    for ma, mb in zip(rd.run_metrics(cmp.a, delivery), rd.run_metrics(cmp.b, delivery)):
+    for ma, mb in zip(rd.run_metrics(cmp.a, delivery), rd.run_metrics(cmp.b, delivery), strict=False):
         a, b = (int(m.value.replace(",", "")) for m in (ma, mb))
         share = ""
         if ma.label != "rollouts":
