@@ -91,10 +91,6 @@ class MaskSummary:
     mean_log_prob: float
     min_log_prob: float
 
-    @property
-    def trained_fraction(self) -> float:
-        return self.generated / self.total if self.total else 0.0
-
 
 def mask_summary(mask: LossMask) -> MaskSummary:
     prov = mask.provenance

@@ -38,11 +38,6 @@ GROUP_FILTERS = {
 }
 """The Run page's group filter: its values (URL ``run_group``) and their labels."""
 
-GROUP_TEXT = {
-    "few": "the group (task) keeps fewer than two trainable rollouts: nothing to compare them with",
-    "flat": "the group's trainable rollouts all have the same reward: every advantage is zero",
-}
-
 RECORDS_HINT = ("This run's table has no rewards. Open the run with its rollout records: "
                 "`tokencap app RUN --final-responses records.jsonl`, or add the records file in the sidebar "
                 "(the rollout records carry `reward`, `_ng_task_index`, `_ng_rollout_index`).")
