@@ -51,7 +51,6 @@ _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
 _decode_any = msgspec.json.Decoder().decode
 
 _KEPT_ITEM_FIELDS = ("type", "role", "content", "name", "arguments", "summary")
-_TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
 
 
 class _TokenParser:

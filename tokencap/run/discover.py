@@ -77,15 +77,6 @@ class RolloutUnit:
         return [os.path.join(self.directory, n) for n in self.names]
 
 
-def _stat_sum(paths: list[str]) -> tuple[int, float]:
-    size, mtime = 0, 0.0
-    for p in paths:
-        st = os.stat(p)
-        size += st.st_size
-        mtime = max(mtime, st.st_mtime)
-    return size, mtime
-
-
 class _IdOnly(msgspec.Struct):
     rollout_id: object = None
 

@@ -6,7 +6,7 @@ here as an Arrow schema; rows are made by `tokencap.run.rows.row_of` from build 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -124,10 +124,6 @@ def to_batch(rows: Sequence[Row]) -> pa.RecordBatch:
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(COLUMNS)  # every row holds every column
     return pa.RecordBatch.from_arrays(
         [pa.array(col, type=f.type) for col, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)
-
-
-def to_table(rows: Iterable[Row]) -> pa.Table:
-    return pa.Table.from_batches([to_batch(list(rows))], schema=SCHEMA)
 
 
 def rows_of(table: pa.Table) -> list[dict[str, Any]]:

@@ -172,10 +172,10 @@ class RolloutView:
         """
         with self._lock:
             if name in self._derived:
-                return self._derived[name]  # type: ignore[no-any-return]
+                return self._derived[name]
         value = compute(self)
         with self._lock:
-            return self._derived.setdefault(name, value)  # type: ignore[no-any-return]
+            return self._derived.setdefault(name, value)
 
     def has_derived(self, name: str) -> bool:
         """Whether ``derived(name, ...)`` has been computed for this view."""

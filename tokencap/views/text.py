@@ -64,12 +64,6 @@ def fmt_fraction(x: float | None) -> str:
     return f"{x:.0%}" if x in (0, 1) else f"{x:.1%}"
 
 
-def fmt_logprob(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:.3f}"
-
-
 def fmt_bytes(n: int) -> str:
     """Decimal units, as browsers and Streamlit's uploader show file sizes."""
     value = float(n)

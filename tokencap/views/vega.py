@@ -76,7 +76,7 @@ def picked(selection: Any, name: str = PICK) -> list[dict[str, Any]]:
     if not isinstance(selection, Mapping):
         return []
     points = selection.get(name)
-    return [p for p in points if isinstance(p, Mapping)] if isinstance(points, (list, tuple)) else []
+    return [dict(p) for p in points if isinstance(p, Mapping)] if isinstance(points, (list, tuple)) else []
 
 
 def validated(spec: dict[str, Any]) -> dict[str, Any]:

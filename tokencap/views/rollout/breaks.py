@@ -22,7 +22,7 @@ from typing import Any
 
 from ...diagnosis import HINTS, Break, diagnose
 from ..model import RolloutView
-from ..sources import default_tokenizer_path  # noqa: F401 -- the Rollout page's parts import it from here
+from ..sources import default_tokenizer_path
 
 LIKELY = {
     "compaction": "the prompt starts over from a summary of the history",
@@ -157,4 +157,5 @@ def hint(brk: Break) -> str:
     return HINTS.get(brk.cause, "")
 
 
-__all__ = ["LIKELY", "REASONING_LIKELY", "break_facts", "break_of", "likely_words", "default_tokenizer_path", "break_words", "breaks_of", "hint", "token_words"]
+__all__ = ["LIKELY", "REASONING_LIKELY", "break_facts", "break_of", "likely_words", "default_tokenizer_path",
+           "break_words", "breaks_of", "hint", "token_words"]

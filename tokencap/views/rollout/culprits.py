@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...attribution import TerminalAttribution
 from ...builder import (
     DELTA_UNRECONSTRUCTABLE,
     ENTRY_DIGEST_MISMATCH,
@@ -26,7 +27,6 @@ from ...builder import (
     PARENT_UNRESOLVED,
     RULE_UNRESOLVED,
 )
-from ...attribution import TerminalAttribution
 from ...loading.store import WITHOUT_SIBLINGS
 from ...rollout import MASK_REASON_TEXT
 from ..model import CALL, GHOST, RolloutView, node_key

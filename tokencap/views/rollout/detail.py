@@ -34,9 +34,10 @@ from ...records import TokenEntry
 from ...verdicts import twins_of
 from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
 from ..text import count, fmt_time, shorten
+from ..words import NOTE_TEXT, RULE_TEXT
 from . import items
 from .verdicts import conditions_frame
-from ..words import NOTE_TEXT, RULE_TEXT
+
 
 @dataclass
 class ItemPart:
@@ -226,7 +227,7 @@ def _link_check(view: RolloutView, detail: CallDetail, entry: TokenEntry) -> Non
         detail.link_outcome = NOTE_TEXT.get(decision.note, decision.note)
         detail.link_ok = decision.note == PARENT_MISSING_RECOVERED
         if decision.note == PARENT_DIGEST_MISMATCH and claimed in build.entries:
-            rows, _ = _parent_check_rows(full, build.entries[claimed], "claimed parent")  # type: ignore[index]
+            rows, _ = _parent_check_rows(full, build.entries[claimed], "claimed parent")
         elif decision.note in (PARENT_MISSING, PARENT_MISSING_RECOVERED) and claimed is not None:
             rows.append({"check": "claimed parent among the chained calls", "expected": claimed,
                          "found": _why_absent(view, claimed), "ok": "✗"})
@@ -479,7 +480,8 @@ def _refusal_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
         detail.conditions = conditions_frame(verdict)
         detail.link_outcome = verdict.summary
         detail.link_ok = verdict.ended_chain
-        detail.facts.append("Ended the delivered chain." if verdict.ended_chain else "Does not end the delivered chain.")
+        detail.facts.append("Ended the delivered chain." if verdict.ended_chain
+                            else "Does not end the delivered chain.")
     return detail
 
 

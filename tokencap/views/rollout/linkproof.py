@@ -118,9 +118,9 @@ def agreement_runs(a: np.ndarray, b: np.ndarray, max_runs: int = MAX_RUNS) -> tu
     if cuts.size + 1 > max_runs:
         edges = np.unique(np.linspace(0, n, max_runs + 1).astype(np.int64))
         all_same = np.logical_and.reduceat(same, edges[:-1])
-        return tuple((int(x), int(y), bool(v)) for x, y, v in zip(edges[:-1], edges[1:], all_same))
+        return tuple((int(x), int(y), bool(v)) for x, y, v in zip(edges[:-1], edges[1:], all_same, strict=True))
     bounds = np.concatenate(([0], cuts, [n]))
-    return tuple((int(x), int(y), bool(same[x])) for x, y in zip(bounds[:-1], bounds[1:]))
+    return tuple((int(x), int(y), bool(same[x])) for x, y in zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def prove(child: TokenEntry, parent: TokenEntry, relation: str = "claimed parent") -> LinkProof:

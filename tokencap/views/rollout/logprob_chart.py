@@ -47,7 +47,8 @@ def _rows(mask: LossMask, max_points: int) -> tuple[list[dict[str, Any]], bool]:
     series = logprob_series(mask, max_points)
     rows: list[dict[str, Any]] = []
     seg = 0
-    for p, lp, mn in zip(series["position"].tolist(), series["log_prob"].tolist(), series["min_log_prob"].tolist()):
+    for p, lp, mn in zip(series["position"].tolist(), series["log_prob"].tolist(), series["min_log_prob"].tolist(),
+                         strict=True):
         if math.isnan(p) or math.isnan(lp) or math.isnan(mn):
             seg += 1
             continue

@@ -40,7 +40,8 @@ STRIP_LEGEND = (f"Grey: prompt · grey-blue: interstitial ({TERMS['interstitial'
                 "mask 1), dark where the model found the token unlikely · black ticks: a call's context begins.")
 """What the strip's colours mean, shown under it."""
 
-CONTEXT_HELP = f"tokens before the call's generation: the root prompt for link 0, else the interstitial ({TERMS['interstitial']})"
+CONTEXT_HELP = ("tokens before the call's generation: the root prompt for link 0, else the interstitial "
+                f"({TERMS['interstitial']})")
 
 
 def asked_chain(asked: tuple[str, Any] | None, rollout_key: str, chain_ids: list[str]) -> str | None:
@@ -90,10 +91,6 @@ class MaskSummary:
     mean_log_prob: float
     min_log_prob: float
 
-    @property
-    def trained_fraction(self) -> float:
-        return self.generated / self.total if self.total else 0.0
-
 
 def mask_summary(mask: LossMask) -> MaskSummary:
     prov = mask.provenance
@@ -118,7 +115,8 @@ def summary_tiles(summary: MaskSummary) -> list[tuple[str, str, str]]:
          f"{fmt_int(summary.prompt)} root prompt + {fmt_int(summary.interstitial)} interstitial "
          f"(interstitial: {TERMS['interstitial']})"),
         ("links", fmt_int(summary.links), "calls on this chain"),
-        ("mean log-prob", _fmt_lp(summary.mean_log_prob), f"over generated tokens; min {_fmt_lp(summary.min_log_prob)}"),
+        ("mean log-prob", _fmt_lp(summary.mean_log_prob),
+         f"over generated tokens; min {_fmt_lp(summary.min_log_prob)}"),
     ]
 
 
@@ -220,7 +218,8 @@ def segments(mask: LossMask, start: int, end: int) -> list[tuple[int, int, int, 
     owner = np.searchsorted(mask.link_starts, np.arange(start, end), side="right") - 1
     change = np.flatnonzero((np.diff(prov.astype(np.int64)) != 0) | (np.diff(owner) != 0)) + 1
     bounds = np.concatenate(([0], change, [end - start]))
-    return [(start + int(a), start + int(b), int(prov[a]), int(owner[a])) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [(start + int(a), start + int(b), int(prov[a]), int(owner[a]))
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def load_tokenizer(data: bytes) -> tuple[Any | None, str | None]:

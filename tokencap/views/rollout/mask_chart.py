@@ -127,7 +127,8 @@ def strip_chart(mask: LossMask, start: int = 0, end: int | None = None, *, colum
         {"data": {"values": context_cells}, "transform": lookup, "mark": {"type": "rect"},
          "encoding": {"x": x, "y": y, "tooltip": tooltip,
                       "color": {"field": "kind", "type": "nominal", "title": None,
-                                "scale": {"domain": list(KINDS), "range": [style.PROMPT_COLOR, style.INTERSTITIAL_COLOR]},
+                                "scale": {"domain": list(KINDS),
+                                          "range": [style.PROMPT_COLOR, style.INTERSTITIAL_COLOR]},
                                 "legend": {"orient": "top", "direction": "horizontal", "symbolType": "square",
                                            "title": "context (not trained)", "titleOrient": "left",
                                            "titleFontWeight": "normal", "titleFontSize": 11,
@@ -143,7 +144,7 @@ def strip_chart(mask: LossMask, start: int = 0, end: int | None = None, *, colum
     if inside.size:
         offs = (starts[inside] - start).tolist()
         ticks = [{"x": o % cols, "r": start + (o // cols) * cols, "what": f"link {int(i)} begins",
-                  "call": _cut(mask.call_ids[int(i)])} for o, i in zip(offs, inside.tolist())]
+                  "call": _cut(mask.call_ids[int(i)])} for o, i in zip(offs, inside.tolist(), strict=True)]
         px = cell_px(cols)
         layers.append({"data": {"values": ticks},
                        "mark": {"type": "tick", "orient": "vertical", "thickness": 3, "size": px + 2,
@@ -168,7 +169,7 @@ def overview_chart(mask: LossMask, window: tuple[int, int] | None = None, bins: 
     # One row per bin, in one named dataset every layer reads (the spec carries it once). The step
     # areas need the last bin's value at the sequence's end too: a step runs to the next point.
     rows = [{"s": a, "l": b, "i": i, "g": g, "lp": None if math.isnan(m) else m}
-            for a, b, i, g, m in zip(lefts, last.tolist(), inter.tolist(), gen.tolist(), mean.tolist())]
+            for a, b, i, g, m in zip(lefts, last.tolist(), inter.tolist(), gen.tolist(), mean.tolist(), strict=True)]
     steps = rows + [{**rows[-1], "s": n}] if rows else []
     position = {"type": "quantitative", "title": "position in the training sequence",
                 "scale": {"domain": [0, max(n, 1)], "nice": False, "zero": True},
@@ -184,7 +185,8 @@ def overview_chart(mask: LossMask, window: tuple[int, int] | None = None, bins: 
 
     colour_of = {"field": "series", **colour}
     layers: list[dict[str, Any]] = [
-        {"data": {"name": "steps"}, "transform": [series(SHARES[0])], "mark": {"type": "area", "interpolate": "step-after"},
+        {"data": {"name": "steps"}, "transform": [series(SHARES[0])],
+         "mark": {"type": "area", "interpolate": "step-after"},
          "encoding": {"x": {"field": "s", **position},
                       "y": {"field": "i", **share, "title": "share",
                             "axis": {"format": ".0%", "grid": False, "tickCount": 3}},
@@ -206,7 +208,8 @@ def overview_chart(mask: LossMask, window: tuple[int, int] | None = None, bins: 
                                 "fillOpacity": 0.06},
                        "encoding": {"x": {"field": "a", **position}, "x2": {"field": "b"}, "y": {"value": 0},
                                     "y2": {"value": OVERVIEW_PX}}})
-    layers.append({"data": {"name": "bins"}, "transform": [{"calculate": "(datum.s + datum.l + 1) / 2", "as": "mid"}, series(SHARES[2])],
+    layers.append({"data": {"name": "bins"},
+                   "transform": [{"calculate": "(datum.s + datum.l + 1) / 2", "as": "mid"}, series(SHARES[2])],
                    "mark": {"type": "line", "strokeWidth": 1.2, "invalid": "break-paths-filter-domains"},
                    "encoding": {"x": {"field": "mid", **position},
                                 "y": {"field": "lp", "type": "quantitative", "title": "log-prob",

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import links
-from .culprits import Culprit, ReasonLine, first_culprit
 from ..model import RolloutView
 from ..sources import RolloutRef, Scenario, Source
 from ..text import fmt_bytes, md_escape
-from .tree import tree_of
 from .attribution import none_anchor_label
+from .culprits import Culprit, ReasonLine, first_culprit
+from .tree import tree_of
 from .verdicts import Banner, verdict_label
 
 TABS = ("Call tree", "Loss mask", "Verdicts", "Export", "Compare")
@@ -95,7 +95,7 @@ def handed_over_records(request: Mapping[str, Any], kept: Sequence[tuple[Any, An
     a source built for an earlier opening (another ``seq``) is not this request's and gets none.
     """
     out: dict[str, str] = {}
-    for handed, memo in zip((request, request.get("vs")), kept):
+    for handed, memo in zip((request, request.get("vs")), kept, strict=False):
         records = handed.get("final_responses") if isinstance(handed, Mapping) else None
         if records and memo is not None and memo[0] == request.get("seq"):
             out[memo[1].cache_key] = str(records)
@@ -117,7 +117,7 @@ def handed_over_refs(refs: Sequence[RolloutRef], request: Mapping[str, Any],
 def in_table_order(refs: Sequence[RolloutRef]) -> list[RolloutRef]:
     """The rollouts as the sidebar's picker lists them: each source's in rollout-id order (sources in the order
     opened), as the Run page's table and `tokencap scan` list a file's rollouts; the page opens on the first."""
-    first = {}
+    first: dict[str, int] = {}
     for r in refs:
         first.setdefault(r.source_key, len(first))
     return sorted(refs, key=lambda r: (first[r.source_key], r.rollout_id, r.index))
@@ -136,7 +136,7 @@ def capture_runs(request: Mapping[str, Any] | None, keys: Sequence[str | None]) 
     """Per source (cache key) of the rollout a comparison handed over and of its ``vs``: (side, run name)
     as the Run page names them ("A", "A (run)"). ``keys`` are the two sources' cache keys."""
     out: dict[str, tuple[str, str]] = {}
-    for handed, key in zip((request, (request or {}).get("vs")), keys):
+    for handed, key in zip((request, (request or {}).get("vs")), keys, strict=False):
         if isinstance(handed, Mapping) and key and handed.get("side") in ("A", "B"):
             out[key] = (str(handed["side"]), str(handed.get("run") or handed["side"]))
     return out
@@ -411,7 +411,8 @@ def page_view_state(view: RolloutView, rollout_id: str, *, selected: str | None,
         versus = {}
     return links.ViewState(
         **versus, vs_src=vs_src, vs_rollout=vs_rollout if vs_src else None,
-        src=src, part=part, records=records if part else None, rollout=rollout_id, call=selected_node(view, selected), tab=tab, anchor=view.anchor,
+        src=src, part=part, records=records if part else None, rollout=rollout_id, call=selected_node(view, selected),
+        tab=tab, anchor=view.anchor,
         mask=mask if mask is not None and mask.chain in {c.chain_id for c in view.chains} else None)
 
 
@@ -468,7 +469,7 @@ def anchor_option_label(base: RolloutView, call_id: str | None) -> str:
     "no manual anchor" means for this rollout."""
     if call_id is None:
         return none_anchor_label(base.result)
-    empty = bool(base.build) and call_id in base.build.notes.empty_generation_calls
+    empty = base.build is not None and call_id in base.build.notes.empty_generation_calls
     role = base.roles.get(call_id) or ("empty generation" if empty else "not chained")
     return f"{call_id} · {role.replace('_', ' ')}"
 

@@ -43,7 +43,8 @@ def _rows(label_a: str, label_b: str) -> tuple[tuple[str, str], tuple[str, str]]
     names = [" ".join(label.split()) for label in (label_a, label_b)]
     if _cut(names[0], LABEL_CHARS) == _cut(names[1], LABEL_CHARS) or row_name(names[0]) == row_name(names[1]):
         names = [f"A: {names[0]}", f"B: {names[1]}"]
-    return (row_name(names[0]), row_name(names[1])), tuple(f"{_cut(n, LABEL_CHARS)} · tokens" for n in names)
+    cells = [f"{_cut(n, LABEL_CHARS)} · tokens" for n in names]
+    return (row_name(names[0]), row_name(names[1])), (cells[0], cells[1])
 
 
 def sequence_chart(d: SequenceDiff, label_a: str = "A", label_b: str = "B",

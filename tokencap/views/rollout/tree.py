@@ -13,10 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-
+from .. import vega
 from ..model import CALL, GHOST, REFUSAL
 from ..text import fmt_int, md_escape
-from .. import vega
 from .tree_chart import (
     CANVAS_ROWS,
     LABEL_ROWS,
@@ -42,7 +41,8 @@ from .tree_model import (
 __all__ = [
     "CALL", "CANVAS_ROWS", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES",
     "OVERVIEW_ABOVE", "OVERVIEW_DESCRIPTION", "REFUSAL", "RING_FLAGS", "Run", "TREE_DESCRIPTION", "TreeModel",
-    "TreeNode", "Window", "ZOOM", "build_tree", "clamp_window", "follow_selection", "keep_in_window", "key_from_selection",
+    "TreeNode", "Window", "ZOOM", "build_tree", "clamp_window", "follow_selection", "keep_in_window",
+    "key_from_selection",
     "legend_frame", "needs_overview", "nodes_frame", "overview_chart", "overview_hover", "search", "search_caption",
     "short_labels", "terminal_call", "tree_caption", "tree_chart", "tree_of", "window_around", "window_from_selection",
 ]

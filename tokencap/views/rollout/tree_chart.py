@@ -439,7 +439,8 @@ def _legend(items: list[tuple[str, str, dict[str, Any]]], left: float, top: floa
         points["encoding"].pop("description")
         points["mark"]["aria"] = False
         layers.append(points)
-    layers.append(_text_layer(titles, LEGEND + "titles", color="#334155", fontWeight="bold", font=style.FONT, fontSize=11))
+    layers.append(_text_layer(titles, LEGEND + "titles", color="#334155", fontWeight="bold", font=style.FONT,
+                              fontSize=11))
     layers.append(_text_layer(texts, LEGEND + "texts", color="#334155", font=style.FONT, fontSize=11))
     width = LEGEND_SYMBOL_PX + 8 + CHAR_EM * 11 * max(longest - 3, 1) + 8
     return layers, width, y - top + 4

@@ -105,16 +105,16 @@ def lay_out(nodes: Mapping[str, TreeNode], main_root: str | None,
     run_of: dict[str, int] = {}
     runs: list[Run] = []
     for n in ordered:
-        p = nodes[n.parent] if n.parent is not None else None
-        kids = children.get(n.parent, []) if p is not None else []
-        if p is not None and kids and kids[0] == n.key and n.edge in LANE_EDGES and \
-                (continues is None or continues(p, n)):
-            idx = run_of[p.key]
+        up = nodes[n.parent] if n.parent is not None else None
+        kids = children.get(n.parent, []) if n.parent is not None else []
+        if up is not None and kids and kids[0] == n.key and n.edge in LANE_EDGES and \
+                (continues is None or continues(up, n)):
+            idx = run_of[up.key]
             runs[idx].keys.append(n.key)
             runs[idx].end = n.order
         else:
             idx = len(runs)
-            runs.append(Run(n.key, 0, p.order if p is not None else n.order, n.order, [n.key]))
+            runs.append(Run(n.key, 0, up.order if up is not None else n.order, n.order, [n.key]))
         run_of[n.key] = n.run = idx
 
     # Lanes: the main chain's run owns lane 0; every other run takes the leftmost lane right
@@ -226,5 +226,5 @@ def _label_lanes(ordered: list[TreeNode], runs: list[Run], lanes: int) -> None:
     covered = np.cumsum(crossing, axis=1)[:, 1:rows + 1] > 0
     rightmost = np.where(covered, np.arange(lanes)[:, None], -1).max(axis=0)
     own = np.fromiter((n.lane for n in ordered), dtype=np.int64, count=rows)
-    for n, lane in zip(ordered, np.maximum(own, rightmost).tolist()):
+    for n, lane in zip(ordered, np.maximum(own, rightmost).tolist(), strict=True):
         n.label_lane = int(lane)

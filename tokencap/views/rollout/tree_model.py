@@ -112,13 +112,14 @@ class TreeModel:
 
     def edges(self) -> list[tuple[str, str, str]]:
         out = [(n.parent, n.key, n.edge) for n in self.nodes if n.parent is not None and n.edge is not None]
-        return out + self.extra_edges  # type: ignore[return-value]
+        return out + self.extra_edges
 
     def edge_table(self) -> dict[str, np.ndarray]:
         """Every drawn link as arrays (kept): rows and lanes of both ends, the `EDGE_STYLES` index of its
         kind, and whether it is drawn straight (a claim beside the link the build made) or along the lanes."""
         if self._edges is None:
-            pairs = [(n.parent, n.key, n.edge, False) for n in self.nodes if n.parent is not None and n.edge is not None]
+            pairs = [(n.parent, n.key, n.edge, False)
+                     for n in self.nodes if n.parent is not None and n.edge is not None]
             pairs += [(a, b, kind, True) for a, b, kind in self.extra_edges if a in self.index and b in self.index]
             codes = {kind: i for i, kind in enumerate(EDGE_STYLES)}
             parents = [self.nodes[self.index[a]] for a, _, _, _ in pairs]
@@ -176,120 +177,20 @@ def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeMo
     ring and the cause to each break's call, a lane per sub-agent invocation and the compactions.
     Without breaks it is the tree of the build alone."""
     build = view.build
-    nodes: dict[str, TreeNode] = {}
-    extra_edges: list[tuple[str, str, str]] = []
-    membership = view.chain_membership
-    chain_rank = {c.chain_id: i for i, c in enumerate(view.chains)}
-    roles = view.roles
-    terminal = terminal_call(view)
-    origin = view.origin_time
-
-    def rank_of(cid: str) -> int:
-        chains = membership.get(cid)
-        if chains:
-            return min(chain_rank[c] for c in chains)
-        return 10**6 if roles.get(cid) == "quarantined" else 10**7
-
-    def ensure_ghost(ident: str) -> str:
-        key = node_key(GHOST, ident)
-        if key not in nodes:
-            nodes[key] = TreeNode(key, GHOST, ident, "ghost", hover="")
-        return key
-
-    def call_key_if_present(ident: str | None) -> str | None:
-        if ident is None:
-            return None
-        key = node_key(CALL, ident)
-        return key if key in nodes else None
-
-    # 1. Calls: everything the build saw (entries), plus excluded records.
-    entries = build.entries if build is not None else {}
-    excluded = build.excluded if build is not None else {}
     links = build.links if build is not None else {}
-    empty = set(build.notes.empty_generation_calls) if build is not None else set()
-    conflicts = set(build.conflicting_duplicates) if build is not None else set()
-    if build is None:
-        # Not built (load error, no records, builder failure): show the raw records unlinked.
-        all_ids = list(view.records_by_id)
-    else:
-        all_ids = list(entries) + [c for c in excluded if c not in entries]
-    answer, ambiguous = _final_answer_calls(view)
-    for cid in all_ids:
-        entry = view.entry(cid)
-        created = entry.created_at if entry is not None else 0.0
-        if cid in excluded:
-            category = "excluded"
-        elif cid in empty:
-            category = "empty"
-        elif cid == terminal:
-            category = "terminal"
-        elif cid in roles:
-            category = roles[cid]
-        else:
-            category = "chained" if cid in links else "excluded"
-        node = TreeNode(node_key(CALL, cid), CALL, cid, category, created_at=created, rank=rank_of(cid))
-        decision = links.get(cid)
-        if decision is not None and decision.note is not None:
-            node.flags.add("boundary" if decision.boundary else "recovered")
-        if cid in conflicts:
-            node.flags.add("conflict")
-        if cid in answer:
-            node.flags.add("final_answer")
-        elif cid in ambiguous:
-            node.flags.add("answer_candidate")
-        nodes[node.key] = node
-
-    # 2. Display parents and edge kinds for calls.
-    for cid in all_ids:
-        node = nodes[node_key(CALL, cid)]
-        decision = links.get(cid)
-        entry = view.entry(cid)
-        claimed = entry.parent_call_id if entry is not None else None
-        if decision is not None:
-            if decision.linked_parent is not None:
-                node.parent = node_key(CALL, decision.linked_parent)
-                node.edge = "recovered" if decision.note == PARENT_MISSING_RECOVERED else "verified"
-                if decision.note == PARENT_MISSING_RECOVERED and claimed is not None:
-                    claimed_key = call_key_if_present(claimed) or ensure_ghost(claimed)
-                    extra_edges.append((claimed_key, node.key, "claimed"))
-            elif claimed is not None and decision.note in _NOTE_EDGE:
-                node.parent = call_key_if_present(claimed) or ensure_ghost(claimed)
-                node.edge = _NOTE_EDGE[decision.note]
-        elif claimed is not None:
-            # Left out of chaining (empty generation, excluded): hang it under the parent it claimed.
-            node.parent = call_key_if_present(claimed) or ensure_ghost(claimed)
-            node.edge = "claimed"
-
-    # 3. Engine refusals, attached to the call they continued.
-    verdicts = {v.refusal.model_call_id: v for v in view.result.refusal_verdicts}
-    for refusal in view.snapshot.engine_refusals:
-        key = node_key(REFUSAL, refusal.model_call_id)
-        if key in nodes:
-            continue
-        verdict = verdicts.get(refusal.model_call_id)
-        ended = verdict is not None and verdict.ended_chain
-        node = TreeNode(key, REFUSAL, refusal.model_call_id, "refusal_ended" if ended else "refusal",
-                        created_at=refusal.recorded_at, rank=10**8)
-        if refusal.parent_resolution is ParentResolutionStatus.RESOLVED and refusal.parent_call_id is not None:
-            node.parent = call_key_if_present(refusal.parent_call_id) or ensure_ghost(refusal.parent_call_id)
-            node.edge = "refusal"
-        nodes[key] = node
-
-    # 4. Calls the store announced (an intent) but never captured: why the capture is incomplete.
-    for ident in view.announced_uncaptured:
-        key = node_key(GHOST, ident)
-        if key in nodes:
-            nodes[key].category = "announced"
-        else:
-            nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
-
-    subagents = _mark_breaks(nodes, breaks or ())
-    main = view.build.main if build is not None else None
+    nodes: dict[str, TreeNode] = {}
+    all_ids = _call_nodes(view, nodes)  # 1
+    extra_edges = _call_parents(view, nodes, all_ids, links)  # 2
+    _refusal_nodes(view, nodes)  # 3
+    _announced_nodes(view, nodes)  # 4
+    subagents = _mark_breaks(nodes, breaks or ())  # 5
+    main = build.main if build is not None else None
     main_root = node_key(CALL, main.call_ids[0]) if main is not None and main.links else None
-    # A sub-agent's first call never continues its parent's lane: the invocation gets one of its own.
+    # 6. Layout. A sub-agent's first call never continues its parent's lane: the invocation gets one of its own.
     ordered, runs = lay_out(nodes, main_root if main_root in nodes else None,
                             lambda parent, child: child.key not in subagents)
     index = {n.key: i for i, n in enumerate(ordered)}
+    origin = view.origin_time
     for n in ordered:
         n.hover = _hover(n, view, origin) + (f"\n{n.break_hover}" if n.break_hover else "")
     chain_leaves = {c.chain_id: node_key(CALL, c.call_ids[-1]) for c in view.chains if c.links}
@@ -303,6 +204,124 @@ def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeMo
         extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default, runs=runs,
         main_lane=main_root is not None and main_root in nodes, item_texts=items.call_texts(view),
     )
+
+
+def _ghost(nodes: dict[str, TreeNode], ident: str) -> str:
+    """The key of the ghost node standing for ``ident`` (a parent claimed, never captured), added if new."""
+    key = node_key(GHOST, ident)
+    if key not in nodes:
+        nodes[key] = TreeNode(key, GHOST, ident, "ghost", hover="")
+    return key
+
+
+def _parent_key(nodes: dict[str, TreeNode], ident: str) -> str:
+    """The key of call ``ident``'s node if the tree holds it, else of its ghost."""
+    key = node_key(CALL, ident)
+    return key if key in nodes else _ghost(nodes, ident)
+
+
+def _call_category(view: RolloutView, cid: str, terminal: str | None) -> str:
+    """What call ``cid`` is in the build: excluded, an empty generation, the terminal call, its role, ..."""
+    build = view.build
+    if build is not None and cid in build.excluded:
+        return "excluded"
+    if build is not None and cid in build.notes.empty_generation_calls:
+        return "empty"
+    if cid == terminal:
+        return "terminal"
+    if cid in view.roles:
+        return view.roles[cid]
+    return "chained" if build is not None and cid in build.links else "excluded"
+
+
+def _call_nodes(view: RolloutView, nodes: dict[str, TreeNode]) -> list[str]:
+    """Step 1. A node per call: everything the build saw (entries), plus excluded records; or, when there is
+    no build (load error, no records, builder failure), the raw records unlinked. Returns the call ids."""
+    build = view.build
+    if build is None:
+        all_ids = list(view.records_by_id)
+    else:
+        all_ids = list(build.entries) + [c for c in build.excluded if c not in build.entries]
+    links = build.links if build is not None else {}
+    conflicts = set(build.conflicting_duplicates) if build is not None else set()
+    membership = view.chain_membership
+    chain_rank = {c.chain_id: i for i, c in enumerate(view.chains)}
+    terminal = terminal_call(view)
+    answer, ambiguous = _final_answer_calls(view)
+    for cid in all_ids:
+        entry = view.entry(cid)
+        chains = membership.get(cid)
+        if chains:
+            rank = min(chain_rank[c] for c in chains)
+        else:
+            rank = 10**6 if view.roles.get(cid) == "quarantined" else 10**7
+        node = TreeNode(node_key(CALL, cid), CALL, cid, _call_category(view, cid, terminal),
+                        created_at=entry.created_at if entry is not None else 0.0, rank=rank)
+        decision = links.get(cid)
+        if decision is not None and decision.note is not None:
+            node.flags.add("boundary" if decision.boundary else "recovered")
+        if cid in conflicts:
+            node.flags.add("conflict")
+        if cid in answer:
+            node.flags.add("final_answer")
+        elif cid in ambiguous:
+            node.flags.add("answer_candidate")
+        nodes[node.key] = node
+    return all_ids
+
+
+def _call_parents(view: RolloutView, nodes: dict[str, TreeNode], all_ids: list[str],
+                  links: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Step 2. Each call's display parent and edge kind; returns the extra edges (a recovered call's
+    rejected claim)."""
+    extra_edges: list[tuple[str, str, str]] = []
+    for cid in all_ids:
+        node = nodes[node_key(CALL, cid)]
+        decision = links.get(cid)
+        entry = view.entry(cid)
+        claimed = entry.parent_call_id if entry is not None else None
+        if decision is None:
+            if claimed is not None:
+                # Left out of chaining (empty generation, excluded): hang it under the parent it claimed.
+                node.parent = _parent_key(nodes, claimed)
+                node.edge = "claimed"
+        elif decision.linked_parent is not None:
+            recovered = decision.note == PARENT_MISSING_RECOVERED
+            node.parent = node_key(CALL, decision.linked_parent)
+            node.edge = "recovered" if recovered else "verified"
+            if recovered and claimed is not None:
+                extra_edges.append((_parent_key(nodes, claimed), node.key, "claimed"))
+        elif claimed is not None and decision.note in _NOTE_EDGE:
+            node.parent = _parent_key(nodes, claimed)
+            node.edge = _NOTE_EDGE[decision.note]
+    return extra_edges
+
+
+def _refusal_nodes(view: RolloutView, nodes: dict[str, TreeNode]) -> None:
+    """Step 3. Engine refusals, attached to the call they continued."""
+    verdicts = {v.refusal.model_call_id: v for v in view.result.refusal_verdicts}
+    for refusal in view.snapshot.engine_refusals:
+        key = node_key(REFUSAL, refusal.model_call_id)
+        if key in nodes:
+            continue
+        verdict = verdicts.get(refusal.model_call_id)
+        ended = verdict is not None and verdict.ended_chain
+        node = TreeNode(key, REFUSAL, refusal.model_call_id, "refusal_ended" if ended else "refusal",
+                        created_at=refusal.recorded_at, rank=10**8)
+        if refusal.parent_resolution is ParentResolutionStatus.RESOLVED and refusal.parent_call_id is not None:
+            node.parent = _parent_key(nodes, refusal.parent_call_id)
+            node.edge = "refusal"
+        nodes[key] = node
+
+
+def _announced_nodes(view: RolloutView, nodes: dict[str, TreeNode]) -> None:
+    """Step 4. Calls the store announced (an intent) but never captured: why the capture is incomplete."""
+    for ident in view.announced_uncaptured:
+        key = node_key(GHOST, ident)
+        if key in nodes:
+            nodes[key].category = "announced"
+        else:
+            nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
 
 
 _ANONYMOUS_RUN = {"quarantined": "retry", "refusal": "refusal", "refusal_ended": "refusal", "excluded": "excluded",

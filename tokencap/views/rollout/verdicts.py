@@ -18,10 +18,10 @@ import pandas as pd
 
 from ...builder import RULE_UNRESOLVED, BuildOutput
 from ...rollout import MASK_REASON_TEXT, RolloutResult, record_model_note
-from .culprits import ReasonLine, culprits_of
 from ..model import RolloutView
 from ..text import fmt_fraction, fmt_int, json_text
 from ..words import NOTE_TEXT, RULE_TEXT, TERMS, label
+from .culprits import ReasonLine, culprits_of
 
 STATUS_TEXT = {
     "completed": "the delivered chain ended normally",
@@ -94,7 +94,8 @@ def verdict_banner(result: RolloutResult) -> Banner:
                alert=boundaries > 0),
         Metric("excluded", fmt_int(excluded), f"excluded records: {TERMS['excluded record']}; conflicting copies "
                "of one call id count too", alert=excluded > 0),
-        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")), f"empty generations: {TERMS['empty generation']}"),
+        Metric("empty gen.", fmt_int(m.get("empty_generation_calls")),
+               f"empty generations: {TERMS['empty generation']}"),
         Metric("refusals", fmt_int(m.get("engine_refusals")), f"engine refusals: {TERMS['engine refusal']}"),
     ]
     return Banner(
@@ -305,7 +306,8 @@ def retry_groups_frame(build: BuildOutput) -> pd.DataFrame:
 
 
 def exclusions_frame(build: BuildOutput) -> pd.DataFrame:
-    rows = [{"call": cid, "reason": reason, "meaning": NOTE_TEXT.get(reason, "")} for cid, reason in build.excluded.items()]
+    rows = [{"call": cid, "reason": reason, "meaning": NOTE_TEXT.get(reason, "")}
+            for cid, reason in build.excluded.items()]
     rows += [{"call": cid, "reason": "duplicate_call_id_conflict", "meaning": NOTE_TEXT["duplicate_call_id_conflict"]}
              for cid in build.conflicting_duplicates]
     rows += [{"call": cid, "reason": f"{n} identical extra cop{'y' if n == 1 else 'ies'} dropped",

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import style
-from .. import vega
+from .. import style, vega
 from ..text import count as count_of
 from .data import Bars
 
@@ -249,4 +248,5 @@ def clicked(selection: Any) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["DENSE", "FIRST", "FIRST_ROW", "HEIGHTS", "MORE_LABEL", "MORE_PARAM", "ROWS", "more_charts_open", "more_charts_params", "RUN_COLORS", "bar_spec", "clicked"]
+__all__ = ["DENSE", "FIRST", "FIRST_ROW", "HEIGHTS", "MORE_LABEL", "MORE_PARAM", "ROWS", "more_charts_open",
+           "more_charts_params", "RUN_COLORS", "bar_spec", "clicked"]

@@ -101,9 +101,14 @@ def sorted_pairs(cmp: Comparison, positions: np.ndarray, flt: rd.RunFilter) -> n
     rb = cmp.rows["row_b"].to_numpy()[positions]
     va = cmp.a[flt.sort].iloc[np.maximum(ra, 0)].reset_index(drop=True) if len(cmp.a) else None
     vb = cmp.b[flt.sort].iloc[np.maximum(rb, 0)].reset_index(drop=True) if len(cmp.b) else None
-    values = va.where(pd.Series(ra >= 0)) if va is not None else vb
-    if vb is not None and va is not None:
-        values = values.where(pd.Series(ra >= 0), vb)
+    if va is None:
+        if vb is None:  # neither run has a row: nothing to sort by
+            return positions
+        values = vb
+    elif vb is None:
+        values = va.where(pd.Series(ra >= 0))
+    else:
+        values = va.where(pd.Series(ra >= 0)).where(pd.Series(ra >= 0), vb)
     order = values.reset_index(drop=True).sort_values(ascending=not flt.descending, kind="stable",
                                                       na_position="last").index.to_numpy()
     return positions[order]
@@ -147,7 +152,7 @@ def paired_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray],
     """Every chart of run A with the same chart of run B (same keys: calls bins up to the larger run's)."""
     bars_a, bars_b = rd.chart_bars(cmp.a, masks_a), rd.chart_bars(cmp.b, masks_b)
     out = []
-    for a, b in zip(bars_a, bars_b):
+    for a, b in zip(bars_a, bars_b, strict=True):
         if a.keys != b.keys:  # calls: each run's bins end at its own largest
             n = max(len(a.keys), len(b.keys))
             a, b = (_padded(x, n) for x in (a, b))
@@ -178,7 +183,7 @@ def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
     """The headline numbers of both runs (whole tables), each with the change from A to B."""
     out = []
     delivery = rd.has_delivery(cmp.a) or rd.has_delivery(cmp.b)  # the same tiles on both sides
-    for ma, mb in zip(rd.run_metrics(cmp.a, delivery), rd.run_metrics(cmp.b, delivery)):
+    for ma, mb in zip(rd.run_metrics(cmp.a, delivery), rd.run_metrics(cmp.b, delivery), strict=False):
         a, b = (int(m.value.replace(",", "")) for m in (ma, mb))
         share = ""
         if ma.label != "rollouts":

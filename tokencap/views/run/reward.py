@@ -38,11 +38,6 @@ GROUP_FILTERS = {
 }
 """The Run page's group filter: its values (URL ``run_group``) and their labels."""
 
-GROUP_TEXT = {
-    "few": "the group (task) keeps fewer than two trainable rollouts: nothing to compare them with",
-    "flat": "the group's trainable rollouts all have the same reward: every advantage is zero",
-}
-
 RECORDS_HINT = ("This run's table has no rewards. Open the run with its rollout records: "
                 "`tokencap app RUN --final-responses records.jsonl`, or add the records file in the sidebar "
                 "(the rollout records carry `reward`, `_ng_task_index`, `_ng_rollout_index`).")
@@ -192,7 +187,7 @@ def groups_spec(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
     names = _run_names(runs)
     rows, series, colors = [], [], []
     top = 0
-    for i, ((_, frame), name) in enumerate(zip(runs, names)):
+    for i, ((_, frame), name) in enumerate(zip(runs, names, strict=True)):
         per = trainable_per_group(frame)
         top = max(top, len(per))
         prefix = f"{name}: " if paired else ""
@@ -205,7 +200,7 @@ def groups_spec(runs: list[tuple[str, pd.DataFrame]]) -> dict[str, Any]:
             values = per["starved"] if column == "starved" else per["groups"] - per["starved"]
             rows += [{"run": name, "series": label, "order": order, "trainable": int(t), "groups": int(g),
                       "says": f"{int(g):,} groups keep {int(t)} trainable rollouts ({part})"}
-                     for t, g in zip(per["trainable"], values)]
+                     for t, g in zip(per["trainable"], values, strict=True)]
     encoding: dict[str, Any] = {
         "x": {"field": "trainable", "type": "ordinal", "title": "trainable rollouts in the group",
               "scale": {"domain": list(range(max(top, 1)))}, "axis": {"labelAngle": 0}},
@@ -254,7 +249,7 @@ def reward_slices(frame: pd.DataFrame) -> pd.DataFrame:
     """
     reward = frame["reward"].to_numpy(dtype=np.float64, na_value=np.nan) if "reward" in frame else \
         np.full(len(frame), np.nan)
-    names, rows = zip(*_slices(frame))
+    names, rows = zip(*_slices(frame), strict=True)
     membership = np.stack(rows)  # slices x rollouts
     values = np.where(membership & ~np.isnan(reward), reward, np.nan)
     rewarded = (~np.isnan(values)).sum(axis=1)
@@ -349,13 +344,13 @@ def reward_spec(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] = 
     names = _run_names(runs)
     order: list[str] = []
     rows = []
-    for (_, frame), name in zip(runs, names):
+    for (_, frame), name in zip(runs, names, strict=True):
         table = reward_slices(frame)
         table = table[(table["rewarded"] > 0) & (table["slice"] != "all rollouts")]
         order += [s for s in table["slice"] if s not in order]
         for s, n, r, m, md, q1, q3, lo, hi in zip(table["slice"], table["rewarded"], table["rollouts"],
                                                   table["mean"], table["median"], table["q1"], table["q3"],
-                                                  table["min"], table["max"]):
+                                                  table["min"], table["max"], strict=True):
             rows.append({"run": name, "slice": s, "min": float(lo), "q1": float(q1), "median": float(md),
                          "q3": float(q3), "max": float(hi), "mean": float(m),
                          "counts": f"{int(n):,} rewarded of {count(int(r), 'rollout')}",
@@ -392,7 +387,8 @@ def reward_spec(runs: list[tuple[str, pd.DataFrame]], colors: tuple[str, ...] = 
 
 
 __all__ = [
-    "BIAS_THRESHOLD", "GROUP_FILTERS", "reward_slices_shown", "scope_words", "GROUP_STATES", "GroupSummary", "RECORDS_HINT", "RewardBias", "group_codes",
+    "BIAS_THRESHOLD", "GROUP_FILTERS", "reward_slices_shown", "scope_words", "GROUP_STATES", "GroupSummary",
+    "RECORDS_HINT", "RewardBias", "group_codes",
     "group_filter_mask", "group_summary", "groups_spec", "has_groups", "has_rewards", "reward_bias", "reward_spec",
     "reward_slices", "trainable_per_group",
 ]
