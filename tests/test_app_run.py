@@ -32,7 +32,8 @@ from synth_snapshots import Capture
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
 from tokencap.app.run import loading as rl
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
+from tokencap.services import scan_cache
 from tokencap.views.run import triage as tr
 from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, SAMPLE_RECORDS, SAMPLE_RUN, SAMPLES, UPSTREAM, click_bar, escaped, headings, open_link, rerun, run_app, run_table, select_row,
                          send_selection, shown_count)
@@ -368,8 +369,8 @@ def test_a_big_directory_is_scanned_by_a_child_on_every_core_and_its_table_kept(
     import tokencap.run.child as child_module
 
     run = make_run(tmp_path)
-    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 0)  # every run is big
-    monkeypatch.setenv(rs.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(scan_cache, "IN_PROCESS_BYTES", 0)  # every run is big
+    monkeypatch.setenv(scan_cache.CACHE_ENV, str(tmp_path / "cache"))
     children: list[tuple[int, int]] = []
     real = child_module.scan_in_child
 

@@ -61,7 +61,7 @@ from tokencap.app.rollout.url import (apply_url_state, current_view_state, loade
                                    pin_comparison, show_missing_rollout, take_url_state, write_source_url,
                                    write_url_state)
 from tokencap.views import links
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views import style, trace
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av

@@ -12,7 +12,7 @@ Where the run comes from (the sidebar, `run_sources`), first match wins:
    the path given on the command line (``streamlit run app.py -- RUN_DIR``,
    ``tokencap app RUN_DIR``; a rollouts file of several records is a run too), scanned with a
    progress bar (a big run by a child process on every core, its table kept on disk;
-   `tokencap.views.run.source.scan_directory`) -- or, for a ``.parquet`` file, read as a scan table;
+   `tokencap.services.scan_cache.scan_directory`) -- or, for a ``.parquet`` file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
 A path is scanned with its rollout records (rewards, task groups): the sidebar's upload or
 path, else ``--final-responses FILE`` on the command line, else the sample run's bundled
@@ -73,7 +73,7 @@ from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import rollouts as ro
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 from tokencap.views.run import table as rt
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
