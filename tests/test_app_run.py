@@ -138,7 +138,7 @@ def STATE_of(at: AppTest):
 
 def test_the_run_page_draws_without_transitions_from_its_first_element_on(monkeypatch, sample_run):
     """While a run is scanned the page reruns; a fade of the old charts and grid would take
-    CPU from the scan (tokencap.views.style.RUN_PAGE_CSS)."""
+    CPU from the scan (tokencap/app/assets/run_page.css)."""
     at = run_app(monkeypatch)
     styles = [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")]
     assert len(styles) == 1
