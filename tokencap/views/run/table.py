@@ -8,8 +8,8 @@ lineage broke, calls -- on the first screen at 1280 px beside the sidebar (`FIRS
 to more than the grid's width there, so the grid never stretches them.
 
 The grid is a canvas: it shows a header's ``help`` on hover, but nothing for a cell cut at its column's
-edge. `cell_titles_settings` (numbers and column names only: no data from a run) set up the page script that puts a hovered cell's
-text in the grid's ``title`` (the browser's tooltip) when the text is wider than its column; the text is read from the
+edge. `cell_titles_settings` (numbers and column names only: no data from a run) set up the page
+script (tokencap/app/assets/cell_titles.js) that puts a hovered cell's text in the grid's ``title`` (the browser's tooltip) when the text is wider than its column; the text is read from the
 grid's own accessibility table, and set as an attribute, never as HTML. No Streamlit here.
 """
 
@@ -99,7 +99,6 @@ def cell_titles_settings() -> str:
     columns = [{"w": WIDTHS[c], "text": c in TEXT, "pinned": c in PINNED} for c in order]
     if [c for c in order if c in PINNED] != order[:len(PINNED)]:
         raise ValueError("pinned columns must come first")
-    markers = json.dumps([list(m) for m in ROW_MARKER])
     return json.dumps({"COLUMNS": columns, "MARKERS": [list(m) for m in ROW_MARKER], "PAD": CELL_PADDING})
 
 
