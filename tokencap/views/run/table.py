@@ -10,7 +10,8 @@ to more than the grid's width there, so the grid never stretches them.
 The grid is a canvas: it shows a header's ``help`` on hover, but nothing for a cell cut at its column's
 edge. `cell_titles_settings` (numbers and column names only: no data from a run) set up the page
 script (tokencap/app/assets/cell_titles.js) that puts a hovered cell's text in the grid's ``title``
-(the browser's tooltip) when the text is wider than its column; the text is read from the grid's own accessibility table, and set as an attribute, never as HTML. No Streamlit here.
+(the browser's tooltip) when the text is wider than its column; the text is read from the grid's own
+accessibility table, and set as an attribute, never as HTML. No Streamlit here.
 """
 
 from __future__ import annotations
