@@ -326,7 +326,7 @@ def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with
     monkeypatch.setenv(scan_cache.CACHE_ENV, str(big))
     run = small_run(tmp_path)
     with open(run / "padding.txt", "wb") as handle:  # a big run, in every process (and not a rollout file)
-        handle.truncate(rs.IN_PROCESS_BYTES)
+        handle.truncate(scan_cache.IN_PROCESS_BYTES)
     started: list[subprocess.Popen] = []
 
     def prescan() -> subprocess.Popen | None:
