@@ -118,7 +118,7 @@ class OpenApp:
         stack.callback(browser.close)
         self.page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
         from tokencap.run import scan_table
-        from tokencap.views.run.source import sample_run_path
+        from tokencap.services.run_sources import sample_run_path
 
         self.sample_rows = scan_table(sample_run_path(REPO), workers=1).num_rows
 

@@ -15,7 +15,7 @@ from typing import Any
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.testing.v1 import AppTest
 
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 
 REPO = Path(__file__).resolve().parent.parent
 APP = REPO / "app.py"

@@ -22,7 +22,7 @@ from tokencap import load_snapshots
 from tokencap.export import loss_mask_csv
 from tokencap.lossmask import loss_mask
 from tokencap.rollout import build_rollout
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from helpers_app import (ROLLOUT_PAGE, SAMPLES, TIMEOUT, UPSTREAM, open_app, pick_call, proof_charts, rerun)
 
 

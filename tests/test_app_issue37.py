@@ -118,7 +118,7 @@ def test_keys_read_as_words_with_the_key_on_hover_and_counts_agree_in_number():
 
 def test_the_tokenizer_label_names_a_file_only_when_one_is_loaded(monkeypatch, tmp_path):
     """Issue 37, item 13: the sidebar's tokenizer reads "tokenizer.json" only when one is in use."""
-    from tokencap.views import sources as src
+    from tokencap.services import rollout_sources as src
 
     assert src.tokenizer_words(None, None).startswith("None loaded: token ids are shown as numbers")
     assert src.tokenizer_words("tok.json", None) == "In use: tok.json (uploaded)."

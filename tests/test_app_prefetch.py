@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokencap.app.rollout.prefetch import prefetch_compare
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import rollout_page as rp
 

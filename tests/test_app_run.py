@@ -32,7 +32,8 @@ from synth_snapshots import Capture
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
 from tokencap.app.run import loading as rl
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
+from tokencap.services import scan_cache
 from tokencap.views.run import triage as tr
 from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, SAMPLE_RECORDS, SAMPLE_RUN, SAMPLES, UPSTREAM, click_bar, escaped, headings, open_link, rerun, run_app, run_table, select_row,
                          send_selection, shown_count)
@@ -137,7 +138,7 @@ def STATE_of(at: AppTest):
 
 def test_the_run_page_draws_without_transitions_from_its_first_element_on(monkeypatch, sample_run):
     """While a run is scanned the page reruns; a fade of the old charts and grid would take
-    CPU from the scan (tokencap.views.style.RUN_PAGE_CSS)."""
+    CPU from the scan (tokencap/app/assets/run_page.css)."""
     at = run_app(monkeypatch)
     styles = [h.proto.body for h in at.get("html") if h.proto.body.startswith("<style>")]
     assert len(styles) == 1
@@ -368,8 +369,8 @@ def test_a_big_directory_is_scanned_by_a_child_on_every_core_and_its_table_kept(
     import tokencap.run.child as child_module
 
     run = make_run(tmp_path)
-    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 0)  # every run is big
-    monkeypatch.setenv(rs.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(scan_cache, "IN_PROCESS_BYTES", 0)  # every run is big
+    monkeypatch.setenv(scan_cache.CACHE_ENV, str(tmp_path / "cache"))
     children: list[tuple[int, int]] = []
     real = child_module.scan_in_child
 

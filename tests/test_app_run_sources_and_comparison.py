@@ -13,7 +13,7 @@ from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, escaped, headings, open_link
                          select_row, send_selection)
 from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
 from tokencap.views.run import reward as rw
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 
 
 def captions(at) -> list[str]:

@@ -149,7 +149,7 @@ def test_the_readme_scans_the_sample_run_as_the_app_does(tmp_path, capsys):
     """The README's `tokencap scan sample_data/run` example counts the trainable rollouts the Run page shows
     for the bundled run (which it scans with the bundled rollout records)."""
     from tokencap.run import scan_table
-    from tokencap.views.run.source import sample_records
+    from tokencap.services.run_sources import sample_records
 
     examples = [line.split("#", 1)[0].strip() for line in (REPO / "README.md").read_text().splitlines()
                 if line.strip().startswith("tokencap scan sample_data/run ")]

@@ -944,7 +944,7 @@ def test_fuzz_zip_bytes(garbage: bytes, where: int) -> None:
 
 
 def test_the_apps_sources_never_open_a_fifo(tmp_path: Path) -> None:
-    from tokencap.views import sources as src
+    from tokencap.services import rollout_sources as src
 
     store = store_dir(tmp_path / "s", {"r1": two_calls()})
     os.mkfifo(store / "r1.tokens.intents")

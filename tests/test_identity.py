@@ -9,7 +9,7 @@ import tokencap
 from tokencap import identity
 from tokencap.identity import code_identity, sources_digest
 from tokencap.run import scan
-from tokencap.views.run import source as rs
+from tokencap.services import scan_cache as rs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 PACKAGE = Path(tokencap.__file__).resolve().parent

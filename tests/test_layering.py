@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("diagnosis", ("diagnosis",)),
     ("writers", ("export", "interrupts", "report", "checking", "progress")),
     ("run", ("run",)),
+    ("services", ("services",)),
     ("views", ("views",)),
     ("CLI / app", ("cli", "app", "bundled", "__main__", "")),  # "" is the package root, tokencap
 ]

@@ -26,7 +26,7 @@ from tokencap.loading.files import DirectorySource
 from tokencap.run import scan_table
 from tokencap.run.discover import discover
 from tokencap.run.errors import DiscoveryError
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.rollout.culprits import reason_lines
 from tokencap.views.model import RolloutView
 

@@ -1,5 +1,5 @@
 """The app's directory scan: a child process on every core, its table cached per fingerprint,
-stopped with the page (tokencap.run.child, tokencap.views.run.source.scan_directory)."""
+stopped with the page (tokencap.run.child, tokencap.services.scan_cache.scan_directory)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from tokencap import identity
 import tokencap.run.child as child_module
 from tokencap.run import DiscoveryError, read_current_scan, scan, scan_table
 from tokencap.run.child import ChildScan, scan_in_child
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
+from tokencap.services import scan_cache
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_RUN = rs.sample_run_path(REPO)
@@ -28,9 +29,9 @@ SAMPLE_RUN = rs.sample_run_path(REPO)
 @pytest.fixture
 def big(monkeypatch, tmp_path):
     """Every run counts as big (scanned by a child), with the cache under tmp_path."""
-    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 0)
+    monkeypatch.setattr(scan_cache, "IN_PROCESS_BYTES", 0)
     cache = tmp_path / "cache"
-    monkeypatch.setenv(rs.CACHE_ENV, str(cache))
+    monkeypatch.setenv(scan_cache.CACHE_ENV, str(cache))
     return cache
 
 
@@ -188,7 +189,7 @@ def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
         import os
         with open({str(marks)!r}, "a") as handle:
             handle.write(f"{{os.getpid()}}\\n")
-        from tokencap.views.run import source as rs
+        from tokencap.services import scan_cache as rs
         rs.IN_PROCESS_BYTES = 0
         table = rs.scan_directory({str(run)!r}, rs.fingerprint({str(run)!r}), workers=2,
                                   cache_dir={str(tmp_path / "cache")!r})
@@ -252,7 +253,7 @@ def test_prescan_writes_the_table_the_page_then_opens_without_a_scan(monkeypatch
 
 
 def test_prescan_leaves_a_small_run_to_the_page(monkeypatch, tmp_path, big):
-    monkeypatch.setattr(rs, "IN_PROCESS_BYTES", 1 << 40)
+    monkeypatch.setattr(scan_cache, "IN_PROCESS_BYTES", 1 << 40)
     assert rs.prescan(small_run(tmp_path)) is None
     assert not big.exists()
 
@@ -322,10 +323,10 @@ def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with
     from tokencap.cli import server
 
     big = tmp_path / "cache"
-    monkeypatch.setenv(rs.CACHE_ENV, str(big))
+    monkeypatch.setenv(scan_cache.CACHE_ENV, str(big))
     run = small_run(tmp_path)
     with open(run / "padding.txt", "wb") as handle:  # a big run, in every process (and not a rollout file)
-        handle.truncate(rs.IN_PROCESS_BYTES)
+        handle.truncate(scan_cache.IN_PROCESS_BYTES)
     started: list[subprocess.Popen] = []
 
     def prescan() -> subprocess.Popen | None:

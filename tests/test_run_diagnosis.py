@@ -262,7 +262,7 @@ def test_the_app_s_child_scan_and_its_cache_take_the_tokenizer(tmp_path):
     """The Run page scans a big run in `tokencap.run.child` (and `tokencap app` beside the server, in
     `prescan`): both pass the app's tokenizer on, and its scan cache keeps tables of another tokenizer apart."""
     from tokencap.run.child import ChildScan
-    from tokencap.views.run.source import cached_scan_path, fingerprint, scan_directory
+    from tokencap.services.run_sources import cached_scan_path, fingerprint, scan_directory
 
     run = make_run(tmp_path)
     tok = tokenizer_file(tmp_path / "tokenizer.json")

@@ -1,6 +1,6 @@
 """The app's scan cache stays bounded: least recently used tables go beyond a count and a size.
 
-`tokencap.views.run.source.evict_scans` runs after every scan the app keeps; opening a
+`tokencap.services.scan_cache.evict_scans` runs after every scan the app keeps; opening a
 cached table touches its mtime, which is what "recently used" means here.
 """
 
@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tokencap.views.run import source as rs
+from tokencap.services import scan_cache as rs
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_RUN = REPO / "sample_data" / "run"

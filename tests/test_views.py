@@ -16,7 +16,7 @@ from synth_snapshots import Capture, kitchen_sink, long_linear
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import detail as dv
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views import vega
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout.tree_chart import ROW_PX

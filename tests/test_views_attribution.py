@@ -8,7 +8,7 @@ from pathlib import Path
 from tokencap import load_final_responses, load_snapshots
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import export as ev
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import tree as tv
 from tokencap.views.model import RolloutView
 

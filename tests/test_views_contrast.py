@@ -1,6 +1,6 @@
 """Issue 37, item 15: the app's grey text reads at WCAG AA (a contrast ratio of at least 4.5:1).
 
-Captions are drawn at Streamlit's 60% opacity unless the page's CSS (`tokencap.views.style`) gives them a
+Captions are drawn at Streamlit's 60% opacity unless the page's CSS (tokencap/app/assets/, its colours from `tokencap.views.style`) gives them a
 colour of their own; the grid draws a pinned column (the Run table's rollout ids) at 60% alpha of the
 theme's text colour (`.streamlit/config.toml`), a fixed rule of Streamlit's. Both measured ~3.9:1 before.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tokencap.app import assets
 from tokencap.views import style, vega
 from helpers_colour import blend, ratio
 
@@ -30,9 +31,9 @@ def _theme() -> dict:
     return tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())["theme"]
 
 
-@pytest.mark.parametrize("css", ["PAGE_CSS", "RUN_PAGE_CSS"])
+@pytest.mark.parametrize("css", ["rollout_page.css", "run_page.css"])
 def test_captions_have_a_colour_of_their_own_at_aa_on_every_background(css):
-    text = getattr(style, css)
+    text = assets.page_css(css)
     rule = re.search(r'\[data-testid="stCaptionContainer"\][^{]*\{([^}]*)\}', text)
     assert rule, f"{css} gives captions no colour: Streamlit draws them at 60% opacity (~3.9:1)"
     assert f"color: {style.CAPTION}" in rule.group(1) and "opacity: 1" in rule.group(1)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tokencap.views import links
 from tokencap.views.rollout import rollout_page as rp
-from tokencap.views.sources import RolloutRef
+from tokencap.services.rollout_sources import RolloutRef
 
 ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 

@@ -7,13 +7,13 @@ from pathlib import Path
 from tokencap import load_snapshots
 from tokencap.loading import load_final_responses
 from tokencap.views import RolloutView, links
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.rollout.culprits import Culprit
-from tokencap.views.sources import RolloutRef
+from tokencap.services.rollout_sources import RolloutRef
 from tokencap.views.text import md_escape
 
 REPO = Path(__file__).resolve().parent.parent
@@ -256,7 +256,7 @@ def test_the_export_tab_repeats_the_verdict_and_counts_anchored_rollouts():
 
 
 def test_a_file_s_rollouts_are_listed_and_opened_in_rollout_id_order_as_the_run_table_lists_them():
-    from tokencap.views import sources as src
+    from tokencap.services import rollout_sources as src
     from tokencap.views.rollout import rollout_page as rp
 
     loaded = [src.load_source(src.source_from_path(REPO / "sample_data" / "multi_rollout_entries.jsonl"))]
@@ -265,7 +265,7 @@ def test_a_file_s_rollouts_are_listed_and_opened_in_rollout_id_order_as_the_run_
 
 
 def test_a_link_to_a_run_s_rollout_keeps_the_capture_it_compares_with():
-    from tokencap.views import sources as src
+    from tokencap.services import rollout_sources as src
 
     samples = REPO / "sample_data"
     state = links.parse({"src": "sample:run", "part": "p.tokens.*", "rollout": "r", "vs_src": "sample:run_after_fix",

@@ -25,8 +25,8 @@ from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import LINK_NOTES, scan_table
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
-from tokencap.views.run import source as rs
-from tokencap.views import sources as src
+from tokencap.services import run_sources as rs
+from tokencap.services import rollout_sources as src
 from tokencap.views import vega
 
 REPO = Path(__file__).resolve().parent.parent

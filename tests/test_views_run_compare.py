@@ -174,7 +174,7 @@ def test_a_pair_of_runs_is_drawn_as_two_named_series_in_the_run_colours(runs):
 
 
 def test_an_open_request_carries_the_records_the_run_was_scanned_with():
-    from tokencap.views.run import source as rs
+    from tokencap.services import run_sources as rs
 
     located = rs.Located(path="/runs/7")
     assert "final_responses" not in rs.open_request(located, "a.json", "r")
@@ -186,7 +186,7 @@ def test_an_open_request_carries_the_records_the_run_was_scanned_with():
 
 
 def test_an_uploaded_records_file_is_stored_once_by_its_content(tmp_path):
-    from tokencap.views.run import source as rs
+    from tokencap.services import run_sources as rs
 
     first = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
     again = rs.stored_upload(rs.Upload("other-name.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
@@ -237,7 +237,7 @@ def test_calls_bins_of_two_runs_are_padded_to_the_larger_run():
 
 
 def test_a_scan_error_about_the_records_is_theirs_and_names_an_upload_as_uploaded(tmp_path):
-    from tokencap.views.run import source as rs
+    from tokencap.services import run_sources as rs
 
     upload = rs.Upload("mine.jsonl", b'{"rollout_id": "a", "reward": "x"}\n')
     stored = str(rs.stored_upload(upload, tmp_path))

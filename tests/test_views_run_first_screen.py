@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from tokencap.app import assets
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import table as rt
@@ -31,7 +32,7 @@ def test_the_columns_a_reader_triages_by_fit_the_first_screen_and_the_grid_never
 
 
 def test_the_cell_tooltip_script_carries_the_widths_and_no_data():
-    script = rt.cell_titles_script()
+    script = assets.script("cell_titles.js", SETTINGS=rt.cell_titles_settings())
     assert script.startswith("<script>") and script.endswith("</script>")
     widths = [int(w) for w in re.findall(r'"w": (\d+)', script)]
     assert widths == [rt.WIDTHS[c] for c in rd.TABLE_COLUMNS]

@@ -77,7 +77,7 @@ def test_tiles_and_table_column_only_for_a_run_holding_such_rollouts(tmp_path):
 
 
 def test_the_bundled_rollouts_decode_with_qwen3_s_vocabulary():
-    from tokencap.views.sources import default_tokenizer_path
+    from tokencap.services.rollout_sources import default_tokenizer_path
 
     assert default_tokenizer_path(REPO, None, [str(ROLLOUTS)]) == REPO / "sample_data" / "qwen3" / "tokenizer.json"
     assert default_tokenizer_path(REPO, None, [str(SAMPLES / "length_stop.json")]) == SAMPLES / "tokenizer.json"
@@ -87,7 +87,7 @@ def test_the_bundled_rollouts_decode_with_qwen3_s_vocabulary():
 
 
 def test_the_bundled_rollouts_are_one_scenario_of_the_rollout_page_named_by_their_file():
-    from tokencap.views import sources as src
+    from tokencap.services import rollout_sources as src
 
     scenarios = {s.name: s for s in src.sample_scenarios(SAMPLES)}
     assert "rollouts" not in scenarios and "qwen3" not in scenarios

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokencap.views.run import data as rd
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 from tokencap.views.run import triage as tr
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"

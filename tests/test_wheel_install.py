@@ -83,7 +83,12 @@ def test_the_wheel_carries_the_app_the_samples_the_settings_and_the_license(inst
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     assert {"tokencap/app/main.py", "tokencap/app/run/run.py", "tokencap/app/rollout/rollout.py",
             "tokencap/app/streamlit_config/config.toml", "tokencap/sample_data/clean_multiturn_tools.json",
-            "tokencap/sample_data/rollout_records/run.jsonl"} <= names
+            "tokencap/sample_data/rollout_records/run.jsonl", "tokencap/app/assets/run_page.css",
+            "tokencap/app/assets/rollout_page.css", "tokencap/app/assets/captions.css",
+            "tokencap/app/assets/history.js", "tokencap/app/assets/cell_titles.js"} <= names
+    assets = {f"tokencap/app/assets/{p.name}" for p in (REPO / "tokencap" / "app" / "assets").iterdir()
+              if p.suffix in (".css", ".js")}
+    assert len(assets) >= 5 and assets <= names  # every CSS and page script the pages draw
     samples = {n for n in names if n.startswith("tokencap/sample_data/")}
     in_repo = [p for p in (REPO / "sample_data").rglob("*") if p.is_file()]
     assert len(samples) == len(in_repo)  # every file, from the one copy in the repository

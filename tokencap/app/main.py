@@ -27,9 +27,9 @@ from pathlib import Path
 import streamlit as st
 
 from tokencap.app.rollout.warm import is_warm_up_run, warm_server
+from tokencap.services.run_sources import app_arguments
 from tokencap.views import trace
 from tokencap.views.run.rollouts import opens_as_run
-from tokencap.views.run.source import app_arguments
 
 PAGES_DIR = Path(__file__).resolve().parent  # the rooms run/ and rollout/ beside this file
 

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         args.tokenizer = os.path.abspath(_checked_tokenizer(args.tokenizer) or "")
         cmd += ["--tokenizer", args.tokenizer]
     server._check_port_free(args.port)  # last: every input is checked first, whichever port is busy
-    from ..views.run.source import START_DIR_ENV
+    from ..services.arguments import START_DIR_ENV
 
     os.environ[START_DIR_ENV] = os.getcwd()  # a path typed in the app starts here, wherever the server runs
     cmd[cmd.index("--"):cmd.index("--")] = ["--server.scriptHealthCheckEnabled", "true"]  # for warm_up_app

@@ -74,17 +74,17 @@ def _check_port_free(port: int) -> None:
 
 
 def _start_prescan(source: str, records: str | None, tokenizer: str | None = None) -> subprocess.Popen | None:
-    """A big run directory is scanned beside the server (tokencap.views.run.prescan), so the scan
+    """A big run directory is scanned beside the server (tokencap.services.prescan), so the scan
     overlaps the server's start and the browser's first load; the page then reuses its table."""
     import subprocess
 
     from ..run.child import child_environment
-    from ..views.run.source import IN_PROCESS_BYTES, fingerprint
+    from ..services.scan_cache import IN_PROCESS_BYTES, fingerprint
 
     if not Path(source).is_dir() or fingerprint(source).size < IN_PROCESS_BYTES:
         return None  # a small run is scanned by the page, in the server's process
     # The records as the page names them (resolved), so both look for the same cached table.
-    cmd = [sys.executable, "-P", "-m", "tokencap.views.run.prescan", str(Path(source).resolve()), "--parent",
+    cmd = [sys.executable, "-P", "-m", "tokencap.services.prescan", str(Path(source).resolve()), "--parent",
            str(os.getpid())] + (["--final-responses", str(Path(records).resolve())] if records else [])
     cmd += ["--tokenizer", str(Path(tokenizer).resolve())] if tokenizer else []
     # A process group of its own, as the page's child scan: stopping it stops its workers too.

@@ -290,19 +290,3 @@ def with_ours(current: Mapping[str, list[str]], params: Mapping[str, str]) -> di
     return out
 
 
-HISTORY_SCRIPT = """<script>(function () {
-  // Browser Back / Forward between two views of the Rollout page (J, K, another rollout) change the query
-  // string alone, and Streamlit reruns a page on Back only when the page itself changes: the URL would name
-  // one rollout while the page shows another. Reload then, so the page shows the view its URL names.
-  const page = location.pathname.replace(/\\/+$/, '');
-  window.__tokencapShown = page;
-  if (window.__tokencapHistory) return;
-  window.__tokencapHistory = true;
-  window.addEventListener('popstate', function () {
-    const now = location.pathname.replace(/\\/+$/, '');
-    if (now.endsWith('/rollout') && window.__tokencapShown && window.__tokencapShown.endsWith('/rollout')) {
-      location.reload();
-    }
-  });
-})();</script>"""
-"""A constant script (no data) the Rollout page adds: Back and Forward step through the rollouts visited."""

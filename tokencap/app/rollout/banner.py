@@ -14,8 +14,8 @@ import streamlit as st
 from tokencap.app.rollout.common import pick_call, show_tiles, tokenizer_in_use
 from tokencap.app.rollout.sources import run_request
 from tokencap.app.rollout.url import current_view_state
+from tokencap.services import rollout_sources as src
 from tokencap.views import links
-from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import findings as fd
 from tokencap.views.rollout import rollout_page as rp

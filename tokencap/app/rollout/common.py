@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from tokencap.bundled import SAMPLE_DATA
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import mask as mv
 from tokencap.views.text import md_escape, md_frame
 

@@ -17,7 +17,7 @@ from tokencap.views.rollout import export as ev
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.model import RolloutView
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.text import fmt_bytes, md_escape
 
 STATE = st.session_state

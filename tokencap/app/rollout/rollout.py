@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from tokencap.app import assets
 from tokencap.app.rollout import export as export_tab
 from tokencap.app.rollout import tabs as tabs_part
 from tokencap.app.rollout import tree as tree_tab
@@ -60,9 +61,8 @@ from tokencap.app.rollout.triage import show_triage
 from tokencap.app.rollout.url import (apply_url_state, current_view_state, loaded_keys, open_run_default,
                                    pin_comparison, show_missing_rollout, take_url_state, write_source_url,
                                    write_url_state)
-from tokencap.views import links
-from tokencap.views import sources as src
-from tokencap.views import style, trace
+from tokencap.services import rollout_sources as src
+from tokencap.views import trace
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
@@ -79,8 +79,8 @@ for _name, _default in (("uploads", {}), ("selected", {}), ("detail_of", {}), ("
 
 
 def main() -> None:
-    st.html(f"<style>{style.PAGE_CSS}</style>")
-    st.html(links.HISTORY_SCRIPT, unsafe_allow_javascript=True)  # Back / Forward step through the rollouts seen
+    st.html(assets.style_tag("rollout_page.css"))
+    st.html(assets.script("history.js"), unsafe_allow_javascript=True)  # Back / Forward step through the rollouts seen
     # The whole main area lives in one placeholder, emptied when a big load starts; the
     # progress box has its own, above it (see load_sources).
     progress = st.empty()

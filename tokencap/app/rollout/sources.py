@@ -20,13 +20,13 @@ from typing import Any
 import streamlit as st
 
 from tokencap.bundled import SAMPLE_DATA
+from tokencap.services import rollout_sources as src
+from tokencap.services import run_sources as rs
 from tokencap.views import links
-from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import rollouts as ro
-from tokencap.views.run import source as rs
 from tokencap.views.text import md_escape
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package

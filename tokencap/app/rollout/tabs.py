@@ -23,7 +23,7 @@ from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import sequence_chart as sc
-from tokencap.views import sources as src
+from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.model import RolloutView
 from tokencap.views.text import md_escape

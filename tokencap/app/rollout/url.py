@@ -12,8 +12,8 @@ import streamlit as st
 
 from tokencap.app.rollout.common import pick_call
 from tokencap.app.rollout.sources import SAMPLE_DIR, run_request, source_path
+from tokencap.services import rollout_sources as src
 from tokencap.views import links
-from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd

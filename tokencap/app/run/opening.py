@@ -3,7 +3,7 @@
 A helper of ``tokencap/app/run/run.py`` (not a page). A row of the run's table is opened in two steps:
 the table's selection callback (`row_clicked`) notes the row, and the fragment's rerun opens it first
 thing (`open_clicked_row`), before anything of a page about to be left is drawn again. The request is
-plain data (`tokencap.views.run.source.open_request`): the rollout's file, its place in the run's
+plain data (`tokencap.services.run_sources.open_request`): the rollout's file, its place in the run's
 table (previous / next, the way back) and the run's ``run_*`` query parameters, so a reload or a
 shared link of the rollout keeps its place.
 """
@@ -17,9 +17,9 @@ import pandas as pd
 import streamlit as st
 
 from tokencap.app.run import parts as parts
+from tokencap.services import run_sources as rs
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
-from tokencap.views.run import source as rs
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows

@@ -24,7 +24,7 @@ from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import reward as rw
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape, md_frame
 

@@ -12,7 +12,7 @@ Where the run comes from (the sidebar, `run_sources`), first match wins:
    the path given on the command line (``streamlit run app.py -- RUN_DIR``,
    ``tokencap app RUN_DIR``; a rollouts file of several records is a run too), scanned with a
    progress bar (a big run by a child process on every core, its table kept on disk;
-   `tokencap.views.run.source.scan_directory`) -- or, for a ``.parquet`` file, read as a scan table;
+   `tokencap.services.scan_cache.scan_directory`) -- or, for a ``.parquet`` file, read as a scan table;
 3. the bundled sample run (``sample_data/run``; ``sample_data/`` while that is missing).
 A path is scanned with its rollout records (rewards, task groups): the sidebar's upload or
 path, else ``--final-responses FILE`` on the command line, else the sample run's bundled
@@ -62,18 +62,19 @@ import pandas as pd
 import streamlit as st
 
 from tokencap.bundled import SAMPLE_DATA
+from tokencap.app import assets
 from tokencap.app.run import parts as parts
 from tokencap.app.run.opening import (first_row_request, open_clicked_row, open_row, row_clicked, run_params,
                                    switch_to_rollout)
 from tokencap.app.run.loading import LoadedRun, progress_in
 from tokencap.app.run.sources import cli_arguments, sidebar_origin
-from tokencap.views import style, trace, vega
+from tokencap.views import trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import rollouts as ro
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 from tokencap.views.run import table as rt
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
@@ -237,7 +238,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
         for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
-    if cmp is None:  # one row of compact tiles (`style.RUN_PAGE_CSS`)
+    if cmp is None:  # one row of compact tiles (`tokencap/app/assets/run_page.css`)
         tiles = st.container(key="run_tiles", horizontal=True, gap="small")
         columns = [tiles] * len(metrics)
     else:  # "241 → 259" needs a third of the width
@@ -436,7 +437,8 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
 def main() -> None:
     # First: in place before a scan starts. The same element carries the table's cell tooltips (a script of
     # numbers and column names, no run data).
-    st.html(f"<style>{style.RUN_PAGE_CSS}</style>{rt.cell_titles_script()}", unsafe_allow_javascript=True)
+    st.html(assets.style_tag("run_page.css") + assets.script("cell_titles.js", SETTINGS=rt.cell_titles_settings()),
+            unsafe_allow_javascript=True)
     with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
         origin, run = sidebar_origin()
         versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE.get("run_path")

@@ -1,7 +1,7 @@
 """The Run page's sidebar sources: where the run comes from (an upload, a path typed in the
 sidebar or given on the command line, the bundled sample run) and the records it is scanned
 with. Part of the Run page (`tokencap/app/run/run.py`, whose docstring states the rules); the
-decisions are `tokencap.views.run.source`'s.
+decisions are `tokencap.services.run_sources`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import streamlit as st
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.app.run import parts as parts
 from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads, records_directory
-from tokencap.views.run import source as rs
+from tokencap.services import run_sources as rs
 from tokencap.views.text import fmt_bytes, md_escape
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...diagnosis import HINTS, Break, diagnose
+from ...services.rollout_sources import default_tokenizer_path  # noqa: F401 -- the Rollout page's parts import it from here
 from ..model import RolloutView
-from ..sources import default_tokenizer_path
 
 LIKELY = {
     "compaction": "the prompt starts over from a summary of the history",

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from .. import links
 from ..model import RolloutView
-from ..sources import RolloutRef, Scenario, Source
+from ...services.rollout_sources import RolloutRef, Scenario, Source
 from ..text import fmt_bytes, md_escape
 from .attribution import none_anchor_label
 from .culprits import Culprit, ReasonLine, first_culprit
@@ -248,7 +248,7 @@ def run_link(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> 
 
 def _bundled_records(sample_dir: str | os.PathLike[str], run: str | os.PathLike[str]) -> Path | None:
     """The bundled run's own rollout records (``sample_data/rollout_records/NAME.jsonl``), as the Run page
-    scans it with (`run.source.sample_records`)."""
+    scans it with (`services.run_sources.sample_records`)."""
     records = Path(sample_dir) / "rollout_records" / f"{Path(run).name}.jsonl"
     return records if records.is_file() else None
 
@@ -314,7 +314,7 @@ def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[st
 
     Raises `ValueError` with plain words when the URL names a sample run this app does not
     bundle; the files themselves are checked when the rollout is opened
-    (`run.source.source_for_run_rollout`, which never leaves the run's directory).
+    (`services.run_sources.source_for_run_rollout`, which never leaves the run's directory).
     """
     if state.sample is not None:
         name = state.sample

@@ -4,11 +4,11 @@ Layers inside (imports point down; tests/test_views_imports.py checks them):
 
 * `data` -- the scan table as a pandas frame, `RunFilter`, vectorised masks, sort, bar
   counts, the table shown;
-* `source` -- where a run comes from and where each of its rollouts can be opened;
 * `charts` -- one Vega-Lite bar chart per `data.Bars`;
 * `triage` -- a row's place in the table (its filter and sort): previous / next on the
   Rollout page.
 
-This package imports only shared leaves of `tokencap.views` (`text`, `style`,
-`sources`), never the Rollout page's parts; nothing here imports Streamlit.
+Where a run comes from and where each of its rollouts can be opened is the app's service
+`tokencap.services.run_sources`, a layer below. This package imports only shared leaves of
+`tokencap.views` (`text`, `style`), never the Rollout page's parts; nothing here imports Streamlit.
 """

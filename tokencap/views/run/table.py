@@ -8,9 +8,10 @@ lineage broke, calls -- on the first screen at 1280 px beside the sidebar (`FIRS
 to more than the grid's width there, so the grid never stretches them.
 
 The grid is a canvas: it shows a header's ``help`` on hover, but nothing for a cell cut at its column's
-edge. `cell_titles_script` (numbers and column names only: no data from a run) puts a hovered cell's
-text in the grid's ``title`` (the browser's tooltip) when the text is wider than its column; the text is read from the
-grid's own accessibility table, and set as an attribute, never as HTML. No Streamlit here.
+edge. `cell_titles_settings` (numbers and column names only: no data from a run) set up the page
+script (tokencap/app/assets/cell_titles.js) that puts a hovered cell's text in the grid's ``title``
+(the browser's tooltip) when the text is wider than its column; the text is read from the grid's own
+accessibility table, and set as an attribute, never as HTML. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ PINNED = ("rollout_id",)
 FIRST_SCREEN = ("rollout_id", "verdict", "reasons", "causes", "n_calls")
 """The columns a reader triages by, on the first screen at 1280 px."""
 GRID_WIDTH_1280 = 928
-"""The table's width (px) at 1280 px beside the sidebar (`style.RUN_PAGE_CSS`'s margins)."""
+"""The table's width (px) at 1280 px beside the sidebar (`tokencap/app/assets/run_page.css`'s margins)."""
 CELL_PADDING = 8
 """The grid's horizontal padding in a cell, each side (px)."""
 ROW_MARKER = ((10_000, 48), (1_000, 44), (100, 36), (0, 32))
@@ -87,8 +88,9 @@ def first_screen_right(rows: int) -> int:
     return marker_width(rows) + sum(WIDTHS[c] for c in order[:last + 1])
 
 
-def cell_titles_script() -> str:
-    """The page script that titles a hovered, truncated text cell of the Run table with its whole text.
+def cell_titles_settings() -> str:
+    """The settings (JSON: ``COLUMNS``, ``MARKERS``, ``PAD``) of the page script that titles a hovered,
+    truncated text cell of the Run table with its whole text (tokencap/app/assets/cell_titles.js).
 
     Columns are found from `WIDTHS` in `TABLE_COLUMNS`'s order (the pinned ones first, then the others
     shifted by the grid's horizontal scroll), rows from the grid's 35 px rows and vertical scroll; the
@@ -98,46 +100,8 @@ def cell_titles_script() -> str:
     columns = [{"w": WIDTHS[c], "text": c in TEXT, "pinned": c in PINNED} for c in order]
     if [c for c in order if c in PINNED] != order[:len(PINNED)]:
         raise ValueError("pinned columns must come first")
-    markers = json.dumps([list(m) for m in ROW_MARKER])
-    return """<script>(function () {
-  if (window.__tokencapCellTitles) return;
-  window.__tokencapCellTitles = true;
-  const COLUMNS = %s, MARKERS = %s, PAD = %d, ROW = 35;
-  const ruler = document.createElement('canvas').getContext('2d');
-  ruler.font = '14px "Source Sans", sans-serif';
-  const columnAt = (x, scrollLeft, marker) => {
-    let left = marker;
-    for (let i = 0; i < COLUMNS.length; i++) {
-      const c = COLUMNS[i];
-      const at = c.pinned ? x : x + scrollLeft;
-      if (at >= left && at < left + c.w) return i;
-      left += c.w;
-    }
-    return -1;
-  };
-  document.addEventListener('mousemove', (e) => {
-    const grid = e.target.closest && e.target.closest('.st-key-run_table_box [data-testid="stDataFrame"]');
-    if (!grid) return;
-    const table = grid.querySelector('table[role="grid"]');
-    const scroller = grid.querySelector('.dvn-scroller');
-    const canvas = grid.querySelector('canvas[data-testid="data-grid-canvas"]');
-    if (!table || !scroller || !canvas) return;
-    const rows = Number(table.getAttribute('aria-rowcount')) - 1;
-    const marker = MARKERS.find(([n]) => rows > n)[1];
-    const box = canvas.getBoundingClientRect();
-    const x = e.clientX - box.left, y = e.clientY - box.top;
-    const col = columnAt(x, scroller.scrollLeft, marker);
-    const row = y < ROW ? -1 : Math.floor((y - ROW + scroller.scrollTop) / ROW);
-    let title = '';
-    if (col >= 0 && row >= 0 && COLUMNS[col].text) {
-      const cell = table.querySelector('#glide-cell-' + (col + 1) + '-' + row);
-      const text = cell ? cell.textContent : '';
-      if (text && ruler.measureText(text).width > COLUMNS[col].w - 2 * PAD) title = text;
-    }
-    if (grid.getAttribute('title') !== title) grid.setAttribute('title', title);  // the hovered grid's tooltip
-  }, {passive: true});
-})();</script>""" % (json.dumps(columns), markers, CELL_PADDING)
+    return json.dumps({"COLUMNS": columns, "MARKERS": [list(m) for m in ROW_MARKER], "PAD": CELL_PADDING})
 
 
-__all__ = ["FIRST_SCREEN", "GRID_WIDTH_1280", "HELP", "PINNED", "TEXT", "WIDTHS", "cell_titles_script",
+__all__ = ["FIRST_SCREEN", "GRID_WIDTH_1280", "HELP", "PINNED", "TEXT", "WIDTHS", "cell_titles_settings",
            "first_screen_right", "header_help", "marker_width"]

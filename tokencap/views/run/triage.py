@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...services import run_sources as rs
 from ..text import count
 from . import compare as cv
 from . import data as rd
-from . import source as rs
 
 
 @dataclass(frozen=True, eq=False)

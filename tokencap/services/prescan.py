@@ -1,10 +1,10 @@
-"""`tokencap app RUN` scans a big run beside its server: ``python -m tokencap.views.run.prescan``.
+"""`tokencap app RUN` scans a big run beside its server: ``python -m tokencap.services.prescan``.
 
-    python -m tokencap.views.run.prescan RUN [--final-responses RECORDS] --parent PID
+    python -m tokencap.services.prescan RUN [--final-responses RECORDS] --parent PID
 
-Writes the table the Run page would scan into the app's scan cache (`source.prescan`),
+Writes the table the Run page would scan into the app's scan cache (`services.scan_cache.prescan`),
 while the server starts and the browser loads the page; the page finds it there, or waits
-for it with its progress (`source.follow_scan`). It prints nothing: when it fails, the page
+for it with its progress (`claims.follow_scan`). It prints nothing: when it fails, the page
 scans the run itself and says why. SIGTERM or SIGINT stop it cleanly (workers stopped, no
 part file); so does the end of the ``tokencap app`` that started it (``PR_SET_PDEATHSIG``).
 Its work is guarded by ``if __name__ == "__main__"``: a scan worker that re-imports it runs
@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ...interrupts import die_with_parent, exit_code, handling_interrupts
-from ...run.child import EXIT_FAILED, EXIT_OK
-from .source import prescan
+from ..interrupts import die_with_parent, exit_code, handling_interrupts
+from ..run.child import EXIT_FAILED, EXIT_OK
+from .scan_cache import prescan
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tokencap.views.run.prescan")
+    parser = argparse.ArgumentParser(prog="python -m tokencap.services.prescan")
     parser.add_argument("source")
     parser.add_argument("--final-responses")
     parser.add_argument("--tokenizer")
