@@ -61,8 +61,9 @@ def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
     if not popover.open:
         return
     with popover:
-        request = run_request() or {}  # a run's rollout: the link keeps its place in the run's filters
-        url = links.share_url(st.context.url, current_view_state(view, ref, rk), request.get("back_params"))
+        request = run_request()  # a run's rollout: the link keeps its place in the run's filters
+        url = links.share_url(st.context.url, current_view_state(view, ref, rk),
+                              request.back_params if request is not None else None)
         st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
         st.code(url, language=None, wrap_lines=True)
         if STATE.get("src_param") is None:

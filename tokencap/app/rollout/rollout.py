@@ -27,12 +27,11 @@ load, a reload, a shared link, a switch from another page), then keeps them in s
 with what it shows. Uploaded files cannot be named in a URL. A URL that names a rollout its
 source does not hold says so and shows no rollout (never another one in its place).
 
-Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
-``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
-uploaded file; ``final_responses``, the rollout records the run was scanned with, which
-build it unless final responses are uploaded here; with ``vs``, a dict of the same shape
-naming another run's capture to compare with; the contract is in ``tokencap/app/run/run.py``) makes that rollout's file the
-source, below uploads and above the command-line path; the rollout is selected once per
+Opened from the Run page: an `OpenRequest` in the session (``tokencap/views/requests.py``:
+where the rollout's files are, its id, ``seq``, the filters to return with, the rollout records
+the run was scanned with, which build it unless final responses are uploaded here, and as ``vs``
+another run's capture to compare with) makes that rollout's file the source, below uploads and above the
+command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
 and the row's source (``src``, ``part``; `rp.run_link`) and the run's rollout records (``records``;
 `rp.run_link_records`), so a reload or a shared link opens that very rollout, built as its row was,
@@ -101,7 +100,7 @@ def main() -> None:
 
 def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str | None, builds: Builds) -> None:
     request = run_request()
-    if request is not None and "back_params" in request:  # opened from the Run page in this session
+    if request is not None:  # opened from the Run page (or a link to a run's rollout) in this session
         # First, so a rollout that fails to load still has its way back and on.
         show_triage(request)
     if STATE.get("link_error"):
@@ -128,8 +127,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
     apply_url_state(refs, good)
-    if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
-        STATE["open_rollout_selected"] = request.get("seq")
+    if request is not None and STATE.get("open_rollout_selected") != request.seq:
+        STATE["open_rollout_selected"] = request.seq
         # Streamlit keeps the scroll position across pages; a rollout opened from far down
         # the run's table would open mid-page, below its verdict. A constant script, no data.
         st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
@@ -138,7 +137,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
             STATE["rollout"] = wanted.key
             pin_comparison(wanted, other)
         else:
-            STATE["rollout_missing"] = (request["rollout_id"], str(request.get("source")), loaded_keys(good))
+            STATE["rollout_missing"] = (request.rollout_id, request.source, loaded_keys(good))
     if show_missing_rollout(good):
         return
     ref = sidebar_rollout(refs, by_key, several_sources, builds)

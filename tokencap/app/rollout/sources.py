@@ -23,6 +23,7 @@ from tokencap.bundled import SAMPLE_DATA
 from tokencap.views import links
 from tokencap.views import sources as src
 from tokencap.views.model import RolloutView
+from tokencap.views.requests import OpenRequest
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import rollouts as ro
@@ -156,17 +157,17 @@ def load_sources(sources: list[src.Source], builds: Builds, page: Any, progress:
 # --------------------------------------------------------------------------- sidebar: sources and rollout
 
 
-def run_request() -> dict[str, Any] | None:
+def run_request() -> OpenRequest | None:
     """The Run page's request to open a rollout (the page's docstring), if any."""
     request = STATE.get("open_rollout")
-    return request if isinstance(request, dict) and request.get("rollout_id") is not None else None
+    return request if isinstance(request, OpenRequest) else None
 
 
 def _close_run_rollout() -> None:
     STATE.pop("open_rollout", None)
 
 
-def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
+def source_once(request: OpenRequest, seq: int, memo: str) -> src.Source:
     """The source of a rollout handed over by the Run page, built once per opening (``seq``)."""
     kept = STATE.get(memo)
     if kept is not None and kept[0] == seq:
@@ -176,16 +177,16 @@ def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
     return source
 
 
-def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
+def opened_from_run(request: OpenRequest) -> tuple[list[src.Source], str, str | None]:
     """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
     st.sidebar.markdown("**Opened from the run**")
-    st.sidebar.text(str(request.get("source")))  # not st.code: see tokencap/app/run/sources.py
+    st.sidebar.text(request.source)  # not st.code: see tokencap/app/run/sources.py
     st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
                       help="Back to the samples (or the command-line file) on this page.")
     try:
-        source = source_once(request, request.get("seq"), "open_rollout_source")
+        source = source_once(request, request.seq, "open_rollout_source")
     except (OSError, ValueError) as exc:
-        return [], str(request.get("source")), str(exc)
+        return [], request.source, str(exc)
     label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
     return [source], label, None
 
@@ -286,20 +287,19 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     return [source], f"sample_data/{scenario.name}", None
 
 
-def versus_sources(request: dict[str, Any] | None, taken: set[str] = frozenset()) -> list[src.Source]:  # type: ignore[assignment]
-    """The capture to compare with: the Run page's ``open_rollout["vs"]``, or the URL's ``vs_src``. One
+def versus_sources(request: OpenRequest | None, taken: set[str] = frozenset()) -> list[src.Source]:  # type: ignore[assignment]
+    """The capture to compare with: the Run page's request's ``vs``, or the URL's ``vs_src``. One
     byte-identical to a source shown (``taken``: cache keys) is a source of its own all the same."""
     STATE["vs_source_key"] = None
-    vs = request.get("vs") if request is not None else None
-    if isinstance(vs, dict):
+    vs = request.vs if request is not None else None
+    if request is not None and vs is not None:
         try:
-            source = rp.distinct_capture(source_once(vs, request.get("seq"), "open_rollout_vs_source"), taken,
-                                         vs.get("run"))
+            source = rp.distinct_capture(source_once(vs, request.seq, "open_rollout_vs_source"), taken, vs.run)
         except (OSError, ValueError) as exc:
             st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
             return []
-        STATE["open_rollout_vs_source"] = (request.get("seq"), source)  # built with its own run's records
-        st.sidebar.caption(f"Compared with {md_escape(vs.get('rollout_id'))} ({md_escape(vs.get('source'))})")
+        STATE["open_rollout_vs_source"] = (request.seq, source)  # built with its own run's records
+        st.sidebar.caption(f"Compared with {md_escape(vs.rollout_id)} ({md_escape(vs.source)})")
     elif request is None and STATE.get("vs_src"):
         path = rp.versus_path(STATE["vs_src"], src.sample_scenarios(SAMPLE_DIR))
         if not path:

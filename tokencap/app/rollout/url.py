@@ -8,6 +8,8 @@ link means, which capture it compares with and what the URL says come from
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from tokencap.app.rollout.common import pick_call
@@ -41,9 +43,8 @@ def take_url_state() -> links.ViewState | None:
         try:
             request = rp.run_request_of_link(state, SAMPLE_DIR, seq)
             # The run's filters the link carries (``run_*``): the triage bar finds the rollout's place in them.
-            request["back_params"] = {k: str(v) for k, v in st.query_params.to_dict().items()
-                                      if k.startswith(rd.PARAM_PREFIX)}
-            STATE["open_rollout"] = request
+            kept = {k: str(v) for k, v in st.query_params.to_dict().items() if k.startswith(rd.PARAM_PREFIX)}
+            STATE["open_rollout"] = replace(request, back_params=kept)
         except ValueError as exc:
             STATE["link_error"] = str(exc)
     elif target == "sample":

@@ -10,6 +10,7 @@ shared link of the rollout keeps its place.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from tokencap.app.run import parts as parts
+from tokencap.views.requests import OpenRequest
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import source as rs
@@ -69,20 +71,20 @@ def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, fl
                      place=(origin, frame, row))
 
 
-def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
+def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: OpenRequest | None = None,
                  records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
     """Switch to the Rollout page on the rollout ``rollout_id`` of ``located``."""
     STATE["open_rollout_seq"] += 1
     request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=run_params(flt),
                               records=records)
     if vs is not None:
-        request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
+        request = replace(request, vs=vs)  # the other run's capture: the Rollout page opens its Compare tab on the two
     if place is not None:
         request = tr.with_place(request, *place)  # previous / next, and the way back to this row
     switch_to_rollout(request)
 
 
-def first_row_request() -> dict | None:
+def first_row_request() -> OpenRequest | None:
     """The request that opens the first row of the table the Run page drew last (its filter and sort), as a
     click on it would: the Rollout page opens it when the reader goes there by the sidebar with no rollout
     open, instead of a bundled sample unrelated to the run (`STATE["run_default_open"]`)."""
@@ -100,11 +102,11 @@ def first_row_request() -> dict | None:
     return tr.with_place(request, origin, frame, row)
 
 
-def switch_to_rollout(request: dict) -> None:
+def switch_to_rollout(request: OpenRequest) -> None:
     """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
     shared link of the rollout still knows its place in the run's table (previous / next)."""
     STATE["open_rollout"] = request
-    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
+    st.switch_page(ROLLOUT_PAGE, query_params=dict(request.back_params) or None)
 
 
 def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:

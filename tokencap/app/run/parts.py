@@ -9,7 +9,7 @@ callbacks, as the page does for its other inputs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import streamlit as st
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads
 from tokencap.run import DiffError
+from tokencap.views.requests import OpenRequest
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
@@ -180,18 +181,18 @@ def _compared(key_a: str, key_b: str, names: tuple[str, str], _a: LoadedRun, _b:
         return str(exc)
 
 
-def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
+def place_of_link(request: OpenRequest) -> OpenRequest | None:
     """A run's rollout opened by a link (a reload, a shared link): the request with its place in the run's
     table (frame and row; in a comparison, the joined rows and their position), found in the run's scan
     (the Run page's own cache, so "Back to the run" selects its row); None when the run cannot be read or
     does not hold it."""
-    named = str((request.get("back_params") or {}).get(COMPARE_PARAM, "")).strip()
-    side = str(request.get("side") or "A") if named else "A"
-    run_a = request if side != "B" else request.get("vs")  # run A is the page's run, B the one compared with
-    if not isinstance(run_a, dict):
+    named = str(request.back_params.get(COMPARE_PARAM, "")).strip()
+    side = str(request.side or "A") if named else "A"
+    run_a = request if side != "B" else request.vs  # run A is the page's run, B the one compared with
+    if run_a is None:
         return None
-    path, records = str(run_a.get("path") or ""), run_a.get("final_responses")
-    if not path or run_a.get("data") is not None:
+    path, records = str(run_a.path or ""), run_a.final_responses
+    if not path or run_a.data is not None:
         return None
     fps: dict[str, rs.Fingerprint] = STATE.setdefault("run_fingerprints", {})
     if path not in fps:
@@ -201,7 +202,7 @@ def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
         return None
     kind = "parquet" if path.lower().endswith(".parquet") else "directory" if Path(path).is_dir() else "file"
     origin = rs.RunOrigin(kind, path, root=path, records=records)
-    source, rollout_id = str(request.get("source")), str(request.get("rollout_id"))
+    source, rollout_id = request.source, request.rollout_id
     if not named or side not in ("A", "B"):
         row = tr.row_of(run.frame, source, rollout_id)
         return None if row is None else tr.with_place(request, origin, run.frame, row)
@@ -216,7 +217,7 @@ def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
     position = tr.pair_position(result, side, tr.row_of(result.a if side == "A" else result.b, source, rollout_id))
     if position is None:
         return None
-    return {**request, "comparison": result, "row": position, "origin": origin, "origin_b": versus.origin}
+    return replace(request, comparison=result, row=position, origin=origin, origin_b=versus.origin)
 
 
 def comparison(origin: rs.RunOrigin, run: LoadedRun, versus: Versus) -> cv.Comparison | None:

@@ -25,28 +25,11 @@ Filters: `RunFilter` in ``st.session_state["run_filter"]`` (the one source of tr
 widgets show it, chart clicks and widget changes replace it) mirrored into the URL's
 ``run_*`` query parameters, so a reload or a shared link opens the same view.
 
-Opening a rollout -- the contract with the Rollout page. Selecting a table row sets::
-
-    st.session_state["open_rollout"] = {
-        "path": absolute path of the run's directory, or of the rollout's file when the run
-                is one file; None when the rollout lives in an uploaded file,
-        "source": the row's ``source`` (relative to "path"; ``sub/R.tokens.*`` for a store rollout),
-        "rollout_id": the row's rollout id,
-        "seq": a number new at every opening (the Rollout page selects the rollout once per seq),
-        "back_params": the ``run_*`` query parameters of the current filters,
-        "name", "data": the uploaded file's name and bytes (only when "path" is None),
-        "final_responses": the rollout records the run was scanned with (a path), if any: the
-                           Rollout page builds the rollout with them, so its verdict is its row's,
-        "vs": (a joined row of a comparison, when both runs hold it) the other run's capture, a
-              dict of the same shape: the Rollout page opens its Compare tab on the two,
-        "frame", "row", "origin": the run's frame, the row number and the `RunOrigin`
-                (previous / next in this filter, `tokencap.views.run.triage`),
-        (a joined row of a comparison, `triage.pair_request`, instead of "frame":)
-        "comparison", "origin_b": the `Comparison` (its ``row`` a position in its joined rows) and run
-                B's origin; "run", "side": the run the capture comes from ("A (run)", "A"), on the request
-                and on its "vs", so the Compare tab keeps run A on the left and names each column's run,
-    }
-
+Opening a rollout -- the contract with the Rollout page. Selecting a table row puts an
+`OpenRequest` (``tokencap/views/requests.py``: where the rollout's files are, its id, a
+``seq`` new at every opening, the filters to return with, the run's records, a comparison's
+other capture as ``vs``, and the row's place in the run for previous / next) in the session
+under ``Keys.OPEN_ROLLOUT`` (``tokencap/app/state.py``)
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
 its own files only) and shows "Back to the run", returning here with the filters kept
 and that row (the last one opened) selected and scrolled into view. The Rollout page's URL keeps
@@ -68,6 +51,7 @@ from tokencap.app.run.opening import (first_row_request, open_clicked_row, open_
 from tokencap.app.run.loading import LoadedRun, progress_in
 from tokencap.app.run.sources import cli_arguments, sidebar_origin
 from tokencap.views import style, trace, vega
+from tokencap.views.requests import OpenRequest
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
@@ -364,15 +348,15 @@ def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tup
     """(seq, position in the table) of the rollout last opened from this table (a run's frame, or the joined
     rows of a comparison), when it is shown."""
     request = STATE.get("open_rollout")
-    if not isinstance(request, dict) or not isinstance(request.get("row"), int) or \
-            request.get("comparison" if isinstance(frame, cv.Comparison) else "frame") is not frame:
+    if not isinstance(request, OpenRequest) or request.row is None or \
+            (request.comparison if isinstance(frame, cv.Comparison) else request.frame) is not frame:
         return None
-    hits = np.flatnonzero(rows == request["row"])
+    hits = np.flatnonzero(rows == request.row)
     if not len(hits):
         return None
-    if STATE.get("run_back_seen") != request.get("seq"):
-        STATE["run_back_seen"] = STATE["run_back_scroll"] = request.get("seq")
-    return int(request.get("seq") or 0), int(hits[0])
+    if STATE.get("run_back_seen") != request.seq:
+        STATE["run_back_seen"] = STATE["run_back_scroll"] = request.seq
+    return request.seq, int(hits[0])
 
 
 def scroll_to_row(position: int) -> str:

@@ -11,9 +11,8 @@ A `RunOrigin` records what the table was made from:
 * ``upload`` -- JSON / JSONL / zip files uploaded and scanned in memory; a row's source
   is the name of the upload it came from.
 
-`locate` finds a row's rollout and `open_request` turns it into the plain dict the
-Rollout page reads from ``st.session_state["open_rollout"]`` (the contract is in the
-docstring of ``tokencap/app/run/run.py``). No Streamlit here, nothing from the Rollout page.
+`locate` finds a row's rollout and `open_request` turns it into the `OpenRequest`
+(``tokencap/views/requests.py``) the Rollout page reads. No Streamlit here, nothing from the Rollout page.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -40,6 +39,7 @@ from ...run import DiffTableGiven, ScanTableError, read_scan, table_of_snapshots
 from ...run.discover import STORE_LABEL
 from ...run.scanning import relative_source_path
 from .. import sources as src
+from ..requests import OpenRequest
 
 RUN_UPLOAD_TYPES = ("parquet", "json", "jsonl", "zip")
 """What the Run page's uploader takes: a scan table, or rollouts to scan in memory."""
@@ -689,20 +689,15 @@ def locate(origin: RunOrigin, source: str) -> Located | None:
 
 
 def open_request(located: Located, source: str, rollout_id: str, seq: int = 0,
-                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> dict[str, Any]:
-    """The ``open_rollout`` dict the Rollout page reads (the contract in ``tokencap/app/run/run.py``).
+                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> OpenRequest:
+    """The `OpenRequest` the Rollout page reads for a row found at ``located``.
 
     ``records`` is the rollout-records file the run was scanned with: the Rollout page
     builds the rollout with it, so its verdict is its row's.
     """
-    request: dict[str, Any] = {"path": located.path, "source": source, "rollout_id": rollout_id, "seq": seq,
-                               "back_params": dict(back_params or {})}
-    if records:
-        request["final_responses"] = records
-    if located.data is not None:
-        request["name"] = located.name
-        request["data"] = located.data
-    return request
+    return OpenRequest(path=located.path, source=source, rollout_id=rollout_id, seq=seq,
+                       back_params=dict(back_params or {}), final_responses=records or None,
+                       name=located.name if located.data is not None else None, data=located.data)
 
 
 def missing_message(origin: RunOrigin, source: str) -> str:
@@ -747,8 +742,8 @@ __all__ = [
 ]
 
 
-def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
-    """What the Rollout page opens for a row of the Run page (``st.session_state["open_rollout"]``).
+def source_for_run_rollout(request: OpenRequest) -> src.Source:
+    """What the Rollout page opens for a row of the Run page (an `OpenRequest`).
 
     ``request`` holds ``source`` (the row's source) and either ``data`` and ``name`` (an
     uploaded file) or ``path`` (the run's directory, or the rollout's file). A store
@@ -756,9 +751,9 @@ def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
     what the scan built, however many rollouts share the directory. Raises
     `FileNotFoundError` when the files are gone; the page reports it.
     """
-    if request.get("data") is not None:
-        return src.source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
-    path, source = Path(str(request.get("path"))), str(request.get("source") or "")
+    if request.data is not None:
+        return src.source_from_bytes(str(request.name or request.source or "upload"), request.data)
+    path, source = Path(str(request.path)), str(request.source or "")
     if path.is_file() or (not source and path.is_dir()):  # a file, or a capture named whole (a link's vs_src)
         return src.source_from_path(path)
     files = run_files(path, source)
