@@ -9,6 +9,7 @@ link means, which capture it compares with and what the URL says come from
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import streamlit as st
 
@@ -126,13 +127,19 @@ def write_source_url() -> None:
                                     records=STATE.get("records_param")))
 
 
+def _versus_link() -> dict[str, Any]:
+    """The URL's ``vs_*`` of the run's rollout handed over with another run's capture; {} when none."""
+    request = run_request()
+    return rp.versus_link(request, SAMPLE_DIR) if request is not None else {}
+
+
 def current_view_state(view: RolloutView, ref: src.RolloutRef, rk: str) -> links.ViewState:
     """What the page shows now, as the URL says it."""
     return rp.page_view_state(
         view, ref.rollout_id, selected=STATE["selected"].get(rk), tab=STATE.get("tab"),
         mask=STATE["mask_view"].get(rk), src=STATE.get("src_param"), part=STATE.get("part_param"),
         vs_src=STATE.get("vs_src"), vs_rollout=STATE.get("vs_rollout"), from_run=run_request() is not None,
-        records=STATE.get("records_param"), versus=rp.versus_link(run_request() or {}, SAMPLE_DIR))
+        records=STATE.get("records_param"), versus=_versus_link())
 
 
 def loaded_keys(good: list[src.LoadedSource]) -> tuple[str, ...]:
