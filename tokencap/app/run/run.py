@@ -21,7 +21,7 @@ then show both, joined as ``tokencap diff`` joins them.
 A scan is cached for the whole server per (absolute path, fingerprint of its files; taken
 once per session and path, "Rescan" takes it again); an upload's table per its content.
 
-Filters: `RunFilter` in ``st.session_state["run_filter"]`` (the one source of truth; the
+Filters: `RunFilter` in the session (``Keys.RUN_FILTER``) (the one source of truth; the
 widgets show it, chart clicks and widget changes replace it) mirrored into the URL's
 ``run_*`` query parameters, so a reload or a shared link opens the same view.
 
