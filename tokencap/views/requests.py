@@ -2,7 +2,9 @@
 
 The Run page (a table row, previous / next, a joined row of a comparison) and a link
 (`rollout_page.run_request_of_link`) make one; the Rollout page reads it from the session
-(`tokencap/app/state.py`, ``Keys.OPEN_ROLLOUT``). A plain value: no Streamlit here.
+(`tokencap/app/state.py`, ``Keys.OPEN_ROLLOUT``). A plain value and a leaf of the views: no Streamlit,
+nothing from the views' rooms (``origin`` is a `run.source.RunOrigin`, ``comparison`` a
+`run.compare.Comparison`, typed loosely here so the run room's modules can use this one).
 """
 
 from __future__ import annotations
@@ -13,9 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from .run.compare import Comparison
-    from .run.source import RunOrigin
 
 
 def _copied(params: Mapping[str, str] | None) -> dict[str, str]:
@@ -52,9 +51,9 @@ class OpenRequest:
     row: int | None = None
     # the run's objects a request carries for previous / next: compared by identity, not value
     frame: pd.DataFrame | None = field(default=None, repr=False, compare=False)
-    origin: RunOrigin | None = field(default=None, repr=False, compare=False)
-    comparison: Comparison | None = field(default=None, repr=False, compare=False)
-    origin_b: RunOrigin | None = field(default=None, repr=False, compare=False)
+    origin: Any = field(default=None, repr=False, compare=False)
+    comparison: Any = field(default=None, repr=False, compare=False)
+    origin_b: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "back_params", _copied(self.back_params))
