@@ -27,7 +27,8 @@ def test_there_are_pages_to_check() -> None:
 
 def test_each_page_has_its_own_room() -> None:
     """Page parts live in their page's folder (mirroring tokencap/views/run and views/rollout): beside the
-    rooms only the package's ``__init__`` and the entry script Streamlit runs (``main.py``)."""
-    assert sorted(p.name for p in PAGES.glob("*.py")) == ["__init__.py", "main.py"]
+    rooms only the package's ``__init__``, the entry script Streamlit runs (``main.py``) and the session
+    keys both pages share (``state.py``)."""
+    assert sorted(p.name for p in PAGES.glob("*.py")) == ["__init__.py", "main.py", "state.py"]
     for room in ("run", "rollout"):
         assert (PAGES / room / f"{room}.py").is_file()

@@ -123,7 +123,7 @@ def test_the_other_charts_open_with_a_switch_kept_in_the_url(monkeypatch, sample
     click_bar(at, "statuses", "max_output_tokens")
     assert at.query_params["run_charts"] == "1" and len(run_chart_dimensions(at)) == 8
     select_row(at, 0)
-    assert STATE_of(at)["open_rollout"]["back_params"]["run_charts"] == "1"
+    assert STATE_of(at)["open_rollout"].back_params["run_charts"] == "1"
     # A link with the switch on opens them; off again, they are gone and so is the parameter.
     fresh = run_app(monkeypatch, params={"run_charts": "1"})
     assert len(run_chart_dimensions(fresh)) == 8 and fresh.toggle(key="run_w_more").value is True
@@ -231,7 +231,7 @@ def test_the_row_shown_selected_on_the_way_back_opens_again_when_clicked(monkeyp
     assert headings(at)[0].startswith("Run") and list(at.session_state[run_table(at).proto.id].selection.rows) == [1]
     send_selection(at, run_table(at), nothing)  # the click on the row shown selected
     assert headings(at) == [escaped(rollout_id)]
-    assert at.session_state["open_rollout"]["rollout_id"] == rollout_id
+    assert at.session_state["open_rollout"].rollout_id == rollout_id
 
 
 def test_filters_in_the_url_apply_on_first_load(monkeypatch, sample_run):
@@ -295,7 +295,7 @@ def test_a_row_masked_by_its_rollout_records_opens_with_that_verdict(monkeypatch
     position = next(i for i, r in enumerate(shown["rollout"]) if loads[row_of[r]])
     rollout_id = shown["rollout"].iat[position]
     select_row(at, position)
-    assert at.session_state["open_rollout"]["final_responses"] == str(SAMPLE_RECORDS)
+    assert at.session_state["open_rollout"].final_responses == str(SAMPLE_RECORDS)
     assert headings(at) == [f"{escaped(rollout_id)}"]
     banner = rollout_banner(at)
     assert "**Masked" in banner and reason.replace("_", "\\_") in banner
@@ -820,10 +820,10 @@ def test_a_joined_row_opens_on_the_rollout_page_compare_tab_with_both_captures(m
     at.button(key="run_open_A").click()
     rerun(at)
     request = at.session_state["open_rollout"]
-    assert request["rollout_id"] == target and request["vs"]["rollout_id"] == target
-    assert Path(request["vs"]["path"]) == AFTER_FIX.resolve() and Path(request["path"]) == SAMPLE_RUN.resolve()
-    assert Path(request["final_responses"]).name == "run.jsonl"
-    assert Path(request["vs"]["final_responses"]).name == "run_after_fix.jsonl"
+    assert request.rollout_id == target and request.vs.rollout_id == target
+    assert Path(request.vs.path) == AFTER_FIX.resolve() and Path(request.path) == SAMPLE_RUN.resolve()
+    assert Path(request.final_responses).name == "run.jsonl"
+    assert Path(request.vs.final_responses).name == "run_after_fix.jsonl"
     assert target in declared["rollouts"]["fixed"]
     assert at.session_state["tab"] == "Compare"
     other = next(s for s in at.selectbox if s.key.startswith("cmp_other:"))
@@ -1181,7 +1181,7 @@ def test_a_row_clicked_opens_its_rollout_before_the_run_page_is_drawn_again(monk
     rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, rd.RunFilter())), rd.RunFilter())
     select_row(at, 1)
     request = STATE_of(at)["open_rollout"]
-    assert request["rollout_id"] == frame["rollout_id"].iloc[int(rows[1])]
+    assert request.rollout_id == frame["rollout_id"].iloc[int(rows[1])]
     reran = [name for name, _ in trace.read(spans)]
     assert "run body" in reran and f"run chart {rc.FIRST}" not in reran, reran
     assert escaped(frame["rollout_id"].iloc[int(rows[1])]) in headings(at)  # the Rollout page, drawn

@@ -115,7 +115,7 @@ def test_a_joined_rollout_with_byte_identical_files_opens_on_compare_with_both_c
 
 def test_opening_b_keeps_run_a_on_the_left(monkeypatch):
     at, _, _ = _open_fixed(monkeypatch, "B")
-    assert at.session_state["open_rollout"]["side"] == "B"
+    assert at.session_state["open_rollout"].side == "B"
     columns = _compare_columns(at)
     assert columns.index(next(c for c in columns if c.startswith("A (run)"))) < \
         columns.index(next(c for c in columns if c.startswith("B (run_after_fix)")))
@@ -131,7 +131,7 @@ def test_triage_in_a_comparison_walks_the_joined_rows_and_back_selects_the_row(m
     rerun(at)
     other = shown[position + 1 if step == "triage_next" else position - 1]
     assert headings(at) == [escaped(other)]
-    assert at.session_state["open_rollout"]["vs"]["rollout_id"] == other
+    assert at.session_state["open_rollout"].vs.rollout_id == other
     at.button(key="triage_prev" if step == "triage_next" else "triage_next").click()
     rerun(at)
     assert headings(at) == [escaped(IDENTICAL)]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokencap.views import links
+from tokencap.services.requests import OpenRequest
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.services.rollout_sources import RolloutRef
 
@@ -95,18 +98,18 @@ def test_the_whole_query_string_is_written_with_other_pages_keys_kept():
 def test_a_rollout_of_a_run_is_named_by_the_run_and_its_row_source(tmp_path):
     samples = tmp_path / "sample_data"
     (samples / "run").mkdir(parents=True)
-    store = {"path": str(samples / "run"), "source": "a/R.tokens.*", "rollout_id": "R", "seq": 3,
-             "back_params": {"run_q": "R"}}
+    store = OpenRequest(path=str(samples / "run"), source="a/R.tokens.*", rollout_id="R", seq=3,
+                        back_params={"run_q": "R"})
     assert rp.run_link(store, samples) == ("sample:run", "a/R.tokens.*")      # the bundled sample run
-    elsewhere = {**store, "path": str(tmp_path / "runs" / ".." / "run7")}
+    elsewhere = replace(store, path=str(tmp_path / "runs" / ".." / "run7"))
     assert rp.run_link(elsewhere, samples) == (str(tmp_path / "run7"), "a/R.tokens.*")
-    assert rp.run_link({**store, "path": None, "name": "x.json", "data": b"{}"}, samples) == (None, None)
+    assert rp.run_link(replace(store, path=None, name="x.json", data=b"{}"), samples) == (None, None)
     # The link, opened in a new session, stands for the same request (without the Run page's filter).
     state = links.parse(links.to_params(links.ViewState(src="sample:run", part="a/R.tokens.*", rollout="R")))
     request = rp.run_request_of_link(state, samples, seq=9)
-    assert request == {"path": str(samples / "run"), "source": "a/R.tokens.*", "rollout_id": "R", "seq": 9}
+    assert request == OpenRequest(path=str(samples / "run"), source="a/R.tokens.*", rollout_id="R", seq=9)
     assert rp.same_run_rollout(store, state, samples) and rp.same_run_rollout(request, state, samples)
-    assert not rp.same_run_rollout({**store, "rollout_id": "S"}, state, samples)
+    assert not rp.same_run_rollout(replace(store, rollout_id="S"), state, samples)
     assert not rp.same_run_rollout(None, state, samples)
     for name in ("..", "run/..", "nope", ""):
         try:
@@ -124,25 +127,25 @@ def test_a_link_to_a_run_s_rollout_names_the_records_the_run_was_scanned_with(tm
     bundled = samples / "rollout_records" / "run.jsonl"
     bundled.write_text("{}\n")
     theirs = tmp_path / "records.jsonl"
-    row = {"source": "R.tokens.*", "rollout_id": "R", "seq": 1}
+    row = OpenRequest(path=None, source="R.tokens.*", rollout_id="R", seq=1)
     # The bundled run with its own records: the link names none, and a new session uses them anyway.
-    sample = {**row, "path": str(samples / "run"), "final_responses": str(bundled)}
+    sample = replace(row, path=str(samples / "run"), final_responses=str(bundled))
     assert rp.run_link_records(sample, samples) is None
     state = links.parse(links.to_params(links.ViewState(src="sample:run", part="R.tokens.*", rollout="R")))
-    assert rp.run_request_of_link(state, samples, seq=2)["final_responses"] == str(bundled)
+    assert rp.run_request_of_link(state, samples, seq=2).final_responses == str(bundled)
     assert rp.same_run_rollout(sample, state, samples)
     # Any other records: named by absolute path, and a new session builds with them.
-    run = {**row, "path": str(tmp_path / "run7"), "final_responses": str(theirs)}
+    run = replace(row, path=str(tmp_path / "run7"), final_responses=str(theirs))
     assert rp.run_link_records(run, samples) == str(theirs)
     state = links.parse(links.to_params(links.ViewState(src=str(tmp_path / "run7"), part="R.tokens.*", rollout="R",
                                                         records=str(theirs))))
     assert state.records == str(theirs)
-    assert rp.run_request_of_link(state, samples, seq=3)["final_responses"] == str(theirs)
+    assert rp.run_request_of_link(state, samples, seq=3).final_responses == str(theirs)
     assert rp.same_run_rollout(run, state, samples)
-    assert not rp.same_run_rollout({**run, "final_responses": None}, state, samples)  # another build
-    assert "final_responses" not in rp.run_request_of_link(state.with_(records=None), samples, seq=4)
-    assert rp.run_link_records({**run, "final_responses": None}, samples) is None
-    assert rp.run_link_records({**run, "path": None, "name": "x.json", "data": b"{}"}, samples) is None
+    assert not rp.same_run_rollout(replace(run, final_responses=None), state, samples)  # another build
+    assert rp.run_request_of_link(state.with_(records=None), samples, seq=4).final_responses is None
+    assert rp.run_link_records(replace(run, final_responses=None), samples) is None
+    assert rp.run_link_records(replace(run, path=None, name="x.json", data=b"{}"), samples) is None
     assert "records" not in links.to_params(links.ViewState(src="x.json", rollout="R", records=str(theirs)))
 
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tokencap import load_snapshots
 from tokencap.loading import load_final_responses
-from tokencap.views import RolloutView, links
 from tokencap.services import rollout_sources as src
+from tokencap.services.requests import OpenRequest
+from tokencap.services.rollout_sources import RolloutRef
+from tokencap.views import RolloutView, links
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.rollout.culprits import Culprit
-from tokencap.services.rollout_sources import RolloutRef
 from tokencap.views.text import md_escape
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,13 +89,18 @@ def test_the_rollout_picker_shows_the_verdict_and_the_file_only_when_several_are
     assert rp.rollout_option_label(clean, r, False).startswith("✓ trainable · ")
 
 
+def opening(rollout_id: str, **fields: Any) -> OpenRequest:
+    """A request to open ``rollout_id`` (no files: what these tests read is its other fields)."""
+    return OpenRequest(path=None, source="", rollout_id=rollout_id, **fields)
+
+
 def test_a_handed_over_rollout_and_its_comparison_are_found_in_their_own_sources():
     refs = [ref("a", 0, "r1"), ref("a", 1, "r2"), ref("b", 0, "r1"), ref("b", 1, "r9")]
-    request = {"rollout_id": "r1", "vs": {"rollout_id": "r9"}}
+    request = opening("r1", vs=opening("r9"))
     assert rp.handed_over_refs(refs, request, "bbbb") == (refs[0], refs[3])  # never the vs source's r1
-    assert rp.handed_over_refs(refs, {"rollout_id": "r1"}, "bbbb") == (refs[0], None)
-    assert rp.handed_over_refs(refs, {"rollout_id": "r9"}, "bbbb") == (None, None)  # only in the vs source
-    assert rp.handed_over_refs(refs, {"rollout_id": "r2", "vs": {"rollout_id": "r1"}}, None) == (refs[1], None)
+    assert rp.handed_over_refs(refs, opening("r1"), "bbbb") == (refs[0], None)
+    assert rp.handed_over_refs(refs, opening("r9"), "bbbb") == (None, None)  # only in the vs source
+    assert rp.handed_over_refs(refs, opening("r2", vs=opening("r1")), None) == (refs[1], None)
 
 
 def test_a_links_comparison_is_its_vs_rollout_or_the_same_id_in_the_vs_source_never_itself():
@@ -109,11 +116,11 @@ def test_the_run_records_of_a_handover_apply_only_to_sources_built_for_this_open
         def __init__(self, key: str) -> None:
             self.cache_key = key
 
-    request = {"seq": 4, "final_responses": "/r/a.jsonl", "vs": {"final_responses": "/r/b.jsonl"}}
+    request = opening("r", seq=4, final_responses="/r/a.jsonl", vs=opening("r", final_responses="/r/b.jsonl"))
     assert rp.handed_over_records(request, [(4, Built("A")), (4, Built("B"))]) == {"A": "/r/a.jsonl",
                                                                                  "B": "/r/b.jsonl"}
     assert rp.handed_over_records(request, [(3, Built("A")), None]) == {}  # built for an earlier opening
-    assert rp.handed_over_records({"seq": 1}, [(1, Built("A")), None]) == {}  # scanned without records
+    assert rp.handed_over_records(opening("r", seq=1), [(1, Built("A")), None]) == {}  # scanned without records
 
 
 def test_the_export_offers_every_rollout_when_the_source_holds_more_than_one():
@@ -124,7 +131,7 @@ def test_the_export_offers_every_rollout_when_the_source_holds_more_than_one():
 
 
 def test_what_a_link_from_outside_opens():
-    run = {"path": str(SAMPLES / "run"), "source": "a/r1.json", "rollout_id": "r1"}
+    run = OpenRequest(path=str(SAMPLES / "run"), source="a/r1.json", rollout_id="r1")
     linked = links.ViewState(src="sample:run", part="a/r1.json", rollout="r1")
     assert rp.link_target(linked, None, SAMPLES) == "run rollout"
     assert rp.link_target(linked, run, SAMPLES) == "same run rollout"
@@ -271,13 +278,13 @@ def test_a_link_to_a_run_s_rollout_keeps_the_capture_it_compares_with():
     state = links.parse({"src": "sample:run", "part": "p.tokens.*", "rollout": "r", "vs_src": "sample:run_after_fix",
                          "vs_part": "p.tokens.*", "side": "B"})
     request = rp.run_request_of_link(state, samples, 3)
-    assert request["vs"] == {"path": str(samples / "run_after_fix"), "source": "p.tokens.*", "rollout_id": "r",
-                             "final_responses": str(samples / "rollout_records" / "run_after_fix.jsonl"),
-                             "side": "A", "run": "A (run_after_fix)"}
-    assert (request["side"], request["run"]) == ("B", "B (run)")
+    assert request.vs == OpenRequest(path=str(samples / "run_after_fix"), source="p.tokens.*", rollout_id="r",
+                                     final_responses=str(samples / "rollout_records" / "run_after_fix.jsonl"),
+                                     side="A", run="A (run_after_fix)")
+    assert (request.side, request.run) == ("B", "B (run)")
     plain = rp.run_request_of_link(links.parse({"src": "sample:run", "part": "p", "rollout": "r",
                                                 "vs_src": "sample:length_stop.json"}), samples, 4)
-    assert plain["vs"] == {"path": str(samples / "length_stop.json"), "source": "", "rollout_id": "r"}
+    assert plain.vs == OpenRequest(path=str(samples / "length_stop.json"), source="", rollout_id="r")
     # Byte-identical captures stay two sources; run A's is shown on the left.
     one = src.source_from_path(samples / "length_stop.json")
     two = rp.distinct_capture(src.source_from_path(samples / "length_stop.json"), {one.cache_key}, "B (x)")
@@ -285,6 +292,6 @@ def test_a_link_to_a_run_s_rollout_keeps_the_capture_it_compares_with():
     assert rp.identical_files_note(one, two) and rp.identical_files_note(one, src.source_from_path(
         samples / "content_filter_stop.json")) is None
     a, b = src.RolloutRef(one.cache_key, 0, "r", "f"), src.RolloutRef(two.cache_key, 0, "r", "f")
-    runs = rp.capture_runs({"side": "B", "run": "B (x)", "vs": {"side": "A", "run": "A (y)"}},
+    runs = rp.capture_runs(opening("r", side="B", run="B (x)", vs=opening("r", side="A", run="A (y)")),
                            [two.cache_key, one.cache_key])
     assert rp.capture_columns(b, a, runs) and not rp.capture_columns(a, b, runs)

@@ -23,6 +23,7 @@ from synth_run import synthetic_scan_table
 from tokencap import build_rollout, load_snapshots
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import LINK_NOTES, scan_table
+from tokencap.services.requests import OpenRequest
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.services import run_sources as rs
@@ -468,7 +469,7 @@ def test_a_source_naming_a_file_outside_the_run_is_never_located(tmp_path):
     assert rs.locate(origin, "../secret.json") is None
     assert rs.locate(origin, "link.json") is None
     with pytest.raises(FileNotFoundError):
-        rs.source_for_run_rollout({"path": str(run), "source": "../secret.json", "rollout_id": "x"})
+        rs.source_for_run_rollout(OpenRequest(path=str(run), source="../secret.json", rollout_id="x"))
 
 
 def _store_zip(pattern: str) -> bytes:
@@ -556,18 +557,18 @@ def test_an_uploaded_parquet_is_read_or_refused_with_its_name(sample_table):
 def test_open_request_is_plain_data():
     request = rs.open_request(rs.Located(path="/runs/a"), "s/r.tokens.*", "r", seq=3,
                               back_params={"run_reason": "load_error"})
-    assert request == {"path": "/runs/a", "source": "s/r.tokens.*", "rollout_id": "r", "seq": 3,
-                       "back_params": {"run_reason": "load_error"}}
+    assert request == OpenRequest(path="/runs/a", source="s/r.tokens.*", rollout_id="r", seq=3,
+                                  back_params={"run_reason": "load_error"})
     uploaded = rs.open_request(rs.Located(name="u.jsonl", data=b"x"), "u.jsonl", "r")
-    assert uploaded["path"] is None and uploaded["name"] == "u.jsonl" and uploaded["data"] == b"x"
+    assert uploaded.path is None and uploaded.name == "u.jsonl" and uploaded.data == b"x"
 
 
 # --------------------------------------------------------------------------- the Rollout page's side
 
 
 def test_a_store_rollout_of_a_run_opens_as_its_own_files_with_the_verdict_of_its_row(sample_frame):
-    request = {"path": str(SAMPLES), "source": "capture_store/store-interrupted.tokens.*",
-               "rollout_id": "store-interrupted"}
+    request = OpenRequest(path=str(SAMPLES), source="capture_store/store-interrupted.tokens.*",
+                          rollout_id="store-interrupted")
     source = rs.source_for_run_rollout(request)
     assert source.names == ("store-interrupted.tokens.intents", "store-interrupted.tokens.jsonl",
                             "store-interrupted.tokens.state.json")
@@ -581,15 +582,18 @@ def test_a_store_rollout_of_a_run_opens_as_its_own_files_with_the_verdict_of_its
 
 
 def test_a_file_rollout_and_an_uploaded_rollout_open_whole():
-    by_path = rs.source_for_run_rollout({"path": str(SAMPLES), "source": "multi_rollout_entries.jsonl"})
+    by_path = rs.source_for_run_rollout(OpenRequest(path=str(SAMPLES), source="multi_rollout_entries.jsonl",
+                                                    rollout_id="r"))
     assert by_path.path == str((SAMPLES / "multi_rollout_entries.jsonl").resolve()) and not by_path.names
-    single = rs.source_for_run_rollout({"path": str(SAMPLES / "length_stop.json"), "source": "length_stop.json"})
+    single = rs.source_for_run_rollout(OpenRequest(path=str(SAMPLES / "length_stop.json"), source="length_stop.json",
+                                                  rollout_id="r"))
     assert single.name == "length_stop.json"
     data = (SAMPLES / "length_stop.json").read_bytes()
-    uploaded = rs.source_for_run_rollout({"path": None, "source": "x.json", "name": "x.json", "data": data})
+    uploaded = rs.source_for_run_rollout(OpenRequest(path=None, source="x.json", rollout_id="r", name="x.json",
+                                                    data=data))
     assert uploaded.data == data and [s.rollout_id for s in load_snapshots(uploaded.data)] == ["length-stop"]
     with pytest.raises(FileNotFoundError, match="gone.json: not found under"):
-        rs.source_for_run_rollout({"path": str(SAMPLES), "source": "gone.json"})
+        rs.source_for_run_rollout(OpenRequest(path=str(SAMPLES), source="gone.json", rollout_id="r"))
 
 
 @settings(max_examples=30, deadline=None)

@@ -177,9 +177,9 @@ def test_an_open_request_carries_the_records_the_run_was_scanned_with():
     from tokencap.services import run_sources as rs
 
     located = rs.Located(path="/runs/7")
-    assert "final_responses" not in rs.open_request(located, "a.json", "r")
+    assert rs.open_request(located, "a.json", "r").final_responses is None
     request = rs.open_request(located, "a.json", "r", records="/runs/7.records.jsonl")
-    assert request["final_responses"] == "/runs/7.records.jsonl"
+    assert request.final_responses == "/runs/7.records.jsonl"
     assert rs.app_arguments(["RUN", "--final-responses", "R.jsonl"]) == rs.AppArguments("RUN", "R.jsonl")
     assert rs.app_arguments(["--final-responses=R.jsonl"]) == rs.AppArguments(None, "R.jsonl")
     assert rs.app_arguments(["--final-responses"]) == rs.AppArguments(None, None)

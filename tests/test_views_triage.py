@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from tokencap.services.requests import OpenRequest
 from tokencap.views.run import data as rd
 from tokencap.services import run_sources as rs
 from tokencap.views.run import triage as tr
@@ -46,11 +48,11 @@ def test_next_opens_the_neighbour_as_the_run_page_opens_a_row_and_says_when_its_
     assert tr.order_of(request).rows.tolist() == order.rows.tolist()
     step = tr.step_request(request, order, 1, seq=2)
     source, rollout_id = order.entry(int(order.rows[1]))
-    assert step.problem is None and step.request["rollout_id"] == rollout_id and step.request["seq"] == 2
-    assert step.request["source"] == source and step.request["name"] == source  # its own upload
+    assert step.problem is None and step.request.rollout_id == rollout_id and step.request.seq == 2
+    assert step.request.source == source and step.request.name == source  # its own upload
     assert tr.step_request(request, order, -1, seq=3) is None  # nothing above the first row
     # A table without its files: the neighbour cannot be opened here, and the page says why.
     alone = rs.RunOrigin("parquet", "run.parquet")
-    missing = tr.step_request({**request, "origin": alone}, order, 1, seq=4)
+    missing = tr.step_request(replace(request, origin=alone), order, 1, seq=4)
     assert missing.request is None and rollout_id in missing.problem and "not found" in missing.problem
-    assert tr.order_of({"rollout_id": "x", "path": "/p", "source": "s"}) is None  # opened by a link
+    assert tr.order_of(OpenRequest(rollout_id="x", path="/p", source="s")) is None  # opened by a link

@@ -27,6 +27,7 @@ from pathlib import Path
 import streamlit as st
 
 from tokencap.app.rollout.warm import is_warm_up_run, warm_server
+from tokencap.app.state import Keys
 from tokencap.services.run_sources import app_arguments
 from tokencap.views import trace
 from tokencap.views.run.rollouts import opens_as_run
@@ -61,11 +62,11 @@ def main() -> None:
                            url_path="rollout", default=warm_up_on_rollout)
 
     current = st.navigation([run_page, rollout_page])
-    if rollout_first and current is run_page and not st.session_state.get("_rollout_first_done"):
+    if rollout_first and current is run_page and not st.session_state.get(Keys.ROLLOUT_FIRST_DONE):
         # A rollout file on the command line opens on the Rollout page (once: the Run page stays reachable).
-        st.session_state["_rollout_first_done"] = True
+        st.session_state[Keys.ROLLOUT_FIRST_DONE] = True
         st.switch_page(rollout_page)
-    st.session_state["_rollout_first_done"] = True
+    st.session_state[Keys.ROLLOUT_FIRST_DONE] = True
     with trace.span("script"):  # TOKENCAP_APP_TRACE=FILE: a line per script run (a fragment's rerun has none)
         current.run()
     warm_server()  # once per server, in a thread: the Rollout page's imports; what is loaded, frozen out of GC walks

@@ -26,7 +26,6 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..run.discover import STORE_LABEL
 from ..run.scanning import relative_source_path
@@ -43,6 +42,7 @@ from .arguments import (
     typed_path,
 )
 from .claims import claim_path, follow_scan, release_claim, take_claim
+from .requests import OpenRequest
 from .scan_cache import (
     Fingerprint,
     cached_scan_path,
@@ -218,20 +218,15 @@ def locate(origin: RunOrigin, source: str) -> Located | None:
 
 
 def open_request(located: Located, source: str, rollout_id: str, seq: int = 0,
-                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> dict[str, Any]:
-    """The ``open_rollout`` dict the Rollout page reads (the contract in ``tokencap/app/run/run.py``).
+                 back_params: Mapping[str, str] | None = None, records: str | None = None) -> OpenRequest:
+    """The `OpenRequest` the Rollout page reads for a row found at ``located``.
 
     ``records`` is the rollout-records file the run was scanned with: the Rollout page
     builds the rollout with it, so its verdict is its row's.
     """
-    request: dict[str, Any] = {"path": located.path, "source": source, "rollout_id": rollout_id, "seq": seq,
-                               "back_params": dict(back_params or {})}
-    if records:
-        request["final_responses"] = records
-    if located.data is not None:
-        request["name"] = located.name
-        request["data"] = located.data
-    return request
+    return OpenRequest(path=located.path, source=source, rollout_id=rollout_id, seq=seq,
+                       back_params=dict(back_params or {}), final_responses=records or None,
+                       name=located.name if located.data is not None else None, data=located.data)
 
 
 def missing_message(origin: RunOrigin, source: str) -> str:
@@ -263,8 +258,8 @@ __all__ = [
 ]
 
 
-def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
-    """What the Rollout page opens for a row of the Run page (``st.session_state["open_rollout"]``).
+def source_for_run_rollout(request: OpenRequest) -> src.Source:
+    """What the Rollout page opens for a row of the Run page (an `OpenRequest`).
 
     ``request`` holds ``source`` (the row's source) and either ``data`` and ``name`` (an
     uploaded file) or ``path`` (the run's directory, or the rollout's file). A store
@@ -272,9 +267,9 @@ def source_for_run_rollout(request: Mapping[str, Any]) -> src.Source:
     what the scan built, however many rollouts share the directory. Raises
     `FileNotFoundError` when the files are gone; the page reports it.
     """
-    if request.get("data") is not None:
-        return src.source_from_bytes(str(request.get("name") or request.get("source") or "upload"), request["data"])
-    path, source = Path(str(request.get("path"))), str(request.get("source") or "")
+    if request.data is not None:
+        return src.source_from_bytes(str(request.name or request.source or "upload"), request.data)
+    path, source = Path(str(request.path)), str(request.source or "")
     if path.is_file() or (not source and path.is_dir()):  # a file, or a capture named whole (a link's vs_src)
         return src.source_from_path(path)
     files = run_files(path, source)

@@ -14,6 +14,7 @@ import streamlit as st
 from tokencap.app.rollout.common import pick_call, show_tiles, tokenizer_in_use
 from tokencap.app.rollout.sources import run_request
 from tokencap.app.rollout.url import current_view_state
+from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
 from tokencap.views import links
 from tokencap.views.model import RolloutView
@@ -28,8 +29,8 @@ STATE = st.session_state
 def _open_culprit(rk: str, key: str) -> None:
     """A culprit link: select its node and show it on the call tree."""
     pick_call(rk, key)
-    STATE["scroll_detail"] = True
-    STATE["tab"] = "Call tree"
+    STATE[Keys.SCROLL_DETAIL] = True
+    STATE[Keys.TAB] = "Call tree"
 
 
 def _culprit_button(rk: str, link: Any, widget_key: str) -> None:
@@ -39,17 +40,17 @@ def _culprit_button(rk: str, link: Any, widget_key: str) -> None:
 
 def _show_finding(rk: str, i: int, finding: Any) -> None:
     """One finding: its whole sentence, cause first (wrapped), the reasons it explains, its calls as links."""
-    with st.container(key=f"finding_{i}", gap="small"):
+    with st.container(key=Keys.finding(i), gap="small"):
         st.markdown(fd.finding_markdown(finding), help=finding.tooltip())
         explains = fd.explains_markdown(finding)
         if explains:
             st.caption(explains)
-        with st.container(horizontal=True, gap="small", vertical_alignment="center", key=f"culprits_{i}"):
+        with st.container(horizontal=True, gap="small", vertical_alignment="center", key=Keys.culprits(i)):
             inline, rest = rp.split_culprits(finding.calls)
             for j, link in enumerate(inline):
                 _culprit_button(rk, link, f"culprit:{rk}:{i}:{j}")
             if rest:
-                with st.popover(f"+{len(rest)} more", type="tertiary", key=f"more:{rk}:{i}"):
+                with st.popover(f"+{len(rest)} more", type="tertiary", key=Keys.more(rk, i)):
                     for j, link in enumerate(rest, start=len(inline)):
                         _culprit_button(rk, link, f"culprit:{rk}:{i}:{j}")
 
@@ -57,19 +58,20 @@ def _show_finding(rk: str, i: int, finding: Any) -> None:
 def show_copy_link(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
     # Filled only while open (opening it reruns the page): its URL is the view's at that moment (a click
     # in the tabs reruns them alone), and a closed popover sends nothing to the browser.
-    popover = st.popover("Copy link", icon=":material/link:", key="share", width="stretch", on_change="rerun")
+    popover = st.popover("Copy link", icon=":material/link:", key=Keys.SHARE, width="stretch", on_change="rerun")
     if not popover.open:
         return
     with popover:
-        request = run_request() or {}  # a run's rollout: the link keeps its place in the run's filters
-        url = links.share_url(st.context.url, current_view_state(view, ref, rk), request.get("back_params"))
+        request = run_request()  # a run's rollout: the link keeps its place in the run's filters
+        url = links.share_url(st.context.url, current_view_state(view, ref, rk),
+                              request.back_params if request is not None else None)
         st.caption("This view (source, rollout, call, tab, anchor, mask window). Copy it with the icon:")
         st.code(url, language=None, wrap_lines=True)
-        if STATE.get("src_param") is None:
+        if STATE.get(Keys.SRC_PARAM) is None:
             st.warning("Uploaded files can't be in a URL: the link opens the same rollout, call and tab only "
                        "where the same file is uploaded again. Open the file by path (`tokencap app PATH`) to "
                        "share it.", icon=":material/info:")
-        finals = STATE.get("final_responses_uploader")
+        finals = STATE.get(Keys.FINAL_RESPONSES_UPLOADER)
         if finals is not None:
             st.warning(rp.uploaded_finals_link_note(finals.name), icon=":material/info:")
 
@@ -86,10 +88,10 @@ def show_banner(view: RolloutView, ref: src.RolloutRef, rk: str) -> None:
 
     status = rp.status_markdown(banner)
     if banner.trainable:
-        with st.container(key="verdict_ok", border=True):
+        with st.container(key=Keys.VERDICT_OK, border=True):
             st.markdown(f":material/check_circle: **{banner.headline}** · {status}")
     else:
-        with st.container(key="verdict_masked", border=True):
+        with st.container(key=Keys.VERDICT_MASKED, border=True):
             st.markdown(f":material/block: **{banner.headline}** · {status}")
             for i, finding in enumerate(fd.findings_of(view, tokenizer, key)):
                 _show_finding(rk, i, finding)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
+from tokencap.app.state import Keys
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import mask as mv
@@ -43,12 +44,12 @@ def show_table(frame: Any) -> None:
 
 def sidebar_tokenizer() -> None:
     """The optional tokenizer (decodes the loss-mask window and the link-proof cells)."""
-    st.sidebar.file_uploader("Tokenizer (optional)", type=["json"], key="tokenizer",
+    st.sidebar.file_uploader("Tokenizer (optional)", type=["json"], key=Keys.TOKENIZER,
                              help="A Hugging Face `tokenizers` file (tokenizer.json); token ids are then shown as "
                                   "text in the loss mask window and the parent-link proof.")
-    upload = STATE.get("tokenizer")
+    upload = STATE.get(Keys.TOKENIZER)
     st.sidebar.caption(md_escape(src.tokenizer_words(upload.name if upload is not None else None,
-                                                     STATE.get("default_tokenizer"), APP_DIR)))
+                                                     STATE.get(Keys.DEFAULT_TOKENIZER), APP_DIR)))
 
 
 def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
@@ -61,11 +62,11 @@ def sidebar_tokenizer_state() -> tuple[Any | None, str | None]:
 
 def tokenizer_in_use() -> tuple[Any | None, str | None, str]:
     """(tokenizer, problem, key): ``key`` names the tokenizer's content (empty without one)."""
-    upload = STATE.get("tokenizer")
+    upload = STATE.get(Keys.TOKENIZER)
     if upload is not None:
         key = src.content_key(upload.getvalue())
         return (*cached_tokenizer(key, upload.getvalue()), key)
-    path = STATE.get("default_tokenizer")
+    path = STATE.get(Keys.DEFAULT_TOKENIZER)
     if not path:
         return None, None, ""
     try:
@@ -84,8 +85,8 @@ def cached_tokenizer(key: str, _data: bytes) -> tuple[Any | None, str | None]:
 def pick_call(rk: str, key: str) -> None:
     """The reader picked call ``key`` of rollout ``rk`` (a node, a culprit, the picker, the search, a link's
     ``call=``): it is selected, and its detail shows (a rollout opens with a call selected, not picked)."""
-    STATE["selected"][rk] = key
-    STATE["detail_of"][rk] = key
+    STATE[Keys.SELECTED][rk] = key
+    STATE[Keys.DETAIL_OF][rk] = key
 
 
 def show_tiles(tiles: list[tuple[str, str, str, bool]], key: str) -> None:
@@ -103,9 +104,9 @@ def figure_of(kind: str, view: Any, key: Hashable, build: Callable[[], T]) -> T:
     in the tab, a tab visited again, Previous back to a rollout) does not build it again.
     An entry keeps a weak reference to its view: it never holds a view alive (a big rollout's memory goes
     with the view's cache entry), and an id that a dead view left to another finds no figure."""
-    kept = STATE.get("figures")
+    kept = STATE.get(Keys.FIGURES)
     if kept is None:
-        kept = STATE["figures"] = OrderedDict()
+        kept = STATE[Keys.FIGURES] = OrderedDict()
     name = (kind, id(view), key)
     entry = kept.get(name)
     if entry is not None and entry[0]() is view:

@@ -12,19 +12,20 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.app.state import Keys
+from tokencap.services import rollout_sources as src
+from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import export as ev
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.model import RolloutView
-from tokencap.services import rollout_sources as src
 from tokencap.views.text import fmt_bytes, md_escape
 
 STATE = st.session_state
 
 
 def _remember_anchor(widget_key: str, rk: str) -> None:
-    STATE["anchors"][rk] = STATE.get(widget_key)
+    STATE[Keys.ANCHORS][rk] = STATE.get(widget_key)
 
 
 def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.RolloutRef, source_label: str,
@@ -104,7 +105,8 @@ def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, com
     """One export: a download (rendered now, or when asked with a progress bar) or, when too big for
     the browser, a file written to disk with a progress bar. See `tokencap.views.rollout.export.route`."""
     if not d.available:
-        st.button(d.label, key=f"na:{pkey}", disabled=True, icon=":material/download:", width="stretch")
+        st.button(d.label, key=Keys.export_unavailable(pkey), disabled=True, icon=":material/download:",
+                  width="stretch")
         st.caption(d.why_not)
         return
     how = ev.route(size)
@@ -116,37 +118,37 @@ def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, com
         st.caption(d.what)
         return
     if how == "prepare":
-        prepared = STATE.get("prepared")
-        if STATE.get("prepare") == pkey:
+        prepared = STATE.get(Keys.PREPARED)
+        if STATE.get(Keys.PREPARE) == pkey:
             # Asked for: render it now, with progress, and hand that one bytes object to Streamlit.
-            STATE.pop("prepare")
+            STATE.pop(Keys.PREPARE)
             bar = st.progress(0.0, text=f"preparing about {fmt_bytes(size)}")
             data = render(_progress(bar, "prepared"))
             bar.empty()
-            STATE["prepared"] = prepared = (pkey, data)  # one prepared file at a time
-            STATE["autoclick"] = pkey
+            STATE[Keys.PREPARED] = prepared = (pkey, data)  # one prepared file at a time
+            STATE[Keys.AUTOCLICK] = pkey
         if prepared is not None and prepared[0] == pkey:
-            show_prepared(pkey, d, prepared[1], autoclick=STATE.pop("autoclick", None) == pkey)
+            show_prepared(pkey, d, prepared[1], autoclick=STATE.pop(Keys.AUTOCLICK, None) == pkey)
             st.caption(f"{d.what}. Ready: it downloads by itself; the link gives another copy.")
         else:
-            st.button(d.label, key=f"prep:{pkey}", icon=":material/download:", width="stretch",
-                      on_click=lambda: STATE.__setitem__("prepare", pkey), help=f"about {fmt_bytes(size)}")
+            st.button(d.label, key=Keys.export_prepare(pkey), icon=":material/download:", width="stretch",
+                      on_click=lambda: STATE.__setitem__(Keys.PREPARE, pkey), help=f"about {fmt_bytes(size)}")
             st.caption(f"About {fmt_bytes(size)}: {d.what}. Prepared when you click (with a progress bar), "
                        "then it downloads.")
         return
     # Too big for a browser download: write it to disk.
-    st.button(f"{d.label} → disk", key=f"disk:{pkey}", icon=":material/save:", width="stretch",
-              on_click=lambda: STATE.__setitem__("write", pkey), help=f"about {fmt_bytes(size)}")
+    st.button(f"{d.label} → disk", key=Keys.export_disk(pkey), icon=":material/save:", width="stretch",
+              on_click=lambda: STATE.__setitem__(Keys.WRITE, pkey), help=f"about {fmt_bytes(size)}")
     st.caption(f"About {fmt_bytes(size)}: {d.what}. More than {fmt_bytes(ev.download_limit())} is too big to pass "
                "through the browser, so it is written to the export directory below, with a progress bar.")
-    if "export_dir" not in STATE:
-        STATE["export_dir"] = ev.default_export_dir()
+    if Keys.EXPORT_DIR not in STATE:
+        STATE[Keys.EXPORT_DIR] = ev.default_export_dir()
     if not shown["export_dir"]:
         shown["export_dir"] = True
-        st.text_input("Export directory (created if missing)", key="export_dir")
-    folder = STATE["export_dir"]
-    if STATE.get("write") == pkey:
-        STATE.pop("write")
+        st.text_input("Export directory (created if missing)", key=Keys.EXPORT_DIR)
+    folder = STATE[Keys.EXPORT_DIR]
+    if STATE.get(Keys.WRITE) == pkey:
+        STATE.pop(Keys.WRITE)
         target = str(Path(folder) / d.file_name)
         bar = st.progress(0.0, text=f"writing about {fmt_bytes(size)} to {md_escape(target)}")
         try:
@@ -157,8 +159,8 @@ def show_file(pkey: str, d: ev.Download, size: int, render: Any, write: Any, com
                      "export directory.", icon=":material/error:")
             return
         bar.progress(1.0, text=f"wrote {fmt_bytes(n)}")
-        STATE.setdefault("written", {})[pkey] = (target, n)
-    written = STATE.get("written", {}).get(pkey)
+        STATE.setdefault(Keys.WRITTEN, {})[pkey] = (target, n)
+    written = STATE.get(Keys.WRITTEN, {}).get(pkey)
     if written is not None:
         st.success(f"Wrote {fmt_bytes(written[1])} to", icon=":material/check:")
         st.code(written[0], language=None, wrap_lines=True)
@@ -191,16 +193,16 @@ def show_prepared(pkey: str, d: ev.Download, data: bytes, autoclick: bool) -> No
     """
     url = media_url(pkey, data, d)
     if url is None:  # no Streamlit runtime (bare mode): the plain button still works
-        st.download_button(d.label, data, file_name=d.file_name, mime=d.mime, key=f"dl:{pkey}",
+        st.download_button(d.label, data, file_name=d.file_name, mime=d.mime, key=Keys.export_download(pkey),
                            icon=":material/download:", on_click="ignore", width="stretch")
         return
-    STATE["link_nonce"] = STATE.get("link_nonce", 0) + (1 if autoclick else 0)
-    href = html.escape(f"{url}?copy={STATE['link_nonce']}", quote=True)
+    STATE[Keys.LINK_NONCE] = STATE.get(Keys.LINK_NONCE, 0) + (1 if autoclick else 0)
+    href = html.escape(f"{url}?copy={STATE[Keys.LINK_NONCE]}", quote=True)
     label = html.escape(f"{d.label} ({fmt_bytes(len(data))})")
     st.html(f'<a class="tc-download" href="{href}" download="{html.escape(d.file_name, quote=True)}">'
             f'&#x2913;&nbsp; {label}</a>')
     if autoclick:
-        st.html(f"""<script>/* {STATE["link_nonce"]} */
+        st.html(f"""<script>/* {STATE[Keys.LINK_NONCE]} */
           (function () {{
             const link = document.querySelector('a.tc-download[href="{href}"]');
             if (link) link.click();

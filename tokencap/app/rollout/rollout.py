@@ -27,12 +27,11 @@ load, a reload, a shared link, a switch from another page), then keeps them in s
 with what it shows. Uploaded files cannot be named in a URL. A URL that names a rollout its
 source does not hold says so and shows no rollout (never another one in its place).
 
-Opened from the Run page: ``st.session_state["open_rollout"]`` (a dict: ``path``,
-``source``, ``rollout_id``, ``seq``, ``back_params``, and ``name``/``data`` for an
-uploaded file; ``final_responses``, the rollout records the run was scanned with, which
-build it unless final responses are uploaded here; with ``vs``, a dict of the same shape
-naming another run's capture to compare with; the contract is in ``tokencap/app/run/run.py``) makes that rollout's file the
-source, below uploads and above the command-line path; the rollout is selected once per
+Opened from the Run page: an `OpenRequest` in the session (``tokencap/services/requests.py``:
+where the rollout's files are, its id, ``seq``, the filters to return with, the rollout records
+the run was scanned with, which build it unless final responses are uploaded here, and as ``vs``
+another run's capture to compare with) makes that rollout's file the source, below uploads and above the
+command-line path; the rollout is selected once per
 ``seq``, and "Back to the run" returns to the Run page with its filters. Its URL names the run
 and the row's source (``src``, ``part``; `rp.run_link`) and the run's rollout records (``records``;
 `rp.run_link_records`), so a reload or a shared link opens that very rollout, built as its row was,
@@ -55,12 +54,31 @@ from tokencap.app.rollout import tree as tree_tab
 from tokencap.app.rollout.banner import show_banner
 from tokencap.app.rollout.common import sidebar_tokenizer
 from tokencap.app.rollout.prefetch import prefetch_compare
-from tokencap.app.rollout.sources import (Builds, default_tokenizer, final_responses_choice, load_sources, run_records, run_request,
-                                       sidebar_final_responses, sidebar_rollout, sidebar_sources, versus_sources)
+from tokencap.app.rollout.sources import (
+    Builds,
+    default_tokenizer,
+    final_responses_choice,
+    load_sources,
+    run_records,
+    run_request,
+    sidebar_final_responses,
+    sidebar_rollout,
+    sidebar_sources,
+    versus_sources,
+)
 from tokencap.app.rollout.triage import show_triage
-from tokencap.app.rollout.url import (apply_url_state, current_view_state, loaded_keys, open_run_default,
-                                   pin_comparison, show_missing_rollout, take_url_state, write_source_url,
-                                   write_url_state)
+from tokencap.app.rollout.url import (
+    apply_url_state,
+    current_view_state,
+    loaded_keys,
+    open_run_default,
+    pin_comparison,
+    show_missing_rollout,
+    take_url_state,
+    write_source_url,
+    write_url_state,
+)
+from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
 from tokencap.views import trace
 from tokencap.views.model import RolloutView
@@ -72,8 +90,8 @@ SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scr
 TABS = list(rp.TABS)
 
 STATE = st.session_state
-for _name, _default in (("uploads", {}), ("selected", {}), ("detail_of", {}), ("anchors", {}), ("mask_page", {}),
-                       ("loaded_keys", set()), ("mask_view", {})):
+for _name, _default in ((Keys.UPLOADS, {}), (Keys.SELECTED, {}), (Keys.DETAIL_OF, {}), (Keys.ANCHORS, {}),
+                       (Keys.MASK_PAGE, {}), (Keys.LOADED_KEYS, set()), (Keys.MASK_VIEW, {})):
     if _name not in STATE:
         STATE[_name] = _default
 
@@ -93,7 +111,7 @@ def main() -> None:
     # Before loading: every view is built with its final response (this run's, never a module's).
     builds = Builds(final_responses_choice(), run_records())
     loaded = load_sources(sources, builds, page, progress)
-    STATE["default_tokenizer"] = default_tokenizer(loaded)
+    STATE[Keys.DEFAULT_TOKENIZER] = default_tokenizer(loaded)
     with page.container():
         show_page(loaded, source_label, path_error, builds)
     sidebar_tokenizer()
@@ -101,14 +119,14 @@ def main() -> None:
 
 def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str | None, builds: Builds) -> None:
     request = run_request()
-    if request is not None and "back_params" in request:  # opened from the Run page in this session
+    if request is not None:  # opened from the Run page (or a link to a run's rollout) in this session
         # First, so a rollout that fails to load still has its way back and on.
         show_triage(request)
-    if STATE.get("link_error"):
-        st.error(f"**Could not open the link.** {md_escape(STATE['link_error'])}", icon=":material/error:")
+    if STATE.get(Keys.LINK_ERROR):
+        st.error(f"**Could not open the link.** {md_escape(STATE[Keys.LINK_ERROR])}", icon=":material/error:")
         return
-    if STATE.get("run_records_error"):  # its verdict rests on them: no verdict without them
-        st.error(rp.run_records_problem(STATE["run_records_error"]), icon=":material/error:")
+    if STATE.get(Keys.RUN_RECORDS_ERROR):  # its verdict rests on them: no verdict without them
+        st.error(rp.run_records_problem(STATE[Keys.RUN_RECORDS_ERROR]), icon=":material/error:")
         return
     if path_error:
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
@@ -128,17 +146,17 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     several_sources = len(good) > 1
     by_key = {ls.source.cache_key: ls for ls in good}
     apply_url_state(refs, good)
-    if request is not None and STATE.get("open_rollout_selected") != request.get("seq"):
-        STATE["open_rollout_selected"] = request.get("seq")
+    if request is not None and STATE.get(Keys.OPEN_ROLLOUT_SELECTED) != request.seq:
+        STATE[Keys.OPEN_ROLLOUT_SELECTED] = request.seq
         # Streamlit keeps the scroll position across pages; a rollout opened from far down
         # the run's table would open mid-page, below its verdict. A constant script, no data.
         st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
-        wanted, other = rp.handed_over_refs(refs, request, STATE.get("vs_source_key"))
+        wanted, other = rp.handed_over_refs(refs, request, STATE.get(Keys.VS_SOURCE_KEY))
         if wanted is not None:
-            STATE["rollout"] = wanted.key
+            STATE[Keys.ROLLOUT] = wanted.key
             pin_comparison(wanted, other)
         else:
-            STATE["rollout_missing"] = (request["rollout_id"], str(request.get("source")), loaded_keys(good))
+            STATE[Keys.ROLLOUT_MISSING] = (request.rollout_id, request.source, loaded_keys(good))
     if show_missing_rollout(good):
         return
     ref = sidebar_rollout(refs, by_key, several_sources, builds)
@@ -146,11 +164,11 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
     ls = by_key[ref.source_key]
     view_of = builds.view_of
     base = view_of(ls, ref.index, None)
-    anchor = rp.valid_anchor(base, STATE["anchors"].get(rk))
+    anchor = rp.valid_anchor(base, STATE[Keys.ANCHORS].get(rk))
     view = view_of(ls, ref.index, anchor) if anchor is not None else base
 
-    if STATE.get("tab") not in TABS:
-        STATE["tab"] = TABS[0]
+    if STATE.get(Keys.TAB) not in TABS:
+        STATE[Keys.TAB] = TABS[0]
     # The URL first, before anything is drawn: a click (Back to the run, a tab) after the verdict is
     # on screen must never be followed by this run's URL update, which would land on the next page.
     write_url_state(current_view_state(view, ref, rk))
@@ -181,10 +199,10 @@ def show_tabs(c: TabsContext) -> None:
     (``st.tabs`` with ``on_change``: the others' ``.open`` is False). A change that moves the whole
     page -- another anchor (the banner's verdict follows it) -- reruns the page."""
     with trace.span("rollout tabs"):
-        if rp.valid_anchor(c.base, STATE["anchors"].get(c.rk)) != c.view.anchor:
+        if rp.valid_anchor(c.base, STATE[Keys.ANCHORS].get(c.rk)) != c.view.anchor:
             st.rerun(scope="app")
         view, rk, ref = c.view, c.rk, c.ref
-        tabs = st.tabs(TABS, key="tab", on_change="rerun")
+        tabs = st.tabs(TABS, key=Keys.TAB, on_change="rerun")
         for name, tab in zip(TABS, tabs):
             if not tab.open:
                 continue
@@ -199,21 +217,21 @@ def show_tabs(c: TabsContext) -> None:
                     tabs_part.show_compare_tab(c.base, view, rk, ref, c.refs, c.by_key, c.view_of)
                 else:
                     ls = c.by_key[ref.source_key]
-                    all_views = [c.view_of(c.by_key[r.source_key], r.index, STATE["anchors"].get(r.key))
+                    all_views = [c.view_of(c.by_key[r.source_key], r.index, STATE[Keys.ANCHORS].get(r.key))
                                  for r in c.file_refs]
                     label = rp.export_source_label(ref.source_name, c.source_label,
                                                    c.source_label == "uploaded files")
                     several = rp.export_several(c.refs, ref, bool(ls.source.names))
                     export_tab.show_export_tab(c.base, view, rk, ref, label, all_views, several,
                                                c.builds.choice_for(ls).label)
-        if STATE.get("tab") != "Export":
-            STATE.pop("prepared", None)  # a prepared download is only kept while the Export tab shows it
+        if STATE.get(Keys.TAB) != "Export":
+            STATE.pop(Keys.PREPARED, None)  # a prepared download is only kept while the Export tab shows it
         # The selected call and the loss-mask window, when a click in the tab moved them.
         write_url_state(current_view_state(view, ref, rk))
-        if STATE.get("tab") != "Compare":  # its builds, made while the reader is here
+        if STATE.get(Keys.TAB) != "Compare":  # its builds, made while the reader is here
             ls = c.by_key[ref.source_key]
             prefetch_compare(c.base, view.anchor, rk, lambda a: c.view_of(ls, ref.index, a),
-                             STATE.setdefault("compare_prefetched", set()))
+                             STATE.setdefault(Keys.COMPARE_PREFETCHED, set()))
 
 
 main()

@@ -19,9 +19,11 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.app.state import Keys, open_request
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import rollout_sources as src
 from tokencap.services import run_sources as rs
+from tokencap.services.requests import OpenRequest
 from tokencap.views import links
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
@@ -112,7 +114,7 @@ def cli_argument() -> str | None:
 
 def source_path() -> str | None:
     """The path to open: one a link named (``src``), else the command line's."""
-    return STATE.get("src_path") or cli_argument()
+    return STATE.get(Keys.SRC_PATH) or cli_argument()
 
 
 def load_sources(sources: list[src.Source], builds: Builds, page: Any, progress: Any) -> list[src.LoadedSource]:
@@ -124,7 +126,7 @@ def load_sources(sources: list[src.Source], builds: Builds, page: Any, progress:
     (Two placeholders, not one: replacing a block with another block at the same place in
     one run lets Streamlit's message queue merge their children's updates out of order.)
     """
-    seen: set[str] = STATE["loaded_keys"]
+    seen: set[str] = STATE[Keys.LOADED_KEYS]
     pending = [s for s in sources if s.cache_key not in seen]
     if not rp.needs_progress([s.size for s in pending]):
         out = [loaded_source(s.cache_key, s) for s in sources]
@@ -156,17 +158,16 @@ def load_sources(sources: list[src.Source], builds: Builds, page: Any, progress:
 # --------------------------------------------------------------------------- sidebar: sources and rollout
 
 
-def run_request() -> dict[str, Any] | None:
+def run_request() -> OpenRequest | None:
     """The Run page's request to open a rollout (the page's docstring), if any."""
-    request = STATE.get("open_rollout")
-    return request if isinstance(request, dict) and request.get("rollout_id") is not None else None
+    return open_request()
 
 
 def _close_run_rollout() -> None:
-    STATE.pop("open_rollout", None)
+    STATE.pop(Keys.OPEN_ROLLOUT, None)
 
 
-def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
+def source_once(request: OpenRequest, seq: int, memo: str) -> src.Source:
     """The source of a rollout handed over by the Run page, built once per opening (``seq``)."""
     kept = STATE.get(memo)
     if kept is not None and kept[0] == seq:
@@ -176,16 +177,16 @@ def source_once(request: dict[str, Any], seq: Any, memo: str) -> src.Source:
     return source
 
 
-def opened_from_run(request: dict[str, Any]) -> tuple[list[src.Source], str, str | None]:
+def opened_from_run(request: OpenRequest) -> tuple[list[src.Source], str, str | None]:
     """The source of a rollout opened from the Run page, built once per opening (``seq``)."""
     st.sidebar.markdown("**Opened from the run**")
-    st.sidebar.text(str(request.get("source")))  # not st.code: see tokencap/app/run/sources.py
-    st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key="close_run_rollout",
+    st.sidebar.text(request.source)  # not st.code: see tokencap/app/run/sources.py
+    st.sidebar.button("Close it", icon=":material/close:", on_click=_close_run_rollout, key=Keys.CLOSE_RUN_ROLLOUT,
                       help="Back to the samples (or the command-line file) on this page.")
     try:
-        source = source_once(request, request.get("seq"), "open_rollout_source")
+        source = source_once(request, request.seq, Keys.OPEN_ROLLOUT_SOURCE)
     except (OSError, ValueError) as exc:
-        return [], str(request.get("source")), str(exc)
+        return [], request.source, str(exc)
     label = source.path or source.name  # a store rollout's directory, a file, or an upload's name
     return [source], label, None
 
@@ -195,15 +196,15 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
     st.sidebar.title(":material/account_tree: tokencap")
     st.sidebar.caption("Rollout inspector: how captured model calls became (or did not become) a training sample.")
     uploads = st.sidebar.file_uploader(
-        "Open files", type=list(src.UPLOAD_TYPES), accept_multiple_files=True, key="uploader",
+        "Open files", type=list(src.UPLOAD_TYPES), accept_multiple_files=True, key=Keys.UPLOADER,
         help="Snapshot `.json`, entries `.jsonl`, or a `.zip` of a capture-store directory. Several at once are fine.")
     st.sidebar.file_uploader(
-        "Harness final responses (optional)", type=list(av.FINAL_RESPONSE_TYPES), key="final_responses_uploader",
+        "Harness final responses (optional)", type=list(av.FINAL_RESPONSE_TYPES), key=Keys.FINAL_RESPONSES_UPLOADER,
         help="The Responses object the harness returned per rollout: a rollout record `{rollout_id, response}`, JSON "
              "lines of them, or a bare Responses object. Each rollout it names is anchored on the call its final "
              "answer came from (terminal attribution).")
-    STATE["bundled_final_responses"] = STATE["command_line_final_responses"] = None
-    uploaded = src.sources_from_uploads(uploads, STATE["uploads"])
+    STATE[Keys.BUNDLED_FINAL_RESPONSES] = STATE[Keys.COMMAND_LINE_FINAL_RESPONSES] = None
+    uploaded = src.sources_from_uploads(uploads, STATE[Keys.UPLOADS])
     # What follows the uploader depends on the source; one placeholder holds it, so switching
     # from a sample to an upload replaces the sample's description at once (not after loading).
     below = st.sidebar.empty()
@@ -211,7 +212,7 @@ def sidebar_sources() -> tuple[list[src.Source], str, str | None]:
         with below.container():
             st.caption(rp.uploads_caption(len(uploaded)))
             _offer_run(uploaded)
-        STATE["src_param"] = STATE["part_param"] = None  # an upload cannot be named in a URL
+        STATE[Keys.SRC_PARAM] = STATE[Keys.PART_PARAM] = None  # an upload cannot be named in a URL
         return uploaded, "uploaded files", None
     with below.container():
         return _sidebar_path_or_sample()
@@ -223,15 +224,15 @@ RUN_PAGE = str(Path(__file__).resolve().parents[1] / "run" / "run.py")  # absolu
 def _offer_run(uploaded: list[src.Source]) -> None:
     """Uploaded rollouts files of several records are runs by themselves: a button opens them on the Run page
     (its upload, as if uploaded there). Each upload is looked at once (only its first line is decoded)."""
-    memo = STATE.setdefault("upload_is_run", {})
+    memo = STATE.setdefault(Keys.UPLOAD_IS_RUN, {})
     for s in uploaded:
         if s.key not in memo:
             memo[s.key] = s.data is not None and bool(ro.run_uploads([(s.name, s.data)]))
     runs = [s for s in uploaded if memo[s.key]]
-    if runs and st.button("Open as a run", icon=":material/table_chart:", key="open_upload_as_run",
+    if runs and st.button("Open as a run", icon=":material/table_chart:", key=Keys.OPEN_UPLOAD_AS_RUN,
                           help="Rollouts whose output items carry token ids: see every rollout on the Run page, "
                                "with NeMo RL's contiguity check in its tiles and filter."):
-        STATE["run_uploads"] = tuple(rs.Upload(s.name, s.data) for s in runs if s.data is not None)
+        STATE[Keys.RUN_UPLOADS] = tuple(rs.Upload(s.name, s.data) for s in runs if s.data is not None)
         st.switch_page(RUN_PAGE)
 
 
@@ -241,21 +242,21 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     request = run_request()
     if request is not None:
         # The run and the row's source, so a reload or a shared link opens this very rollout (not an upload's).
-        STATE["src_param"], STATE["part_param"] = rp.run_link(request, SAMPLE_DIR)
-        STATE["records_param"] = rp.run_link_records(request, SAMPLE_DIR)
+        STATE[Keys.SRC_PARAM], STATE[Keys.PART_PARAM] = rp.run_link(request, SAMPLE_DIR)
+        STATE[Keys.RECORDS_PARAM] = rp.run_link_records(request, SAMPLE_DIR)
         return opened_from_run(request)
     path = rp.rollout_path(source_path())
-    STATE["src_param"] = STATE["part_param"] = None
+    STATE[Keys.SRC_PARAM] = STATE[Keys.PART_PARAM] = None
     if path is not None and not src.is_same_directory(path, SAMPLE_DIR):
-        STATE["src_param"] = rp.path_src(path)
+        STATE[Keys.SRC_PARAM] = rp.path_src(path)
         st.markdown("**Source**")
         st.text(path)  # not st.code: see tokencap/app/run/sources.py
-        if STATE.get("src_path"):
-            st.button("Close (back to the default source)", key="close_src", type="tertiary",
-                      on_click=lambda: STATE.pop("src_path", None))
+        if STATE.get(Keys.SRC_PATH):
+            st.button("Close (back to the default source)", key=Keys.CLOSE_SRC, type="tertiary",
+                      on_click=lambda: STATE.pop(Keys.SRC_PATH, None))
         cli = rs.app_arguments(sys.argv[1:])
         if cli.records and src.is_same_directory(path, cli.path):  # as tokencap inspect builds it
-            STATE["command_line_final_responses"] = cli.records
+            STATE[Keys.COMMAND_LINE_FINAL_RESPONSES] = cli.records
         try:
             source = path_source(path, src.path_signature(path))
         except (OSError, ValueError) as exc:
@@ -268,17 +269,17 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
         return [], "samples", None
     names = [s.name for s in scenarios]
     by_name = {s.name: s for s in scenarios}
-    if "scenario" not in STATE or STATE["scenario"] not in by_name:
-        STATE["scenario"] = names[src.default_scenario_index(scenarios)]
-    st.selectbox("Sample scenario", names, key="scenario", format_func=lambda n: by_name[n].label,
+    if Keys.SCENARIO not in STATE or STATE[Keys.SCENARIO] not in by_name:
+        STATE[Keys.SCENARIO] = names[src.default_scenario_index(scenarios)]
+    st.selectbox("Sample scenario", names, key=Keys.SCENARIO, format_func=lambda n: by_name[n].label,
                  help="Small synthetic captures, one per situation you meet in real data.")
-    scenario = by_name[STATE["scenario"]]
-    STATE["src_param"] = links.sample_src(scenario.name)
+    scenario = by_name[STATE[Keys.SCENARIO]]
+    STATE[Keys.SRC_PARAM] = links.sample_src(scenario.name)
     if scenario.situation:
         st.caption(scenario.situation)
     if scenario.expectation:
         st.caption(f"Expected: {scenario.expectation}")
-    STATE["bundled_final_responses"] = str(scenario.final_responses) if scenario.final_responses else None
+    STATE[Keys.BUNDLED_FINAL_RESPONSES] = str(scenario.final_responses) if scenario.final_responses else None
     try:
         source = path_source(str(scenario.path), src.path_signature(scenario.path))
     except OSError as exc:
@@ -286,22 +287,21 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
     return [source], f"sample_data/{scenario.name}", None
 
 
-def versus_sources(request: dict[str, Any] | None, taken: set[str] = frozenset()) -> list[src.Source]:  # type: ignore[assignment]
-    """The capture to compare with: the Run page's ``open_rollout["vs"]``, or the URL's ``vs_src``. One
+def versus_sources(request: OpenRequest | None, taken: set[str] = frozenset()) -> list[src.Source]:  # type: ignore[assignment]
+    """The capture to compare with: the Run page's request's ``vs``, or the URL's ``vs_src``. One
     byte-identical to a source shown (``taken``: cache keys) is a source of its own all the same."""
-    STATE["vs_source_key"] = None
-    vs = request.get("vs") if request is not None else None
-    if isinstance(vs, dict):
+    STATE[Keys.VS_SOURCE_KEY] = None
+    vs = request.vs if request is not None else None
+    if request is not None and vs is not None:
         try:
-            source = rp.distinct_capture(source_once(vs, request.get("seq"), "open_rollout_vs_source"), taken,
-                                         vs.get("run"))
+            source = rp.distinct_capture(source_once(vs, request.seq, Keys.OPEN_ROLLOUT_VS_SOURCE), taken, vs.run)
         except (OSError, ValueError) as exc:
             st.sidebar.warning(f"Cannot open the capture to compare with: {md_escape(str(exc))}")
             return []
-        STATE["open_rollout_vs_source"] = (request.get("seq"), source)  # built with its own run's records
-        st.sidebar.caption(f"Compared with {md_escape(vs.get('rollout_id'))} ({md_escape(vs.get('source'))})")
-    elif request is None and STATE.get("vs_src"):
-        path = rp.versus_path(STATE["vs_src"], src.sample_scenarios(SAMPLE_DIR))
+        STATE[Keys.OPEN_ROLLOUT_VS_SOURCE] = (request.seq, source)  # built with its own run's records
+        st.sidebar.caption(f"Compared with {md_escape(vs.rollout_id)} ({md_escape(vs.source)})")
+    elif request is None and STATE.get(Keys.VS_SRC):
+        path = rp.versus_path(STATE[Keys.VS_SRC], src.sample_scenarios(SAMPLE_DIR))
         if not path:
             return []
         try:
@@ -312,7 +312,7 @@ def versus_sources(request: dict[str, Any] | None, taken: set[str] = frozenset()
         st.sidebar.caption(f"Compared with {md_escape(path)}")
     else:
         return []
-    STATE["vs_source_key"] = source.cache_key
+    STATE[Keys.VS_SOURCE_KEY] = source.cache_key
     return [source]
 
 
@@ -321,16 +321,16 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
     by_key = {r.key: r for r in refs}
     if len(refs) == 1:
         return refs[0]
-    if STATE.get("rollout") not in by_key:
-        STATE["rollout"] = refs[0].key
+    if STATE.get(Keys.ROLLOUT) not in by_key:
+        STATE[Keys.ROLLOUT] = refs[0].key
 
     def label(key: str) -> str:
         ref = by_key[key]
         return rp.rollout_option_label(builds.view_of(loaded[ref.source_key], ref.index, None), ref, several_sources)
 
-    st.sidebar.selectbox(f"Rollout ({len(refs)} loaded)", list(by_key), key="rollout", format_func=label,
+    st.sidebar.selectbox(f"Rollout ({len(refs)} loaded)", list(by_key), key=Keys.ROLLOUT, format_func=label,
                          help="Each rollout's verdict is shown next to its id.")
-    return by_key[STATE["rollout"]]
+    return by_key[STATE[Keys.ROLLOUT]]
 
 
 # --------------------------------------------------------------------------- final responses and rollout records
@@ -339,13 +339,13 @@ def sidebar_rollout(refs: list[src.RolloutRef], loaded: dict[str, src.LoadedSour
 def run_records() -> dict[str, av.FinalResponsesChoice]:
     """The rollout records of the rollouts handed over by the Run page, per source (none under an upload)."""
     request = run_request()
-    STATE["run_records_error"] = None
-    if request is None or STATE.get("final_responses_uploader") is not None:
+    STATE[Keys.RUN_RECORDS_ERROR] = None
+    if request is None or STATE.get(Keys.FINAL_RESPONSES_UPLOADER) is not None:
         return {}
-    kept = [STATE.get("open_rollout_source"), STATE.get("open_rollout_vs_source")]
+    kept = [STATE.get(Keys.OPEN_ROLLOUT_SOURCE), STATE.get(Keys.OPEN_ROLLOUT_VS_SOURCE)]
     out = {key: av.final_responses_choice(None, Path(records), _parse_final_responses)
            for key, records in rp.handed_over_records(request, kept).items()}
-    STATE["run_records_error"] = next((choice.error for choice in out.values() if choice.error), None)
+    STATE[Keys.RUN_RECORDS_ERROR] = next((choice.error for choice in out.values() if choice.error), None)
     for choice in out.values():
         if not choice.error:
             st.sidebar.caption(av.run_records_caption(choice))
@@ -359,9 +359,9 @@ def _parse_final_responses(name: str, data: bytes) -> tuple[Any, str | None]:
 def final_responses_choice() -> av.FinalResponsesChoice:
     """The uploaded final responses, else the file bundled with the sample scenario, else the command
     line's ``--final-responses`` while its path is shown, else none."""
-    upload = STATE.get("final_responses_uploader")
-    bundled = STATE.get("bundled_final_responses")
-    given = STATE.get("command_line_final_responses")
+    upload = STATE.get(Keys.FINAL_RESPONSES_UPLOADER)
+    bundled = STATE.get(Keys.BUNDLED_FINAL_RESPONSES)
+    given = STATE.get(Keys.COMMAND_LINE_FINAL_RESPONSES)
     return av.final_responses_choice((upload.name, upload.getvalue()) if upload is not None else None,
                                      Path(bundled) if bundled else None, _parse_final_responses,
                                      Path(given) if given else None)

@@ -12,20 +12,27 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.app.rollout.common import (
+    figure_of,
+    outcome,
+    show_table,
+    show_tiles,
+    sidebar_tokenizer_state,
+    tokenizer_in_use,
+)
 from tokencap.app.rollout.sources import run_request
-from tokencap.app.rollout.common import figure_of, outcome, show_table, show_tiles, sidebar_tokenizer_state, \
-    tokenizer_in_use
+from tokencap.app.state import Keys
+from tokencap.services import rollout_sources as src
+from tokencap.views import links
+from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
 from tokencap.views.rollout import logprob_chart as lc
-from tokencap.views import links
 from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import sequence_chart as sc
-from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.model import RolloutView
 from tokencap.views.text import md_escape
 
 STATE = st.session_state
@@ -41,7 +48,7 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     ids = [c.chain_id for c in chains]
     labels = {c.chain_id: mv.chain_label(c) for c in chains}
     chain_key = f"mask_chain:{rk}:{view.anchor}"
-    asked = STATE.pop("mask_url", None)
+    asked = STATE.pop(Keys.MASK_URL, None)
     asked_chain = mv.asked_chain(asked, rk, ids)
     if asked_chain is not None:
         STATE[chain_key] = asked_chain
@@ -58,11 +65,11 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     pages_key = f"mask_pagew:{page_state_key}"
     wanted = mv.asked_page(asked, rk, chain_id, STATE[window_key])
     if wanted is not None:
-        STATE[window_key], STATE["mask_page"][page_state_key] = wanted
+        STATE[window_key], STATE[Keys.MASK_PAGE][page_state_key] = wanted
     window = STATE[window_key]
     pages = mv.page_count(mask, window)
-    page = min(STATE["mask_page"].get(page_state_key, 0), pages - 1)
-    STATE["mask_view"][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
+    page = min(STATE[Keys.MASK_PAGE].get(page_state_key, 0), pages - 1)
+    STATE[Keys.MASK_VIEW][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
 
     # The chain's label (calls, generated of total tokens) gets a row's width: a quarter of it cut it off.
     controls = st.columns([5, 1.5], vertical_alignment="bottom") + st.columns(2, vertical_alignment="bottom")
@@ -70,12 +77,12 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
         st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
     with controls[1]:
         st.selectbox("Window (tokens)", mv.WINDOW_SIZES, key=window_key,
-                     format_func=lambda w: f"{w:,}", on_change=lambda: STATE["mask_page"].pop(page_state_key, None))
+                     format_func=lambda w: f"{w:,}", on_change=lambda: STATE[Keys.MASK_PAGE].pop(page_state_key, None))
     with controls[2]:
         if pages > 1:
             STATE[pages_key] = page + 1
             st.slider("Page", 1, pages, key=pages_key,
-                      on_change=lambda: STATE["mask_page"].__setitem__(page_state_key, STATE[pages_key] - 1))
+                      on_change=lambda: STATE[Keys.MASK_PAGE].__setitem__(page_state_key, STATE[pages_key] - 1))
         else:
             st.caption("The whole chain fits in one window.")
     with controls[3]:
@@ -85,7 +92,7 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
         def jump() -> None:
             link = STATE.get(jump_key)
             if link is not None:
-                STATE["mask_page"][page_state_key] = mv.page_of(int(mask.link_starts[link]), window)
+                STATE[Keys.MASK_PAGE][page_state_key] = mv.page_of(int(mask.link_starts[link]), window)
 
         st.selectbox("Jump to the start of a call", options, index=None, key=jump_key, placeholder="choose a call",
                      format_func=lambda i: f"{i}: {mask.call_ids[i]}", on_change=jump)
@@ -98,7 +105,7 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     strip = figure_of("mask strip", view, (*drawn, tokenizer_key), lambda: mc.strip_chart(
         mask, start, end, columns=mv.columns_for(window),
         texts=mv.token_texts(tokenizer, mask.token_ids[start:end]) if tokenizer is not None else None))
-    with st.container(key="mask_strip"):  # one strip on the page: the tab shows one window of one chain
+    with st.container(key=Keys.MASK_STRIP):  # one strip on the page: the tab shows one window of one chain
         st.vega_lite_chart(strip, width="stretch")
     # The whole sequence's overview, the log-probs and the table of every link are filled only while open
     # (opening one reruns the tabs): closed, none is built nor sent, and a visit of the tab draws one chart.
@@ -106,29 +113,29 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     # rollout: 0.58 s a first visit with the overview drawn, 0.42 s without), and the caption above says
     # where the window lies.
     overview_box = st.expander("The whole sequence: where this window lies, what is trained",
-                               icon=":material/timeline:", key="mask_overview_open", on_change="rerun")
+                               icon=":material/timeline:", key=Keys.MASK_OVERVIEW_OPEN, on_change="rerun")
     if overview_box.open:
         with overview_box:
             st.caption("Where this window lies (red frame), how much of each stretch is trained, and the mean "
                        "log-probability.")
             overview = figure_of("mask overview", view, drawn, lambda: mc.overview_chart(mask, (start, end)))
-            with st.container(key="mask_overview"):
+            with st.container(key=Keys.MASK_OVERVIEW):
                 st.vega_lite_chart(overview, width="stretch")
     logprobs_box = st.expander("Log-probability of generated tokens", icon=":material/show_chart:",
-                               key="mask_logprobs_open", on_change="rerun")
+                               key=Keys.MASK_LOGPROBS_OPEN, on_change="rerun")
     if logprobs_box.open:
         with logprobs_box:
             logprobs = figure_of("mask log-probs", view, drawn, lambda: lc.logprob_chart(mask, (start, end)))
-            with st.container(key="mask_lp"):
+            with st.container(key=Keys.MASK_LP):
                 st.vega_lite_chart(logprobs, width="stretch")
     links_box = st.expander(f"Per link ({len(mask.call_ids):,})", icon=":material/table_rows:",
-                            key="mask_links_open", on_change="rerun")
+                            key=Keys.MASK_LINKS_OPEN, on_change="rerun")
     if links_box.open:
         with links_box:
             show_links(mask, chain)
 
     # Filled only while open (opening it reruns the tabs): closed, its styled table is neither built nor sent.
-    decoded = st.expander("Decoded text of this window", icon=":material/translate:", key="mask_decoded_open",
+    decoded = st.expander("Decoded text of this window", icon=":material/translate:", key=Keys.MASK_DECODED_OPEN,
                           on_change="rerun")
     if not decoded.open:
         return
@@ -148,7 +155,7 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
                                         "tokens": st.column_config.NumberColumn(width="small"),
                                         "text": st.column_config.TextColumn(width="large")})
             st.caption(mv.DECODED_CAPTION)
-            with st.container(height=320, key="mask_window_text"):
+            with st.container(height=320, key=Keys.MASK_WINDOW_TEXT):
                 st.text(mv.window_text(frame))  # not st.code: it loads the syntax highlighter (1.5 MB)
 
 
@@ -258,7 +265,7 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         vb = view_of(ls, ref.index, anchor_b)
         name_a, name_b = df.anchor_side_name("A", anchor_a), df.anchor_side_name("B", anchor_b)
     else:
-        others = rp.other_captures(refs, ref, also=STATE.get(f"cmp_pinned:{rk}"))
+        others = rp.other_captures(refs, ref, also=STATE.get(Keys.cmp_pinned(rk)))
         if not others:
             st.info(f"Only one capture of {md_escape(ref.rollout_id)} is loaded. Upload another (a later snapshot "
                     "version, or the same rollout from another store) in the sidebar, next to this one, to compare "
@@ -278,8 +285,8 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         other = by_ref[STATE[other_key]]
         vo = view_of(by_key[other.source_key], other.index, None)
         # A joined rollout of two runs: run A's capture on the left whichever side was opened, each named by its run.
-        handed = STATE.get("open_rollout_source")  # (seq, source) of the rollout the Run page handed over
-        runs = rp.capture_runs(run_request(), [handed[1].cache_key if handed else None, STATE.get("vs_source_key")])
+        handed = STATE.get(Keys.OPEN_ROLLOUT_SOURCE)  # (seq, source) of the rollout the Run page handed over
+        runs = rp.capture_runs(run_request(), [handed[1].cache_key if handed else None, STATE.get(Keys.VS_SOURCE_KEY)])
         (ra, va), (rb, vb) = ((other, vo), (ref, base)) if rp.capture_columns(ref, other, runs) else \
             ((ref, base), (other, vo))
         name_a = rp.capture_column_name("A", ra.source_name, va.snapshot.version, runs.get(ra.source_key, ("", ""))[1])
@@ -300,7 +307,7 @@ def show_compare_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Rol
         if not seq.identical:
             tokenizer, _ = sidebar_tokenizer_state()
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
-            with st.container(key="cmp_seq"):  # one comparison on the page: the Compare tab's
+            with st.container(key=Keys.CMP_SEQ):  # one comparison on the page: the Compare tab's
                 st.vega_lite_chart(sc.sequence_chart(seq, name_a, name_b, decode), width="stretch")
     st.markdown("**Side by side** (✱: differs)")
     show_table(cmp.table)

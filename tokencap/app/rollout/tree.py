@@ -11,6 +11,9 @@ from typing import Any
 import streamlit as st
 
 from tokencap.app.rollout.common import figure_of, outcome, pick_call, show_table, tokenizer_in_use
+from tokencap.app.state import Keys
+from tokencap.views import vega
+from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
@@ -19,8 +22,6 @@ from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import trainer as tw
 from tokencap.views.rollout import tree as tv
-from tokencap.views import vega
-from tokencap.views.model import RolloutView
 from tokencap.views.text import fmt_int, md_escape
 from tokencap.views.widgets import selected_rows
 from tokencap.views.words import TERMS, label, with_key
@@ -31,7 +32,7 @@ STATE = st.session_state
 def _select(rk: str, key: str) -> None:
     """Select a node (from any control): its detail is shown and scrolled into view."""
     pick_call(rk, key)
-    STATE["scroll_detail"] = True
+    STATE[Keys.SCROLL_DETAIL] = True
 
 
 def _clicked(chart_key: str, name: str) -> str | None:
@@ -39,13 +40,13 @@ def _clicked(chart_key: str, name: str) -> str | None:
     again under a new key (`_chart_key`), so its selection never lingers and the next click, on the same
     node too, is a fresh event; the other chart keeps its key, and the browser its drawing."""
     state = STATE.get(chart_key)
-    nonces = STATE.setdefault("tree_nonce", {})
+    nonces = STATE.setdefault(Keys.TREE_NONCE, {})
     nonces[name] = nonces.get(name, 0) + 1
     return tv.key_from_selection(state.get("selection") if state is not None else None)
 
 
 def _chart_key(name: str, rk: str, anchor: Any) -> str:
-    return f"{name}:{rk}:{anchor}:{STATE.get('tree_nonce', {}).get(name, 0)}"
+    return f"{name}:{rk}:{anchor}:{STATE.get(Keys.TREE_NONCE, {}).get(name, 0)}"
 
 
 def _remember_tree_click(chart_key: str, rk: str) -> None:
@@ -82,7 +83,7 @@ def _remember_pick(pick_key: str, rk: str) -> None:
 
 def _find(find_key: str, rk: str, model: tv.TreeModel) -> None:
     matches = tv.search(model, STATE.get(find_key) or "")
-    STATE["find_matches"] = (STATE.get(find_key) or "", len(matches))
+    STATE[Keys.FIND_MATCHES] = (STATE.get(find_key) or "", len(matches))
     if matches:
         _select(rk, matches[0])
 
@@ -93,8 +94,8 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
     if not len(model):
         st.info("No calls to show.")
         return
-    selected = rp.selected_node(view, STATE["selected"].get(rk))
-    STATE["selected"][rk] = selected
+    selected = rp.selected_node(view, STATE[Keys.SELECTED].get(rk))
+    STATE[Keys.SELECTED][rk] = selected
     chart_key = _chart_key("tree", rk, view.anchor)
     window = None
     if tv.needs_overview(model):
@@ -134,36 +135,36 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
             STATE[pick_key] = selected
         st.selectbox("Selected call", model.keys(), key=pick_key, format_func=model.label,
                      on_change=_remember_pick, args=(pick_key, rk))
-    found = STATE.get("find_matches")
+    found = STATE.get(Keys.FIND_MATCHES)
     if found and found[0] == STATE.get(find_key):
         query, count = found
         st.caption(tv.search_caption(query, count))
     # Both expanders are filled only while open (opening one reruns the tabs): closed, the legend and
     # the table of every node are neither built nor sent with each click in the tree.
-    marks = st.expander("What the marks mean", key=f"marks_open:{rk}", on_change="rerun")
+    marks = st.expander("What the marks mean", key=Keys.marks_open(rk), on_change="rerun")
     if marks.open:
         with marks:
             show_legend()
     table_key = f"calls_table:{rk}:{view.anchor}"
     nodes = st.expander(f"All {fmt_int(len(model))} nodes as a table (select a row to inspect it)",
-                        key=f"nodes_open:{rk}", on_change="rerun")
+                        key=Keys.nodes_open(rk), on_change="rerun")
     if nodes.open:
         with nodes:
             frame = tv.nodes_frame(model, view)
             st.dataframe(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420),
                          column_order=[c for c in frame.columns if c != "key"], key=table_key, on_select=lambda:
                          _remember_row(table_key, rk, frame), selection_mode="single-row")
-    with st.container(key="detail"):
+    with st.container(key=Keys.DETAIL):
         # The detail of a call the reader picked (a node, a culprit, the picker, the search, a link's
         # call=). A rollout opened (a row, Next, Previous) has a call selected but none picked: one
         # button stands for its detail, ~15 elements and a chart that were ~0.05 s of the browser's
         # time of every rollout opened, below the first screen.
-        if STATE["detail_of"].get(rk) == selected:
+        if STATE[Keys.DETAIL_OF].get(rk) == selected:
             show_detail(view, selected)
         else:
-            st.button(tv.detail_button_label(model, selected), key=f"detail_show:{rk}", icon=":material/info:",
+            st.button(tv.detail_button_label(model, selected), key=Keys.detail_show(rk), icon=":material/info:",
                       on_click=_select, args=(rk, selected), help=tv.DETAIL_HELP)
-    if STATE.pop("scroll_detail", False):
+    if STATE.pop(Keys.SCROLL_DETAIL, False):
         scroll_to_detail()
 
 
@@ -211,8 +212,8 @@ SCROLL_TO_DETAIL = """<script>/* NONCE */
 def scroll_to_detail() -> None:
     """Bring the selected call's detail into view once the page above it is drawn, unless its heading is
     already well on screen (`SCROLL_TO_DETAIL`)."""
-    STATE["scroll_nonce"] = STATE.get("scroll_nonce", 0) + 1
-    st.html(SCROLL_TO_DETAIL.replace("NONCE", str(STATE["scroll_nonce"])), unsafe_allow_javascript=True)
+    STATE[Keys.SCROLL_NONCE] = STATE.get(Keys.SCROLL_NONCE, 0) + 1
+    st.html(SCROLL_TO_DETAIL.replace("NONCE", str(STATE[Keys.SCROLL_NONCE])), unsafe_allow_javascript=True)
 
 
 def show_link(view: RolloutView, d: Any) -> None:
@@ -227,7 +228,7 @@ def show_link(view: RolloutView, d: Any) -> None:
         tokenizer, _, tokenizer_key = tokenizer_in_use()
         decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
         spec = figure_of("link proof", view, (d.key, tokenizer_key), lambda: pc.link_proof_chart(proof, decode))
-        with st.container(key=f"proof_chart_{d.key.replace(':', '_')}"):  # a chart with no selection has no key
+        with st.container(key=Keys.proof_chart(d.key)):  # a chart with no selection has no key
             st.vega_lite_chart(spec, width="stretch")
         if decode is None:
             st.caption("Cells show token ids; load a tokenizer.json in the sidebar to see their text.")
@@ -248,7 +249,7 @@ def show_break(view: RolloutView, d: Any) -> tuple[Any, bool]:
     brk = bv.break_of(view, d.ident, tokenizer, key) if d.kind == tv.CALL else None
     if brk is None:
         return None, False
-    with st.container(key=f"break_{d.key.replace(':', '_')}"):
+    with st.container(key=Keys.break_expander(d.key)):
         st.markdown(f"**Why the lineage breaks here** · {md_escape(label(brk.cause))}", help=with_key("", brk.cause))
         # A rollout read from output items: the trainer's words, as its culprit in the banner says them.
         st.warning(md_escape(tw.sentence_of(view, brk, bv.breaks_of(view, tokenizer, key))), icon=":material/link_off:")
@@ -258,7 +259,7 @@ def show_break(view: RolloutView, d: Any) -> tuple[Any, bool]:
             st.caption(md_escape(proof.summary()))
             decode = mv.token_decoder(tokenizer) if tokenizer is not None else None
             spec = figure_of("break proof", view, (d.key, key), lambda: pc.break_proof_chart(proof, decode))
-            with st.container(key=f"break_proof_chart_{d.key.replace(':', '_')}"):
+            with st.container(key=Keys.break_proof_chart(d.key)):
                 st.vega_lite_chart(spec, width="stretch")
             if proof.parent_text is not None and proof.prompt_text is not None:
                 left, right = st.columns(2)
@@ -320,7 +321,8 @@ def show_detail(view: RolloutView, key: str) -> None:
 def _reference_expander(name: str, label: str, icon: str) -> Any:
     """An expander of the detail that remembers, for the session, whether the reader left it open: the
     next call selected, another rollout or a visit to the Run page and back opens it as it was."""
-    kept = STATE.setdefault("detail_open", {})
-    box = st.expander(label, expanded=kept.get(name, False), key=f"detail_{name}_open", icon=icon, on_change="rerun")
+    kept = STATE.setdefault(Keys.DETAIL_OPEN, {})
+    box = st.expander(label, expanded=kept.get(name, False), key=Keys.detail_section_open(name), icon=icon,
+                      on_change="rerun")
     kept[name] = bool(box.open)
     return box

@@ -9,12 +9,13 @@ words from `tokencap.views.rollout.rollout_page`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
 from tokencap.app.rollout.sources import run_request
 from tokencap.app.run import parts as run_parts
+from tokencap.app.state import Keys, next_open_seq
+from tokencap.services.requests import OpenRequest
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
@@ -25,12 +26,12 @@ RUN_PAGE = str(Path(__file__).resolve().parents[1] / "run" / "run.py")  # absolu
 STATE = st.session_state
 
 
-def triage_order(request: dict[str, Any]) -> tr.RunOrder | None:
+def triage_order(request: OpenRequest) -> tr.RunOrder | None:
     """The Run page's table (its filter and sort) this rollout was opened from, computed once per run and filter."""
-    key = (id(request.get("frame")), id(request.get("comparison")), tuple(sorted((request.get("back_params") or {}).items())))
-    memo = STATE.get("triage_order")
+    key = (id(request.frame), id(request.comparison), tuple(sorted(request.back_params.items())))
+    memo = STATE.get(Keys.TRIAGE_ORDER)
     if memo is None or memo[0] != key:
-        memo = STATE["triage_order"] = (key, tr.order_of(request))
+        memo = STATE[Keys.TRIAGE_ORDER] = (key, tr.order_of(request))
     return memo[1]
 
 
@@ -41,44 +42,43 @@ def _step(delta: int) -> None:
         order = triage_order(request)
     if request is None or order is None:
         return
-    STATE["open_rollout_seq"] = seq = STATE.get("open_rollout_seq", 0) + 1
+    seq = next_open_seq()
     step = tr.step_request(request, order, delta, seq)
     if step is not None and step.request is not None:
-        STATE["open_rollout"] = step.request
+        STATE[Keys.OPEN_ROLLOUT] = step.request
     elif step is not None:
-        STATE["triage_problem"] = step.problem
+        STATE[Keys.TRIAGE_PROBLEM] = step.problem
 
 
-def placed(request: dict[str, Any]) -> dict[str, Any]:
+def placed(request: OpenRequest) -> OpenRequest:
     """The request with its place in the run's table: a run's rollout opened by a link (a reload) finds it
     once per opening in the run's scan (`run_parts.place_of_link`), so previous / next and "Rollout N of M"
     are there as on the way from the Run page."""
-    if request.get("frame") is not None or request.get("comparison") is not None or \
-            STATE.get("triage_placed") == request.get("seq"):
+    if request.placed or STATE.get(Keys.TRIAGE_PLACED) == request.seq:
         return request
-    STATE["triage_placed"] = request.get("seq")
+    STATE[Keys.TRIAGE_PLACED] = request.seq
     found = run_parts.place_of_link(request)
     if found is None:
         return request
-    STATE["open_rollout"] = found
+    STATE[Keys.OPEN_ROLLOUT] = found
     return found
 
 
-def show_triage(request: dict[str, Any]) -> None:
+def show_triage(request: OpenRequest) -> None:
     """Back to the run, and previous / next in its filter (buttons, and the keys K and J)."""
     request = placed(request)
     order = triage_order(request)
-    row = request.get("row")
-    with st.container(horizontal=True, vertical_alignment="center", gap="small", key="triage"):
+    row = request.row
+    with st.container(horizontal=True, vertical_alignment="center", gap="small", key=Keys.TRIAGE):
         st.page_link(RUN_PAGE, label="Back to the run", icon=":material/arrow_back:",
-                     query_params=request.get("back_params") or None)
-        if order is not None and isinstance(row, int):
-            st.button("Previous", icon=":material/arrow_upward:", key="triage_prev", shortcut="K", on_click=_step,
+                     query_params=dict(request.back_params) or None)
+        if order is not None and row is not None:
+            st.button("Previous", icon=":material/arrow_upward:", key=Keys.TRIAGE_PREV, shortcut="K", on_click=_step,
                       args=(-1,), disabled=order.step(row, -1) is None, help="The rollout above in the run's table")
-            filtered = rd.RunFilter.from_params(request.get("back_params") or {}).active
+            filtered = rd.RunFilter.from_params(request.back_params).active
             st.markdown(rp.triage_position(order.where(row), filtered), width="content")
-            st.button("Next", icon=":material/arrow_downward:", key="triage_next", shortcut="J", on_click=_step,
+            st.button("Next", icon=":material/arrow_downward:", key=Keys.TRIAGE_NEXT, shortcut="J", on_click=_step,
                       args=(1,), disabled=order.step(row, 1) is None, help="The rollout below in the run's table")
-    problem = STATE.pop("triage_problem", None)
+    problem = STATE.pop(Keys.TRIAGE_PROBLEM, None)
     if problem:
         st.warning(md_escape(problem), icon=":material/folder_off:")

@@ -10,6 +10,7 @@ shared link of the rollout keeps its place.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,9 @@ import pandas as pd
 import streamlit as st
 
 from tokencap.app.run import parts as parts
+from tokencap.app.state import Keys, next_open_seq
 from tokencap.services import run_sources as rs
+from tokencap.services.requests import OpenRequest
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
@@ -30,9 +33,9 @@ ROLLOUT_PAGE = str(Path(__file__).resolve().parents[1] / "rollout" / "rollout.py
 
 def run_params(flt: rd.RunFilter) -> dict[str, str]:
     """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
-    return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get("run_path", ""),
-                                                                          bool(STATE["run_uploads"])),
-            **rc.more_charts_params(bool(STATE.get("run_more_charts")))}
+    return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get(Keys.RUN_PATH, ""),
+                                                                          bool(STATE[Keys.RUN_UPLOADS])),
+            **rc.more_charts_params(bool(STATE.get(Keys.RUN_MORE_CHARTS)))}
 
 
 def row_clicked(table_key: str, frame: pd.DataFrame, rows: np.ndarray) -> None:
@@ -41,15 +44,15 @@ def row_clicked(table_key: str, frame: pd.DataFrame, rows: np.ndarray) -> None:
     on a selected row unselects it (the grid's toggle), and a reader clicking the row they came from
     means to open it again. Any other row unselected notes nothing."""
     picked = list(selected_rows(STATE.get(table_key)))
-    hold = STATE.get("run_back_hold")
+    hold = STATE.get(Keys.RUN_BACK_HOLD)
     if hold is not None and hold[0] == table_key and not picked:
         picked = list(hold[1])  # the held row, clicked again
-        STATE.pop("run_back_hold", None)
+        STATE.pop(Keys.RUN_BACK_HOLD, None)
     elif not picked or hold == (table_key, picked):
         return
     row = rd.row_at(frame, rows, picked[0])
     if row is not None:
-        STATE["run_row_clicked"] = (table_key, row)
+        STATE[Keys.RUN_ROW_CLICKED] = (table_key, row)
 
 
 def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, flt: rd.RunFilter) -> None:
@@ -57,8 +60,8 @@ def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, fl
     page) before the charts, filters and table are drawn again for a page about to be left (~0.1 s of
     the server's and the browser's time of a row click). A row whose file is not on this machine is
     left to `show_table`, which draws its warning under the table, as before."""
-    clicked = STATE.pop("run_row_clicked", None)
-    last = STATE.get("run_table_last")
+    clicked = STATE.pop(Keys.RUN_ROW_CLICKED, None)
+    last = STATE.get(Keys.RUN_TABLE_LAST)
     if clicked is None or last is None or (last[0], last[2]) != (run_key, clicked[0]):
         return
     row = clicked[1]
@@ -69,24 +72,23 @@ def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, fl
                      place=(origin, frame, row))
 
 
-def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: dict | None = None,
+def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: OpenRequest | None = None,
                  records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
     """Switch to the Rollout page on the rollout ``rollout_id`` of ``located``."""
-    STATE["open_rollout_seq"] += 1
-    request = rs.open_request(located, source, rollout_id, seq=STATE["open_rollout_seq"], back_params=run_params(flt),
+    request = rs.open_request(located, source, rollout_id, seq=next_open_seq(), back_params=run_params(flt),
                               records=records)
     if vs is not None:
-        request["vs"] = vs  # the other run's capture: the Rollout page opens its Compare tab on the two
+        request = replace(request, vs=vs)  # the other run's capture: the Rollout page opens its Compare tab on the two
     if place is not None:
         request = tr.with_place(request, *place)  # previous / next, and the way back to this row
     switch_to_rollout(request)
 
 
-def first_row_request() -> dict | None:
+def first_row_request() -> OpenRequest | None:
     """The request that opens the first row of the table the Run page drew last (its filter and sort), as a
     click on it would: the Rollout page opens it when the reader goes there by the sidebar with no rollout
     open, instead of a bundled sample unrelated to the run (`STATE["run_default_open"]`)."""
-    first = STATE.get("run_first_row")
+    first = STATE.get(Keys.RUN_FIRST_ROW)
     if first is None:
         return None
     origin, frame, row, flt = first
@@ -94,17 +96,16 @@ def first_row_request() -> dict | None:
     located = rs.locate(origin, source)
     if located is None:
         return None
-    STATE["open_rollout_seq"] = STATE.get("open_rollout_seq", 0) + 1
-    request = rs.open_request(located, source, str(frame["rollout_id"].iloc[row]), seq=STATE["open_rollout_seq"],
+    request = rs.open_request(located, source, str(frame["rollout_id"].iloc[row]), seq=next_open_seq(),
                               back_params=run_params(flt), records=origin.records)
     return tr.with_place(request, origin, frame, row)
 
 
-def switch_to_rollout(request: dict) -> None:
+def switch_to_rollout(request: OpenRequest) -> None:
     """Switch to the Rollout page on ``request``; its URL keeps the run's filters (``run_*``), so a reload or a
     shared link of the rollout still knows its place in the run's table (previous / next)."""
-    STATE["open_rollout"] = request
-    st.switch_page(ROLLOUT_PAGE, query_params=request.get("back_params") or None)
+    STATE[Keys.OPEN_ROLLOUT] = request
+    st.switch_page(ROLLOUT_PAGE, query_params=dict(request.back_params) or None)
 
 
 def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
@@ -120,7 +121,7 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
         st.warning(f"**Cannot open {md_escape(rollout_id)}: its source file is not here.**  \n"
                    f"{md_escape(rs.missing_message(origin, source))}", icon=":material/folder_off:")
         upload = st.file_uploader(f"Upload the file holding {md_escape(rollout_id)}", type=["json", "jsonl", "zip"],
-                                  key=f"run_missing_upload:{row}")
+                                  key=Keys.run_missing_upload(row))
         if upload is not None:
             candidate = rs.Upload(upload.name, upload.getvalue())
             problem = rs.check_upload_for(candidate, rollout_id)

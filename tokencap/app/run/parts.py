@@ -9,7 +9,7 @@ callbacks, as the page does for its other inputs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +17,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from tokencap.bundled import SAMPLE_DATA
 from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads
+from tokencap.app.state import Keys, next_open_seq
+from tokencap.bundled import SAMPLE_DATA
 from tokencap.run import DiffError
+from tokencap.services import run_sources as rs
+from tokencap.services.requests import OpenRequest
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import reward as rw
-from tokencap.services import run_sources as rs
 from tokencap.views.run import triage as tr
 from tokencap.views.text import md_escape, md_frame
 
@@ -38,39 +40,39 @@ RECORD_TYPES = ("jsonl", "json")
 
 def _remember_records_upload() -> None:
     upload = STATE.get(_records_uploader_key())
-    STATE["run_records_upload"] = rs.Upload(upload.name, upload.getvalue()) if upload is not None else None
+    STATE[Keys.RUN_RECORDS_UPLOAD] = rs.Upload(upload.name, upload.getvalue()) if upload is not None else None
 
 
 def _remember_records_path() -> None:
-    STATE["run_records_path"] = (STATE.get("run_w_records_path") or "").strip()
+    STATE[Keys.RUN_RECORDS_PATH] = (STATE.get(Keys.RUN_W_RECORDS_PATH) or "").strip()
 
 
 def forget_records() -> None:
     """Drop the sidebar's rollout records (another run is opened: run A's records on run B would
     anchor B's rollouts on A's final answers and show A's rewards as B's)."""
-    STATE["run_records_path"] = ""
-    STATE["run_records_upload"] = None
+    STATE[Keys.RUN_RECORDS_PATH] = ""
+    STATE[Keys.RUN_RECORDS_UPLOAD] = None
     # A file uploader cannot be emptied from the server (the browser sends its files again);
     # a new key is a new, empty widget.
-    STATE["run_records_uploads_made"] = STATE.get("run_records_uploads_made", 0) + 1
+    STATE[Keys.RUN_RECORDS_UPLOADS_MADE] = STATE.get(Keys.RUN_RECORDS_UPLOADS_MADE, 0) + 1
 
 
 def _records_uploader_key() -> str:
-    made = STATE.get("run_records_uploads_made", 0)
+    made = STATE.get(Keys.RUN_RECORDS_UPLOADS_MADE, 0)
     return "run_records_uploader" if not made else f"run_records_uploader_{made}"
 
 
 def sidebar_records() -> None:
     """Rollout records for the run (rewards, task groups, terminal attribution): an upload or a path."""
-    if STATE.get("run_w_records_path") != STATE.get("run_records_path", ""):
-        STATE["run_w_records_path"] = STATE.get("run_records_path", "")
+    if STATE.get(Keys.RUN_W_RECORDS_PATH) != STATE.get(Keys.RUN_RECORDS_PATH, ""):
+        STATE[Keys.RUN_W_RECORDS_PATH] = STATE.get(Keys.RUN_RECORDS_PATH, "")
     with st.sidebar.expander("Rollout records", icon=":material/emoji_events:"):
         st.file_uploader("Records file (JSONL)", type=list(RECORD_TYPES), key=_records_uploader_key(),
                          on_change=_remember_records_upload,
                          help="The harness's rollout records: one JSON object a line with rollout_id, response, "
                               "reward, _ng_task_index, _ng_rollout_index. The run is scanned again with them "
                               "(tokencap scan RUN --final-responses FILE).")
-        st.text_input("or its path on this machine", key="run_w_records_path", on_change=_remember_records_path)
+        st.text_input("or its path on this machine", key=Keys.RUN_W_RECORDS_PATH, on_change=_remember_records_path)
 
 
 def records_caption(name: str | None) -> None:
@@ -96,7 +98,7 @@ def _remember_vs(field: str, widget: str) -> None:
         value = rs.Upload(value.name, value.getvalue()) if value is not None else None
     elif isinstance(value, str):
         value = value.strip()
-    STATE["run_vs"] = {**STATE.get("run_vs", {}), field: value}
+    STATE[Keys.RUN_VS] = {**STATE.get(Keys.RUN_VS, {}), field: value}
 
 
 COMPARE_PARAM = "run_vs"
@@ -104,11 +106,11 @@ COMPARE_PARAM = "run_vs"
 
 
 def _stop_comparing() -> None:
-    STATE["run_vs"] = {}
+    STATE[Keys.RUN_VS] = {}
 
 
 def compare_params() -> dict[str, str]:
-    chosen: dict[str, Any] = STATE.get("run_vs") or {}
+    chosen: dict[str, Any] = STATE.get(Keys.RUN_VS) or {}
     if chosen.get("upload") is not None:
         return {}
     value = chosen.get("path") or ("sample" if chosen.get("sample") else "")
@@ -117,28 +119,29 @@ def compare_params() -> dict[str, str]:
 
 def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
     """The "compare with" inputs (the bundled run after a fix, a path, a table upload) and run B."""
-    if "run_vs" not in STATE:  # first visit in this session: a link may name the run compared with
+    if Keys.RUN_VS not in STATE:  # first visit in this session: a link may name the run compared with
         named = str(st.query_params.get(COMPARE_PARAM, "")).strip()
-        STATE["run_vs"] = {"sample": True} if named == "sample" else {"path": named} if named else {}
-    chosen: dict[str, Any] = STATE["run_vs"]
+        STATE[Keys.RUN_VS] = {"sample": True} if named == "sample" else {"path": named} if named else {}
+    chosen: dict[str, Any] = STATE[Keys.RUN_VS]
     after = rs.sample_after_fix_path(app_dir) if default_page else None
-    for field, widget in (("sample", "run_w_vs_sample"), ("path", "run_w_vs_path"), ("records", "run_w_vs_records")):
+    for field, widget in (("sample", Keys.RUN_W_VS_SAMPLE), ("path", Keys.RUN_W_VS_PATH),
+                          ("records", Keys.RUN_W_VS_RECORDS)):
         if STATE.get(widget) != chosen.get(field, False if field == "sample" else ""):
             STATE[widget] = chosen.get(field, False if field == "sample" else "")
     with st.sidebar.expander("Compare with another run", icon=":material/compare_arrows:",
                              expanded=any(chosen.values())):
         if after is not None:
-            st.toggle("The sample run after a fix", key="run_w_vs_sample", on_change=_remember_vs,
-                      args=("sample", "run_w_vs_sample"),
+            st.toggle("The sample run after a fix", key=Keys.RUN_W_VS_SAMPLE, on_change=_remember_vs,
+                      args=("sample", Keys.RUN_W_VS_SAMPLE),
                       help=f"{after.relative_to(app_dir)}: the same tasks captured again after a harness fix.")
-        st.text_input("Run directory or scan table (.parquet)", key="run_w_vs_path", on_change=_remember_vs,
-                      args=("path", "run_w_vs_path"))
-        st.text_input("Its rollout records (optional)", key="run_w_vs_records", on_change=_remember_vs,
-                      args=("records", "run_w_vs_records"))
-        st.file_uploader("or upload its scan table", type=["parquet"], key="run_vs_uploader",
-                         on_change=_remember_vs, args=("upload", "run_vs_uploader"))
+        st.text_input("Run directory or scan table (.parquet)", key=Keys.RUN_W_VS_PATH, on_change=_remember_vs,
+                      args=("path", Keys.RUN_W_VS_PATH))
+        st.text_input("Its rollout records (optional)", key=Keys.RUN_W_VS_RECORDS, on_change=_remember_vs,
+                      args=("records", Keys.RUN_W_VS_RECORDS))
+        st.file_uploader("or upload its scan table", type=["parquet"], key=Keys.RUN_VS_UPLOADER,
+                         on_change=_remember_vs, args=("upload", Keys.RUN_VS_UPLOADER))
         if any(chosen.values()):
-            st.button("Stop comparing", icon=":material/close:", key="run_vs_close", on_click=_stop_comparing)
+            st.button("Stop comparing", icon=":material/close:", key=Keys.RUN_VS_CLOSE, on_click=_stop_comparing)
     return versus_of(chosen, app_dir, after)
 
 
@@ -155,7 +158,7 @@ def versus_of(chosen: dict[str, Any], app_dir: Path, after: Path | None) -> Vers
     path = rs.typed_path(path)  # from where `tokencap app` was started, not the server's directory
     records = (rs.typed_path(chosen["records"]) if chosen.get("records") else "") or (str(rs.sample_records(app_dir, path) or "") if after is not None
                                         and Path(path) == after.resolve() else "")
-    fps: dict[str, rs.Fingerprint] = STATE.setdefault("run_fingerprints", {})
+    fps: dict[str, rs.Fingerprint] = STATE.setdefault(Keys.RUN_FINGERPRINTS, {})
     if path not in fps:
         fps[path] = rs.fingerprint(path)
     run = load_any_path(path, fps[path], records or None)
@@ -180,20 +183,20 @@ def _compared(key_a: str, key_b: str, names: tuple[str, str], _a: LoadedRun, _b:
         return str(exc)
 
 
-def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
+def place_of_link(request: OpenRequest) -> OpenRequest | None:
     """A run's rollout opened by a link (a reload, a shared link): the request with its place in the run's
     table (frame and row; in a comparison, the joined rows and their position), found in the run's scan
     (the Run page's own cache, so "Back to the run" selects its row); None when the run cannot be read or
     does not hold it."""
-    named = str((request.get("back_params") or {}).get(COMPARE_PARAM, "")).strip()
-    side = str(request.get("side") or "A") if named else "A"
-    run_a = request if side != "B" else request.get("vs")  # run A is the page's run, B the one compared with
-    if not isinstance(run_a, dict):
+    named = str(request.back_params.get(COMPARE_PARAM, "")).strip()
+    side = str(request.side or "A") if named else "A"
+    run_a = request if side != "B" else request.vs  # run A is the page's run, B the one compared with
+    if run_a is None:
         return None
-    path, records = str(run_a.get("path") or ""), run_a.get("final_responses")
-    if not path or run_a.get("data") is not None:
+    path, records = str(run_a.path or ""), run_a.final_responses
+    if not path or run_a.data is not None:
         return None
-    fps: dict[str, rs.Fingerprint] = STATE.setdefault("run_fingerprints", {})
+    fps: dict[str, rs.Fingerprint] = STATE.setdefault(Keys.RUN_FINGERPRINTS, {})
     if path not in fps:
         fps[path] = rs.fingerprint(path)
     run = load_any_path(path, fps[path], records)
@@ -201,7 +204,7 @@ def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
         return None
     kind = "parquet" if path.lower().endswith(".parquet") else "directory" if Path(path).is_dir() else "file"
     origin = rs.RunOrigin(kind, path, root=path, records=records)
-    source, rollout_id = str(request.get("source")), str(request.get("rollout_id"))
+    source, rollout_id = request.source, request.rollout_id
     if not named or side not in ("A", "B"):
         row = tr.row_of(run.frame, source, rollout_id)
         return None if row is None else tr.with_place(request, origin, run.frame, row)
@@ -216,7 +219,7 @@ def place_of_link(request: dict[str, Any]) -> dict[str, Any] | None:
     position = tr.pair_position(result, side, tr.row_of(result.a if side == "A" else result.b, source, rollout_id))
     if position is None:
         return None
-    return {**request, "comparison": result, "row": position, "origin": origin, "origin_b": versus.origin}
+    return replace(request, comparison=result, row=position, origin=origin, origin_b=versus.origin)
 
 
 def comparison(origin: rs.RunOrigin, run: LoadedRun, versus: Versus) -> cv.Comparison | None:
@@ -247,7 +250,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     if not rewarded and not grouped:
         hint = rw.RECORDS_HINT
         if unused_records:  # given, but none applies: say why, not "pass the records"
-            hint = rr.records_unused_hint(rs.records_name(origin.records, STATE.get("run_records_upload")) or "")
+            hint = rr.records_unused_hint(rs.records_name(origin.records, STATE.get(Keys.RUN_RECORDS_UPLOAD)) or "")
         elif origin.kind == "parquet":
             hint += (" This run is a scan table: scan it again with its records "
                      "(`tokencap scan RUN -o RESULT.parquet --final-responses records.jsonl`).")
@@ -262,7 +265,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
     with right, st.container(border=True):
         if grouped:
             _chart_and_words(rw.groups_spec(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
-            st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key="run_w_groups",
+            st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key=Keys.RUN_W_GROUPS,
                                  format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
@@ -270,7 +273,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
         # Filled only while open (opening it reruns the page's body): a collapsed expander's content is
         # still sent and mounted, and each cell of an st.table is a Markdown element -- 110 of the Run
         # page's 169 on the sample run, mounted at every first render and every Back to the run.
-        slices = st.expander("Reward per slice (trainable, masked, each mask reason)", key="run_reward_slices_open",
+        slices = st.expander("Reward per slice (trainable, masked, each mask reason)", key=Keys.RUN_REWARD_SLICES_OPEN,
                              on_change="rerun")
         if not slices.open:
             return
@@ -278,7 +281,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
             for i, (name, f) in enumerate(rewarded):
                 if cmp is not None:
                     st.caption(md_escape(name))
-                with st.container(key=f"run_reward_slices_{i}"):
+                with st.container(key=Keys.run_reward_slices(i)):
                     st.table(md_frame(rw.reward_slices_shown(f)), hide_index=True, border="horizontal")
 
 
@@ -309,12 +312,12 @@ def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarra
     config = {f"{name} {side}": column_config[name] for name in ("delivered", "calls") for side in "AB"}
     config["rollout A"] = column_config["rollout"]  # pinned, as on one run's table
     back = back_position(positions) if back_position is not None else None
-    with st.container(key="run_table_box"):
+    with st.container(key=Keys.RUN_TABLE_BOX):
         event = st.dataframe(shown, key=f"run_pairs:{run_key}:{flt.token}" + (f":{back[0]}" if back else ""),
                              on_select="rerun", selection_mode="single-row", hide_index=True, column_config=config,
                              height=min(38 + 35 * max(len(shown), 1), 560), width="stretch", placeholder="",
                              selection_default={"selection": {"rows": [back[1]]}} if back else None)
-    if back and scroll is not None and STATE.pop("run_back_scroll", None) == back[0]:
+    if back and scroll is not None and STATE.pop(Keys.RUN_BACK_SCROLL, None) == back[0]:
         st.html(scroll(back[1]), unsafe_allow_javascript=True)
     picked = event.selection.rows if event is not None else []
     if picked and 0 <= int(picked[0]) < len(positions):
@@ -336,7 +339,7 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
         source, rollout_id = str(frame["source"].iloc[row]), str(frame["rollout_id"].iloc[row])
         sides.append((side, source, rollout_id, rs.locate(where, source), where))
     change = rd.CHANGE_LABELS[str(cmp.rows["change"].iloc[position])]
-    with st.container(border=True, key="run_pair_open"):
+    with st.container(border=True, key=Keys.RUN_PAIR_OPEN):
         ids = " / ".join(md_escape(s[2]) for s in sides if s is not None)
         st.markdown(f"**{ids}** · change: *{change}*"
                     + (" · opening either side shows the two captures on the Rollout page's Compare tab"
@@ -351,9 +354,8 @@ def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, p
                 col.caption(md_escape(rs.missing_message(where, source)))
                 continue
             label = f"Open {side}: {md_escape(rollout_id)}"
-            if col.button(label, key=f"run_open_{side}", icon=":material/open_in_new:", width="stretch"):
-                STATE["open_rollout_seq"] += 1
-                step = tr.pair_request(cmp, position, side, (origin, versus.origin), STATE["open_rollout_seq"],
+            if col.button(label, key=Keys.run_open(side), icon=":material/open_in_new:", width="stretch"):
+                step = tr.pair_request(cmp, position, side, (origin, versus.origin), next_open_seq(),
                                        back_params)
                 if step.request is not None:
                     open_request(step.request)

@@ -21,32 +21,15 @@ then show both, joined as ``tokencap diff`` joins them.
 A scan is cached for the whole server per (absolute path, fingerprint of its files; taken
 once per session and path, "Rescan" takes it again); an upload's table per its content.
 
-Filters: `RunFilter` in ``st.session_state["run_filter"]`` (the one source of truth; the
+Filters: `RunFilter` in the session (``Keys.RUN_FILTER``) (the one source of truth; the
 widgets show it, chart clicks and widget changes replace it) mirrored into the URL's
 ``run_*`` query parameters, so a reload or a shared link opens the same view.
 
-Opening a rollout -- the contract with the Rollout page. Selecting a table row sets::
-
-    st.session_state["open_rollout"] = {
-        "path": absolute path of the run's directory, or of the rollout's file when the run
-                is one file; None when the rollout lives in an uploaded file,
-        "source": the row's ``source`` (relative to "path"; ``sub/R.tokens.*`` for a store rollout),
-        "rollout_id": the row's rollout id,
-        "seq": a number new at every opening (the Rollout page selects the rollout once per seq),
-        "back_params": the ``run_*`` query parameters of the current filters,
-        "name", "data": the uploaded file's name and bytes (only when "path" is None),
-        "final_responses": the rollout records the run was scanned with (a path), if any: the
-                           Rollout page builds the rollout with them, so its verdict is its row's,
-        "vs": (a joined row of a comparison, when both runs hold it) the other run's capture, a
-              dict of the same shape: the Rollout page opens its Compare tab on the two,
-        "frame", "row", "origin": the run's frame, the row number and the `RunOrigin`
-                (previous / next in this filter, `tokencap.views.run.triage`),
-        (a joined row of a comparison, `triage.pair_request`, instead of "frame":)
-        "comparison", "origin_b": the `Comparison` (its ``row`` a position in its joined rows) and run
-                B's origin; "run", "side": the run the capture comes from ("A (run)", "A"), on the request
-                and on its "vs", so the Compare tab keeps run A on the left and names each column's run,
-    }
-
+Opening a rollout -- the contract with the Rollout page. Selecting a table row puts an
+`OpenRequest` (``tokencap/services/requests.py``: where the rollout's files are, its id, a
+``seq`` new at every opening, the filters to return with, the run's records, a comparison's
+other capture as ``vs``, and the row's place in the run for previous / next) in the session
+under ``Keys.OPEN_ROLLOUT`` (``tokencap/app/state.py``)
 and switches to the Rollout page, which opens exactly that rollout (a store rollout as
 its own files only) and shows "Back to the run", returning here with the filters kept
 and that row (the last one opened) selected and scrolled into view. The Rollout page's URL keeps
@@ -61,20 +44,27 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from tokencap.bundled import SAMPLE_DATA
 from tokencap.app import assets
 from tokencap.app.run import parts as parts
-from tokencap.app.run.opening import (first_row_request, open_clicked_row, open_row, row_clicked, run_params,
-                                   switch_to_rollout)
 from tokencap.app.run.loading import LoadedRun, progress_in
+from tokencap.app.run.opening import (
+    first_row_request,
+    open_clicked_row,
+    open_row,
+    row_clicked,
+    run_params,
+    switch_to_rollout,
+)
 from tokencap.app.run.sources import cli_arguments, sidebar_origin
+from tokencap.app.state import Keys, open_request
+from tokencap.bundled import SAMPLE_DATA
+from tokencap.services import run_sources as rs
 from tokencap.views import trace, vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import rollouts as ro
-from tokencap.services import run_sources as rs
 from tokencap.views.run import table as rt
 from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
@@ -82,27 +72,27 @@ from tokencap.views.widgets import selected_rows
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 
 STATE = st.session_state
-for _name, _default in (("run_fingerprints", {}), ("run_uploads", ()), ("open_rollout_seq", 0),
-                        ("run_chart_nonce", {})):
+for _name, _default in ((Keys.RUN_FINGERPRINTS, {}), (Keys.RUN_UPLOADS, ()), (Keys.OPEN_ROLLOUT_SEQ, 0),
+                        (Keys.RUN_CHART_NONCE, {})):
     if _name not in STATE:
         STATE[_name] = _default
-if "run_more_charts" not in STATE:  # a first load, a reload, a link: the URL says whether the other charts show
-    STATE["run_more_charts"] = rc.more_charts_open(st.query_params.to_dict())
+if Keys.RUN_MORE_CHARTS not in STATE:  # a first load, a reload, a link: the URL says whether the other charts show
+    STATE[Keys.RUN_MORE_CHARTS] = rc.more_charts_open(st.query_params.to_dict())
 
 
 # --------------------------------------------------------------------------- filters
 
 
 def current_filter() -> rd.RunFilter:
-    flt = STATE.get("run_filter")
+    flt = STATE.get(Keys.RUN_FILTER)
     if not isinstance(flt, rd.RunFilter):
         flt = rd.RunFilter.from_params(st.query_params.to_dict())
-        STATE["run_filter"] = flt
+        STATE[Keys.RUN_FILTER] = flt
     return flt
 
 
 def _set_filter(flt: rd.RunFilter) -> None:
-    STATE["run_filter"] = flt
+    STATE[Keys.RUN_FILTER] = flt
 
 
 def _sync_url(flt: rd.RunFilter) -> None:
@@ -117,16 +107,16 @@ def _sync_url(flt: rd.RunFilter) -> None:
 
 
 WIDGETS = {  # widget key -> RunFilter field
-    "run_w_change": "change",
-    "run_w_groups": "groups",
-    "run_w_verdict": "verdict",
-    "run_w_contiguous": "contiguous",
-    "run_w_reasons": "reasons",
-    "run_w_statuses": "statuses",
-    "run_w_query": "query",
-    "run_w_source": "source",
-    "run_w_sort": "sort",
-    "run_w_desc": "descending",
+    Keys.RUN_W_CHANGE: "change",
+    Keys.RUN_W_GROUPS: "groups",
+    Keys.RUN_W_VERDICT: "verdict",
+    Keys.RUN_W_CONTIGUOUS: "contiguous",
+    Keys.RUN_W_REASONS: "reasons",
+    Keys.RUN_W_STATUSES: "statuses",
+    Keys.RUN_W_QUERY: "query",
+    Keys.RUN_W_SOURCE: "source",
+    Keys.RUN_W_SORT: "sort",
+    Keys.RUN_W_DESC: "descending",
 }
 
 
@@ -158,7 +148,7 @@ def _chart_clicked(chart_key: str, dimension: str) -> None:
     # The clicked chart is drawn under a new key, so its selection never lingers and the
     # next click on any of its bars is a fresh event. (A chart's element id also follows
     # its figure, so a chart whose counts changed is a new element anyway.)
-    STATE["run_chart_nonce"][dimension] = STATE["run_chart_nonce"].get(dimension, 0) + 1
+    STATE[Keys.RUN_CHART_NONCE][dimension] = STATE[Keys.RUN_CHART_NONCE].get(dimension, 0) + 1
     if hit is not None:
         bar_dimension, key = hit
         _set_filter(current_filter().toggle(bar_dimension, key))
@@ -168,27 +158,27 @@ def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> 
     """The filters in one row under the charts (the first screen holds the table's first rows below them);
     for rollouts read from output items, NeMo RL's contiguity too."""
     if comparing:
-        st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key="run_w_change",
-                       format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=("run_w_change",),
+        st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key=Keys.RUN_W_CHANGE,
+                       format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=(Keys.RUN_W_CHANGE,),
                        placeholder="any")
-    with st.container(key="run_filters", horizontal=True, gap="small", vertical_alignment="bottom"):
-        st.segmented_control("Verdict", list(rd.VERDICTS), key="run_w_verdict", on_change=_widget_changed,
-                             args=("run_w_verdict",))
-        st.multiselect("Status", list(rd.STATUSES), key="run_w_statuses", on_change=_widget_changed,
-                       args=("run_w_statuses",), placeholder="any")
+    with st.container(key=Keys.RUN_FILTERS, horizontal=True, gap="small", vertical_alignment="bottom"):
+        st.segmented_control("Verdict", list(rd.VERDICTS), key=Keys.RUN_W_VERDICT, on_change=_widget_changed,
+                             args=(Keys.RUN_W_VERDICT,))
+        st.multiselect("Status", list(rd.STATUSES), key=Keys.RUN_W_STATUSES, on_change=_widget_changed,
+                       args=(Keys.RUN_W_STATUSES,), placeholder="any")
         if items:  # rollouts read from output items: what NeMo RL's contiguity check says of them
-            st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key="run_w_contiguous",
+            st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key=Keys.RUN_W_CONTIGUOUS,
                                  format_func=ro.CONTIGUITY_LABELS.get, on_change=_widget_changed,
-                                 args=("run_w_contiguous",), help=ro.CONTIGUITY_TEXT["not_contiguous"])
-        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key="run_w_reasons",
-                       on_change=_widget_changed, args=("run_w_reasons",), placeholder="any")
-        st.text_input("Rollout id contains", key="run_w_query", on_change=_widget_changed, args=("run_w_query",),
+                                 args=(Keys.RUN_W_CONTIGUOUS,), help=ro.CONTIGUITY_TEXT["not_contiguous"])
+        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key=Keys.RUN_W_REASONS,
+                       on_change=_widget_changed, args=(Keys.RUN_W_REASONS,), placeholder="any")
+        st.text_input("Rollout id contains", key=Keys.RUN_W_QUERY, on_change=_widget_changed, args=(Keys.RUN_W_QUERY,),
                       placeholder="search ids", icon=":material/search:")
-        st.text_input("Source contains", key="run_w_source", on_change=_widget_changed, args=("run_w_source",),
+        st.text_input("Source contains", key=Keys.RUN_W_SOURCE, on_change=_widget_changed, args=(Keys.RUN_W_SOURCE,),
                       placeholder="path or file", icon=":material/folder:")
-        st.selectbox("Sort by", list(rd.SORTS), key="run_w_sort", format_func=rd.SORTS.get,
-                     on_change=_widget_changed, args=("run_w_sort",))
-        st.toggle("Descending", key="run_w_desc", on_change=_widget_changed, args=("run_w_desc",),
+        st.selectbox("Sort by", list(rd.SORTS), key=Keys.RUN_W_SORT, format_func=rd.SORTS.get,
+                     on_change=_widget_changed, args=(Keys.RUN_W_SORT,))
+        st.toggle("Descending", key=Keys.RUN_W_DESC, on_change=_widget_changed, args=(Keys.RUN_W_DESC,),
                   disabled=not flt.sort)
 
 
@@ -196,14 +186,14 @@ def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollou
     """The table's count and filter in words, the other charts' switch and "Clear filters", in one row whose
     right end stays empty: the table's hover toolbar stands there, above the table's top edge."""
     described = flt.describe()
-    with st.container(key="run_table_heading", horizontal=True, gap="small", vertical_alignment="center"):
+    with st.container(key=Keys.RUN_TABLE_HEADING, horizontal=True, gap="small", vertical_alignment="center"):
         text = f"**{shown:,} of {total:,} {what}**"
         if described:
             text += " · filtered on " + " · ".join(f"*{md_escape(t)}*" for _, t in described)
         st.markdown(text + " · select a row to open it", width="stretch")
         more_charts_switch()
         if described:
-            st.button("Clear filters", icon=":material/filter_alt_off:", key="run_clear",
+            st.button("Clear filters", icon=":material/filter_alt_off:", key=Keys.RUN_CLEAR,
                       on_click=lambda: _set_filter(current_filter().cleared()), width="content")
 
 
@@ -214,7 +204,7 @@ def _records_use(origin: rs.RunOrigin, run: LoadedRun) -> str:
     """How many rollouts the run's records apply to, when not all (issue 37: never "with" unused records)."""
     if not origin.records or run.table is None:
         return ""
-    name = rs.records_name(origin.records, STATE.get("run_records_upload")) or origin.records
+    name = rs.records_name(origin.records, STATE.get(Keys.RUN_RECORDS_UPLOAD)) or origin.records
     return rr.records_use_words(name, rr.records_applied(run.table), run.table.num_rows)
 
 
@@ -228,7 +218,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
     st.caption(f"{len(frame):,} rollout{'s' if len(frame) != 1 else ''} · {how}"
                + (f" in {run.seconds:.1f} s" if run.seconds >= 0.05 and origin.kind != "parquet" else "")
                + ("" if origin.kind == "parquet" else
-                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get("run_records_upload"))
+                  " " + md_escape(rs.records_words(origin.records, APP_DIR, STATE.get(Keys.RUN_RECORDS_UPLOAD))
                                   + _records_use(origin, run)))
                + ".")
     if cmp is not None:
@@ -239,7 +229,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
     metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
     if cmp is None:  # one row of compact tiles (`tokencap/app/assets/run_page.css`)
-        tiles = st.container(key="run_tiles", horizontal=True, gap="small")
+        tiles = st.container(key=Keys.RUN_TILES, horizontal=True, gap="small")
         columns = [tiles] * len(metrics)
     else:  # "241 → 259" needs a third of the width
         columns = [c for i in range(0, len(metrics), 3) for c in st.columns(3)]
@@ -253,8 +243,8 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
 
 def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | None = None,
            names: tuple[str, str] = ("A", "B")) -> None:
-    key = f"run_chart:{bars.dimension}:{run_key}:{STATE['run_chart_nonce'].get(bars.dimension, 0)}"
-    with st.container(border=True, key=f"run_box_{bars.dimension}"):
+    key = f"run_chart:{bars.dimension}:{run_key}:{STATE[Keys.RUN_CHART_NONCE].get(bars.dimension, 0)}"
+    with st.container(border=True, key=Keys.run_box(bars.dimension)):
         st.vega_lite_chart(rc.bar_spec(bars, flt.active_keys(bars.dimension), versus, names), key=key,
                            on_select=lambda k=key, d=bars.dimension: _chart_clicked(k, d),
                            selection_mode=vega.PICK, width="stretch")
@@ -276,14 +266,14 @@ def show_other_charts(pairs: dict[str, tuple[rd.Bars, rd.Bars | None]], flt: rd.
 
 
 def _more_charts_changed() -> None:
-    STATE["run_more_charts"] = bool(STATE.get("run_w_more"))
+    STATE[Keys.RUN_MORE_CHARTS] = bool(STATE.get(Keys.RUN_W_MORE))
 
 
 def more_charts_switch() -> None:
     """The switch that opens the other charts (closed at first; ``run_charts=1`` in the URL keeps it open),
     in the table's heading: the charts it opens are drawn above it, under the first two."""
-    STATE["run_w_more"] = STATE["run_more_charts"]
-    st.toggle(rc.MORE_LABEL, key="run_w_more", on_change=_more_charts_changed, width="content")
+    STATE[Keys.RUN_W_MORE] = STATE[Keys.RUN_MORE_CHARTS]
+    st.toggle(rc.MORE_LABEL, key=Keys.RUN_W_MORE, on_change=_more_charts_changed, width="content")
 
 
 def _column(name: str) -> Any:
@@ -310,29 +300,29 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
     keep = rd.passing(frame, masks)
     rows = rd.sorted_rows(frame, keep, flt)
     # The sidebar's Rollout link opens this table's first row (`opening.first_row_request`), not a sample.
-    STATE["run_first_row"] = (origin, frame, int(rows[0]), flt) if len(rows) else None
-    STATE["run_default_open"] = first_row_request
+    STATE[Keys.RUN_FIRST_ROW] = (origin, frame, int(rows[0]), flt) if len(rows) else None
+    STATE[Keys.RUN_DEFAULT_OPEN] = first_row_request
     table_heading(flt, len(rows), len(frame))
     back = _back_position(frame, rows)  # the row just inspected, when coming back from it
-    drawn = (STATE.get("run_table_last") or (None,) * 3)[2]
+    drawn = (STATE.get(Keys.RUN_TABLE_LAST) or (None,) * 3)[2]
     table_key = _table_key(run_key, flt, back)
     shown = rd.table_frame(frame, rows)
-    with st.container(key="run_table_box"):
+    with st.container(key=Keys.RUN_TABLE_BOX):
         event = st.dataframe(shown, key=table_key, selection_mode="single-row",
                              on_select=lambda: row_clicked(table_key, frame, rows),
                              hide_index=True, height=min(38 + 35 * max(len(shown), 1), TABLE_HEIGHT),
                              column_config=COLUMN_CONFIG, width="stretch", lazy=False, placeholder="",
                              selection_default={"selection": {"rows": [back[1]]}} if back else None)
     picked = list(event.selection.rows) if event is not None else []
-    if back and STATE.pop("run_back_scroll", None) == back[0]:
+    if back and STATE.pop(Keys.RUN_BACK_SCROLL, None) == back[0]:
         st.html(scroll_to_row(back[1]), unsafe_allow_javascript=True)
     # The row shown selected on the way back (by a new table, whatever the filter) is not a request to
     # open it again (until it changes).
     if back and table_key != drawn:
-        STATE["run_back_hold"] = (table_key, [back[1]])
-    hold = STATE.get("run_back_hold")
+        STATE[Keys.RUN_BACK_HOLD] = (table_key, [back[1]])
+    hold = STATE.get(Keys.RUN_BACK_HOLD)
     if hold is not None and hold != (table_key, picked):
-        STATE.pop("run_back_hold", None)
+        STATE.pop(Keys.RUN_BACK_HOLD, None)
         hold = None
     if picked and hold is None:
         row = rd.row_at(frame, rows, int(picked[0]))
@@ -347,13 +337,13 @@ def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) ->
     (the row inspected, on the way back; a rollout that could not be opened) gets a new key when the
     filter or the run changes: the same position in other rows must never open a rollout nobody picked.
     """
-    epoch = int(STATE.get("run_table_epoch", 0))
-    last = STATE.get("run_table_last")  # (run_key, filter token, table key) of the table drawn last
+    epoch = int(STATE.get(Keys.RUN_TABLE_EPOCH, 0))
+    last = STATE.get(Keys.RUN_TABLE_LAST)  # (run_key, filter token, table key) of the table drawn last
     if last is not None and last[:2] != (run_key, flt.token) and selected_rows(STATE.get(last[2])):
         epoch += 1
-        STATE["run_table_epoch"] = epoch
+        STATE[Keys.RUN_TABLE_EPOCH] = epoch
     key = f"run_table:{epoch}" + (f":{back[0]}" if back else "")
-    STATE["run_table_last"] = (run_key, flt.token, key)
+    STATE[Keys.RUN_TABLE_LAST] = (run_key, flt.token, key)
     return key
 
 
@@ -364,16 +354,16 @@ ROW_HEIGHT = 35
 def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tuple[int, int] | None:
     """(seq, position in the table) of the rollout last opened from this table (a run's frame, or the joined
     rows of a comparison), when it is shown."""
-    request = STATE.get("open_rollout")
-    if not isinstance(request, dict) or not isinstance(request.get("row"), int) or \
-            request.get("comparison" if isinstance(frame, cv.Comparison) else "frame") is not frame:
+    request = open_request()
+    if request is None or request.row is None or \
+            (request.comparison if isinstance(frame, cv.Comparison) else request.frame) is not frame:
         return None
-    hits = np.flatnonzero(rows == request["row"])
+    hits = np.flatnonzero(rows == request.row)
     if not len(hits):
         return None
-    if STATE.get("run_back_seen") != request.get("seq"):
-        STATE["run_back_seen"] = STATE["run_back_scroll"] = request.get("seq")
-    return int(request.get("seq") or 0), int(hits[0])
+    if STATE.get(Keys.RUN_BACK_SEEN) != request.seq:
+        STATE[Keys.RUN_BACK_SEEN] = STATE[Keys.RUN_BACK_SCROLL] = request.seq
+    return request.seq, int(hits[0])
 
 
 def scroll_to_row(position: int) -> str:
@@ -405,7 +395,7 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
     groups follow the table, outside the fragment."""
     with trace.span("run body"):
         flt = current_filter()
-        if STATE.get("run_groups_drawn", flt.groups) != flt.groups:
+        if STATE.get(Keys.RUN_GROUPS_DRAWN, flt.groups) != flt.groups:
             st.rerun(scope="app")  # the rewards' group control, outside this fragment, shows the filter too
         _sync_url(flt)
         if cmp is None:
@@ -423,7 +413,7 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
             with col, trace.span(f"run chart {d}"):
                 _chart(pairs[d][0], flt, run_key, pairs[d][1], names)
         filter_controls(flt, cmp is not None, ro.has_items(frame))
-        if STATE["run_more_charts"]:
+        if STATE[Keys.RUN_MORE_CHARTS]:
             show_other_charts(pairs, flt, run_key, names)
         if cmp is None:
             show_table(origin, frame, flt, masks, run_key)
@@ -441,14 +431,14 @@ def main() -> None:
             unsafe_allow_javascript=True)
     with progress_in(st.empty()):  # a scan's progress bar, at one position whether a run is scanned or not
         origin, run = sidebar_origin()
-        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE.get("run_path")
-                                       and not STATE["run_uploads"])
+        versus = parts.sidebar_compare(APP_DIR, default_page=not cli_arguments().path and not STATE.get(Keys.RUN_PATH)
+                                       and not STATE[Keys.RUN_UPLOADS])
     flt = current_filter()
     _sync_url(flt)  # a run that cannot be opened is named in the URL too: a reload shows this error
     if run.error or run.frame is None:
-        STATE["run_first_row"] = None  # no run: the Rollout page has no row of it to open
+        STATE[Keys.RUN_FIRST_ROW] = None  # no run: the Rollout page has no row of it to open
         st.markdown("## Run")
-        title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get("run_records_upload"))
+        title, problem = rs.scan_problem(run.error or "no table", origin.records, STATE.get(Keys.RUN_RECORDS_UPLOAD))
         st.error(f"**{title}** {md_escape(problem)}", icon=":material/error:")
         return
     frame = run.frame
@@ -459,11 +449,11 @@ def main() -> None:
         st.info("This run holds no rollout.")
         return
     run_key = run.key + (versus.run.key if versus is not None and cmp is not None else "")
-    STATE["run_groups_drawn"] = current_filter().groups  # what the rewards below show, in this run
+    STATE[Keys.RUN_GROUPS_DRAWN] = current_filter().groups  # what the rewards below show, in this run
     run_body(origin, frame, versus, cmp, run_key)
     # Below the table, outside the fragment: a click on the run's charts or table leaves them be.
     with trace.span("run rewards"):
-        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed("run_w_groups"),
+        parts.show_rewards(origin, frame, cmp, current_filter(), lambda: _widget_changed(Keys.RUN_W_GROUPS),
                            unused_records=bool(origin.records) and run.table is not None
                            and rr.records_applied(run.table) == 0)
     parts.work_ahead()

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from tokencap.bundled import SAMPLE_DATA
 from tokencap.app.run import parts as parts
 from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads, records_directory
+from tokencap.app.state import Keys
+from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import run_sources as rs
 from tokencap.views.text import fmt_bytes, md_escape
 
@@ -29,10 +30,10 @@ def records_for(path: str, sample: Path) -> str | None:
     """The rollout records a scan of ``path`` uses: the sidebar's (upload or path), the command
     line's (for the run the app was started on, not one opened by path), else the bundled records
     of a bundled run."""
-    upload: rs.Upload | None = STATE.get("run_records_upload")
+    upload: rs.Upload | None = STATE.get(Keys.RUN_RECORDS_UPLOAD)
     if upload is not None:
         return str(rs.stored_upload(upload, records_directory()))
-    typed = (STATE.get("run_records_path") or "").strip()
+    typed = (STATE.get(Keys.RUN_RECORDS_PATH) or "").strip()
     if typed:
         return rs.typed_path(typed)
     cli = cli_arguments()
@@ -43,36 +44,36 @@ def records_for(path: str, sample: Path) -> str | None:
 
 
 def _remember_uploads() -> None:
-    files = STATE.get("run_uploader") or []
-    STATE["run_uploads"] = tuple(rs.Upload(f.name, f.getvalue()) for f in files)
+    files = STATE.get(Keys.RUN_UPLOADER) or []
+    STATE[Keys.RUN_UPLOADS] = tuple(rs.Upload(f.name, f.getvalue()) for f in files)
 
 
 def _forget_uploads() -> None:
-    STATE["run_uploads"] = ()
+    STATE[Keys.RUN_UPLOADS] = ()
 
 
 def _rescan(path: str) -> None:
-    STATE["run_fingerprints"].pop(path, None)
+    STATE[Keys.RUN_FINGERPRINTS].pop(path, None)
 
 
 def _remember_path() -> None:
-    typed = (STATE.get("run_w_path") or "").strip()
-    if typed != STATE.get("run_path", ""):
+    typed = (STATE.get(Keys.RUN_W_PATH) or "").strip()
+    if typed != STATE.get(Keys.RUN_PATH, ""):
         parts.forget_records()  # records belong to the run they were given with
-    STATE["run_path"] = typed
+    STATE[Keys.RUN_PATH] = typed
 
 
 def opened_path() -> str:
     """The run directory or scan table named in the sidebar (or, on a session's first visit, in the URL)."""
-    if "run_path" not in STATE:
-        STATE["run_path"] = str(st.query_params.get(rs.PATH_PARAM, "")).strip()
-    if STATE.get("run_w_path") != STATE["run_path"]:
-        STATE["run_w_path"] = STATE["run_path"]
+    if Keys.RUN_PATH not in STATE:
+        STATE[Keys.RUN_PATH] = str(st.query_params.get(rs.PATH_PARAM, "")).strip()
+    if STATE.get(Keys.RUN_W_PATH) != STATE[Keys.RUN_PATH]:
+        STATE[Keys.RUN_W_PATH] = STATE[Keys.RUN_PATH]
     st.sidebar.text_input(
-        "or a run directory or scan table on this machine", key="run_w_path", on_change=_remember_path,
+        "or a run directory or scan table on this machine", key=Keys.RUN_W_PATH, on_change=_remember_path,
         placeholder="/path/to/run", help="A capture-store directory, a tree of rollout files, or a scan table "
         "(.parquet), as `tokencap app PATH` opens it; empty: the run the app was started on.")
-    return STATE["run_path"]
+    return STATE[Keys.RUN_PATH]
 
 
 def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
@@ -82,16 +83,17 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     # The uploader's own value is lost when the page is left; the uploads live in
     # session state (set when the user changes them), so the way back keeps them.
     st.sidebar.file_uploader(
-        "Open a run", type=list(rs.RUN_UPLOAD_TYPES), accept_multiple_files=True, key="run_uploader",
+        "Open a run", type=list(rs.RUN_UPLOAD_TYPES), accept_multiple_files=True, key=Keys.RUN_UPLOADER,
         on_change=_remember_uploads,
         help="A scan table (`tokencap scan RUN -o RESULT.parquet`), optionally with some of its rollouts' files; "
              "or rollouts to scan here: JSON, entries JSONL, or a zip of a capture-store directory.")
     cli = cli_arguments().path
-    uploads: tuple[rs.Upload, ...] = STATE["run_uploads"]
+    uploads: tuple[rs.Upload, ...] = STATE[Keys.RUN_UPLOADS]
     if uploads:
         names = ", ".join(u.name for u in uploads)
         st.sidebar.caption(f"Showing the upload: {md_escape(names)}")
-        st.sidebar.button("Close the upload", icon=":material/close:", on_click=_forget_uploads, key="run_close_upload")
+        st.sidebar.button("Close the upload", icon=":material/close:", on_click=_forget_uploads,
+                          key=Keys.RUN_CLOSE_UPLOAD)
         loaded = load_uploads(uploads)
         if any(u.is_table for u in uploads):
             roots = _run_root_input() + ((cli,) if cli and Path(cli).is_dir() else ())
@@ -103,7 +105,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     typed = opened_path()
     named = typed or cli  # the sidebar's path, else the command line's
     path = (rs.typed_path(typed) if typed else str(Path(cli).expanduser().resolve())) if named else str(sample)
-    fps: dict[str, rs.Fingerprint] = STATE["run_fingerprints"]
+    fps: dict[str, rs.Fingerprint] = STATE[Keys.RUN_FINGERPRINTS]
     if path not in fps:
         fps[path] = rs.fingerprint(path)
     fp = fps[path]
@@ -112,7 +114,7 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     st.sidebar.text(path if named else str(sample.relative_to(APP_DIR)))
     if fp.exists:
         st.sidebar.caption(f"{fp.files:,} file{'s' if fp.files != 1 else ''}, {fmt_bytes(fp.size)}")
-    st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key="run_rescan",
+    st.sidebar.button("Rescan", icon=":material/refresh:", on_click=_rescan, args=(path,), key=Keys.RUN_RESCAN,
                       help="Scan again (files added or changed since this session first scanned the run).")
     label = path if named else f"sample run ({sample.relative_to(APP_DIR)})"
     if path.lower().endswith(".parquet") and Path(path).is_file():
@@ -120,20 +122,20 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     kind = "directory" if Path(path).is_dir() else "file"
     parts.sidebar_records()
     records = records_for(path, sample)
-    parts.records_caption(rs.records_name(records, STATE.get("run_records_upload")))
+    parts.records_caption(rs.records_name(records, STATE.get(Keys.RUN_RECORDS_UPLOAD)))
     return rs.RunOrigin(kind, label, root=path, records=records), load_any_path(path, fp, records)
 
 
 def _remember_root() -> None:
-    STATE["run_root"] = (STATE.get("run_w_root") or "").strip()
+    STATE[Keys.RUN_ROOT] = (STATE.get(Keys.RUN_W_ROOT) or "").strip()
 
 
 def _run_root_input() -> tuple[str, ...]:
     """The run directory the user named for a table; kept in session state, so the way back keeps it."""
-    if STATE.get("run_w_root") != STATE.get("run_root", ""):
-        STATE["run_w_root"] = STATE.get("run_root", "")
+    if STATE.get(Keys.RUN_W_ROOT) != STATE.get(Keys.RUN_ROOT, ""):
+        STATE[Keys.RUN_W_ROOT] = STATE.get(Keys.RUN_ROOT, "")
     st.sidebar.text_input(
-        "Run directory on this machine (optional)", key="run_w_root", on_change=_remember_root,
+        "Run directory on this machine (optional)", key=Keys.RUN_W_ROOT, on_change=_remember_root,
         help="Where the table's source paths start (the SOURCE it was scanned from), to open its rollouts.")
-    root = STATE.get("run_root", "")
+    root = STATE.get(Keys.RUN_ROOT, "")
     return (root,) if root else ()

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from ...services.requests import OpenRequest
+from ...services.rollout_sources import RolloutRef, Scenario, Source
 from .. import links
 from ..model import RolloutView
-from ...services.rollout_sources import RolloutRef, Scenario, Source
 from ..text import fmt_bytes, md_escape
 from .attribution import none_anchor_label
 from .culprits import Culprit, ReasonLine, first_culprit
@@ -88,29 +89,29 @@ def rollout_option_label(view: RolloutView, ref: RolloutRef, several_sources: bo
     return f"{verdict_label(view.result)} · {ref.rollout_id}{where}"
 
 
-def handed_over_records(request: Mapping[str, Any], kept: Sequence[tuple[Any, Any] | None]) -> dict[str, str]:
+def handed_over_records(request: OpenRequest, kept: Sequence[tuple[Any, Any] | None]) -> dict[str, str]:
     """The rollout records (path) per source (cache key) of the rollouts the Run page handed over.
 
     ``kept`` holds, for the request and its ``vs``, the ``(seq, source)`` the page built for it;
     a source built for an earlier opening (another ``seq``) is not this request's and gets none.
     """
     out: dict[str, str] = {}
-    for handed, memo in zip((request, request.get("vs")), kept, strict=False):
-        records = handed.get("final_responses") if isinstance(handed, Mapping) else None
-        if records and memo is not None and memo[0] == request.get("seq"):
+    for handed, memo in zip((request, request.vs), kept, strict=False):
+        records = handed.final_responses if handed is not None else None
+        if records and memo is not None and memo[0] == request.seq:
             out[memo[1].cache_key] = str(records)
     return out
 
 
-def handed_over_refs(refs: Sequence[RolloutRef], request: Mapping[str, Any],
+def handed_over_refs(refs: Sequence[RolloutRef], request: OpenRequest,
                      vs_key: str | None) -> tuple[RolloutRef | None, RolloutRef | None]:
     """The rollout the Run page handed over (not in the capture compared with) and, when the request
     carries a ``vs``, the capture compared with (the other run's rollout in the ``vs_key`` source)."""
-    wanted = next((r for r in refs if r.rollout_id == request["rollout_id"] and r.source_key != vs_key), None)
+    wanted = next((r for r in refs if r.rollout_id == request.rollout_id and r.source_key != vs_key), None)
     if wanted is None:
         return None, None
-    vs = request.get("vs") or {}
-    other = next((r for r in refs if r.source_key == vs_key and r.rollout_id == vs.get("rollout_id")), None)
+    vs_id = request.vs.rollout_id if request.vs is not None else None
+    other = next((r for r in refs if r.source_key == vs_key and r.rollout_id == vs_id), None)
     return wanted, other
 
 
@@ -132,13 +133,13 @@ def distinct_capture(source: Source, taken: Iterable[str], run: str | None) -> S
     return dataclasses.replace(source, copy=run or "compared with")
 
 
-def capture_runs(request: Mapping[str, Any] | None, keys: Sequence[str | None]) -> dict[str, tuple[str, str]]:
+def capture_runs(request: OpenRequest | None, keys: Sequence[str | None]) -> dict[str, tuple[str, str]]:
     """Per source (cache key) of the rollout a comparison handed over and of its ``vs``: (side, run name)
     as the Run page names them ("A", "A (run)"). ``keys`` are the two sources' cache keys."""
     out: dict[str, tuple[str, str]] = {}
-    for handed, key in zip((request, (request or {}).get("vs")), keys, strict=False):
-        if isinstance(handed, Mapping) and key and handed.get("side") in ("A", "B"):
-            out[key] = (str(handed["side"]), str(handed.get("run") or handed["side"]))
+    for handed, key in zip((request, request.vs if request is not None else None), keys, strict=False):
+        if handed is not None and key and handed.side in ("A", "B"):
+            out[key] = (str(handed.side), str(handed.run or handed.side))
     return out
 
 
@@ -233,12 +234,12 @@ def default_anchor_pair(base: RolloutView, anchor: str | None) -> tuple[str | No
 # --------------------------------------------------------------------------- a run's rollout in a URL
 
 
-def run_link(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> tuple[str | None, str | None]:
-    """``(src, part)`` naming a rollout opened from the Run page (the ``open_rollout`` request) in a URL:
+def run_link(request: OpenRequest, sample_dir: str | os.PathLike[str]) -> tuple[str | None, str | None]:
+    """``(src, part)`` naming a rollout opened from the Run page (an `OpenRequest`) in a URL:
     the run (``sample:NAME`` for a run bundled in ``sample_dir``, else its absolute path) and the
     row's source in it. ``(None, None)`` for a rollout in an uploaded file, which no URL can name."""
-    path, source = request.get("path"), request.get("source")
-    if request.get("data") is not None or not path or not source:
+    path, source = request.path, request.source
+    if request.data is not None or not path or not source:
         return None, None
     root = Path(str(path)).resolve()
     if root.parent == Path(sample_dir).resolve():
@@ -253,11 +254,11 @@ def _bundled_records(sample_dir: str | os.PathLike[str], run: str | os.PathLike[
     return records if records.is_file() else None
 
 
-def run_link_records(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> str | None:
+def run_link_records(request: OpenRequest, sample_dir: str | os.PathLike[str]) -> str | None:
     """The ``records`` a link to a run's rollout names: the rollout records its run was scanned with (an
     absolute path), so a reload or a link builds it as its row did; None when there are none, for the
     bundled sample run's own (a link to ``sample:NAME`` uses them anyway) and for an uploaded rollout."""
-    records = request.get("final_responses")
+    records = request.final_responses
     src, _ = run_link(request, sample_dir)
     if not records or src is None:
         return None
@@ -286,17 +287,17 @@ def run_records_problem(error: str) -> str:
             "files by path to inspect the capture alone.")
 
 
-def versus_link(request: Mapping[str, Any], sample_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def versus_link(request: OpenRequest, sample_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The URL's ``vs_*`` (and ``side``) of a rollout handed over with the other run's capture (``vs``), so a
     reload or a shared link opens the same comparison; {} when there is none or it cannot be named."""
-    vs = request.get("vs")
-    if not isinstance(vs, Mapping):
+    vs = request.vs
+    if vs is None:
         return {}
     src, part = run_link(vs, sample_dir)
     if src is None:
         return {}
     return {"vs_src": src, "vs_part": part, "vs_records": run_link_records(vs, sample_dir),
-            "vs_rollout": vs.get("rollout_id"), "side": request.get("side")}
+            "vs_rollout": vs.rollout_id, "side": request.side}
 
 
 def _linked_path(sample: str | None, path: str | None, sample_dir: str | os.PathLike[str]) -> str:
@@ -309,8 +310,8 @@ def _linked_path(sample: str | None, path: str | None, sample_dir: str | os.Path
     return str(path)
 
 
-def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[str], seq: int) -> dict[str, Any]:
-    """The ``open_rollout`` request a URL with ``part`` stands for (a reload, a shared link).
+def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[str], seq: int) -> OpenRequest:
+    """The `OpenRequest` a URL with ``part`` stands for (a reload, a shared link).
 
     Raises `ValueError` with plain words when the URL names a sample run this app does not
     bundle; the files themselves are checked when the rollout is opened
@@ -324,30 +325,28 @@ def run_request_of_link(state: links.ViewState, sample_dir: str | os.PathLike[st
         path = str(root)
     else:
         path = str(state.path)
-    request: dict[str, Any] = {"path": path, "source": state.part, "rollout_id": state.rollout, "seq": seq}
     records = state.records or (_bundled_records(sample_dir, path) if state.sample is not None else None)
-    if records:
-        request["final_responses"] = str(records)  # built as its row was: with its run's rollout records
+    # built as its row was: with its run's rollout records
+    request = OpenRequest(path=path, source=str(state.part or ""), rollout_id=str(state.rollout or ""), seq=seq,
+                          final_responses=str(records) if records else None)
     if state.vs_src:  # the other run's capture of a comparison (or any capture named to compare with)
         vs_path = _linked_path(state.vs_sample, state.vs_path, sample_dir)
-        vs: dict[str, Any] = {"path": vs_path, "source": state.vs_part or "",
-                              "rollout_id": state.vs_rollout or state.rollout}
         vs_records = state.vs_records or (_bundled_records(sample_dir, vs_path)
                                           if state.vs_sample is not None and state.vs_part else None)
-        if vs_records:
-            vs["final_responses"] = str(vs_records)
+        vs = OpenRequest(path=vs_path, source=state.vs_part or "", rollout_id=str(state.vs_rollout or state.rollout),
+                         final_responses=str(vs_records) if vs_records else None)
         if state.side in ("A", "B"):
             other = "B" if state.side == "A" else "A"
-            request.update(side=state.side, run=f"{state.side} ({Path(path).name})")
-            vs.update(side=other, run=f"{other} ({Path(vs_path).name})")
-        request["vs"] = vs
+            request = dataclasses.replace(request, side=state.side, run=f"{state.side} ({Path(path).name})")
+            vs = dataclasses.replace(vs, side=other, run=f"{other} ({Path(vs_path).name})")
+        request = dataclasses.replace(request, vs=vs)
     return request
 
 
-def same_run_rollout(request: Mapping[str, Any] | None, state: links.ViewState,
+def same_run_rollout(request: OpenRequest | None, state: links.ViewState,
                      sample_dir: str | os.PathLike[str]) -> bool:
     """Whether ``request`` already opens the rollout the URL names (the page's own URL, after a switch)."""
-    if request is None or request.get("rollout_id") != state.rollout:
+    if request is None or request.rollout_id != state.rollout:
         return False
     src = state.src if state.sample is not None else str(Path(str(state.path)).resolve())
     return run_link(request, sample_dir) == (src, state.part) and run_link_records(request, sample_dir) == (
@@ -360,7 +359,7 @@ def same_run_rollout(request: Mapping[str, Any] | None, state: links.ViewState,
 LinkTarget = Literal["run rollout", "same run rollout", "sample", "path", "same source"]
 
 
-def link_target(state: links.ViewState, request: Mapping[str, Any] | None,
+def link_target(state: links.ViewState, request: OpenRequest | None,
                 sample_dir: str | os.PathLike[str]) -> LinkTarget:
     """What a URL from outside asks the page to open.
 

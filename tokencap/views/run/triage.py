@@ -1,7 +1,7 @@
 """Triage: walking a run's rollouts one by one, in the order the Run page's table shows them.
 
 A rollout opened from the Run page carries its place in the run: the run's frame, its row
-number and where the run came from (the ``open_rollout`` request, see ``tokencap/app/run/run.py``).
+number and where the run came from (the `OpenRequest`, ``tokencap/services/requests.py``).
 `run_order` lists the rows that pass the Run page's filter (its ``run_*`` parameters) in
 its sort, with the Run page's own functions (`data.filter_masks`, `passing`,
 `sorted_rows`), so "next" is always the row below in the table the user left.
@@ -13,13 +13,13 @@ No Streamlit here; nothing from the Rollout page's parts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ...services import run_sources as rs
+from ...services.requests import OpenRequest
 from ..text import count
 from . import compare as cv
 from . import data as rd
@@ -65,10 +65,10 @@ def run_order(frame: pd.DataFrame, flt: rd.RunFilter) -> RunOrder:
     return RunOrder(frame, rd.sorted_rows(frame, keep, flt))
 
 
-def with_place(request: dict[str, Any], origin: rs.RunOrigin, frame: pd.DataFrame, row: int) -> dict[str, Any]:
-    """An ``open_rollout`` request (`source.open_request`) with the row's place in the run (``frame``,
+def with_place(request: OpenRequest, origin: rs.RunOrigin, frame: pd.DataFrame, row: int) -> OpenRequest:
+    """An `OpenRequest` (`source.open_request`) with the row's place in the run (``frame``,
     ``row``, ``origin``), which previous / next and the way back use."""
-    return {**request, "frame": frame, "row": row, "origin": origin}
+    return replace(request, frame=frame, row=row, origin=origin)
 
 
 def pair_order(cmp: cv.Comparison, flt: rd.RunFilter) -> RunOrder:
@@ -114,54 +114,55 @@ def pair_request(cmp: cv.Comparison, position: int, side: str, origins: tuple[rs
         source, rollout_id, _, origin, _ = sides[next(s for s in order if s in sides)]
         return Step(problem=f"{rollout_id}: {rs.missing_message(origin, source)} Go back to the run to upload it.")
 
-    def opened(letter: str, number: int) -> dict[str, Any]:
+    def opened(letter: str, number: int) -> OpenRequest:
         source, rollout_id, located, origin, name = sides[letter]
         assert located is not None
         request = rs.open_request(located, source, rollout_id, seq=number, back_params=back_params,
                                   records=origin.records)
-        return {**request, "run": name, "side": letter}
+        return replace(request, run=name, side=letter)
 
     request = opened(chosen, seq)
     other = order[1] if chosen == order[0] else order[0]
     if other in sides and sides[other][2] is not None:
-        request["vs"] = opened(other, seq)
-    return Step({**request, "comparison": cmp, "row": position, "origin": origins[0], "origin_b": origins[1]})
+        request = replace(request, vs=opened(other, seq))
+    return Step(replace(request, comparison=cmp, row=position, origin=origins[0], origin_b=origins[1]))
 
 
-def order_of(request: Mapping[str, Any]) -> RunOrder | None:
+def order_of(request: OpenRequest) -> RunOrder | None:
     """The order a request opened from the Run page walks in (its filter and sort), or None for a
     rollout opened otherwise (a link, a file)."""
-    if isinstance(request.get("comparison"), cv.Comparison) and isinstance(request.get("row"), int):
-        return pair_order(request["comparison"], rd.RunFilter.from_params(request.get("back_params") or {}))
-    frame, row = request.get("frame"), request.get("row")
-    if not isinstance(frame, pd.DataFrame) or not isinstance(row, int):
+    if request.comparison is not None and request.row is not None:
+        return pair_order(request.comparison, rd.RunFilter.from_params(request.back_params))
+    if request.frame is None or request.row is None:
         return None
-    return run_order(frame, rd.RunFilter.from_params(request.get("back_params") or {}))
+    return run_order(request.frame, rd.RunFilter.from_params(request.back_params))
 
 
 @dataclass(frozen=True)
 class Step:
     """What previous or next does: open ``request``, or say ``problem`` (the file is not here)."""
 
-    request: dict[str, Any] | None = None
+    request: OpenRequest | None = None
     problem: str | None = None
 
 
-def step_request(request: Mapping[str, Any], order: RunOrder, delta: int, seq: int) -> Step | None:
+def step_request(request: OpenRequest, order: RunOrder, delta: int, seq: int) -> Step | None:
     """Open the rollout ``delta`` rows away in ``order``; None past the ends of the table."""
-    target = order.step(int(request["row"]), delta)
+    if request.row is None or request.origin is None:
+        return None
+    target = order.step(request.row, delta)
     if target is None:
         return None
-    origin: rs.RunOrigin = request["origin"]
-    if isinstance(request.get("comparison"), cv.Comparison):  # the next joined rollout, the same side
-        return pair_request(request["comparison"], target, str(request.get("side") or "A"),
-                            (origin, request["origin_b"]), seq, request.get("back_params"))
+    origin = request.origin
+    if request.comparison is not None and request.origin_b is not None:  # the next joined rollout, the same side
+        return pair_request(request.comparison, target, str(request.side or "A"),
+                            (origin, request.origin_b), seq, request.back_params)
     source, rollout_id = order.entry(target)
     located = rs.locate(origin, source)
     if located is None:
         return Step(problem=f"{rollout_id}: {rs.missing_message(origin, source)} Go back to the run to upload it.")
-    opened = rs.open_request(located, source, rollout_id, seq=seq, back_params=request.get("back_params"),
-                             records=request.get("final_responses"))
+    opened = rs.open_request(located, source, rollout_id, seq=seq, back_params=request.back_params,
+                             records=request.final_responses)
     return Step(with_place(opened, origin, order.frame, target))
 
 
