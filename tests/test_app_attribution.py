@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from helpers_app import ROLLOUT_PAGE, start_app
+from helpers_app import ROLLOUT_PAGE, rerun, start_app
 from synth_snapshots import cli_build
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,14 +34,6 @@ def banner(at: AppTest) -> str:
     reasons' keys), as one text."""
     return "\n".join(f"{m.value}\n{m.proto.help}" for m in at.markdown
                      if re.search(r"\*\*(Masked|Trainable) —", m.value) or "mask reasons `" in m.proto.help)
-
-
-def rerun(at: AppTest, tab: str | None = None) -> AppTest:
-    if tab is not None:
-        at.session_state["tab"] = tab
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def upload_finals(at: AppTest, name: str, data: bytes) -> AppTest:

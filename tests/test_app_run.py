@@ -35,9 +35,10 @@ from tokencap.app.run import loading as rl
 from tokencap.services import run_sources as rs
 from tokencap.services import scan_cache
 from tokencap.views.run import triage as tr
-from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, SAMPLE_RECORDS, SAMPLE_RUN, SAMPLES, UPSTREAM, click_bar, escaped, headings, open_link, rerun, run_app, run_table, select_row,
+from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, SAMPLE_RECORDS, SAMPLE_RUN, SAMPLES, click_bar, escaped, headings, open_link, rerun, run_app, run_table, select_row,
                          send_selection, shown_count)
 from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
+from helpers_rollouts import make_run
 
 
 def rollout_banner(at: AppTest) -> str:
@@ -55,17 +56,6 @@ def a_reason(frame) -> str:
     counts = {r: int((frame[f"reason_{r}"].to_numpy() & loads).sum()) for r in rd.MASK_REASON_ORDER
               if r not in ("load_error", "capture_incomplete", "no_records")}
     return max(counts, key=lambda r: (counts[r], r == "multiple_chains"))
-
-
-def make_run(tmp_path: Path) -> Path:
-    """A small run directory: a capture store, a snapshot, an entries log, in subdirectories."""
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLES / "capture_store", run / "store")
-    shutil.copytree(UPSTREAM, run / "upstream")
-    (run / "files").mkdir()
-    for name in ("length_stop.json", "subagent_branch.json", "multi_rollout_entries.jsonl"):
-        shutil.copy(SAMPLES / name, run / "files" / name)
-    return run
 
 
 def parquet_of(table: pa.Table) -> bytes:
