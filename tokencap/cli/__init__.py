@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import NoReturn
 
+from ..bundled import is_sample_name, sample_path  # at start: a command may run as another user later
 from ..diagnosis.text import TokenizerError
 from ..export import OutputPathError
 from ..interrupts import Run, exit_code, handling_interrupts
@@ -180,8 +181,6 @@ _PATH_ARGUMENTS = ("source", "a", "b", "final_responses", "final_responses_a", "
 
 def _name_samples(args: argparse.Namespace) -> None:
     """Each path argument written ``sample:NAME`` becomes that bundled sample's path (tokencap.bundled)."""
-    from ..bundled import is_sample_name, sample_path
-
     for name in _PATH_ARGUMENTS:
         value = getattr(args, name, None)
         if isinstance(value, str) and is_sample_name(value):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..bundled import sample_hint
 from ..export import check_output_path
 from ..interrupts import Terminated, current_run
 from ..loading import FinalResponses, load_final_responses
@@ -171,8 +172,6 @@ def _existing(source: str) -> Path:
         raise _UsageError(f"SOURCE is empty: {_EMPTY_PATH}")
     path = Path(source)
     if not path.exists():
-        from ..bundled import sample_hint
-
         raise _UsageError(f"{source}: no such file or directory{sample_hint(source)}")
     return path
 
