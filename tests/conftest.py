@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import subprocess
 import tempfile
 
 import pytest
@@ -50,6 +51,15 @@ def downloads(monkeypatch):
     monkeypatch.setattr(MediaFileManager, "add_deferred", spy_deferred)
     monkeypatch.setattr(MediaFileManager, "add", spy_add)
     return captured
+
+
+@pytest.fixture
+def no_server(monkeypatch):
+    """Any process started (the app's server, a scan child) fails the test: the command must stop first."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
 @pytest.fixture

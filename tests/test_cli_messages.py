@@ -27,14 +27,6 @@ def _error(capsys) -> str:
     return err.rstrip("\n").removeprefix("tokencap: error: ")
 
 
-@pytest.fixture
-def no_server(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a process was started: {args}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-
-
 # --------------------------------------------------------------------------- a directory for a file
 
 

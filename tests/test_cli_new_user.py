@@ -7,14 +7,13 @@ import json
 import re
 import shlex
 import socket
-import subprocess
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from helpers import linear_chain, snapshot_dict
+
 from tokencap.cli import main
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import SCHEMA
@@ -33,14 +32,6 @@ def _snapshot(tmp_path: Path, rollout_id: str = "a") -> Path:
     path = tmp_path / f"{rollout_id}.json"
     path.write_text(json.dumps(snapshot_dict(linear_chain(2, rollout_id=rollout_id).records)))
     return path
-
-
-@pytest.fixture
-def no_server(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a server was started: {args}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
 # =========================================================================== 11: app reads its records first

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import linear_chain, snapshot_dict
 from sigint import default_sigint
+
 from tokencap.cli import _parser, main
 from tokencap.export import write_atomically
 
@@ -327,14 +327,6 @@ def test_an_output_replacing_a_file_keeps_that_files_permissions(umask, tmp_path
 # =========================================================================== tokencap app (point 7)
 
 
-@pytest.fixture
-def no_server(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a server was started: {args}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-
-
 def test_app_on_a_missing_path_fails_on_the_command_line(no_server, tmp_path: Path, capsys) -> None:
     missing = tmp_path / "no" / "such"
     assert main(["app", str(missing)]) == 2
@@ -485,7 +477,7 @@ def test_tokencap_app_gives_the_server_the_app_s_settings_from_any_working_direc
     assert main(["app", "--port", port]) == 0
     (cmd,) = calls
     flags = cmd[cmd.index("run") + 2: cmd.index("--")]
-    given = dict(zip(flags[::2], flags[1::2]))
+    given = dict(zip(flags[::2], flags[1::2], strict=True))
     config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     for section, options in config.items():
         for name, value in options.items():

@@ -26,7 +26,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
-from app_server import CHROMIUM, free_port, launch_chromium  # noqa: E402
+from app_server import CHROMIUM, AppDidNotStart, free_port, launch_chromium, wait_until_serving  # noqa: E402
 
 pytestmark = pytest.mark.wheel
 START_TIMEOUT = 180.0
@@ -144,7 +144,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def app_url(installed: Installed) -> Iterator[str]:
     """`tokencap app` from the venv, in the empty directory, on a free port; yields its URL once it is healthy."""
     port = free_port()
-    log = open(installed.venv.parent / "app.log", "wb")  # noqa: SIM115 -- closed below
+    log = open(installed.venv.parent / "app.log", "wb")
     proc = subprocess.Popen([str(installed.bin / "tokencap"), "app", "--port", str(port)], cwd=installed.empty,
                             env=installed.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://localhost:{port}"
@@ -157,24 +157,12 @@ def app_url(installed: Installed) -> Iterator[str]:
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str, log) -> None:
-    import time
-
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            log.flush()
-            raise AssertionError(f"tokencap app did not start on {url}: "
-                                 f"{Path(log.name).read_text(errors='replace')[-2000:]}")
-        try:
-            proc.wait(0.2)  # look again in 0.2 s, or at once if the server exits
-        except subprocess.TimeoutExpired:
-            pass
+    """Once the app answers its health check; the server's log in the failure when it never does."""
+    try:
+        wait_until_serving(proc, url, log)
+    except AppDidNotStart:
+        raise AssertionError(f"tokencap app did not start on {url}: "
+                             f"{Path(log.name).read_text(errors='replace')[-2000:]}") from None
 
 
 @pytest.mark.browser
