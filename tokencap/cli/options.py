@@ -83,31 +83,30 @@ def _checked_tokenizer(path: str | None) -> str | None:
         raise _UsageError(f"--tokenizer: {exc}") from None
 
 
-def _port(text: str) -> int:
+def _parsed(text: str, convert: type, what: str) -> Any:
+    """``text`` as a number (``int`` or ``float``), or argparse's one-line complaint naming ``what``."""
     try:
-        value = int(text)
+        return convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def _port(text: str) -> int:
+    value: int = _parsed(text, int, "a port number")
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port number (1 to 65535)")
     return value
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value: int = _parsed(text, int, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    value: float = _parsed(text, float, "a number of seconds")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
     return value
