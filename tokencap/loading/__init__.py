@@ -14,7 +14,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..records import RecordError, TokenCaptureSnapshot
+from ..record_errors import RecordError
+from ..records import TokenCaptureSnapshot
 from .files import (
     Buffer,
     DirectorySource,

@@ -31,7 +31,8 @@ from typing import Any
 
 import msgspec
 
-from ..records import RecordError, TokenCaptureSnapshot
+from ..record_errors import RecordError
+from ..records import TokenCaptureSnapshot
 from .final_responses import FinalResponses, carries_tokens, decode_record, one_record
 from .skeleton import CUT_ABOVE, TOKEN_ARRAY_FIELDS, address, cut_token_arrays
 from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record

@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
+from ..record_errors import RecordError, shown, type_name
+from ..records import EngineRefusalRecord, TokenCaptureSnapshot, TokenEntry
 from .skeleton import cut_token_arrays, may_cut, restore_token_arrays
 from .wire import (
     TOO_DEEP,

@@ -25,7 +25,9 @@ import numpy as np
 import simdjson
 
 from ..limits import CARRIED_INT_MAX, CARRIED_INT_MIN, MAX_CARRIED_DEPTH
-from ..records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenEntry, carried_problem
+from ..record_checks import carried_problem
+from ..record_errors import RecordError
+from ..records import EngineRefusalRecord, ParentResolutionStatus, TokenEntry
 from ..tokens import TOKEN_DTYPE, SequenceArena, as_token_array, prefix_equals
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
