@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tokencap"
 
 # DESIGN.md's layers, bottom up: (layer, modules or packages in it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("records", ("records", "digest", "tokens", "limits", "identity", "lazy")),
+    ("records", ("records", "record_checks", "record_errors", "digest", "tokens", "limits", "identity", "lazy")),
     ("loading", ("loading",)),
     ("builder", ("builder",)),
     ("projection, verdicts, masks", ("projection", "verdicts", "lossmask", "attribution")),

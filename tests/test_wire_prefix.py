@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import entry_dict
-from tokencap.loading.wire import RecordDecoder, _match_segments, _Text, decode_raw_object
+from tokencap.loading.raw_records import decode_raw_object
+from tokencap.loading.wire import RecordDecoder, _match_segments, _Text
 
 _SEPARATORS = [",", ", ", " ,", " , ", ",\n  ", "\n,\t"]
 _PADS = ["", " ", "\n ", "\t\r\n"]

@@ -1,4 +1,4 @@
-"""The typed line decode (`loading.wire.decode_entry_line` + `TokenEntry.from_proven`) against
+"""The typed line decode (`loading.typed_lines.decode_entry_line` + `TokenEntry.from_proven`) against
 the exact path it shortcuts.
 
 The typed decode reads a token entry line's small fields in one call and builds the entry
@@ -26,7 +26,9 @@ from helpers_wire import (conversation, entry_fingerprint, entry_line, entry_mut
                           snapshot_text, snapshots_seen, top_mutations)
 from tokencap.loading import text as text_module
 from tokencap.loading.text import LoadError, load_jsonl
-from tokencap.loading.wire import RecordDecoder, WireEntry, WireLine, decode_entry_line, decode_raw_object
+from tokencap.loading.raw_records import decode_raw_object
+from tokencap.loading.typed_lines import WireEntry, WireLine, decode_entry_line
+from tokencap.loading.wire import RecordDecoder
 from tokencap.records import ParentResolutionStatus, RecordError, TokenEntry
 
 

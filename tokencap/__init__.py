@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them
     from .loading import FinalResponses, LoadError, load_final_responses, load_snapshots
     from .lossmask import LossMask, loss_mask
     from .projection import assert_prefix_contiguity, project_chain_to_output_items, project_main_chain_response
-    from .records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenCaptureSnapshot, TokenEntry
+    from .record_errors import RecordError
+    from .records import EngineRefusalRecord, ParentResolutionStatus, TokenCaptureSnapshot, TokenEntry
     from .rollout import RolloutResult, build_rollout
 
 _HOMES = {  # submodule -> the public names it defines (the imports above)
@@ -30,8 +31,8 @@ _HOMES = {  # submodule -> the public names it defines (the imports above)
     "loading": ("FinalResponses", "LoadError", "load_final_responses", "load_snapshots"),
     "lossmask": ("LossMask", "loss_mask"),
     "projection": ("assert_prefix_contiguity", "project_chain_to_output_items", "project_main_chain_response"),
-    "records": ("EngineRefusalRecord", "ParentResolutionStatus", "RecordError", "TokenCaptureSnapshot",
-                "TokenEntry"),
+    "record_errors": ("RecordError",),
+    "records": ("EngineRefusalRecord", "ParentResolutionStatus", "TokenCaptureSnapshot", "TokenEntry"),
     "rollout": ("RolloutResult", "build_rollout"),
 }
 

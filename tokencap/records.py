@@ -3,7 +3,9 @@
 Every record is validated when it is built, so the builder can trust types and shapes and
 spend its attention on lineage. Validation is deliberately narrow (docs/contract.md#token-entry): it rejects
 what cannot be a record at all and leaves every judgement about lineage to the builder,
-which can quarantine or mask instead of refusing the whole file.
+which can quarantine or mask instead of refusing the whole file. Each field's own check is
+`tokencap.record_checks`; the rules that tie a record's fields together are here, with the
+record.
 
 Token arrays are held as read-only numpy arrays (ids as ``uint64``, log-probabilities as
 ``float64``): a 100k-token context is one buffer, not 100k Python ints. ``list(arr)`` and
@@ -17,22 +19,18 @@ import json
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
 
-from .limits import CARRIED_INT_MAX, CARRIED_INT_MIN, MAX_CARRIED_DEPTH
-from .tokens import TokenArray, as_token_array
+from .record_checks import U64_LIMIT, RecordChecker, call_id_of, frozen_array, required_field
+from .record_errors import RecordError, shown, type_name
 
 TOKEN_ENTRY_SCHEMA_VERSIONS = range(3, 7)
 """Schema versions a reader accepts for TokenEntry (3..6 inclusive)."""
 
 ENGINE_REFUSAL_SCHEMA_VERSIONS = range(1, 2)
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
-
-_U64_LIMIT = 1 << 64
-_EMPTY_IDS = as_token_array(np.zeros(0, dtype=np.uint64))
-_EMPTY_LOGPROBS = as_token_array(np.zeros(0, dtype=np.float64))
 
 
 class ParentResolutionStatus(enum.StrEnum):
@@ -41,338 +39,6 @@ class ParentResolutionStatus(enum.StrEnum):
     ROOT = "root"
     RESOLVED = "resolved"
     UNRESOLVED = "unresolved"
-
-
-class RecordError(ValueError):
-    """A record that cannot be a record: names the call, the field and the problem.
-
-    Loaders add where it came from (``source``: the file and line) so the message a user
-    reads says exactly what to fix.
-    """
-
-    record_index: int | None = None
-    """The failing record's position in the batch a decoder was given, when it knows it."""
-
-    def __init__(self, problem: str, *, call_id: str | None = None, field: str | None = None,
-                 source: str | None = None) -> None:
-        self.problem = problem
-        self.call_id = call_id
-        self.field = field
-        self.source = source
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        parts = []
-        if self.source:
-            parts.append(self.source)
-        if self.call_id is not None:
-            parts.append(f"call {self.call_id!r}")
-        if self.field:
-            parts.append(f"field {self.field!r}")
-        parts.append(self.problem)
-        return ": ".join(parts)
-
-    def located(self, source: str) -> RecordError:
-        """The same error with where it came from prepended (file, line, record)."""
-        if self.source:
-            source = f"{source}: {self.source}"
-        return RecordError(self.problem, call_id=self.call_id, field=self.field, source=source)
-
-
-# --------------------------------------------------------------------------- coercion
-
-
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A value for an error message: deterministic, short, and never a memory address.
-
-    JSON scalars are shown as written (long strings cut); anything else by its kind, so
-    the same input always gives the same message bytes.
-    """
-    if value is None or isinstance(value, (bool, float, np.bool_, np.floating)):
-        return repr(value.item() if isinstance(value, np.generic) else value)
-    if isinstance(value, (int, np.integer)):
-        value = int(value)
-        return repr(value) if value.bit_length() <= 128 else f"an integer of {value.bit_length()} bits"
-    if isinstance(value, str):
-        text = repr(value)
-        return text if len(text) <= limit else f"{text[: limit - 5]}...' ({len(value)} characters)"
-    return type_name(value)
-
-
-def _carried_path(field: str, link: tuple | None) -> str:
-    """Where in the field, as ``field[0]['key']``; a deep path keeps its first steps only."""
-    path = []
-    while link is not None:
-        link, key = link
-        path.append(key)
-    path.reverse()
-    steps = "".join(f"[{p}]" if isinstance(p, int) else f"[{shown(p, 30)}]" for p in path[:6])
-    return field + steps + ("..." if len(path) > 6 else "")
-
-
-_PLAIN_NUMBERS = (int, float, bool)
-_SCALARS = frozenset((str, bool, type(None)))
-
-
-def carried_problem(value: Any, field: str) -> str | None:
-    """Why ``value`` cannot be carried through to the output unchanged, or None.
-
-    A carried field (output items, routed experts, an unknown field) is copied into the
-    response and written as JSON, so it must be JSON the writer can represent: objects
-    with string keys, lists, strings, finite numbers, integers in the 64-bit range, and
-    at most `MAX_CARRIED_DEPTH` levels of nesting. Checked here, when the record is
-    built, so a bad value is a record error at load time -- never a crash at write time
-    or a valid sample masked for a harmless payload. Iterative (no recursion), and a
-    list of plain numbers is checked by ``sum``/``min``/``max`` at C speed.
-    """
-    # Each stack entry: (value, depth, link); link = (parent link, key) names the path
-    # lazily, built into text only for the message.
-    stack: list[tuple[Any, int, tuple | None]] = [(value, 0, None)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth, link = pop()
-        kind = type(node)
-        if kind in _SCALARS:
-            continue
-        if kind is int:
-            if not CARRIED_INT_MIN <= node <= CARRIED_INT_MAX:
-                return (f"{_carried_path(field, link)} is an integer outside the 64-bit range "
-                        f"({shown(node)}); a carried value must fit in 64 bits")
-            continue
-        if kind is float:
-            if node - node != 0.0:  # inf - inf and nan - nan are nan
-                return f"{_carried_path(field, link)} is {node!r}; a carried number must be finite"
-            continue
-        is_list = kind is list or kind is tuple or (kind is not dict and isinstance(node, (list, tuple)))
-        if is_list or kind is dict or isinstance(node, Mapping):
-            if depth >= MAX_CARRIED_DEPTH:
-                return (f"{_carried_path(field, link)} is nested deeper than {MAX_CARRIED_DEPTH} levels, the limit "
-                        "for a carried field")
-            # Strings, booleans and nulls always pass: they are not pushed (most of an output
-            # item's nodes are strings).
-            if is_list:
-                if node and type(node[0]) in _PLAIN_NUMBERS and _numbers_fit(node):
-                    continue
-                for i in range(len(node) - 1, -1, -1):
-                    if type(node[i]) not in _SCALARS:
-                        push((node[i], depth + 1, (link, i)))
-            else:
-                keys = list(node)
-                for key in keys:
-                    if type(key) is not str:
-                        return f"{_carried_path(field, link)} has a key that is {type_name(key)}; keys must be strings"
-                for key in reversed(keys):
-                    if type(node[key]) not in _SCALARS:
-                        push((node[key], depth + 1, (link, key)))
-            continue
-        if isinstance(node, np.ndarray):
-            if node.dtype.kind not in "biuf" or depth + node.ndim > MAX_CARRIED_DEPTH:
-                return f"{_carried_path(field, link)} is an array of {node.dtype} that JSON cannot carry"
-            if node.dtype.kind == "f" and node.size and not np.isfinite(node).all():
-                return f"{_carried_path(field, link)} holds a number that is not finite"
-            continue
-        if isinstance(node, (np.integer, np.floating, np.bool_)):
-            push((node.item(), depth, link))
-            continue
-        if isinstance(node, (str, int, float)):  # a subclass (an IntEnum, say): judge its plain value
-            push(((str if isinstance(node, str) else float if isinstance(node, float) else int)(node), depth, link))
-            continue
-        return f"{_carried_path(field, link)} is {type_name(node)}, which JSON cannot carry"
-    return None
-
-
-def _numbers_fit(seq: list | tuple) -> bool:
-    """True when ``seq`` holds only plain integers (and booleans), all within 64 bits.
-
-    ``sum`` fails on anything that is not a number and turns float the moment a float
-    is present; either way the element-wise walk takes over and names the bad element.
-    """
-    try:
-        total = sum(seq)
-    except TypeError:
-        return False
-    if type(total) is not int:
-        return False
-    return CARRIED_INT_MIN <= min(seq) and max(seq) <= CARRIED_INT_MAX
-
-
-class _Checker:
-    """Type checks for one record, each failure naming the record and field."""
-
-    def __init__(self, call_id: str | None) -> None:
-        self.call_id = call_id
-
-    def identity(self, record: Any, versions: range, kind: str) -> int:
-        """Check the ids every record carries and its schema version; returns the version."""
-        self.string("model_call_id", record.model_call_id)
-        self.string("rollout_id", record.rollout_id)
-        version = self.integer("schema_version", record.schema_version)
-        if version not in versions:
-            accepted = f"{versions.start}..{versions.stop - 1}" if len(versions) > 1 else str(versions.start)
-            raise self.fail("schema_version", f"{kind} schema version {version} is not supported; this reader "
-                            f"accepts {accepted}")
-        return version
-
-    def fail(self, name: str, problem: str) -> RecordError:
-        return RecordError(problem, call_id=self.call_id, field=name)
-
-    @overload
-    def string(self, name: str, value: Any, *, nullable: Literal[False] = False) -> str: ...
-    @overload
-    def string(self, name: str, value: Any, *, nullable: bool) -> str | None: ...
-    def string(self, name: str, value: Any, *, nullable: bool = False) -> str | None:
-        if value is None and nullable:
-            return None
-        if not isinstance(value, str):
-            want = "a string or null" if nullable else "a string"
-            raise self.fail(name, f"must be {want}, got {type_name(value)}")
-        return value
-
-    @overload
-    def integer(self, name: str, value: Any, *, nullable: Literal[False] = False) -> int: ...
-    @overload
-    def integer(self, name: str, value: Any, *, nullable: bool) -> int | None: ...
-    def integer(self, name: str, value: Any, *, nullable: bool = False) -> int | None:
-        if value is None and nullable:
-            return None
-        # bool is an int subclass in Python; a JSON true is never a count or an index.
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            want = "an integer or null" if nullable else "an integer"
-            raise self.fail(name, f"must be {want}, got {type_name(value)}")
-        return int(value)
-
-    def number(self, name: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise self.fail(name, f"must be a number, got {type_name(value)}")
-        try:
-            return float(value)
-        except OverflowError:
-            raise self.fail(name, "is too large to be a number of seconds") from None
-
-    def boolean(self, name: str, value: Any) -> bool:
-        if not isinstance(value, (bool, np.bool_)):
-            raise self.fail(name, f"must be true or false, got {type_name(value)}")
-        return bool(value)
-
-    @overload
-    def resolution(self, name: str, value: Any, *, nullable: Literal[False]) -> ParentResolutionStatus: ...
-    @overload
-    def resolution(self, name: str, value: Any, *, nullable: bool) -> ParentResolutionStatus | None: ...
-    def resolution(self, name: str, value: Any, *, nullable: bool) -> ParentResolutionStatus | None:
-        if value is None and nullable:
-            return None
-        try:
-            return ParentResolutionStatus(value)
-        except (ValueError, TypeError):
-            allowed = ", ".join(repr(s.value) for s in ParentResolutionStatus)
-            extra = " or null" if nullable else ""
-            raise self.fail(name, f"must be one of {allowed}{extra}, got {shown(value)}") from None
-
-    def carried(self, record: Any, names: tuple[str, ...]) -> None:
-        """Every carried field (and every unknown one) must survive the trip to JSON output."""
-        for name in names:
-            value = getattr(record, name)
-            kind = type(value)
-            if kind in _SCALARS or (kind is int and CARRIED_INT_MIN <= value <= CARRIED_INT_MAX):
-                continue  # what carried_problem passes first, without the call
-            problem = carried_problem(value, name)
-            if problem is not None:
-                raise self.fail(name, problem)
-        if not isinstance(record.extra, Mapping):
-            raise self.fail("extra", f"must be a mapping of unknown fields, got {type_name(record.extra)}")
-        for name, value in record.extra.items():
-            problem = carried_problem(value, name)
-            if problem is not None:
-                raise self.fail(name, problem)
-
-    def token_ids(self, name: str, value: Any) -> np.ndarray:
-        if isinstance(value, np.ndarray):
-            if value.ndim != 1:
-                raise self.fail(name, "must be a flat list of token ids")
-            if value.dtype == np.uint64:
-                return _frozen(value)
-            if value.dtype.kind == "u":
-                return _frozen(value.astype(np.uint64))
-            if value.dtype.kind == "i":
-                if value.size and value.min() < 0:
-                    bad = int(np.argmax(value < 0))
-                    raise self.fail(name, f"token id at position {bad} is {int(value[bad])}; ids must be in [0, 2^64)")
-                return _frozen(value.astype(np.uint64))
-            if value.size == 0:
-                return _EMPTY_IDS
-            raise self.fail(name, f"must hold integer token ids, got an array of {value.dtype}")
-        if not isinstance(value, (list, tuple)):
-            raise self.fail(name, f"must be a list of token ids, got {type_name(value)}")
-        if not value:
-            return _EMPTY_IDS
-        for pos, tok in enumerate(value):
-            if isinstance(tok, (bool, np.bool_)) or not isinstance(tok, (int, np.integer)):
-                raise self.fail(name, f"token id at position {pos} is {type_name(tok)} ({shown(tok)}); "
-                                "ids must be integers in [0, 2^64)")
-            if not 0 <= tok < _U64_LIMIT:
-                raise self.fail(name, f"token id at position {pos} is {shown(tok)}; ids must be in [0, 2^64)")
-        return _frozen(np.array(value, dtype=np.uint64))
-
-    def log_probs(self, name: str, value: Any) -> np.ndarray:
-        if isinstance(value, np.ndarray):
-            if value.ndim != 1 or (value.size and value.dtype.kind not in "fiu"):
-                raise self.fail(name, "must be a flat list of numbers")
-            arr = value.astype(np.float64, copy=False)
-        else:
-            if not isinstance(value, (list, tuple)):
-                raise self.fail(name, f"must be a list of numbers, got {type_name(value)}")
-            if not value:
-                return _EMPTY_LOGPROBS
-            for pos, lp in enumerate(value):
-                if isinstance(lp, (bool, np.bool_)) or not isinstance(lp, (int, float, np.integer, np.floating)):
-                    raise self.fail(name, f"log-probability at position {pos} is {type_name(lp)} ({shown(lp)}); "
-                                    "it must be a finite number")
-            try:
-                arr = np.array(value, dtype=np.float64)
-            except OverflowError:
-                bad = next(i for i, lp in enumerate(value) if isinstance(lp, int) and abs(lp) > 1e308)
-                raise self.fail(name, f"log-probability at position {bad} is too large; "
-                                "it must be a finite number") from None
-        if arr.size and not np.isfinite(arr).all():
-            bad = int(np.argmin(np.isfinite(arr)))
-            raise self.fail(name, f"log-probability at position {bad} is {shown(float(arr[bad]))}; "
-                            "it must be a finite number")
-        return _frozen(arr)
-
-
-def _frozen(arr: np.ndarray) -> np.ndarray:
-    if type(arr) is TokenArray and not arr.flags.writeable:
-        return arr
-    return as_token_array(arr)
-
-
-def _required(data: Mapping[str, Any], name: str, call_id: str | None, kind: str) -> Any:
-    if name not in data:
-        raise RecordError(f"{kind} is missing the required field {name!r}", call_id=call_id)
-    return data[name]
-
-
-def _peek_call_id(data: Mapping[str, Any]) -> str | None:
-    value = data.get("model_call_id")
-    return value if isinstance(value, str) else None
 
 
 # --------------------------------------------------------------------------- TokenEntry
@@ -392,7 +58,8 @@ _TOKEN_ENTRY_CARRIED = ("output_items", "routed_experts", "continuation_fingerpr
 
 
 # The rules of docs/contract.md#token-entry beyond the fields' types, each said once: `TokenEntry.__post_init__`
-# raises them in its order, `TokenEntry.from_proven` only asks whether any of them fails.
+# raises them in its order, `TokenEntry.from_proven` only asks whether any of them fails (and
+# `EngineRefusalRecord` raises the lineage rule's parent-id half: a refusal has no delta prompt).
 
 def _count_problem(generation: np.ndarray, log_probs: np.ndarray) -> str | None:
     if generation.size != log_probs.size:
@@ -410,7 +77,7 @@ def _index_problem(index: int | None, items: list) -> str | None:
 def _cum_len_problem(cum_len: int | None) -> str | None:
     if cum_len is not None and cum_len < 0:
         return f"is {cum_len}; a sequence length cannot be negative"
-    if cum_len is not None and cum_len >= _U64_LIMIT:
+    if cum_len is not None and cum_len >= U64_LIMIT:
         return f"is {shown(cum_len)}; a sequence length must fit in 64 bits"
     return None
 
@@ -462,7 +129,7 @@ class TokenEntry:
     """Fields this reader does not know, kept so a round trip loses nothing."""
 
     def __post_init__(self) -> None:
-        check = _Checker(self.model_call_id if isinstance(self.model_call_id, str) else None)
+        check = RecordChecker(self.model_call_id if isinstance(self.model_call_id, str) else None)
         put = object.__setattr__
         put(self, "schema_version", check.identity(self, TOKEN_ENTRY_SCHEMA_VERSIONS, "token entry"))
         put(self, "prompt_token_ids", check.token_ids("prompt_token_ids", self.prompt_token_ids))
@@ -481,7 +148,7 @@ class TokenEntry:
             raise check.fail("token_item_index", problem)
         put(self, "token_item_index", index)
         put(self, "created_at", check.number("created_at", self.created_at))
-        resolution = check.resolution("parent_resolution", self.parent_resolution, nullable=True)
+        resolution = check.choice("parent_resolution", self.parent_resolution, ParentResolutionStatus, nullable=True)
         put(self, "parent_resolution", resolution)
         check.string("parent_call_id", self.parent_call_id, nullable=True)
         check.string("parent_resolution_reason", self.parent_resolution_reason)
@@ -506,10 +173,10 @@ class TokenEntry:
         """Build from a wire-format object; unknown fields are kept in ``extra``."""
         if not isinstance(data, Mapping):
             raise RecordError(f"a token entry must be a JSON object, got {type_name(data)}")
-        call_id = _peek_call_id(data)
+        call_id = call_id_of(data)
         kwargs = {name: data[name] for name in _TOKEN_ENTRY_FIELDS if name in data}
         for name in ("rollout_id", "model_call_id", "prompt_token_ids", "generation_token_ids", "generation_log_probs"):
-            _required(data, name, call_id, "token entry")
+            required_field(data, name, call_id, "token entry")
         for name in ("output_items", "model", "parent_resolution_reason", "prompt_is_delta", "prefix_requested",
                      "prefix_supplied", "created_at", "schema_version"):
             # An explicit null where the table has a non-null default is a type error,
@@ -573,8 +240,8 @@ class TokenEntry:
         for setter, value in zip(_SLOT_SETTERS, _slot_values(self), strict=True):  # one getter per setter
             setter(copy, value)
         put = object.__setattr__
-        put(copy, "prompt_token_ids", _frozen(np.asarray(prompt, dtype=np.uint64)))
-        put(copy, "generation_token_ids", _frozen(np.asarray(generation, dtype=np.uint64)))
+        put(copy, "prompt_token_ids", frozen_array(np.asarray(prompt, dtype=np.uint64)))
+        put(copy, "generation_token_ids", frozen_array(np.asarray(generation, dtype=np.uint64)))
         put(copy, "prompt_is_delta", False)
         return copy
 
@@ -619,29 +286,27 @@ class EngineRefusalRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check = _Checker(self.model_call_id if isinstance(self.model_call_id, str) else None)
+        check = RecordChecker(self.model_call_id if isinstance(self.model_call_id, str) else None)
         put = object.__setattr__
         put(self, "schema_version", check.identity(self, ENGINE_REFUSAL_SCHEMA_VERSIONS, "engine refusal"))
         put(self, "recorded_at", check.number("recorded_at", self.recorded_at))
-        resolution = check.resolution("parent_resolution", self.parent_resolution, nullable=False)
+        resolution = check.choice("parent_resolution", self.parent_resolution, ParentResolutionStatus, nullable=False)
         put(self, "parent_resolution", resolution)
         check.string("parent_call_id", self.parent_call_id, nullable=True)
         check.string("code", self.code, nullable=True)
         check.string("message", self.message)
-        if resolution is ParentResolutionStatus.RESOLVED and self.parent_call_id is None:
-            raise check.fail("parent_call_id", "parent_resolution is 'resolved' but no parent_call_id is given")
-        if resolution is not ParentResolutionStatus.RESOLVED and self.parent_call_id is not None:
-            raise check.fail("parent_call_id", f"parent_resolution is {resolution.value!r} but a parent_call_id "
-                             f"({self.parent_call_id!r}) is given")
+        lineage = _lineage_problem(resolution, self.parent_call_id, prompt_is_delta=False)
+        if lineage is not None:
+            raise check.fail(*lineage)
         check.carried(self, ())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EngineRefusalRecord:
         if not isinstance(data, Mapping):
             raise RecordError(f"an engine refusal must be a JSON object, got {type_name(data)}")
-        call_id = _peek_call_id(data)
+        call_id = call_id_of(data)
         for name in ("rollout_id", "model_call_id", "recorded_at"):
-            _required(data, name, call_id, "engine refusal")
+            required_field(data, name, call_id, "engine refusal")
         kwargs = {name: data[name] for name in _REFUSAL_FIELDS if name in data}
         for name in ("schema_version", "message"):
             if name in kwargs and kwargs[name] is None:

@@ -29,7 +29,7 @@ from ..diagnosis.text import TokenizerError
 from ..export import OutputPathError
 from ..interrupts import Run, exit_code, handling_interrupts
 from ..loading import LoadError
-from ..records import RecordError
+from ..record_errors import RecordError
 from ..run.errors import DiffError, DiscoveryError, EngineUnavailable, ScanTableError, WorkerCrashed
 from . import app, build, check, diff, export, inspect, scan
 from .options import (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 from ..loading.final_responses import EVIDENCE_NOTES_KEY as NOTES_KEY
-from ..records import type_name
+from ..record_errors import type_name
 
 EVIDENCE_FIELDS = ("ng_agent_observations", "ng_trajectory", "ng_model_call_capture")
 """The rollout record's fields the harness evidence is read from."""

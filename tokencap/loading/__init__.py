@@ -14,7 +14,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..records import RecordError, TokenCaptureSnapshot
+from ..record_errors import RecordError
+from ..records import TokenCaptureSnapshot
 from .files import (
     Buffer,
     DirectorySource,
@@ -27,10 +28,10 @@ from .files import (
     zip_source,
 )
 from .final_responses import FinalResponses, load_final_responses
+from .raw_records import TOO_DEEP
 from .rollouts import read_rollouts
 from .store import ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file, store_rollout_source
 from .text import LoadError, load_text
-from .wire import TOO_DEEP
 
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record

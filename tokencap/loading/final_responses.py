@@ -43,7 +43,7 @@ import numpy as np
 import simdjson
 
 from ..digest import checked_token_ids
-from ..records import shown, type_name
+from ..record_errors import shown, type_name
 from .text import _NON_BLANK, LoadError, binary_problem, is_blank, iter_lines, non_finite_problem, not_json
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode

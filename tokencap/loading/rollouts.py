@@ -31,11 +31,13 @@ from typing import Any
 
 import msgspec
 
-from ..records import RecordError, TokenCaptureSnapshot
+from ..record_errors import RecordError
+from ..records import TokenCaptureSnapshot
 from .final_responses import FinalResponses, carries_tokens, decode_record, one_record
+from .raw_records import TOO_DEEP, decode_raw_object, decode_value
 from .skeleton import CUT_ABOVE, TOKEN_ARRAY_FIELDS, address, cut_token_arrays
 from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
-from .wire import TOO_DEEP, RecordDecoder, decode_raw_object, decode_value
+from .wire import RecordDecoder
 
 CALL_PREFIX = "item-"
 """A call read from an output item is named ``item-NNNN`` by the item's output index."""

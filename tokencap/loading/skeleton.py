@@ -33,7 +33,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from .wire import Buffer, skip_blank
+from .raw_records import Buffer, skip_blank
 
 CUT_ABOVE = 1 << 20
 """Texts (bytes) above which token arrays are cut out before the typed decode. Below it the

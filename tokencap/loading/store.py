@@ -38,11 +38,12 @@ import msgspec
 import numpy as np
 
 from ..limits import HELD_AHEAD_BYTES
-from ..records import RecordError, TokenCaptureSnapshot, type_name
+from ..record_errors import RecordError, type_name
+from ..records import TokenCaptureSnapshot
 from .files import DirectorySource, FileSource, Skipped, kind_of, printable
+from .raw_records import TOO_DEEP, decode_value
 from .rollouts import RecordSpan, beside_captures_note, read_rollouts, rollout_at, source_records
 from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
-from .wire import TOO_DEEP, decode_value
 
 ENTRIES_SUFFIX = ".tokens.jsonl"
 REFUSALS_SUFFIX = ".tokens.refusals.jsonl"

@@ -17,21 +17,12 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from ..records import EngineRefusalRecord, RecordError, TokenCaptureSnapshot, TokenEntry, shown, type_name
+from ..record_errors import RecordError, shown, type_name
+from ..records import EngineRefusalRecord, TokenCaptureSnapshot, TokenEntry
+from .raw_records import TOO_DEEP, Buffer, RawRecord, decode_field, decode_raw_object, decode_value
 from .skeleton import cut_token_arrays, may_cut, restore_token_arrays
-from .wire import (
-    TOO_DEEP,
-    Buffer,
-    RawRecord,
-    RecordDecoder,
-    WireEntry,
-    WireLine,
-    decode_entry_line,
-    decode_field,
-    decode_raw_object,
-    decode_value,
-    typed_line,
-)
+from .typed_lines import WireEntry, WireLine, decode_entry_line, typed_line
+from .wire import RecordDecoder
 
 
 class LoadError(ValueError):

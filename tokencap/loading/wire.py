@@ -1,8 +1,9 @@
 """Decoding wire records without a Python object per token.
 
 A record arrives as a mapping from field name to the field's raw JSON text (msgspec's
-``Raw``: a zero-copy slice of the input). Small fields are decoded normally; the three
-token arrays go straight from text to numpy through simdjson's typed buffers.
+``Raw``: a zero-copy slice of the input; `tokencap.loading.raw_records`), or as a line the
+typed decode read (`tokencap.loading.typed_lines`). Small fields are decoded normally; the
+three token arrays go straight from text to numpy through simdjson's typed buffers.
 
 Full-prompt snapshots repeat each parent's whole sequence inside every child's prompt. So
 before parsing a child's prompt we compare its *text* with the text of its claimed
@@ -15,196 +16,24 @@ simply parse everything: the shortcut never decides anything, it only saves work
 from __future__ import annotations
 
 import math
-import mmap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, final
+from typing import Any, Literal, cast
 
 import msgspec
 import numpy as np
 import simdjson
 
-from ..limits import CARRIED_INT_MAX, CARRIED_INT_MIN, MAX_CARRIED_DEPTH
-from ..records import EngineRefusalRecord, ParentResolutionStatus, RecordError, TokenEntry, carried_problem
+from ..record_checks import call_id_of, required_field
+from ..record_errors import RecordError
+from ..records import EngineRefusalRecord, ParentResolutionStatus, TokenEntry
 from ..tokens import TOKEN_DTYPE, SequenceArena, as_token_array, prefix_equals
+from .raw_records import BLANKS, RawRecord, decode_field, skip_blank
+from .typed_lines import WireLine, carried_values_pass
 
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids")
 LOGPROB_FIELD = "generation_log_probs"
-_WHITESPACE = b" \t\r\n"
-
-RawRecord = Mapping[str, msgspec.Raw]
-
-Buffer = bytes | bytearray | memoryview | mmap.mmap
-"""What a loader reads text from: a small file's bytes, a big one's memory map, or a view."""
-
-TOO_DEEP = f"JSON nested too deeply to read (a carried field may nest at most {MAX_CARRIED_DEPTH} levels)"
-"""The message for JSON so deep the decoder itself gives up (hundreds of levels): the same
-rule as a carried field's depth limit, said the same way wherever it is hit."""
-
-_decode_raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_decode_any = msgspec.json.Decoder().decode
-
-
-def decode_raw_object(text: Buffer) -> dict[str, msgspec.Raw]:
-    """Split one JSON object into its fields' raw texts (raises msgspec errors)."""
-    return _decode_raw_object(text)
-
-
-def decode_value(raw: msgspec.Raw | Buffer) -> Any:
-    return _decode_any(raw)
-
-
-def decode_field(record: RawRecord, name: str) -> Any:
-    """One field's value; an undecodable one (a number out of range, invalid UTF-8) is a
-    RecordError naming the call and the field."""
-    try:
-        return _decode_any(record[name])
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        call_id = None
-        if name != "model_call_id" and "model_call_id" in record:
-            try:
-                value = _decode_any(record["model_call_id"])
-                call_id = value if isinstance(value, str) else None
-            except msgspec.MsgspecError:
-                pass
-        if isinstance(exc, RecursionError):
-            raise RecordError(TOO_DEEP, call_id=call_id, field=name) from None
-        problem = str(exc).split(" - at ")[0]
-        raise RecordError(f"the value cannot be read: {problem}", call_id=call_id, field=name) from None
-
-
-# --------------------------------------------------------------------------- typed lines
-
-
-class WireEntry(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A token entry line's fields with the types the contract gives them, read in one C call.
-
-    Decoding a line into this proves every small field's type at once (a bool is never an
-    int here, a null only where the table allows it), so the entry is built without checking
-    them again (`TokenEntry.from_proven`). It is `TokenEntry`'s table (names, order, defaults,
-    so a field left out means what it means there; tests/test_wire_typed.py holds the two
-    together), except that the token arrays stay raw text for the typed array parser, an
-    integer ``created_at`` stays one (as the exact path reads it), ``parent_resolution`` is
-    the status's text, and ``output_items`` and ``routed_experts`` stay raw so their text
-    can show cheaply that they need no carried-field walk. Any line this cannot read (an
-    unknown field, a wrong type, a missing field) is read the exact way instead, which names
-    what is wrong: this is a shortcut, never a judge.
-    """
-
-    rollout_id: str
-    model_call_id: str
-    prompt_token_ids: msgspec.Raw
-    generation_token_ids: msgspec.Raw
-    generation_log_probs: msgspec.Raw
-    schema_version: int = 5
-    model: str = ""
-    routed_experts: msgspec.Raw = msgspec.Raw(b"null")
-    output_items: msgspec.Raw = msgspec.Raw(b"[]")
-    token_item_index: int | None = None
-    created_at: int | float = 0.0
-    parent_resolution: Literal["root", "resolved", "unresolved"] | None = None
-    parent_call_id: str | None = None
-    parent_resolution_reason: str = ""
-    cum_len: int | None = None
-    digest: str | None = None
-    prompt_is_delta: bool = False
-    prefix_requested: bool = False
-    prefix_supplied: bool = False
-    continuation_fingerprint: Any = ""
-    continuation_context_len: Any = 0
-    continuation_context_digest: Any = ""
-    fingerprint_version: Any = None
-    finish_reason: str | None = None
-
-
-_RAW_FIELDS = frozenset(("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts",
-                         "output_items"))
-_SMALL_FIELDS = tuple(name for name in WireEntry.__struct_fields__ if name not in _RAW_FIELDS)
 _RESOLUTIONS = {status.value: status for status in ParentResolutionStatus}
-_NULL = msgspec.Raw(b"null")
-_decode_wire_entry = msgspec.json.Decoder(WireEntry).decode
-_decode_items = msgspec.json.Decoder(list[dict[str, Any]]).decode
-
-
-@final  # so `type(r) is WireLine` tells a line from a raw record for the type checker too
-class WireLine:
-    """A token entry line the typed decode read: its fields, and its carried fields' values."""
-
-    __slots__ = ("wire", "output_items", "routed_experts")
-
-    def __init__(self, wire: WireEntry, output_items: list[dict[str, Any]], routed_experts: Any) -> None:
-        self.wire = wire
-        self.output_items = output_items
-        self.routed_experts = routed_experts
-
-    def raw_fields(self) -> dict[str, msgspec.Raw]:
-        """The token arrays' texts and the call id, as the exact path reads them from a raw
-        record (`decode_field` names the call in its errors)."""
-        w = self.wire
-        return {"model_call_id": msgspec.Raw(msgspec.json.encode(w.model_call_id)),
-                "prompt_token_ids": w.prompt_token_ids, "generation_token_ids": w.generation_token_ids,
-                LOGPROB_FIELD: w.generation_log_probs}
-
-    def plain_fields(self) -> dict[str, Any]:
-        """Every small field's value: what the exact path decodes from a raw record of this line
-        (a field the line left out holds the default, which is what its absence means)."""
-        w = self.wire
-        data = {name: getattr(w, name) for name in _SMALL_FIELDS}
-        data["output_items"] = self.output_items
-        data["routed_experts"] = self.routed_experts
-        return data
-
-
-def decode_entry_line(text: Buffer) -> WireLine | None:
-    """A token entry line read by the typed decode, or None when the exact path must read it."""
-    try:
-        return typed_line(_decode_wire_entry(text))
-    except (msgspec.MsgspecError, RecursionError):
-        return None
-
-
-def typed_line(wire: WireEntry) -> WireLine:
-    """A decoded `WireEntry` with its carried fields' values (raises msgspec errors, or
-    RecursionError, when they are not what the exact path would read)."""
-    items = _decode_items(wire.output_items)
-    experts = None if wire.routed_experts == _NULL else _decode_any(wire.routed_experts)
-    return WireLine(wire, items, experts)
-
-
-_DIGITS_AS_NINES = bytes(57 if 48 <= byte <= 57 else 32 for byte in range(256))
-_NINETEEN_DIGITS = b"9" * 19
-
-
-def _text_needs_no_walk(raw: msgspec.Raw) -> bool:
-    """Whether a carried field's JSON text surely passes `carried_problem` without the walk:
-    at most `MAX_CARRIED_DEPTH` brackets in all bound its nesting, and without a run of 19
-    digits every integer in it is within 64 bits (decoded JSON has no other way to fail:
-    keys are strings and a non-finite number does not decode). Strings count too, so this
-    can only say "walk it" more often than needed."""
-    text = bytes(raw)
-    return (text.count(b"[") + text.count(b"{") <= MAX_CARRIED_DEPTH
-            and _NINETEEN_DIGITS not in text.translate(_DIGITS_AS_NINES))
-
-
-def _carried_values_pass(line: WireLine) -> bool:
-    """Whether every carried field of a typed line passes `carried_problem`."""
-    w = line.wire
-    if not _text_needs_no_walk(w.output_items) and carried_problem(line.output_items, "output_items") is not None:
-        return False
-    experts = line.routed_experts
-    if experts is not None and not _text_needs_no_walk(w.routed_experts) \
-            and carried_problem(experts, "routed_experts") is not None:
-        return False
-    for value in (w.continuation_fingerprint, w.continuation_context_len, w.continuation_context_digest,
-                  w.fingerprint_version):
-        kind = type(value)
-        if kind is str or value is None or kind is bool or kind is float:
-            continue  # a decoded float is finite
-        if kind is int and CARRIED_INT_MIN <= value <= CARRIED_INT_MAX:
-            continue
-        if carried_problem(value, "carried") is not None:
-            return False
-    return True
 
 
 class _Text:
@@ -215,9 +44,9 @@ class _Text:
     def __init__(self, raw: bytes | msgspec.Raw) -> None:
         view = self.view = memoryview(raw).cast("B")  # indexing a memoryview gives ints, cheaply
         start, end = 1, len(view) - 1  # inside the brackets
-        while start < end and view[start] in _WHITESPACE:
+        while start < end and view[start] in BLANKS:
             start += 1
-        while end > start and view[end - 1] in _WHITESPACE:
+        while end > start and view[end - 1] in BLANKS:
             end -= 1
         self.start, self.end = start, end
 
@@ -306,13 +135,6 @@ _MATCH_TEXT_ABOVE = 4096
 """Prompt text (bytes) above which a child's prompt is matched against its parent's text
 before it is parsed; a shorter one is parsed whole and compared as tokens, which costs
 less than the match."""
-
-
-def skip_blank(data: Buffer, pos: int) -> int:
-    n = len(data)
-    while pos < n and data[pos] in _WHITESPACE:
-        pos += 1
-    return pos
 
 
 def _match_segments(text: _Text, segments: Iterable[_Text]) -> tuple[bytes, int] | None:
@@ -423,7 +245,7 @@ class RecordDecoder:
                     created_at = float(created_at)
                 except OverflowError:
                     logprobs = None  # too large a number of seconds: the exact path says so
-            if logprobs is not None and _carried_values_pass(line):
+            if logprobs is not None and carried_values_pass(line):
                 resolution = w.parent_resolution
                 entry = TokenEntry.from_proven((
                     w.rollout_id, call_id, tokens.prompt, tokens.generation,
@@ -440,10 +262,9 @@ class RecordDecoder:
         return entry
 
     def _entry(self, raw: RawRecord, data: dict[str, Any], parsed: dict[str, _ParsedTokens]) -> TokenEntry:
-        call_id = data.get("model_call_id") if isinstance(data.get("model_call_id"), str) else None
+        call_id = call_id_of(data)
         for name in TOKEN_FIELDS + (LOGPROB_FIELD,):
-            if name not in raw:
-                raise RecordError(f"token entry is missing the required field {name!r}", call_id=call_id)
+            required_field(raw, name, call_id, "token entry")
         parent_id = data.get("parent_call_id")
         tokens = self._tokens(raw["prompt_token_ids"], raw["generation_token_ids"],
                               parent_id if isinstance(parent_id, str) else None, data.get("prompt_is_delta") is True,
