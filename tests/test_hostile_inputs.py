@@ -37,7 +37,7 @@ from tokencap.export import results_bytes, write_atomically
 from tokencap.interrupts import Run, Terminated, critical, handling_interrupts
 from tokencap.limits import MAX_CARRIED_DEPTH
 from tokencap.loading import LoadError, iter_snapshots
-from tokencap.loading.text import iter_lines, iter_stream_lines
+from tokencap.loading.lines import iter_lines, iter_stream_lines
 from tokencap.records import RecordError, TokenEntry
 
 ROOT = Path(__file__).resolve().parent.parent

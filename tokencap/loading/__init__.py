@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import RecordError, TokenCaptureSnapshot
+from .capture_text import load_text
 from .files import (
     Buffer,
     DirectorySource,
@@ -27,9 +28,9 @@ from .files import (
     zip_source,
 )
 from .final_responses import FinalResponses, load_final_responses
+from .problems import LoadError
 from .rollouts import read_rollouts
 from .store import ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file, store_rollout_source
-from .text import LoadError, load_text
 from .wire import TOO_DEEP
 
 ZIP_MAGIC = b"PK\x03\x04"

@@ -39,9 +39,12 @@ import numpy as np
 
 from ..limits import HELD_AHEAD_BYTES
 from ..records import RecordError, TokenCaptureSnapshot, type_name
+from .capture_text import load_text, peek_rollout_ids
+from .entries_jsonl import build_snapshot, read_jsonl_records
 from .files import DirectorySource, FileSource, Skipped, kind_of, printable
+from .lines import iter_lines
+from .problems import LoadError
 from .rollouts import RecordSpan, beside_captures_note, read_rollouts, rollout_at, source_records
-from .text import LoadError, build_snapshot, iter_lines, load_text, peek_rollout_ids, read_jsonl_records
 from .wire import TOO_DEEP, decode_value
 
 ENTRIES_SUFFIX = ".tokens.jsonl"
