@@ -30,7 +30,8 @@ from .files import (
 from .final_responses import FinalResponses, load_final_responses
 from .problems import LoadError
 from .rollouts import read_rollouts
-from .store import ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file, store_rollout_source
+from .store import iter_store, load_store_file
+from .store_files import ENTRIES_SUFFIX, sibling_alone_message, store_file, store_rollout_source
 from .wire import TOO_DEEP
 
 ZIP_MAGIC = b"PK\x03\x04"
