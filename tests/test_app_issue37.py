@@ -88,7 +88,7 @@ def test_keys_read_as_words_with_the_key_on_hover_and_counts_agree_in_number():
     from tokencap.views.rollout import tree as tv
     from tokencap.views.run import charts as rc
     from tokencap.views.run import data as rd
-    from tokencap.views.text import count
+    from tokencap.views.formatting import count
 
     table = scan_table(SAMPLES / "run", workers=1)
     frame = rd.run_frame(table)

@@ -15,7 +15,7 @@ import numpy as np
 
 from helpers import linear_chain, snapshot_dict
 from tokencap import build_rollout
-from tokencap.loading.text import load_text
+from tokencap.loading.capture_text import load_text
 
 
 def _snapshot(n: int = 6, delta: bool = False):

@@ -25,20 +25,21 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import Conv, jsonl_bytes, snapshot_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sigint import default_sigint, sigint_handler
 
 import tokencap.loading.files as files_module
-from helpers import Conv, jsonl_bytes, snapshot_dict
-from sigint import default_sigint, sigint_handler
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes, write_atomically
 from tokencap.interrupts import Run, Terminated, critical, handling_interrupts
 from tokencap.limits import MAX_CARRIED_DEPTH
 from tokencap.loading import LoadError, iter_snapshots
-from tokencap.loading.text import iter_lines, iter_stream_lines
-from tokencap.records import RecordError, TokenEntry
+from tokencap.loading.lines import iter_lines, iter_stream_lines
+from tokencap.record_errors import RecordError
+from tokencap.records import TokenEntry
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-import tokencap.loading.text as text_module
+import tokencap.loading.lines as lines_module
 from helpers import Conv, jsonl_bytes, zip_bytes, snapshot_dict
 from tokencap import load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError
+from tokencap.loading.problems import SNIFF_BYTES
 from tokencap.run import scan_table
 from tokencap.run.discover import discover
 
@@ -129,13 +130,13 @@ def test_a_sparse_file_is_refused_from_its_first_bytes(tmp_path: Path, monkeypat
     with open(path, "wb") as out:
         out.truncate(64 << 20)  # sparse: no blocks on disk
     scanned: list[int] = []
-    real_count = text_module._count_newlines
+    real_count = lines_module._count_newlines
 
     def counting(view, start, end):
         scanned.append(end - start)
         return real_count(view, start, end)
 
-    monkeypatch.setattr(text_module, "_count_newlines", counting)
+    monkeypatch.setattr(lines_module, "_count_newlines", counting)
     assert main(["build", str(path)]) == 2
     err = capsys.readouterr().err
     assert "hole.jsonl: binary data (a NUL byte at byte 0)" in err and "not JSON" in err
@@ -155,7 +156,7 @@ def test_utf16_bytes_are_refused_as_utf16() -> None:
 
 def test_binary_data_past_the_first_kilobyte_is_a_line_error_as_before() -> None:
     data = jsonl_bytes(records()) * 20 + b"\0\n"
-    assert len(data) > text_module.SNIFF_BYTES
+    assert len(data) > SNIFF_BYTES
     assert "not valid JSON" in load_error(data, "late.jsonl")
 
 

@@ -526,7 +526,7 @@ def test_chain_sequence_of_a_loaded_lane_is_the_last_call_without_a_copy() -> No
 
     from helpers import snapshot_dict
     from tokencap.builder import prefix_merging
-    from tokencap.loading.text import load_text
+    from tokencap.loading.capture_text import load_text
     from tokencap.projection import chain_sequence
 
     conv = linear_chain(5)

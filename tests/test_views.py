@@ -21,7 +21,7 @@ from tokencap.views import vega
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout.tree_chart import ROW_PX
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.text import fmt_fraction, md_escape, one_line, safe_file_stem
+from tokencap.views.formatting import fmt_fraction, md_escape, one_line, safe_file_stem
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -598,7 +598,7 @@ def test_values_on_the_page_read_as_json_or_words_never_as_python():
     and ``{"parent_unresolved": 2}``, as `tokencap build` writes them, never ``False``, ``None`` or
     ``['call-0003']``; and item 14: a capture time is a readable UTC time, not Unix seconds."""
     from tokencap.views.rollout import diff as df
-    from tokencap.views.text import fmt_time, json_text
+    from tokencap.views.formatting import fmt_time, json_text
 
     python_words = ("True", "False", "None", "'")
     for name in ("ambiguous_final_answer.json", "capture_store", "final_retry_unresolved.json"):

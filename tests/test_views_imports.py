@@ -31,8 +31,8 @@ def test_views_import_graph_has_no_cycle():
 
 def test_model_is_the_bottom_and_page_assembly_the_top():
     graph = views_graph()
-    assert graph["tokencap.views.model"] <= {"tokencap.views.text", "tokencap.views.style"}
-    for leaf in ("text", "style", "words", "widgets", "trace"):
+    assert graph["tokencap.views.model"] <= {"tokencap.views.formatting", "tokencap.views.style"}
+    for leaf in ("formatting", "style", "words", "widgets", "trace"):
         assert graph[f"tokencap.views.{leaf}"] == set(), leaf
     importers_of_page = [m for m, deps in graph.items() if "tokencap.views.rollout.rollout_page" in deps]
     assert importers_of_page == []
@@ -42,7 +42,7 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
     graph = views_graph()
     run = {m for m in graph if m.startswith("tokencap.views.run.")}
     assert {"tokencap.views.run.data", "tokencap.views.run.triage", "tokencap.views.run.charts"} <= run
-    leaves = {f"tokencap.views.{leaf}" for leaf in ("text", "style", "words", "vega")}
+    leaves = {f"tokencap.views.{leaf}" for leaf in ("formatting", "style", "words", "vega")}
     # The Vega-Lite leaf builds on the shared style only. The Run page's charts draw with it, and on the
     # Rollout page the proofs (and through them the Compare tab's sequences) and the loss mask's strip,
     # overview and log-probs do, and the call tree with its overview (through the tree's door, `tree`).
@@ -72,7 +72,7 @@ def test_the_rollout_page_parts_live_in_their_room_and_only_they_use_each_other(
                    if not m.startswith("tokencap.views.rollout") and any(d.startswith("tokencap.views.rollout")
                                                                          for d in deps))
     assert users == []
-    shared = {f"tokencap.views.{name}" for name in ("text", "style", "words", "model", "links", "vega")}
+    shared = {f"tokencap.views.{name}" for name in ("formatting", "style", "words", "model", "links", "vega")}
     for module in room:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.rollout")}
         assert outside <= shared, (module, outside - shared)

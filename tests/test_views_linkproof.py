@@ -14,7 +14,7 @@ from tokencap import TokenEntry, load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
-from tokencap.views.text import md_frame
+from tokencap.views.formatting import md_frame
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -16,7 +16,7 @@ from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.rollout.culprits import Culprit
-from tokencap.views.text import md_escape
+from tokencap.views.formatting import md_escape
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -18,16 +18,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers_wire import conversation, entry_fingerprint, entry_mutations, snapshot_text, snapshots_seen, top_mutations
-from tokencap.loading import load_snapshots, skeleton
-from tokencap.loading import text as text_module
-from tokencap.loading.text import LoadError
+from tokencap.loading import load_snapshots, skeleton, snapshot_json
+from tokencap.loading.capture_text import load_text
+from tokencap.loading.problems import LoadError
 
 
 def _outcome(data: bytes, cut: bool) -> tuple[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(skeleton, "CUT_ABOVE", 0 if cut else 1 << 62)
         try:
-            snapshots = text_module.load_text(data, "snap.json")
+            snapshots = load_text(data, "snap.json")
         except LoadError as exc:
             return "error", str(exc)
     return "ok", snapshots_seen(snapshots)
@@ -115,8 +115,8 @@ def test_a_big_snapshot_is_decoded_from_a_skeleton_without_its_token_arrays(tmp_
     size = path.stat().st_size
     assert size > skeleton.CUT_ABOVE
     decoded: list[int] = []
-    real = text_module._decode_typed_snapshot
-    monkeypatch.setattr(text_module, "_decode_typed_snapshot", lambda data: decoded.append(len(data)) or real(data))
+    real = snapshot_json._decode_typed_snapshot
+    monkeypatch.setattr(snapshot_json, "_decode_typed_snapshot", lambda data: decoded.append(len(data)) or real(data))
     with open(path, "rb") as handle:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         assert skeleton.may_cut(mapped)

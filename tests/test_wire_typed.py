@@ -17,26 +17,36 @@ from typing import Any, get_type_hints
 
 import msgspec
 import msgspec.inspect
-
 import pytest
+from helpers_wire import (
+    conversation,
+    entry_fingerprint,
+    entry_line,
+    entry_mutations,
+    mutated_text,
+    snapshot_text,
+    snapshots_seen,
+    top_mutations,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers_wire import (conversation, entry_fingerprint, entry_line, entry_mutations, mutated_text,
-                          snapshot_text, snapshots_seen, top_mutations)
-from tokencap.loading import text as text_module
-from tokencap.loading.text import LoadError, load_jsonl
+from tokencap.loading import capture_text, entries_jsonl
+from tokencap.loading.entries_jsonl import load_jsonl
+from tokencap.loading.problems import LoadError
 from tokencap.loading.raw_records import decode_raw_object
+from tokencap.loading.snapshot_json import typed_snapshot
 from tokencap.loading.typed_lines import WireEntry, WireLine, decode_entry_line
 from tokencap.loading.wire import RecordDecoder
-from tokencap.records import ParentResolutionStatus, RecordError, TokenEntry
+from tokencap.record_errors import RecordError
+from tokencap.records import ParentResolutionStatus, TokenEntry
 
 
 def _outcome(data: bytes, typed: bool) -> tuple[str, Any]:
     """('ok', every snapshot's canonical bytes and field types) or ('error', the message)."""
     with pytest.MonkeyPatch.context() as patch:
         if not typed:
-            patch.setattr(text_module, "decode_entry_line", lambda _text: None)
+            patch.setattr(entries_jsonl, "decode_entry_line", lambda _text: None)
         try:
             snapshots = load_jsonl(data, "run.jsonl")
         except LoadError as exc:
@@ -183,7 +193,7 @@ def test_log_probs_whose_float_sum_overflows_load_as_the_exact_path_loads_them()
 # --------------------------------------------------------------------------- snapshot JSON
 #
 # A snapshot JSON's entries are read by the same typed decode, all in one call with the
-# snapshot's top level (`text.typed_snapshot`); a snapshot whose text it cannot read takes the
+# snapshot's top level (`snapshot_json.typed_snapshot`); a snapshot whose text it cannot read takes the
 # exact path whole. Same rule: the same snapshots, or the same message.
 
 
@@ -191,9 +201,9 @@ def _snapshot_outcome(data: bytes, typed: bool) -> tuple[str, Any]:
     """('ok', each snapshot's fields with its entries' and refusals' fingerprints) or ('error', the message)."""
     with pytest.MonkeyPatch.context() as patch:
         if not typed:
-            patch.setattr(text_module, "typed_snapshot", lambda _data: None)
+            patch.setattr(capture_text, "typed_snapshot", lambda _data: None)
         try:
-            snapshots = text_module.load_text(data, "snap.json")
+            snapshots = capture_text.load_text(data, "snap.json")
         except LoadError as exc:
             return "error", str(exc)
     return "ok", snapshots_seen(snapshots)
@@ -243,7 +253,7 @@ def _refuse_exact(monkeypatch) -> list[str]:
 def test_every_entry_of_a_well_formed_snapshot_json_takes_the_typed_path(delta: bool, monkeypatch) -> None:
     data = json.dumps({"rollout_id": "r1", "entries": conversation(delta)}, indent=1).encode()
     asked = _refuse_exact(monkeypatch)
-    snapshots = text_module.load_text(data, "snap.json")
+    snapshots = capture_text.load_text(data, "snap.json")
     assert asked == []
     assert [e.model_call_id for e in snapshots[0].entries] == ["call-1", "call-2", "call-3", "call-4"]
 
@@ -276,13 +286,13 @@ def test_snapshots_in_a_zip_and_a_directory_take_the_typed_path(tmp_path, monkey
 
 def test_a_snapshot_json_the_typed_decode_cannot_read_is_read_the_exact_way(monkeypatch) -> None:
     entries = conversation(False)
-    assert text_module.typed_snapshot(json.dumps({"entries": entries}).encode()) is not None
+    assert typed_snapshot(json.dumps({"entries": entries}).encode()) is not None
     for changed in ({"entries": [{**entries[0], "an_unknown_field": 1}, *entries[1:]]},
                     {"entries": [{**entries[0], "model": None}]},
                     {"entries": [{**entries[0], "output_items": {}}]},
                     {"entries": {}}, {"rollout_id": "r1"}):
-        assert text_module.typed_snapshot(json.dumps(changed).encode()) is None
-    assert text_module.typed_snapshot(b"[1]") is None and text_module.typed_snapshot(b"{") is None
+        assert typed_snapshot(json.dumps(changed).encode()) is None
+    assert typed_snapshot(b"[1]") is None and typed_snapshot(b"{") is None
     # An entry the typed decode cannot read sends the snapshot the exact way, which keeps the unknown field.
     data = json.dumps({"entries": [{**entries[0], "an_unknown_field": 1}]}).encode()
-    assert text_module.load_text(data, "snap.json")[0].entries[0].extra == {"an_unknown_field": 1}
+    assert capture_text.load_text(data, "snap.json")[0].entries[0].extra == {"an_unknown_field": 1}

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 from ..bundled import is_sample_name, sample_path  # at start: a command may run as another user later
-from ..diagnosis.text import TokenizerError
+from ..diagnosis.decoding import TokenizerError
 from ..export import OutputPathError
 from ..interrupts import Run, exit_code, handling_interrupts
 from ..loading import LoadError

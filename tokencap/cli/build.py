@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..loading import FinalResponses, iter_snapshots, responses_for
 from ..loading.files import printable
-from ..loading.store import WITHOUT_SIBLINGS
+from ..loading.store_files import WITHOUT_SIBLINGS
 from ..records import TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
 from .options import _PROGRESS, EXIT_OK, STDOUT, StandardOutput, _existing, _read_final_responses, _UsageError

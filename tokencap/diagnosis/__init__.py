@@ -31,11 +31,11 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them
     from .alignment import Alignment, Span, align
     from .breaks import BREAK_KINDS, RELATIONS
     from .causes import CAUSES, DIVERGENCE_KINDS, EVIDENCE_CAUSES, HINTS, cause_order
+    from .decoding import TokenizerError, load_tokenizer
     from .delivered import DELIVERED_BY, delivered_by, delivered_mask_sample, trained_in_doubt
     from .evidence import EVIDENCE_FIELDS, HarnessEvidence, parse_evidence
     from .explain import diagnose, span_texts
     from .model import BREAK_FIELDS, MAX_DIVERGENCES, Break, BreakFacts, Divergence, break_facts
-    from .text import TokenizerError, load_tokenizer
     from .tokenizer_lookup import FoundTokenizer, find_tokenizer, tokenizer_for_model
 
 _HOMES = {  # submodule -> the public names it defines (the imports above)
@@ -46,7 +46,7 @@ _HOMES = {  # submodule -> the public names it defines (the imports above)
     "explain": ("diagnose", "span_texts"),
     "evidence": ("EVIDENCE_FIELDS", "HarnessEvidence", "parse_evidence"),
     "model": ("BREAK_FIELDS", "MAX_DIVERGENCES", "Break", "BreakFacts", "Divergence", "break_facts"),
-    "text": ("TokenizerError", "load_tokenizer"),
+    "decoding": ("TokenizerError", "load_tokenizer"),
     "tokenizer_lookup": ("FoundTokenizer", "find_tokenizer", "tokenizer_for_model"),
 }
 

@@ -3,7 +3,7 @@
 The order of work per break: find it from the build (`breaks`), choose its predecessor,
 align the break's prompt against the predecessor's tokens (`alignment`), give each listed
 divergence its kind and the break its token cause (`causes`), decode the first divergence
-with a tokenizer (`text`), then let the harness's evidence replace the cause where it
+with a tokenizer (`decoding`), then let the harness's evidence replace the cause where it
 applies (`evidence`). Every step only reads the build: arrays are compared, never written,
 and nothing is stored on the result, so a build, verdict, metric, payload or export is the
 same byte for byte whether or not this ran.
@@ -24,9 +24,9 @@ from ..tokens import joined
 from .alignment import Alignment, PromptRuns, Span, align
 from .breaks import BreakSite, children_by_parent, find_breaks, predecessor, time_key
 from .causes import HINTS, REORDERED_TOKENS, divergence_kind
+from .decoding import TokenizerLike, as_tokenizer, clipped, decode, starts_with_think, think_left_open
 from .evidence import HarnessEvidence, parse_evidence
 from .model import MAX_DIVERGENCES, Break, Divergence
-from .text import TokenizerLike, as_tokenizer, clipped, decode, starts_with_think, think_left_open
 from .tokenizer_lookup import FoundTokenizer, missing_model_note, tokenizer_for_models
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .text import TokenizerError, read_tokenizer_file
+from .decoding import TokenizerError, read_tokenizer_file
 
 TOKENIZER_FILE = "tokenizer.json"
 FORMS = ("a tokenizer.json file, a directory holding one (a Hugging Face model directory), or a model name "

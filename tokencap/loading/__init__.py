@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..record_errors import RecordError
 from ..records import TokenCaptureSnapshot
+from .capture_text import load_text
 from .files import (
     Buffer,
     DirectorySource,
@@ -28,10 +29,11 @@ from .files import (
     zip_source,
 )
 from .final_responses import FinalResponses, load_final_responses
+from .problems import LoadError
 from .raw_records import TOO_DEEP
 from .rollouts import read_rollouts
-from .store import ENTRIES_SUFFIX, iter_store, load_store_file, sibling_alone_message, store_file, store_rollout_source
-from .text import LoadError, load_text
+from .store import iter_store, load_store_file
+from .store_files import ENTRIES_SUFFIX, sibling_alone_message, store_file, store_rollout_source
 
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no member starts with its end-of-directory record

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..limits import MAX_ZIP_EXPANDED_BYTES, MAX_ZIP_MEMBERS, MAX_ZIP_RATIO, READ_WHOLE_BELOW, ZIP_RATIO_ALLOWANCE_BYTES
+from .lines import iter_lines, iter_stream_lines
+from .problems import SNIFF_BYTES, LoadError, binary_problem, control_byte_at
 from .raw_records import Buffer
-from .text import SNIFF_BYTES, LoadError, binary_problem, control_byte_at, iter_lines, iter_stream_lines
 
 _CHUNK = 1 << 20
 

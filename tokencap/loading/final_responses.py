@@ -44,7 +44,8 @@ import simdjson
 
 from ..digest import checked_token_ids
 from ..record_errors import shown, type_name
-from .text import _NON_BLANK, LoadError, binary_problem, is_blank, iter_lines, non_finite_problem, not_json
+from .lines import NON_BLANK, is_blank, iter_lines
+from .problems import LoadError, binary_problem, non_finite_problem, not_json
 
 _decode_object = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_items = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
@@ -433,12 +434,12 @@ def carries_tokens(raw: msgspec.Raw | bytes | memoryview | None) -> bool:
     if raw is None:
         return False
     view = memoryview(raw).cast("B")
-    first = _NON_BLANK.search(view)
+    first = NON_BLANK.search(view)
     if first is None or bytes(view[first.start():first.start() + 4]) == b"null":
         return False
     if view[first.start()] != 0x5B:  # not '[': a malformed value, for the reader to name
         return True
-    inner = _NON_BLANK.search(view, first.end())
+    inner = NON_BLANK.search(view, first.end())
     return inner is not None and view[inner.start()] != 0x5D  # not ']'
 
 

@@ -33,10 +33,12 @@ import msgspec
 
 from ..record_errors import RecordError
 from ..records import TokenCaptureSnapshot
+from .capture_text import is_text
 from .final_responses import FinalResponses, carries_tokens, decode_record, one_record
+from .lines import line_spans
+from .problems import FINAL_RESPONSES_HINT, LoadError, looks_like_rollout_record
 from .raw_records import TOO_DEEP, decode_raw_object, decode_value
 from .skeleton import CUT_ABOVE, TOKEN_ARRAY_FIELDS, address, cut_token_arrays
-from .text import FINAL_RESPONSES_HINT, LoadError, is_text, line_spans, looks_like_rollout_record
 from .wire import RecordDecoder
 
 CALL_PREFIX = "item-"

@@ -30,11 +30,13 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from ..loading.capture_text import is_text
 from ..loading.files import kind_of, printable
+from ..loading.problems import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, looks_like_rollout_record
 from ..loading.raw_records import decode_raw_object
 from ..loading.rollouts import beside_captures_note, index_rollouts, is_rollouts_text, is_source, no_token_ids_message
-from ..loading.store import ENTRIES_SUFFIX, base_name, sibling_alone_message, store_file, store_siblings
-from ..loading.text import FINAL_RESPONSES_HINT, SNIFF_BYTES, binary_problem, is_text, looks_like_rollout_record
+from ..loading.store import base_name
+from ..loading.store_files import ENTRIES_SUFFIX, sibling_alone_message, store_file, store_siblings
 from .errors import DiscoveryError
 
 Keep = Callable[[str, int, float], bool]

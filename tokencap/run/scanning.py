@@ -481,7 +481,7 @@ def export(source: str | os.PathLike[str], out: str | os.PathLike[str] | BinaryI
 
 def relative_source_path(root: str | os.PathLike[str], source: str) -> list[Path]:
     """The files a row's ``source`` names under ``root`` (a store prefix names several)."""
-    from ..loading.store import ENTRIES_SUFFIX, store_file
+    from ..loading.store_files import ENTRIES_SUFFIX, store_file
     from .discover import STORE_LABEL
 
     base = Path(root)

@@ -18,11 +18,11 @@ from typing import Any
 
 from ..export import write_summary
 from ..loading import LoadError, load_snapshots, records_for
+from ..loading.entries_jsonl import read_jsonl_records, snapshots_from_records
 from ..loading.files import DirectorySource, Skipped, printable
 from ..loading.final_responses import NO_FACTS, RecordFacts
 from ..loading.rollouts import RecordSpan, rollout_at
 from ..loading.store import base_name, error_message, load_store
-from ..loading.text import read_jsonl_records, snapshots_from_records
 from ..records import TokenCaptureSnapshot
 from ..rollout import RolloutResult, build_rollout
 from .diagnosed import diagnosis_facts

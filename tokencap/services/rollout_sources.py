@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from ..loading import load_snapshots
 from ..loading.files import DirectorySource, Skipped, kind_of, open_regular, read_regular
-from ..loading.store import ENTRIES_SUFFIX, load_store, store_file, store_siblings
+from ..loading.store import load_store
+from ..loading.store_files import ENTRIES_SUFFIX, store_file, store_siblings
 from ..records import TokenCaptureSnapshot
 
 UPLOAD_TYPES = ("json", "jsonl", "zip")

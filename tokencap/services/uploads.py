@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ..export import write_atomically
 from ..loading import load_snapshots
-from ..loading.text import FINAL_RESPONSES_HINT
+from ..loading.problems import FINAL_RESPONSES_HINT
 from ..records import TokenCaptureSnapshot
 from ..run import DiffTableGiven, ScanTableError, read_scan, table_of_snapshots
 

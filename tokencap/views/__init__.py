@@ -4,7 +4,7 @@ The app's pages lay out widgets and call these; every decision a page shows is c
 (and unit-tested) here. The modules form layers, and an import only ever points down
 (tests/test_views_imports.py checks it, counting guarded and function-local imports):
 
-1. leaves -- `text` (escaping, number formats), `style` (one palette), `words` (every
+1. leaves -- `formatting` (escaping, number formats), `style` (one palette), `words` (every
    note, rule and term explained once); where rollouts come from (files, uploads, samples) is
    `tokencap.services.rollout_sources`, a layer below;
 2. shared view data -- `model`: `RolloutView`, one built rollout and what is derived from

@@ -17,11 +17,11 @@ from tokencap.app.rollout.url import current_view_state
 from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
 from tokencap.views import links
+from tokencap.views.formatting import md_escape
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import findings as fd
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.text import md_escape
 
 STATE = st.session_state
 

@@ -15,8 +15,8 @@ import streamlit as st
 from tokencap.app.state import Keys
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import rollout_sources as src
+from tokencap.views.formatting import md_escape, md_frame
 from tokencap.views.rollout import mask as mv
-from tokencap.views.text import md_escape, md_frame
 
 STATE = st.session_state
 APP_DIR = str(SAMPLE_DATA.parent)  # the folder holding sample_data/: the checkout, or the installed package

@@ -14,12 +14,12 @@ import streamlit as st
 
 from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
+from tokencap.views.formatting import fmt_bytes, md_escape
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import export as ev
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.text import fmt_bytes, md_escape
 
 STATE = st.session_state
 

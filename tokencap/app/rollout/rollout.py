@@ -81,10 +81,10 @@ from tokencap.app.rollout.url import (
 from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
 from tokencap.views import trace
+from tokencap.views.formatting import md_escape
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
-from tokencap.views.text import md_escape
 
 SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0);</script>"
 TABS = list(rp.TABS)

@@ -25,11 +25,11 @@ from tokencap.services import rollout_sources as src
 from tokencap.services import run_sources as rs
 from tokencap.services.requests import OpenRequest
 from tokencap.views import links
+from tokencap.views.formatting import md_escape
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import rollouts as ro
-from tokencap.views.text import md_escape
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 SAMPLE_DIR = SAMPLE_DATA

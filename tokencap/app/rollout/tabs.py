@@ -24,6 +24,7 @@ from tokencap.app.rollout.sources import run_request
 from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
 from tokencap.views import links
+from tokencap.views.formatting import md_escape
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import diff as df
@@ -33,7 +34,6 @@ from tokencap.views.rollout import mask_chart as mc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import sequence_chart as sc
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.text import md_escape
 
 STATE = st.session_state
 ViewOf = Callable[[src.LoadedSource, int, "str | None"], RolloutView]

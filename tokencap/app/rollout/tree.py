@@ -13,6 +13,7 @@ import streamlit as st
 from tokencap.app.rollout.common import figure_of, outcome, pick_call, show_table, tokenizer_in_use
 from tokencap.app.state import Keys
 from tokencap.views import vega
+from tokencap.views.formatting import fmt_int, md_escape
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import detail as dv
@@ -22,7 +23,6 @@ from tokencap.views.rollout import proof_chart as pc
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import trainer as tw
 from tokencap.views.rollout import tree as tv
-from tokencap.views.text import fmt_int, md_escape
 from tokencap.views.widgets import selected_rows
 from tokencap.views.words import TERMS, label, with_key
 

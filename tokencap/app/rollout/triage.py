@@ -16,10 +16,10 @@ from tokencap.app.rollout.sources import run_request
 from tokencap.app.run import parts as run_parts
 from tokencap.app.state import Keys, next_open_seq
 from tokencap.services.requests import OpenRequest
+from tokencap.views.formatting import md_escape
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
-from tokencap.views.text import md_escape
 
 RUN_PAGE = str(Path(__file__).resolve().parents[1] / "run" / "run.py")  # absolute: found from any entry script
 

@@ -31,8 +31,8 @@ from tokencap.bundled import SAMPLE_DATA
 from tokencap.loading import LoadError
 from tokencap.services import run_sources as rs
 from tokencap.services.rollout_sources import default_tokenizer_path
+from tokencap.views.formatting import md_escape
 from tokencap.views.run import data as rd
-from tokencap.views.text import md_escape
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 

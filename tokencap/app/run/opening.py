@@ -21,10 +21,10 @@ from tokencap.app.run import parts as parts
 from tokencap.app.state import Keys, next_open_seq
 from tokencap.services import run_sources as rs
 from tokencap.services.requests import OpenRequest
+from tokencap.views.formatting import md_escape
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
-from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
 STATE = st.session_state

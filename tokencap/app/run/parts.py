@@ -23,12 +23,12 @@ from tokencap.bundled import SAMPLE_DATA
 from tokencap.run import DiffError
 from tokencap.services import run_sources as rs
 from tokencap.services.requests import OpenRequest
+from tokencap.views.formatting import md_escape, md_frame
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import reward as rw
 from tokencap.views.run import triage as tr
-from tokencap.views.text import md_escape, md_frame
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 STATE = st.session_state

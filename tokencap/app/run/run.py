@@ -60,13 +60,13 @@ from tokencap.app.state import Keys, open_request
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import run_sources as rs
 from tokencap.views import trace, vega
+from tokencap.views.formatting import md_escape
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import rollouts as ro
 from tokencap.views.run import table as rt
-from tokencap.views.text import md_escape
 from tokencap.views.widgets import selected_rows
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package

@@ -16,7 +16,7 @@ from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads, rec
 from tokencap.app.state import Keys
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import run_sources as rs
-from tokencap.views.text import fmt_bytes, md_escape
+from tokencap.views.formatting import fmt_bytes, md_escape
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 STATE = st.session_state

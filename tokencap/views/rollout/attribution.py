@@ -26,8 +26,8 @@ from ...attribution import AMBIGUOUS, ATTRIBUTED, GIVEN, UNATTRIBUTED
 from ...loading import FinalResponses, load_final_responses, responses_for
 from ...records import TokenCaptureSnapshot
 from ...rollout import RolloutResult
+from ..formatting import md_escape
 from ..model import RolloutView
-from ..text import md_escape
 from .verdicts import anchor_effect
 
 FINAL_RESPONSE_TYPES = ("json", "jsonl")

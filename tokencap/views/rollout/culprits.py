@@ -27,7 +27,7 @@ from ...builder import (
     PARENT_UNRESOLVED,
     RULE_UNRESOLVED,
 )
-from ...loading.store import WITHOUT_SIBLINGS
+from ...loading.store_files import WITHOUT_SIBLINGS
 from ...rollout import MASK_REASON_TEXT
 from ..model import CALL, GHOST, RolloutView, node_key
 from . import trainer

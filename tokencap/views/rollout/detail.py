@@ -32,8 +32,8 @@ from ...builder import (
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
 from ...verdicts import twins_of
+from ..formatting import count, fmt_time, shorten
 from ..model import CALL, GHOST, REFUSAL, RolloutView, split_key
-from ..text import count, fmt_time, shorten
 from ..words import NOTE_TEXT, RULE_TEXT
 from . import items
 from .verdicts import conditions_frame

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..formatting import count, fmt_int, json_text
 from ..model import RolloutView
-from ..text import count, fmt_int, json_text
 from .linkproof import agreement_runs, leading_agreement
 from .verdicts import banner_of, verdict_changes
 

@@ -37,8 +37,8 @@ import numpy as np
 
 from ...export import loss_mask_csv, response_bytes, results_bytes, write_atomically, write_response, write_results
 from ...rollout import RolloutResult
+from ..formatting import safe_file_stem
 from ..model import RolloutView
-from ..text import safe_file_stem
 
 KINDS = ("response", "result", "mask")
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formatting import md_escape
 from ..model import RolloutView
-from ..text import md_escape
 from ..words import CAUSE_LABELS
 from . import trainer
 from .breaks import break_facts, breaks_of, hint, likely_words

@@ -16,8 +16,8 @@ from typing import Any
 
 from ...loading.rollouts import CALL_PREFIX, call_id
 from ...records import TokenEntry
+from ..formatting import one_line
 from ..model import RolloutView
-from ..text import one_line
 
 TEXT_LIMIT = 80
 """Characters of an item's text in a label (the detail shows the item whole)."""

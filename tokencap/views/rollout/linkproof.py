@@ -24,8 +24,8 @@ import numpy as np
 
 from ...digest import compute_digest, digest_of_parts
 from ...records import TokenEntry
+from ..formatting import count
 from ..model import RolloutView
-from ..text import count
 
 WINDOW_BEFORE = 6
 WINDOW_AFTER = 10

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ...builder import Chain
 from ...lossmask import GENERATED, INTERSTITIAL, PROMPT, LossMask
-from ..text import count, fmt_int
+from ..formatting import count, fmt_int
 from ..words import TERMS
 
 WINDOW_SIZES = (1024, 2048, 4096)

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from ...services.requests import OpenRequest
 from ...services.rollout_sources import RolloutRef, Scenario, Source
 from .. import links
+from ..formatting import fmt_bytes, md_escape
 from ..model import RolloutView
-from ..text import fmt_bytes, md_escape
 from .attribution import none_anchor_label
 from .culprits import Culprit, ReasonLine, first_culprit
 from .tree import tree_of

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import vega
+from ..formatting import fmt_int, md_escape
 from ..model import CALL, GHOST, REFUSAL
-from ..text import fmt_int, md_escape
 from .tree_chart import (
     CANVAS_ROWS,
     LABEL_ROWS,

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from .. import style, vega
+from ..formatting import one_line
 from ..model import CALL
-from ..text import one_line
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 from .tree_model import TreeModel, short_labels
 

@@ -26,8 +26,8 @@ from ...builder import (
     PARENT_UNRESOLVED,
 )
 from ...records import ParentResolutionStatus
+from ..formatting import fmt_int, fmt_time, one_line
 from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
-from ..text import fmt_int, fmt_time, one_line
 from ..words import label
 from . import items
 from .tree_layout import Run, TreeNode, lay_out

@@ -18,8 +18,8 @@ import pandas as pd
 
 from ...builder import RULE_UNRESOLVED, BuildOutput
 from ...rollout import MASK_REASON_TEXT, RolloutResult, record_model_note
+from ..formatting import fmt_fraction, fmt_int, json_text
 from ..model import RolloutView
-from ..text import fmt_fraction, fmt_int, json_text
 from ..words import NOTE_TEXT, RULE_TEXT, TERMS, label
 from .culprits import ReasonLine, culprits_of
 

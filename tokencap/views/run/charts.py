@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import style, vega
-from ..text import count as count_of
+from ..formatting import count as count_of
 from .data import Bars
 
 BAR = {

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ...rollout import MASK_REASON_ORDER
 from ...run.table import STATUSES
 from . import rollouts as ro
 from .bars import (  # noqa: F401 -- the pages read these as rd.NAME

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ...rollout import MASK_REASON_ORDER
 from .. import style, vega
-from ..text import count
+from ..formatting import count
 
 GROUP_STATES = ("none", "signal", "few", "flat")
 """A rollout's group, as `group_codes` gives it: no task index; a group with a learning signal;

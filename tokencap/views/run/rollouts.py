@@ -24,8 +24,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...loading.capture_text import is_text
+from ...loading.lines import line_spans
+from ...loading.problems import SNIFF_BYTES
 from ...loading.rollouts import is_rollouts_text
-from ...loading.text import SNIFF_BYTES, is_text, line_spans
 
 CONTIGUITY = ("contiguous", "not_contiguous", "capture")
 """A rollout's state in the frame's ``contiguity`` column: read from output items and contiguous, or not;

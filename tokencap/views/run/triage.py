@@ -20,7 +20,7 @@ import pandas as pd
 
 from ...services import run_sources as rs
 from ...services.requests import OpenRequest
-from ..text import count
+from ..formatting import count
 from . import compare as cv
 from . import data as rd
 
