@@ -33,7 +33,7 @@ from .discover import RolloutUnit, discover
 from .engines import default_workers, run_shards
 from .errors import DiffTableGiven, DiscoveryError, ScanTableError
 from .rows import Row, row_of
-from .table import COLUMNS, SCHEMA, column_differences, to_batch, type_differences, with_record_columns
+from .table import COLUMNS, SCHEMA, column_differences, is_diff_table, to_batch, type_differences, with_record_columns
 from .work import RunOptions, built, export_shard, scan_shard
 
 Progress = Callable[[int, int], None]
@@ -422,8 +422,6 @@ def _read_table(path: str | os.PathLike[str] | bytes, name: str | None = None) -
         table = upgraded
         meta = {**meta, "record_columns": False}  # lacks later columns: never equal to a current scan's
     if table.schema.names != list(COLUMNS):
-        from .diff import is_diff_table  # only on this error path: the diff module imports pandas
-
         if is_diff_table(table.schema.names):
             raise DiffTableGiven(f"{label}: is a diff table (what `tokencap diff -o` writes, one row per joined "
                                  f"rollout), not a scan table; {_WRITE_ONE}")
