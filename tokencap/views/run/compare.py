@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ...run.diff import DiffSummary, JoinChoice, diff_tables
 from . import data as rd
+from .categories import reasons_in_words
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +125,8 @@ def _side(frame: pd.DataFrame, rows: np.ndarray, column: str, null: object) -> p
     if not len(frame):
         return pd.Series([null] * len(rows))
     values = frame[column].iloc[np.maximum(rows, 0)].reset_index(drop=True)
+    if column == "reasons":  # mask reasons in words, as on one run's table
+        values = reasons_in_words(values)
     if isinstance(values.dtype, pd.CategoricalDtype) or values.dtype == object or isinstance(values.dtype,
                                                                                              pd.ArrowDtype):
         values = values.astype(object)
