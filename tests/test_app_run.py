@@ -35,6 +35,7 @@ from tokencap.app.run import loading as rl
 from tokencap.services import run_sources as rs
 from tokencap.services import scan_cache
 from tokencap.views.run import triage as tr
+from tokencap.views.words import label
 from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, SAMPLE_RECORDS, SAMPLE_RUN, SAMPLES, click_bar, escaped, headings, open_link, rerun, run_app, run_table, select_row,
                          send_selection, shown_count)
 from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
@@ -143,7 +144,7 @@ def test_filtering_by_a_reason_filters_the_table_and_goes_in_the_url(monkeypatch
     rerun(at)
     expected = frame["rollout_id"][frame[f"reason_{reason}"]].tolist()
     assert run_table(at).value["rollout"].tolist() == expected
-    assert all(reason in r for r in run_table(at).value["mask reasons"].astype(str))
+    assert all(label(reason) in r for r in run_table(at).value["mask reasons"].astype(str))  # in words
     assert shown_count(at) == (len(expected), len(frame))
     assert at.query_params["run_reason"] == reason
     # Other widgets narrow it further; clearing brings every row back.
@@ -445,7 +446,7 @@ def test_a_store_records_file_named_in_the_sidebar_is_rescanned_when_its_sibling
     at.button(key="run_rescan").click()
     rerun(at)
     assert run_table(at).value["verdict"].tolist() == ["masked"]
-    assert "capture_incomplete" in run_table(at).value["mask reasons"].iloc[0]
+    assert "capture incomplete" in run_table(at).value["mask reasons"].iloc[0]
     fresh = run_app(monkeypatch, params={"run_path": str(lone)})
     assert fresh.text_input(key="run_w_path").value == str(lone)
     assert run_table(fresh).value["verdict"].tolist() == ["masked"]
@@ -972,7 +973,7 @@ def test_a_link_to_a_rollout_masked_by_its_records_opens_it_masked(monkeypatch, 
         rerun(at)
     shown = run_table(at).value
     position = shown["rollout"].tolist().index(RECORDS_MASKED)
-    assert shown["mask reasons"].iat[position] == "terminal_call_not_delivered"
+    assert shown["mask reasons"].iat[position] == "terminal call not delivered"  # the table's words; the banner's key
     select_row(at, position)
     assert "terminal\\_call\\_not\\_delivered" in rollout_banner(at)
     for args in ((), (str(SAMPLES / "length_stop.json"),)):  # whatever the other server was started on

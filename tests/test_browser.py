@@ -188,7 +188,7 @@ def _label(dimension: str, key: str) -> str:
 
     labels = {"refusal": rd.REFUSAL_LABELS, "change": rd.CHANGE_LABELS, "delivery": rd.DELIVERY_LABELS,
               "delivered": rd.DELIVERED_LABELS}
-    if dimension in ("causes", "link"):  # readable labels of keys (issue 37, item 14)
+    if dimension in ("causes", "link", "reasons"):  # readable labels of keys (issue 37, item 14)
         return label(key)
     return labels.get(dimension, {}).get(key, key)
 

@@ -53,7 +53,7 @@ def test_the_first_screen_holds_eight_rows_the_triage_columns_both_headline_char
     headers = list(rd.TABLE_COLUMNS.values())
     wanted = [rd.TABLE_COLUMNS[c] for c in rt.FIRST_SCREEN]
     # A row whose mask reasons are wider than their column, in the first eight.
-    reasons = [str(frame["reasons"].iloc[int(r)]) for r in rows[:8]]
+    reasons = [str(text) for text in rd.table_frame(frame, rows[:8])["mask reasons"]]  # in words, as the cells
     cut = next(i for i, text in enumerate(reasons) if len(text) > 30)
     with streamlit_server(tmp_path) as url, chromium_page() as page:
         page.add_init_script(PAINTED)

@@ -301,7 +301,7 @@ def test_table_shows_the_rows_in_order_and_a_selection_maps_back(big):
     shown = rd.table_frame(f, order)
     assert shown.columns.tolist() == list(rd.TABLE_COLUMNS.values())
     assert shown["rollout"].tolist()[:50] == [rows[i]["rollout_id"] for i in order[:50]]
-    assert all("multiple_roots" in m for m in shown["mask reasons"].astype(str))
+    assert all("multiple roots" in m for m in shown["mask reasons"].astype(str))  # the reason in words
     for position in (0, 5, len(order) - 1):
         assert rows[rd.row_at(f, order, position)]["rollout_id"] == shown["rollout"].iat[position]
     assert rd.row_at(f, order, len(order)) is None and rd.row_at(f, order, -1) is None

@@ -119,6 +119,41 @@ def test_compare_metrics_show_both_figures_and_the_change(runs):
     assert "rollout id" in cmp.join_words
 
 
+def _read_from_items(table: pa.Table) -> pa.Table:
+    """``table`` as if its rollouts were read from output items (a rollouts file): every fourth not contiguous."""
+    n = table.num_rows
+    table = table.set_column(table.column_names.index("tokens_from"), "tokens_from",
+                             pa.array(["output_items"] * n, pa.string()))
+    return table.set_column(table.column_names.index("contiguous"), "contiguous",
+                            pa.array([i % 4 != 0 for i in range(n)], pa.bool_()))
+
+
+@pytest.mark.parametrize("items_in", ["a", "b"])
+def test_compare_metrics_pair_tiles_by_label_when_one_run_has_contiguity_tiles(items_in):
+    a = synthetic_scan_table(400, seed=6)
+    b = after_a_fix(a)
+    if items_in == "a":
+        a = _read_from_items(a)
+    else:
+        b = _read_from_items(b)
+    fa, fb = rd.run_frame(a), rd.run_frame(b)
+    cmp = cv.compare_runs(a, fa, b, fb, names=("before", "after"))
+    tiles = {m.label: m for m in cv.compare_metrics(cmp)}
+    one_a, one_b = ({m.label: m.value for m in rd.run_metrics(f, True)} for f in (fa, fb))
+    for label in ("trained in doubt", "masked by harness", "not loaded"):  # on both sides: A's figure, then B's
+        assert tiles[label].value == f"{one_a[label]} → {one_b[label]}", label
+    # Contiguity is counted for the run read from output items only: the other side says it has no such tile.
+    for label in ("contiguous", "not contiguous"):
+        value = tiles[label].value
+        if items_in == "a":
+            assert value == f"{one_a[label]} → absent" and tiles[label].share == "absent from after"
+        else:
+            assert value == f"absent → {one_b[label]}" and tiles[label].share == "absent from before"
+        assert "0" not in value.replace(one_a.get(label, one_b.get(label, "")), "")
+    labels = [m.label for m in cv.compare_metrics(cmp)]
+    assert labels == [m.label for m in rd.run_metrics(fa if items_in == "a" else fb, True)] + ["fixed · broke"]
+
+
 def test_runs_that_cannot_be_compared_raise_one_line():
     a = synthetic_scan_table(20, seed=1)
     twice = pa.concat_tables([a, a])

@@ -12,6 +12,7 @@ from synth_run import synthetic_scan_table
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw
+from tokencap.views.words import label
 
 
 def with_records(table: pa.Table, reward, task, index=None) -> pa.Table:
@@ -124,7 +125,8 @@ def test_reward_slices_match_numpy_per_slice(big):
     table = rw.reward_slices(frame).set_index("slice")
     masked = (frame["verdict"] == "masked").to_numpy()
     for name, rows in [("all rollouts", np.ones(len(frame), bool)), ("trainable", ~masked), ("masked", masked)] + [
-            (f"masked: {x}", frame[f"reason_{x}"].to_numpy()) for x in MASK_REASON_ORDER if frame[f"reason_{x}"].any()]:
+            (f"masked: {label(x)}", frame[f"reason_{x}"].to_numpy()) for x in MASK_REASON_ORDER
+            if frame[f"reason_{x}"].any()]:
         values = r[rows & ~np.isnan(r)]
         row = table.loc[name]
         assert row["rollouts"] == rows.sum() and row["rewarded"] == len(values)
@@ -133,7 +135,8 @@ def test_reward_slices_match_numpy_per_slice(big):
             np.quantile(values, [0, 0.25, 0.5, 0.75, 1]))
     difference = table.loc["masked", "mean"] - table.loc["trainable", "mean"]
     assert table.loc["masked", "vs trainable"] == pytest.approx(difference)
-    assert not any(n.startswith("masked: ") and not frame[f"reason_{n[8:]}"].any() for n in table.index)
+    reason_of = {f"masked: {label(x)}": x for x in MASK_REASON_ORDER}  # a slice names its reason in words
+    assert not any(n.startswith("masked: ") and not frame[f"reason_{reason_of[n]}"].any() for n in table.index)
 
 
 def test_a_slice_without_rewards_has_no_numbers_rather_than_zeros():

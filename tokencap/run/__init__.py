@@ -2,9 +2,11 @@
 
 Layers, bottom up: `discover` (find rollouts without loading them) -> `rows` and `work`
 (load, build and summarise one unit; runs in workers) -> `engines` (this process, local
-processes or Ray; results in order) -> `table` (the Arrow schema) and `scanning` (`scan`
-and `export`: plans, streams and writes parquet or JSONL atomically); `diff` compares two
-scan tables. `errors` holds what a run can end with.
+processes or Ray; results in order) -> `table` (the Arrow schemas), `reading` (a written
+table read back) and `planning` (a run cut into shards, worked in order) -> `scanning`
+(`scan`: streams and writes parquet atomically) and `exporting` (`export`: JSONL); `diff`
+compares two scan tables (`pairing` joins them, `diff_summary` counts and prints). `errors`
+holds what a run can end with.
 
 The table, scan, diff, engine and row names are imported on first use (`tokencap.lazy`):
 `tokencap build` and the workers never pay for pyarrow or the process pool.
@@ -25,8 +27,10 @@ them without importing the process pool."""
 _LAZY = {  # submodule -> its names, imported on first use
     "engines": ("default_workers",),
     "rows": ("LINK_NOTES", "REASON_COLUMNS"),
-    "scanning": ("RunSummary", "export", "read_current_scan", "read_scan", "scan", "scan_batches", "scan_table",
-             "table_of_snapshots"),
+    "planning": ("RunSummary",),
+    "reading": ("read_current_scan", "read_scan"),
+    "scanning": ("scan", "scan_batches", "scan_table", "table_of_snapshots"),
+    "exporting": ("export",),
     "table": ("COLUMNS", "SCHEMA", "RECORD_COLUMNS"),
     "diff": ("RunDiff", "diff_tables"),
 }

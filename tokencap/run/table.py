@@ -2,6 +2,8 @@
 
 The column list is the contract a dashboard or a notebook reads, so it is declared once
 here as an Arrow schema; rows are made by `tokencap.run.rows.row_of` from build results.
+The diff table's schema (docs/contract.md#diff, `DIFF_SCHEMA`) is here too: reading a scan
+table tells a diff table given in its place by its columns.
 """
 
 from __future__ import annotations
@@ -129,6 +131,24 @@ def to_batch(rows: Sequence[Row]) -> pa.RecordBatch:
 def rows_of(table: pa.Table) -> list[dict[str, Any]]:
     """A table's rows as dicts (tests, small tables)."""
     return table.to_pylist()
+
+
+DIFF_SCHEMA = pa.schema([
+    ("rollout_id_a", _STR), ("rollout_id_b", _STR), ("side", _STR), ("mask_sample_a", _BOOL),
+    ("mask_sample_b", _BOOL), ("mask_reasons_a", _STRS), ("mask_reasons_b", _STRS), ("reasons_gained", _STRS),
+    ("reasons_lost", _STRS), ("change", _STR), ("status_a", _STR), ("status_b", _STR),
+    ("delivered_fraction_a", _FLOAT), ("delivered_fraction_b", _FLOAT), ("reward_a", _FLOAT), ("reward_b", _FLOAT),
+    ("source_a", _STR), ("source_b", _STR), ("break_causes_a", _STRS), ("break_causes_b", _STRS),
+    ("contiguous_a", _BOOL), ("contiguous_b", _BOOL),
+])
+"""The diff table's columns, in order (docs/contract.md#diff; the causes of #scan-diagnosis-columns after
+them, then the contiguity of #scan-token-source:
+null on a side whose rollout is a capture's or absent)."""
+
+
+def is_diff_table(names: list[str]) -> bool:
+    """Whether columns ``names`` are a diff table's, this one's or one written before the contiguity columns."""
+    return names in (DIFF_SCHEMA.names, DIFF_SCHEMA.names[:-2])
 
 
 STATUSES: tuple[str, ...] = ("completed", "max_output_tokens", "content_filter", "incomplete", "no response")

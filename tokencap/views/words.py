@@ -110,10 +110,26 @@ LINK_NOTE_LABELS = {
 """A parent-link note's (or exclusion reason's) readable label; the key stays in tooltips and data."""
 
 
+MASK_REASON_LABELS = {
+    "load_error": "load error",
+    "capture_incomplete": "capture incomplete",
+    "no_records": "no records",
+    "build_error": "build error",
+    "unresolved_retries": "unresolved retries",
+    "unresolved_parent_calls": "unresolved parent calls",
+    "multiple_roots": "multiple roots",
+    "multiple_chains": "multiple chains",
+    "no_generated_tokens": "no generated tokens",
+    "terminal_call_not_delivered": "terminal call not delivered",
+}
+"""A mask reason's readable label: the name docs/verdicts.md gives it, in words (the key stays in tooltips, the
+URL's filter and exports)."""
+
+
 def label(key: str) -> str:
-    """The readable label of a key the app shows (a break cause, a link note): one place maps keys to
-    labels, so a chart, the tree and the tables read alike. An unknown key reads with spaces."""
-    return CAUSE_LABELS.get(key) or LINK_NOTE_LABELS.get(key) or key.replace("_", " ")
+    """The readable label of a key the app shows (a break cause, a link note, a mask reason): one place maps
+    keys to labels, so a chart, the tree and the tables read alike. An unknown key reads with spaces."""
+    return CAUSE_LABELS.get(key) or LINK_NOTE_LABELS.get(key) or MASK_REASON_LABELS.get(key) or key.replace("_", " ")
 
 
 def with_key(text: str, key: str) -> str:

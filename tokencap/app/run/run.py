@@ -68,6 +68,7 @@ from tokencap.views.run import records as rr
 from tokencap.views.run import rollouts as ro
 from tokencap.views.run import table as rt
 from tokencap.views.widgets import selected_rows
+from tokencap.views.words import label
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 
@@ -170,7 +171,7 @@ def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> 
             st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key=Keys.RUN_W_CONTIGUOUS,
                                  format_func=ro.CONTIGUITY_LABELS.get, on_change=_widget_changed,
                                  args=(Keys.RUN_W_CONTIGUOUS,), help=ro.CONTIGUITY_TEXT["not_contiguous"])
-        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key=Keys.RUN_W_REASONS,
+        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key=Keys.RUN_W_REASONS, format_func=label,
                        on_change=_widget_changed, args=(Keys.RUN_W_REASONS,), placeholder="any")
         st.text_input("Rollout id contains", key=Keys.RUN_W_QUERY, on_change=_widget_changed, args=(Keys.RUN_W_QUERY,),
                       placeholder="search ids", icon=":material/search:")

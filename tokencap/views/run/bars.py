@@ -63,9 +63,11 @@ def _counts(codes: np.ndarray, n: int) -> np.ndarray:
 
 
 def reason_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
+    """Rollouts masked for each reason (the order of docs/contract.md#rollout), labelled in words; each reason's
+    meaning and key on hover."""
     counts = tuple(int(frame[f"reason_{r}"].to_numpy()[keep].sum()) for r in MASK_REASON_ORDER)
-    return Bars("reasons", "Masked, by reason", MASK_REASON_ORDER, MASK_REASON_ORDER, counts, int(keep.sum()),
-                hover=tuple(MASK_REASON_TEXT[r] for r in MASK_REASON_ORDER))
+    return Bars("reasons", "Masked, by reason", MASK_REASON_ORDER, tuple(label(r) for r in MASK_REASON_ORDER), counts,
+                int(keep.sum()), hover=tuple(with_key(MASK_REASON_TEXT[r], r) for r in MASK_REASON_ORDER))
 
 
 def status_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
@@ -78,7 +80,8 @@ def delivered_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:
     counts = _counts(frame["delivered_bin"].cat.codes.to_numpy()[keep], len(DELIVERED_BINS))
     labels = tuple(DELIVERED_LABELS[k] for k in DELIVERED_BINS)
     return Bars("delivered", "Delivered fraction of calls", DELIVERED_BINS, labels, tuple(int(c) for c in counts),
-                int(keep.sum()), hover=tuple(f"{lab} of the rollout's calls are on the delivered chain" for lab in labels))
+                int(keep.sum()),
+                hover=tuple(f"{lab} of the rollout's calls are on the delivered chain" for lab in labels))
 
 
 def calls_bars(frame: pd.DataFrame, keep: np.ndarray) -> Bars:

@@ -4,8 +4,10 @@ the two histograms, each with its words (no Streamlit)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ...diagnosis import CAUSES
+from ..words import label
 
 PARAM_PREFIX = "run_"
 
@@ -21,6 +23,21 @@ STATUS_TEXT = {
     "incomplete": "incomplete for another reason",
     "no response": "no response was built (the rollout could not be loaded or had nothing to deliver)",
 }
+
+NO_REASON = "—"
+"""The mask reasons of a trainable rollout, as the frame's ``reasons`` column and the table show them."""
+
+
+def reason_words(reasons: str) -> str:
+    """A rollout's mask reasons (the frame's ``reasons``: keys joined by ", ", `NO_REASON` for none) in
+    words, as the table shows them (`tokencap.views.words.label`)."""
+    return reasons if reasons == NO_REASON else ", ".join(label(r) for r in reasons.split(", "))
+
+
+def reasons_in_words(reasons: pd.Series) -> pd.Series:
+    """The frame's categorical ``reasons`` column (or rows of it) in words: each combination relabelled once."""
+    return reasons.cat.rename_categories({c: reason_words(c) for c in reasons.cat.categories})
+
 
 REFUSALS = ("none", "other", "context", "ended")
 REFUSAL_LABELS = {

@@ -12,6 +12,7 @@ the table is filtered on. No Streamlit here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .. import style, vega
@@ -132,6 +133,33 @@ COUNTED = " passing the other filters · click a bar to filter"
 """After a chart's count of rollouts: what it counts, and what a click does."""
 
 
+@dataclass(frozen=True)
+class _Drawn:
+    """What one chart draws: its bars, each run's bars with the run's name as the legend shows it, and
+    whether its bars lie (``horizontal``) and come in pairs (two runs)."""
+
+    bars: Bars
+    runs: list[tuple[str, Bars]]
+    run_names: list[str]
+    labels: list[str]
+    horizontal: bool
+
+    @property
+    def paired(self) -> bool:
+        return len(self.runs) > 1
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """The value axis, from ``lo`` (below zero on a horizontal chart: the labels' room) to ``hi``, and the
+    labels' font and share of the plot's width."""
+
+    lo: float
+    hi: float
+    font: int
+    share: float
+
+
 def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = None,
                names: tuple[str, str] = ("A", "B")) -> dict[str, Any]:
     """One chart as a Vega-Lite spec: count (and share of the rollouts it counts) per key; ``active``
@@ -147,92 +175,161 @@ def bar_spec(bars: Bars, active: tuple[str, ...] = (), versus: Bars | None = Non
     labels are drawn inside the plot, left of the bars (the value scale starts below zero to
     leave them `CHART_WIDTH`'s room); a vertical chart's are its axis labels.
     """
-    horizontal = bars.dimension in HORIZONTAL
-    labels = list(bars.labels)
-    paired = versus is not None
+    drawn = _drawn(bars, versus, names)  # 1. the runs and their names
+    counted = _bar_rows(drawn, active)  # 2. a row per bar: count, colour, opacity, count label
+    scale = _scale(drawn)  # 3. the value axis and the labels' room
+    hits = _hit_rows(drawn, scale)  # 4. a row per key: the span a click on its row selects
+    band, value, encoding = _encoding(drawn, scale)  # 5. the channels of the bars and their counts
+    layers = [_bar_layer(counted, encoding), _count_layer(drawn, counted, encoding, scale)]  # 6. bars, counts
+    if drawn.horizontal:  # 7. a horizontal chart's labels, inside the plot
+        layers.append(_label_layer(hits, band, value, scale))
+    layers.append(_hit_layer(drawn, hits, band, value))  # 8. the transparent hit bars on top
+    return vega.chart(layers, heading=vega.title(bars.title, _totals(drawn)), height=_plot_height(drawn))  # 9.
+
+
+def _drawn(bars: Bars, versus: Bars | None, names: tuple[str, str]) -> _Drawn:
+    """Step 1: the runs drawn (two share their keys), named as the legend shows them: short, and two of
+    the same name told apart."""
     runs = [(names[0], bars)] + ([(names[1], versus)] if versus is not None else [])
     if versus is not None and versus.keys != bars.keys:
         raise ValueError(f"{bars.dimension}: the two runs' bars have different keys")
     run_names = [name[:60] for name, _ in runs]
-    if paired and run_names[0] == run_names[1]:
+    if versus is not None and run_names[0] == run_names[1]:
         run_names[1] += " (B)"
+    return _Drawn(bars, runs, run_names, list(bars.labels), bars.dimension in HORIZONTAL)
+
+
+def _bar_rows(drawn: _Drawn, active: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Step 2: a row per bar of each run: its key, label, count, colour, opacity (faded outside the
+    filter) and the count label drawn at its end."""
     counted = []
-    for i, (name, b) in enumerate(runs):
-        colors = _colors(b, RUN_COLORS[i]) if paired else _colors(b)
+    for i, (name, b) in enumerate(drawn.runs):
+        colors = _colors(b, RUN_COLORS[i]) if drawn.paired else _colors(b)
         for j, (key, count) in enumerate(zip(b.keys, b.counts, strict=False)):
             counted.append({
-                "dimension": bars.dimension, "key": key, "label": labels[j], "run": run_names[i], "count": int(count),
-                "color": colors[j], "opacity": 1.0 if not active or key in active else FADED,
-                "text": (f"{count:,}" if paired else _text(count, b.total)) if horizontal else
+                "dimension": drawn.bars.dimension, "key": key, "label": drawn.labels[j], "run": drawn.run_names[i],
+                "count": int(count), "color": colors[j], "opacity": 1.0 if not active or key in active else FADED,
+                "text": (f"{count:,}" if drawn.paired else _text(count, b.total)) if drawn.horizontal else
                         (f"{count:,}" if count else ""),
             })
-    top = max((max(b.counts, default=0) for _, b in runs), default=0)
-    hi = top * (1.55 if horizontal else 1.2) + 1
-    longest = max((len(s) for s in labels), default=4)
+    return counted
+
+
+def _scale(drawn: _Drawn) -> _Scale:
+    """Step 3: the value axis: room past the longest bar for its count, and on a horizontal chart room
+    below zero for the labels (their share of the plot's width, from the longest label)."""
+    top = max((max(b.counts, default=0) for _, b in drawn.runs), default=0)
+    hi = top * (1.55 if drawn.horizontal else 1.2) + 1
+    longest = max((len(s) for s in drawn.labels), default=4)
     # A long list gets a smaller font, so its labels never overlap in the first row's height.
-    font = LABEL_FONT - 2 if len(labels) > DENSE + 3 else LABEL_FONT - 1 if len(labels) > DENSE else LABEL_FONT
+    n = len(drawn.labels)
+    font = LABEL_FONT - 2 if n > DENSE + 3 else LABEL_FONT - 1 if n > DENSE else LABEL_FONT
     label_px = 12 + font * 0.62 * longest
     share = min(0.55, label_px / CHART_WIDTH)
-    lo = -hi * share / (1 - share) if horizontal else 0
-    hits = [{"dimension": bars.dimension, "key": key, "label": labels[j], "lo": lo, "hi": hi,
-             "bar": labels[j], "counts": " · ".join(_about(bars, runs, j)), "click": CLICK_HINT,
-             "aria": f"{labels[j]}: " + " · ".join(_about(bars, runs, j))}
+    lo = -hi * share / (1 - share) if drawn.horizontal else 0
+    return _Scale(lo, hi, font, share)
+
+
+def _hit_rows(drawn: _Drawn, scale: _Scale) -> list[dict[str, Any]]:
+    """Step 4: a row per key spanning the whole value axis, with what its tooltip and a screen reader say."""
+    bars, labels = drawn.bars, drawn.labels
+    return [{"dimension": bars.dimension, "key": key, "label": labels[j], "lo": scale.lo, "hi": scale.hi,
+             "bar": labels[j], "counts": " · ".join(_about(bars, drawn.runs, j)), "click": CLICK_HINT,
+             "aria": f"{labels[j]}: " + " · ".join(_about(bars, drawn.runs, j))}
             for j, key in enumerate(bars.keys)]
-    band = {"field": "label", "type": "nominal", "sort": labels, "title": None,
-            "scale": {"paddingInner": 0.25, "paddingOuter": 0.12}}
+
+
+def _encoding(drawn: _Drawn, scale: _Scale) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Step 5: the band channel (a key per row or column, in the bars' order), the value channel, and the
+    bars' encoding: coloured per bar, or per run with a legend when two runs stand side by side."""
+    band: dict[str, Any] = {"field": "label", "type": "nominal", "sort": drawn.labels, "title": None,
+                            "scale": {"paddingInner": 0.25, "paddingOuter": 0.12}}
     value = {"field": "count", "type": "quantitative", "title": None, "axis": None,
-             "scale": {"domain": [lo, hi], "nice": False, "zero": False}}
-    band_channel, value_channel = ("y", "x") if horizontal else ("x", "y")
-    if horizontal:
+             "scale": {"domain": [scale.lo, scale.hi], "nice": False, "zero": False}}
+    band_channel, value_channel = _channels(drawn)
+    if drawn.horizontal:
         band["axis"] = None
     else:
-        rotated = len(labels) > 8
+        rotated = len(drawn.labels) > 8
         band["axis"] = {"labelAngle": -90 if rotated else 0, "labelLimit": 120, "ticks": False, "domain": False,
                         "labelPadding": 4, "labelFontSize": 10}
-    color = ({"field": "run", "type": "nominal", "title": None, "sort": run_names,
-              "scale": {"domain": run_names, "range": list(RUN_COLORS)},
+    color = ({"field": "run", "type": "nominal", "title": None, "sort": drawn.run_names,
+              "scale": {"domain": drawn.run_names, "range": list(RUN_COLORS)},
               "legend": {"orient": "top", "direction": "horizontal", "offset": 2}}
-             if paired else {"field": "color", "type": "nominal", "scale": None, "legend": None})
+             if drawn.paired else {"field": "color", "type": "nominal", "scale": None, "legend": None})
     encoding = {band_channel: band, value_channel: value, "color": color,
                 "opacity": {"field": "opacity", "type": "quantitative", "scale": None, "legend": None}}
-    if paired:
-        encoding[band_channel + "Offset"] = {"field": "run", "type": "nominal", "sort": run_names}
-    layers: list[dict[str, Any]] = [
-        {"data": {"values": counted}, "mark": {"type": "bar", "cornerRadiusEnd": 1}, "encoding": encoding},
-        {"data": {"values": _paired_counts(runs, labels, counted) if paired else counted},
-         "mark": {"type": "text", "fontSize": font if horizontal else 10, "color": "#1f2937",
-                  **({"align": "left", "baseline": "middle", "dx": 3} if horizontal else
-                     {"align": "center", "baseline": "bottom", "dy": -2})},
-         # Two runs: one label a key ("5 → 3"), past the longer bar: a label each, half a row apart, overlapped
-         # ("0" over "0" read "8").
-         "encoding": {k: v for k, v in encoding.items() if k not in ("color", band_channel + "Offset")}
-                     | {"text": {"field": "text"}}},
-    ]
-    if horizontal:
-        layers.append({"data": {"values": hits},
-                       "mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 2, "fontSize": font,
-                                "color": vega.INK, "limit": max(40, share * CHART_WIDTH - 6)},
-                       "encoding": {"y": band, "x": {"field": "lo", "type": "quantitative", "scale": value["scale"],
-                                                     "axis": None}, "text": {"field": "label"}}})
+    if drawn.paired:
+        encoding[band_channel + "Offset"] = {"field": "run", "type": "nominal", "sort": drawn.run_names}
+    return band, value, encoding
+
+
+def _channels(drawn: _Drawn) -> tuple[str, str]:
+    """The band's channel and the value's: a horizontal chart's keys go down, a vertical one's across."""
+    return ("y", "x") if drawn.horizontal else ("x", "y")
+
+
+def _bar_layer(counted: list[dict[str, Any]], encoding: dict[str, Any]) -> dict[str, Any]:
+    """Step 6a: the bars."""
+    return {"data": {"values": counted}, "mark": {"type": "bar", "cornerRadiusEnd": 1}, "encoding": encoding}
+
+
+def _count_layer(drawn: _Drawn, counted: list[dict[str, Any]], encoding: dict[str, Any],
+                 scale: _Scale) -> dict[str, Any]:
+    """Step 6b: the counts at the bars' ends. Two runs: one label a key ("5 → 3"), past the longer bar: a
+    label each, half a row apart, overlapped ("0" over "0" read "8")."""
+    band_channel, _ = _channels(drawn)
+    return {
+        "data": {"values": _paired_counts(drawn.runs, drawn.labels, counted) if drawn.paired else counted},
+        "mark": {"type": "text", "fontSize": scale.font if drawn.horizontal else 10, "color": "#1f2937",
+                 **({"align": "left", "baseline": "middle", "dx": 3} if drawn.horizontal else
+                    {"align": "center", "baseline": "bottom", "dy": -2})},
+        "encoding": {k: v for k, v in encoding.items() if k not in ("color", band_channel + "Offset")}
+                    | {"text": {"field": "text"}},
+    }
+
+
+def _label_layer(hits: list[dict[str, Any]], band: dict[str, Any], value: dict[str, Any],
+                 scale: _Scale) -> dict[str, Any]:
+    """Step 7: a horizontal chart's labels, left of the bars in the room below zero."""
+    return {"data": {"values": hits},
+            "mark": {"type": "text", "align": "left", "baseline": "middle", "dx": 2, "fontSize": scale.font,
+                     "color": vega.INK, "limit": max(40, scale.share * CHART_WIDTH - 6)},
+            "encoding": {"y": band, "x": {"field": "lo", "type": "quantitative", "scale": value["scale"],
+                                          "axis": None}, "text": {"field": "label"}}}
+
+
+def _hit_layer(drawn: _Drawn, hits: list[dict[str, Any]], band: dict[str, Any],
+               value: dict[str, Any]) -> dict[str, Any]:
+    """Step 8: the transparent hit bars over each key's whole row, which a click selects (`vega.PICK`)."""
+    band_channel, value_channel = _channels(drawn)
     hit_span = {"field": "lo", "type": "quantitative", "scale": value["scale"], "axis": None, "title": None}
-    layers.append({
+    return {
         "data": {"values": hits},
         "params": [vega.pick_param(("dimension", "key"))],
         "mark": {"type": "bar", "opacity": 0, "cursor": "pointer"},
         "encoding": {band_channel: band, value_channel: hit_span, value_channel + "2": {"field": "hi"},
-                     "tooltip": [{"field": "bar", "title": bars.title}, {"field": "counts", "title": "rollouts"},
+                     "tooltip": [{"field": "bar", "title": drawn.bars.title}, {"field": "counts", "title": "rollouts"},
                                  {"field": "click", "title": " "}],
                      "description": {"field": "aria"}},  # what a screen reader says of the row (and a test finds)
-    })
-    totals = (" · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(run_names, runs, strict=False)) if paired
-              else count_of(bars.total, "rollout")) + COUNTED
-    height = HEIGHTS.get(bars.dimension, 250) + (18 if paired else 0)
-    if paired and bars.dimension in FIRST_ROW:  # two bars a key: the first row's short height is one run's
+    }
+
+
+def _totals(drawn: _Drawn) -> str:
+    """Step 9a: the title's count of the rollouts each run's chart counts, and what a click does."""
+    if drawn.paired:
+        return " · ".join(f"{n} {b.total:,}" for n, (_, b) in zip(drawn.run_names, drawn.runs, strict=False)) + COUNTED
+    return count_of(drawn.bars.total, "rollout") + COUNTED
+
+
+def _plot_height(drawn: _Drawn) -> int:
+    """Step 9b: the plot's height: the chart's, taller for two runs (a first-row chart by a run's height
+    more), less the title, the legend and a vertical chart's axis labels."""
+    height = HEIGHTS.get(drawn.bars.dimension, 250) + (18 if drawn.paired else 0)
+    if drawn.paired and drawn.bars.dimension in FIRST_ROW:  # two bars a key: the first row's short height is one run's
         height += PAIRED_FIRST_ROW
-
-    plot = height - (64 if paired else 44) - (0 if horizontal else 30 if len(labels) <= 8 else 70)
-    return vega.chart(layers, heading=vega.title(bars.title, totals), height=max(plot, 80))
-
+    plot = height - (64 if drawn.paired else 44) - (0 if drawn.horizontal else 30 if len(drawn.labels) <= 8 else 70)
+    return max(plot, 80)
 
 
 def clicked(selection: Any) -> tuple[str, str] | None:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ...run.diff import DiffSummary, JoinChoice, diff_tables
 from . import data as rd
+from .categories import reasons_in_words
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +125,8 @@ def _side(frame: pd.DataFrame, rows: np.ndarray, column: str, null: object) -> p
     if not len(frame):
         return pd.Series([null] * len(rows))
     values = frame[column].iloc[np.maximum(rows, 0)].reset_index(drop=True)
+    if column == "reasons":  # mask reasons in words, as on one run's table
+        values = reasons_in_words(values)
     if isinstance(values.dtype, pd.CategoricalDtype) or values.dtype == object or isinstance(values.dtype,
                                                                                              pd.ArrowDtype):
         values = values.astype(object)
@@ -180,24 +183,57 @@ def change_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray], masks_b: Map
 
 
 def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
-    """The headline numbers of both runs (whole tables), each with the change from A to B."""
-    out = []
+    """The headline numbers of both runs (whole tables), each with the change from A to B.
+
+    A tile of A is paired with B's tile of the same label, never by position: a run read from output
+    items has contiguity tiles a capture's run has not. A tile only one run has reads "absent" on the
+    other side (it is not a count of 0), in the order of the run that has it."""
     delivery = rd.has_delivery(cmp.a) or rd.has_delivery(cmp.b)  # the same tiles on both sides
-    for ma, mb in zip(rd.run_metrics(cmp.a, delivery), rd.run_metrics(cmp.b, delivery), strict=False):
+    of_a = {m.label: m for m in rd.run_metrics(cmp.a, delivery)}
+    of_b = {m.label: m for m in rd.run_metrics(cmp.b, delivery)}
+    out = []
+    for label in _tile_order(list(of_a), list(of_b)):
+        ma, mb = of_a.get(label), of_b.get(label)
+        if ma is None or mb is None:
+            out.append(_one_sided_tile(cmp, ma, mb))
+            continue
         a, b = (int(m.value.replace(",", "")) for m in (ma, mb))
-        share = ""
-        if ma.label != "rollouts":
+        if label != "rollouts":
             pp = 100.0 * ((b / len(cmp.b) if len(cmp.b) else 0.0) - (a / len(cmp.a) if len(cmp.a) else 0.0))
             share = f"{b - a:+,} ({pp:+.1f} pp of the run)"
         else:
             share = f"{b - a:+,}"
-        out.append(rd.Metric(ma.label, f"{a:,} → {b:,}", f"{cmp.name_a} → {cmp.name_b}" + (
+        out.append(rd.Metric(label, f"{a:,} → {b:,}", f"{cmp.name_a} → {cmp.name_b}" + (
             f"; {ma.help}" if ma.help else ""), share))
     changes = cmp.summary.changes
     out.append(rd.Metric("fixed · broke", f"{changes.get('fixed', 0):,} · {changes.get('broke', 0):,}",
                          "fixed: masked in A, trainable in B; broke: the reverse",
                          f"{changes.get('reasons_changed', 0):,} masked for other reasons"))
     return out
+
+
+ABSENT = "absent"
+"""A tile's figure on the side of a run that has no such tile."""
+
+
+def _tile_order(labels_a: list[str], labels_b: list[str]) -> list[str]:
+    """A's tiles in A's order, each tile only B has placed after the tile it follows in B."""
+    order = list(labels_a)
+    for i, label in enumerate(labels_b):
+        if label not in order:
+            after = labels_b[i - 1] if i else None
+            order.insert(order.index(after) + 1 if after in order else len(order), label)
+    return order
+
+
+def _one_sided_tile(cmp: Comparison, ma: rd.Metric | None, mb: rd.Metric | None) -> rd.Metric:
+    """A tile one run has and the other has not: its figure, and "absent" for the other run."""
+    shown = ma if ma is not None else mb
+    assert shown is not None
+    missing = cmp.name_b if ma is not None else cmp.name_a
+    value = f"{ma.value} → {ABSENT}" if ma is not None else f"{ABSENT} → {shown.value}"
+    help_text = f"{cmp.name_a} → {cmp.name_b}; {missing} has no such tile" + (f"; {shown.help}" if shown.help else "")
+    return rd.Metric(shown.label, value, help_text, f"{ABSENT} from {missing}")
 
 
 __all__ = ["COMPARE_COLUMNS", "Comparison", "change_bars", "compare_metrics", "compare_runs",

@@ -60,6 +60,7 @@ from .categories import (  # noqa: F401 -- the pages read these as rd.NAME
     calls_bins,
     calls_label,
     delivered_bin_codes,
+    reasons_in_words,
 )
 from .filters import (  # noqa: F401 -- the pages read these as rd.NAME
     CHANGE_LABELS,
@@ -125,6 +126,7 @@ def table_frame(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """
     shown = frame.iloc[rows][list(TABLE_COLUMNS)] if len(rows) else frame.iloc[:0][list(TABLE_COLUMNS)]
     shown = shown.astype(_NARROW)
+    shown["reasons"] = reasons_in_words(shown["reasons"])  # words in the cells; the filter and exports keep keys
     if ro.has_items(frame):  # rollouts read from output items: NeMo RL's contiguity, last (the columns before it
         shown["contiguity"] = ro.table_values(frame, rows)  # keep the widths the table's cell titles count on)
     if len(shown) and len(frame["source"].cat.categories) > len(frame) // 2:

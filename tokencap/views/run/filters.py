@@ -21,6 +21,7 @@ from ...diagnosis import CAUSES
 from ...rollout import MASK_REASON_ORDER
 from ...run.rows import LINK_NOTES
 from ...run.table import STATUSES
+from ..words import label
 from . import reward as rw
 from . import rollouts as ro
 from .categories import (
@@ -208,7 +209,7 @@ class RunFilter:
             elif d == "verdict":
                 text = f"verdict: {value}"
             elif d == "reasons":
-                text = "mask reason: " + " or ".join(value)
+                text = "mask reason: " + " or ".join(label(r) for r in value)
             elif d == "statuses":
                 text = "status: " + " or ".join(value)
             elif d == "delivered":

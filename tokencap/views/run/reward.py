@@ -26,6 +26,7 @@ import pandas as pd
 from ...rollout import MASK_REASON_ORDER
 from .. import style, vega
 from ..formatting import count
+from ..words import label
 
 GROUP_STATES = ("none", "signal", "few", "flat")
 """A rollout's group, as `group_codes` gives it: no task index; a group with a learning signal;
@@ -236,7 +237,7 @@ def _slices(frame: pd.DataFrame) -> list[tuple[str, np.ndarray]]:
     for reason in MASK_REASON_ORDER:
         rows = frame[f"reason_{reason}"].to_numpy()
         if rows.any():
-            out.append((f"masked: {reason}", rows))
+            out.append((f"masked: {label(reason)}", rows))
     return out
 
 
