@@ -14,10 +14,9 @@ clicked on the Run page while that bundle loaded waited for it (1.1-1.4 s). Vega
 already loaded for the Run page's charts, so the first rollout opened draws at once.
 
 A long rollout is drawn as a window of rows (``window``: an inclusive range of call-order
-positions) below a clickable overview of every node (`overview_chart`: call order left to
-right, lanes top to bottom). Every node and ring carries its node key; a click selects it by
-that key (`..vega.PICK`). Text is SVG text and tooltips are escaped by vega-tooltip, so a
-call id is never read as HTML. No Streamlit here.
+positions) below a clickable overview of every node (`tree_overview`). Every node and ring
+carries its node key; a click selects it by that key (`..vega.PICK`). Text is SVG text and
+tooltips are escaped by vega-tooltip, so a call id is never read as HTML. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from typing import Any
 import numpy as np
 
 from .. import style, vega
-from ..model import CALL
-from ..text import one_line
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 from .tree_model import TreeModel, short_labels
 
@@ -68,8 +65,8 @@ rings, the labels beside them, the lane names in the top margin, the shading; th
 (`LINKS` + the kind) and the legend's parts (`LEGEND` + the part). Vega names its data and marks after them,
 so each is a plain identifier and no two layers share one."""
 TREE_DESCRIPTION = "call tree"
-OVERVIEW_DESCRIPTION = "call tree overview"
-"""Each chart's ``description``: what a test (or a screen reader) reads to tell the charts apart."""
+"""The chart's ``description``: what a test (or a screen reader) reads to tell it from the overview
+(`tree_overview.OVERVIEW_DESCRIPTION`)."""
 
 # Symbols Vega lacks, as SVG paths in its unit square ([-1, 1] each way).
 _STAR = "M0,-1L0.235,-0.324L0.951,-0.309L0.380,0.124L0.588,0.809L0,0.400L-0.588,0.809L-0.380,0.124" \
@@ -444,55 +441,3 @@ def _legend(items: list[tuple[str, str, dict[str, Any]]], left: float, top: floa
     layers.append(_text_layer(texts, LEGEND + "texts", color="#334155", font=style.FONT, fontSize=11))
     width = LEGEND_SYMBOL_PX + 8 + CHAR_EM * 11 * max(longest - 3, 1) + 8
     return layers, width, y - top + 4
-
-
-# --------------------------------------------------------------------------- the overview
-
-OVERVIEW_DOT = 5
-ZOOM = "zoom"
-"""The overview's interval selection: the calls (in call order) a drag covered."""
-
-
-def overview_chart(model: TreeModel, window: tuple[int, int]) -> dict[str, Any]:
-    """Every node as a small dot, call order left to right and lanes top to bottom, the zoomed rows
-    outlined (they always hold the selected call, which the zoomed view rings). The spec depends on the
-    window alone: a click that keeps the window sends the same chart, which the browser keeps as drawn.
-    Click a dot to go there, or drag across calls to zoom into them (`ZOOM`). Hovering a dot names its
-    call (or refusal, or missing parent) and its place in call order, never the internal key."""
-    dots: list[dict[str, Any]] = []
-    for n in model.nodes:
-        _, colour, symbol, _ = NODE_STYLES[n.category]
-        dots.append({"order": n.order, "lane": -n.lane, "key": n.key, "tip": overview_hover(model, n.key),
-                     "fill": colour if "open" not in symbol else "transparent", "stroke": colour})
-    lanes = max(model.lanes, 1)
-    a, b = window
-    x = {"field": "order", "type": "quantitative", "title": "call order",
-         "scale": {"domain": [0, len(model) + 1], "nice": False, "zero": False},
-         "axis": {"format": ",d", "tickMinStep": 1, "grid": False, "labelFontSize": 10, "titleFontSize": 10}}
-    y = {"field": "lane", "type": "quantitative", "axis": None,
-         "scale": {"domain": [-(lanes - 1) - 0.8, 0.8], "nice": False, "zero": False}}
-    frame = {"data": {"values": [{"order": a - 0.5, "order2": b + 0.5}]},
-             "mark": {"type": "rect", "color": "rgba(220,38,38,0.07)", "stroke": "#dc2626", "strokeWidth": 1.5,
-                      "aria": False},
-             "encoding": {"x": {**x, "field": "order"}, "x2": {"field": "order2"}}}
-    points = {"data": {"values": dots},
-              "params": [vega.pick_param(("key",)),
-                         # A drag across calls: the rows to zoom into (Streamlit sends it once the pointer is up).
-                         {"name": ZOOM, "select": {"type": "interval", "encodings": ["x"]}}],
-              "mark": {"type": "point", "shape": "circle", "size": OVERVIEW_DOT ** 2 * 1.6, "opacity": 1,
-                       "strokeWidth": 1, "cursor": "pointer"},
-              "encoding": {"x": x, "y": y,
-                           "fill": {"field": "fill", "type": "nominal", "scale": None},
-                           "stroke": {"field": "stroke", "type": "nominal", "scale": None},
-                           "tooltip": {"field": "tip", "type": "nominal"},
-                           "description": {"field": "key", "type": "nominal"}}}
-    spec = vega.chart([frame, points], heading=None, height=int(min(80, 24 + 10 * lanes)),
-                      description=OVERVIEW_DESCRIPTION)
-    return spec
-
-
-def overview_hover(model: TreeModel, key: str) -> str:
-    """What hovering an overview dot says: the call id (or the refusal / missing parent) and its place in call order."""
-    node = model.nodes[model.index[key]]
-    what = node.ident if node.kind == CALL else f"{node.kind} {node.ident}"
-    return f"{one_line(what, 80)} · #{node.order:,}"
