@@ -18,7 +18,7 @@ from synth_snapshots import kitchen_sink, long_linear
 from tokencap import load_final_responses, load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import tree as tv
-from tokencap.views.rollout.tree_chart import SHAPES
+from tokencap.views.rollout.tree_layers import SHAPES
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 
