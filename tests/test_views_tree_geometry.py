@@ -18,7 +18,7 @@ from synth_snapshots import kitchen_sink, long_linear
 from tokencap import load_final_responses, load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import tree as tv
-from tokencap.views.rollout.tree_layers import SHAPES
+from tokencap.views.rollout.tree_layers import SHAPE_PATHS
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 
@@ -133,7 +133,7 @@ def test_no_anchor_no_terminal_star(name):
     plain = tv.tree_of(sample(name))
     assert [n.ident for n in plain.nodes if n.category == "terminal"] == [plain.node(plain.default_key).ident]
     starred = [d for d in Geometry(tv.tree_chart(plain)).points() if d["what"] == tv.NODE_STYLES["terminal"][0]]
-    assert [d["key"] for d in starred] == [plain.default_key] and starred[0]["shape"] == SHAPES["star"]
+    assert [d["key"] for d in starred] == [plain.default_key] and starred[0]["shape"] == SHAPE_PATHS["star"]
 
 
 def test_an_attributed_final_answer_keeps_its_star():

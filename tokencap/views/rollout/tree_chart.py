@@ -35,6 +35,7 @@ from .tree_layers import (
     point_datum,
     point_layer,
     rule_layer,
+    shape_of,
     text_layer,
     text_px,
 )
@@ -296,7 +297,7 @@ def _node_points(plot: _Plot) -> tuple[list[dict[str, Any]], list[LegendRow]]:
         idx = by_cat.get(cat)
         if not idx:
             continue
-        width = 2.0 if symbol.endswith("-open") or symbol == "x" else 1.0
+        width = 1.0 if shape_of(symbol)[1] else 2.0  # an open or stroked node's outline is its whole mark
         for i in idx:
             n = nodes[i]
             points.append(point_datum(plot.frame.x(n.lane), plot.frame.y(n.order), symbol, colour,

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import vega
+from .tree_marks import Symbol
 
 LABEL_FONT = 11
 LABEL_FAMILY = "DejaVu Sans Mono, Menlo, Consolas, ui-monospace, monospace"
@@ -24,29 +25,30 @@ def text_px(text: str, font: float = LABEL_FONT) -> float:
     """The width budgeted for ``text`` in pixels, at ``font`` px."""
     return len(text) * CHAR_EM * font
 
-# Symbols Vega lacks, as SVG paths in its unit square ([-1, 1] each way).
+
+# The shapes Vega-Lite lacks, as SVG paths in its unit square ([-1, 1] each way).
 _STAR = "M0,-1L0.235,-0.324L0.951,-0.309L0.380,0.124L0.588,0.809L0,0.400L-0.588,0.809L-0.380,0.124" \
         "L-0.951,-0.309L-0.235,-0.324Z"
-_HEXAGON = "M0,-1L0.866,-0.5L0.866,0.5L0,1L-0.866,0.5L-0.866,-0.5Z"
-_X = "M-0.8,-0.8L0.8,0.8M-0.8,0.8L0.8,-0.8"
-_SQUARE_X = "M-1,-1L1,-1L1,1L-1,1ZM-1,-1L1,1M-1,1L1,-1"
-_HOURGLASS = "M-0.9,-1L0.9,-1L-0.9,1L0.9,1Z"
-_STAR_TRIANGLE = "M0,-1L0.35,0.2L1,0.8L0,0.45L-1,0.8L-0.35,0.2Z"
-SHAPES = {
-    "circle": "circle", "square": "square", "diamond": "diamond", "triangle-down": "triangle-down",
-    "triangle-up": "triangle-up", "star": _STAR, "hexagon": _HEXAGON, "x": _X, "square-x": _SQUARE_X,
-    "hourglass": _HOURGLASS, "star-triangle-up": _STAR_TRIANGLE,
+SHAPE_PATHS = {
+    "star": _STAR,
+    "hexagon": "M0,-1L0.866,-0.5L0.866,0.5L0,1L-0.866,0.5L-0.866,-0.5Z",
+    "diagonal-cross": "M-0.8,-0.8L0.8,0.8M-0.8,0.8L0.8,-0.8",
+    "crossed-square": "M-1,-1L1,-1L1,1L-1,1ZM-1,-1L1,1M-1,1L1,-1",
+    "hourglass": "M-0.9,-1L0.9,-1L-0.9,1L0.9,1Z",
+    "three-point-star": "M0,-1L0.35,0.2L1,0.8L0,0.45L-1,0.8L-0.35,0.2Z",
 }
-"""`tree_marks`' symbol names (an ``-open`` suffix draws the outline only) as Vega shapes."""
+"""`tree_marks`' shapes that are not Vega-Lite's own (circle, square, diamond, triangle-down), as paths."""
+STROKE_SHAPES = frozenset({"diagonal-cross"})
+"""Shapes drawn as strokes alone: never filled, whatever their symbol says."""
 
-DASHES = {"solid": None, "dot": [2, 3], "dash": [6, 4], "dashdot": [6, 3, 2, 3], "longdash": [10, 4]}
-"""`tree_marks`' link dashes as SVG dash arrays (None: solid)."""
+DASHES: dict[str, list[int] | None] = {"solid": None, "dotted": [2, 3], "dashed": [6, 4], "dash-dotted": [6, 3, 2, 3],
+                                       "long-dashed": [10, 4]}
+"""`tree_marks`' link dashes (`DASH_WORDS`) as SVG dash arrays (None: solid)."""
 
 
-def shape_of(symbol: str) -> tuple[str, bool]:
+def shape_of(symbol: Symbol) -> tuple[str, bool]:
     """(Vega shape, filled) of a `tree_marks` symbol."""
-    base = symbol[:-5] if symbol.endswith("-open") else symbol
-    return SHAPES[base], not symbol.endswith("-open") and base != "x"
+    return SHAPE_PATHS.get(symbol.shape, symbol.shape), not symbol.open and symbol.shape not in STROKE_SHAPES
 
 
 def point_layer(data: list[dict[str, Any]], *, pick: bool, name: str) -> dict[str, Any]:
@@ -104,7 +106,7 @@ def link_segments(xs: np.ndarray, ys: np.ndarray) -> list[dict[str, Any]]:
     return out
 
 
-def point_datum(px: float, py: float, symbol: str, colour: str, size: float, width: float, rim: str | None,
+def point_datum(px: float, py: float, symbol: Symbol, colour: str, size: float, width: float, rim: str | None,
            what: str, key: str = "", tip: str = "") -> dict[str, Any]:
     """A node or ring at (``px``, ``py``): ``what`` is its legend label, ``size`` its diameter."""
     shape, filled = shape_of(symbol)

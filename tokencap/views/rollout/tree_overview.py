@@ -35,7 +35,7 @@ def overview_chart(model: TreeModel, window: tuple[int, int]) -> dict[str, Any]:
     for n in model.nodes:
         _, colour, symbol, _ = NODE_STYLES[n.category]
         dots.append({"order": n.order, "lane": -n.lane, "key": n.key, "tip": overview_hover(model, n.key),
-                     "fill": colour if "open" not in symbol else "transparent", "stroke": colour})
+                     "fill": colour if not symbol.open else "transparent", "stroke": colour})
     lanes = max(model.lanes, 1)
     a, b = window
     x = {"field": "order", "type": "quantitative", "title": "call order",
