@@ -20,16 +20,9 @@ from ..text import fmt_int, md_escape
 from .tree_chart import CANVAS_ROWS, LABEL_ROWS, TREE_DESCRIPTION, tree_chart
 from .tree_layout import Run, TreeNode
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS, legend_frame
-from .tree_model import (
-    TreeModel,
-    build_tree,
-    nodes_frame,
-    search,
-    short_labels,
-    terminal_call,
-    tree_of,
-)
+from .tree_model import TreeModel, build_tree, short_labels, terminal_call, tree_of
 from .tree_overview import OVERVIEW_DESCRIPTION, ZOOM, overview_chart, overview_hover
+from .tree_table import nodes_frame, search
 
 __all__ = [
     "CALL", "CANVAS_ROWS", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES",
