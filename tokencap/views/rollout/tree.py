@@ -3,9 +3,8 @@
 The page part's one door (the page imports only this module): the tree of a view
 (`tree_model`: its nodes; `tree_marks`: what each mark means; `tree_layout`: rows, runs, lanes), its
 charts as Vega-Lite (`tree_chart`: the tree, or a long rollout's window of rows; `tree_overview`: every
-node of a long rollout as a dot), and
-here the window of rows a long rollout shows, how it follows the selection, search, and
-the captions.
+node of a long rollout as a dot), its table and id search (`tree_table`), and here the window of rows a
+long rollout shows, how it follows the selection, search, and the captions.
 """
 
 from __future__ import annotations
