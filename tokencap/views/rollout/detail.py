@@ -168,37 +168,7 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
     entry = view.entry(ident)
     if entry is None:
         return CallDetail(key, kind, ident, "Unknown call", facts=["No record with this id in the snapshot."])
-    build = view.build
-    role = view.roles.get(ident)
-    facts: list[str] = []
-    if build is not None:
-        if ident in build.excluded:
-            headline = "Excluded record"
-        elif ident in build.notes.empty_generation_calls:
-            headline = "Empty generation (not chained)"
-        elif role == "main":
-            headline = "On the delivered main chain"
-        elif role == "branch":
-            headline = "On a branch (not delivered)"
-        elif role == "quarantined":
-            headline = "Quarantined retry"
-        elif role == "after_terminal":
-            headline = "After the terminal call (not delivered)"
-        else:
-            headline = "Call"
-        if ident == view.terminal_call_id:
-            facts.append("The delivered chain ends on this call (the terminal call).")
-        chains = view.chain_membership.get(ident)
-        if chains:
-            shown = ", ".join(chains[:8]) + (f" and {len(chains) - 8} more" if len(chains) > 8 else "")
-            facts.append(f"On {len(chains)} chain{'s' if len(chains) != 1 else ''}: {shown}")
-        if ident in build.notes.unresolved_parent_calls:
-            facts.append("Its parent link is unproven, which masks the sample (listed in unresolved_parent_calls).")
-        if ident in build.notes.unresolved_retries:
-            facts.append("Its retries differ and none was kept provably, which masks the sample (listed in "
-                         "unresolved_retries).")
-    else:
-        headline = "Record (rollout not built)"
+    headline, facts = _call_headline(view, ident)
     check = link_check(view, entry)
     detail = CallDetail(key, kind, ident, headline, facts=facts, fields=entry_fields(entry, view),
                         link_outcome=check.outcome, link_ok=check.ok, link_checks=check.checks)
@@ -212,6 +182,37 @@ def call_detail(view: RolloutView, key: str) -> CallDetail:
     facts[:0] = [items.read_from_fact(entry)] if from_items else []
     detail.items = output_item_parts(entry, items.item_names(entry) if from_items else ())
     return detail
+
+
+_ROLE_HEADLINES = {"main": "On the delivered main chain", "branch": "On a branch (not delivered)",
+                   "quarantined": "Quarantined retry", "after_terminal": "After the terminal call (not delivered)"}
+
+
+def _call_headline(view: RolloutView, ident: str) -> tuple[str, list[str]]:
+    """A call's headline (what it is in the build) and the facts under it: the terminal call, its chains, and
+    whether it masks the sample."""
+    build = view.build
+    if build is None:
+        return "Record (rollout not built)", []
+    facts: list[str] = []
+    if ident in build.excluded:
+        headline = "Excluded record"
+    elif ident in build.notes.empty_generation_calls:
+        headline = "Empty generation (not chained)"
+    else:
+        headline = _ROLE_HEADLINES.get(view.roles.get(ident) or "", "Call")
+    if ident == view.terminal_call_id:
+        facts.append("The delivered chain ends on this call (the terminal call).")
+    chains = view.chain_membership.get(ident)
+    if chains:
+        shown = ", ".join(chains[:8]) + (f" and {len(chains) - 8} more" if len(chains) > 8 else "")
+        facts.append(f"On {len(chains)} chain{'s' if len(chains) != 1 else ''}: {shown}")
+    if ident in build.notes.unresolved_parent_calls:
+        facts.append("Its parent link is unproven, which masks the sample (listed in unresolved_parent_calls).")
+    if ident in build.notes.unresolved_retries:
+        facts.append("Its retries differ and none was kept provably, which masks the sample (listed in "
+                     "unresolved_retries).")
+    return headline, facts
 
 
 def _refusal_detail(view: RolloutView, key: str, ident: str) -> CallDetail:
