@@ -101,3 +101,20 @@ def ref(call_id=None, response_id=None):
 def compaction(after, calls=(), **fields):
     return {"kind": "context_compaction", "after_model_call": after, "model_calls": list(calls), "trigger": "tokens",
             "tokens_before": 4000, "tokens_after": 300, "observed_at": 12.5, **fields}
+
+
+def compaction_and_subagent() -> RolloutView:
+    """a -> a2 -> s (the compaction's summary request); b the compacted context (a new root); sa1 -> sa2 a
+    sub-agent's invocation (a new root too), with the harness's evidence of both."""
+    from diagnosis_cases import Case
+
+    case = Case()
+    case.brk(case.s + case.fresh(6), call_id="s", resolution="resolved", claimed="a2")
+    case.brk(case.opening + case.fresh(30), call_id="b", resolution="root")
+    case.brk(case.fresh(25), call_id="sa1", resolution="root")
+    case.c.call("sa2", "sa1")
+    evidence = observations(
+        compaction(ref("b"), [ref("s")]),
+        {"kind": "agent_invocation", "invocation_id": "inv-2", "parent_invocation_id": "inv-1",
+         "spawned_by_tool_call_id": "t9", "model_calls": [ref("sa1"), ref("sa2")]})
+    return RolloutView(case.c.snapshot(), evidence=evidence)

@@ -10,18 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from chart_geometry import call_labels, values
 from synth_snapshots import Capture, kitchen_sink, long_linear
+
 from tokencap import load_snapshots
-from tokencap.views import RolloutView
-from tokencap.views.rollout import detail as dv
 from tokencap.services import rollout_sources as src
-from tokencap.views import vega
-from tokencap.views.rollout import tree as tv
-from tokencap.views.rollout.tree_chart import ROW_PX
-from tokencap.views.rollout import verdicts as vv
+from tokencap.views import RolloutView, vega
 from tokencap.views.formatting import fmt_fraction, md_escape, one_line, safe_file_stem
+from tokencap.views.rollout import detail as dv
+from tokencap.views.rollout import tree as tv
+from tokencap.views.rollout import tree_layers as tl
+from tokencap.views.rollout import tree_marks as tm
+from tokencap.views.rollout import verdicts as vv
+from tokencap.views.rollout.tree_chart import ROW_PX
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -317,6 +318,25 @@ def test_legend_frame_lists_every_mark():
     assert set(frame["mark"]) == {"node", "ring", "edge"}
 
 
+def test_legend_frame_names_each_shape_in_words():
+    shapes = dict(zip(tv.legend_frame()["meaning"], tv.legend_frame()["shape"], strict=True))
+    assert shapes["terminal call (end of the delivered chain)"] == "star"
+    assert shapes["engine refusal (does not end the chain)"] == "open hexagon"
+    assert shapes["excluded record (corrupt digest or broken delta)"] == "diagonal cross"
+    assert shapes["matches the final answer, ambiguously"] == "open three-pointed star"
+    assert shapes["claimed link not trusted: no resolution recorded"] == "dash-dotted line"
+    assert all(" " in shape or shape.isalpha() for shape in shapes.values()), shapes  # words, not symbol codes
+
+
+def test_every_shape_and_dash_of_the_tree_can_be_drawn():
+    vega_own = {"circle", "square", "diamond", "triangle-down"}
+    assert set(tm.SHAPE_WORDS) == vega_own | set(tl.SHAPE_PATHS)
+    assert set(tm.DASH_WORDS) == set(tl.DASHES)
+    symbols = [style[2] for style in tv.NODE_STYLES.values()] + [style[2] for style in tv.OVERLAY_STYLES.values()]
+    assert {s.shape for s in symbols} <= set(tm.SHAPE_WORDS)
+    assert {style[2] for style in tv.EDGE_STYLES.values()} <= set(tm.DASH_WORDS)
+
+
 # --------------------------------------------------------------------------- detail
 
 
@@ -597,8 +617,8 @@ def test_values_on_the_page_read_as_json_or_words_never_as_python():
     """Issue 37, item 11: the Verdicts tab's metrics and the Compare tab's changes say ``false``, ``null``
     and ``{"parent_unresolved": 2}``, as `tokencap build` writes them, never ``False``, ``None`` or
     ``['call-0003']``; and item 14: a capture time is a readable UTC time, not Unix seconds."""
-    from tokencap.views.rollout import diff as df
     from tokencap.views.formatting import fmt_time, json_text
+    from tokencap.views.rollout import diff as df
 
     python_words = ("True", "False", "None", "'")
     for name in ("ambiguous_final_answer.json", "capture_store", "final_retry_unresolved.json"):

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from tokencap import load_final_responses, load_snapshots
+from tokencap.services import rollout_sources as src
+from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import export as ev
-from tokencap.services import rollout_sources as src
 from tokencap.views.rollout import tree as tv
-from tokencap.views.model import RolloutView
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 FINALS = SAMPLES / "final_responses"
@@ -88,6 +88,7 @@ def test_attribution_view_of_each_outcome() -> None:
 
 def test_attribution_to_a_call_that_cannot_be_delivered_is_an_error() -> None:
     from helpers import Conv
+
     from tokencap import TokenCaptureSnapshot
 
     conv = Conv()

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from helpers import entry_dict, snapshot_dict
+from helpers_diagnosis import XY, X, Y, broken_rollout, tokenizer_file, view_of
+
 from tokencap.diagnosis import Break, Divergence
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import culprits as cv
 from tokencap.views.rollout import linkproof as lp
-from helpers_diagnosis import XY, X, Y, broken_rollout, tokenizer_file, view_of
 
 
 def brk(cause: str, *, token_cause: str | None = None, d=(10, 422), i=(10, 10), reasoning=False, agree=10,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tokencap.views import vega
 from tokencap.services import rollout_sources as src
+from tokencap.views import vega
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import diff as dv

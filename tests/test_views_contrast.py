@@ -12,10 +12,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from helpers_colour import blend, ratio
 
 from tokencap.app import assets
 from tokencap.views import style, vega
-from helpers_colour import blend, ratio
 
 REPO = Path(__file__).resolve().parent.parent
 AA = 4.5

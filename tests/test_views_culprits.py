@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from synth_snapshots import Capture, kitchen_sink
+
 from tokencap import TokenCaptureSnapshot, load_snapshots
 from tokencap.views import RolloutView
+from tokencap.views.model import dangling_intents
 from tokencap.views.rollout import culprits as cv
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout import verdicts as vv
-from tokencap.views.model import dangling_intents
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

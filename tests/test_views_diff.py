@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from synth_snapshots import Capture
+
 from tokencap import load_snapshots
 from tokencap.views import RolloutView, vega
 from tokencap.views.rollout import diff as df

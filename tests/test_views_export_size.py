@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from synth_snapshots import cli_build, kitchen_sink
+
 from tokencap import load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import export as ev

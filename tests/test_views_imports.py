@@ -53,6 +53,8 @@ def test_the_run_page_views_use_only_shared_leaves_and_nothing_uses_them_but_the
                                                                "tokencap.views.rollout.mask_chart",
                                                                "tokencap.views.rollout.logprob_chart",
                                                                "tokencap.views.rollout.tree_chart",
+                                                               "tokencap.views.rollout.tree_overview",
+                                                               "tokencap.views.rollout.tree_layers",
                                                                "tokencap.views.rollout.tree"}, vega_users
     for module in run:
         outside = {d for d in graph[module] if not d.startswith("tokencap.views.run")}

@@ -3,15 +3,14 @@ with its item's text, in the call tree's labels, hovers and detail."""
 
 from __future__ import annotations
 
-from rollouts_data import jsonl, rollout_record, turns_of
 from helpers_rollouts import ROLLOUTS, items_view_of
+from rollouts_data import jsonl, rollout_record, turns_of
 
 from tokencap.loading import load_snapshots
 from tokencap.views.model import RolloutView, node_key
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import items as iv
 from tokencap.views.rollout.tree_model import tree_of
-
 
 view_of = items_view_of
 

@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
-
 from synth_snapshots import kitchen_sink
+
 from tokencap import TokenEntry, load_snapshots
 from tokencap.views import RolloutView
+from tokencap.views.formatting import md_frame
 from tokencap.views.rollout import detail as dv
 from tokencap.views.rollout import linkproof as lp
-from tokencap.views.formatting import md_frame
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -7,10 +7,10 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokencap.views import links
 from tokencap.services.requests import OpenRequest
-from tokencap.views.rollout import rollout_page as rp
 from tokencap.services.rollout_sources import RolloutRef
+from tokencap.views import links
+from tokencap.views.rollout import rollout_page as rp
 
 ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 

@@ -9,20 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from helpers_diagnosis import word_tokenizer_json
 from synth_snapshots import Capture, cli_build, kitchen_sink
+
 from tokencap import load_snapshots
 from tokencap.export import results_bytes
 from tokencap.lossmask import GENERATED, INTERSTITIAL, PROMPT
 from tokencap.rollout import build_rollout
-from tokencap.views import RolloutView
+from tokencap.views import RolloutView, style, vega
 from tokencap.views.rollout import export as ev
-from tokencap.views import style
-from tokencap.views import vega
-from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import logprob_chart as lc
+from tokencap.views.rollout import mask as mv
 from tokencap.views.rollout import mask_chart as mc
-from helpers_diagnosis import word_tokenizer_json
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

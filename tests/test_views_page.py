@@ -11,12 +11,12 @@ from tokencap.services import rollout_sources as src
 from tokencap.services.requests import OpenRequest
 from tokencap.services.rollout_sources import RolloutRef
 from tokencap.views import RolloutView, links
+from tokencap.views.formatting import md_escape
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.rollout import tree as tv
 from tokencap.views.rollout import verdicts as vv
 from tokencap.views.rollout.culprits import Culprit
-from tokencap.views.formatting import md_escape
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

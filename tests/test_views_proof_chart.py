@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers_diagnosis import XY, X, Y, broken_rollout, view_of
+from vega_specs import texts
+
 from tokencap import load_snapshots
 from tokencap.views import vega
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import breaks as bv
 from tokencap.views.rollout import linkproof as lp
 from tokencap.views.rollout import proof_chart as pc
-from vega_specs import texts
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 

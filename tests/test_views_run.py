@@ -15,20 +15,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import vega_specs as vs
 from hypothesis import given, settings
 from hypothesis import strategies as hs
-
-import vega_specs as vs
 from synth_run import synthetic_scan_table
+
 from tokencap import build_rollout, load_snapshots
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import LINK_NOTES, scan_table
+from tokencap.services import rollout_sources as src
+from tokencap.services import run_sources as rs
 from tokencap.services.requests import OpenRequest
+from tokencap.views import vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
-from tokencap.services import run_sources as rs
-from tokencap.services import rollout_sources as src
-from tokencap.views import vega
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"

@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 import vega_specs as vs
 from synth_run import after_a_fix, synthetic_scan_table
+
 from tokencap.run import DiffError
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-
 import vega_specs as vs
 from synth_run import after_a_fix, synthetic_scan_table
+
 from tokencap.diagnosis import CAUSES, HINTS
 from tokencap.run.table import DIAGNOSIS_COLUMNS
 from tokencap.views import vega

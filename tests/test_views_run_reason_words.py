@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-
 from synth_run import after_a_fix, synthetic_scan_table
+
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-
 import vega_specs as vs
 from synth_run import synthetic_scan_table
+
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw

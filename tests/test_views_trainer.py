@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from rollouts_data import jsonl, rollout_record, turns_of
 from helpers_app import SAMPLES
 from helpers_rollouts import ROLLOUTS
 from helpers_rollouts import items_view_of as view_of
+from rollouts_data import jsonl, rollout_record, turns_of
 from tokenizers import Tokenizer
 
 from tokencap.loading import load_snapshots

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from chart_geometry import Geometry, call_labels, lane_names, marks_of, problems
+from helpers_diagnosis import compaction_and_subagent
 from synth_snapshots import kitchen_sink, long_linear
+
 from tokencap import load_final_responses, load_snapshots
 from tokencap.views import RolloutView
 from tokencap.views.rollout import tree as tv
-from tokencap.views.rollout.tree_chart import SHAPES
+from tokencap.views.rollout.tree_layers import SHAPE_PATHS
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 
@@ -132,7 +133,7 @@ def test_no_anchor_no_terminal_star(name):
     plain = tv.tree_of(sample(name))
     assert [n.ident for n in plain.nodes if n.category == "terminal"] == [plain.node(plain.default_key).ident]
     starred = [d for d in Geometry(tv.tree_chart(plain)).points() if d["what"] == tv.NODE_STYLES["terminal"][0]]
-    assert [d["key"] for d in starred] == [plain.default_key] and starred[0]["shape"] == SHAPES["star"]
+    assert [d["key"] for d in starred] == [plain.default_key] and starred[0]["shape"] == SHAPE_PATHS["star"]
 
 
 def test_an_attributed_final_answer_keeps_its_star():
@@ -142,32 +143,6 @@ def test_an_attributed_final_answer_keeps_its_star():
 
 
 # --------------------------------------------------------------------------- breaks (issue 18, item 6)
-
-
-def _observations(*records):
-    return {"ng_agent_observations": {"source": "harness", "records": list(records), "gaps": []}}
-
-
-def _ref(call_id):
-    return {"model_ref": "policy", "model_call_id": call_id}
-
-
-def compaction_and_subagent() -> RolloutView:
-    """a -> a2 -> s (the compaction's summary request); b the compacted context (a new root); sa1 -> sa2 a
-    sub-agent's invocation (a new root too), with the harness's evidence of both."""
-    from diagnosis_cases import Case
-
-    case = Case()
-    case.brk(case.s + case.fresh(6), call_id="s", resolution="resolved", claimed="a2")
-    case.brk(case.opening + case.fresh(30), call_id="b", resolution="root")
-    case.brk(case.fresh(25), call_id="sa1", resolution="root")
-    case.c.call("sa2", "sa1")
-    evidence = _observations(
-        {"kind": "context_compaction", "after_model_call": _ref("b"), "model_calls": [_ref("s")],
-         "trigger": "tokens", "tokens_before": 4000, "tokens_after": 300, "observed_at": 12.5},
-        {"kind": "agent_invocation", "invocation_id": "inv-2", "parent_invocation_id": "inv-1",
-         "spawned_by_tool_call_id": "t9", "model_calls": [_ref("sa1"), _ref("sa2")]})
-    return RolloutView(case.c.snapshot(), evidence=evidence)
 
 
 def test_each_break_is_marked_with_its_cause():

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from tokencap.services import run_sources as rs
 from tokencap.services.requests import OpenRequest
 from tokencap.views.run import data as rd
-from tokencap.services import run_sources as rs
 from tokencap.views.run import triage as tr
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"

@@ -2,9 +2,9 @@
 
 The page part's one door (the page imports only this module): the tree of a view
 (`tree_model`: its nodes; `tree_marks`: what each mark means; `tree_layout`: rows, runs, lanes), its
-charts (`tree_chart`: the tree, a long rollout's window of rows and its overview, as Vega-Lite), and
-here the window of rows a long rollout shows, how it follows the selection, search, and
-the captions.
+charts as Vega-Lite (`tree_chart`: the tree, or a long rollout's window of rows; `tree_overview`: every
+node of a long rollout as a dot), its table and id search (`tree_table`), and here the window of rows a
+long rollout shows, how it follows the selection, search, and the captions.
 """
 
 from __future__ import annotations
@@ -16,27 +16,12 @@ from typing import Any
 from .. import vega
 from ..formatting import fmt_int, md_escape
 from ..model import CALL, GHOST, REFUSAL
-from .tree_chart import (
-    CANVAS_ROWS,
-    LABEL_ROWS,
-    OVERVIEW_DESCRIPTION,
-    TREE_DESCRIPTION,
-    ZOOM,
-    overview_chart,
-    overview_hover,
-    tree_chart,
-)
+from .tree_chart import CANVAS_ROWS, LABEL_ROWS, TREE_DESCRIPTION, tree_chart
 from .tree_layout import Run, TreeNode
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS, legend_frame
-from .tree_model import (
-    TreeModel,
-    build_tree,
-    nodes_frame,
-    search,
-    short_labels,
-    terminal_call,
-    tree_of,
-)
+from .tree_model import TreeModel, build_tree, short_labels, terminal_call, tree_of
+from .tree_overview import OVERVIEW_DESCRIPTION, ZOOM, overview_chart, overview_hover
+from .tree_table import nodes_frame, search
 
 __all__ = [
     "CALL", "CANVAS_ROWS", "DETAIL_SPAN", "EDGE_STYLES", "GHOST", "LABEL_ROWS", "NODE_STYLES", "OVERLAY_STYLES",

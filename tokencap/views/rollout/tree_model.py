@@ -4,9 +4,10 @@ Nodes are the snapshot's calls (chained, quarantined, empty generations, exclude
 records), its engine refusals (attached to the call they continued) and "ghost" nodes for
 parents that were claimed but never captured. Each node hangs under its *display parent*:
 the parent the build linked (verified or recovered), else the parent the record claimed
-(the link is drawn as rejected), else nothing (a root). `tree_layout` places them (one row
-per node in call order, lanes as columns); `tree_marks` says what each mark means;
-`tree_chart` draws them.
+(the link is drawn as rejected), else nothing (a root). `build_tree` makes them in numbered
+steps; `tree_layout` places them (one row per node in call order, lanes as columns),
+`tree_hover` says what hovering each one shows; `tree_marks` says what each mark means,
+`tree_chart` draws them and `tree_table` lists them.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from ...builder import (
     PARENT_DIGEST_MISMATCH,
     PARENT_MISSING,
     PARENT_MISSING_RECOVERED,
-    PARENT_UNRESOLVED,
 )
 from ...records import ParentResolutionStatus
-from ..formatting import fmt_int, fmt_time, one_line
-from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key, split_key
+from ..formatting import one_line
+from ..model import CALL, GHOST, REFUSAL, RolloutView, node_key
 from ..words import label
 from . import items
+from .tree_hover import node_hover
 from .tree_layout import Run, TreeNode, lay_out
 from .tree_marks import EDGE_STYLES, NODE_STYLES, OVERLAY_STYLES, RING_FLAGS
 
@@ -38,45 +39,6 @@ _NOTE_EDGE = {
     PARENT_MISSING: "missing_parent",
     MISSING_RESOLUTION: "missing_resolution",
 }
-
-_NOTE_SHORT = {
-    PARENT_UNRESOLVED: "unresolved at request time: fragment root",
-    PARENT_DIGEST_MISMATCH: "claimed parent's digest does not match: fragment root",
-    PARENT_MISSING: "claimed parent missing, no unique prefix: fragment root",
-    PARENT_MISSING_RECOVERED: "claimed parent missing: recovered by longest prefix",
-    MISSING_RESOLUTION: "no resolution recorded: fragment root",
-}
-
-
-def nodes_frame(model: TreeModel, view: RolloutView) -> pd.DataFrame:
-    """Every node as a table row (what the figure shows, sortable and searchable), in layout order."""
-    build = view.build
-    origin = view.origin_time
-    rows = []
-    for n in model.nodes:
-        entry = view.entry(n.ident) if n.kind == CALL else None
-        decision = build.links.get(n.ident) if build is not None and n.kind == CALL else None
-        if decision is None:
-            link = {"claimed": "claimed only (not chained)", "refusal": "refused continuation"}.get(n.edge or "", "—")
-        elif decision.note is None:
-            link = "verified" if decision.linked_parent else "root"
-        else:
-            link = decision.note
-        rows.append({
-            "node": n.ident,
-            "what": NODE_STYLES[n.category][0],
-            "link": link,
-            "parent": split_key(n.parent)[1] if n.parent else "",
-            "prompt": int(entry.prompt_token_ids.size) if entry is not None else None,
-            "generated": int(entry.generation_token_ids.size) if entry is not None else None,
-            "finish": (entry.finish_reason or "null") if entry is not None else "",
-            "t (s)": round(n.created_at - origin, 3) if origin is not None and n.kind != GHOST else None,
-            "depth": n.depth,
-            "key": n.key,
-        })
-    return pd.DataFrame(rows, columns=["node", "what", "link", "parent", "prompt", "generated", "finish", "t (s)",
-                                       "depth", "key"])
-
 
 @dataclass
 class TreeModel:
@@ -176,34 +138,36 @@ def build_tree(view: RolloutView, breaks: Sequence[Any] | None = None) -> TreeMo
     """The tree of ``view``'s build; ``breaks`` (the diagnosis: `Break`s or their ``to_dict()``) adds a
     ring and the cause to each break's call, a lane per sub-agent invocation and the compactions.
     Without breaks it is the tree of the build alone."""
-    build = view.build
-    links = build.links if build is not None else {}
     nodes: dict[str, TreeNode] = {}
-    all_ids = _call_nodes(view, nodes)  # 1
-    extra_edges = _call_parents(view, nodes, all_ids, links)  # 2
-    _refusal_nodes(view, nodes)  # 3
-    _announced_nodes(view, nodes)  # 4
-    subagents = _mark_breaks(nodes, breaks or ())  # 5
-    main = build.main if build is not None else None
-    main_root = node_key(CALL, main.call_ids[0]) if main is not None and main.links else None
-    # 6. Layout. A sub-agent's first call never continues its parent's lane: the invocation gets one of its own.
-    ordered, runs = lay_out(nodes, main_root if main_root in nodes else None,
-                            lambda parent, child: child.key not in subagents)
-    index = {n.key: i for i, n in enumerate(ordered)}
+    all_ids = _call_nodes(view, nodes)  # 1. a node per call
+    extra_edges = _call_parents(view, nodes, all_ids)  # 2. each call's display parent and link
+    _refusal_nodes(view, nodes)  # 3. the engine's refusals
+    _announced_nodes(view, nodes)  # 4. the calls announced, never captured
+    subagents = _mark_breaks(nodes, breaks or ())  # 5. the breaks, with their causes and compactions
+    # 6. The layout. A sub-agent's first call never continues its parent's lane: the invocation gets one of its own.
+    main_root = _main_root(view, nodes)
+    ordered, runs = lay_out(nodes, main_root, lambda parent, child: child.key not in subagents)
     origin = view.origin_time
-    for n in ordered:
-        n.hover = _hover(n, view, origin) + (f"\n{n.break_hover}" if n.break_hover else "")
+    for n in ordered:  # 7. what hovering each node says
+        n.hover = node_hover(n, view, origin)
     chain_leaves = {c.chain_id: node_key(CALL, c.call_ids[-1]) for c in view.chains if c.links}
-    _name_runs(runs, nodes, chain_leaves, main_root, subagents)
-    last = view.terminal_call_id
+    _name_runs(runs, nodes, chain_leaves, main_root, subagents)  # 8. each lane segment's name
+    last = view.terminal_call_id  # 9. the call selected first: the terminal one, else the first row
     default = node_key(CALL, last) if last is not None else (ordered[0].key if ordered else None)
     return TreeModel(
-        nodes=ordered, index=index,
+        nodes=ordered, index={n.key: i for i, n in enumerate(ordered)},
         lanes=(max((n.lane for n in ordered), default=0) + 1) if ordered else 0,
         max_depth=max((n.depth for n in ordered), default=0),
         extra_edges=extra_edges, chain_leaves=chain_leaves, default_key=default, runs=runs,
-        main_lane=main_root is not None and main_root in nodes, item_texts=items.call_texts(view),
+        main_lane=main_root is not None, item_texts=items.call_texts(view),
     )
+
+
+def _main_root(view: RolloutView, nodes: dict[str, TreeNode]) -> str | None:
+    """Step 6. The key of the main chain's first call when the tree holds it: its run owns lane 0."""
+    main = view.build.main if view.build is not None else None
+    key = node_key(CALL, main.call_ids[0]) if main is not None and main.links else None
+    return key if key in nodes else None
 
 
 def _ghost(nodes: dict[str, TreeNode], ident: str) -> str:
@@ -270,10 +234,10 @@ def _call_nodes(view: RolloutView, nodes: dict[str, TreeNode]) -> list[str]:
     return all_ids
 
 
-def _call_parents(view: RolloutView, nodes: dict[str, TreeNode], all_ids: list[str],
-                  links: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _call_parents(view: RolloutView, nodes: dict[str, TreeNode], all_ids: list[str]) -> list[tuple[str, str, str]]:
     """Step 2. Each call's display parent and edge kind; returns the extra edges (a recovered call's
     rejected claim)."""
+    links = view.build.links if view.build is not None else {}
     extra_edges: list[tuple[str, str, str]] = []
     for cid in all_ids:
         node = nodes[node_key(CALL, cid)]
@@ -324,37 +288,8 @@ def _announced_nodes(view: RolloutView, nodes: dict[str, TreeNode]) -> None:
             nodes[key] = TreeNode(key, GHOST, ident, "announced", rank=10**8)
 
 
-_ANONYMOUS_RUN = {"quarantined": "retry", "refusal": "refusal", "refusal_ended": "refusal", "excluded": "excluded",
-                  "empty": "empty generation", "ghost": "never captured", "announced": "never captured",
-                  "after_terminal": "after the terminal call", "terminal": "main", "main": "main"}
-
-
-def _name_runs(runs: list[Run], nodes: dict[str, TreeNode], chain_leaves: dict[str, str],
-               main_root: str | None, subagents: dict[str, str] | None = None) -> None:
-    """Each run's name: a sub-agent's invocation, else the chains ending in it (a fragment said so), else
-    what its head is. The head of every named run other than the main chain's carries the name in its
-    label (before its break's cause, if any)."""
-    leaf_chains: dict[str, list[str]] = {}
-    for chain_id, key in chain_leaves.items():
-        leaf_chains.setdefault(key, []).append(chain_id)
-    for run in runs:
-        head = nodes[run.head]
-        chains = [c for k in run.keys for c in leaf_chains.get(k, ())]
-        if run.head == main_root:
-            run.name = "main"
-        elif subagents and run.head in subagents:
-            run.name = f"sub-agent {subagents[run.head]}" + (f" ({chains[0]})" if chains else "")
-            head.note = " · ".join(x for x in (run.name, head.note) if x)
-        elif chains:
-            cut = head.parent is None or head.edge not in ("verified", "recovered")
-            run.name = ", ".join(chains[:2]) + (" …" if len(chains) > 2 else "") + (" (fragment)" if cut else "")
-            head.note = " · ".join(x for x in (run.name, head.note) if x)
-        else:
-            run.name = _ANONYMOUS_RUN.get(head.category, head.category.replace("_", " "))
-
-
 def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str, str]:
-    """Mark each break (a ring, its cause in the label and the hover) and the compactions its evidence
+    """Step 5. Mark each break (a ring, its cause in the label and the hover) and the compactions its evidence
     names; returns the keys of sub-agents' first calls -> their invocation id."""
     subagents: dict[str, str] = {}
     for item in breaks:
@@ -391,6 +326,35 @@ def _mark_breaks(nodes: dict[str, TreeNode], breaks: Sequence[Any]) -> dict[str,
     return subagents
 
 
+_ANONYMOUS_RUN = {"quarantined": "retry", "refusal": "refusal", "refusal_ended": "refusal", "excluded": "excluded",
+                  "empty": "empty generation", "ghost": "never captured", "announced": "never captured",
+                  "after_terminal": "after the terminal call", "terminal": "main", "main": "main"}
+
+
+def _name_runs(runs: list[Run], nodes: dict[str, TreeNode], chain_leaves: dict[str, str],
+               main_root: str | None, subagents: dict[str, str] | None = None) -> None:
+    """Step 8. Each run's name: a sub-agent's invocation, else the chains ending in it (a fragment said so), else
+    what its head is. The head of every named run other than the main chain's carries the name in its
+    label (before its break's cause, if any)."""
+    leaf_chains: dict[str, list[str]] = {}
+    for chain_id, key in chain_leaves.items():
+        leaf_chains.setdefault(key, []).append(chain_id)
+    for run in runs:
+        head = nodes[run.head]
+        chains = [c for k in run.keys for c in leaf_chains.get(k, ())]
+        if run.head == main_root:
+            run.name = "main"
+        elif subagents and run.head in subagents:
+            run.name = f"sub-agent {subagents[run.head]}" + (f" ({chains[0]})" if chains else "")
+            head.note = " · ".join(x for x in (run.name, head.note) if x)
+        elif chains:
+            cut = head.parent is None or head.edge not in ("verified", "recovered")
+            run.name = ", ".join(chains[:2]) + (" …" if len(chains) > 2 else "") + (" (fragment)" if cut else "")
+            head.note = " · ".join(x for x in (run.name, head.note) if x)
+        else:
+            run.name = _ANONYMOUS_RUN.get(head.category, head.category.replace("_", " "))
+
+
 def terminal_call(view: RolloutView) -> str | None:
     """The call the tree stars as the terminal call: the delivered chain's end, unless the harness's final
     answer could not be attributed (unattributed or ambiguous) and no anchor was given: then the build
@@ -411,66 +375,6 @@ def _final_answer_calls(view: RolloutView) -> tuple[set[str], set[str]]:
     if attribution.outcome == "ambiguous":
         return set(), set(attribution.candidates)
     return set(), set()
-
-
-def _hover(n: TreeNode, view: RolloutView, origin: float | None) -> str:
-    lines = [f"{one_line(n.ident, 80)}  ·  {NODE_STYLES[n.category][0]}"]
-    if n.kind == CALL:
-        entry = view.entry(n.ident)
-        build = view.build
-        # The output item the call was read from (docs/contract.md#token-rollouts).
-        if entry is not None and items.from_items(view):
-            lines.append(f"item {items.call_text(entry, 100)}")
-        if entry is not None:
-            p, g = int(entry.prompt_token_ids.size), int(entry.generation_token_ids.size)
-            stored = " (delta record)" if entry.prompt_is_delta else ""
-            lines.append(f"prompt {fmt_int(p)} · generated {fmt_int(g)} · total {fmt_int(p + g)}{stored}")
-            lines.append(f"finish {one_line(entry.finish_reason, 40)} · created {_time(entry.created_at, origin)}")
-            res = entry.parent_resolution.value if entry.parent_resolution is not None else "null"
-            claimed = f" → {one_line(entry.parent_call_id, 60)}" if entry.parent_call_id else ""
-            lines.append(f"resolution {res}{claimed}")
-        decision = build.links.get(n.ident) if build is not None else None
-        if decision is not None:
-            if decision.note is None:
-                if decision.linked_parent is not None:
-                    lines.append(f"link verified to {one_line(decision.linked_parent, 60)}")
-                else:
-                    lines.append("root")
-            else:
-                lines.append(one_line(_NOTE_SHORT.get(decision.note, decision.note)))
-                if decision.note == PARENT_MISSING_RECOVERED and decision.linked_parent:
-                    lines.append(f"re-attached to {one_line(decision.linked_parent, 60)}")
-        if build is not None and n.ident in build.excluded:
-            lines.append(f"excluded: {one_line(build.excluded[n.ident])}")
-        if "conflict" in n.flags:
-            lines.append("conflicting duplicate copies of this id")
-        if "final_answer" in n.flags or "answer_candidate" in n.flags:
-            attribution = view.result.terminal_attribution
-            method = attribution.method if attribution is not None else ""
-            lines.append(f"the harness's final answer (attributed by {method})" if "final_answer" in n.flags else
-                         f"matches the harness's final answer by {method}, as does another sequence: ambiguous")
-        if entry is not None and entry.parent_resolution_reason:
-            lines.append(f"reason: {one_line(entry.parent_resolution_reason, 100)}")
-        chains = view.chain_membership.get(n.ident)
-        if chains:
-            lines.append("on " + one_line(", ".join(chains[:6]) + (" …" if len(chains) > 6 else "")))
-    elif n.kind == REFUSAL:
-        r = view.refusals_by_id.get(n.ident)
-        if r is not None:
-            lines.append(f"code {one_line(r.code, 60)} · recorded {_time(r.recorded_at, origin)}")
-            parent = f" → {one_line(r.parent_call_id, 60)}" if r.parent_call_id else ""
-            lines.append(f"resolution {r.parent_resolution.value}{parent}")
-            if r.message:
-                lines.append(f"message: {one_line(r.message, 100)}")
-    elif n.category == "announced":
-        lines.append("the store wrote an intent for this call; no record of it was captured")
-    else:
-        lines.append("claimed as a parent; no record of this id was captured")
-    return "\n".join(lines)
-
-
-def _time(t: float, origin: float | None) -> str:
-    return fmt_time(t, origin)
 
 
 def short_labels(idents: Sequence[str], limit: int = 10) -> list[str]:
@@ -499,18 +403,3 @@ def short_labels(idents: Sequence[str], limit: int = 10) -> list[str]:
     return out
 
 
-def search(model: TreeModel, query: str, limit: int = 50) -> list[str]:
-    """Node keys whose id matches ``query`` (case-insensitive): exact first, then prefix, then substring."""
-    q = query.strip().lower()
-    if not q:
-        return []
-    exact, prefix, inside = [], [], []
-    for n in model.nodes:
-        ident = n.ident.lower()
-        if ident == q:
-            exact.append(n.key)
-        elif ident.startswith(q):
-            prefix.append(n.key)
-        elif q in ident:
-            inside.append(n.key)
-    return (exact + prefix + inside)[:limit]
