@@ -2,6 +2,6 @@
 verdicts, exports and the comparison of two builds (no Streamlit).
 
 They build on the shared view data one level up (`views.model`, `views.links`,
-`tokencap.services.rollout_sources` and the leaves `text`, `style`, `words`), never on the Run page's room
+`tokencap.services.rollout_sources` and the leaves `formatting`, `style`, `words`), never on the Run page's room
 (`views.run`), and nothing shared imports them.
 """

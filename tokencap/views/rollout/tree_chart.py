@@ -8,10 +8,9 @@ width and height follow from that, and the page draws it at its own width. Lane 
 the top margin, stacked on up to `HEADER_LINES` lines when they would touch; the legend
 (`tree_legend`) is drawn in the right margin from the same marks, each layer from `tree_layers`.
 
-Why not plotly: the tree is the first thing every opened rollout draws, and plotly's bundle
-(4.8 MB) costs a fresh browser tab about a second to evaluate before its first plot. A row
-clicked on the Run page while that bundle loaded waited for it (1.1-1.4 s). Vega-Lite is
-already loaded for the Run page's charts, so the first rollout opened draws at once.
+Why Vega-Lite: the tree is the first thing every opened rollout draws. Vega-Lite is already
+loaded for the Run page's charts, so the first rollout opened draws at once; a bundle of its own
+(plotly's) would first have to be evaluated by a fresh tab (docs/performance.md has the figures).
 
 A long rollout is drawn as a window of rows (``window``: an inclusive range of call-order
 positions) below a clickable overview of every node (`tree_overview`). Every node and ring

@@ -10,5 +10,5 @@ Layers inside (imports point down; tests/test_views_imports.py checks them):
 
 Where a run comes from and where each of its rollouts can be opened is the app's service
 `tokencap.services.run_sources`, a layer below. This package imports only shared leaves of
-`tokencap.views` (`text`, `style`), never the Rollout page's parts; nothing here imports Streamlit.
+`tokencap.views` (`formatting`, `style`), never the Rollout page's parts; nothing here imports Streamlit.
 """
