@@ -87,7 +87,7 @@ def source_from_bytes(name: str, data: bytes) -> Source:
 
 
 def _directory_files(path: Path) -> list[Path]:
-    files = []
+    files: list[Path] = []
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         files.extend(Path(root) / n for n in sorted(names) if not n.startswith("."))

@@ -95,6 +95,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         st.info("No calls to show.")
         return
     selected = rp.selected_node(view, STATE[Keys.SELECTED].get(rk))
+    assert selected is not None  # a tree with a node opens on one (`opening_node`)
     STATE[Keys.SELECTED][rk] = selected
     chart_key = _chart_key("tree", rk, view.anchor)
     window = None

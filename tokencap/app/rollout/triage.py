@@ -75,7 +75,7 @@ def show_triage(request: OpenRequest) -> None:
         if order is not None and row is not None:
             st.button("Previous", icon=":material/arrow_upward:", key=Keys.TRIAGE_PREV, shortcut="K", on_click=_step,
                       args=(-1,), disabled=order.step(row, -1) is None, help="The rollout above in the run's table")
-            filtered = rd.RunFilter.from_params(request.back_params).active
+            filtered = bool(rd.RunFilter.from_params(request.back_params).active)
             st.markdown(rp.triage_position(order.where(row), filtered), width="content")
             st.button("Next", icon=":material/arrow_downward:", key=Keys.TRIAGE_NEXT, shortcut="J", on_click=_step,
                       args=(1,), disabled=order.step(row, 1) is None, help="The rollout below in the run's table")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -266,7 +266,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
         if grouped:
             _chart_and_words(rw.groups_spec(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
             st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key=Keys.RUN_W_GROUPS,
-                                 format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
+                                 format_func=rw.GROUP_FILTERS.__getitem__, on_change=on_groups)
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
     if rewarded:  # the page's whole width: its columns are cut off in half of it at 1280 px
@@ -325,25 +325,35 @@ def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarra
     return None
 
 
+class _PairSide(NamedTuple):
+    """One side of a joined rollout that its run has: the rollout, where it is, and the run."""
+
+    side: str  # "A" or "B"
+    source: str
+    rollout_id: str
+    located: rs.Located | None  # None: its file is not here
+    where: rs.RunOrigin
+
+
 def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, position: int, flt: rd.RunFilter,
-              back_params: dict[str, str], open_request: Callable[[dict], None]) -> None:
+              back_params: dict[str, str], open_request: Callable[[OpenRequest], None]) -> None:
     """Buttons opening a joined rollout's A or B capture; with both, on the Rollout page's Compare tab
     (`triage.pair_request`: each side named by its run, built with its records, previous / next kept)."""
     assert versus is not None
-    sides = []
+    sides: list[_PairSide | None] = []
     for side, frame, row, where in (("A", cmp.a, int(cmp.rows["row_a"].iloc[position]), origin),
                                     ("B", cmp.b, int(cmp.rows["row_b"].iloc[position]), versus.origin)):
         if row < 0:
             sides.append(None)
             continue
         source, rollout_id = str(frame["source"].iloc[row]), str(frame["rollout_id"].iloc[row])
-        sides.append((side, source, rollout_id, rs.locate(where, source), where))
+        sides.append(_PairSide(side, source, rollout_id, rs.locate(where, source), where))
     change = rd.CHANGE_LABELS[str(cmp.rows["change"].iloc[position])]
     with st.container(border=True, key=Keys.RUN_PAIR_OPEN):
-        ids = " / ".join(md_escape(s[2]) for s in sides if s is not None)
+        ids = " / ".join(md_escape(s.rollout_id) for s in sides if s is not None)
         st.markdown(f"**{ids}** · change: *{change}*"
                     + (" · opening either side shows the two captures on the Rollout page's Compare tab"
-                       if all(s is not None and s[3] is not None for s in sides) else ""))
+                       if all(s is not None and s.located is not None for s in sides) else ""))
         columns = st.columns(2)
         for i, (col, mine) in enumerate(zip(columns, sides)):
             if mine is None:

@@ -159,7 +159,7 @@ def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> 
     for rollouts read from output items, NeMo RL's contiguity too."""
     if comparing:
         st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key=Keys.RUN_W_CHANGE,
-                       format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=(Keys.RUN_W_CHANGE,),
+                       format_func=rd.CHANGE_LABELS.__getitem__, on_change=_widget_changed, args=(Keys.RUN_W_CHANGE,),
                        placeholder="any")
     with st.container(key=Keys.RUN_FILTERS, horizontal=True, gap="small", vertical_alignment="bottom"):
         st.segmented_control("Verdict", list(rd.VERDICTS), key=Keys.RUN_W_VERDICT, on_change=_widget_changed,
@@ -168,7 +168,7 @@ def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> 
                        args=(Keys.RUN_W_STATUSES,), placeholder="any")
         if items:  # rollouts read from output items: what NeMo RL's contiguity check says of them
             st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key=Keys.RUN_W_CONTIGUOUS,
-                                 format_func=ro.CONTIGUITY_LABELS.get, on_change=_widget_changed,
+                                 format_func=ro.CONTIGUITY_LABELS.__getitem__, on_change=_widget_changed,
                                  args=(Keys.RUN_W_CONTIGUOUS,), help=ro.CONTIGUITY_TEXT["not_contiguous"])
         st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key=Keys.RUN_W_REASONS,
                        on_change=_widget_changed, args=(Keys.RUN_W_REASONS,), placeholder="any")
@@ -176,7 +176,7 @@ def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> 
                       placeholder="search ids", icon=":material/search:")
         st.text_input("Source contains", key=Keys.RUN_W_SOURCE, on_change=_widget_changed, args=(Keys.RUN_W_SOURCE,),
                       placeholder="path or file", icon=":material/folder:")
-        st.selectbox("Sort by", list(rd.SORTS), key=Keys.RUN_W_SORT, format_func=rd.SORTS.get,
+        st.selectbox("Sort by", list(rd.SORTS), key=Keys.RUN_W_SORT, format_func=rd.SORTS.__getitem__,
                      on_change=_widget_changed, args=(Keys.RUN_W_SORT,))
         st.toggle("Descending", key=Keys.RUN_W_DESC, on_change=_widget_changed, args=(Keys.RUN_W_DESC,),
                   disabled=not flt.sort)

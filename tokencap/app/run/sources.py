@@ -104,7 +104,12 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     sample = rs.sample_run_path(APP_DIR)
     typed = opened_path()
     named = typed or cli  # the sidebar's path, else the command line's
-    path = (rs.typed_path(typed) if typed else str(Path(cli).expanduser().resolve())) if named else str(sample)
+    if typed:
+        path = rs.typed_path(typed)
+    elif cli:
+        path = str(Path(cli).expanduser().resolve())
+    else:
+        path = str(sample)
     fps: dict[str, rs.Fingerprint] = STATE[Keys.RUN_FINGERPRINTS]
     if path not in fps:
         fps[path] = rs.fingerprint(path)

@@ -73,6 +73,8 @@ _PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons
            "query": "q", "sort": "sort", "descending": "desc", "causes": "cause", "delivery": "gym",
            "contiguous": "contig"}
 _TUPLES = ("reasons", "statuses", "change", "causes")
+_CHARTED = _TUPLES + ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery", "contiguous")
+"""The filters a chart's bar sets (`RunFilter.toggle`): a one-value tuple for those of `_TUPLES`, else the value."""
 
 
 @dataclass(frozen=True)
@@ -166,16 +168,13 @@ class RunFilter:
 
     def toggle(self, dimension: str, key: str) -> RunFilter:
         """What a click on a chart bar does: filter on that bar, or clear it when it is the filter."""
-        if dimension in _TUPLES:
-            current = getattr(self, dimension)
-            return replace(self, **{dimension: () if current == (key,) else (key,)})
-        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery", "contiguous"):
-            return replace(self, **{dimension: "" if getattr(self, dimension) == key else key})
-        raise ValueError(f"no chart filters on {dimension!r}")
+        if dimension not in _CHARTED:
+            raise ValueError(f"no chart filters on {dimension!r}")
+        bar = (key,) if dimension in _TUPLES else key
+        return self.without(dimension) if getattr(self, dimension) == bar else self.set(**{dimension: bar})
 
     def without(self, dimension: str) -> RunFilter:
-        default = RunFilter()
-        return replace(self, **{dimension: getattr(default, dimension)})
+        return self.set(**{dimension: getattr(RunFilter(), dimension)})
 
     def cleared(self) -> RunFilter:
         """No filter, the same sort."""
@@ -253,6 +252,14 @@ def _code_of(column: pd.Series, key: str) -> int:
     return cats.index(key) if key in cats else -2
 
 
+def _any_column(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """Rows true in any of the boolean ``columns`` (a row having any of the listed reasons, or causes)."""
+    keep = np.zeros(len(frame), dtype=bool)
+    for column in columns:
+        keep |= frame[column].to_numpy()
+    return keep
+
+
 def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     """One boolean array (rows kept) per active filter dimension."""
     masks: dict[str, np.ndarray] = {}
@@ -264,10 +271,7 @@ def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     if flt.verdict:
         masks["verdict"] = frame["verdict"].cat.codes.to_numpy() == VERDICTS.index(flt.verdict)
     if flt.reasons:
-        keep = np.zeros(len(frame), dtype=bool)
-        for r in flt.reasons:
-            keep |= frame[f"reason_{r}"].to_numpy()
-        masks["reasons"] = keep
+        masks["reasons"] = _any_column(frame, [f"reason_{r}" for r in flt.reasons])
     if flt.statuses:
         codes = frame["status"].cat.codes.to_numpy()
         masks["statuses"] = np.isin(codes, [STATUSES.index(s) for s in flt.statuses])
@@ -278,10 +282,7 @@ def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     if flt.link:
         masks["link"] = frame[f"link_{flt.link}"].to_numpy() > 0
     if flt.causes:
-        keep = np.zeros(len(frame), dtype=bool)
-        for c in flt.causes:
-            keep |= frame[f"cause_{c}"].to_numpy()
-        masks["causes"] = keep
+        masks["causes"] = _any_column(frame, [f"cause_{c}" for c in flt.causes])
     if flt.delivery:
         masks["delivery"] = frame["delivery"].cat.codes.to_numpy() == DELIVERY.index(flt.delivery)
     if flt.contiguous and "contiguity" in frame:

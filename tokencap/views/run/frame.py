@@ -3,6 +3,7 @@ low-cardinality columns become categoricals, so a filter or a count compares sma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,8 @@ def _nullable(table: pa.Table, name: str, dtype: Any) -> Any:
     return pd.array(column.cast(pa.int64()).to_pandas(types_mapper=pd.ArrowDtype).astype("Int64"), dtype="Int64")
 
 
-def reason_text(mask: np.ndarray) -> str:
+def reason_text(mask: Sequence[int]) -> str:
+    """The mask reasons flagged in ``mask`` (one flag per `MASK_REASON_ORDER` entry), comma-separated."""
     return ", ".join(r for r, on in zip(MASK_REASON_ORDER, mask) if on)
 
 
