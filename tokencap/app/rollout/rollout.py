@@ -86,7 +86,6 @@ from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 from tokencap.views.text import md_escape
 
-SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0);</script>"
 TABS = list(rp.TABS)
 
 STATE = st.session_state
@@ -150,7 +149,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         STATE[Keys.OPEN_ROLLOUT_SELECTED] = request.seq
         # Streamlit keeps the scroll position across pages; a rollout opened from far down
         # the run's table would open mid-page, below its verdict. A constant script, no data.
-        st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
+        st.html(assets.script("scroll_to_top.js"), unsafe_allow_javascript=True)
         wanted, other = rp.handed_over_refs(refs, request, STATE.get(Keys.VS_SOURCE_KEY))
         if wanted is not None:
             STATE[Keys.ROLLOUT] = wanted.key

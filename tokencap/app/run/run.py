@@ -369,16 +369,7 @@ def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tup
 def scroll_to_row(position: int) -> str:
     """A script (no data but a row number) that scrolls the page to the table and the table to a row."""
     top = max(0, ROW_HEIGHT * int(position) - TABLE_HEIGHT // 2)
-    return f"""<script>(function (n) {{
-      const go = () => {{
-        const box = document.querySelector('.st-key-run_table_box');
-        const grid = box && box.querySelector('.dvn-scroller');
-        if (!grid) return n-- > 0 && setTimeout(go, 100);
-        box.scrollIntoView({{block: 'center'}});
-        grid.scrollTop = {top};
-      }};
-      go();
-    }})(50);</script>"""
+    return assets.script("scroll_to_row.js", TOP=str(top))
 
 
 # --------------------------------------------------------------------------- page
