@@ -3,8 +3,8 @@
 The CSS is aimed at Streamlit's internal test ids (``data-testid``) and at the keys the pages give their
 containers (``st-key-…``); the scripts are constant (no data from a capture or a run ever goes in them,
 only numbers and column names the views compute, a nonce, and the URL the page serves a download
-from). Colours come from `tokencap.views.style`, which the
-chart specs share: a file names one as ``$NAME``, filled in here.
+from). Colours come from `tokencap.views.style`, which the chart specs share: a file names one as
+``$NAME``, filled in here.
 """
 
 from __future__ import annotations
