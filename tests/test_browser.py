@@ -182,12 +182,13 @@ FETCHES = """() => performance.getEntriesByType('resource')
 
 def _label(dimension: str, key: str) -> str:
     """What a Run-page chart writes for the category ``key``."""
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.categories import DELIVERED_LABELS, DELIVERY_LABELS, REFUSAL_LABELS
+    from tokencap.views.run.filters import CHANGE_LABELS
 
     from tokencap.views.words import label
 
-    labels = {"refusal": rd.REFUSAL_LABELS, "change": rd.CHANGE_LABELS, "delivery": rd.DELIVERY_LABELS,
-              "delivered": rd.DELIVERED_LABELS}
+    labels = {"refusal": REFUSAL_LABELS, "change": CHANGE_LABELS, "delivery": DELIVERY_LABELS,
+              "delivered": DELIVERED_LABELS}
     if dimension in ("causes", "link"):  # readable labels of keys (issue 37, item 14)
         return label(key)
     return labels.get(dimension, {}).get(key, key)
@@ -238,14 +239,14 @@ def _bar_width(page, dimension: str, key: str) -> float:
 def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from tokencap.views.run import data as rd
+    from tokencap.rollout import MASK_REASON_ORDER
 
     expect.set_options(timeout=WAIT_MS)
     table = _sample_table()
     rows = table.to_pylist()
     # A mask reason with rollouts that load (so their verdict is drawn), the most common one.
     counts = {r: sum(1 for x in rows if r in x["mask_reasons"] and not x["reason_load_error"])
-              for r in rd.MASK_REASON_ORDER if r not in ("load_error", "no_records")}
+              for r in MASK_REASON_ORDER if r not in ("load_error", "no_records")}
     reason = max(counts, key=counts.get)
     filtered = [x for x in rows if reason in x["mask_reasons"]]
     position = next(i for i, x in enumerate(filtered) if not x["reason_load_error"])
@@ -294,15 +295,16 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
 def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromium(server, tmp_path):
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.categories import REFUSALS
+    from tokencap.views.run.frame import run_frame
     from tokencap.views.run import reward as rw
 
     table = _sample_table()
-    frame = rd.run_frame(table)
+    frame = run_frame(table)
     total = len(frame)
     # The smallest non-empty bar of the refusal outcomes (a few rollouts next to ~290 without refusal).
     counts = frame["refusal"].value_counts()
-    key = min((k for k in rd.REFUSALS if counts[k] > 0), key=lambda k: counts[k])
+    key = min((k for k in REFUSALS if counts[k] > 0), key=lambda k: counts[k])
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
         page.goto(f"{server}/?run_charts=1")  # the other charts open (the refusal chart is one of them)
         expect(page.get_by_text(f"{total:,} of {total:,} rollouts", exact=True)).to_be_visible()
@@ -504,11 +506,12 @@ def test_a_row_clicked_as_the_run_page_is_drawn_opens_its_call_tree_without_plot
     chunk is refused outright here; the rollout, its call tree and a node click work all the same."""
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import RunFilter, filter_masks, passing, sorted_rows
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(_sample_table())
-    flt = rd.RunFilter()
-    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, flt)), flt)
+    frame = run_frame(_sample_table())
+    flt = RunFilter()
+    rows = sorted_rows(frame, passing(frame, filter_masks(frame, flt)), flt)
     target = str(frame["rollout_id"].iloc[int(rows[1])])
     refused: list[str] = []
     with streamlit_server(tmp_path) as url, chromium_page() as page:
@@ -546,11 +549,12 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
     from playwright.sync_api import expect
 
     from tokencap.run import scan_table
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import RunFilter
+    from tokencap.views.run.frame import run_frame
     from tokencap.views.run import triage as tr
 
-    frame = rd.run_frame(_sample_table())
-    flt = rd.RunFilter(reasons=("multiple_chains",))
+    frame = run_frame(_sample_table())
+    flt = RunFilter(reasons=("multiple_chains",))
     order = tr.run_order(frame, flt)
     ids = [order.entry(int(r))[1] for r in order.rows]
     position = 11
@@ -748,8 +752,9 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
 
     from tokencap.views.run import charts as rc
     from tokencap.views.run import data as rd
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(_sample_table())
+    frame = run_frame(_sample_table())
     with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
         # What the run's grid paints on its canvas, and where (the columns' headers, below).
         page.add_init_script("""(() => { const fill = CanvasRenderingContext2D.prototype.fillText;
@@ -801,12 +806,13 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
     open tab only (the spans the app writes with TOKENCAP_APP_TRACE)."""
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import RunFilter, filter_masks
+    from tokencap.views.run.frame import run_frame
 
     spans = tmp_path / "trace.txt"
-    frame = rd.run_frame(_sample_table())
+    frame = run_frame(_sample_table())
     reason = "multiple_chains"
-    filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(reason,)))["reasons"].sum())
+    filtered = int(filter_masks(frame, RunFilter(reasons=(reason,)))["reasons"].sum())
     with streamlit_server(tmp_path, env={"TOKENCAP_APP_TRACE": str(spans)}) as url, chromium_page() as page:
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible(timeout=90_000)

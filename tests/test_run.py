@@ -423,7 +423,7 @@ def test_a_table_written_before_the_record_columns_still_opens_with_them_null(tm
     later = ["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS]
     assert table.drop_columns(later).equals(read_scan(out).drop_columns(later))
     assert read_scan(old.read_bytes(), name="old.parquet").equals(table)  # an upload in the app
-    from tokencap.views.run.data import run_frame
+    from tokencap.views.run.frame import run_frame
 
     assert len(run_frame(table)) == 2
 
