@@ -193,7 +193,7 @@ def test_no_page_script_runs_in_the_scan_s_workers(tmp_path):
             handle.write(f"{{os.getpid()}}\\n")
         from tokencap.services import scan_cache as rs
         rs.IN_PROCESS_BYTES = 0
-        table = scan_directory({str(run)!r}, fingerprint({str(run)!r}), workers=2,
+        table = rs.scan_directory({str(run)!r}, rs.fingerprint({str(run)!r}), workers=2,
                                   cache_dir={str(tmp_path / "cache")!r})
         print(table.num_rows)
     """))
