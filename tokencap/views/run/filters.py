@@ -8,7 +8,7 @@ Charts cross-filter: each chart counts the rollouts that pass every filter excep
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -197,39 +197,34 @@ class RunFilter:
 
     def describe(self) -> list[tuple[str, str]]:
         """(dimension, plain words) for every active filter, for the chips above the table."""
-        out = []
-        for d in self.active:
-            value = getattr(self, d)
-            if d == "change":
-                text = "change: " + " or ".join(CHANGE_LABELS[c] for c in value)
-            elif d == "groups":
-                text = f"groups: {rw.GROUP_FILTERS[value]}"
-            elif d == "verdict":
-                text = f"verdict: {value}"
-            elif d == "reasons":
-                text = "mask reason: " + " or ".join(value)
-            elif d == "statuses":
-                text = "status: " + " or ".join(value)
-            elif d == "delivered":
-                text = f"delivered: {DELIVERED_LABELS[value]}"
-            elif d == "calls":
-                text = f"calls: {calls_label(value)}"
-            elif d == "link":
-                text = f"parent-link failure: {value}"
-            elif d == "refusal":
-                text = f"refusals: {REFUSAL_LABELS[value]}"
-            elif d == "causes":
-                text = "lineage broke by: " + " or ".join(value)
-            elif d == "delivery":
-                text = f"Gym delivered: {DELIVERY_LABELS[value]}"
-            elif d == "contiguous":
-                text = ro.filter_words(value)
-            elif d == "source":
-                text = f"source contains “{value}”"
-            else:
-                text = f"id contains “{value}”"
-            out.append((d, text))
-        return out
+        return [(d, _chip(d, self.active_keys(d))) for d in self.active]
+
+
+_CHIPS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "change": ("change", CHANGE_LABELS.__getitem__),
+    "groups": ("groups", rw.GROUP_FILTERS.__getitem__),
+    "verdict": ("verdict", str),
+    "reasons": ("mask reason", str),
+    "statuses": ("status", str),
+    "delivered": ("delivered", DELIVERED_LABELS.__getitem__),
+    "calls": ("calls", calls_label),
+    "link": ("parent-link failure", str),
+    "refusal": ("refusals", REFUSAL_LABELS.__getitem__),
+    "causes": ("lineage broke by", str),
+    "delivery": ("Gym delivered", DELIVERY_LABELS.__getitem__),
+}
+"""A filter's chip above the table (`RunFilter.describe`): its name, and the words for each of its values."""
+
+
+def _chip(dimension: str, keys: tuple[str, ...]) -> str:
+    """The plain words of one active filter: ``name: value or value``; a contiguity filter in its own words,
+    a substring filter as what the source or the id contains."""
+    if dimension == "contiguous":
+        return ro.filter_words(keys[0])
+    if dimension in ("source", "query"):
+        return f"{'source' if dimension == 'source' else 'id'} contains “{keys[0]}”"
+    name, words = _CHIPS[dimension]
+    return f"{name}: " + " or ".join(words(k) for k in keys)
 
 
 def _contains(values: pd.Series, needle: str) -> np.ndarray:
