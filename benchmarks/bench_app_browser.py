@@ -248,9 +248,10 @@ def table_marker(frame, flt, other) -> str:
     """A rollout id on the first screen of the table filtered by ``flt`` that the first screen under the
     filter ``other`` does not show: seen painted, the table shows ``flt``'s rows."""
     from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import filter_masks, passing, sorted_rows
 
     def first(f):
-        rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, f)), f)
+        rows = sorted_rows(frame, passing(frame, filter_masks(frame, f)), f)
         return [str(v) for v in rd.table_frame(frame, rows[:VISIBLE_ROWS])["rollout"]]
 
     others = set(first(other))
@@ -584,12 +585,13 @@ def make_inputs(work: Path, only: set[str], table_rows: int) -> Inputs:
     inp = Inputs(work)
     if "run" in only:
         from tokencap.run import scan_table
-        from tokencap.views.run import data as rd
+        from tokencap.views.run.filters import RunFilter, filter_masks
+        from tokencap.views.run.frame import run_frame
         from tokencap.views.run import triage as tr
 
         records = REPO / "sample_data" / "rollout_records" / "run.jsonl"
-        frame = rd.run_frame(scan_table(REPO / "sample_data" / "run", workers=1, final_responses=str(records)))
-        everything, filtered = rd.RunFilter(), rd.RunFilter(reasons=(inp.sample_reason,))
+        frame = run_frame(scan_table(REPO / "sample_data" / "run", workers=1, final_responses=str(records)))
+        everything, filtered = RunFilter(), RunFilter(reasons=(inp.sample_reason,))
         order = tr.run_order(frame, filtered)
         inp.sample_total, inp.sample_filtered = len(frame), len(order.rows)
         inp.sample_ids = tuple(order.entry(int(r))[1] for r in order.rows)
@@ -609,13 +611,14 @@ def make_inputs(work: Path, only: set[str], table_rows: int) -> Inputs:
         import pyarrow.parquet as pq
 
         from synth_run import synthetic_scan_table
-        from tokencap.views.run import data as rd
+        from tokencap.views.run.filters import RunFilter, filter_masks
+        from tokencap.views.run.frame import run_frame
 
         table = synthetic_scan_table(table_rows, seed=1)
-        frame = rd.run_frame(table)
+        frame = run_frame(table)
         inp.table, inp.table_rows = work / "run.parquet", table_rows
-        inp.table_filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(inp.table_reason,)))["reasons"].sum())
-        everything, filtered = rd.RunFilter(), rd.RunFilter(reasons=(inp.table_reason,))
+        inp.table_filtered = int(filter_masks(frame, RunFilter(reasons=(inp.table_reason,)))["reasons"].sum())
+        everything, filtered = RunFilter(), RunFilter(reasons=(inp.table_reason,))
         inp.table_all_marker = table_marker(frame, everything, filtered)
         inp.table_filtered_marker = table_marker(frame, filtered, everything)
         pq.write_table(table, inp.table)

@@ -34,7 +34,8 @@ import pyarrow as pa  # noqa: E402
 from synth_run import after_a_fix, synthetic_scan_table  # noqa: E402
 from tokencap.views.run import charts as rc  # noqa: E402
 from tokencap.views.run import compare as cv  # noqa: E402
-from tokencap.views.run import data as rd  # noqa: E402
+from tokencap.views.run.filters import RunFilter, filter_masks, passing  # noqa: E402
+from tokencap.views.run.frame import run_frame  # noqa: E402
 from tokencap.views.run import reward as rw  # noqa: E402
 
 
@@ -65,14 +66,14 @@ def main() -> None:
     args = parser.parse_args()
     a = with_records(synthetic_scan_table(args.rows, seed=4), 1)
     b = with_records(after_a_fix(a), 2)
-    frame_a, frame_b = rd.run_frame(a), rd.run_frame(b)
+    frame_a, frame_b = run_frame(a), run_frame(b)
     cmp = cv.compare_runs(a, frame_a, b, frame_b)
-    flt = rd.RunFilter(change=("fixed",), sort="n_calls", descending=True)
+    flt = RunFilter(change=("fixed",), sort="n_calls", descending=True)
 
     def change() -> None:
-        masks_a, masks_b = rd.filter_masks(cmp.a, flt), rd.filter_masks(cmp.b, flt)
-        positions = cv.sorted_pairs(cmp, cv.passing_rows(cmp, rd.passing(cmp.a, masks_a),
-                                                         rd.passing(cmp.b, masks_b)), flt)
+        masks_a, masks_b = filter_masks(cmp.a, flt), filter_masks(cmp.b, flt)
+        positions = cv.sorted_pairs(cmp, cv.passing_rows(cmp, passing(cmp.a, masks_a),
+                                                         passing(cmp.b, masks_b)), flt)
         for x, y in cv.paired_bars(cmp, masks_a, masks_b):
             rc.bar_spec(x, versus=y)
         rc.bar_spec(cv.change_bars(cmp, masks_a, masks_b))
@@ -86,7 +87,7 @@ def main() -> None:
         rw.groups_spec([("A", cmp.a), ("B", cmp.b)])
 
     figures = {
-        "frame with records (run_frame)": timed(lambda: rd.run_frame(a), args.repeat),
+        "frame with records (run_frame)": timed(lambda: run_frame(a), args.repeat),
         "comparison (compare_runs, once per pair)": timed(lambda: cv.compare_runs(a, frame_a, b, frame_b),
                                                           args.repeat),
         "filter change while comparing": timed(change, args.repeat),

@@ -42,6 +42,9 @@ import pyarrow.parquet as pq  # noqa: E402
 from app_server import CHROMIUM, AppDidNotStart, launch_chromium, streamlit_app  # noqa: E402
 from synth_run import synthetic_scan_table  # noqa: E402
 from tokencap.views.run import data as rd  # noqa: E402
+from tokencap.views.run.bars import chart_bars  # noqa: E402
+from tokencap.views.run.filters import RunFilter, filter_masks, passing, sorted_rows  # noqa: E402
+from tokencap.views.run.frame import run_frame  # noqa: E402
 
 
 
@@ -49,17 +52,17 @@ def views_only(table, repeat: int) -> dict[str, float]:
     build = []
     for _ in range(repeat):
         start = time.perf_counter()
-        frame = rd.run_frame(table)
+        frame = run_frame(table)
         build.append(time.perf_counter() - start)
     changes = []
-    filters = [rd.RunFilter(statuses=("max_output_tokens",)), rd.RunFilter(),
-               rd.RunFilter(verdict="masked", sort="n_calls", descending=True), rd.RunFilter(query="12")]
+    filters = [RunFilter(statuses=("max_output_tokens",)), RunFilter(),
+               RunFilter(verdict="masked", sort="n_calls", descending=True), RunFilter(query="12")]
     for _ in range(repeat):
         for flt in filters:
             start = time.perf_counter()
-            masks = rd.filter_masks(frame, flt)
-            rows = rd.sorted_rows(frame, rd.passing(frame, masks), flt)
-            rd.chart_bars(frame, masks)
+            masks = filter_masks(frame, flt)
+            rows = sorted_rows(frame, passing(frame, masks), flt)
+            chart_bars(frame, masks)
             rd.table_frame(frame, rows)
             changes.append(time.perf_counter() - start)
     return {"frame": statistics.median(build), "change": statistics.median(changes)}
@@ -174,7 +177,7 @@ def main() -> int:
     results = {}
     for rows in sizes:
         table = synthetic_scan_table(rows, seed=1)
-        frame = rd.run_frame(table)
+        frame = run_frame(table)
         by_status = int((frame["status"] == "max_output_tokens").sum())
         masked = int((frame["verdict"] == "masked").sum())
         with tempfile.TemporaryDirectory() as tmp:

@@ -87,11 +87,11 @@ def sample_run():
     from helpers_app import SAMPLE_RECORDS, SAMPLE_RUN
 
     from tokencap.run import scan_table
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.frame import run_frame
 
     records = {"final_responses": str(SAMPLE_RECORDS)} if SAMPLE_RECORDS else {}
     table = scan_table(SAMPLE_RUN, workers=1, **records)
-    return table, rd.run_frame(table)
+    return table, run_frame(table)
 
 
 @pytest.fixture

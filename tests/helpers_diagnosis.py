@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import entry_dict, snapshot_dict
+
 from tokencap.cli import main
 from tokencap.views.model import RolloutView
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from helpers import Conv
 from hypothesis import strategies as st
 
-from helpers import Conv
 from tokencap.records import PROVEN_FIELDS, TokenEntry, canonical_json
 
 RAW = "\x00raw\x00"  # a placeholder replaced by a raw JSON text after json.dumps

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from helpers_app import ROLLOUT_PAGE, SAMPLES, TIMEOUT, UPSTREAM, open_app, pick_call, proof_charts, rerun
 from streamlit.testing.v1 import AppTest
-
 from synth_snapshots import Capture, cli_build, kitchen_sink
+
 from tokencap import load_snapshots
 from tokencap.export import loss_mask_csv
 from tokencap.lossmask import loss_mask
 from tokencap.rollout import build_rollout
 from tokencap.services import rollout_sources as src
-from helpers_app import (ROLLOUT_PAGE, SAMPLES, TIMEOUT, UPSTREAM, open_app, pick_call, proof_charts, rerun)
 
 
 def heading(at: AppTest) -> str:
@@ -277,9 +277,9 @@ def test_capture_strings_are_never_rendered_as_markup(monkeypatch):
 
 
 def test_switching_rollouts_and_tabs_does_not_rebuild(monkeypatch):
-    import tokencap.views.model as model_module
-
     import threading
+
+    import tokencap.views.model as model_module
 
     st.cache_resource.clear()
     every: list[tuple[str, int, str | None]] = []  # (thread, snapshot, anchor) of each build
@@ -991,6 +991,7 @@ def test_figures_are_built_once_per_view_and_what_they_show(monkeypatch, tmp_pat
     from collections import Counter
 
     from synth_snapshots import long_linear
+
     from tokencap.views.rollout import mask_chart as mc
     from tokencap.views.rollout import tree as tv
 

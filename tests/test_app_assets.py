@@ -32,3 +32,17 @@ def test_the_history_script_keeps_its_regex_and_a_value_the_asset_lacks_is_an_er
     assert "replace(/\\/+$/, '')" in script and "popstate" in script
     with pytest.raises(ValueError, match=r"no \$SETTINGS"):
         assets.script("history.js", SETTINGS="{}")
+
+
+@pytest.mark.parametrize(("name", "values"), [
+    ("scroll_to_top.js", {}),
+    ("scroll_to_row.js", {"TOP": "1234"}),
+    ("scroll_to_detail.js", {"NONCE": "17"}),
+    ("download_click.js", {"NONCE": "3", "HREF": "/media/a.json?copy=3"}),
+])
+def test_the_scroll_and_download_scripts_are_filled_with_their_numbers_and_url(name, values):
+    script = assets.script(name, **values)
+    assert script.startswith("<script>") and script.endswith("\n</script>") and "$" not in script
+    assert all(v in script for v in values.values())
+    if "NONCE" in values:  # the nonce leads the script: each new one is a new element, so the script runs again
+        assert script.startswith(f"<script>/* {values['NONCE']} */")

@@ -12,9 +12,8 @@ import json
 import re
 from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
-
 from helpers_app import ROLLOUT_PAGE, rerun, start_app
+from streamlit.testing.v1 import AppTest
 from synth_snapshots import cli_build
 
 REPO = Path(__file__).resolve().parent.parent

@@ -83,20 +83,21 @@ def test_keys_read_as_words_with_the_key_on_hover_and_counts_agree_in_number():
     from tokencap.diagnosis import CAUSES
     from tokencap.run.rows import LINK_NOTES
     from tokencap.views import RolloutView
+    from tokencap.views.formatting import count
     from tokencap.views.rollout import culprits as cv
     from tokencap.views.rollout import diff as df
     from tokencap.views.rollout import tree as tv
     from tokencap.views.run import charts as rc
-    from tokencap.views.run import data as rd
-    from tokencap.views.formatting import count
+    from tokencap.views.run.bars import cause_bars, link_bars
+    from tokencap.views.run.frame import run_frame
 
     table = scan_table(SAMPLES / "run", workers=1)
-    frame = rd.run_frame(table)
+    frame = run_frame(table)
     keep = np.ones(len(frame), dtype=bool)
-    for bars, keys in ((rd.cause_bars(frame, keep), CAUSES), (rd.link_bars(frame, keep), LINK_NOTES)):
+    for bars, keys in ((cause_bars(frame, keep), CAUSES), (link_bars(frame, keep), LINK_NOTES)):
         assert not [lab for lab in bars.labels if "_" in lab], bars.labels
         assert all(f"(key: {k})" in h for k, h in zip(keys, bars.hover))
-    assert "new context" in rd.cause_bars(frame, keep).labels
+    assert "new context" in cause_bars(frame, keep).labels
     view = RolloutView(load_snapshots(SAMPLES / "run" / "task0265-rollout1-attempt0.tokens.jsonl")[0])
     notes = [n.note for n in tv.tree_of(view).nodes if "↯" in n.note]
     assert notes and not [n for n in notes if "link intact" in n or "_" in n.split("↯")[-1]], notes
@@ -112,7 +113,7 @@ def test_keys_read_as_words_with_the_key_on_hover_and_counts_agree_in_number():
         "The delivered sequences are identical (1 token)."
     assert df.compare(one, one).sequence.summary().endswith("tokens).")
     assert cv._claimed(None) == "claimed parent (none recorded)"
-    spec = rc.bar_spec(rd.cause_bars(frame[:1], keep[:1]))
+    spec = rc.bar_spec(cause_bars(frame[:1], keep[:1]))
     assert "1 rollouts" not in str(spec)
 
 

@@ -9,8 +9,7 @@ from helpers_app import SAMPLES, open_app, pick_call, proof_charts
 from helpers_diagnosis import broken_rollout, tokenizer_file
 from helpers_rollouts import culprit_labels
 
-from tokencap.views.rollout import breaks as bv
-
+from tokencap.services.rollout_sources import default_tokenizer_path
 
 
 def test_the_culprit_names_the_cause_the_predecessor_and_the_divergence(monkeypatch, tmp_path):
@@ -63,14 +62,14 @@ def test_the_bundled_sample_tokenizer_is_the_default_only_for_sample_data(tmp_pa
     (app / "sample_data").mkdir(parents=True)
     sample = app / "sample_data" / "x.json"
     sample.write_text("{}")
-    assert bv.default_tokenizer_path(app, None, [str(sample)]) is None  # no bundled tokenizer: a no-op
+    assert default_tokenizer_path(app, None, [str(sample)]) is None  # no bundled tokenizer: a no-op
     tokenizer_file(app / "sample_data" / "tokenizer.json")
-    assert bv.default_tokenizer_path(app, None, [str(sample)]) == app / "sample_data" / "tokenizer.json"
+    assert default_tokenizer_path(app, None, [str(sample)]) == app / "sample_data" / "tokenizer.json"
     other = tmp_path / "mine.json"
     shutil.copy(sample, other)
-    assert bv.default_tokenizer_path(app, None, [str(sample), str(other)]) is None
-    assert bv.default_tokenizer_path(app, None, [None]) is None  # an upload
-    assert bv.default_tokenizer_path(app, "/given/tokenizer.json", [str(other)]).name == "tokenizer.json"
+    assert default_tokenizer_path(app, None, [str(sample), str(other)]) is None
+    assert default_tokenizer_path(app, None, [None]) is None  # an upload
+    assert default_tokenizer_path(app, "/given/tokenizer.json", [str(other)]).name == "tokenizer.json"
 
 
 def test_the_call_tree_names_the_cause_the_culprit_names(monkeypatch, tmp_path):

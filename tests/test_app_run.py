@@ -23,23 +23,41 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers_app import (
+    AFTER_FIX,
+    REPO,
+    RUN_PAGE,
+    SAMPLE_RECORDS,
+    SAMPLE_RUN,
+    SAMPLES,
+    click_bar,
+    escaped,
+    headings,
+    open_link,
+    rerun,
+    run_app,
+    run_table,
+    select_row,
+    send_selection,
+    shown_count,
+)
+from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
+from helpers_rollouts import make_run
 from streamlit.proto.Block_pb2 import Block as BlockProto
 from streamlit.testing.v1 import AppTest
+from synth_snapshots import Capture
 
 import tokencap.cli
 import tokencap.run
-from synth_snapshots import Capture
-from tokencap.run import scan_table
-from tokencap.views.run import data as rd
 from tokencap.app.run import loading as rl
-from tokencap.services import run_sources as rs
+from tokencap.rollout import MASK_REASON_ORDER
+from tokencap.run import scan_table
 from tokencap.services import scan_cache
+from tokencap.services.arguments import AppArguments, app_arguments
+from tokencap.services.scan_cache import cached_scan_path, fingerprint
 from tokencap.views.run import triage as tr
+from tokencap.views.run.filters import RunFilter, filter_masks, passing, sorted_rows
 from tokencap.views.words import label
-from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, SAMPLE_RECORDS, SAMPLE_RUN, SAMPLES, click_bar, escaped, headings, open_link, rerun, run_app, run_table, select_row,
-                         send_selection, shown_count)
-from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
-from helpers_rollouts import make_run
 
 
 def rollout_banner(at: AppTest) -> str:
@@ -54,7 +72,7 @@ def rollout_banner(at: AppTest) -> str:
 def a_reason(frame) -> str:
     """A mask reason the sample run has, on rollouts that load (so they open on the Rollout page)."""
     loads = ~frame["reason_load_error"].to_numpy()
-    counts = {r: int((frame[f"reason_{r}"].to_numpy() & loads).sum()) for r in rd.MASK_REASON_ORDER
+    counts = {r: int((frame[f"reason_{r}"].to_numpy() & loads).sum()) for r in MASK_REASON_ORDER
               if r not in ("load_error", "capture_incomplete", "no_records")}
     return max(counts, key=lambda r: (counts[r], r == "multiple_chains"))
 
@@ -375,7 +393,7 @@ def test_a_big_directory_is_scanned_by_a_child_on_every_core_and_its_table_kept(
     assert children and children[-1] == (want.num_rows, want.num_rows)
     assert shown_count(at) == (want.num_rows, want.num_rows)
     assert sorted(run_table(at).value["rollout"]) == sorted(want.column("rollout_id").to_pylist())
-    assert rs.cached_scan_path(rs.fingerprint(run)).exists()
+    assert cached_scan_path(fingerprint(run)).exists()
 
 
 def test_a_scan_s_progress_bar_moves_nothing_after_it(monkeypatch, tmp_path):
@@ -849,7 +867,7 @@ def test_tokencap_app_passes_the_records_to_the_page(monkeypatch, tmp_path, free
     assert cli.main(["app", str(tmp_path), "--final-responses", str(records), "--port", str(free_port)]) == 0
     cmd = calls[-1]
     assert cmd[cmd.index("--") + 1:] == [str(tmp_path), "--final-responses", str(records)]
-    assert rs.app_arguments(cmd[cmd.index("--") + 1:]) == rs.AppArguments(str(tmp_path), str(records))
+    assert app_arguments(cmd[cmd.index("--") + 1:]) == AppArguments(str(tmp_path), str(records))
     assert cli.main(["app", str(tmp_path), "--final-responses", str(tmp_path / "nope.jsonl")]) == 2
     assert len(calls) == 1
 
@@ -1082,7 +1100,7 @@ def test_previous_and_next_walk_the_runs_filtered_sorted_table_and_back_lands_on
     at.toggle(key="run_w_desc").set_value(True)
     rerun(at)
     ids = run_table(at).value["rollout"].tolist()
-    order = tr.run_order(frame, rd.RunFilter(reasons=(reason,), sort="n_calls", descending=True))
+    order = tr.run_order(frame, RunFilter(reasons=(reason,), sort="n_calls", descending=True))
     assert len(ids) >= 3 and ids == [order.entry(int(r))[1] for r in order.rows]
     select_row(at, 1)
     assert headings(at) == [escaped(ids[1])]
@@ -1169,7 +1187,7 @@ def test_a_row_clicked_opens_its_rollout_before_the_run_page_is_drawn_again(monk
     at = run_app(monkeypatch)
     assert f"run chart {rc.FIRST}" in [name for name, _ in trace.read(spans)]  # drawn by the first run
     spans.unlink()
-    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, rd.RunFilter())), rd.RunFilter())
+    rows = sorted_rows(frame, passing(frame, filter_masks(frame, RunFilter())), RunFilter())
     select_row(at, 1)
     request = STATE_of(at)["open_rollout"]
     assert request.rollout_id == frame["rollout_id"].iloc[int(rows[1])]

@@ -11,7 +11,7 @@ from helpers_app import click_bar, run_app, run_table, shown_count
 from helpers_diagnosis import broken_rollout, records_file
 
 from tokencap.run import scan_table
-from tokencap.views.run import data as rd
+from tokencap.views.run.frame import run_frame
 
 
 def broken_run(tmp_path: Path) -> tuple[Path, Path]:
@@ -72,7 +72,7 @@ def test_without_records_there_is_no_delivery_tile(monkeypatch, tmp_path):
     run, _ = broken_run(tmp_path)
     at = run_app(monkeypatch, str(run))
     assert "trained in doubt" not in {m.label for m in at.metric}
-    frame = rd.run_frame(scan_table(run, workers=1))
+    frame = run_frame(scan_table(run, workers=1))
     assert int(frame["cause_tokens_replaced"].sum()) == 2
 
 

@@ -9,11 +9,23 @@ from __future__ import annotations
 import json
 import os
 
-from helpers_app import (AFTER_FIX, REPO, RUN_PAGE, escaped, headings, open_link, rerun, run_app, run_table,
-                         select_row, send_selection)
+from helpers_app import (
+    AFTER_FIX,
+    REPO,
+    RUN_PAGE,
+    escaped,
+    headings,
+    open_link,
+    rerun,
+    run_app,
+    run_table,
+    select_row,
+    send_selection,
+)
 from helpers_app import compare_with_the_sample_after_fix as _compare_with_the_sample_after_fix
+
+from tokencap.services.arguments import START_DIR_ENV, typed_path
 from tokencap.views.run import reward as rw
-from tokencap.services import run_sources as rs
 
 
 def captions(at) -> list[str]:
@@ -35,7 +47,7 @@ def test_a_run_scanned_without_records_says_so(monkeypatch, tmp_path):
 
 
 def test_a_relative_path_to_compare_with_starts_where_tokencap_app_was_started(monkeypatch, tmp_path):
-    monkeypatch.setenv(rs.START_DIR_ENV, str(REPO / "sample_data"))
+    monkeypatch.setenv(START_DIR_ENV, str(REPO / "sample_data"))
     monkeypatch.chdir(tmp_path)  # the server's own directory is somewhere else
     at = run_app(monkeypatch)
     at.text_input(key="run_w_vs_path").set_value("run_after_fix")
@@ -48,9 +60,9 @@ def test_a_relative_path_to_compare_with_starts_where_tokencap_app_was_started(m
 
 
 def test_typed_paths_start_in_the_start_directory_else_the_working_directory(tmp_path):
-    assert rs.typed_path("a/b", {rs.START_DIR_ENV: str(tmp_path)}) == str(tmp_path / "a" / "b")
-    assert rs.typed_path(str(tmp_path / "c"), {rs.START_DIR_ENV: "/elsewhere"}) == str(tmp_path / "c")
-    assert rs.typed_path("x", {}) == os.path.join(os.getcwd(), "x")
+    assert typed_path("a/b", {START_DIR_ENV: str(tmp_path)}) == str(tmp_path / "a" / "b")
+    assert typed_path(str(tmp_path / "c"), {START_DIR_ENV: "/elsewhere"}) == str(tmp_path / "c")
+    assert typed_path("x", {}) == os.path.join(os.getcwd(), "x")
 
 
 def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_path, free_port):
@@ -59,8 +71,8 @@ def test_tokencap_app_tells_the_server_where_it_was_started(monkeypatch, tmp_pat
 
     seen = []
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(rs.START_DIR_ENV, raising=False)
-    monkeypatch.setattr(server, "_serve", lambda cmd, **_: seen.append(os.environ.get(rs.START_DIR_ENV)) or 0)
+    monkeypatch.delenv(START_DIR_ENV, raising=False)
+    monkeypatch.setattr(server, "_serve", lambda cmd, **_: seen.append(os.environ.get(START_DIR_ENV)) or 0)
     assert cli.main(["app", "--port", str(free_port)]) == 0
     assert seen == [str(tmp_path)]
 

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import Conv, linear_chain
+
 from tokencap import (
     TerminalAttribution,
     TokenCaptureSnapshot,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from helpers_properties import rollouts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers_properties import rollouts
 from tokencap import TokenCaptureSnapshot, attribute_terminal, build_rollout, prefix_merging
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

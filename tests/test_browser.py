@@ -19,17 +19,24 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from synth_snapshots import kitchen_sink
-
-from helpers_browser import (REPO, RUN_BAR, RUN_TABLE, TOOLTIP, TREE, WAIT_MS, chromium_page, launch_chromium,
-                             streamlit_server)
-from helpers_browser import after_rerun as _after_rerun
 from helpers_browser import GRID as _GRID
 from helpers_browser import GRID_ROWS as _GRID_ROWS
+from helpers_browser import (
+    REPO,
+    RUN_BAR,
+    RUN_TABLE,
+    TOOLTIP,
+    TREE,
+    WAIT_MS,
+    chromium_page,
+    launch_chromium,
+    streamlit_server,
+)
+from helpers_browser import after_rerun as _after_rerun
 from helpers_browser import sample_table as _sample_table
 from helpers_browser import select_grid_row as _select_grid_row
 from helpers_browser import settled as _settled
+from synth_snapshots import kitchen_sink
 
 pytestmark = pytest.mark.browser
 
@@ -182,12 +189,12 @@ FETCHES = """() => performance.getEntriesByType('resource')
 
 def _label(dimension: str, key: str) -> str:
     """What a Run-page chart writes for the category ``key``."""
-    from tokencap.views.run import data as rd
-
+    from tokencap.views.run.categories import DELIVERED_LABELS, DELIVERY_LABELS, REFUSAL_LABELS
+    from tokencap.views.run.filters import CHANGE_LABELS
     from tokencap.views.words import label
 
-    labels = {"refusal": rd.REFUSAL_LABELS, "change": rd.CHANGE_LABELS, "delivery": rd.DELIVERY_LABELS,
-              "delivered": rd.DELIVERED_LABELS}
+    labels = {"refusal": REFUSAL_LABELS, "change": CHANGE_LABELS, "delivery": DELIVERY_LABELS,
+              "delivered": DELIVERED_LABELS}
     if dimension in ("causes", "link", "reasons"):  # readable labels of keys (issue 37, item 14)
         return label(key)
     return labels.get(dimension, {}).get(key, key)
@@ -238,14 +245,14 @@ def _bar_width(page, dimension: str, key: str) -> float:
 def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from tokencap.views.run import data as rd
+    from tokencap.rollout import MASK_REASON_ORDER
 
     expect.set_options(timeout=WAIT_MS)
     table = _sample_table()
     rows = table.to_pylist()
     # A mask reason with rollouts that load (so their verdict is drawn), the most common one.
     counts = {r: sum(1 for x in rows if r in x["mask_reasons"] and not x["reason_load_error"])
-              for r in rd.MASK_REASON_ORDER if r not in ("load_error", "no_records")}
+              for r in MASK_REASON_ORDER if r not in ("load_error", "no_records")}
     reason = max(counts, key=counts.get)
     filtered = [x for x in rows if reason in x["mask_reasons"]]
     position = next(i for i, x in enumerate(filtered) if not x["reason_load_error"])
@@ -294,15 +301,16 @@ def test_run_page_filter_select_and_back_in_chromium(server, tmp_path):
 def test_a_tiny_bar_is_selected_by_its_label_and_the_reward_views_show_in_chromium(server, tmp_path):
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
     from tokencap.views.run import reward as rw
+    from tokencap.views.run.categories import REFUSALS
+    from tokencap.views.run.frame import run_frame
 
     table = _sample_table()
-    frame = rd.run_frame(table)
+    frame = run_frame(table)
     total = len(frame)
     # The smallest non-empty bar of the refusal outcomes (a few rollouts next to ~290 without refusal).
     counts = frame["refusal"].value_counts()
-    key = min((k for k in rd.REFUSALS if counts[k] > 0), key=lambda k: counts[k])
+    key = min((k for k in REFUSALS if counts[k] > 0), key=lambda k: counts[k])
     with chromium_page(viewport={"width": 1280, "height": 1400}) as page:
         page.goto(f"{server}/?run_charts=1")  # the other charts open (the refusal chart is one of them)
         expect(page.get_by_text(f"{total:,} of {total:,} rollouts", exact=True)).to_be_visible()
@@ -363,9 +371,8 @@ def _calls_shown(page) -> list[str]:
 
 
 def test_a_click_on_a_1500_call_tree_selects_that_call_and_keeps_the_zoom(tmp_path):
-    from playwright.sync_api import expect
-
     from bench_build import make_linear_rollout
+    from playwright.sync_api import expect
 
     path = tmp_path / "linear1500.json"
     make_linear_rollout(path, 1500, tool_tokens=20, gen_tokens=10, delta=True)
@@ -463,9 +470,8 @@ def test_the_url_restores_a_view_after_reload(tmp_path):
 def test_a_large_export_shows_progress_and_lands_whole(tmp_path):
     """A result above the browser limit is written to disk with a progress bar; one below it is prepared
     (with progress) and downloads by itself. Both are the bytes `tokencap build` writes."""
-    from playwright.sync_api import expect
-
     from bench_build import make_linear_rollout
+    from playwright.sync_api import expect
 
     path = tmp_path / "linear120.json"
     make_linear_rollout(path, 120)  # about 14 MB of result
@@ -504,11 +510,12 @@ def test_a_row_clicked_as_the_run_page_is_drawn_opens_its_call_tree_without_plot
     chunk is refused outright here; the rollout, its call tree and a node click work all the same."""
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import RunFilter, filter_masks, passing, sorted_rows
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(_sample_table())
-    flt = rd.RunFilter()
-    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, flt)), flt)
+    frame = run_frame(_sample_table())
+    flt = RunFilter()
+    rows = sorted_rows(frame, passing(frame, filter_masks(frame, flt)), flt)
     target = str(frame["rollout_id"].iloc[int(rows[1])])
     refused: list[str] = []
     with streamlit_server(tmp_path) as url, chromium_page() as page:
@@ -546,11 +553,12 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
     from playwright.sync_api import expect
 
     from tokencap.run import scan_table
-    from tokencap.views.run import data as rd
     from tokencap.views.run import triage as tr
+    from tokencap.views.run.filters import RunFilter
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(_sample_table())
-    flt = rd.RunFilter(reasons=("multiple_chains",))
+    frame = run_frame(_sample_table())
+    flt = RunFilter(reasons=("multiple_chains",))
     order = tr.run_order(frame, flt)
     ids = [order.entry(int(r))[1] for r in order.rows]
     position = 11
@@ -629,9 +637,8 @@ def test_triage_next_previous_back_to_the_row_and_links_that_reopen_the_rollout(
 
 
 def test_the_long_rollout_overview_goes_where_a_dot_is_clicked_and_zooms_where_a_drag_covers(tmp_path):
-    from playwright.sync_api import expect
-
     from bench_build import make_linear_rollout
+    from playwright.sync_api import expect
 
     path = tmp_path / "linear1500.json"
     make_linear_rollout(path, 1500, tool_tokens=20, gen_tokens=10, delta=True)
@@ -707,7 +714,6 @@ def _tree_geometry_problems(page) -> tuple[int, list[str]]:
 def test_the_call_tree_labels_as_chromium_draws_them_never_collide_or_clip(tmp_path):
     """Issue 20: at 24 and 88 calls every label sits whole beside its node, clear of the others."""
     from playwright.sync_api import expect
-
     from synth_snapshots import long_linear
 
     path = tmp_path / "linear88.json"
@@ -748,8 +754,9 @@ def test_the_run_page_shows_the_tiles_the_reason_chart_and_the_table_on_the_firs
 
     from tokencap.views.run import charts as rc
     from tokencap.views.run import data as rd
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(_sample_table())
+    frame = run_frame(_sample_table())
     with streamlit_server(tmp_path) as url, chromium_page() as page:  # 1280x800
         # What the run's grid paints on its canvas, and where (the columns' headers, below).
         page.add_init_script("""(() => { const fill = CanvasRenderingContext2D.prototype.fillText;
@@ -801,12 +808,13 @@ def test_a_click_reruns_only_the_part_it_changes(tmp_path):
     open tab only (the spans the app writes with TOKENCAP_APP_TRACE)."""
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import RunFilter, filter_masks
+    from tokencap.views.run.frame import run_frame
 
     spans = tmp_path / "trace.txt"
-    frame = rd.run_frame(_sample_table())
+    frame = run_frame(_sample_table())
     reason = "multiple_chains"
-    filtered = int(rd.filter_masks(frame, rd.RunFilter(reasons=(reason,)))["reasons"].sum())
+    filtered = int(filter_masks(frame, RunFilter(reasons=(reason,)))["reasons"].sum())
     with streamlit_server(tmp_path, env={"TOKENCAP_APP_TRACE": str(spans)}) as url, chromium_page() as page:
         page.goto(url)
         expect(page.get_by_text(f"{len(frame):,} of {len(frame):,} rollouts", exact=True)).to_be_visible(timeout=90_000)

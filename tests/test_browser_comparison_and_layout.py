@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from helpers_browser import REPO, chromium_page, sample_table, streamlit_server
 
 pytestmark = pytest.mark.browser
@@ -56,17 +55,18 @@ def test_a_comparison_s_rows_open_walk_and_link_like_one_run_s_and_the_run_page_
     from playwright.sync_api import expect
 
     from tokencap.views.run import compare as cv
-    from tokencap.views.run import data as rd
+    from tokencap.views.run.filters import RunFilter, filter_masks, passing
+    from tokencap.views.run.frame import run_frame
 
     a, b = sample_table("run"), sample_table("run_after_fix")
-    cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b), names=("A (run)", "B (run_after_fix)"))
-    flt = rd.RunFilter(change=("fixed",))  # the joined rows of the table, as the page lists them
-    keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
-    keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
+    cmp = cv.compare_runs(a, run_frame(a), b, run_frame(b), names=("A (run)", "B (run_after_fix)"))
+    flt = RunFilter(change=("fixed",))  # the joined rows of the table, as the page lists them
+    keep_a = passing(cmp.a, filter_masks(cmp.a, flt))
+    keep_b = passing(cmp.b, filter_masks(cmp.b, flt))
     rows = cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt)
     ids = [str(cmp.a["rollout_id"].iat[int(cmp.rows["row_a"].iat[int(p)])]) for p in rows]
     position = ids.index(IDENTICAL)
-    frame = rd.run_frame(a)
+    frame = run_frame(a)
     multiple = sum("multiple_chains" in r for r in a.column("mask_reasons").to_pylist())
     with streamlit_server(tmp_path) as url, chromium_page() as page:
         expect.set_options(timeout=60_000)  # a busy machine (the suite beside it) draws slowly

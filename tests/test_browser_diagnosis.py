@@ -12,7 +12,6 @@ import json
 import re
 
 import pytest
-
 from helpers_browser import RUN_BAR, launch_chromium, streamlit_server
 from helpers_diagnosis import broken_rollout, tokenizer_file
 

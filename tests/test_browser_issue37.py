@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from helpers_browser import REPO, chromium_page, sample_table, settled, streamlit_server
 
 pytestmark = pytest.mark.browser
@@ -103,11 +102,12 @@ def test_back_steps_through_the_rollouts_visited_and_the_url_follows_what_is_sho
     rollout of that run; a file that fails to load leaves no earlier sample in the URL."""
     from playwright.sync_api import expect
 
-    from tokencap.views.run import data as rd
     from tokencap.views.run import triage as tr
+    from tokencap.views.run.filters import RunFilter
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(sample_table())
-    order = tr.run_order(frame, rd.RunFilter(reasons=("multiple_chains",)))
+    frame = run_frame(sample_table())
+    order = tr.run_order(frame, RunFilter(reasons=("multiple_chains",)))
     ids = [order.entry(int(r))[1] for r in order.rows]
     sources = {order.entry(int(r))[1]: str(frame["source"].iloc[int(r)]) for r in order.rows}
     (tmp_path / "bad.json").write_bytes(b"garbage here\n")

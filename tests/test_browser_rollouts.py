@@ -10,7 +10,6 @@ wait is on a condition, never a fixed time.
 
 from __future__ import annotations
 
-
 import pytest
 from helpers_browser import REPO, chromium_page, select_grid_row, settled, streamlit_server
 

@@ -47,9 +47,11 @@ def test_the_first_screen_holds_eight_rows_the_triage_columns_both_headline_char
     from tokencap.views.run import charts as rc
     from tokencap.views.run import data as rd
     from tokencap.views.run import table as rt
+    from tokencap.views.run.filters import RunFilter, filter_masks, passing, sorted_rows
+    from tokencap.views.run.frame import run_frame
 
-    frame = rd.run_frame(sample_table())
-    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, rd.RunFilter())), rd.RunFilter())
+    frame = run_frame(sample_table())
+    rows = sorted_rows(frame, passing(frame, filter_masks(frame, RunFilter())), RunFilter())
     headers = list(rd.TABLE_COLUMNS.values())
     wanted = [rd.TABLE_COLUMNS[c] for c in rt.FIRST_SCREEN]
     # A row whose mask reasons are wider than their column, in the first eight.

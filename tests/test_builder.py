@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from helpers import Conv, chain_by_id, entry_dict, ids_of, linear_chain, notes_dict, reference_build, summarize
+
 from tokencap import BuildNotes, BuildOutput, Chain, ChainLink, TokenEntry, compute_digest, prefix_merging, run_builder
 
 DUP = "duplicate_call_id_conflict"

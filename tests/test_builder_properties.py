@@ -17,11 +17,11 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from helpers_properties import rollouts
 from hypothesis import HealthCheck, given, settings
 
 from tokencap import assert_prefix_contiguity, loss_mask, prefix_merging
 from tokencap.projection import project_chain_to_output_items
-from helpers_properties import rollouts
 
 
 def _fingerprint(out):

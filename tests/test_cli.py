@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import Conv, as_refusal_line, jsonl_bytes, linear_chain, refusal_dict, snapshot_dict
+
 from tokencap.cli import main
 
 SUMMARY_KEYS = {"rollout_id", "mask_sample", "mask_reasons", "metrics", "rebuilt_response"}

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from diagnosis_cases import Case, tiny_tokenizer
+from helpers_diagnosis import run_cli
 from synth_snapshots import Capture
 
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import write_summary
-from helpers_diagnosis import run_cli
 
 
 def breaks_section(out: str) -> str:

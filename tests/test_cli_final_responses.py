@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from helpers import Conv, jsonl_bytes, snapshot_dict
+
 from tokencap.cli import main
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from helpers import Conv, snapshot_dict
+
 from tokencap.cli import main
 from tokencap.report import TREE_INDENT_CAP
 

@@ -240,12 +240,13 @@ def test_the_diff_headers_sit_over_their_values():
 
 def test_the_diff_status_shares_split_incomplete_as_the_run_page_does():
     from tokencap.run.diff import diff_tables, summary_text
-    from tokencap.views.run import data as rd
+    from tokencap.run.table import STATUSES
+    from tokencap.views.run.frame import run_frame
 
     diff = diff_tables(RUN_A, RUN_B)
-    page_a = rd.run_frame(RUN_A)["status"].value_counts()
-    page_b = rd.run_frame(RUN_B)["status"].value_counts()
-    expected = {s: (int(page_a[s]), int(page_b[s])) for s in rd.STATUSES if page_a[s] or page_b[s]}
+    page_a = run_frame(RUN_A)["status"].value_counts()
+    page_b = run_frame(RUN_B)["status"].value_counts()
+    expected = {s: (int(page_a[s]), int(page_b[s])) for s in STATUSES if page_a[s] or page_b[s]}
     assert diff.summary.status_counts == expected
     assert expected == {"completed": (2, 2), "max_output_tokens": (1, 2), "content_filter": (1, 0),
                         "incomplete": (0, 1), "no response": (1, 0)}

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import linear_chain, snapshot_dict
 
 import tokencap
 import tokencap.cli as cli
-from helpers import linear_chain, snapshot_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 

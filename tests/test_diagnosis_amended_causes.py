@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from diagnosis_cases import GEN1, OPENING, Case, tiny_tokenizer
-from synth_snapshots import Capture
 from helpers_diagnosis import compaction, observations, ref
+from synth_snapshots import Capture
 
 from tokencap import build_rollout, diagnose
 from tokencap.diagnosis import HINTS

@@ -6,10 +6,10 @@ import json
 
 import pytest
 from diagnosis_cases import Case
+from helpers_diagnosis import compaction, observations, ref
 
 from tokencap import load_final_responses
 from tokencap.diagnosis import delivered_by, delivered_mask_sample, parse_evidence, trained_in_doubt
-from helpers_diagnosis import compaction, observations, ref
 
 
 def compaction_case() -> Case:

@@ -15,9 +15,9 @@ import json
 import math
 
 from diagnosis_cases import tiny_tokenizer
+from helpers_properties import rollouts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from helpers_properties import rollouts
 
 from tokencap import TokenCaptureSnapshot, build_rollout, diagnose
 from tokencap.diagnosis import BREAK_FIELDS, BREAK_KINDS, CAUSES, DIVERGENCE_KINDS, RELATIONS

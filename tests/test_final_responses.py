@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import Conv
+
 from tokencap import FinalResponses, LoadError, TokenCaptureSnapshot, build_rollout, load_final_responses
-from tokencap.loading import FinalResponses as FromLoading, load_final_responses as from_loading
+from tokencap.loading import FinalResponses as FromLoading
+from tokencap.loading import load_final_responses as from_loading
 from tokencap.loading.final_responses import NO_FACTS, RecordFacts
 
 

@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from helpers import Conv, jsonl_bytes, snapshot_dict
+
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError

@@ -12,8 +12,8 @@ import gc
 import json
 
 import numpy as np
-
 from helpers import linear_chain, snapshot_dict
+
 from tokencap import build_rollout
 from tokencap.loading.capture_text import load_text
 

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import Conv, jsonl_bytes, snapshot_dict, zip_bytes
 
 import tokencap.loading.lines as lines_module
-from helpers import Conv, jsonl_bytes, zip_bytes, snapshot_dict
 from tokencap import load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError

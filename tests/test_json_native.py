@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import Conv, linear_chain
+
 from tokencap import (
     TokenCaptureSnapshot,
     TokenEntry,

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import Conv, as_refusal_line, jsonl_bytes, refusal_dict, snapshot_dict, zip_bytes
+
 from tokencap import build_rollout, load_snapshots
 
 UPSTREAM = Path(__file__).resolve().parent / "data" / "upstream_store"

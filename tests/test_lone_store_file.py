@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from helpers import Conv, jsonl_bytes, zip_bytes
+
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.loading import LoadError
@@ -27,8 +27,8 @@ from tokencap.run import scan_table
 from tokencap.run.discover import discover
 from tokencap.run.errors import DiscoveryError
 from tokencap.services import rollout_sources as src
-from tokencap.views.rollout.culprits import reason_lines
 from tokencap.views.model import RolloutView
+from tokencap.views.rollout.culprits import reason_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "sample_data" / "run"

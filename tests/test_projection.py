@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
 from helpers import Conv, ids_of, linear_chain, make_refusal
+
 from tokencap import (
     BuildOutput,
     Chain,
@@ -525,6 +525,7 @@ def test_chain_sequence_of_a_loaded_lane_is_the_last_call_without_a_copy() -> No
     import json
 
     from helpers import snapshot_dict
+
     from tokencap.builder import prefix_merging
     from tokencap.loading.capture_text import load_text
     from tokencap.projection import chain_sequence

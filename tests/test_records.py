@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import entry_dict, minimal_entry_dict, refusal_dict
+
 from tokencap import EngineRefusalRecord, ParentResolutionStatus, TokenEntry, compute_digest
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_digests.json"

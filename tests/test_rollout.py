@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from helpers import Conv, linear_chain, make_refusal
+
 from tokencap import TokenCaptureSnapshot, build_rollout, compute_digest
 
 ORDER = ["load_error", "capture_incomplete", "no_records", "build_error", "unresolved_retries",

@@ -7,11 +7,11 @@ from __future__ import annotations
 import io
 import json
 
+from helpers import logprobs_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from helpers import logprobs_for
 from rollouts_data import jsonl
+
 from tokencap import build_rollout, load_snapshots
 from tokencap.export import write_summary
 from tokencap.run.rows import contiguous, tokens_from

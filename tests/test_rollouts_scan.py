@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from helpers import Conv, jsonl_bytes
 from rollouts_data import jsonl, rollout_record, turns_of
+
 from tokencap.cli import main
 from tokencap.run import scan_table
 from tokencap.run.discover import discover

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import Conv, jsonl_bytes, snapshot_dict, zip_bytes
 from rollouts_data import jsonl, rollout_record, turns_of, without_tokens
+
 from tokencap import build_rollout, load_snapshots
 from tokencap.loading import LoadError, iter_snapshots, records_for
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from helpers import jsonl_bytes, linear_chain, snapshot_dict
 from sigint import default_sigint, sigint_handler
+
 from tokencap import build_rollout, load_snapshots
 from tokencap.cli import main
 from tokencap.export import results_bytes
@@ -423,7 +423,7 @@ def test_a_table_written_before_the_record_columns_still_opens_with_them_null(tm
     later = ["reward", "task_index", "rollout_index", *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS]
     assert table.drop_columns(later).equals(read_scan(out).drop_columns(later))
     assert read_scan(old.read_bytes(), name="old.parquet").equals(table)  # an upload in the app
-    from tokencap.views.run.data import run_frame
+    from tokencap.views.run.frame import run_frame
 
     assert len(run_frame(table)) == 2
 
@@ -823,7 +823,6 @@ def test_a_scan_never_projects_a_payload(monkeypatch):
     # A row reads the verdict and metrics only: the Responses payload (a deep copy of every
     # delivered output item) is never built, and the table is the one a full build gives.
     import tokencap.rollout as rollout_module
-
     from tokencap.run import table_of_snapshots
 
     expected = scan_table(SAMPLE_RUN, workers=1)

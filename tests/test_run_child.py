@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tokencap import identity
 import tokencap.run.child as child_module
+from tokencap import identity
 from tokencap.run import DiscoveryError, read_current_scan, scan, scan_table
 from tokencap.run.child import ChildScan, scan_in_child
 from tokencap.services import run_sources as rs
 from tokencap.services import scan_cache
+from tokencap.services.claims import claim_path, release_claim, take_claim
+from tokencap.services.scan_cache import cached_scan_path, fingerprint, prescan, scan_directory
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_RUN = rs.sample_run_path(REPO)
@@ -102,13 +104,13 @@ def test_scan_directory_reuses_the_table_of_the_same_fingerprint_only(monkeypatc
     run = small_run(tmp_path)
     children = counted_children(monkeypatch)
     want = scan_table(run, workers=1)
-    fp = rs.fingerprint(run)
-    assert rs.scan_directory(run, fp).equals(want)
-    assert rs.scan_directory(run, rs.fingerprint(run)).equals(want)
+    fp = fingerprint(run)
+    assert scan_directory(run, fp).equals(want)
+    assert scan_directory(run, fingerprint(run)).equals(want)
     assert len(children) == 1 and Path(children[0]).parent == big  # the second open read the cached table
 
     shutil.copy(REPO / "sample_data" / "content_filter_stop.json", run / "content_filter_stop.json")
-    changed = rs.scan_directory(run, rs.fingerprint(run))
+    changed = scan_directory(run, fingerprint(run))
     assert len(children) == 2 and changed.num_rows == want.num_rows + 1
 
     # A table other tokencap code wrote is never reused, whatever its file is called.
@@ -118,7 +120,7 @@ def test_scan_directory_reuses_the_table_of_the_same_fingerprint_only(monkeypatc
 
 def test_a_table_of_a_run_that_changed_while_it_was_scanned_is_not_kept(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
-    fp = rs.fingerprint(run)
+    fp = fingerprint(run)
     real = child_module.scan_in_child
 
     def and_change(source, out, **kwargs):
@@ -126,8 +128,8 @@ def test_a_table_of_a_run_that_changed_while_it_was_scanned_is_not_kept(monkeypa
         (run / "late.json").write_bytes((REPO / "sample_data" / "content_filter_stop.json").read_bytes())
 
     monkeypatch.setattr(child_module, "scan_in_child", and_change)
-    rs.scan_directory(run, fp)
-    assert not rs.cached_scan_path(fp).exists()
+    scan_directory(run, fp)
+    assert not cached_scan_path(fp).exists()
 
 
 def test_leaving_the_page_stops_the_child_and_its_workers(tmp_path):
@@ -233,9 +235,9 @@ def test_a_run_scanned_with_its_rollout_records_is_cached_apart_and_has_their_co
     records = rs.sample_records(REPO, SAMPLE_RUN)
     assert records is not None
     want = scan_table(SAMPLE_RUN, workers=1, final_responses=records)
-    assert rs.scan_directory(SAMPLE_RUN, rs.fingerprint(SAMPLE_RUN), final_responses=records).equals(want)
-    with_records = rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN), final_responses=records)
-    assert with_records.exists() and not rs.cached_scan_path(rs.fingerprint(SAMPLE_RUN)).exists()
+    assert scan_directory(SAMPLE_RUN, fingerprint(SAMPLE_RUN), final_responses=records).equals(want)
+    with_records = cached_scan_path(fingerprint(SAMPLE_RUN), final_responses=records)
+    assert with_records.exists() and not cached_scan_path(fingerprint(SAMPLE_RUN)).exists()
     assert read_current_scan(with_records) is None  # written with records: not the table of a scan without
     assert read_current_scan(with_records, records).equals(want)
 
@@ -246,26 +248,26 @@ def test_a_run_scanned_with_its_rollout_records_is_cached_apart_and_has_their_co
 def test_prescan_writes_the_table_the_page_then_opens_without_a_scan(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
     children = counted_children(monkeypatch)
-    target = rs.prescan(run)
-    assert target == rs.cached_scan_path(rs.fingerprint(run)) and not rs.claim_path(target).exists()
-    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    target = prescan(run)
+    assert target == cached_scan_path(fingerprint(run)) and not claim_path(target).exists()
+    assert scan_directory(run, fingerprint(run)).equals(scan_table(run, workers=1))
     assert children == []
 
 
 def test_prescan_leaves_a_small_run_to_the_page(monkeypatch, tmp_path, big):
     monkeypatch.setattr(scan_cache, "IN_PROCESS_BYTES", 1 << 40)
-    assert rs.prescan(small_run(tmp_path)) is None
+    assert prescan(small_run(tmp_path)) is None
     assert not big.exists()
 
 
 def test_the_page_waits_for_a_scan_already_running_and_shows_its_progress(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
     children = counted_children(monkeypatch)
-    target = rs.cached_scan_path(rs.fingerprint(run))
+    target = cached_scan_path(fingerprint(run))
     target.parent.mkdir(parents=True)
-    claim = rs.take_claim(target)
+    claim = take_claim(target)
     assert claim is not None
-    assert rs.take_claim(target) is None  # one scan at a time
+    assert take_claim(target) is None  # one scan at a time
     followed = threading.Event()
 
     def other_scan() -> None:  # what `tokencap app RUN` started beside the server
@@ -273,7 +275,7 @@ def test_the_page_waits_for_a_scan_already_running_and_shows_its_progress(monkey
         claim.flush()
         followed.wait(60)  # a bound, not a speed: until the page has shown that progress
         scan(run, target, workers=1)
-        rs.release_claim(target, claim)
+        release_claim(target, claim)
 
     seen: list[tuple[int, int]] = []
 
@@ -284,37 +286,37 @@ def test_the_page_waits_for_a_scan_already_running_and_shows_its_progress(monkey
 
     thread = threading.Thread(target=other_scan)
     thread.start()
-    table = rs.scan_directory(run, rs.fingerprint(run), progress=progress)
+    table = scan_directory(run, fingerprint(run), progress=progress)
     thread.join()
     assert table.equals(scan_table(run, workers=1))
     assert children == []  # the page started no scan of its own
     assert (1, 3) in seen and seen[-1] == (table.num_rows, table.num_rows)
-    assert not rs.claim_path(target).exists()
+    assert not claim_path(target).exists()
 
 
 def test_a_claim_left_by_a_scan_that_died_does_not_hold_the_page(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
     children = counted_children(monkeypatch)
-    target = rs.cached_scan_path(rs.fingerprint(run))
+    target = cached_scan_path(fingerprint(run))
     target.parent.mkdir(parents=True)
-    rs.claim_path(target).write_bytes(b"5 10\n")  # nobody holds its lock: its process is gone
-    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    claim_path(target).write_bytes(b"5 10\n")  # nobody holds its lock: its process is gone
+    assert scan_directory(run, fingerprint(run)).equals(scan_table(run, workers=1))
     assert len(children) == 1
-    claim = rs.take_claim(target)  # and the next scan may take it
+    claim = take_claim(target)  # and the next scan may take it
     assert claim is not None
-    rs.release_claim(target, claim)
-    assert not rs.claim_path(target).exists()
+    release_claim(target, claim)
+    assert not claim_path(target).exists()
 
 
 def test_a_page_that_gave_up_on_a_failed_scan_scans_the_run_itself(monkeypatch, tmp_path, big):
     run = small_run(tmp_path)
     children = counted_children(monkeypatch)
-    target = rs.cached_scan_path(rs.fingerprint(run))
+    target = cached_scan_path(fingerprint(run))
     target.parent.mkdir(parents=True)
-    claim = rs.take_claim(target)
-    timer = threading.Timer(0.5, rs.release_claim, (target, claim))  # ends without a table
+    claim = take_claim(target)
+    timer = threading.Timer(0.5, release_claim, (target, claim))  # ends without a table
     timer.start()
-    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    assert scan_directory(run, fingerprint(run)).equals(scan_table(run, workers=1))
     timer.join()
     assert len(children) == 1
 
@@ -337,7 +339,7 @@ def test_tokencap_app_scans_a_big_run_beside_its_server_and_stops_that_scan_with
     assert server._serve([sys.executable, "-c", "pass"], beside=prescan) == 0
     assert started[0].returncode == 0
     children = counted_children(monkeypatch)
-    assert rs.scan_directory(run, rs.fingerprint(run)).equals(scan_table(run, workers=1))
+    assert scan_directory(run, fingerprint(run)).equals(scan_table(run, workers=1))
     assert children == []
 
     # The server ends first: the scan beside it is stopped, cleanly (SIGTERM: no part file, no claim).

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from helpers_diagnosis import broken_rollout, records_file, tokenizer_file
 
 from tokencap.cli import main
 from tokencap.diagnosis import CAUSES
 from tokencap.run import COLUMNS, read_current_scan, read_scan, scan, scan_table
 from tokencap.run.diagnosed import DiagnosisFacts, diagnosis_facts
 from tokencap.run.table import DIAGNOSIS_COLUMNS, RECORD_COLUMNS, TOKENS_COLUMNS
-from helpers_diagnosis import broken_rollout, records_file, tokenizer_file
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -205,7 +205,7 @@ def test_a_table_written_before_the_diagnosis_columns_opens_with_them_null(tmp_p
     pq.write_table(pq.read_table(out).drop_columns([*RECORD_COLUMNS, *DIAGNOSIS_COLUMNS, *TOKENS_COLUMNS]), older)
     assert read_scan(older).column("first_break_call").null_count == table.num_rows
     assert scan(run, tmp_path / "again.parquet", workers=1, since=str(old)).reused == 0  # never reused
-    from tokencap.views.run.data import run_frame
+    from tokencap.views.run.frame import run_frame
 
     assert len(run_frame(read_scan(old))) == 6
 
@@ -262,7 +262,7 @@ def test_the_app_s_child_scan_and_its_cache_take_the_tokenizer(tmp_path):
     """The Run page scans a big run in `tokencap.run.child` (and `tokencap app` beside the server, in
     `prescan`): both pass the app's tokenizer on, and its scan cache keeps tables of another tokenizer apart."""
     from tokencap.run.child import ChildScan
-    from tokencap.services.run_sources import cached_scan_path, fingerprint, scan_directory
+    from tokencap.services.scan_cache import cached_scan_path, fingerprint, scan_directory
 
     run = make_run(tmp_path)
     tok = tokenizer_file(tmp_path / "tokenizer.json")

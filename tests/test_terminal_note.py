@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 from helpers import Conv, snapshot_dict
+
 from tokencap import TokenCaptureSnapshot, TokenEntry, build_rollout
 from tokencap.cli import main
-from tokencap.views.rollout.culprits import reason_lines
 from tokencap.views.model import RolloutView
+from tokencap.views.rollout.culprits import reason_lines
 
 MISSING = "terminal call c99 is not in rollout r1; the rollout is masked (terminal_call_not_delivered)"
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from diagnosis_cases import Case, tiny_tokenizer
-from helpers_diagnosis import run_cli
-from helpers_diagnosis import broken_rollout, tokenizer_file
+from helpers_diagnosis import broken_rollout, run_cli, tokenizer_file
 
 from tokencap import diagnose
 from tokencap.diagnosis import (

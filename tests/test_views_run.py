@@ -23,12 +23,35 @@ from synth_run import synthetic_scan_table
 from tokencap import build_rollout, load_snapshots
 from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.run import LINK_NOTES, scan_table
+from tokencap.run.table import STATUSES
 from tokencap.services import rollout_sources as src
 from tokencap.services import run_sources as rs
+from tokencap.services.arguments import PATH_PARAM, path_params
 from tokencap.services.requests import OpenRequest
+from tokencap.services.scan_cache import fingerprint
+from tokencap.services.uploads import (
+    NoCaptureUploaded,
+    Upload,
+    check_upload_for,
+    table_of_parquet,
+    table_of_uploads,
+    uploads_key,
+)
 from tokencap.views import vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
+from tokencap.views.run.bars import CHARTS, Bars, calls_bars, chart_bars, status_bars
+from tokencap.views.run.categories import (
+    CALLS_BINS,
+    DELIVERED_BINS,
+    REFUSALS,
+    VERDICTS,
+    calls_bin_codes,
+    delivered_bin_codes,
+)
+from tokencap.views.run.filters import CHANGES, SORTS, RunFilter, filter_masks, passing, sorted_rows
+from tokencap.views.run.frame import run_frame
+from tokencap.views.run.summary import run_metrics, single_call_warning
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -51,13 +74,13 @@ def sample_table(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sample_frame(sample_table):
-    return rd.run_frame(sample_table)
+    return run_frame(sample_table)
 
 
 @pytest.fixture(scope="module")
 def big():
     table = synthetic_scan_table(100_000, seed=7)
-    return table, rd.run_frame(table), table.to_pylist()
+    return table, run_frame(table), table.to_pylist()
 
 
 def _row(frame, rollout_id):
@@ -102,7 +125,7 @@ def test_a_row_without_a_verdict_is_shown_masked_never_trainable(sample_table):
     verdicts = sample_table.column("mask_sample").to_pylist()
     first_trainable = verdicts.index(False)
     verdicts[first_trainable] = None
-    frame = rd.run_frame(sample_table.set_column(i, "mask_sample", pa.array(verdicts, pa.bool_())))
+    frame = run_frame(sample_table.set_column(i, "mask_sample", pa.array(verdicts, pa.bool_())))
     assert frame["verdict"].iloc[first_trainable] == "masked"
     assert (frame["verdict"] == "trainable").sum() == verdicts.count(False)
 
@@ -110,10 +133,10 @@ def test_a_row_without_a_verdict_is_shown_masked_never_trainable(sample_table):
 def test_frame_of_an_empty_table_has_every_column():
     from tokencap.run import SCHEMA
 
-    f = rd.run_frame(SCHEMA.empty_table())
+    f = run_frame(SCHEMA.empty_table())
     assert len(f) == 0 and set(rd.TABLE_COLUMNS) <= set(f.columns)
     assert rd.table_frame(f, np.zeros(0, dtype=np.int64)).columns.tolist() == list(rd.TABLE_COLUMNS.values())
-    assert [b.total for b in rd.chart_bars(f, {})] == [0] * len(rd.CHARTS)
+    assert [b.total for b in chart_bars(f, {})] == [0] * len(CHARTS)
 
 
 def test_frame_columns_agree_with_the_table_row_by_row(big):
@@ -141,20 +164,20 @@ def _calls_bounds(key: str) -> tuple[int, int]:
 
 @given(hs.integers(0, 2 ** 21))
 def test_every_call_count_falls_in_the_bin_whose_bounds_hold_it(n):
-    key = rd.CALLS_BINS[int(rd.calls_bin_codes(np.array([n]))[0])]
+    key = CALLS_BINS[int(calls_bin_codes(np.array([n]))[0])]
     lo, hi = _calls_bounds(key)
     assert lo <= n <= hi
 
 
 def test_calls_bins_tile_the_integers():
-    bounds = [_calls_bounds(k) for k in rd.CALLS_BINS]
+    bounds = [_calls_bounds(k) for k in CALLS_BINS]
     assert bounds[:5] == [(0, 0), (1, 1), (2, 2), (3, 4), (5, 8)]
     assert all(b[0] == a[1] + 1 for a, b in zip(bounds, bounds[1:]))
 
 
 @given(hs.floats(0, 1))
 def test_delivered_bins_hold_their_fraction(x):
-    key = rd.DELIVERED_BINS[int(rd.delivered_bin_codes(np.array([x]))[0])]
+    key = DELIVERED_BINS[int(delivered_bin_codes(np.array([x]))[0])]
     if x == 0:
         assert key == "0"
     elif x == 1:
@@ -168,19 +191,19 @@ def test_delivered_bins_hold_their_fraction(x):
 
 
 filters = hs.builds(
-    rd.RunFilter,
-    change=hs.lists(hs.sampled_from(rd.CHANGES), max_size=3).map(tuple),
+    RunFilter,
+    change=hs.lists(hs.sampled_from(CHANGES), max_size=3).map(tuple),
     groups=hs.sampled_from(("", "few", "flat", "starved")),
-    verdict=hs.sampled_from(("",) + rd.VERDICTS),
+    verdict=hs.sampled_from(("",) + VERDICTS),
     reasons=hs.lists(hs.sampled_from(MASK_REASON_ORDER), max_size=3).map(tuple),
-    statuses=hs.lists(hs.sampled_from(rd.STATUSES), max_size=2).map(tuple),
-    delivered=hs.sampled_from(("",) + rd.DELIVERED_BINS),
-    calls=hs.sampled_from(("",) + rd.CALLS_BINS[:10]),
+    statuses=hs.lists(hs.sampled_from(STATUSES), max_size=2).map(tuple),
+    delivered=hs.sampled_from(("",) + DELIVERED_BINS),
+    calls=hs.sampled_from(("",) + CALLS_BINS[:10]),
     link=hs.sampled_from(("",) + LINK_NOTES),
-    refusal=hs.sampled_from(("",) + rd.REFUSALS),
+    refusal=hs.sampled_from(("",) + REFUSALS),
     source=hs.sampled_from(("", "shard-01", "SHARD-0", "x y")),
     query=hs.text(max_size=12),
-    sort=hs.sampled_from(tuple(rd.SORTS)),
+    sort=hs.sampled_from(tuple(SORTS)),
     descending=hs.booleans(),
 )
 
@@ -189,25 +212,25 @@ filters = hs.builds(
 def test_a_filter_survives_the_url(flt):
     params = flt.to_params()
     assert all(k.startswith("run_") for k in params)
-    assert rd.RunFilter.from_params(params) == flt
-    assert rd.RunFilter.from_params(params).token == flt.token
+    assert RunFilter.from_params(params) == flt
+    assert RunFilter.from_params(params).token == flt.token
 
 
 def test_unknown_url_values_are_dropped_not_raised():
-    flt = rd.RunFilter.from_params({"run_reason": "multiple_chains,bogus", "run_status": ["x", "completed"],
+    flt = RunFilter.from_params({"run_reason": "multiple_chains,bogus", "run_status": ["x", "completed"],
                                     "run_calls": "7", "run_link": "nope", "run_sort": "os.system",
                                     "run_desc": "1", "run_verdict": "maybe", "other": "kept out"})
-    assert flt == rd.RunFilter(reasons=("multiple_chains",), statuses=("completed",))
+    assert flt == RunFilter(reasons=("multiple_chains",), statuses=("completed",))
     assert flt.to_params() == {"run_reason": "multiple_chains", "run_status": "completed"}
 
 
 def test_reasons_are_kept_in_spec_order_and_query_text_is_one_line():
-    flt = rd.RunFilter(reasons=("multiple_chains", "load_error"), query="  a\nb  ")
+    flt = RunFilter(reasons=("multiple_chains", "load_error"), query="  a\nb  ")
     assert flt.reasons == ("load_error", "multiple_chains") and flt.query == "a b"
 
 
 def test_a_bar_click_sets_its_filter_and_a_second_click_clears_it():
-    flt = rd.RunFilter(query="x")
+    flt = RunFilter(query="x")
     once = flt.toggle("reasons", "multiple_chains")
     assert once.reasons == ("multiple_chains",) and once.query == "x"
     assert once.toggle("reasons", "multiple_chains").reasons == ()
@@ -218,15 +241,15 @@ def test_a_bar_click_sets_its_filter_and_a_second_click_clears_it():
 
 
 def test_cleared_keeps_the_sort_and_describe_says_each_filter():
-    flt = rd.RunFilter(verdict="masked", link="parent_unresolved", calls="3-4", sort="n_calls", descending=True)
-    assert flt.cleared() == rd.RunFilter(sort="n_calls", descending=True)
+    flt = RunFilter(verdict="masked", link="parent_unresolved", calls="3-4", sort="n_calls", descending=True)
+    assert flt.cleared() == RunFilter(sort="n_calls", descending=True)
     assert [d for d, _ in flt.describe()] == ["verdict", "calls", "link"]
     assert "calls: 3–4" in [t for _, t in flt.describe()]
-    assert rd.RunFilter(descending=True).descending is False  # no sort, nothing to reverse
-    assert flt.token != flt.cleared().token and rd.RunFilter().token == rd.RunFilter().token
+    assert RunFilter(descending=True).descending is False  # no sort, nothing to reverse
+    assert flt.token != flt.cleared().token and RunFilter().token == RunFilter().token
 
 
-def _reference_keep(r: dict, flt: rd.RunFilter) -> bool:
+def _reference_keep(r: dict, flt: RunFilter) -> bool:
     """One row, one filter, in plain Python: what `filter_masks` must agree with."""
     status = "no response" if r["status"] is None else "completed" if r["status"] == "completed" else \
         r["incomplete_reason"] if r["incomplete_reason"] in ("max_output_tokens", "content_filter") else "incomplete"
@@ -255,38 +278,38 @@ def _reference_keep(r: dict, flt: rd.RunFilter) -> bool:
 
 
 @pytest.mark.parametrize("flt", [
-    rd.RunFilter(),
-    rd.RunFilter(reasons=("unresolved_retries", "multiple_roots")),
-    rd.RunFilter(verdict="trainable", statuses=("max_output_tokens", "content_filter")),
-    rd.RunFilter(verdict="masked", link="parent_unresolved", source="SHARD-01"),
-    rd.RunFilter(calls="1", query="77"),
-    rd.RunFilter(calls="33-64", refusal="context", statuses=("completed",)),
-    rd.RunFilter(refusal="ended", query="ROLLOUT-0"),
-    rd.RunFilter(statuses=("no response",), reasons=("load_error",)),
+    RunFilter(),
+    RunFilter(reasons=("unresolved_retries", "multiple_roots")),
+    RunFilter(verdict="trainable", statuses=("max_output_tokens", "content_filter")),
+    RunFilter(verdict="masked", link="parent_unresolved", source="SHARD-01"),
+    RunFilter(calls="1", query="77"),
+    RunFilter(calls="33-64", refusal="context", statuses=("completed",)),
+    RunFilter(refusal="ended", query="ROLLOUT-0"),
+    RunFilter(statuses=("no response",), reasons=("load_error",)),
 ])
 def test_filters_on_100k_rows_keep_exactly_the_rows_a_per_row_check_keeps(big, flt):
     _, f, rows = big
-    keep = rd.passing(f, rd.filter_masks(f, flt))
+    keep = passing(f, filter_masks(f, flt))
     want = np.fromiter((_reference_keep(r, flt) for r in rows), dtype=bool, count=len(rows))
     assert np.array_equal(keep, want)
-    assert set(rd.filter_masks(f, flt)) == set(flt.active)
+    assert set(filter_masks(f, flt)) == set(flt.active)
 
 
 def test_delivered_filter_on_100k_rows(big):
     _, f, rows = big
-    flt = rd.RunFilter(delivered="90-100")
-    keep = rd.passing(f, rd.filter_masks(f, flt))
+    flt = RunFilter(delivered="90-100")
+    keep = passing(f, filter_masks(f, flt))
     want = np.array([0.9 <= r["delivered_fraction"] < 1.0 for r in rows])
     assert np.array_equal(keep, want) and keep.any()
 
 
-@pytest.mark.parametrize("column", [c for c in rd.SORTS if c])
+@pytest.mark.parametrize("column", [c for c in SORTS if c])
 @pytest.mark.parametrize("descending", [False, True])
 def test_sorting_100k_rows_is_stable_in_both_directions(big, column, descending):
     _, f, rows = big
-    flt = rd.RunFilter(sort=column, descending=descending, verdict="masked")
-    keep = rd.passing(f, rd.filter_masks(f, flt))
-    got = rd.sorted_rows(f, keep, flt)
+    flt = RunFilter(sort=column, descending=descending, verdict="masked")
+    keep = passing(f, filter_masks(f, flt))
+    got = sorted_rows(f, keep, flt)
     kept = [i for i in range(len(rows)) if keep[i]]
     key = (lambda i: rows[i][column]) if column != "link_failures" else (lambda i: int(f["link_failures"].iat[i]))
     # Python's sort is stable; reverse=True keeps equal values in table order too.
@@ -296,8 +319,8 @@ def test_sorting_100k_rows_is_stable_in_both_directions(big, column, descending)
 
 def test_table_shows_the_rows_in_order_and_a_selection_maps_back(big):
     _, f, rows = big
-    flt = rd.RunFilter(reasons=("multiple_roots",), sort="n_calls", descending=True)
-    order = rd.sorted_rows(f, rd.passing(f, rd.filter_masks(f, flt)), flt)
+    flt = RunFilter(reasons=("multiple_roots",), sort="n_calls", descending=True)
+    order = sorted_rows(f, passing(f, filter_masks(f, flt)), flt)
     shown = rd.table_frame(f, order)
     assert shown.columns.tolist() == list(rd.TABLE_COLUMNS.values())
     assert shown["rollout"].tolist()[:50] == [rows[i]["rollout_id"] for i in order[:50]]
@@ -312,9 +335,9 @@ def test_table_shows_the_rows_in_order_and_a_selection_maps_back(big):
 
 def test_each_chart_counts_the_rows_passing_every_other_filter(big):
     _, f, rows = big
-    flt = rd.RunFilter(reasons=("multiple_chains",), statuses=("completed",))
-    masks = rd.filter_masks(f, flt)
-    bars = {b.dimension: b for b in rd.chart_bars(f, masks)}
+    flt = RunFilter(reasons=("multiple_chains",), statuses=("completed",))
+    masks = filter_masks(f, flt)
+    bars = {b.dimension: b for b in chart_bars(f, masks)}
     # The reasons chart ignores the reason filter: it counts the completed rollouts.
     completed = [r for r in rows if r["status"] == "completed"]
     assert bars["reasons"].total == len(completed)
@@ -331,18 +354,18 @@ def test_each_chart_counts_the_rows_passing_every_other_filter(big):
 
 def test_chart_keys_are_fixed_whatever_the_data(sample_frame, big):
     _, f, _ = big
-    for (dimension, make) in rd.CHARTS:
+    for (dimension, make) in CHARTS:
         small = make(sample_frame, np.ones(len(sample_frame), dtype=bool))
         assert small.dimension == dimension
         if dimension != "calls":  # calls: 0, 1, 2, then up to the run's largest bin
             assert small.keys == make(f, np.ones(len(f), dtype=bool)).keys
-    calls = rd.calls_bars(sample_frame, np.ones(len(sample_frame), dtype=bool))
+    calls = calls_bars(sample_frame, np.ones(len(sample_frame), dtype=bool))
     assert calls.keys[-1] == "513-1024" and calls.keys[:3] == ("0", "1", "2")
 
 
 def test_every_chart_is_valid_vega_lite_and_carries_its_filter_key_on_every_bar(sample_frame):
     keep = np.ones(len(sample_frame), dtype=bool)
-    for dimension, make in rd.CHARTS:
+    for dimension, make in CHARTS:
         bars = make(sample_frame, keep)
         spec = vs.valid(rc.bar_spec(bars, active=(bars.keys[1],)))
         hit = vs.hit_layer(spec)
@@ -354,7 +377,7 @@ def test_every_chart_is_valid_vega_lite_and_carries_its_filter_key_on_every_bar(
         opacity = [r["opacity"] for r in drawn]
         assert opacity[1] == 1 and all(o == rc.FADED for i, o in enumerate(opacity) if i != 1)
         assert spec["usermeta"]["embedOptions"]["renderer"] == "svg"
-    unfiltered = rc.bar_spec(rd.status_bars(sample_frame, keep))
+    unfiltered = rc.bar_spec(status_bars(sample_frame, keep))
     assert {r["opacity"] for r in vs.rows(vs.bar_layer(unfiltered))} == {1.0}
 
 
@@ -366,12 +389,12 @@ def test_a_selection_event_maps_to_the_bar_clicked():
     assert rc.clicked({vega.PICK: "reasons"}) is None
     assert rc.clicked({vega.PICK: [{"dimension": "reasons"}, {"dimension": "calls", "key": "1"}]}) == ("calls", "1")
     assert rc.clicked({"other": [{"dimension": "calls", "key": "1"}]}) is None
-    flt = rd.RunFilter().toggle(*rc.clicked(event))
+    flt = RunFilter().toggle(*rc.clicked(event))
     assert flt.reasons == ("multiple_roots",)
 
 
 def test_a_bar_s_label_and_tooltip_are_plain_text_never_markup_or_a_link():
-    bars = rd.Bars("reasons", "t", ("a",), ("<b>x</b>",), (1,), 2, hover=("<script>",))
+    bars = Bars("reasons", "t", ("a",), ("<b>x</b>",), (1,), 2, hover=("<script>",))
     spec = vs.valid(rc.bar_spec(bars))
     hit = vs.rows(vs.hit_layer(spec))[0]
     # Vega draws text as SVG text and vega-tooltip escapes values: the text is kept as it is, unescaped.
@@ -380,16 +403,16 @@ def test_a_bar_s_label_and_tooltip_are_plain_text_never_markup_or_a_link():
 
 
 def test_run_metrics_and_the_single_call_warning(sample_frame, big):
-    metrics = {m.label: m for m in rd.run_metrics(sample_frame)}
+    metrics = {m.label: m for m in run_metrics(sample_frame)}
     assert metrics["rollouts"].value == "35"
     assert metrics["trainable"].value == "16" and metrics["masked"].value == "19"
     assert metrics["not loaded"].value == "1" and metrics["not loaded"].share == "2.9%"
-    assert rd.single_call_warning(sample_frame) is None
-    assert rd.single_call_warning(big[1]) is None
+    assert single_call_warning(sample_frame) is None
+    assert single_call_warning(big[1]) is None
     stuck = synthetic_scan_table(50, seed=1)
-    frame = rd.run_frame(stuck)
+    frame = run_frame(stuck)
     frame["n_calls"] = np.where(frame["n_calls"] > 0, 1, 0)
-    warning = rd.single_call_warning(frame)
+    warning = single_call_warning(frame)
     assert warning is not None and "exactly one model call" in warning and "tool-call parser" in warning
 
 
@@ -406,14 +429,14 @@ def test_the_sample_run_falls_back_to_sample_data(tmp_path):
 def test_a_fingerprint_changes_when_a_file_changes(tmp_path):
     (tmp_path / "a.json").write_text("{}")
     (tmp_path / ".hidden").write_text("x")
-    first = rs.fingerprint(tmp_path)
+    first = fingerprint(tmp_path)
     assert first.files == 1 and first.size == 2 and first.exists
-    assert rs.fingerprint(tmp_path) == first
+    assert fingerprint(tmp_path) == first
     (tmp_path / "a.json").write_text("{} ")
-    assert rs.fingerprint(tmp_path).signature != first.signature
+    assert fingerprint(tmp_path).signature != first.signature
     (tmp_path / ".hidden").write_text("changed")
-    assert rs.fingerprint(tmp_path).files == 1
-    assert not rs.fingerprint(tmp_path / "nope").exists
+    assert fingerprint(tmp_path).files == 1
+    assert not fingerprint(tmp_path / "nope").exists
 
 
 def test_a_store_records_file_fingerprints_its_siblings_as_its_scan_reads_them(tmp_path):
@@ -422,22 +445,22 @@ def test_a_store_records_file_fingerprints_its_siblings_as_its_scan_reads_them(t
     for f in (SAMPLES / "run").glob("task0003-rollout2-attempt0.tokens.*"):
         shutil.copy(f, tmp_path / f.name)
     lone = tmp_path / "task0003-rollout2-attempt0.tokens.jsonl"
-    first = rs.fingerprint(lone)
+    first = fingerprint(lone)
     assert first.files == 3 and first.size == sum(f.stat().st_size for f in tmp_path.iterdir())
     with open(tmp_path / "task0003-rollout2-attempt0.tokens.intents", "a") as handle:
         handle.write("call-9999\n")
-    second = rs.fingerprint(lone)
+    second = fingerprint(lone)
     assert second.signature != first.signature
     (tmp_path / "task0003-rollout2-attempt0.tokens.incomplete").write_text("")
-    assert rs.fingerprint(lone).signature not in (first.signature, second.signature)
+    assert fingerprint(lone).signature not in (first.signature, second.signature)
     (tmp_path / "other.tokens.intents").write_text("call-1\n")  # another rollout's file: not this run
-    assert rs.fingerprint(lone) == rs.fingerprint(lone)
+    assert fingerprint(lone) == fingerprint(lone)
     linked = tmp_path / "elsewhere"
     linked.mkdir()
     (linked / lone.name).symlink_to(lone)  # read through the link: the target's store
-    before = rs.fingerprint(linked / lone.name)
+    before = fingerprint(linked / lone.name)
     (tmp_path / "task0003-rollout2-attempt0.tokens.incomplete").write_text("stopped")
-    assert rs.fingerprint(linked / lone.name).signature != before.signature
+    assert fingerprint(linked / lone.name).signature != before.signature
 
 
 def test_the_row_of_a_store_records_file_scanned_as_the_run_is_located_at_that_file(tmp_path):
@@ -481,9 +504,9 @@ def _store_zip(pattern: str) -> bytes:
 
 
 def test_rows_of_a_table_uploaded_alone_are_found_among_uploaded_files_or_not_at_all():
-    jsonl = rs.Upload("multi_rollout_entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes())
-    store = rs.Upload("interrupted.zip", _store_zip("store-interrupted.tokens.*"))
-    origin = rs.RunOrigin("parquet", "run.parquet", uploads=(rs.Upload("run.parquet", b"PAR1"), jsonl, store))
+    jsonl = Upload("multi_rollout_entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes())
+    store = Upload("interrupted.zip", _store_zip("store-interrupted.tokens.*"))
+    origin = rs.RunOrigin("parquet", "run.parquet", uploads=(Upload("run.parquet", b"PAR1"), jsonl, store))
     assert origin.from_table_alone
     assert rs.locate(origin, "sub/multi_rollout_entries.jsonl").data == jsonl.data
     assert rs.locate(origin, "capture_store/store-interrupted.tokens.*").name == "interrupted.zip"
@@ -505,20 +528,20 @@ def test_the_missing_source_message_says_what_to_upload():
 
 def test_an_upload_offered_for_a_missing_rollout_is_checked():
     data = (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()
-    upload = rs.Upload("m.jsonl", data)
-    assert rs.check_upload_for(upload, "jsonl-clean") is None
-    assert rs.check_upload_for(upload, "other") == \
+    upload = Upload("m.jsonl", data)
+    assert check_upload_for(upload, "jsonl-clean") is None
+    assert check_upload_for(upload, "other") == \
         "m.jsonl holds jsonl-clean, jsonl-parameter-refusal, jsonl-refusal-ended, not other"
-    assert "line 1" in rs.check_upload_for(rs.Upload("bad.jsonl", b"{oops\n"), "x")
-    assert "is a table" in rs.check_upload_for(rs.Upload("t.parquet", b""), "x")
+    assert "line 1" in check_upload_for(Upload("bad.jsonl", b"{oops\n"), "x")
+    assert "is a table" in check_upload_for(Upload("t.parquet", b""), "x")
 
 
 def test_uploaded_files_scan_in_memory_with_a_bad_one_as_a_row():
-    uploads = (rs.Upload("store.zip", _store_zip("store-*")),
-               rs.Upload("multi_rollout_entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()),
-               rs.Upload("bad.json", b'{"entries": [{"model_call_id": 3}]}'))
+    uploads = (Upload("store.zip", _store_zip("store-*")),
+               Upload("multi_rollout_entries.jsonl", (SAMPLES / "multi_rollout_entries.jsonl").read_bytes()),
+               Upload("bad.json", b'{"entries": [{"model_call_id": 3}]}'))
     seen = []
-    table = rs.table_of_uploads(uploads, progress=lambda d, t: seen.append((d, t)))
+    table = table_of_uploads(uploads, progress=lambda d, t: seen.append((d, t)))
     rows = table.to_pylist()
     assert [(r["source"], r["rollout_id"]) for r in rows] == [
         ("bad.json", "bad"), ("multi_rollout_entries.jsonl", "jsonl-clean"),
@@ -528,16 +551,16 @@ def test_uploaded_files_scan_in_memory_with_a_bad_one_as_a_row():
     assert seen[-1] == (6, 6)
     origin = rs.RunOrigin("upload", "x", uploads=uploads)
     assert rs.locate(origin, "store.zip").data == uploads[0].data
-    assert rs.uploads_key(uploads) != rs.uploads_key(uploads[:2])
+    assert uploads_key(uploads) != uploads_key(uploads[:2])
 
 
 def test_uploads_none_of_which_is_a_capture_are_an_error_naming_each_file_not_a_run():
     """Issue 37, item 8: an empty file, truncated JSON, an image or a rollout-records file is no run."""
     records = (SAMPLES / "rollout_records" / "run.jsonl").read_bytes().split(b"\n")[0]
-    uploads = (rs.Upload("empty.json", b""), rs.Upload("cut.json", b'{"entries": ['),
-               rs.Upload("records.jsonl", records))
-    with pytest.raises(rs.NoCaptureUploaded) as caught:
-        rs.table_of_uploads(uploads)
+    uploads = (Upload("empty.json", b""), Upload("cut.json", b'{"entries": ['),
+               Upload("records.jsonl", records))
+    with pytest.raises(NoCaptureUploaded) as caught:
+        table_of_uploads(uploads)
     said = str(caught.value)
     assert "\n" not in said and said.index("empty.json") < said.index("cut.json") < said.index("records.jsonl")
     assert "the input is empty" in said and "not valid JSON" in said
@@ -549,9 +572,9 @@ def test_uploads_none_of_which_is_a_capture_are_an_error_naming_each_file_not_a_
 def test_an_uploaded_parquet_is_read_or_refused_with_its_name(sample_table):
     buffer = io.BytesIO()
     pq.write_table(sample_table, buffer)
-    assert rs.table_of_parquet(rs.Upload("run.parquet", buffer.getvalue())).num_rows == 35
+    assert table_of_parquet(Upload("run.parquet", buffer.getvalue())).num_rows == 35
     with pytest.raises(ValueError, match=r"^junk\.parquet: not a readable parquet file"):
-        rs.table_of_parquet(rs.Upload("junk.parquet", b"nope"))
+        table_of_parquet(Upload("junk.parquet", b"nope"))
 
 
 def test_open_request_is_plain_data():
@@ -597,20 +620,20 @@ def test_a_file_rollout_and_an_uploaded_rollout_open_whole():
 
 
 @settings(max_examples=30, deadline=None)
-@given(hs.sampled_from([c for c in rd.SORTS if c]), hs.booleans(), hs.integers(0, 40))
+@given(hs.sampled_from([c for c in SORTS if c]), hs.booleans(), hs.integers(0, 40))
 def test_sorting_a_small_frame_matches_pandas_stable_sort(column, descending, n):
-    f = rd.run_frame(synthetic_scan_table(n, seed=n))
-    flt = rd.RunFilter(sort=column, descending=descending)
-    got = rd.sorted_rows(f, np.ones(n, dtype=bool), flt)
+    f = run_frame(synthetic_scan_table(n, seed=n))
+    flt = RunFilter(sort=column, descending=descending)
+    got = sorted_rows(f, np.ones(n, dtype=bool), flt)
     values = f[column].astype(object) if column == "rollout_id" else f[column]
     want = sorted(range(n), key=lambda i: values.iat[i], reverse=descending)
     assert got.tolist() == want
 
 
 def test_the_url_names_a_typed_run_path_unless_an_upload_is_shown():
-    assert rs.path_params("/runs/a", showing_upload=False) == {rs.PATH_PARAM: "/runs/a"}
-    assert rs.path_params("/runs/a", showing_upload=True) == {}
-    assert rs.path_params("", showing_upload=False) == {}
+    assert path_params("/runs/a", showing_upload=False) == {PATH_PARAM: "/runs/a"}
+    assert path_params("/runs/a", showing_upload=True) == {}
+    assert path_params("", showing_upload=False) == {}
 
 
 def test_selected_rows_reads_a_table_selection_as_streamlit_keeps_it_and_nothing_else():

@@ -12,14 +12,18 @@ from synth_run import after_a_fix, synthetic_scan_table
 from tokencap.run import DiffError
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
-from tokencap.views.run import data as rd
+from tokencap.views.run.bars import CHARTS, Bars
+from tokencap.views.run.categories import CALLS_BINS
+from tokencap.views.run.filters import CHANGES, SORTS, RunFilter, filter_masks, passing
+from tokencap.views.run.frame import run_frame
+from tokencap.views.run.summary import run_metrics
 
 
 @pytest.fixture(scope="module")
 def runs():
     a = synthetic_scan_table(5_000, seed=4)
     b = after_a_fix(a)
-    cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b), names=("before", "after"))
+    cmp = cv.compare_runs(a, run_frame(a), b, run_frame(b), names=("before", "after"))
     return a, b, cmp
 
 
@@ -48,31 +52,31 @@ def test_the_change_of_each_rollout_follows_its_verdicts_and_reasons(runs):
                 "reasons_changed" if x["mask_reasons"] != y["mask_reasons"] else "same")
         assert change == want
     counts = cmp.rows["change"].value_counts()
-    assert all(counts[c] > 0 for c in rd.CHANGES)
-    assert {c: int(counts[c]) for c in rd.CHANGES} == {c: cmp.summary.changes[c] for c in rd.CHANGES}
+    assert all(counts[c] > 0 for c in CHANGES)
+    assert {c: int(counts[c]) for c in CHANGES} == {c: cmp.summary.changes[c] for c in CHANGES}
     # Each frame's change column agrees with its rows of the diff.
     assert cmp.a["change"].iloc[cmp.rows["row_a"][cmp.rows["row_a"] >= 0]].tolist() == \
         cmp.rows["change"][cmp.rows["row_a"] >= 0].tolist()
 
 
 @pytest.mark.parametrize("flt", [
-    rd.RunFilter(change=("fixed",)),
-    rd.RunFilter(change=("broke", "only_b")),
-    rd.RunFilter(change=("fixed",), reasons=("multiple_roots",)),
-    rd.RunFilter(verdict="masked"),
-    rd.RunFilter(query="rollout-00", change=("same",)),
+    RunFilter(change=("fixed",)),
+    RunFilter(change=("broke", "only_b")),
+    RunFilter(change=("fixed",), reasons=("multiple_roots",)),
+    RunFilter(verdict="masked"),
+    RunFilter(query="rollout-00", change=("same",)),
 ])
 def test_a_joined_rollout_is_shown_when_either_side_passes_the_filter(runs, flt):
     a, b, cmp = runs
-    keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
-    keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
+    keep_a = passing(cmp.a, filter_masks(cmp.a, flt))
+    keep_b = passing(cmp.b, filter_masks(cmp.b, flt))
     shown = cv.passing_rows(cmp, keep_a, keep_b)
     ra, rb = cmp.rows["row_a"].to_numpy(), cmp.rows["row_b"].to_numpy()
     want = [k for k in range(len(ra)) if (ra[k] >= 0 and keep_a[ra[k]]) or (rb[k] >= 0 and keep_b[rb[k]])]
     assert shown.tolist() == want
     if flt.change:
         assert set(cmp.rows["change"].iloc[shown]) <= set(flt.change) and len(shown)
-    if flt == rd.RunFilter(change=("fixed",)):
+    if flt == RunFilter(change=("fixed",)):
         assert len(shown) == cmp.summary.changes["fixed"]
 
 
@@ -85,7 +89,7 @@ def test_the_comparison_table_shows_both_sides_and_sorts_by_a_then_b(runs):
     assert only_b["rollout A"].isna().all() and only_b["verdict A"].isna().all() and only_b["rollout B"].notna().all()
     fixed = table[table["change"] == "fixed"]
     assert (fixed["verdict A"] == "masked").all() and (fixed["verdict B"] == "trainable").all()
-    ordered = cv.sorted_pairs(cmp, positions, rd.RunFilter(sort="n_calls", descending=True))
+    ordered = cv.sorted_pairs(cmp, positions, RunFilter(sort="n_calls", descending=True))
     calls = cv.compare_table_frame(cmp, ordered)
     value = calls["calls A"].fillna(calls["calls B"]).to_numpy()
     assert (np.diff(value) <= 0).all()
@@ -93,18 +97,18 @@ def test_the_comparison_table_shows_both_sides_and_sorts_by_a_then_b(runs):
 
 def test_paired_charts_share_their_keys_and_the_change_chart_counts_every_other_filter(runs):
     a, b, cmp = runs
-    flt = rd.RunFilter(change=("fixed",), verdict="masked")
-    masks_a, masks_b = rd.filter_masks(cmp.a, flt), rd.filter_masks(cmp.b, flt)
+    flt = RunFilter(change=("fixed",), verdict="masked")
+    masks_a, masks_b = filter_masks(cmp.a, flt), filter_masks(cmp.b, flt)
     for bars_a, bars_b in cv.paired_bars(cmp, masks_a, masks_b):
         assert bars_a.keys == bars_b.keys and len(bars_a.counts) == len(bars_b.counts)
         vs.valid(rc.bar_spec(bars_a, versus=bars_b, names=("before", "after")))
     change = cv.change_bars(cmp, masks_a, masks_b)
-    without = rd.RunFilter(verdict="masked")
-    shown = cv.passing_rows(cmp, rd.passing(cmp.a, rd.filter_masks(cmp.a, without)),
-                            rd.passing(cmp.b, rd.filter_masks(cmp.b, without)))
+    without = RunFilter(verdict="masked")
+    shown = cv.passing_rows(cmp, passing(cmp.a, filter_masks(cmp.a, without)),
+                            passing(cmp.b, filter_masks(cmp.b, without)))
     assert change.total == len(shown)
     assert dict(zip(change.keys, change.counts)) == {
-        c: int((cmp.rows["change"].iloc[shown] == c).sum()) for c in rd.CHANGES}
+        c: int((cmp.rows["change"].iloc[shown] == c).sum()) for c in CHANGES}
 
 
 def test_compare_metrics_show_both_figures_and_the_change(runs):
@@ -136,10 +140,10 @@ def test_compare_metrics_pair_tiles_by_label_when_one_run_has_contiguity_tiles(i
         a = _read_from_items(a)
     else:
         b = _read_from_items(b)
-    fa, fb = rd.run_frame(a), rd.run_frame(b)
+    fa, fb = run_frame(a), run_frame(b)
     cmp = cv.compare_runs(a, fa, b, fb, names=("before", "after"))
     tiles = {m.label: m for m in cv.compare_metrics(cmp)}
-    one_a, one_b = ({m.label: m.value for m in rd.run_metrics(f, True)} for f in (fa, fb))
+    one_a, one_b = ({m.label: m.value for m in run_metrics(f, True)} for f in (fa, fb))
     for label in ("trained in doubt", "masked by harness", "not loaded"):  # on both sides: A's figure, then B's
         assert tiles[label].value == f"{one_a[label]} → {one_b[label]}", label
     # Contiguity is counted for the run read from output items only: the other side says it has no such tile.
@@ -151,14 +155,14 @@ def test_compare_metrics_pair_tiles_by_label_when_one_run_has_contiguity_tiles(i
             assert value == f"absent → {one_b[label]}" and tiles[label].share == "absent from before"
         assert "0" not in value.replace(one_a.get(label, one_b.get(label, "")), "")
     labels = [m.label for m in cv.compare_metrics(cmp)]
-    assert labels == [m.label for m in rd.run_metrics(fa if items_in == "a" else fb, True)] + ["fixed · broke"]
+    assert labels == [m.label for m in run_metrics(fa if items_in == "a" else fb, True)] + ["fixed · broke"]
 
 
 def test_runs_that_cannot_be_compared_raise_one_line():
     a = synthetic_scan_table(20, seed=1)
     twice = pa.concat_tables([a, a])
     with pytest.raises(DiffError) as info:
-        cv.compare_runs(a, rd.run_frame(a), twice, rd.run_frame(twice), names=("a.parquet", "b.parquet"))
+        cv.compare_runs(a, run_frame(a), twice, run_frame(twice), names=("a.parquet", "b.parquet"))
     assert "\n" not in str(info.value) and "b.parquet" in str(info.value)
 
 
@@ -168,7 +172,7 @@ def test_runs_that_cannot_be_compared_raise_one_line():
 def test_every_key_has_a_hit_bar_over_its_whole_row_with_its_label(runs):
     _, _, cmp = runs
     keep = np.ones(len(cmp.a), dtype=bool)
-    for dimension, make in rd.CHARTS:
+    for dimension, make in CHARTS:
         bars = make(cmp.a, keep)
         spec = vs.valid(rc.bar_spec(bars))
         hit = vs.hit_layer(spec)
@@ -205,27 +209,28 @@ def test_a_pair_of_runs_is_drawn_as_two_named_series_in_the_run_colours(runs):
     tip = vs.rows(vs.hit_layer(spec))[0]["counts"]
     assert "before: " in tip and "after: " in tip
     with pytest.raises(ValueError):
-        rc.bar_spec(a, versus=rd.Bars(a.dimension, a.title, a.keys[:-1], a.labels[:-1], a.counts[:-1], a.total))
+        rc.bar_spec(a, versus=Bars(a.dimension, a.title, a.keys[:-1], a.labels[:-1], a.counts[:-1], a.total))
 
 
 def test_an_open_request_carries_the_records_the_run_was_scanned_with():
     from tokencap.services import run_sources as rs
+    from tokencap.services.arguments import AppArguments, app_arguments
 
     located = rs.Located(path="/runs/7")
     assert rs.open_request(located, "a.json", "r").final_responses is None
     request = rs.open_request(located, "a.json", "r", records="/runs/7.records.jsonl")
     assert request.final_responses == "/runs/7.records.jsonl"
-    assert rs.app_arguments(["RUN", "--final-responses", "R.jsonl"]) == rs.AppArguments("RUN", "R.jsonl")
-    assert rs.app_arguments(["--final-responses=R.jsonl"]) == rs.AppArguments(None, "R.jsonl")
-    assert rs.app_arguments(["--final-responses"]) == rs.AppArguments(None, None)
+    assert app_arguments(["RUN", "--final-responses", "R.jsonl"]) == AppArguments("RUN", "R.jsonl")
+    assert app_arguments(["--final-responses=R.jsonl"]) == AppArguments(None, "R.jsonl")
+    assert app_arguments(["--final-responses"]) == AppArguments(None, None)
 
 
 def test_an_uploaded_records_file_is_stored_once_by_its_content(tmp_path):
-    from tokencap.services import run_sources as rs
+    from tokencap.services.uploads import Upload, stored_upload
 
-    first = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
-    again = rs.stored_upload(rs.Upload("other-name.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
-    other = rs.stored_upload(rs.Upload("records.jsonl", b'{"rollout_id": "b"}\n'), tmp_path)
+    first = stored_upload(Upload("records.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
+    again = stored_upload(Upload("other-name.jsonl", b'{"rollout_id": "a"}\n'), tmp_path)
+    other = stored_upload(Upload("records.jsonl", b'{"rollout_id": "b"}\n'), tmp_path)
     assert first == again != other and first.suffix == ".jsonl"
     assert first.read_bytes() == b'{"rollout_id": "a"}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, other.name])  # no part files left
@@ -246,12 +251,12 @@ def test_run_names_from_paths_are_plain_text_in_every_chart(runs):
         assert names[0][:60] in text and "&lt;" not in text and "href" not in vs.channels(spec)
 
 
-@pytest.mark.parametrize("sort", [s for s in rd.SORTS if s])
+@pytest.mark.parametrize("sort", [s for s in SORTS if s])
 @pytest.mark.parametrize("descending", [False, True])
 def test_every_sort_orders_joined_rollouts_by_a_then_b(runs, sort, descending):
     _, _, cmp = runs
     positions = cv.passing_rows(cmp, np.ones(len(cmp.a), bool), np.ones(len(cmp.b), bool))
-    ordered = cv.sorted_pairs(cmp, positions, rd.RunFilter(sort=sort, descending=descending))
+    ordered = cv.sorted_pairs(cmp, positions, RunFilter(sort=sort, descending=descending))
     assert sorted(ordered.tolist()) == positions.tolist()
     ra, rb = cmp.rows["row_a"].to_numpy()[ordered], cmp.rows["row_b"].to_numpy()[ordered]
     values = [cmp.a[sort].iloc[i] if i >= 0 else cmp.b[sort].iloc[j] for i, j in zip(ra, rb)]
@@ -264,18 +269,19 @@ def test_calls_bins_of_two_runs_are_padded_to_the_larger_run():
     small = small.set_column(small.column_names.index("n_calls"), "n_calls", pa.array(np.minimum(n_calls, 2)))
     large = small.set_column(small.column_names.index("n_calls"), "n_calls",
                              pa.array(np.where(np.arange(200) == 0, 300, np.minimum(n_calls, 2))))
-    cmp = cv.compare_runs(small, rd.run_frame(small), large, rd.run_frame(large))
+    cmp = cv.compare_runs(small, run_frame(small), large, run_frame(large))
     a, b = next((x, y) for x, y in cv.paired_bars(cmp, {}, {}) if x.dimension == "calls")
-    assert a.keys == b.keys == rd.CALLS_BINS[:len(b.keys)] and b.keys[-1] == "257-512"
+    assert a.keys == b.keys == CALLS_BINS[:len(b.keys)] and b.keys[-1] == "257-512"
     assert sum(a.counts) == sum(b.counts) == 200 and a.counts[-1] == 0 and b.counts[-1] == 1
     assert a.labels == b.labels
 
 
 def test_a_scan_error_about_the_records_is_theirs_and_names_an_upload_as_uploaded(tmp_path):
     from tokencap.services import run_sources as rs
+    from tokencap.services.uploads import Upload, stored_upload
 
-    upload = rs.Upload("mine.jsonl", b'{"rollout_id": "a", "reward": "x"}\n')
-    stored = str(rs.stored_upload(upload, tmp_path))
+    upload = Upload("mine.jsonl", b'{"rollout_id": "a", "reward": "x"}\n')
+    stored = str(stored_upload(upload, tmp_path))
     title, message = rs.scan_problem(f"{stored}, line 1: field 'reward': must be a finite number", stored, upload)
     assert title == "Could not read the rollout records."
     assert message.startswith("mine.jsonl (uploaded), line 1: field 'reward'") and stored not in message

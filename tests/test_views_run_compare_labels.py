@@ -4,7 +4,7 @@ apart, overlapped ("0" over "0" read "8")."""
 from __future__ import annotations
 
 from tokencap.views.run import charts as rc
-from tokencap.views.run.data import Bars
+from tokencap.views.run.bars import Bars
 
 
 def _bars(counts: tuple[int, ...]) -> Bars:

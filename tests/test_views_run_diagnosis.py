@@ -13,13 +13,17 @@ from tokencap.run.table import DIAGNOSIS_COLUMNS
 from tokencap.views import vega
 from tokencap.views.run import charts as rc
 from tokencap.views.run import compare as cv
-from tokencap.views.run import data as rd
+from tokencap.views.run.bars import cause_bars, chart_bars, delivery_bars
+from tokencap.views.run.categories import DELIVERY
+from tokencap.views.run.filters import RunFilter, filter_masks, passing
+from tokencap.views.run.frame import run_frame
+from tokencap.views.run.summary import run_metrics
 
 
 @pytest.fixture(scope="module")
 def synth():
     table = synthetic_scan_table(5_000, seed=3)
-    return table, rd.run_frame(table), table.to_pylist()
+    return table, run_frame(table), table.to_pylist()
 
 
 def test_cause_columns_equal_a_per_row_reference(synth):
@@ -49,7 +53,7 @@ def test_cause_bars_count_rollouts_per_cause_with_each_hint_on_hover(synth):
     table, frame, rows = synth
     keep = np.ones(len(frame), dtype=bool)
     keep[::2] = False
-    bars = rd.cause_bars(frame, keep)
+    bars = cause_bars(frame, keep)
     assert bars.dimension == "causes" and bars.title == "Why lineage broke"
     assert bars.keys == CAUSES and bars.hover == tuple(f"{HINTS[c]} (key: {c})" for c in CAUSES)
     kept = [r for i, r in enumerate(rows) if keep[i]]
@@ -64,54 +68,54 @@ def test_cause_bars_count_rollouts_per_cause_with_each_hint_on_hover(synth):
 
 def test_a_cause_filter_keeps_rollouts_with_a_break_of_that_cause_and_round_trips_the_url(synth):
     table, frame, rows = synth
-    flt = rd.RunFilter().toggle("causes", "branch")
+    flt = RunFilter().toggle("causes", "branch")
     assert flt.causes == ("branch",)
     assert flt.toggle("causes", "branch").causes == ()
-    keep = rd.passing(frame, rd.filter_masks(frame, flt))
+    keep = passing(frame, filter_masks(frame, flt))
     assert list(np.flatnonzero(keep)) == [i for i, r in enumerate(rows) if "branch" in r["break_causes"]]
-    both = rd.RunFilter(causes=("seam", "branch", "not-a-cause"))
+    both = RunFilter(causes=("seam", "branch", "not-a-cause"))
     assert both.causes == ("seam", "branch")  # vocabulary order, unknown dropped
     assert both.to_params() == {"run_cause": "seam,branch"}
-    assert rd.RunFilter.from_params(both.to_params()) == both
+    assert RunFilter.from_params(both.to_params()) == both
     assert ("causes", "lineage broke by: seam or branch") in both.describe()
     # the chart counts over every other filter, never its own
-    bars = rd.chart_bars(frame, rd.filter_masks(frame, flt))
+    bars = chart_bars(frame, filter_masks(frame, flt))
     causes = next(b for b in bars if b.dimension == "causes")
     assert causes.total == len(frame)
 
 
 def test_a_delivery_filter_keeps_rollouts_trained_on_in_doubt(synth):
     table, frame, rows = synth
-    flt = rd.RunFilter().toggle("delivery", "in_doubt")
-    keep = rd.passing(frame, rd.filter_masks(frame, flt))
+    flt = RunFilter().toggle("delivery", "in_doubt")
+    keep = passing(frame, filter_masks(frame, flt))
     want = [i for i, r in enumerate(rows) if r["delivered_mask_sample"] is False and r["mask_sample"]]
     assert list(np.flatnonzero(keep)) == want and want
-    assert rd.RunFilter.from_params({"run_gym": "agent"}).delivery == "agent"
-    assert rd.RunFilter.from_params({"run_gym": "nonsense"}).delivery == ""
-    bars = rd.delivery_bars(frame, np.ones(len(frame), dtype=bool))
-    assert bars.keys == rd.DELIVERY and bars.counts[0] == len(want)
+    assert RunFilter.from_params({"run_gym": "agent"}).delivery == "agent"
+    assert RunFilter.from_params({"run_gym": "nonsense"}).delivery == ""
+    bars = delivery_bars(frame, np.ones(len(frame), dtype=bool))
+    assert bars.keys == DELIVERY and bars.counts[0] == len(want)
     assert bars.labels[0] == "trained on, lineage in doubt"
     vs.valid(rc.bar_spec(bars))
 
 
 def test_tiles_of_what_gym_delivered_only_when_a_record_said(synth):
     table, frame, rows = synth
-    metrics = {m.label: m for m in rd.run_metrics(frame)}
+    metrics = {m.label: m for m in run_metrics(frame)}
     doubt = sum(1 for r in rows if r["delivered_mask_sample"] is False and r["mask_sample"])
     agent = sum(1 for r in rows if r["delivered_by"] == "agent" and r["delivered_mask_sample"] is True)
     assert metrics["trained in doubt"].value == f"{doubt:,}"
     assert "lineage is in doubt" in metrics["trained in doubt"].help
     assert metrics["masked by harness"].value == f"{agent:,}"
-    bare = rd.run_frame(table.drop_columns(list(DIAGNOSIS_COLUMNS)))  # a table from before 11.3
-    assert "trained in doubt" not in {m.label for m in rd.run_metrics(bare)}
+    bare = run_frame(table.drop_columns(list(DIAGNOSIS_COLUMNS)))  # a table from before 11.3
+    assert "trained in doubt" not in {m.label for m in run_metrics(bare)}
     assert not bare["cause_branch"].any() and (bare["delivery"].astype(str) == "unknown").all()
-    assert rd.cause_bars(bare, np.ones(len(bare), dtype=bool)).counts == (0,) * len(CAUSES)
+    assert cause_bars(bare, np.ones(len(bare), dtype=bool)).counts == (0,) * len(CAUSES)
 
 
 def test_a_comparison_shows_both_runs_cause_shares_side_by_side(synth):
     table, frame, rows = synth
     b = after_a_fix(table)
-    cmp = cv.compare_runs(table, frame, b, rd.run_frame(b), names=("before", "after"))
+    cmp = cv.compare_runs(table, frame, b, run_frame(b), names=("before", "after"))
     pairs = {a.dimension: (a, bb) for a, bb in cv.paired_bars(cmp, {}, {})}
     a_bars, b_bars = pairs["causes"]
     assert a_bars.keys == b_bars.keys == CAUSES
@@ -132,7 +136,7 @@ def test_a_comparison_shows_both_runs_cause_shares_side_by_side(synth):
 def test_comparison_tiles_stay_paired_when_only_one_run_has_records(synth):
     table, frame, rows = synth
     bare = table.drop_columns(list(DIAGNOSIS_COLUMNS))
-    cmp = cv.compare_runs(table, frame, bare, rd.run_frame(bare))
+    cmp = cv.compare_runs(table, frame, bare, run_frame(bare))
     tile = next(m for m in cv.compare_metrics(cmp) if m.label == "trained in doubt")
     assert tile.value.endswith("→ 0")
 
@@ -142,6 +146,6 @@ def test_an_unknown_cause_in_a_table_is_not_counted():
     causes = [["a_future_cause", "seam"]] + [[] for _ in range(9)]
     table = table.set_column(table.column_names.index("break_causes"), "break_causes",
                              pa.array(causes, pa.list_(pa.string())))
-    frame = rd.run_frame(table)
+    frame = run_frame(table)
     assert frame["cause_seam"].tolist() == [True] + [False] * 9
     assert str(frame["causes"].iloc[0]) == "seam"

@@ -12,6 +12,9 @@ from tokencap.app import assets
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import table as rt
+from tokencap.views.run.bars import chart_bars
+from tokencap.views.run.filters import RunFilter, filter_masks
+from tokencap.views.run.frame import run_frame
 
 
 def test_every_column_has_a_fixed_width_and_a_header_tooltip():
@@ -54,8 +57,8 @@ def test_the_cause_chart_stands_beside_the_reason_chart_and_the_switch_names_eve
 
 
 def test_a_dense_chart_uses_a_smaller_label_font():
-    frame = rd.run_frame(_table())
-    bars = {b.dimension: b for b in rd.chart_bars(frame, rd.filter_masks(frame, rd.RunFilter()))}
+    frame = run_frame(_table())
+    bars = {b.dimension: b for b in chart_bars(frame, filter_masks(frame, RunFilter()))}
     assert len(bars["causes"].keys) > rc.DENSE >= len(bars["reasons"].keys)
     fonts = {d: {layer["mark"].get("fontSize") for layer in rc.bar_spec(bars[d])["layer"]
                  if layer["mark"]["type"] == "text"} for d in ("reasons", "causes")}

@@ -15,6 +15,9 @@ from tokencap.rollout import MASK_REASON_ORDER
 from tokencap.views.run import compare as cv
 from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw
+from tokencap.views.run.bars import reason_bars
+from tokencap.views.run.filters import RunFilter, filter_masks, passing, sorted_rows
+from tokencap.views.run.frame import run_frame
 from tokencap.views.words import MASK_REASON_LABELS, label
 
 VERDICTS_DOC = Path(__file__).resolve().parent.parent / "docs" / "verdicts.md"
@@ -29,8 +32,8 @@ def test_every_mask_reason_reads_as_docs_verdicts_names_it():
 
 
 def test_the_reason_chart_labels_in_words_and_keeps_its_keys():
-    frame = rd.run_frame(synthetic_scan_table(300, seed=2))
-    bars = rd.reason_bars(frame, np.ones(len(frame), dtype=bool))
+    frame = run_frame(synthetic_scan_table(300, seed=2))
+    bars = reason_bars(frame, np.ones(len(frame), dtype=bool))
     assert bars.keys == MASK_REASON_ORDER  # a click filters on the key
     assert bars.labels == tuple(label(r) for r in MASK_REASON_ORDER)
     assert all(hover.endswith(f"(key: {r})") for hover, r in zip(bars.hover, MASK_REASON_ORDER, strict=True))
@@ -38,9 +41,9 @@ def test_the_reason_chart_labels_in_words_and_keeps_its_keys():
 
 def test_the_table_cells_and_the_filter_chip_read_in_words_the_url_and_frame_keep_keys():
     table = synthetic_scan_table(300, seed=2)
-    frame = rd.run_frame(table)
-    flt = rd.RunFilter(reasons=("multiple_roots", "unresolved_retries"))
-    rows = rd.sorted_rows(frame, rd.passing(frame, rd.filter_masks(frame, flt)), flt)
+    frame = run_frame(table)
+    flt = RunFilter(reasons=("multiple_roots", "unresolved_retries"))
+    rows = sorted_rows(frame, passing(frame, filter_masks(frame, flt)), flt)
     shown = rd.table_frame(frame, rows)
     keys = [str(frame["reasons"].iloc[int(r)]) for r in rows]
     assert shown["mask reasons"].astype(str).tolist() == [k.replace("_", " ") for k in keys]
@@ -53,7 +56,7 @@ def test_the_table_cells_and_the_filter_chip_read_in_words_the_url_and_frame_kee
 def test_a_comparison_s_table_and_the_reward_slices_name_reasons_in_words():
     a = synthetic_scan_table(300, seed=3)
     b = after_a_fix(a)
-    cmp = cv.compare_runs(a, rd.run_frame(a), b, rd.run_frame(b))
+    cmp = cv.compare_runs(a, run_frame(a), b, run_frame(b))
     positions = cv.passing_rows(cmp, np.ones(len(cmp.a), bool), np.ones(len(cmp.b), bool))
     shown = cv.compare_table_frame(cmp, positions)
     for side in "AB":

@@ -10,8 +10,9 @@ import vega_specs as vs
 from synth_run import synthetic_scan_table
 
 from tokencap.rollout import MASK_REASON_ORDER
-from tokencap.views.run import data as rd
 from tokencap.views.run import reward as rw
+from tokencap.views.run.filters import RunFilter, filter_masks, passing
+from tokencap.views.run.frame import run_frame
 from tokencap.views.words import label
 
 
@@ -28,7 +29,7 @@ def with_records(table: pa.Table, reward, task, index=None) -> pa.Table:
 def small(masked: list[bool], reward: list, task: list) -> pd.DataFrame:
     table = synthetic_scan_table(len(masked), seed=3)
     table = table.set_column(table.column_names.index("mask_sample"), "mask_sample", pa.array(masked))
-    return rd.run_frame(with_records(table, reward, task))
+    return run_frame(with_records(table, reward, task))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def big():
     reward[rng.random(n) < 0.05] = None
     task = (np.arange(n) // 4).astype(object)
     task[rng.random(n) < 0.03] = None
-    frame = rd.run_frame(with_records(table, list(reward), list(task)))
+    frame = run_frame(with_records(table, list(reward), list(task)))
     return frame, list(reward), list(task)
 
 
@@ -94,13 +95,13 @@ def test_group_states_of_20k_rows_match_a_per_row_reference(big):
 @pytest.mark.parametrize("key", list(rw.GROUP_FILTERS))
 def test_the_group_filter_keeps_exactly_the_rollouts_of_those_groups(big, key):
     frame, _, _ = big
-    flt = rd.RunFilter(groups=key)
-    assert rd.RunFilter.from_params(flt.to_params()) == flt and flt.to_params() == {"run_group": key}
-    kept = rd.passing(frame, rd.filter_masks(frame, flt))
+    flt = RunFilter(groups=key)
+    assert RunFilter.from_params(flt.to_params()) == flt and flt.to_params() == {"run_group": key}
+    kept = passing(frame, filter_masks(frame, flt))
     wanted = {"few": {"few"}, "flat": {"flat"}, "starved": {"few", "flat"}}[key]
     assert kept.tolist() == [s in wanted for s in frame["group"].astype(str)]
     assert kept.any()
-    assert rd.RunFilter().toggle("groups", key) == flt and flt.toggle("groups", key) == rd.RunFilter()
+    assert RunFilter().toggle("groups", key) == flt and flt.toggle("groups", key) == RunFilter()
 
 
 def test_trainable_per_group_counts_groups_by_trainable_rollouts_left(big):
@@ -161,8 +162,8 @@ def test_reward_bias_calls_a_shifted_masked_slice_biased_and_an_even_one_not():
 
 def test_a_table_without_record_columns_reads_as_no_rewards_and_no_groups():
     table = synthetic_scan_table(50, seed=2)
-    frame = rd.run_frame(table.drop_columns(["reward", "task_index", "rollout_index"]))
-    assert frame["reward"].isna().all() and rd.run_frame(table)["task_index"].notna().all()
+    frame = run_frame(table.drop_columns(["reward", "task_index", "rollout_index"]))
+    assert frame["reward"].isna().all() and run_frame(table)["task_index"].notna().all()
     assert not rw.has_rewards(frame) and not rw.has_groups(frame)
     assert frame["reward"].isna().all() and frame["task_index"].isna().all()
     assert set(frame["group"].astype(str)) == {"none"}
@@ -216,7 +217,7 @@ def test_the_bundled_sample_runs_show_the_declared_reward_and_group_facts(name):
     samples = Path(__file__).resolve().parent.parent / "sample_data"
     declared = json.loads((samples / "rollout_records" / "expected.json").read_text())["rewards"][name]
     table = scan_table(samples / name, workers=1, final_responses=str(samples / "rollout_records" / f"{name}.jsonl"))
-    frame = rd.run_frame(table)
+    frame = run_frame(table)
     bias, groups = rw.reward_bias(frame), rw.group_summary(frame)
     assert int(frame["reward"].notna().sum()) == declared["rollouts_with_reward"]
     assert rw.reward_slices(frame).set_index("slice").loc["all rollouts", "mean"] == pytest.approx(

@@ -13,6 +13,9 @@ from rollouts_data import rollout_record, turns_of
 from tokencap.run import scan_table
 from tokencap.views.run import data as rd
 from tokencap.views.run import rollouts as ro
+from tokencap.views.run.filters import RunFilter, filter_masks, passing
+from tokencap.views.run.frame import run_frame
+from tokencap.views.run.summary import run_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
@@ -40,39 +43,39 @@ def test_the_record_count_is_read_again_when_the_file_changes(tmp_path):
 
 def test_contiguity_follows_the_scan_table_columns(tmp_path):
     table = scan_table(rollouts_file(tmp_path / "r.jsonl", 5, cut={1, 3}), workers=1)
-    frame = rd.run_frame(table)
+    frame = run_frame(table)
     assert frame["contiguity"].astype(str).tolist() == ["contiguous", "not_contiguous"] * 2 + ["contiguous"]
     assert ro.has_items(frame) and ro.counts(frame) == (3, 2)
     # A capture's rollouts, and a table from before docs/contract.md#scan-token-source, have none.
-    capture = rd.run_frame(scan_table(SAMPLES / "capture_store", workers=1))
+    capture = run_frame(scan_table(SAMPLES / "capture_store", workers=1))
     assert capture["contiguity"].astype(str).tolist() == ["capture"] * len(capture) and not ro.has_items(capture)
     old = table.drop_columns(["tokens_from", "contiguous"])
     assert set(ro.contiguity_codes(old)) == {ro.CONTIGUITY.index("capture")}
 
 
 def test_the_contiguity_filter_keeps_its_rows_and_round_trips_the_url(tmp_path):
-    frame = rd.run_frame(scan_table(rollouts_file(tmp_path / "r.jsonl", 5, cut={1, 3}), workers=1))
-    flt = rd.RunFilter(contiguous="not_contiguous")
+    frame = run_frame(scan_table(rollouts_file(tmp_path / "r.jsonl", 5, cut={1, 3}), workers=1))
+    flt = RunFilter(contiguous="not_contiguous")
     assert flt.to_params() == {"run_contig": "not_contiguous"}
-    assert rd.RunFilter.from_params(flt.to_params()) == flt
-    assert rd.RunFilter(contiguous="bogus").contiguous == ""
-    kept = rd.passing(frame, rd.filter_masks(frame, flt))
+    assert RunFilter.from_params(flt.to_params()) == flt
+    assert RunFilter(contiguous="bogus").contiguous == ""
+    kept = passing(frame, filter_masks(frame, flt))
     assert frame["rollout_id"][kept].tolist() == ["r1", "r3"]
     assert flt.describe() == [("contiguous", "NeMo RL contiguity: not contiguous")]
     assert flt.toggle("contiguous", "not_contiguous").contiguous == ""
-    assert rd.RunFilter().toggle("contiguous", "contiguous").contiguous == "contiguous"
+    assert RunFilter().toggle("contiguous", "contiguous").contiguous == "contiguous"
 
 
 def test_tiles_and_table_column_only_for_a_run_holding_such_rollouts(tmp_path):
-    frame = rd.run_frame(scan_table(rollouts_file(tmp_path / "r.jsonl", 5, cut={1, 3}), workers=1))
-    tiles = {m.label: m for m in rd.run_metrics(frame)}
+    frame = run_frame(scan_table(rollouts_file(tmp_path / "r.jsonl", 5, cut={1, 3}), workers=1))
+    tiles = {m.label: m for m in run_metrics(frame)}
     assert tiles["contiguous"].value == "3" and tiles["not contiguous"].value == "2"
     assert tiles["not contiguous"].share == "40%" and "NeMo RL would stop" in tiles["not contiguous"].help
     shown = rd.table_frame(frame, np.arange(len(frame)))
     assert shown["contiguous"].tolist() == ["yes", "no", "yes", "no", "yes"]
     assert list(shown.columns)[-1] == "contiguous"  # last: the columns before it keep their fixed widths
-    capture = rd.run_frame(scan_table(SAMPLES / "capture_store", workers=1))
-    assert "contiguous" not in {m.label for m in rd.run_metrics(capture)}
+    capture = run_frame(scan_table(SAMPLES / "capture_store", workers=1))
+    assert "contiguous" not in {m.label for m in run_metrics(capture)}
     assert "contiguous" not in rd.table_frame(capture, np.arange(len(capture))).columns
 
 

@@ -144,7 +144,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def app_url(installed: Installed) -> Iterator[str]:
     """`tokencap app` from the venv, in the empty directory, on a free port; yields its URL once it is healthy."""
     port = free_port()
-    log = open(installed.venv.parent / "app.log", "wb")
+    log = open(installed.venv.parent / "app.log", "wb")  # noqa: SIM115 -- closed below
     proc = subprocess.Popen([str(installed.bin / "tokencap"), "app", "--port", str(port)], cwd=installed.empty,
                             env=installed.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://localhost:{port}"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from helpers import entry_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import entry_dict
 from tokencap.loading.raw_records import decode_raw_object
 from tokencap.loading.wire import RecordDecoder, _match_segments, _Text
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers_wire import conversation, entry_fingerprint, entry_mutations, snapshot_text, snapshots_seen, top_mutations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers_wire import conversation, entry_fingerprint, entry_mutations, snapshot_text, snapshots_seen, top_mutations
 from tokencap.loading import load_snapshots, skeleton, snapshot_json
 from tokencap.loading.capture_text import load_text
 from tokencap.loading.problems import LoadError

@@ -28,7 +28,7 @@ import streamlit as st
 
 from tokencap.app.rollout.warm import is_warm_up_run, warm_server
 from tokencap.app.state import Keys
-from tokencap.services.run_sources import app_arguments
+from tokencap.services.arguments import app_arguments
 from tokencap.views import trace
 from tokencap.views.run.rollouts import opens_as_run
 

@@ -88,7 +88,7 @@ def source_from_bytes(name: str, data: bytes) -> Source:
 
 
 def _directory_files(path: Path) -> list[Path]:
-    files = []
+    files: list[Path] = []
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         files.extend(Path(root) / n for n in sorted(names) if not n.startswith("."))
@@ -189,8 +189,8 @@ def load_source(source: Source) -> LoadedSource:
         return LoadedSource(source, (), _one_line(str(exc)) or "the file could not be read",
                             time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 -- a page must never show a traceback for a bad file
-        return LoadedSource(source, (), f"{source.name}: could not be read ({type(exc).__name__}: {_one_line(str(exc))})",
-                            time.perf_counter() - start)
+        why = f"{type(exc).__name__}: {_one_line(str(exc))}"
+        return LoadedSource(source, (), f"{source.name}: could not be read ({why})", time.perf_counter() - start)
     if not snapshots:
         return LoadedSource(source, (), f"{source.name}: holds no rollout", time.perf_counter() - start)
     return LoadedSource(source, tuple(snapshots), None, time.perf_counter() - start)

@@ -11,10 +11,11 @@ A `RunOrigin` records what the table was made from:
 * ``upload`` -- JSON / JSONL / zip files uploaded and scanned in memory; a row's source
   is the name of the upload it came from.
 
-`locate` finds a row's rollout and `open_request` turns it into the plain dict the
+`locate` finds a row's rollout and `open_request` turns it into the `OpenRequest` the
 Rollout page reads from ``st.session_state["open_rollout"]`` (the contract is in the
 docstring of ``tokencap/app/run/run.py``). The scan cache is `scan_cache`'s,
-uploads are `uploads`', the command line `arguments`'. No Streamlit here, nothing from the Rollout page.
+uploads are `uploads`', the command line `arguments`' (import their names from them). No Streamlit here,
+nothing from the Rollout page.
 """
 
 from __future__ import annotations
@@ -30,41 +31,8 @@ from pathlib import Path
 from ..run.discover import STORE_LABEL
 from ..run.scanning import relative_source_path
 from . import rollout_sources as src
-
-# The Run page's parts read the names of arguments, claims, scan_cache and uploads from here.
-from .arguments import (
-    PATH_PARAM,
-    START_DIR_ENV,
-    AppArguments,
-    app_arguments,
-    path_params,
-    start_directory,
-    typed_path,
-)
-from .claims import claim_path, follow_scan, release_claim, take_claim
 from .requests import OpenRequest
-from .scan_cache import (
-    Fingerprint,
-    cached_scan_path,
-    evict_scans,
-    fingerprint,
-    keep_scan_ready,
-    prescan,
-    scan_cache_dir,
-    scan_directory,
-)
-from .uploads import (
-    RUN_UPLOAD_TYPES,
-    NoCaptureUploaded,
-    Upload,
-    check_upload_for,
-    stored_upload,
-    table_of_parquet,
-    table_of_uploads,
-    table_problem,
-    upload_problem,
-    uploads_key,
-)
+from .uploads import Upload
 
 
 def sample_run_path(app_dir: str | os.PathLike[str]) -> Path:
@@ -244,20 +212,6 @@ def missing_message(origin: RunOrigin, source: str) -> str:
             "machine in the sidebar.")
 
 
-__all__ = [
-    "NoCaptureUploaded", "upload_problem",
-    "AppArguments", "PATH_PARAM", "START_DIR_ENV", "records_words", "start_directory", "typed_path", "app_arguments",
-    "path_params", "records_name", "sample_after_fix_path",
-    "sample_records", "scan_problem", "stored_upload",
-    "Located", "RUN_UPLOAD_TYPES", "RunOrigin", "Upload", "cached_scan_path", "check_upload_for", "is_store_source",
-    "locate", "Fingerprint", "missing_message", "open_request", "fingerprint", "run_files", "sample_run_path",
-    "evict_scans", "keep_scan_ready", "scan_cache_dir", "scan_directory", "table_of_parquet", "table_of_uploads",
-    "table_problem", "claim_path",
-    "follow_scan", "prescan", "release_claim", "take_claim",
-    "upload_holds", "uploads_key",
-]
-
-
 def source_for_run_rollout(request: OpenRequest) -> src.Source:
     """What the Rollout page opens for a row of the Run page (an `OpenRequest`).
 
@@ -285,3 +239,10 @@ def source_for_run_rollout(request: OpenRequest) -> src.Source:
         size += len(data)
     return src.Source(name=source, key=digest.hexdigest(), size=size, path=str(files[0].parent),
                   names=tuple(f.name for f in files))
+
+
+__all__ = [
+    "Located", "RunOrigin", "is_store_source", "locate", "missing_message", "open_request", "records_name",
+    "records_words", "run_files", "sample_after_fix_path", "sample_records", "sample_run_path", "scan_problem",
+    "source_for_run_rollout", "upload_holds",
+]

@@ -2,8 +2,9 @@
 
 The CSS is aimed at Streamlit's internal test ids (``data-testid``) and at the keys the pages give their
 containers (``st-key-…``); the scripts are constant (no data from a capture or a run ever goes in them,
-only numbers and column names the views compute). Colours come from `tokencap.views.style`, which the
-chart specs share: a file names one as ``$NAME``, filled in here.
+only numbers and column names the views compute, a nonce, and the URL the page serves a download
+from). Colours come from `tokencap.views.style`, which the chart specs share: a file names one as
+``$NAME``, filled in here.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def style_tag(name: str) -> str:
 
 def script(name: str, **settings: str) -> str:
     """A page script as the ``<script>`` element the page draws, its ``$NAME`` placeholders filled with
-    ``settings`` (JSON the views compute)."""
+    ``settings`` (JSON the views compute, a number, a URL of the page's own)."""
     return f"<script>{_filled(text(name), settings)}</script>"
 
 

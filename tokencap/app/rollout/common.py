@@ -111,7 +111,7 @@ def figure_of(kind: str, view: Any, key: Hashable, build: Callable[[], T]) -> T:
     entry = kept.get(name)
     if entry is not None and entry[0]() is view:
         kept.move_to_end(name)
-        return entry[1]  # type: ignore[no-any-return]
+        return entry[1]
     figure = build()
     kept[name] = (weakref.ref(view), figure)
     kept.move_to_end(name)

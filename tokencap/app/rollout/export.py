@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.app import assets
 from tokencap.app.state import Keys
 from tokencap.services import rollout_sources as src
 from tokencap.views.formatting import fmt_bytes, md_escape
@@ -55,7 +56,7 @@ def show_export_tab(base: RolloutView, view: RolloutView, rk: str, ref: src.Roll
     size_exports([view] + [v for v in all_views if v is not view])
     files = ev.downloads(view)
     cols = st.columns(3)
-    for col, kind in zip(cols, ev.KINDS):
+    for col, kind in zip(cols, ev.KINDS, strict=True):
         with col:
             show_file(f"{rk}:{view.anchor}:{kind}", files[kind], ev.estimate(view, kind),
                       lambda report, kind=kind: ev.render(view, kind, report),
@@ -202,8 +203,5 @@ def show_prepared(pkey: str, d: ev.Download, data: bytes, autoclick: bool) -> No
     st.html(f'<a class="tc-download" href="{href}" download="{html.escape(d.file_name, quote=True)}">'
             f'&#x2913;&nbsp; {label}</a>')
     if autoclick:
-        st.html(f"""<script>/* {STATE[Keys.LINK_NONCE]} */
-          (function () {{
-            const link = document.querySelector('a.tc-download[href="{href}"]');
-            if (link) link.click();
-          }})();</script>""", unsafe_allow_javascript=True)
+        st.html(assets.script("download_click.js", NONCE=str(STATE[Keys.LINK_NONCE]), HREF=href),
+                unsafe_allow_javascript=True)

@@ -86,7 +86,6 @@ from tokencap.views.model import RolloutView
 from tokencap.views.rollout import attribution as av
 from tokencap.views.rollout import rollout_page as rp
 
-SCROLL_TO_TOP = "<script>document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0);</script>"
 TABS = list(rp.TABS)
 
 STATE = st.session_state
@@ -132,7 +131,8 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         st.error(f"**Could not open the source.** {md_escape(path_error)}", icon=":material/error:")
     for ls in loaded:
         if not ls.ok:
-            st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}", icon=":material/error:")
+            st.error(f"**Could not load {md_escape(ls.source.name)}**  \n{md_escape(ls.error)}",
+                     icon=":material/error:")
     good = [ls for ls in loaded if ls.ok]
     file_refs = src.rollout_refs(good)  # in file order: the export writes them as tokencap build does
     refs = rp.in_table_order(file_refs)
@@ -150,7 +150,7 @@ def show_page(loaded: list[src.LoadedSource], source_label: str, path_error: str
         STATE[Keys.OPEN_ROLLOUT_SELECTED] = request.seq
         # Streamlit keeps the scroll position across pages; a rollout opened from far down
         # the run's table would open mid-page, below its verdict. A constant script, no data.
-        st.html(SCROLL_TO_TOP, unsafe_allow_javascript=True)
+        st.html(assets.script("scroll_to_top.js"), unsafe_allow_javascript=True)
         wanted, other = rp.handed_over_refs(refs, request, STATE.get(Keys.VS_SOURCE_KEY))
         if wanted is not None:
             STATE[Keys.ROLLOUT] = wanted.key
@@ -203,7 +203,7 @@ def show_tabs(c: TabsContext) -> None:
             st.rerun(scope="app")
         view, rk, ref = c.view, c.rk, c.ref
         tabs = st.tabs(TABS, key=Keys.TAB, on_change="rerun")
-        for name, tab in zip(TABS, tabs):
+        for name, tab in zip(TABS, tabs, strict=True):
             if not tab.open:
                 continue
             with tab, trace.span(f"rollout tab {name}"):

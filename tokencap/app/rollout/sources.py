@@ -23,7 +23,9 @@ from tokencap.app.state import Keys, open_request
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import rollout_sources as src
 from tokencap.services import run_sources as rs
+from tokencap.services.arguments import app_arguments
 from tokencap.services.requests import OpenRequest
+from tokencap.services.uploads import Upload
 from tokencap.views import links
 from tokencap.views.formatting import md_escape
 from tokencap.views.model import RolloutView
@@ -100,16 +102,14 @@ class Builds:
 
 def default_tokenizer(loaded: list[src.LoadedSource]) -> str | None:
     """The tokenizer to decode with when none is uploaded: ``tokencap app --tokenizer PATH``, else the bundled
-    sample tokenizer when only sample data is shown (`breaks.default_tokenizer_path`)."""
-    from tokencap.views.rollout.breaks import default_tokenizer_path
-
-    given = rs.app_arguments(sys.argv[1:]).tokenizer
-    path = default_tokenizer_path(APP_DIR, given, [ls.source.path for ls in loaded])
+    sample tokenizer when only sample data is shown (`rollout_sources.default_tokenizer_path`)."""
+    given = app_arguments(sys.argv[1:]).tokenizer
+    path = src.default_tokenizer_path(APP_DIR, given, [ls.source.path for ls in loaded])
     return str(path) if path is not None else None
 
 
 def cli_argument() -> str | None:
-    return rs.app_arguments(sys.argv[1:]).path  # the path; --final-responses is the Run page's
+    return app_arguments(sys.argv[1:]).path  # the path; --final-responses is the Run page's
 
 
 def source_path() -> str | None:
@@ -232,7 +232,7 @@ def _offer_run(uploaded: list[src.Source]) -> None:
     if runs and st.button("Open as a run", icon=":material/table_chart:", key=Keys.OPEN_UPLOAD_AS_RUN,
                           help="Rollouts whose output items carry token ids: see every rollout on the Run page, "
                                "with NeMo RL's contiguity check in its tiles and filter."):
-        STATE[Keys.RUN_UPLOADS] = tuple(rs.Upload(s.name, s.data) for s in runs if s.data is not None)
+        STATE[Keys.RUN_UPLOADS] = tuple(Upload(s.name, s.data) for s in runs if s.data is not None)
         st.switch_page(RUN_PAGE)
 
 
@@ -254,7 +254,7 @@ def _sidebar_path_or_sample() -> tuple[list[src.Source], str, str | None]:
         if STATE.get(Keys.SRC_PATH):
             st.button("Close (back to the default source)", key=Keys.CLOSE_SRC, type="tertiary",
                       on_click=lambda: STATE.pop(Keys.SRC_PATH, None))
-        cli = rs.app_arguments(sys.argv[1:])
+        cli = app_arguments(sys.argv[1:])
         if cli.records and src.is_same_directory(path, cli.path):  # as tokencap inspect builds it
             STATE[Keys.COMMAND_LINE_FINAL_RESPONSES] = cli.records
         try:

@@ -72,20 +72,21 @@ def show_mask_tab(view: RolloutView, rk: str) -> None:
     STATE[Keys.MASK_VIEW][rk] = links.MaskWindow(chain_id, mv.page_bounds(mask, page, window)[0], window)
 
     # The chain's label (calls, generated of total tokens) gets a row's width: a quarter of it cut it off.
-    controls = st.columns([5, 1.5], vertical_alignment="bottom") + st.columns(2, vertical_alignment="bottom")
-    with controls[0]:
-        st.selectbox("Chain", ids, key=chain_key, format_func=labels.get)
-    with controls[1]:
+    chain_col, window_col = st.columns([5, 1.5], vertical_alignment="bottom")
+    page_col, jump_col = st.columns(2, vertical_alignment="bottom")
+    with chain_col:
+        st.selectbox("Chain", ids, key=chain_key, format_func=labels.__getitem__)
+    with window_col:
         st.selectbox("Window (tokens)", mv.WINDOW_SIZES, key=window_key,
                      format_func=lambda w: f"{w:,}", on_change=lambda: STATE[Keys.MASK_PAGE].pop(page_state_key, None))
-    with controls[2]:
+    with page_col:
         if pages > 1:
             STATE[pages_key] = page + 1
             st.slider("Page", 1, pages, key=pages_key,
                       on_change=lambda: STATE[Keys.MASK_PAGE].__setitem__(page_state_key, STATE[pages_key] - 1))
         else:
             st.caption("The whole chain fits in one window.")
-    with controls[3]:
+    with jump_col:
         jump_key = f"mask_jump:{page_state_key}"
         options = list(range(len(mask.call_ids)))
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import streamlit as st
 
+from tokencap.app import assets
 from tokencap.app.rollout.common import figure_of, outcome, pick_call, show_table, tokenizer_in_use
 from tokencap.app.state import Keys
 from tokencap.views import vega
@@ -95,6 +96,7 @@ def show_tree_tab(view: RolloutView, rk: str) -> None:
         st.info("No calls to show.")
         return
     selected = rp.selected_node(view, STATE[Keys.SELECTED].get(rk))
+    assert selected is not None  # a tree with a node opens on one (`opening_node`)
     STATE[Keys.SELECTED][rk] = selected
     chart_key = _chart_key("tree", rk, view.anchor)
     window = None
@@ -176,44 +178,12 @@ def show_legend() -> None:
         column_config={"colour": st.column_config.TextColumn(width="small")})
 
 
-# Runs in the page (a constant but for the nonce: no capture text). The detail is brought into view once
-# the page above it has its final height: a click redraws the call tree under a new key, and its new chart
-# takes its height a few frames after this script first runs (later on a busy machine), pushing the detail
-# back down. So the check repeats each frame until the tree is drawn and the detail's place has held for
-# 10 frames (at most ~5 s), and stops at once if the reader scrolls, clicks or types meanwhile.
-SCROLL_TO_DETAIL = """<script>/* NONCE */
-(function () {
-  const html = document.documentElement, events = ['wheel', 'touchstart', 'keydown', 'mousedown'];
-  let frames = 0, still = 0, last = null, reader = false;
-  const took = () => { reader = true; };
-  events.forEach(e => window.addEventListener(e, took, {capture: true, passive: true}));
-  function step() {
-    const el = document.querySelector('.st-key-detail');
-    const tree = document.querySelector('[class*="st-key-tree-"] svg.marks, [class*="st-key-tree-"] canvas');
-    frames += 1;
-    if (el && !reader) {
-      let top = el.getBoundingClientRect().top;
-      if (top > innerHeight * 0.6 || top < 0) { el.scrollIntoView({block: 'start'}); top = el.getBoundingClientRect().top; }
-      still = tree && last !== null && Math.abs(top - last) < 1 ? still + 1 : 0;
-      last = top;
-    }
-    if (reader || !el || still >= 10 || frames > 300) {
-      events.forEach(e => window.removeEventListener(e, took, {capture: true}));
-      // The page is where it will stay: what a pointer aims at now is what it will hit.
-      html.dataset.detailScroll = "NONCE";
-      return;
-    }
-    requestAnimationFrame(step);
-  }
-  step();
-})();</script>"""
-
-
 def scroll_to_detail() -> None:
     """Bring the selected call's detail into view once the page above it is drawn, unless its heading is
-    already well on screen (`SCROLL_TO_DETAIL`)."""
+    already well on screen (``tokencap/app/assets/scroll_to_detail.js``; a new nonce each time, so the
+    script runs again)."""
     STATE[Keys.SCROLL_NONCE] = STATE.get(Keys.SCROLL_NONCE, 0) + 1
-    st.html(SCROLL_TO_DETAIL.replace("NONCE", str(STATE[Keys.SCROLL_NONCE])), unsafe_allow_javascript=True)
+    st.html(assets.script("scroll_to_detail.js", NONCE=str(STATE[Keys.SCROLL_NONCE])), unsafe_allow_javascript=True)
 
 
 def show_link(view: RolloutView, d: Any) -> None:

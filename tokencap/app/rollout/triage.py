@@ -18,8 +18,8 @@ from tokencap.app.state import Keys, next_open_seq
 from tokencap.services.requests import OpenRequest
 from tokencap.views.formatting import md_escape
 from tokencap.views.rollout import rollout_page as rp
-from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
+from tokencap.views.run.filters import RunFilter
 
 RUN_PAGE = str(Path(__file__).resolve().parents[1] / "run" / "run.py")  # absolute: found from any entry script
 
@@ -75,7 +75,7 @@ def show_triage(request: OpenRequest) -> None:
         if order is not None and row is not None:
             st.button("Previous", icon=":material/arrow_upward:", key=Keys.TRIAGE_PREV, shortcut="K", on_click=_step,
                       args=(-1,), disabled=order.step(row, -1) is None, help="The rollout above in the run's table")
-            filtered = rd.RunFilter.from_params(request.back_params).active
+            filtered = bool(RunFilter.from_params(request.back_params).active)
             st.markdown(rp.triage_position(order.where(row), filtered), width="content")
             st.button("Next", icon=":material/arrow_downward:", key=Keys.TRIAGE_NEXT, shortcut="J", on_click=_step,
                       args=(1,), disabled=order.step(row, 1) is None, help="The rollout below in the run's table")

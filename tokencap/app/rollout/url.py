@@ -20,7 +20,7 @@ from tokencap.services import rollout_sources as src
 from tokencap.views import links
 from tokencap.views.model import RolloutView
 from tokencap.views.rollout import rollout_page as rp
-from tokencap.views.run import data as rd
+from tokencap.views.run.categories import PARAM_PREFIX
 
 STATE = st.session_state
 
@@ -45,7 +45,7 @@ def take_url_state() -> links.ViewState | None:
         try:
             request = rp.run_request_of_link(state, SAMPLE_DIR, seq)
             # The run's filters the link carries (``run_*``): the triage bar finds the rollout's place in them.
-            kept = {k: str(v) for k, v in st.query_params.to_dict().items() if k.startswith(rd.PARAM_PREFIX)}
+            kept = {k: str(v) for k, v in st.query_params.to_dict().items() if k.startswith(PARAM_PREFIX)}
             STATE[Keys.OPEN_ROLLOUT] = replace(request, back_params=kept)
         except ValueError as exc:
             STATE[Keys.LINK_ERROR] = str(exc)

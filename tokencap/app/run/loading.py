@@ -29,10 +29,19 @@ import streamlit as st
 import tokencap.run as tr
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.loading import LoadError
-from tokencap.services import run_sources as rs
+from tokencap.services.arguments import app_arguments
 from tokencap.services.rollout_sources import default_tokenizer_path
+from tokencap.services.scan_cache import Fingerprint, fingerprint, scan_directory
+from tokencap.services.uploads import (
+    NoCaptureUploaded,
+    Upload,
+    table_of_parquet,
+    table_of_uploads,
+    table_problem,
+    uploads_key,
+)
 from tokencap.views.formatting import md_escape
-from tokencap.views.run import data as rd
+from tokencap.views.run.frame import run_frame
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 
@@ -135,16 +144,16 @@ def _progress_bar(what: str) -> tuple[Any, Any]:
 def run_tokenizer(path: str) -> str | None:
     """The tokenizer a run is diagnosed with (as the Rollout page decodes with it): ``tokencap app ...
     --tokenizer PATH``, else the bundled sample tokenizer for the bundled sample data; else None."""
-    found = default_tokenizer_path(APP_DIR, rs.app_arguments(sys.argv[1:]).tokenizer, [path])
+    found = default_tokenizer_path(APP_DIR, app_arguments(sys.argv[1:]).tokenizer, [path])
     return str(found) if found is not None and found.is_file() else None
 
 
-def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> LoadedRun:
+def load_path(path: str, fp: Fingerprint, records: str | None = None) -> LoadedRun:
     """A run directory (or one file) scanned here, with its rollout records when given, and diagnosed with
     the app's tokenizer (`run_tokenizer`): part of the cache key, since it refines the causes."""
-    records_fp = rs.fingerprint(records).signature if records else ""
+    records_fp = fingerprint(records).signature if records else ""
     tokenizer = run_tokenizer(path)
-    tokenizer_fp = rs.fingerprint(tokenizer).signature if tokenizer else ""
+    tokenizer_fp = fingerprint(tokenizer).signature if tokenizer else ""
     key = ("path", path, fp.signature, records or "", records_fp, tokenizer or "", tokenizer_fp)
     run = _cached(key)
     if run is not None:
@@ -154,7 +163,7 @@ def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> Load
     try:
         # A big run is scanned by a child process on every core and its table kept on disk per
         # fingerprint; leaving the page stops the child (the progress update raises).
-        table = rs.scan_directory(path, fp, final_responses=records, progress=update, tokenizer=tokenizer)
+        table = scan_directory(path, fp, final_responses=records, progress=update, tokenizer=tokenizer)
     except (tr.DiscoveryError, LoadError) as exc:
         bar.empty()
         return LoadedRun(None, None, error=str(exc))  # not cached: the path (or the records) may be fixed
@@ -163,10 +172,10 @@ def load_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> Load
         return LoadedRun(None, None, error=f"{path}: the scan stopped ({type(exc).__name__}: {exc}); "
                                            "try Rescan, or scan it with tokencap scan to see which rollout")
     bar.empty()
-    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
+    return _remember(key, LoadedRun(table, run_frame(table), time.perf_counter() - start))
 
 
-def load_table_file(path: str, fp: rs.Fingerprint) -> LoadedRun:
+def load_table_file(path: str, fp: Fingerprint) -> LoadedRun:
     """A scan table named on the command line (``tokencap app RESULT.parquet``)."""
     key = ("table", path, fp.signature)
     run = _cached(key)
@@ -176,19 +185,19 @@ def load_table_file(path: str, fp: rs.Fingerprint) -> LoadedRun:
     try:
         table = tr.read_scan(path)
     except tr.ScanTableError as exc:
-        return LoadedRun(None, None, error=rs.table_problem(exc))
-    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
+        return LoadedRun(None, None, error=table_problem(exc))
+    return _remember(key, LoadedRun(table, run_frame(table), time.perf_counter() - start))
 
 
-def load_any_path(path: str, fp: rs.Fingerprint, records: str | None = None) -> LoadedRun:
+def load_any_path(path: str, fp: Fingerprint, records: str | None = None) -> LoadedRun:
     """A ``.parquet`` scan table, or a directory / file to scan."""
     if path.lower().endswith(".parquet") and Path(path).is_file():
         return load_table_file(path, fp)
     return load_path(path, fp, records)
 
 
-def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
-    key = ("upload", rs.uploads_key(uploads))
+def load_uploads(uploads: tuple[Upload, ...]) -> LoadedRun:
+    key = ("upload", uploads_key(uploads))
     run = _cached(key)
     if run is not None:
         return run
@@ -199,15 +208,15 @@ def load_uploads(uploads: tuple[rs.Upload, ...]) -> LoadedRun:
                                            f"these are several: {', '.join(u.name for u in tables)}.")
     if tables:
         try:
-            table = rs.table_of_parquet(tables[0])
+            table = table_of_parquet(tables[0])
         except tr.ScanTableError as exc:
-            return LoadedRun(None, None, error=rs.table_problem(exc))
+            return LoadedRun(None, None, error=table_problem(exc))
     else:
         bar, update = _progress_bar("Scanning the uploaded files")
         try:
-            table = rs.table_of_uploads(uploads, progress=update)
-        except rs.NoCaptureUploaded as exc:  # no file is a capture: the error, not a run of failed rows
+            table = table_of_uploads(uploads, progress=update)
+        except NoCaptureUploaded as exc:  # no file is a capture: the error, not a run of failed rows
             return LoadedRun(None, None, error=str(exc))
         finally:
             bar.empty()
-    return _remember(key, LoadedRun(table, rd.run_frame(table), time.perf_counter() - start))
+    return _remember(key, LoadedRun(table, run_frame(table), time.perf_counter() - start))

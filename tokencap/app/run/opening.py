@@ -20,20 +20,23 @@ import streamlit as st
 from tokencap.app.run import parts as parts
 from tokencap.app.state import Keys, next_open_seq
 from tokencap.services import run_sources as rs
+from tokencap.services.arguments import path_params
 from tokencap.services.requests import OpenRequest
+from tokencap.services.uploads import Upload, check_upload_for
 from tokencap.views.formatting import md_escape
 from tokencap.views.run import charts as rc
 from tokencap.views.run import data as rd
 from tokencap.views.run import triage as tr
+from tokencap.views.run.filters import RunFilter
 from tokencap.views.widgets import selected_rows
 
 STATE = st.session_state
 ROLLOUT_PAGE = str(Path(__file__).resolve().parents[1] / "rollout" / "rollout.py")  # absolute: from any entry script
 
 
-def run_params(flt: rd.RunFilter) -> dict[str, str]:
+def run_params(flt: RunFilter) -> dict[str, str]:
     """The page's ``run_*`` query parameters: the filter's, and the run compared with (``run_vs``)."""
-    return {**flt.to_params(), **parts.compare_params(), **rs.path_params(STATE.get(Keys.RUN_PATH, ""),
+    return {**flt.to_params(), **parts.compare_params(), **path_params(STATE.get(Keys.RUN_PATH, ""),
                                                                           bool(STATE[Keys.RUN_UPLOADS])),
             **rc.more_charts_params(bool(STATE.get(Keys.RUN_MORE_CHARTS)))}
 
@@ -55,7 +58,7 @@ def row_clicked(table_key: str, frame: pd.DataFrame, rows: np.ndarray) -> None:
         STATE[Keys.RUN_ROW_CLICKED] = (table_key, row)
 
 
-def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, flt: rd.RunFilter) -> None:
+def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, flt: RunFilter) -> None:
     """At the top of the fragment's rerun, open the row `row_clicked` noted on this run's table (switches
     page) before the charts, filters and table are drawn again for a page about to be left (~0.1 s of
     the server's and the browser's time of a row click). A row whose file is not on this machine is
@@ -72,7 +75,7 @@ def open_clicked_row(origin: rs.RunOrigin, frame: pd.DataFrame, run_key: str, fl
                      place=(origin, frame, row))
 
 
-def open_located(located: rs.Located, source: str, rollout_id: str, flt: rd.RunFilter, vs: OpenRequest | None = None,
+def open_located(located: rs.Located, source: str, rollout_id: str, flt: RunFilter, vs: OpenRequest | None = None,
                  records: str | None = None, place: tuple[rs.RunOrigin, pd.DataFrame, int] | None = None) -> None:
     """Switch to the Rollout page on the rollout ``rollout_id`` of ``located``."""
     request = rs.open_request(located, source, rollout_id, seq=next_open_seq(), back_params=run_params(flt),
@@ -108,7 +111,7 @@ def switch_to_rollout(request: OpenRequest) -> None:
     st.switch_page(ROLLOUT_PAGE, query_params=dict(request.back_params) or None)
 
 
-def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFilter) -> None:
+def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: RunFilter) -> None:
     """Open row ``row`` of the run's table, or say its file is not here and offer an upload of it."""
     source = str(frame["source"].iloc[row])
     rollout_id = str(frame["rollout_id"].iloc[row])
@@ -123,8 +126,8 @@ def open_row(origin: rs.RunOrigin, frame: pd.DataFrame, row: int, flt: rd.RunFil
         upload = st.file_uploader(f"Upload the file holding {md_escape(rollout_id)}", type=["json", "jsonl", "zip"],
                                   key=Keys.run_missing_upload(row))
         if upload is not None:
-            candidate = rs.Upload(upload.name, upload.getvalue())
-            problem = rs.check_upload_for(candidate, rollout_id)
+            candidate = Upload(upload.name, upload.getvalue())
+            problem = check_upload_for(candidate, rollout_id)
             if problem:
                 st.error(md_escape(problem), icon=":material/error:")
             else:

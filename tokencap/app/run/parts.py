@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -22,13 +22,16 @@ from tokencap.app.state import Keys, next_open_seq
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.run import DiffError
 from tokencap.services import run_sources as rs
+from tokencap.services.arguments import typed_path
 from tokencap.services.requests import OpenRequest
+from tokencap.services.scan_cache import Fingerprint, fingerprint, keep_scan_ready
+from tokencap.services.uploads import Upload
 from tokencap.views.formatting import md_escape, md_frame
 from tokencap.views.run import compare as cv
-from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import reward as rw
 from tokencap.views.run import triage as tr
+from tokencap.views.run.filters import CHANGE_LABELS, RunFilter, passing
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 STATE = st.session_state
@@ -40,7 +43,7 @@ RECORD_TYPES = ("jsonl", "json")
 
 def _remember_records_upload() -> None:
     upload = STATE.get(_records_uploader_key())
-    STATE[Keys.RUN_RECORDS_UPLOAD] = rs.Upload(upload.name, upload.getvalue()) if upload is not None else None
+    STATE[Keys.RUN_RECORDS_UPLOAD] = Upload(upload.name, upload.getvalue()) if upload is not None else None
 
 
 def _remember_records_path() -> None:
@@ -95,7 +98,7 @@ class Versus:
 def _remember_vs(field: str, widget: str) -> None:
     value = STATE.get(widget)
     if field == "upload":
-        value = rs.Upload(value.name, value.getvalue()) if value is not None else None
+        value = Upload(value.name, value.getvalue()) if value is not None else None
     elif isinstance(value, str):
         value = value.strip()
     STATE[Keys.RUN_VS] = {**STATE.get(Keys.RUN_VS, {}), field: value}
@@ -148,19 +151,19 @@ def sidebar_compare(app_dir: Path, default_page: bool) -> Versus | None:
 def versus_of(chosen: dict[str, Any], app_dir: Path, after: Path | None) -> Versus | None:
     """Run B as ``chosen`` names it (the sidebar's inputs, or a link's ``run_vs``), loaded (cached for the
     server); ``after`` is the bundled run after a fix when the page shows the sample run."""
-    upload: rs.Upload | None = chosen.get("upload")
+    upload: Upload | None = chosen.get("upload")
     if upload is not None:
         return Versus(rs.RunOrigin("parquet", upload.name, uploads=(upload,)), load_uploads((upload,)),
                       f"B ({upload.name})")
     path = chosen.get("path") or (str(after) if after is not None and chosen.get("sample") else "")
     if not path:
         return None
-    path = rs.typed_path(path)  # from where `tokencap app` was started, not the server's directory
-    records = (rs.typed_path(chosen["records"]) if chosen.get("records") else "") or (str(rs.sample_records(app_dir, path) or "") if after is not None
-                                        and Path(path) == after.resolve() else "")
-    fps: dict[str, rs.Fingerprint] = STATE.setdefault(Keys.RUN_FINGERPRINTS, {})
+    path = typed_path(path)  # from where `tokencap app` was started, not the server's directory
+    records = (typed_path(chosen["records"]) if chosen.get("records") else "") or (
+        str(rs.sample_records(app_dir, path) or "") if after is not None and Path(path) == after.resolve() else "")
+    fps: dict[str, Fingerprint] = STATE.setdefault(Keys.RUN_FINGERPRINTS, {})
     if path not in fps:
-        fps[path] = rs.fingerprint(path)
+        fps[path] = fingerprint(path)
     run = load_any_path(path, fps[path], records or None)
     kind = "parquet" if path.lower().endswith(".parquet") else "directory" if Path(path).is_dir() else "file"
     origin = rs.RunOrigin(kind, path, root=None if kind == "parquet" else path,
@@ -196,9 +199,9 @@ def place_of_link(request: OpenRequest) -> OpenRequest | None:
     path, records = str(run_a.path or ""), run_a.final_responses
     if not path or run_a.data is not None:
         return None
-    fps: dict[str, rs.Fingerprint] = STATE.setdefault(Keys.RUN_FINGERPRINTS, {})
+    fps: dict[str, Fingerprint] = STATE.setdefault(Keys.RUN_FINGERPRINTS, {})
     if path not in fps:
-        fps[path] = rs.fingerprint(path)
+        fps[path] = fingerprint(path)
     run = load_any_path(path, fps[path], records)
     if run.frame is None:
         return None
@@ -239,7 +242,7 @@ def comparison(origin: rs.RunOrigin, run: LoadedRun, versus: Versus) -> cv.Compa
 # --------------------------------------------------------------------------- rewards and groups
 
 
-def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison | None, flt: rd.RunFilter,
+def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison | None, flt: RunFilter,
                  on_groups: Callable[[], None], unused_records: bool = False) -> None:
     """Reward of trainable vs masked rollouts, and the groups masking leaves without a learning signal."""
     runs = [(cmp.name_a, cmp.a), (cmp.name_b, cmp.b)] if cmp is not None else [("this run", frame)]
@@ -266,7 +269,7 @@ def show_rewards(origin: rs.RunOrigin, frame: pd.DataFrame, cmp: cv.Comparison |
         if grouped:
             _chart_and_words(rw.groups_spec(grouped), "run_groups_figure", grouped, rw.group_summary, cmp)
             st.segmented_control("Show the rollouts of groups with", list(rw.GROUP_FILTERS), key=Keys.RUN_W_GROUPS,
-                                 format_func=rw.GROUP_FILTERS.get, on_change=on_groups)
+                                 format_func=rw.GROUP_FILTERS.__getitem__, on_change=on_groups)
         else:
             st.info("No task index in the rollout records (`_ng_task_index`): no groups to judge.")
     if rewarded:  # the page's whole width: its columns are cut off in half of it at 1280 px
@@ -299,13 +302,13 @@ def _chart_and_words(spec: dict[str, Any], key: str, runs: list[tuple[str, pd.Da
 # --------------------------------------------------------------------------- joined rollouts
 
 
-def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarray], masks_b: dict[str, np.ndarray],
+def show_pairs(cmp: cv.Comparison, flt: RunFilter, masks: dict[str, np.ndarray], masks_b: dict[str, np.ndarray],
                run_key: str, heading: Callable[..., None], column_config: dict[str, Any],
                back_position: Callable[[np.ndarray], tuple[int, int] | None] | None = None,
                scroll: Callable[[int], str] | None = None) -> int | None:
     """The joined rollouts passing the filters (either side); the position of the one selected. Back from a
     joined rollout opened here, its row is selected and scrolled into view, as on one run's table."""
-    keep_a, keep_b = rd.passing(cmp.a, masks), rd.passing(cmp.b, masks_b)
+    keep_a, keep_b = passing(cmp.a, masks), passing(cmp.b, masks_b)
     positions = cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt)
     heading(flt, len(positions), len(cmp.rows), "joined rollouts")
     shown = cv.compare_table_frame(cmp, positions)
@@ -325,27 +328,37 @@ def show_pairs(cmp: cv.Comparison, flt: rd.RunFilter, masks: dict[str, np.ndarra
     return None
 
 
-def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, position: int, flt: rd.RunFilter,
-              back_params: dict[str, str], open_request: Callable[[dict], None]) -> None:
+class _PairSide(NamedTuple):
+    """One side of a joined rollout that its run has: the rollout, where it is, and the run."""
+
+    side: str  # "A" or "B"
+    source: str
+    rollout_id: str
+    located: rs.Located | None  # None: its file is not here
+    where: rs.RunOrigin
+
+
+def open_pair(origin: rs.RunOrigin, versus: Versus | None, cmp: cv.Comparison, position: int, flt: RunFilter,
+              back_params: dict[str, str], open_request: Callable[[OpenRequest], None]) -> None:
     """Buttons opening a joined rollout's A or B capture; with both, on the Rollout page's Compare tab
     (`triage.pair_request`: each side named by its run, built with its records, previous / next kept)."""
     assert versus is not None
-    sides = []
+    sides: list[_PairSide | None] = []
     for side, frame, row, where in (("A", cmp.a, int(cmp.rows["row_a"].iloc[position]), origin),
                                     ("B", cmp.b, int(cmp.rows["row_b"].iloc[position]), versus.origin)):
         if row < 0:
             sides.append(None)
             continue
         source, rollout_id = str(frame["source"].iloc[row]), str(frame["rollout_id"].iloc[row])
-        sides.append((side, source, rollout_id, rs.locate(where, source), where))
-    change = rd.CHANGE_LABELS[str(cmp.rows["change"].iloc[position])]
+        sides.append(_PairSide(side, source, rollout_id, rs.locate(where, source), where))
+    change = CHANGE_LABELS[str(cmp.rows["change"].iloc[position])]
     with st.container(border=True, key=Keys.RUN_PAIR_OPEN):
-        ids = " / ".join(md_escape(s[2]) for s in sides if s is not None)
+        ids = " / ".join(md_escape(s.rollout_id) for s in sides if s is not None)
         st.markdown(f"**{ids}** · change: *{change}*"
                     + (" · opening either side shows the two captures on the Rollout page's Compare tab"
-                       if all(s is not None and s[3] is not None for s in sides) else ""))
+                       if all(s is not None and s.located is not None for s in sides) else ""))
         columns = st.columns(2)
-        for i, (col, mine) in enumerate(zip(columns, sides)):
+        for i, (col, mine) in enumerate(zip(columns, sides, strict=True)):
             if mine is None:
                 col.caption(f"Not in run {'AB'[i]}.")
                 continue
@@ -365,4 +378,4 @@ def work_ahead() -> None:
     """What the Run page readies once it is drawn, for what a reader does next: a scan process for
     the next run typed in the sidebar. (The Rollout page's charts are Vega-Lite, whose code the Run
     page's own charts have loaded: nothing to load ahead in the browser.)"""
-    rs.keep_scan_ready()
+    keep_scan_ready()

@@ -58,6 +58,8 @@ from tokencap.app.run.opening import (
 from tokencap.app.run.sources import cli_arguments, sidebar_origin
 from tokencap.app.state import Keys, open_request
 from tokencap.bundled import SAMPLE_DATA
+from tokencap.rollout import MASK_REASON_ORDER
+from tokencap.run.table import STATUSES
 from tokencap.services import run_sources as rs
 from tokencap.views import trace, vega
 from tokencap.views.formatting import md_escape
@@ -67,6 +69,10 @@ from tokencap.views.run import data as rd
 from tokencap.views.run import records as rr
 from tokencap.views.run import rollouts as ro
 from tokencap.views.run import table as rt
+from tokencap.views.run.bars import Bars, chart_bars
+from tokencap.views.run.categories import PARAM_PREFIX, VERDICTS
+from tokencap.views.run.filters import CHANGE_LABELS, CHANGES, SORTS, RunFilter, filter_masks, passing, sorted_rows
+from tokencap.views.run.summary import run_metrics, single_call_warning
 from tokencap.views.widgets import selected_rows
 from tokencap.views.words import label
 
@@ -84,21 +90,21 @@ if Keys.RUN_MORE_CHARTS not in STATE:  # a first load, a reload, a link: the URL
 # --------------------------------------------------------------------------- filters
 
 
-def current_filter() -> rd.RunFilter:
+def current_filter() -> RunFilter:
     flt = STATE.get(Keys.RUN_FILTER)
-    if not isinstance(flt, rd.RunFilter):
-        flt = rd.RunFilter.from_params(st.query_params.to_dict())
+    if not isinstance(flt, RunFilter):
+        flt = RunFilter.from_params(st.query_params.to_dict())
         STATE[Keys.RUN_FILTER] = flt
     return flt
 
 
-def _set_filter(flt: rd.RunFilter) -> None:
+def _set_filter(flt: RunFilter) -> None:
     STATE[Keys.RUN_FILTER] = flt
 
 
-def _sync_url(flt: rd.RunFilter) -> None:
+def _sync_url(flt: RunFilter) -> None:
     wanted = run_params(flt)
-    present = {k: st.query_params[k] for k in st.query_params if k.startswith(rd.PARAM_PREFIX)}
+    present = {k: st.query_params[k] for k in st.query_params if k.startswith(PARAM_PREFIX)}
     if present == wanted:
         return
     for k in present:
@@ -133,7 +139,7 @@ def _widget_changed(key: str) -> None:
     _set_filter(current_filter().set(**{name: value}))
 
 
-def _show_filter_in_widgets(flt: rd.RunFilter) -> None:
+def _show_filter_in_widgets(flt: RunFilter) -> None:
     """Widgets show the filter (chart clicks and the way back change it behind them)."""
     for key, name in WIDGETS.items():
         value = getattr(flt, name)
@@ -155,35 +161,35 @@ def _chart_clicked(chart_key: str, dimension: str) -> None:
         _set_filter(current_filter().toggle(bar_dimension, key))
 
 
-def filter_controls(flt: rd.RunFilter, comparing: bool, items: bool = False) -> None:
+def filter_controls(flt: RunFilter, comparing: bool, items: bool = False) -> None:
     """The filters in one row under the charts (the first screen holds the table's first rows below them);
     for rollouts read from output items, NeMo RL's contiguity too."""
     if comparing:
-        st.multiselect("Change from A to B (any of)", list(rd.CHANGES), key=Keys.RUN_W_CHANGE,
-                       format_func=rd.CHANGE_LABELS.get, on_change=_widget_changed, args=(Keys.RUN_W_CHANGE,),
+        st.multiselect("Change from A to B (any of)", list(CHANGES), key=Keys.RUN_W_CHANGE,
+                       format_func=CHANGE_LABELS.__getitem__, on_change=_widget_changed, args=(Keys.RUN_W_CHANGE,),
                        placeholder="any")
     with st.container(key=Keys.RUN_FILTERS, horizontal=True, gap="small", vertical_alignment="bottom"):
-        st.segmented_control("Verdict", list(rd.VERDICTS), key=Keys.RUN_W_VERDICT, on_change=_widget_changed,
+        st.segmented_control("Verdict", list(VERDICTS), key=Keys.RUN_W_VERDICT, on_change=_widget_changed,
                              args=(Keys.RUN_W_VERDICT,))
-        st.multiselect("Status", list(rd.STATUSES), key=Keys.RUN_W_STATUSES, on_change=_widget_changed,
+        st.multiselect("Status", list(STATUSES), key=Keys.RUN_W_STATUSES, on_change=_widget_changed,
                        args=(Keys.RUN_W_STATUSES,), placeholder="any")
         if items:  # rollouts read from output items: what NeMo RL's contiguity check says of them
             st.segmented_control("NeMo RL contiguity", list(ro.FILTERS), key=Keys.RUN_W_CONTIGUOUS,
-                                 format_func=ro.CONTIGUITY_LABELS.get, on_change=_widget_changed,
+                                 format_func=ro.CONTIGUITY_LABELS.__getitem__, on_change=_widget_changed,
                                  args=(Keys.RUN_W_CONTIGUOUS,), help=ro.CONTIGUITY_TEXT["not_contiguous"])
-        st.multiselect("Mask reason (any of)", list(rd.MASK_REASON_ORDER), key=Keys.RUN_W_REASONS, format_func=label,
+        st.multiselect("Mask reason (any of)", list(MASK_REASON_ORDER), key=Keys.RUN_W_REASONS, format_func=label,
                        on_change=_widget_changed, args=(Keys.RUN_W_REASONS,), placeholder="any")
         st.text_input("Rollout id contains", key=Keys.RUN_W_QUERY, on_change=_widget_changed, args=(Keys.RUN_W_QUERY,),
                       placeholder="search ids", icon=":material/search:")
         st.text_input("Source contains", key=Keys.RUN_W_SOURCE, on_change=_widget_changed, args=(Keys.RUN_W_SOURCE,),
                       placeholder="path or file", icon=":material/folder:")
-        st.selectbox("Sort by", list(rd.SORTS), key=Keys.RUN_W_SORT, format_func=rd.SORTS.get,
+        st.selectbox("Sort by", list(SORTS), key=Keys.RUN_W_SORT, format_func=SORTS.__getitem__,
                      on_change=_widget_changed, args=(Keys.RUN_W_SORT,))
         st.toggle("Descending", key=Keys.RUN_W_DESC, on_change=_widget_changed, args=(Keys.RUN_W_DESC,),
                   disabled=not flt.sort)
 
 
-def table_heading(flt: rd.RunFilter, shown: int, total: int, what: str = "rollouts") -> None:
+def table_heading(flt: RunFilter, shown: int, total: int, what: str = "rollouts") -> None:
     """The table's count and filter in words, the other charts' switch and "Clear filters", in one row whose
     right end stays empty: the table's hover toolbar stands there, above the table's top edge."""
     described = flt.describe()
@@ -228,7 +234,7 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
             st.caption(md_escape(parts.versus_words(versus)))
         for note in cmp.summary.notes:
             st.warning(md_escape(note[0].upper() + note[1:]), icon=":material/warning:")
-    metrics = rd.run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
+    metrics = run_metrics(frame) if cmp is None else cv.compare_metrics(cmp)
     if cmp is None:  # one row of compact tiles (`tokencap/app/assets/run_page.css`)
         tiles = st.container(key=Keys.RUN_TILES, horizontal=True, gap="small")
         columns = [tiles] * len(metrics)
@@ -237,12 +243,12 @@ def show_header(origin: rs.RunOrigin, run: LoadedRun, cmp: cv.Comparison | None,
     for col, m in zip(columns, metrics, strict=False):
         col.metric(m.label, m.value, delta=m.share or None, delta_color="off", delta_arrow="off",
                    help=md_escape(m.help) or None, border=True, height="stretch")
-    warning = rd.single_call_warning(frame)
+    warning = single_call_warning(frame)
     if warning:
         st.warning(md_escape(warning), icon=":material/build:")
 
 
-def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | None = None,
+def _chart(bars: Bars, flt: RunFilter, run_key: str, versus: Bars | None = None,
            names: tuple[str, str] = ("A", "B")) -> None:
     key = f"run_chart:{bars.dimension}:{run_key}:{STATE[Keys.RUN_CHART_NONCE].get(bars.dimension, 0)}"
     with st.container(border=True, key=Keys.run_box(bars.dimension)):
@@ -252,13 +258,13 @@ def _chart(bars: rd.Bars, flt: rd.RunFilter, run_key: str, versus: rd.Bars | Non
 
 
 def chart_pairs(frame: pd.DataFrame, masks: dict[str, np.ndarray], cmp: cv.Comparison | None,
-                masks_b: dict[str, np.ndarray] | None) -> dict[str, tuple[rd.Bars, rd.Bars | None]]:
+                masks_b: dict[str, np.ndarray] | None) -> dict[str, tuple[Bars, Bars | None]]:
     if cmp is None:
-        return {b.dimension: (b, None) for b in rd.chart_bars(frame, masks)}
+        return {b.dimension: (b, None) for b in chart_bars(frame, masks)}
     return {a.dimension: (a, b) for a, b in cv.paired_bars(cmp, masks, masks_b or {})}
 
 
-def show_other_charts(pairs: dict[str, tuple[rd.Bars, rd.Bars | None]], flt: rd.RunFilter, run_key: str,
+def show_other_charts(pairs: dict[str, tuple[Bars, Bars | None]], flt: RunFilter, run_key: str,
                       names: tuple[str, str]) -> None:
     for row in rc.ROWS:
         for col, d in zip(st.columns(2, gap="small"), row, strict=False):
@@ -296,10 +302,10 @@ COLUMN_CONFIG[ro.TABLE_HEADER] = st.column_config.TextColumn(ro.TABLE_HEADER, wi
                                                              help=ro.CONTIGUITY_TEXT["not_contiguous"])
 
 
-def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, masks: dict[str, np.ndarray],
+def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: RunFilter, masks: dict[str, np.ndarray],
                run_key: str) -> None:
-    keep = rd.passing(frame, masks)
-    rows = rd.sorted_rows(frame, keep, flt)
+    keep = passing(frame, masks)
+    rows = sorted_rows(frame, keep, flt)
     # The sidebar's Rollout link opens this table's first row (`opening.first_row_request`), not a sample.
     STATE[Keys.RUN_FIRST_ROW] = (origin, frame, int(rows[0]), flt) if len(rows) else None
     STATE[Keys.RUN_DEFAULT_OPEN] = first_row_request
@@ -331,7 +337,7 @@ def show_table(origin: rs.RunOrigin, frame: pd.DataFrame, flt: rd.RunFilter, mas
             open_row(origin, frame, row, flt)
 
 
-def _table_key(run_key: str, flt: rd.RunFilter, back: tuple[int, int] | None) -> str:
+def _table_key(run_key: str, flt: RunFilter, back: tuple[int, int] | None) -> str:
     """The table's widget key: the same across a change of filter or run, so the browser updates the
     grid in place (a new grid waits ~0.3 s for its layout); new with each way back (a new selection).
     Streamlit keeps a keyed table's selection when its data changes, so a table showing a selected row
@@ -370,16 +376,7 @@ def _back_position(frame: pd.DataFrame | cv.Comparison, rows: np.ndarray) -> tup
 def scroll_to_row(position: int) -> str:
     """A script (no data but a row number) that scrolls the page to the table and the table to a row."""
     top = max(0, ROW_HEIGHT * int(position) - TABLE_HEIGHT // 2)
-    return f"""<script>(function (n) {{
-      const go = () => {{
-        const box = document.querySelector('.st-key-run_table_box');
-        const grid = box && box.querySelector('.dvn-scroller');
-        if (!grid) return n-- > 0 && setTimeout(go, 100);
-        box.scrollIntoView({{block: 'center'}});
-        grid.scrollTop = {top};
-      }};
-      go();
-    }})(50);</script>"""
+    return assets.script("scroll_to_row.js", TOP=str(top))
 
 
 # --------------------------------------------------------------------------- page
@@ -402,8 +399,8 @@ def run_body(origin: rs.RunOrigin, frame: pd.DataFrame, versus: parts.Versus | N
         if cmp is None:
             flt = flt.set(change=())  # nothing to compare with: no change to filter on
             open_clicked_row(origin, frame, run_key, flt)
-        masks = rd.filter_masks(cmp.a if cmp is not None else frame, flt)
-        masks_b = rd.filter_masks(cmp.b, flt) if cmp is not None else None
+        masks = filter_masks(cmp.a if cmp is not None else frame, flt)
+        masks_b = filter_masks(cmp.b, flt) if cmp is not None else None
         _show_filter_in_widgets(flt)
         pairs = chart_pairs(frame, masks, cmp, masks_b)
         names = (cmp.name_a, cmp.name_b) if cmp is not None else ("A", "B")

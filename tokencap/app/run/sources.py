@@ -16,26 +16,29 @@ from tokencap.app.run.loading import LoadedRun, load_any_path, load_uploads, rec
 from tokencap.app.state import Keys
 from tokencap.bundled import SAMPLE_DATA
 from tokencap.services import run_sources as rs
+from tokencap.services.arguments import PATH_PARAM, AppArguments, app_arguments, typed_path
+from tokencap.services.scan_cache import Fingerprint, fingerprint
+from tokencap.services.uploads import RUN_UPLOAD_TYPES, Upload, stored_upload
 from tokencap.views.formatting import fmt_bytes, md_escape
 
 APP_DIR = SAMPLE_DATA.parent  # the folder holding sample_data/: the checkout, or the installed package
 STATE = st.session_state
 
 
-def cli_arguments() -> rs.AppArguments:
-    return rs.app_arguments(sys.argv[1:])
+def cli_arguments() -> AppArguments:
+    return app_arguments(sys.argv[1:])
 
 
 def records_for(path: str, sample: Path) -> str | None:
     """The rollout records a scan of ``path`` uses: the sidebar's (upload or path), the command
     line's (for the run the app was started on, not one opened by path), else the bundled records
     of a bundled run."""
-    upload: rs.Upload | None = STATE.get(Keys.RUN_RECORDS_UPLOAD)
+    upload: Upload | None = STATE.get(Keys.RUN_RECORDS_UPLOAD)
     if upload is not None:
-        return str(rs.stored_upload(upload, records_directory()))
+        return str(stored_upload(upload, records_directory()))
     typed = (STATE.get(Keys.RUN_RECORDS_PATH) or "").strip()
     if typed:
-        return rs.typed_path(typed)
+        return typed_path(typed)
     cli = cli_arguments()
     if cli.records and Path(cli.path or sample).resolve() == Path(path).resolve():  # the run started on
         return str(Path(cli.records).resolve())
@@ -45,7 +48,7 @@ def records_for(path: str, sample: Path) -> str | None:
 
 def _remember_uploads() -> None:
     files = STATE.get(Keys.RUN_UPLOADER) or []
-    STATE[Keys.RUN_UPLOADS] = tuple(rs.Upload(f.name, f.getvalue()) for f in files)
+    STATE[Keys.RUN_UPLOADS] = tuple(Upload(f.name, f.getvalue()) for f in files)
 
 
 def _forget_uploads() -> None:
@@ -66,7 +69,7 @@ def _remember_path() -> None:
 def opened_path() -> str:
     """The run directory or scan table named in the sidebar (or, on a session's first visit, in the URL)."""
     if Keys.RUN_PATH not in STATE:
-        STATE[Keys.RUN_PATH] = str(st.query_params.get(rs.PATH_PARAM, "")).strip()
+        STATE[Keys.RUN_PATH] = str(st.query_params.get(PATH_PARAM, "")).strip()
     if STATE.get(Keys.RUN_W_PATH) != STATE[Keys.RUN_PATH]:
         STATE[Keys.RUN_W_PATH] = STATE[Keys.RUN_PATH]
     st.sidebar.text_input(
@@ -83,12 +86,12 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     # The uploader's own value is lost when the page is left; the uploads live in
     # session state (set when the user changes them), so the way back keeps them.
     st.sidebar.file_uploader(
-        "Open a run", type=list(rs.RUN_UPLOAD_TYPES), accept_multiple_files=True, key=Keys.RUN_UPLOADER,
+        "Open a run", type=list(RUN_UPLOAD_TYPES), accept_multiple_files=True, key=Keys.RUN_UPLOADER,
         on_change=_remember_uploads,
         help="A scan table (`tokencap scan RUN -o RESULT.parquet`), optionally with some of its rollouts' files; "
              "or rollouts to scan here: JSON, entries JSONL, or a zip of a capture-store directory.")
     cli = cli_arguments().path
-    uploads: tuple[rs.Upload, ...] = STATE[Keys.RUN_UPLOADS]
+    uploads: tuple[Upload, ...] = STATE[Keys.RUN_UPLOADS]
     if uploads:
         names = ", ".join(u.name for u in uploads)
         st.sidebar.caption(f"Showing the upload: {md_escape(names)}")
@@ -104,10 +107,15 @@ def sidebar_origin() -> tuple[rs.RunOrigin, LoadedRun]:
     sample = rs.sample_run_path(APP_DIR)
     typed = opened_path()
     named = typed or cli  # the sidebar's path, else the command line's
-    path = (rs.typed_path(typed) if typed else str(Path(cli).expanduser().resolve())) if named else str(sample)
-    fps: dict[str, rs.Fingerprint] = STATE[Keys.RUN_FINGERPRINTS]
+    if typed:
+        path = typed_path(typed)
+    elif cli:
+        path = str(Path(cli).expanduser().resolve())
+    else:
+        path = str(sample)
+    fps: dict[str, Fingerprint] = STATE[Keys.RUN_FINGERPRINTS]
     if path not in fps:
-        fps[path] = rs.fingerprint(path)
+        fps[path] = fingerprint(path)
     fp = fps[path]
     st.sidebar.markdown("**Run**" if named else "**Sample run**")
     # Plain text, not st.code: a code block loads the browser's syntax highlighter (~1 s of a first render).

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...diagnosis import HINTS, Break, diagnose
-from ...services.rollout_sources import default_tokenizer_path  # noqa: F401 -- the Rollout page's parts import it from here
 from ..model import RolloutView
 
 LIKELY = {
@@ -157,5 +156,5 @@ def hint(brk: Break) -> str:
     return HINTS.get(brk.cause, "")
 
 
-__all__ = ["LIKELY", "REASONING_LIKELY", "break_facts", "break_of", "likely_words", "default_tokenizer_path",
+__all__ = ["LIKELY", "REASONING_LIKELY", "break_facts", "break_of", "likely_words",
            "break_words", "breaks_of", "hint", "token_words"]

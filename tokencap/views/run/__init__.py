@@ -2,9 +2,10 @@
 
 Layers inside (imports point down; tests/test_views_imports.py checks them):
 
-* `data` -- the scan table as a pandas frame, `RunFilter`, vectorised masks, sort, bar
-  counts, the table shown;
-* `charts` -- one Vega-Lite bar chart per `data.Bars`;
+* `categories`, `frame`, `filters`, `summary`, `bars`, `data` -- the scan table's words and bins,
+  the table as a pandas frame, `RunFilter` with its vectorised masks and sort, the tiles, the bar
+  counts, the table shown (each name imported from the module that defines it);
+* `charts` -- one Vega-Lite bar chart per `bars.Bars`;
 * `triage` -- a row's place in the table (its filter and sort): previous / next on the
   Rollout page.
 

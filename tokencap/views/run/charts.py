@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import style, vega
 from ..formatting import count as count_of
-from .data import Bars
+from .bars import Bars
 
 BAR = {
     "reasons": style.QUARANTINED,

@@ -24,8 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...run.diff import DiffSummary, JoinChoice, diff_tables
-from . import data as rd
-from .categories import reasons_in_words
+from .bars import Bars, chart_bars
+from .categories import CALLS_BINS, calls_label, reasons_in_words
+from .filters import CHANGE_LABELS, CHANGE_TEXT, CHANGES, RunFilter, passing
+from .summary import Metric, has_delivery, run_metrics
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,10 +66,10 @@ def _rows_of(diff: pa.Table, side: str, index: pd.Index) -> np.ndarray:
 
 
 def _change_column(n: int, rows: np.ndarray, codes: np.ndarray, absent: str) -> pd.Categorical:
-    out = np.full(n, rd.CHANGES.index(absent), dtype=np.int64)
+    out = np.full(n, CHANGES.index(absent), dtype=np.int64)
     have = rows >= 0
     out[rows[have]] = codes[have]
-    return pd.Categorical.from_codes(out, categories=list(rd.CHANGES))
+    return pd.Categorical.from_codes(out, categories=list(CHANGES))
 
 
 def compare_runs(table_a: pa.Table, frame_a: pd.DataFrame, table_b: pa.Table, frame_b: pd.DataFrame,
@@ -75,11 +77,11 @@ def compare_runs(table_a: pa.Table, frame_a: pd.DataFrame, table_b: pa.Table, fr
     """Run A against run B. Raises `tokencap.run.DiffError` (one line) when they cannot be compared."""
     diff = diff_tables(table_a, table_b, join=join, names=names)  # type: ignore[arg-type]
     arrow = diff.arrow
-    codes = pd.Categorical(arrow.column("change").to_pandas(), categories=list(rd.CHANGES)).codes.astype(np.int64)
+    codes = pd.Categorical(arrow.column("change").to_pandas(), categories=list(CHANGES)).codes.astype(np.int64)
     row_a = _rows_of(arrow, "a", _row_keys(table_a, len(frame_a)))
     row_b = _rows_of(arrow, "b", _row_keys(table_b, len(frame_b)))
     rows = pd.DataFrame({"row_a": row_a, "row_b": row_b,
-                         "change": pd.Categorical.from_codes(codes, categories=list(rd.CHANGES))})
+                         "change": pd.Categorical.from_codes(codes, categories=list(CHANGES))})
     a = frame_a.assign(change=_change_column(len(frame_a), row_a, codes, "only_a"))
     b = frame_b.assign(change=_change_column(len(frame_b), row_b, codes, "only_b"))
     return Comparison(names[0], names[1], a, b, rows, diff.join, diff.summary)
@@ -94,7 +96,7 @@ def passing_rows(cmp: Comparison, keep_a: np.ndarray, keep_b: np.ndarray) -> np.
     return np.flatnonzero(ok)
 
 
-def sorted_pairs(cmp: Comparison, positions: np.ndarray, flt: rd.RunFilter) -> np.ndarray:
+def sorted_pairs(cmp: Comparison, positions: np.ndarray, flt: RunFilter) -> np.ndarray:
     """``positions`` in the filter's sort order (by A's value, B's where A has none); ties keep the diff's order."""
     if not flt.sort or not len(positions):
         return positions
@@ -144,16 +146,16 @@ def compare_table_frame(cmp: Comparison, positions: np.ndarray) -> pd.DataFrame:
                                 ("reward", "reward", np.nan), ("source", "source", None)):
         out[f"{label} A"] = _side(cmp.a, ra, column, null)
         out[f"{label} B"] = _side(cmp.b, rb, column, null)
-    out["change"] = cmp.rows["change"].iloc[positions].map(rd.CHANGE_LABELS).astype(object).reset_index(drop=True)
+    out["change"] = cmp.rows["change"].iloc[positions].map(CHANGE_LABELS).astype(object).reset_index(drop=True)
     frame = pd.DataFrame(out)[list(COMPARE_COLUMNS)]
     frame.index = pd.Index(positions, name="pair")
     return frame
 
 
 def paired_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray],
-                masks_b: Mapping[str, np.ndarray]) -> list[tuple[rd.Bars, rd.Bars]]:
+                masks_b: Mapping[str, np.ndarray]) -> list[tuple[Bars, Bars]]:
     """Every chart of run A with the same chart of run B (same keys: calls bins up to the larger run's)."""
-    bars_a, bars_b = rd.chart_bars(cmp.a, masks_a), rd.chart_bars(cmp.b, masks_b)
+    bars_a, bars_b = chart_bars(cmp.a, masks_a), chart_bars(cmp.b, masks_b)
     out = []
     for a, b in zip(bars_a, bars_b, strict=True):
         if a.keys != b.keys:  # calls: each run's bins end at its own largest
@@ -163,34 +165,34 @@ def paired_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray],
     return out
 
 
-def _padded(bars: rd.Bars, n: int) -> rd.Bars:
-    keys = rd.CALLS_BINS[:n]
+def _padded(bars: Bars, n: int) -> Bars:
+    keys = CALLS_BINS[:n]
     pad = n - len(bars.keys)
-    return rd.Bars(bars.dimension, bars.title, keys, tuple(rd.calls_label(k) for k in keys), bars.counts + (0,) * pad,
-                   bars.total, hover=tuple(f"{rd.calls_label(k)} model call{'s' if k != '1' else ''}" for k in keys),
+    return Bars(bars.dimension, bars.title, keys, tuple(calls_label(k) for k in keys), bars.counts + (0,) * pad,
+                   bars.total, hover=tuple(f"{calls_label(k)} model call{'s' if k != '1' else ''}" for k in keys),
                    extra=bars.extra + (0,) * pad if bars.extra else ())
 
 
-def change_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray], masks_b: Mapping[str, np.ndarray]) -> rd.Bars:
+def change_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray], masks_b: Mapping[str, np.ndarray]) -> Bars:
     """Joined rollouts per change, over those passing every filter but the change filter."""
-    positions = passing_rows(cmp, rd.passing(cmp.a, masks_a, skip="change"), rd.passing(cmp.b, masks_b, skip="change"))
+    positions = passing_rows(cmp, passing(cmp.a, masks_a, skip="change"), passing(cmp.b, masks_b, skip="change"))
     codes = cmp.rows["change"].cat.codes.to_numpy()[positions]
-    counts = np.bincount(codes, minlength=len(rd.CHANGES))[: len(rd.CHANGES)] if len(codes) else \
-        np.zeros(len(rd.CHANGES), dtype=np.int64)
-    return rd.Bars("change", f"Change from {cmp.name_a} to {cmp.name_b}", rd.CHANGES,
-                   tuple(rd.CHANGE_LABELS[c] for c in rd.CHANGES), tuple(int(c) for c in counts), len(positions),
-                   hover=tuple(rd.CHANGE_TEXT[c] for c in rd.CHANGES))
+    counts = np.bincount(codes, minlength=len(CHANGES))[: len(CHANGES)] if len(codes) else \
+        np.zeros(len(CHANGES), dtype=np.int64)
+    return Bars("change", f"Change from {cmp.name_a} to {cmp.name_b}", CHANGES,
+                   tuple(CHANGE_LABELS[c] for c in CHANGES), tuple(int(c) for c in counts), len(positions),
+                   hover=tuple(CHANGE_TEXT[c] for c in CHANGES))
 
 
-def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
+def compare_metrics(cmp: Comparison) -> list[Metric]:
     """The headline numbers of both runs (whole tables), each with the change from A to B.
 
     A tile of A is paired with B's tile of the same label, never by position: a run read from output
     items has contiguity tiles a capture's run has not. A tile only one run has reads "absent" on the
     other side (it is not a count of 0), in the order of the run that has it."""
-    delivery = rd.has_delivery(cmp.a) or rd.has_delivery(cmp.b)  # the same tiles on both sides
-    of_a = {m.label: m for m in rd.run_metrics(cmp.a, delivery)}
-    of_b = {m.label: m for m in rd.run_metrics(cmp.b, delivery)}
+    delivery = has_delivery(cmp.a) or has_delivery(cmp.b)  # the same tiles on both sides
+    of_a = {m.label: m for m in run_metrics(cmp.a, delivery)}
+    of_b = {m.label: m for m in run_metrics(cmp.b, delivery)}
     out = []
     for label in _tile_order(list(of_a), list(of_b)):
         ma, mb = of_a.get(label), of_b.get(label)
@@ -203,10 +205,10 @@ def compare_metrics(cmp: Comparison) -> list[rd.Metric]:
             share = f"{b - a:+,} ({pp:+.1f} pp of the run)"
         else:
             share = f"{b - a:+,}"
-        out.append(rd.Metric(label, f"{a:,} → {b:,}", f"{cmp.name_a} → {cmp.name_b}" + (
+        out.append(Metric(label, f"{a:,} → {b:,}", f"{cmp.name_a} → {cmp.name_b}" + (
             f"; {ma.help}" if ma.help else ""), share))
     changes = cmp.summary.changes
-    out.append(rd.Metric("fixed · broke", f"{changes.get('fixed', 0):,} · {changes.get('broke', 0):,}",
+    out.append(Metric("fixed · broke", f"{changes.get('fixed', 0):,} · {changes.get('broke', 0):,}",
                          "fixed: masked in A, trainable in B; broke: the reverse",
                          f"{changes.get('reasons_changed', 0):,} masked for other reasons"))
     return out
@@ -226,14 +228,14 @@ def _tile_order(labels_a: list[str], labels_b: list[str]) -> list[str]:
     return order
 
 
-def _one_sided_tile(cmp: Comparison, ma: rd.Metric | None, mb: rd.Metric | None) -> rd.Metric:
+def _one_sided_tile(cmp: Comparison, ma: Metric | None, mb: Metric | None) -> Metric:
     """A tile one run has and the other has not: its figure, and "absent" for the other run."""
     shown = ma if ma is not None else mb
     assert shown is not None
     missing = cmp.name_b if ma is not None else cmp.name_a
     value = f"{ma.value} → {ABSENT}" if ma is not None else f"{ABSENT} → {shown.value}"
     help_text = f"{cmp.name_a} → {cmp.name_b}; {missing} has no such tile" + (f"; {shown.help}" if shown.help else "")
-    return rd.Metric(shown.label, value, help_text, f"{ABSENT} from {missing}")
+    return Metric(shown.label, value, help_text, f"{ABSENT} from {missing}")
 
 
 __all__ = ["COMPARE_COLUMNS", "Comparison", "change_bars", "compare_metrics", "compare_runs",

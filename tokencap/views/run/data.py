@@ -13,9 +13,8 @@ own (`passing(..., skip=dimension)`), so its bars stay clickable and comparable 
 the table shows the rollouts that pass them all.
 
 Its parts live beside it: `categories`, `frame` (`run_frame`), `filters` (`RunFilter`, `filter_masks`,
-`passing`, `sorted_rows`), `summary` (the tiles) and `bars` (the charts' counts); this module holds
-the table shown and gives their names to the pages as ``rd.NAME``. No Streamlit here, and nothing
-from the Rollout page's views.
+`passing`, `sorted_rows`), `summary` (the tiles) and `bars` (the charts' counts), each imported from its
+own module; this module holds the table shown. No Streamlit here, and nothing from the Rollout page's views.
 """
 
 from __future__ import annotations
@@ -24,69 +23,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ...run.table import STATUSES
 from . import rollouts as ro
-from .bars import (  # noqa: F401 -- the pages read these as rd.NAME
-    CHARTS,
-    Bars,
-    calls_bars,
-    cause_bars,
-    chart_bars,
-    delivered_bars,
-    delivery_bars,
-    link_bars,
-    reason_bars,
-    refusal_bars,
-    status_bars,
-)
-from .categories import (  # noqa: F401 -- the pages read these as rd.NAME
-    CALLS_BINS,
-    CAUSE_COLUMNS,
-    DELIVERED_BINS,
-    DELIVERED_LABELS,
-    DELIVERY,
-    DELIVERY_LABELS,
-    DELIVERY_TEXT,
-    LINK_NOT_FAILURES,
-    LINK_TEXT,
-    MAX_CALLS_BINS,
-    PARAM_PREFIX,
-    REFUSAL_LABELS,
-    REFUSAL_TEXT,
-    REFUSALS,
-    STATUS_TEXT,
-    VERDICTS,
-    calls_bin_codes,
-    calls_bins,
-    calls_label,
-    delivered_bin_codes,
-    reasons_in_words,
-)
-from .filters import (  # noqa: F401 -- the pages read these as rd.NAME
-    CHANGE_LABELS,
-    CHANGE_TEXT,
-    CHANGES,
-    DIMENSIONS,
-    SORTS,
-    RunFilter,
-    filter_masks,
-    passing,
-    sorted_rows,
-)
-from .frame import (  # noqa: F401 -- the pages read these as rd.NAME
-    LINK_COLUMNS,
-    REASON_COLUMNS,
-    reason_text,
-    run_frame,
-)
-from .summary import (  # noqa: F401 -- the pages read these as rd.NAME
-    Metric,
-    contiguity_metrics,
-    delivery_metrics,
-    has_delivery,
-    run_metrics,
-    single_call_warning,
-)
+from .categories import reasons_in_words
 
 # --------------------------------------------------------------------------- the table shown
 
@@ -141,10 +79,4 @@ def row_at(frame: pd.DataFrame, rows: np.ndarray, position: int) -> int | None:
     return None
 
 
-__all__ = [
-    "Bars", "CALLS_BINS", "CAUSE_COLUMNS", "CHARTS", "DELIVERED_BINS", "DELIVERY", "DELIVERY_LABELS", "DIMENSIONS",
-    "LINK_TEXT", "Metric", "REFUSALS", "cause_bars", "delivery_bars", "delivery_metrics", "has_delivery",
-    "REFUSAL_LABELS", "RunFilter", "SORTS", "STATUSES", "TABLE_COLUMNS", "calls_bars", "calls_bin_codes", "chart_bars",
-    "delivered_bars", "delivered_bin_codes", "filter_masks", "link_bars", "passing", "reason_bars", "refusal_bars",
-    "row_at", "run_frame", "run_metrics", "single_call_warning", "sorted_rows", "status_bars", "table_frame",
-]
+__all__ = ["TABLE_COLUMNS", "row_at", "table_frame"]

@@ -8,7 +8,7 @@ Charts cross-filter: each chart counts the rollouts that pass every filter excep
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -74,6 +74,8 @@ _PARAMS = {"change": "change", "groups": "group", "verdict": "verdict", "reasons
            "query": "q", "sort": "sort", "descending": "desc", "causes": "cause", "delivery": "gym",
            "contiguous": "contig"}
 _TUPLES = ("reasons", "statuses", "change", "causes")
+_CHARTED = _TUPLES + ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery", "contiguous")
+"""The filters a chart's bar sets (`RunFilter.toggle`): a one-value tuple for those of `_TUPLES`, else the value."""
 
 
 @dataclass(frozen=True)
@@ -167,16 +169,13 @@ class RunFilter:
 
     def toggle(self, dimension: str, key: str) -> RunFilter:
         """What a click on a chart bar does: filter on that bar, or clear it when it is the filter."""
-        if dimension in _TUPLES:
-            current = getattr(self, dimension)
-            return replace(self, **{dimension: () if current == (key,) else (key,)})
-        if dimension in ("verdict", "delivered", "calls", "link", "refusal", "groups", "delivery", "contiguous"):
-            return replace(self, **{dimension: "" if getattr(self, dimension) == key else key})
-        raise ValueError(f"no chart filters on {dimension!r}")
+        if dimension not in _CHARTED:
+            raise ValueError(f"no chart filters on {dimension!r}")
+        bar = (key,) if dimension in _TUPLES else key
+        return self.without(dimension) if getattr(self, dimension) == bar else self.set(**{dimension: bar})
 
     def without(self, dimension: str) -> RunFilter:
-        default = RunFilter()
-        return replace(self, **{dimension: getattr(default, dimension)})
+        return self.set(**{dimension: getattr(RunFilter(), dimension)})
 
     def cleared(self) -> RunFilter:
         """No filter, the same sort."""
@@ -199,39 +198,34 @@ class RunFilter:
 
     def describe(self) -> list[tuple[str, str]]:
         """(dimension, plain words) for every active filter, for the chips above the table."""
-        out = []
-        for d in self.active:
-            value = getattr(self, d)
-            if d == "change":
-                text = "change: " + " or ".join(CHANGE_LABELS[c] for c in value)
-            elif d == "groups":
-                text = f"groups: {rw.GROUP_FILTERS[value]}"
-            elif d == "verdict":
-                text = f"verdict: {value}"
-            elif d == "reasons":
-                text = "mask reason: " + " or ".join(label(r) for r in value)
-            elif d == "statuses":
-                text = "status: " + " or ".join(value)
-            elif d == "delivered":
-                text = f"delivered: {DELIVERED_LABELS[value]}"
-            elif d == "calls":
-                text = f"calls: {calls_label(value)}"
-            elif d == "link":
-                text = f"parent-link failure: {value}"
-            elif d == "refusal":
-                text = f"refusals: {REFUSAL_LABELS[value]}"
-            elif d == "causes":
-                text = "lineage broke by: " + " or ".join(value)
-            elif d == "delivery":
-                text = f"Gym delivered: {DELIVERY_LABELS[value]}"
-            elif d == "contiguous":
-                text = ro.filter_words(value)
-            elif d == "source":
-                text = f"source contains “{value}”"
-            else:
-                text = f"id contains “{value}”"
-            out.append((d, text))
-        return out
+        return [(d, _chip(d, self.active_keys(d))) for d in self.active]
+
+
+_CHIPS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "change": ("change", CHANGE_LABELS.__getitem__),
+    "groups": ("groups", rw.GROUP_FILTERS.__getitem__),
+    "verdict": ("verdict", str),
+    "reasons": ("mask reason", label),
+    "statuses": ("status", str),
+    "delivered": ("delivered", DELIVERED_LABELS.__getitem__),
+    "calls": ("calls", calls_label),
+    "link": ("parent-link failure", str),
+    "refusal": ("refusals", REFUSAL_LABELS.__getitem__),
+    "causes": ("lineage broke by", str),
+    "delivery": ("Gym delivered", DELIVERY_LABELS.__getitem__),
+}
+"""A filter's chip above the table (`RunFilter.describe`): its name, and the words for each of its values."""
+
+
+def _chip(dimension: str, keys: tuple[str, ...]) -> str:
+    """The plain words of one active filter: ``name: value or value``; a contiguity filter in its own words,
+    a substring filter as what the source or the id contains."""
+    if dimension == "contiguous":
+        return ro.filter_words(keys[0])
+    if dimension in ("source", "query"):
+        return f"{'source' if dimension == 'source' else 'id'} contains “{keys[0]}”"
+    name, words = _CHIPS[dimension]
+    return f"{name}: " + " or ".join(words(k) for k in keys)
 
 
 def _contains(values: pd.Series, needle: str) -> np.ndarray:
@@ -254,6 +248,14 @@ def _code_of(column: pd.Series, key: str) -> int:
     return cats.index(key) if key in cats else -2
 
 
+def _any_column(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """Rows true in any of the boolean ``columns`` (a row having any of the listed reasons, or causes)."""
+    keep = np.zeros(len(frame), dtype=bool)
+    for column in columns:
+        keep |= frame[column].to_numpy()
+    return keep
+
+
 def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     """One boolean array (rows kept) per active filter dimension."""
     masks: dict[str, np.ndarray] = {}
@@ -265,10 +267,7 @@ def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     if flt.verdict:
         masks["verdict"] = frame["verdict"].cat.codes.to_numpy() == VERDICTS.index(flt.verdict)
     if flt.reasons:
-        keep = np.zeros(len(frame), dtype=bool)
-        for r in flt.reasons:
-            keep |= frame[f"reason_{r}"].to_numpy()
-        masks["reasons"] = keep
+        masks["reasons"] = _any_column(frame, [f"reason_{r}" for r in flt.reasons])
     if flt.statuses:
         codes = frame["status"].cat.codes.to_numpy()
         masks["statuses"] = np.isin(codes, [STATUSES.index(s) for s in flt.statuses])
@@ -279,10 +278,7 @@ def filter_masks(frame: pd.DataFrame, flt: RunFilter) -> dict[str, np.ndarray]:
     if flt.link:
         masks["link"] = frame[f"link_{flt.link}"].to_numpy() > 0
     if flt.causes:
-        keep = np.zeros(len(frame), dtype=bool)
-        for c in flt.causes:
-            keep |= frame[f"cause_{c}"].to_numpy()
-        masks["causes"] = keep
+        masks["causes"] = _any_column(frame, [f"cause_{c}" for c in flt.causes])
     if flt.delivery:
         masks["delivery"] = frame["delivery"].cat.codes.to_numpy() == DELIVERY.index(flt.delivery)
     if flt.contiguous and "contiguity" in frame:

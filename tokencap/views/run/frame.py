@@ -3,6 +3,7 @@ low-cardinality columns become categoricals, so a filter or a count compares sma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -68,8 +69,9 @@ def _nullable(table: pa.Table, name: str, dtype: Any) -> Any:
     return pd.array(column.cast(pa.int64()).to_pandas(types_mapper=pd.ArrowDtype).astype("Int64"), dtype="Int64")
 
 
-def reason_text(mask: np.ndarray) -> str:
-    return ", ".join(r for r, on in zip(MASK_REASON_ORDER, mask) if on)
+def reason_text(mask: Sequence[int]) -> str:
+    """The mask reasons flagged in ``mask`` (one flag per `MASK_REASON_ORDER` entry), comma-separated."""
+    return ", ".join(r for r, on in zip(MASK_REASON_ORDER, mask, strict=True) if on)
 
 
 def run_frame(table: pa.Table) -> pd.DataFrame:
@@ -98,7 +100,7 @@ def run_frame(table: pa.Table) -> pd.DataFrame:
     out["delivered_fraction"] = _np(table, "delivered_fraction", np.float64)
     out["quarantined_fraction"] = _np(table, "quarantined_fraction", np.float64)
     link_total = np.zeros(n, dtype=np.int64)
-    for note, column in zip(LINK_NOTES, LINK_COLUMNS):
+    for note, column in zip(LINK_NOTES, LINK_COLUMNS, strict=True):
         values = _np(table, column, np.int64)
         out[column] = values
         if note not in LINK_NOT_FAILURES:

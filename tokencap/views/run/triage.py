@@ -22,7 +22,7 @@ from ...services import run_sources as rs
 from ...services.requests import OpenRequest
 from ..formatting import count
 from . import compare as cv
-from . import data as rd
+from .filters import RunFilter, filter_masks, passing, sorted_rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,10 +59,10 @@ class RunOrder:
         return str(self.frame["source"].iat[row]), str(self.frame["rollout_id"].iat[row])
 
 
-def run_order(frame: pd.DataFrame, flt: rd.RunFilter) -> RunOrder:
+def run_order(frame: pd.DataFrame, flt: RunFilter) -> RunOrder:
     """The Run page's table for ``flt``: the rows passing every filter, in its sort."""
-    keep = rd.passing(frame, rd.filter_masks(frame, flt))
-    return RunOrder(frame, rd.sorted_rows(frame, keep, flt))
+    keep = passing(frame, filter_masks(frame, flt))
+    return RunOrder(frame, sorted_rows(frame, keep, flt))
 
 
 def with_place(request: OpenRequest, origin: rs.RunOrigin, frame: pd.DataFrame, row: int) -> OpenRequest:
@@ -71,11 +71,11 @@ def with_place(request: OpenRequest, origin: rs.RunOrigin, frame: pd.DataFrame, 
     return replace(request, frame=frame, row=row, origin=origin)
 
 
-def pair_order(cmp: cv.Comparison, flt: rd.RunFilter) -> RunOrder:
+def pair_order(cmp: cv.Comparison, flt: RunFilter) -> RunOrder:
     """The Run page's table of joined rollouts for ``flt`` (a comparison): positions in ``cmp.rows``
     passing the filters on either side, in its sort, as `tokencap/app/run/parts.show_pairs` lists them."""
-    keep_a = rd.passing(cmp.a, rd.filter_masks(cmp.a, flt))
-    keep_b = rd.passing(cmp.b, rd.filter_masks(cmp.b, flt))
+    keep_a = passing(cmp.a, filter_masks(cmp.a, flt))
+    keep_b = passing(cmp.b, filter_masks(cmp.b, flt))
     return RunOrder(cmp.rows, cv.sorted_pairs(cmp, cv.passing_rows(cmp, keep_a, keep_b), flt))
 
 
@@ -132,10 +132,10 @@ def order_of(request: OpenRequest) -> RunOrder | None:
     """The order a request opened from the Run page walks in (its filter and sort), or None for a
     rollout opened otherwise (a link, a file)."""
     if request.comparison is not None and request.row is not None:
-        return pair_order(request.comparison, rd.RunFilter.from_params(request.back_params))
+        return pair_order(request.comparison, RunFilter.from_params(request.back_params))
     if request.frame is None or request.row is None:
         return None
-    return run_order(request.frame, rd.RunFilter.from_params(request.back_params))
+    return run_order(request.frame, RunFilter.from_params(request.back_params))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+document.querySelector('[data-testid="stMain"]')?.scrollTo(0, 0);
