@@ -9,7 +9,7 @@ import hashlib
 import json
 
 from tokencap.views.run import charts as rc
-from tokencap.views.run.data import Bars
+from tokencap.views.run.bars import Bars
 
 KEYS = ("load_error", "no_records", "multiple_chains")
 
