@@ -134,6 +134,19 @@ def test_the_tokenizer_label_names_a_file_only_when_one_is_loaded(monkeypatch, t
     assert not [u for u in at.get("file_uploader") if "tokenizer.json" in u.proto.label]
 
 
+def test_a_copy_of_a_sample_opened_first_leaves_the_sample_its_bundled_tokenizer(monkeypatch, tmp_path):
+    """Loaded sources are cached by content and name: a copy of a sample under the same name, opened first from
+    elsewhere, must not make the sample itself look like outside data (no bundled tokenizer)."""
+    copy = tmp_path / "length_stop.json"
+    copy.write_bytes((SAMPLES / "length_stop.json").read_bytes())
+    at = open_app(monkeypatch, str(copy))
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "None loaded: token ids are shown as numbers" in said
+    at = open_app(monkeypatch, str(SAMPLES / "length_stop.json"))
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "In use: sample_data/tokenizer.json, bundled with the sample data" in said
+
+
 def test_the_sidebar_s_rollout_link_from_the_run_page_opens_the_run_s_first_row(monkeypatch):
     """Issue 37, item 13: from the Run page, the sidebar's Rollout link opens a rollout of the run shown (its
     table's first row, with its place in the run), not an unrelated bundled sample; closing it shows them."""

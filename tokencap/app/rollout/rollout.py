@@ -110,7 +110,7 @@ def main() -> None:
     # Before loading: every view is built with its final response (this run's, never a module's).
     builds = Builds(final_responses_choice(), run_records())
     loaded = load_sources(sources, builds, page, progress)
-    STATE[Keys.DEFAULT_TOKENIZER] = default_tokenizer(loaded)
+    STATE[Keys.DEFAULT_TOKENIZER] = default_tokenizer(sources)
     with page.container():
         show_page(loaded, source_label, path_error, builds)
     sidebar_tokenizer()

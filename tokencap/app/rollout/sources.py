@@ -100,11 +100,13 @@ class Builds:
         return rollout_view(ls.source.cache_key, index, anchor, ls, finals_key, final, evidence)
 
 
-def default_tokenizer(loaded: list[src.LoadedSource]) -> str | None:
+def default_tokenizer(sources: list[src.Source]) -> str | None:
     """The tokenizer to decode with when none is uploaded: ``tokencap app --tokenizer PATH``, else the bundled
-    sample tokenizer when only sample data is shown (`rollout_sources.default_tokenizer_path`)."""
+    sample tokenizer when only sample data is shown (`rollout_sources.default_tokenizer_path`). Decided on the
+    sources opened now, not on their loaded (cached) copies: those are shared by content and name, so a copy of
+    a sample opened elsewhere earlier would carry its own path."""
     given = app_arguments(sys.argv[1:]).tokenizer
-    path = src.default_tokenizer_path(APP_DIR, given, [ls.source.path for ls in loaded])
+    path = src.default_tokenizer_path(APP_DIR, given, [s.path for s in sources])
     return str(path) if path is not None else None
 
 
