@@ -47,7 +47,7 @@ def test_the_cause_chart_counts_rollouts_by_cause_and_a_click_filters_the_table(
     assert shown_count(at) == (2, 6)
     assert at.query_params["run_cause"] == "tokens_replaced"
     assert run_table(at).value["rollout"].tolist() == ["r00", "r03"]
-    assert run_table(at).value["why lineage broke"].tolist() == ["tokens_replaced"] * 2
+    assert run_table(at).value["why lineage broke"].tolist() == ["tokens replaced"] * 2  # words; the URL keeps the key
     click_bar(at, "causes", "tokens_replaced")  # again: cleared
     assert shown_count(at) == (6, 6)
 
@@ -85,7 +85,7 @@ def test_the_run_page_diagnoses_with_the_app_s_tokenizer(monkeypatch, tmp_path):
     run, _ = broken_run(tmp_path)
     tok = tokenizer_file(tmp_path / "tokenizer.json")
     without = run_table(run_app(monkeypatch, str(run))).value
-    assert set(without["why lineage broke"]) == {"—", "tokens_replaced"}
+    assert set(without["why lineage broke"]) == {"—", "tokens replaced"}
     with_tok = run_table(run_app(monkeypatch, str(run), "--tokenizer", str(tok))).value
     assert set(with_tok["why lineage broke"]) == {"—", "retokenized"}
     assert (with_tok["why lineage broke"] != "—").sum() == (without["why lineage broke"] != "—").sum() == 2

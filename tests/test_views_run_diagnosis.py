@@ -77,7 +77,7 @@ def test_a_cause_filter_keeps_rollouts_with_a_break_of_that_cause_and_round_trip
     assert both.causes == ("seam", "branch")  # vocabulary order, unknown dropped
     assert both.to_params() == {"run_cause": "seam,branch"}
     assert RunFilter.from_params(both.to_params()) == both
-    assert ("causes", "lineage broke by: seam or branch") in both.describe()
+    assert ("causes", "lineage broke by: turn boundary lost or branch") in both.describe()  # words, keys in the URL
     # the chart counts over every other filter, never its own
     bars = chart_bars(frame, filter_masks(frame, flt))
     causes = next(b for b in bars if b.dimension == "causes")

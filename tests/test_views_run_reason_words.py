@@ -48,6 +48,10 @@ def test_the_table_cells_and_the_filter_chip_read_in_words_the_url_and_frame_kee
     keys = [str(frame["reasons"].iloc[int(r)]) for r in rows]
     assert shown["mask reasons"].astype(str).tolist() == [k.replace("_", " ") for k in keys]
     assert all("_" not in text for text in shown["mask reasons"].astype(str))
+    causes = [str(frame["causes"].iloc[int(r)]) for r in rows]  # break causes too, each key by its label
+    assert shown["why lineage broke"].astype(str).tolist() == [
+        c if c == "—" else ", ".join(label(k) for k in c.split(", ")) for c in causes]
+    assert any(c != "—" for c in causes)
     assert "multiple_roots" in ", ".join(keys)  # the frame keeps the keys
     assert flt.to_params() == {"run_reason": "unresolved_retries,multiple_roots"}
     assert ("reasons", "mask reason: unresolved retries or multiple roots") in flt.describe()

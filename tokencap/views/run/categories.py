@@ -28,15 +28,16 @@ NO_REASON = "—"
 """The mask reasons of a trainable rollout, as the frame's ``reasons`` column and the table show them."""
 
 
-def reason_words(reasons: str) -> str:
-    """A rollout's mask reasons (the frame's ``reasons``: keys joined by ", ", `NO_REASON` for none) in
-    words, as the table shows them (`tokencap.views.words.label`)."""
+def key_words(reasons: str) -> str:
+    """A rollout's mask reasons or break causes (the frame's ``reasons`` and ``causes``: keys joined by ", ",
+    `NO_REASON` for none) in words, as the table shows them (`tokencap.views.words.label`)."""
     return reasons if reasons == NO_REASON else ", ".join(label(r) for r in reasons.split(", "))
 
 
-def reasons_in_words(reasons: pd.Series) -> pd.Series:
-    """The frame's categorical ``reasons`` column (or rows of it) in words: each combination relabelled once."""
-    return reasons.cat.rename_categories({c: reason_words(c) for c in reasons.cat.categories})
+def keys_in_words(reasons: pd.Series) -> pd.Series:
+    """The frame's categorical ``reasons`` or ``causes`` column (or rows of it) in words: each combination
+    relabelled once."""
+    return reasons.cat.rename_categories({c: key_words(c) for c in reasons.cat.categories})
 
 
 REFUSALS = ("none", "other", "context", "ended")

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ...run.diff import DiffSummary, JoinChoice, diff_tables
 from .bars import Bars, chart_bars
-from .categories import CALLS_BINS, calls_label, reasons_in_words
+from .categories import CALLS_BINS, calls_label, keys_in_words
 from .filters import CHANGE_LABELS, CHANGE_TEXT, CHANGES, RunFilter, passing
 from .summary import Metric, has_delivery, run_metrics
 
@@ -128,7 +128,7 @@ def _side(frame: pd.DataFrame, rows: np.ndarray, column: str, null: object) -> p
         return pd.Series([null] * len(rows))
     values = frame[column].iloc[np.maximum(rows, 0)].reset_index(drop=True)
     if column == "reasons":  # mask reasons in words, as on one run's table
-        values = reasons_in_words(values)
+        values = keys_in_words(values)
     if isinstance(values.dtype, pd.CategoricalDtype) or values.dtype == object or isinstance(values.dtype,
                                                                                              pd.ArrowDtype):
         values = values.astype(object)

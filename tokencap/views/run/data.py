@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import rollouts as ro
-from .categories import reasons_in_words
+from .categories import keys_in_words
 
 # --------------------------------------------------------------------------- the table shown
 
@@ -64,7 +64,8 @@ def table_frame(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """
     shown = frame.iloc[rows][list(TABLE_COLUMNS)] if len(rows) else frame.iloc[:0][list(TABLE_COLUMNS)]
     shown = shown.astype(_NARROW)
-    shown["reasons"] = reasons_in_words(shown["reasons"])  # words in the cells; the filter and exports keep keys
+    shown["reasons"] = keys_in_words(shown["reasons"])  # words in the cells; the filter and exports keep keys
+    shown["causes"] = keys_in_words(shown["causes"])
     if ro.has_items(frame):  # rollouts read from output items: NeMo RL's contiguity, last (the columns before it
         shown["contiguity"] = ro.table_values(frame, rows)  # keep the widths the table's cell titles count on)
     if len(shown) and len(frame["source"].cat.categories) > len(frame) // 2:

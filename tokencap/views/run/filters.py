@@ -211,7 +211,7 @@ _CHIPS: dict[str, tuple[str, Callable[[str], str]]] = {
     "calls": ("calls", calls_label),
     "link": ("parent-link failure", str),
     "refusal": ("refusals", REFUSAL_LABELS.__getitem__),
-    "causes": ("lineage broke by", str),
+    "causes": ("lineage broke by", label),
     "delivery": ("Gym delivered", DELIVERY_LABELS.__getitem__),
 }
 """A filter's chip above the table (`RunFilter.describe`): its name, and the words for each of its values."""
