@@ -124,7 +124,7 @@ def test_scenario_picker_switches_source(monkeypatch):
     at.selectbox(key="scenario").set_value("capture_store")
     rerun(at)
     rollout = at.selectbox(key="rollout")
-    assert rollout.options == ["✓ trainable · store-complete", "✗ masked: capture_incomplete · store-interrupted"]
+    assert rollout.options == ["✓ trainable · store-complete", "✗ masked: capture incomplete · store-interrupted"]
     assert heading(at) == "### store\\-complete"
 
 
@@ -593,7 +593,7 @@ def test_a_directory_rollout_that_failed_to_load_is_shown_masked_on_every_tab(mo
     at = open_app(monkeypatch, str(store))
     keys = rollout_keys(src.source_from_path(store))
     labels = at.selectbox(key="rollout").options
-    failed = next(i for i, label in enumerate(labels) if "load_error" in label)
+    failed = next(i for i, label in enumerate(labels) if "load error" in label)  # the picker says reasons in words
     at.selectbox(key="rollout").set_value(keys[failed])
     rerun(at)
     assert any(e.value.startswith("**Error:**") and "broken\\.json" in e.value for e in at.error)

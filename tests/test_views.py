@@ -444,7 +444,7 @@ def test_verdict_labels():
     assert vv.verdict_label(sample_view("clean_multiturn_tools.json").result) == "✓ trainable"
     assert vv.verdict_label(sample_view("length_stop.json").result) == "✓ trainable · incomplete"
     assert vv.verdict_label(sample_view("stale_parent_link.json").result) == \
-        "✗ masked: unresolved_parent_calls, multiple_roots +1"
+        "✗ masked: unresolved parent calls, multiple roots +1"
 
 
 def test_refusal_conditions_one_by_one():

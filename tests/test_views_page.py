@@ -83,7 +83,7 @@ def test_the_rollout_picker_shows_the_verdict_and_the_file_only_when_several_are
     view = sample_view("stale_parent_link.json")
     r = ref("k", 0, view.rollout_id, "stale.json")
     assert rp.rollout_option_label(view, r, False) == \
-        f"✗ masked: unresolved_parent_calls, multiple_roots +1 · {view.rollout_id}"
+        f"✗ masked: unresolved parent calls, multiple roots +1 · {view.rollout_id}"
     assert rp.rollout_option_label(view, r, True).endswith(f"· {view.rollout_id}  (stale.json)")
     clean = sample_view("clean_multiturn_tools.json")
     assert rp.rollout_option_label(clean, r, False).startswith("✓ trainable · ")

@@ -152,12 +152,12 @@ def conditions_frame(verdict: Any) -> pd.DataFrame:
 
 
 def verdict_label(result: RolloutResult) -> str:
-    """Short verdict for a rollout picker: '✓ trainable' / '✗ masked: reason, …'."""
+    """Short verdict for a rollout picker: '✓ trainable' / '✗ masked: reason, …', the reasons in words."""
     if not result.mask_sample:
         status = result.metrics.get("status")
         return "✓ trainable" + (f" · {status}" if status and status != "completed" else "")
     reasons = result.mask_reasons
-    shown = ", ".join(reasons[:2]) + (f" +{len(reasons) - 2}" if len(reasons) > 2 else "")
+    shown = ", ".join(label(r) for r in reasons[:2]) + (f" +{len(reasons) - 2}" if len(reasons) > 2 else "")
     return f"✗ masked: {shown}"
 
 
