@@ -24,10 +24,9 @@ from .typed_lines import WireEntry, WireLine, typed_line
 from .wire import RecordDecoder
 
 
-class _SnapshotWire(msgspec.Struct):
-    """Top level of a snapshot JSON; entries stay as raw field texts for the fast path."""
+class _SnapshotTop(msgspec.Struct, kw_only=True):
+    """A snapshot JSON's top-level fields besides ``entries``, as raw texts that `snapshot_from_wire` judges."""
 
-    entries: list[dict[str, Raw]] | UnsetType = UNSET
     rollout_id: Raw | UnsetType = UNSET
     snapshot_id: Raw | UnsetType = UNSET
     version: Raw | UnsetType = UNSET
@@ -35,23 +34,22 @@ class _SnapshotWire(msgspec.Struct):
     engine_refusals: Raw | UnsetType = UNSET
     source_notes: Raw | UnsetType = UNSET
     load_error: Raw | UnsetType = UNSET
+
+
+class _SnapshotWire(_SnapshotTop, kw_only=True):
+    """Top level of a snapshot JSON; entries stay as raw field texts for the fast path."""
+
+    entries: list[dict[str, Raw]] | UnsetType = UNSET
 
 
 decode_snapshot = msgspec.json.Decoder(_SnapshotWire).decode
 """A snapshot JSON's top level, its entries as raw field texts (`msgspec.ValidationError` when it is no object)."""
 
 
-class _TypedSnapshotWire(msgspec.Struct):
+class _TypedSnapshotWire(_SnapshotTop, kw_only=True):
     """`_SnapshotWire` whose entries are read by the typed decode (`WireEntry`), in the same C call."""
 
     entries: list[WireEntry]
-    rollout_id: Raw | UnsetType = UNSET
-    snapshot_id: Raw | UnsetType = UNSET
-    version: Raw | UnsetType = UNSET
-    incomplete: Raw | UnsetType = UNSET
-    engine_refusals: Raw | UnsetType = UNSET
-    source_notes: Raw | UnsetType = UNSET
-    load_error: Raw | UnsetType = UNSET
 
 
 _decode_typed_snapshot = msgspec.json.Decoder(_TypedSnapshotWire).decode
