@@ -15,7 +15,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,10 +52,6 @@ class Source:
     @property
     def is_directory(self) -> bool:
         return self.data is None and self.path is not None
-
-    @property
-    def short_key(self) -> str:
-        return self.key[:12]
 
     @property
     def cache_key(self) -> str:
@@ -383,10 +379,6 @@ class RolloutRef:
 def rollout_refs(loaded: Iterable[LoadedSource]) -> list[RolloutRef]:
     return [RolloutRef(ls.source.cache_key, i, snap.rollout_id, ls.source.name)
             for ls in loaded for i, snap in enumerate(ls.snapshots)]
-
-
-def load_all(sources: Iterable[Source], load: Callable[[Source], LoadedSource] = load_source) -> list[LoadedSource]:
-    return [load(s) for s in sources]
 
 
 def tokenizer_label(path: str | os.PathLike[str], app_dir: str | os.PathLike[str]) -> str:

@@ -21,7 +21,6 @@ RUN_COLORS = ("#94a3b8", MAIN)
 REFUSAL_SOFT = "#f9a8d4"
 BOUNDARY = "#dc2626"
 RECOVERED = "#16a34a"
-TERMINAL = "#111827"
 SELECTED = "#111827"
 FINAL_ANSWER = "#db2777"  # the harness's own final answer (terminal attribution)
 BREAK = "#b45309"  # a break in the lineage (diagnosis): amber, apart from the boundary's red

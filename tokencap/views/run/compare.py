@@ -111,7 +111,7 @@ def sorted_pairs(cmp: Comparison, positions: np.ndarray, flt: RunFilter) -> np.n
     elif vb is None:
         values = va.where(pd.Series(ra >= 0))
     else:
-        values = va.where(pd.Series(ra >= 0)).where(pd.Series(ra >= 0), vb)
+        values = va.where(pd.Series(ra >= 0), vb)  # A's value, B's where A has no row
     order = values.reset_index(drop=True).sort_values(ascending=not flt.descending, kind="stable",
                                                       na_position="last").index.to_numpy()
     return positions[order]
@@ -169,8 +169,8 @@ def _padded(bars: Bars, n: int) -> Bars:
     keys = CALLS_BINS[:n]
     pad = n - len(bars.keys)
     return Bars(bars.dimension, bars.title, keys, tuple(calls_label(k) for k in keys), bars.counts + (0,) * pad,
-                   bars.total, hover=tuple(f"{calls_label(k)} model call{'s' if k != '1' else ''}" for k in keys),
-                   extra=bars.extra + (0,) * pad if bars.extra else ())
+                bars.total, hover=tuple(f"{calls_label(k)} model call{'s' if k != '1' else ''}" for k in keys),
+                extra=bars.extra + (0,) * pad if bars.extra else ())
 
 
 def change_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray], masks_b: Mapping[str, np.ndarray]) -> Bars:
@@ -180,8 +180,8 @@ def change_bars(cmp: Comparison, masks_a: Mapping[str, np.ndarray], masks_b: Map
     counts = np.bincount(codes, minlength=len(CHANGES))[: len(CHANGES)] if len(codes) else \
         np.zeros(len(CHANGES), dtype=np.int64)
     return Bars("change", f"Change from {cmp.name_a} to {cmp.name_b}", CHANGES,
-                   tuple(CHANGE_LABELS[c] for c in CHANGES), tuple(int(c) for c in counts), len(positions),
-                   hover=tuple(CHANGE_TEXT[c] for c in CHANGES))
+                tuple(CHANGE_LABELS[c] for c in CHANGES), tuple(int(c) for c in counts), len(positions),
+                hover=tuple(CHANGE_TEXT[c] for c in CHANGES))
 
 
 def compare_metrics(cmp: Comparison) -> list[Metric]:
@@ -209,8 +209,8 @@ def compare_metrics(cmp: Comparison) -> list[Metric]:
             f"; {ma.help}" if ma.help else ""), share))
     changes = cmp.summary.changes
     out.append(Metric("fixed · broke", f"{changes.get('fixed', 0):,} · {changes.get('broke', 0):,}",
-                         "fixed: masked in A, trainable in B; broke: the reverse",
-                         f"{changes.get('reasons_changed', 0):,} masked for other reasons"))
+                      "fixed: masked in A, trainable in B; broke: the reverse",
+                      f"{changes.get('reasons_changed', 0):,} masked for other reasons"))
     return out
 
 
