@@ -109,6 +109,18 @@ def test_the_venv_s_tokencap_is_the_wheel_s(installed: Installed) -> None:
         "config.toml"
 
 
+def test_the_app_extra_brings_what_the_sample_run_needs(installed: Installed) -> None:
+    """`pip install "tokencap-rl[app]"` alone must open the bundled sample run: the app decodes the samples
+    with their bundled tokenizers, so the extra brings `tokenizers` (this venv sees the test environment's
+    packages, so an import would pass here either way: the wheel's own metadata is what is checked)."""
+    code = ("import importlib.metadata as m; print('\\n'.join(r for r in m.requires('tokencap-rl') or () "
+            "if 'extra == \"app\"' in r))")
+    app_extra = installed.run(str(installed.bin / "python"), "-c", code)
+    assert app_extra.returncode == 0, app_extra.stderr
+    names = {line.split(">")[0].split("=")[0].split(";")[0].strip() for line in app_extra.stdout.splitlines()}
+    assert {"streamlit", "tokenizers"} <= names, app_extra.stdout
+
+
 def test_build_names_a_bundled_sample_from_an_empty_directory(installed: Installed) -> None:
     built = installed.run(str(installed.bin / "tokencap"), "build", "sample:clean_multiturn_tools.json")
     assert built.returncode == 0, built.stderr
